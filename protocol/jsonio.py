@@ -1,0 +1,57 @@
+"""JSON files: sorted keys, atomic writes, schema-version checks."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from protocol.errors import UserError
+
+
+def dumps(data: Any) -> str:
+    return json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON so that a reader sees either the old file or the whole new one."""
+    write_text_atomic(path, dumps(data))
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o644)  # mkstemp makes 0600; results are meant to be read (and bundled)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def read_json(path: Path) -> Any:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except FileNotFoundError:
+        raise UserError("file not found", str(path)) from None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"not valid JSON: {exc.msg} at line {exc.lineno}", str(path)) from None
+
+
+def check_schema(data: dict[str, Any], kind: str, supported: int, where: str) -> None:
+    """Reject records whose ``schema_version`` this version cannot read."""
+    version = data.get("schema_version")
+    if version != supported:
+        raise UserError(
+            f"{kind} has schema_version {version!r}, this isocost reads {supported}",
+            where,
+            "Use the isocost version that wrote it, or re-run the stage that produced it.",
+        )

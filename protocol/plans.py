@@ -1,0 +1,464 @@
+"""Dated plan catalog and the plan calculator (money is ``Decimal``, never float).
+
+A plan is a flat rental offer: a GPU type, the cards one lot holds, a length
+in days and a price per lot. The rental budget is the price per lot times the
+lots; a short run still pays the whole plan. The cost per validated corpus is
+that budget divided by the corpora actually accepted, and is undefined (not
+0, not infinity) when none was accepted: the spend still stands.
+
+Example: ``quote(load_catalog(default_catalog_path()), "rtx-4090", 7, 2).total_usd``
+is ``Decimal("220.00")``.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from dataclasses import dataclass
+from datetime import date
+from decimal import ROUND_HALF_EVEN, Decimal
+from pathlib import Path
+from typing import Any
+
+from protocol.errors import UserError
+from protocol.jsonio import check_schema
+
+# Version history: 1 = first format (Plan, Catalog, Quote).
+SCHEMA_VERSION = 1
+
+# The plan lengths the calculator offers (the seed: 3, 7 and 30 days).
+PLAN_LENGTHS_DAYS: tuple[int, ...] = (3, 7, 30)
+
+CATALOG_COLUMNS: tuple[str, ...] = (
+    "gpu",
+    "cards_per_lot",
+    "plan_days",
+    "price_usd_per_lot",
+    "currency",
+    "catalog_date",
+    "source",
+)
+CATALOG_CURRENCY = "USD"
+DEFAULT_CATALOG_NAME = "catalog-2026-09-24.csv"
+
+CENT = Decimal("0.01")
+ROUNDING = ROUND_HALF_EVEN
+ROUNDING_NOTE = "rounded half-even (banker's rounding) to 0.01 USD"
+
+# Per-result cost states: not asked for, computed, or undefined (zero accepted corpora).
+PER_RESULT_NOT_REQUESTED = "not_requested"
+PER_RESULT_DEFINED = "defined"
+PER_RESULT_UNDEFINED = "undefined"
+
+_DECIMAL_RE = re.compile(r"^[0-9]+(\.[0-9]+)?$")
+_INT_RE = re.compile(r"^[0-9]+$")
+_DATE_RE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
+
+
+def default_catalog_path() -> Path:
+    """The catalog snapshot shipped with isocost.
+
+    Example: ``default_catalog_path().name == "catalog-2026-09-24.csv"``.
+    """
+    return Path(__file__).resolve().parent / "data" / DEFAULT_CATALOG_NAME
+
+
+def format_usd(amount: Decimal) -> str:
+    """Money as text with at least two decimals, no thousands separator.
+
+    Example: ``format_usd(Decimal("2071")) == "2071.00"``.
+    """
+    if amount == amount.quantize(CENT):
+        return str(amount.quantize(CENT))
+    return str(amount)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One catalog row. Example: ``load_catalog(default_catalog_path()).plans[1].gpu == "b200"``."""
+
+    gpu: str
+    cards_per_lot: int
+    plan_days: int
+    price_usd_per_lot: Decimal
+    catalog_date: date
+    source: str
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def plan_hours(self) -> int:
+        """Example: a 7-day plan has ``plan_hours == 168``."""
+        return self.plan_days * 24
+
+    def to_dict(self) -> dict[str, Any]:
+        """Example: ``plan.to_dict()["price_usd_per_lot"] == "110.00"``."""
+        return {
+            "schema_version": self.schema_version,
+            "gpu": self.gpu,
+            "cards_per_lot": self.cards_per_lot,
+            "plan_days": self.plan_days,
+            "price_usd_per_lot": format_usd(self.price_usd_per_lot),
+            "currency": CATALOG_CURRENCY,
+            "catalog_date": self.catalog_date.isoformat(),
+            "source": self.source,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Plan:
+        """Example: ``Plan.from_dict(plan.to_dict()) == plan``."""
+        _check_version(data, "plan")
+        return cls(
+            gpu=str(data["gpu"]),
+            cards_per_lot=int(data["cards_per_lot"]),
+            plan_days=int(data["plan_days"]),
+            price_usd_per_lot=Decimal(str(data["price_usd_per_lot"])),
+            catalog_date=date.fromisoformat(str(data["catalog_date"])),
+            source=str(data["source"]),
+        )
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """A dated set of plans read from one CSV. Example: ``load_catalog(default_catalog_path())``."""
+
+    path: str
+    plans: tuple[Plan, ...]
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def gpus(self) -> tuple[str, ...]:
+        """Example: ``catalog.gpus == ("b200", "rtx-4090")``."""
+        return tuple(sorted({plan.gpu for plan in self.plans}))
+
+    @property
+    def catalog_dates(self) -> tuple[date, ...]:
+        """Example: ``catalog.catalog_dates == (date(2026, 9, 24),)``."""
+        return tuple(sorted({plan.catalog_date for plan in self.plans}))
+
+    @property
+    def dates_text(self) -> str:
+        """Example: ``catalog.dates_text == "2026-09-24"``."""
+        return ", ".join(day.isoformat() for day in self.catalog_dates)
+
+    def plans_for(self, gpu: str) -> tuple[Plan, ...]:
+        """Example: ``[p.plan_days for p in catalog.plans_for("b200")] == [7]``."""
+        key = _gpu_key(gpu)
+        return tuple(sorted((p for p in self.plans if p.gpu == key), key=lambda p: p.plan_days))
+
+    def find(self, gpu: str, days: int) -> Plan | None:
+        """Example: ``catalog.find("rtx-4090", 3) is None``."""
+        for plan in self.plans_for(gpu):
+            if plan.plan_days == days:
+                return plan
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Example: ``Catalog.from_dict(catalog.to_dict()) == catalog``."""
+        return {
+            "schema_version": self.schema_version,
+            "path": self.path,
+            "plans": [plan.to_dict() for plan in self.plans],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Catalog:
+        """Example: ``Catalog.from_dict(catalog.to_dict()) == catalog``."""
+        _check_version(data, "catalog")
+        return cls(
+            path=str(data["path"]),
+            plans=tuple(Plan.from_dict(item) for item in data["plans"]),
+        )
+
+
+@dataclass(frozen=True)
+class Quote:
+    """A priced rental: plan × lots, and optionally the cost per validated corpus.
+
+    Example: ``quote(catalog, "b200", 7, 1).cards == 2`` (a B200 lot already holds 2 cards).
+
+    ``per_result_state`` is ``not_requested`` (no accepted count given, no
+    figure), ``defined`` or ``undefined`` (zero accepted corpora: no ratio,
+    the spend ``total_usd`` still stands).
+    """
+
+    plan: Plan
+    lots: int
+    cards: int
+    total_usd: Decimal
+    accepted_results: int | None
+    cost_per_validated_corpus_usd: Decimal | None
+    per_result_state: str
+    rounding: str = ROUNDING_NOTE
+    schema_version: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        """Example: ``quote(catalog, "rtx-4090", 7, 2).to_dict()["total_usd"] == "220.00"``."""
+        per_result = self.cost_per_validated_corpus_usd
+        return {
+            "schema_version": self.schema_version,
+            "plan": self.plan.to_dict(),
+            "lots": self.lots,
+            "cards": self.cards,
+            "total_usd": format_usd(self.total_usd),
+            "accepted_results": self.accepted_results,
+            "cost_per_validated_corpus_usd": None if per_result is None else format_usd(per_result),
+            "per_result_state": self.per_result_state,
+            "rounding": self.rounding,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Quote:
+        """Example: ``Quote.from_dict(q.to_dict()) == q``."""
+        _check_version(data, "quote")
+        per_result = data.get("cost_per_validated_corpus_usd")
+        accepted = data.get("accepted_results")
+        return cls(
+            plan=Plan.from_dict(data["plan"]),
+            lots=int(data["lots"]),
+            cards=int(data["cards"]),
+            total_usd=Decimal(str(data["total_usd"])),
+            accepted_results=None if accepted is None else int(accepted),
+            cost_per_validated_corpus_usd=None if per_result is None else Decimal(str(per_result)),
+            per_result_state=str(data["per_result_state"]),
+            rounding=str(data.get("rounding", ROUNDING_NOTE)),
+        )
+
+
+def load_catalog(path: str | Path) -> Catalog:
+    """Read and validate a dated catalog CSV.
+
+    Example: ``load_catalog("protocol/data/catalog-2026-09-24.csv").gpus == ("b200", "rtx-4090")``.
+    """
+    path = Path(path)
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as handle:
+            reader = csv.reader(handle)
+            numbered = [(reader.line_num, row) for row in reader if any(c.strip() for c in row)]
+    except FileNotFoundError:
+        raise UserError(
+            "catalog file not found", str(path), "Check the path given with --catalog."
+        ) from None
+    except UnicodeDecodeError:
+        raise UserError("catalog is not UTF-8 text", str(path), "Save it as UTF-8 CSV.") from None
+    except csv.Error as exc:
+        raise UserError(f"catalog is not valid CSV: {exc}", str(path)) from None
+
+    if not numbered:
+        raise UserError(
+            "catalog is empty",
+            str(path),
+            f"The first line must name the columns: {','.join(CATALOG_COLUMNS)}.",
+        )
+    header_line, header = numbered[0]
+    columns = [cell.strip() for cell in header]
+    _check_header(columns, f"{path}:{header_line}")
+
+    plans: list[Plan] = []
+    first_line: dict[tuple[str, int], int] = {}
+    for line, row in numbered[1:]:
+        where = f"{path}:{line}"
+        if len(row) != len(columns):
+            raise UserError(
+                f"row has {len(row)} fields, the header has {len(columns)}",
+                where,
+                "Give every row the header's columns; quote a source text that contains commas.",
+            )
+        cells = {name: cell.strip() for name, cell in zip(columns, row, strict=True)}
+        plan = _parse_row(cells, where)
+        key = (plan.gpu, plan.plan_days)
+        if key in first_line:
+            raise UserError(
+                f"duplicate plan {plan.gpu} for {plan.plan_days} days on lines "
+                f"{first_line[key]} and {line}",
+                str(path),
+                "Keep one price per (gpu, plan_days); a catalog never holds two rows for one plan.",
+            )
+        first_line[key] = line
+        plans.append(plan)
+    if not plans:
+        raise UserError(
+            "catalog has a header but no plans", str(path), "Add one row per (gpu, plan_days)."
+        )
+    return Catalog(path=str(path), plans=tuple(plans))
+
+
+def quote(
+    catalog: Catalog,
+    gpu: str,
+    days: int,
+    lots: int,
+    accepted_results: int | None = None,
+) -> Quote:
+    """Price ``lots`` lots of the ``(gpu, days)`` plan; never guesses a missing price.
+
+    Example: ``quote(catalog, "rtx-4090", 7, 2, accepted_results=2).cost_per_validated_corpus_usd``
+    is ``Decimal("110.00")``.
+    """
+    if not _is_int(days) or days < 1:
+        raise UserError(
+            f"plan length must be a positive whole number of days, got {days!r}",
+            "days",
+            f"The calculator offers {_join_days(PLAN_LENGTHS_DAYS)} days.",
+        )
+    if not _is_int(lots) or lots < 1:
+        raise UserError(
+            f"lots must be a positive whole number, got {lots!r}",
+            "lots",
+            "Rent at least one lot.",
+        )
+    if accepted_results is not None and (not _is_int(accepted_results) or accepted_results < 0):
+        raise UserError(
+            f"accepted results must be a whole number of 0 or more, got {accepted_results!r}",
+            "accepted_results",
+            "Count only corpora actually completed, validated and not duplicated; "
+            "leave it out when none has been validated yet.",
+        )
+    plan = _find_plan(catalog, gpu, days)
+    total = plan.price_usd_per_lot * lots
+    cards = plan.cards_per_lot * lots
+    if accepted_results is None:
+        per_result: Decimal | None = None
+        state = PER_RESULT_NOT_REQUESTED
+    elif accepted_results == 0:
+        per_result = None
+        state = PER_RESULT_UNDEFINED
+    else:
+        per_result = (total / accepted_results).quantize(CENT, rounding=ROUNDING)
+        state = PER_RESULT_DEFINED
+    return Quote(
+        plan=plan,
+        lots=lots,
+        cards=cards,
+        total_usd=total,
+        accepted_results=accepted_results,
+        cost_per_validated_corpus_usd=per_result,
+        per_result_state=state,
+    )
+
+
+def _find_plan(catalog: Catalog, gpu: str, days: int) -> Plan:
+    key = _gpu_key(gpu)
+    where = f"catalog dated {catalog.dates_text}, {catalog.path}"
+    if key not in catalog.gpus:
+        raise UserError(
+            f"unknown GPU {gpu!r}",
+            where,
+            f"Known GPUs: {', '.join(catalog.gpus)}. "
+            "Pick one, or load your own dated catalog with --catalog FILE.",
+        )
+    plan = catalog.find(key, days)
+    if plan is None:
+        existing = _join_days([p.plan_days for p in catalog.plans_for(key)])
+        raise UserError(
+            f"no price for {key} for {days} days",
+            where,
+            f"Plans that exist for {key}: {existing} days. No price is guessed: choose one "
+            f"of those, or load a dated catalog that lists a {days}-day {key} plan "
+            "with --catalog FILE.",
+        )
+    return plan
+
+
+def _check_header(columns: list[str], where: str) -> None:
+    missing = [name for name in CATALOG_COLUMNS if name not in columns]
+    unknown = [name for name in columns if name not in CATALOG_COLUMNS]
+    repeated = sorted({name for name in columns if columns.count(name) > 1})
+    expected = f"The header must be exactly: {','.join(CATALOG_COLUMNS)}."
+    if missing:
+        raise UserError(f"catalog lacks column(s) {', '.join(missing)}", where, expected)
+    if unknown:
+        raise UserError(f"catalog has unknown column(s) {', '.join(unknown)}", where, expected)
+    if repeated:
+        raise UserError(f"catalog repeats column(s) {', '.join(repeated)}", where, expected)
+
+
+def _parse_row(cells: dict[str, str], where: str) -> Plan:
+    gpu = _gpu_key(cells["gpu"])
+    if not gpu:
+        raise UserError("gpu is empty", where, "Name the GPU type, e.g. rtx-4090.")
+
+    cards_text = cells["cards_per_lot"]
+    if not _INT_RE.match(cards_text) or int(cards_text) < 1:
+        raise UserError(
+            f"cards_per_lot must be a whole number of at least 1, got {cards_text!r}",
+            where,
+            "Give the cards one lot holds (a B200 lot holds 2).",
+        )
+
+    days_text = cells["plan_days"]
+    if not _INT_RE.match(days_text) or int(days_text) < 1:
+        raise UserError(
+            f"plan_days must be a positive whole number, got {days_text!r}",
+            where,
+            f"Give the plan length in days, e.g. {_join_days(PLAN_LENGTHS_DAYS)}.",
+        )
+
+    price_text = cells["price_usd_per_lot"]
+    if price_text.startswith("-"):
+        raise UserError(
+            f"negative price {price_text!r}", where, "A plan price per lot is 0 or more."
+        )
+    if not _DECIMAL_RE.match(price_text):
+        raise UserError(
+            f"price_usd_per_lot is not a decimal number: {price_text!r}",
+            where,
+            "Write the price per lot with a dot and no thousands separator, e.g. 2071.00.",
+        )
+
+    currency = cells["currency"]
+    if currency != CATALOG_CURRENCY:
+        raise UserError(
+            f"unknown currency {currency!r}",
+            where,
+            f"Only {CATALOG_CURRENCY} prices are supported; convert with a dated rate "
+            "recorded elsewhere.",
+        )
+
+    date_text = cells["catalog_date"]
+    if not date_text:
+        raise UserError(
+            "catalog_date is missing", where, "Every price needs its catalog date (YYYY-MM-DD)."
+        )
+    try:
+        if not _DATE_RE.match(date_text):
+            raise ValueError(date_text)
+        catalog_date = date.fromisoformat(date_text)
+    except ValueError:
+        raise UserError(
+            f"catalog_date is not a valid date: {date_text!r}",
+            where,
+            "Write it as YYYY-MM-DD, e.g. 2026-09-24.",
+        ) from None
+
+    if not cells["source"]:
+        raise UserError(
+            "source is empty", where, "Say where the price comes from (catalog name and edition)."
+        )
+
+    return Plan(
+        gpu=gpu,
+        cards_per_lot=int(cards_text),
+        plan_days=int(days_text),
+        price_usd_per_lot=Decimal(price_text),
+        catalog_date=catalog_date,
+        source=cells["source"],
+    )
+
+
+def _gpu_key(gpu: str) -> str:
+    return gpu.strip().lower()
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _join_days(days: Any) -> str:
+    values = [str(day) for day in days]
+    if len(values) <= 1:
+        return "".join(values)
+    return ", ".join(values[:-1]) + " or " + values[-1]
+
+
+def _check_version(data: dict[str, Any], kind: str) -> None:
+    check_schema(data, kind, SCHEMA_VERSION, kind)

@@ -1,0 +1,286 @@
+"""Records exchanged between stages: frozen dataclasses written as sorted JSON.
+
+Every record carries ``schema_version``. History:
+  1 (0.1.0): first version.
+Loaders reject any other version with a message that says what to do.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from protocol.errors import UserError
+
+SCHEMA_VERSION = 1
+
+#: Fields that make up one variant. Changing any of them makes a NEW variant.
+VARIANT_FIELDS: tuple[str, ...] = (
+    "stack",
+    "device",
+    "precision",
+    "quantization",
+    "compile",
+    "attention",
+    "batch_size",
+    "padding",
+    "max_length",
+    "length_grouping",
+    "resume",
+    "threads",
+    "seed",
+    "deterministic",
+)
+
+#: Trial statuses. Only ``ok`` can lead to an accepted corpus.
+STATUSES: tuple[str, ...] = ("ok", "oom", "error", "interrupted", "timeout", "refused")
+
+
+def _check_version(data: dict[str, Any], kind: str) -> None:
+    version = data.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise UserError(
+            f"{kind} has schema_version {version!r}; this isocost reads {SCHEMA_VERSION}",
+            kind,
+            "Use the isocost version that wrote it, or re-run the stage that produced it.",
+        )
+
+
+def _from_dict(cls: Any, data: dict[str, Any], kind: str) -> Any:
+    _check_version(data, kind)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names - {"schema_version"})
+    if unknown:
+        raise UserError(f"{kind} has unknown fields {unknown}", kind, "Was it written by a newer isocost?")
+    return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One fully specified configuration. ``variant_id`` is derived from the series."""
+
+    variant_id: str
+    stack: str
+    device: str
+    precision: str
+    quantization: str
+    compile: bool
+    attention: str
+    batch_size: int
+    padding: str
+    max_length: int
+    length_grouping: str
+    resume: str
+    threads: int
+    seed: int
+    deterministic: bool
+    series: tuple[str, ...] = ()
+
+    def config(self) -> dict[str, Any]:
+        """The configuration fields only (what defines the variant)."""
+        return {name: getattr(self, name) for name in VARIANT_FIELDS}
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["series"] = list(self.series)
+        data["schema_version"] = SCHEMA_VERSION
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Variant:
+        data = dict(data)
+        data["series"] = tuple(data.get("series", ()))
+        return _from_dict(cls, data, "variant")
+
+
+@dataclass(frozen=True)
+class WarmupRule:
+    """One warm-up rule for all variants, fixed before any result is seen."""
+
+    source: str  # "tuning": inputs from the tuning corpus, never from the measured corpus
+    inputs: int
+    runs: int
+    recompilation: str  # "warmup": compile/recompile cost is charged to warm-up
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """What the host asks one trial to do. Paths are as the trial sees them."""
+
+    trial_id: str
+    campaign_id: str
+    study_sha256: str
+    variant: Variant
+    repetition: int
+    order_index: int
+    attempt: int
+    corpus_path: str
+    corpus_fingerprint: str
+    model_path: str
+    model_fingerprint: str
+    warmup: WarmupRule
+    warmup_texts: tuple[str, ...]
+    launcher: str
+    image_ref: str = ""
+    image_id: str = ""
+    image_digest: str = ""
+    timeout_s: float | None = None
+    schema_version: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["variant"] = self.variant.to_dict()
+        data["warmup_texts"] = list(self.warmup_texts)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrialSpec:
+        data = dict(data)
+        _check_version(data, "trial spec")
+        data["variant"] = Variant.from_dict(data["variant"])
+        data["warmup"] = WarmupRule(**data["warmup"])
+        data["warmup_texts"] = tuple(data["warmup_texts"])
+        return _from_dict(cls, data, "trial spec")
+
+
+@dataclass(frozen=True)
+class PhaseTimes:
+    """Seconds per phase, measured by the trial. ``None`` = not reached (see reasons)."""
+
+    verify_s: float | None = None
+    imports_s: float | None = None
+    load_s: float | None = None
+    warmup_s: float | None = None
+    pass_s: float | None = None
+    gpu_pass_s: float | None = None
+    write_s: float | None = None
+    trial_s: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class MemoryPeaks:
+    """Peaks in bytes; allocated and reserved are separate counters, never summed."""
+
+    peak_rss_bytes: int | None = None
+    peak_allocated_bytes: int | None = None
+    peak_reserved_bytes: int | None = None
+    device_used_bytes: int | None = None
+    device_total_bytes: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class TrialStatus:
+    """The trial's own account of how it ended (``status.json``)."""
+
+    trial_id: str
+    status: str
+    completed: int
+    expected: int
+    phases: PhaseTimes
+    memory: MemoryPeaks
+    truncated_count: int | None
+    error: str = ""
+    empty_reasons: dict[str, str] = field(default_factory=dict)
+    started_at: str = ""
+    ended_at: str = ""
+    schema_version: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["phases"] = self.phases.to_dict()
+        data["memory"] = self.memory.to_dict()
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrialStatus:
+        data = dict(data)
+        _check_version(data, "trial status")
+        data["phases"] = PhaseTimes(**data["phases"])
+        data["memory"] = MemoryPeaks(**data["memory"])
+        return _from_dict(cls, data, "trial status")
+
+
+#: Columns of ``raw.csv``, in order. The first eleven are the seed's.
+RAW_COLUMNS: tuple[str, ...] = (
+    "trial_id",
+    "variant_id",
+    "repetition",
+    "order_index",
+    "status",
+    "pass_s",
+    "expected_ids",
+    "observed_ids",
+    "ids_match",
+    "corpus_accepted",
+    "notes",
+    "attempt",
+    "completed",
+    "metric",
+    "metric_value",
+    "quality_verdict",
+    *VARIANT_FIELDS,
+    "verify_s",
+    "imports_s",
+    "load_s",
+    "warmup_s",
+    "gpu_pass_s",
+    "write_s",
+    "trial_s",
+    "launch_overhead_s",
+    "peak_rss_bytes",
+    "peak_allocated_bytes",
+    "peak_reserved_bytes",
+    "device_used_bytes",
+    "truncated_count",
+    "launcher",
+    "image_id",
+    "image_digest",
+    "exit_code",
+    "started_at",
+    "ended_at",
+    "predictions_path",
+    "empty_reasons",
+)
+
+
+@dataclass(frozen=True)
+class RawRow:
+    """One attempted pass. Written once, the moment the trial ends; never edited.
+
+    ``None`` is written as an empty cell, and its reason goes in ``empty_reasons``
+    (``column: reason; …``), never a zero.
+    """
+
+    values: dict[str, Any]
+
+    def __post_init__(self) -> None:
+        unknown = set(self.values) - set(RAW_COLUMNS)
+        if unknown:
+            raise ValueError(f"unknown raw columns: {sorted(unknown)}")
+
+    def cells(self) -> list[str]:
+        return [_cell(self.values.get(name)) for name in RAW_COLUMNS]
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def format_reasons(reasons: dict[str, str]) -> str:
+    return "; ".join(f"{key}: {reasons[key]}" for key in sorted(reasons))

@@ -1,0 +1,504 @@
+"""Study file (TOML) → frozen, validated :class:`Study`.
+
+A study is one decision question, fixed before anything is timed: the corpus,
+the model, the quality rule, the warm-up rule, the variants. Unknown keys are
+errors; every error names the file, the key and the fix.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from protocol.errors import UserError
+from protocol.fingerprint import sha256_bytes
+from protocol.records import VARIANT_FIELDS, Variant, WarmupRule
+
+STUDY_SCHEMA_VERSION = 1
+
+METRICS = ("accuracy", "macro_f1")
+REPLAY_KINDS = ("identical", "bounded", "quality")
+STACKS = ("cpu", "cuda", "rocm")
+PRECISIONS = ("fp32", "bf16", "fp16")
+QUANTIZATIONS = ("none", "int8-dynamic")
+PADDINGS = ("longest", "max_length")
+GROUPINGS = ("none", "sort")
+ATTENTIONS = ("sdpa", "eager")
+RESUMES = ("none",)
+
+_TOP_KEYS = {
+    "schema_version": "the study format version (1)",
+    "name": "a short name",
+    "question": "the decision question, in words",
+    "scenario": '"offline"',
+    "expected_artifacts": "accepted corpora the job needs (declared before the campaign)",
+    "corpus": "table: path, fingerprint",
+    "tuning": "table: path, fingerprint",
+    "model": "table: path, fingerprint",
+    "length_buckets": "array of tables: name, max_tokens",
+    "quality": "table: the quality rule",
+    "warmup": "table: the warm-up rule",
+    "campaign": "table: repetitions, order, trial_timeout_s",
+    "base": "table: the base configuration",
+    "series": "array of tables: name, field, values",
+}
+
+
+@dataclass(frozen=True)
+class DataRef:
+    """A file or directory the study depends on, and its expected fingerprint."""
+
+    path: Path
+    fingerprint: str
+
+
+@dataclass(frozen=True)
+class LengthBucket:
+    name: str
+    max_tokens: int | None  # None: open-ended last bucket
+
+
+@dataclass(frozen=True)
+class QualityRule:
+    metric: str
+    minimum: float
+    tuned_on: str
+    reference_variant: str
+    max_metric_drop: float
+    min_agreement: float
+    subgroups: tuple[str, ...]
+    replay: str
+    max_score_delta: float | None
+
+
+@dataclass(frozen=True)
+class CampaignRule:
+    repetitions: int
+    order: str
+    trial_timeout_s: float | None
+
+
+@dataclass(frozen=True)
+class Series:
+    name: str
+    field: str
+    values: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class Study:
+    """A validated study. ``sha256`` is the hash of the file's exact bytes."""
+
+    path: Path
+    sha256: str
+    name: str
+    question: str
+    scenario: str
+    expected_artifacts: int
+    corpus: DataRef
+    tuning: DataRef
+    model: DataRef
+    length_buckets: tuple[LengthBucket, ...]
+    quality: QualityRule
+    warmup: WarmupRule
+    campaign: CampaignRule
+    base: dict[str, Any]
+    series: tuple[Series, ...]
+
+    def variants(self) -> tuple[Variant, ...]:
+        """Expand the series into variants, in declaration order, merging identical configs."""
+        found: dict[tuple[Any, ...], Variant] = {}
+        for series in self.series:
+            for value in series.values:
+                config = dict(self.base)
+                config[series.field] = value
+                key = tuple(config[name] for name in VARIANT_FIELDS)
+                if key in found:
+                    old = found[key]
+                    found[key] = Variant(**{**_variant_kwargs(old), "series": (*old.series, series.name)})
+                    continue
+                variant_id = f"{series.field}={_value_text(value)}"
+                found[key] = Variant(variant_id=variant_id, series=(series.name,), **config)
+        return tuple(found.values())
+
+
+def _variant_kwargs(variant: Variant) -> dict[str, Any]:
+    return {"variant_id": variant.variant_id, **variant.config()}
+
+
+def _value_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+class _Reader:
+    """Reads one table, remembering which keys were used, to reject the rest."""
+
+    def __init__(self, source: str, table: dict[str, Any], prefix: str) -> None:
+        self.source = source
+        self.table = table
+        self.prefix = prefix
+        self.used: set[str] = set()
+
+    def where(self, key: str) -> str:
+        return f"{self.source}, key {self.prefix}{key}"
+
+    def get(self, key: str, kind: type | tuple[type, ...], default: Any = ..., fix: str = "") -> Any:
+        self.used.add(key)
+        if key not in self.table:
+            if default is ...:
+                raise UserError("missing required key", self.where(key), fix or f"Add `{key} = …`.")
+            return default
+        value = self.table[key]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if isinstance(value, bool) and bool not in kinds:
+            raise UserError(f"expected {_kind_name(kinds)}, got a boolean", self.where(key), fix)
+        if int in kinds and float in kinds and isinstance(value, int):
+            return value
+        if not isinstance(value, kinds):
+            raise UserError(
+                f"expected {_kind_name(kinds)}, got {type(value).__name__} {value!r}", self.where(key), fix
+            )
+        return value
+
+    def choice(self, key: str, choices: tuple[str, ...], default: Any = ...) -> str:
+        value = self.get(key, str, default)
+        if value not in choices:
+            raise UserError(
+                f"{value!r} is not one of {', '.join(choices)}", self.where(key), f"Use one of: {', '.join(choices)}."
+            )
+        return str(value)
+
+    def finish(self, known: dict[str, str] | None = None) -> None:
+        unknown = sorted(set(self.table) - self.used)
+        if unknown:
+            expected = ", ".join(sorted(known or self.used))
+            raise UserError(
+                f"unknown key {unknown[0]!r}",
+                self.where(unknown[0]),
+                f"Remove it or fix its spelling; this table accepts: {expected}.",
+            )
+
+
+def _kind_name(kinds: tuple[type, ...]) -> str:
+    names = {
+        str: "a string", int: "an integer", float: "a number", bool: "true or false", list: "an array", dict: "a table"
+    }
+    return " or ".join(names.get(k, k.__name__) for k in kinds)
+
+
+def load_study(path: Path | str) -> Study:
+    """Read and validate a study file."""
+    path = Path(path)
+    try:
+        raw_bytes = path.read_bytes()
+    except FileNotFoundError:
+        raise UserError("study file not found", str(path), "Check the path, or run `isocost demo prepare`.") from None
+    except IsADirectoryError:
+        raise UserError("expected a study file, got a directory", str(path)) from None
+    try:
+        data = tomllib.loads(raw_bytes.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise UserError("study file is not UTF-8 text", str(path)) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"not valid TOML: {exc}", str(path), "Fix the syntax at that line.") from None
+    return parse_study(data, path=path.resolve(), sha256=sha256_bytes(raw_bytes))
+
+
+def parse_study(data: dict[str, Any], *, path: Path, sha256: str) -> Study:
+    source = str(path)
+    top = _Reader(source, data, "")
+    version = top.get("schema_version", int)
+    if version != STUDY_SCHEMA_VERSION:
+        raise UserError(
+            f"study schema_version {version} is not supported (this isocost reads {STUDY_SCHEMA_VERSION})",
+            top.where("schema_version"),
+            f"Set `schema_version = {STUDY_SCHEMA_VERSION}` and check the keys against the README.",
+        )
+    name = top.get("name", str)
+    if not name or not all(c.isalnum() or c in "-_." for c in name):
+        raise UserError("name must be non-empty letters, digits, '-', '_' or '.'", top.where("name"))
+    question = top.get("question", str).strip()
+    if not question:
+        raise UserError("the question is empty", top.where("question"), "Write the decision question first.")
+    scenario = top.get("scenario", str)
+    if scenario != "offline":
+        raise UserError(
+            f"scenario {scenario!r} is out of scope",
+            top.where("scenario"),
+            'Only "offline" corpus processing is supported: an interactive scenario needs request '
+            "arrivals, concurrency and latency bounds, which this protocol does not measure.",
+        )
+    expected_artifacts = top.get("expected_artifacts", int, 1)
+    if expected_artifacts < 1:
+        raise UserError("expected_artifacts must be at least 1", top.where("expected_artifacts"))
+
+    base_dir = path.parent
+    corpus = _data_ref(top, "corpus", base_dir)
+    tuning = _data_ref(top, "tuning", base_dir)
+    model = _data_ref(top, "model", base_dir)
+    if corpus.path == tuning.path:
+        raise UserError(
+            "the tuning corpus is the final corpus",
+            top.where("tuning.path"),
+            "Tuning data must stay separate from the final comparison corpus.",
+        )
+    buckets = _length_buckets(top)
+    warmup = _warmup(top)
+    campaign = _campaign(top)
+    base = _base(top)
+    series = _series(top, base)
+    quality = _quality(top, buckets)
+    top.finish(_TOP_KEYS)
+
+    study = Study(
+        path=path,
+        sha256=sha256,
+        name=name,
+        question=question,
+        scenario=scenario,
+        expected_artifacts=expected_artifacts,
+        corpus=corpus,
+        tuning=tuning,
+        model=model,
+        length_buckets=buckets,
+        quality=quality,
+        warmup=warmup,
+        campaign=campaign,
+        base=base,
+        series=series,
+    )
+    ids = [v.variant_id for v in study.variants()]
+    if quality.reference_variant not in ids:
+        raise UserError(
+            f"reference variant {quality.reference_variant!r} is not one of the variants",
+            f"{source}, key quality.reference_variant",
+            f"Use one of: {', '.join(ids)}.",
+        )
+    return study
+
+
+def _table(top: _Reader, key: str) -> _Reader:
+    table = top.get(key, dict)
+    return _Reader(top.source, table, f"{key}.")
+
+
+def _data_ref(top: _Reader, key: str, base_dir: Path) -> DataRef:
+    table = _table(top, key)
+    rel = table.get("path", str)
+    fingerprint = table.get(
+        "fingerprint", str, fix="Add the expected `fingerprint = \"sha256:…\"` (see `isocost fingerprint PATH`)."
+    )
+    if not fingerprint.startswith("sha256:") or len(fingerprint) != 71:
+        raise UserError(
+            "fingerprint must be 'sha256:' followed by 64 hex digits",
+            table.where("fingerprint"),
+            "Compute it with `isocost fingerprint PATH`.",
+        )
+    table.finish({"path": "", "fingerprint": ""})
+    resolved = (base_dir / rel).resolve() if not Path(rel).is_absolute() else Path(rel)
+    return DataRef(path=resolved, fingerprint=fingerprint)
+
+
+def _length_buckets(top: _Reader) -> tuple[LengthBucket, ...]:
+    items = top.get("length_buckets", list, [])
+    buckets: list[LengthBucket] = []
+    previous = 0
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise UserError("each length bucket must be a table", top.where(f"length_buckets[{i}]"))
+        reader = _Reader(top.source, item, f"length_buckets[{i}].")
+        name = reader.get("name", str)
+        max_tokens = reader.get("max_tokens", int, None)
+        reader.finish({"name": "", "max_tokens": ""})
+        if max_tokens is None and i != len(items) - 1:
+            raise UserError("only the last length bucket may be open-ended", reader.where("max_tokens"))
+        if max_tokens is not None and max_tokens <= previous:
+            raise UserError("length buckets must have increasing max_tokens", reader.where("max_tokens"))
+        previous = max_tokens or previous
+        buckets.append(LengthBucket(name=name, max_tokens=max_tokens))
+    if len({b.name for b in buckets}) != len(buckets):
+        raise UserError("length bucket names must be unique", top.where("length_buckets"))
+    return tuple(buckets)
+
+
+def _quality(top: _Reader, buckets: tuple[LengthBucket, ...]) -> QualityRule:
+    q = _table(top, "quality")
+    metric = q.choice("metric", METRICS)
+    minimum = float(q.get("minimum", (int, float)))
+    if not 0.0 <= minimum <= 1.0:
+        raise UserError("minimum must be between 0 and 1", q.where("minimum"))
+    tuned_on = q.get("tuned_on", str, fix='Say which data set the threshold was tuned on, e.g. "tuning".')
+    if tuned_on == "corpus":
+        raise UserError(
+            "the threshold was tuned on the final comparison corpus",
+            q.where("tuned_on"),
+            "Tune thresholds on the tuning corpus, or declare a new independent evaluation corpus.",
+        )
+    reference = q.get("reference_variant", str)
+    drop = float(q.get("max_metric_drop", (int, float), 0.0))
+    agreement = float(q.get("min_agreement", (int, float), 0.0))
+    if drop < 0 or not 0.0 <= agreement <= 1.0:
+        raise UserError("max_metric_drop must be >= 0 and min_agreement in [0, 1]", q.where("max_metric_drop"))
+    subgroups = tuple(q.get("subgroups", list, []))
+    allowed = {"label"} | ({"length_bucket"} if buckets else set())
+    for group in subgroups:
+        if group not in allowed:
+            raise UserError(
+                f"unknown subgroup {group!r}",
+                q.where("subgroups"),
+                f"Use {', '.join(sorted(allowed))} (length_bucket needs [[length_buckets]]).",
+            )
+    replay = q.choice("replay", REPLAY_KINDS, "identical")
+    delta = q.get("max_score_delta", (int, float), None)
+    if replay == "bounded" and delta is None:
+        raise UserError('replay = "bounded" needs a bound', q.where("max_score_delta"), "Add `max_score_delta = …`.")
+    q.finish()
+    return QualityRule(
+        metric=metric,
+        minimum=minimum,
+        tuned_on=tuned_on,
+        reference_variant=reference,
+        max_metric_drop=drop,
+        min_agreement=agreement,
+        subgroups=subgroups,
+        replay=replay,
+        max_score_delta=float(delta) if delta is not None else None,
+    )
+
+
+def _warmup(top: _Reader) -> WarmupRule:
+    w = _table(top, "warmup")
+    source = w.choice("source", ("tuning",), "tuning")
+    inputs = w.get("inputs", int, 8)
+    runs = w.get("runs", int, 1)
+    recompilation = w.choice("recompilation", ("warmup",), "warmup")
+    w.finish()
+    if inputs < 0 or runs < 0:
+        raise UserError("warm-up inputs and runs must be >= 0", w.where("inputs"))
+    return WarmupRule(source=source, inputs=inputs, runs=runs, recompilation=recompilation)
+
+
+def _campaign(top: _Reader) -> CampaignRule:
+    c = _table(top, "campaign")
+    repetitions = c.get("repetitions", int, 5)
+    if repetitions < 1:
+        raise UserError("repetitions must be at least 1", c.where("repetitions"))
+    order = c.choice("order", ("rotate",), "rotate")
+    timeout = c.get("trial_timeout_s", (int, float), None)
+    if timeout is not None and (not math.isfinite(timeout) or timeout <= 0):
+        raise UserError("trial_timeout_s must be a positive number of seconds", c.where("trial_timeout_s"))
+    c.finish()
+    return CampaignRule(repetitions=repetitions, order=order, trial_timeout_s=timeout)
+
+
+_FIELD_RULES: dict[str, Any] = {
+    "stack": STACKS,
+    "device": ("cpu", "cuda"),
+    "precision": PRECISIONS,
+    "quantization": QUANTIZATIONS,
+    "compile": bool,
+    "attention": ATTENTIONS,
+    "batch_size": int,
+    "padding": PADDINGS,
+    "max_length": int,
+    "length_grouping": GROUPINGS,
+    "resume": RESUMES,
+    "threads": int,
+    "seed": int,
+    "deterministic": bool,
+}
+
+
+def _check_field(key: str, value: Any, where: str) -> Any:
+    rule = _FIELD_RULES[key]
+    if key == "seed":
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise UserError(f"expected a non-negative integer seed, got {value!r}", where)
+    elif isinstance(rule, tuple):
+        if value not in rule:
+            raise UserError(f"{value!r} is not one of {', '.join(rule)}", where, f"Use one of: {', '.join(rule)}.")
+    elif rule is bool:
+        if not isinstance(value, bool):
+            raise UserError(f"expected true or false, got {value!r}", where)
+    else:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise UserError(f"expected a positive integer, got {value!r}", where)
+    return value
+
+
+def _base(top: _Reader) -> dict[str, Any]:
+    b = _table(top, "base")
+    config: dict[str, Any] = {}
+    for key in VARIANT_FIELDS:
+        b.used.add(key)
+        if key not in b.table:
+            raise UserError("missing required key", b.where(key), "Every variant field must be declared in [base].")
+        value = b.table[key]
+        _check_field(key, value, b.where(key))
+        config[key] = value
+    b.finish({k: "" for k in VARIANT_FIELDS})
+    _check_config(b, config)
+    return config
+
+
+def _check_config(reader: _Reader, config: dict[str, Any]) -> None:
+    if config["stack"] == "cpu" and config["device"] != "cpu":
+        raise UserError('stack "cpu" runs on device "cpu"', reader.where("device"))
+    if config["stack"] in ("cuda", "rocm") and config["device"] != "cuda":
+        raise UserError('GPU stacks run on device "cuda" (ROCm uses the same torch device)', reader.where("device"))
+    if config["device"] == "cpu" and config["precision"] == "fp16":
+        raise UserError(
+            "fp16 is GPU-only and is refused on CPU",
+            reader.where("precision"),
+            "Use fp32 or bf16 on CPU, or run this variant on a GPU stack.",
+        )
+
+
+def _series(top: _Reader, base: dict[str, Any]) -> tuple[Series, ...]:
+    items = top.get("series", list, fix="Declare at least one [[series]] that varies one field.")
+    if not items:
+        raise UserError("no series declared", top.where("series"), "Declare at least one [[series]].")
+    result: list[Series] = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise UserError("each series must be a table", top.where(f"series[{i}]"))
+        s = _Reader(top.source, item, f"series[{i}].")
+        name = s.get("name", str)
+        field_name = s.get("field", str)
+        if field_name not in VARIANT_FIELDS:
+            raise UserError(
+                f"unknown variant field {field_name!r}",
+                s.where("field"),
+                f"A series varies exactly one of: {', '.join(VARIANT_FIELDS)}.",
+            )
+        values = s.get("values", list)
+        s.finish({"name": "", "field": "", "values": ""})
+        if not values:
+            raise UserError("a series needs at least one value", s.where("values"))
+        if len(set(map(repr, values))) != len(values):
+            raise UserError("a series lists the same value twice", s.where("values"))
+        for value in values:
+            _check_field(field_name, value, s.where("values"))
+            config = {**base, field_name: value}
+            _check_config(s, config)
+        result.append(Series(name=name, field=field_name, values=tuple(values)))
+    if len({s.name for s in result}) != len(result):
+        raise UserError("series names must be unique", top.where("series"))
+    return tuple(result)
+
+
+def bucket_for(n_tokens: int, buckets: tuple[LengthBucket, ...]) -> str:
+    """Name of the length bucket holding ``n_tokens`` (upper bounds inclusive)."""
+    for bucket in buckets:
+        if bucket.max_tokens is None or n_tokens <= bucket.max_tokens:
+            return bucket.name
+    raise UserError(
+        f"an input of {n_tokens} tokens is longer than every length bucket",
+        "length_buckets",
+        "Leave the last bucket open-ended (no max_tokens).",
+    )

@@ -1,0 +1,1 @@
+"""isocost host side (CLI, campaign, launchers, demo) and, in ``runner.trial``, the trial."""

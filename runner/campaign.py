@@ -1,0 +1,428 @@
+"""A campaign: freeze the study, run every planned trial in rotated order, keep every attempt.
+
+Each trial runs in a fresh process or container through a :class:`Launcher`.
+Its row is appended to ``raw.csv`` (and fsynced) the moment it ends, so a
+crash of the host loses at most the trial that was running, and ``--resume``
+finds that trial and records it before running the slot again.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import shutil
+import signal
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from protocol import __version__
+from protocol.corpus import check_disjoint, content_fingerprint, read_corpus, token_lengths
+from protocol.errors import UserError
+from protocol.fingerprint import fingerprint_path, tree_files
+from protocol.jsonio import read_json, write_json_atomic
+from protocol.records import RAW_COLUMNS, RawRow, TrialSpec, Variant
+from protocol.schedule import Slot, attempt_trial_id, rotated_schedule
+from protocol.study import Study, bucket_for, load_study
+from runner.gather import gather_trial, load_reference
+from runner.launch.base import HOST_STOP_NOTE, HostInterrupt, Launcher, LaunchResult, TrialPaths
+
+CAMPAIGN_SCHEMA_VERSION = 1
+
+Progress = Callable[[str], None]
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+@dataclass(frozen=True)
+class CampaignPaths:
+    root: Path
+
+    @property
+    def campaign(self) -> Path:
+        return self.root / "campaign.json"
+
+    @property
+    def study(self) -> Path:
+        return self.root / "study.toml"
+
+    @property
+    def raw(self) -> Path:
+        return self.root / "raw.csv"
+
+    @property
+    def schedule(self) -> Path:
+        return self.root / "schedule.csv"
+
+    @property
+    def corpus_index(self) -> Path:
+        return self.root / "corpus_index.csv"
+
+    @property
+    def events(self) -> Path:
+        return self.root / "events.jsonl"
+
+    def trial_dir(self, trial_id: str) -> Path:
+        return self.root / "trials" / trial_id
+
+
+@dataclass(frozen=True)
+class CampaignOutcome:
+    root: Path
+    rows_written: int
+    rows_total: int
+    slots_total: int
+
+
+# -- raw table ------------------------------------------------------------------------------
+
+
+def append_row(path: Path, row: RawRow) -> None:
+    """Append one row and fsync; write the header first if the file is new."""
+    new = not path.exists() or path.stat().st_size == 0
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    if new:
+        writer.writerow(RAW_COLUMNS)
+    writer.writerow(row.cells())
+    with open(path, "a", encoding="utf-8", newline="") as handle:
+        handle.write(buffer.getvalue())
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def read_raw(path: Path) -> list[dict[str, str]]:
+    if not path.exists():
+        return []
+    with open(path, encoding="utf-8", newline="") as handle:
+        reader = csv.DictReader(handle)
+        if reader.fieldnames is not None and tuple(reader.fieldnames) != RAW_COLUMNS:
+            raise UserError(
+                "raw.csv has unexpected columns", str(path), "It was written by another isocost version."
+            )
+        return list(reader)
+
+
+def log_event(paths: CampaignPaths, kind: str, **fields: Any) -> None:
+    """Append one timestamped campaign event (used for the campaign period)."""
+    import json
+
+    record = {"at": _now(), "event": kind, **fields}
+    with open(paths.events, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(record, sort_keys=True) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+# -- freezing -------------------------------------------------------------------------------
+
+
+def _stat_snapshot(path: Path) -> list[tuple[str, int, int]]:
+    files = tree_files(path) if path.is_dir() else [path]
+    return [(str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
+
+
+def _check_fingerprint(kind: str, path: Path, expected: str, where: str) -> None:
+    if not path.exists():
+        raise UserError(f"{kind} not found at {path}", where, f"Fix [{kind}] path in the study.")
+    actual = fingerprint_path(path)
+    if actual != expected:
+        raise UserError(
+            f"{kind} fingerprint {actual} differs from the study's {expected}",
+            where,
+            f"The {kind} on disk is not the one the study was written for: restore it, or update "
+            f"[{kind}] fingerprint knowingly (this makes a new study).",
+        )
+
+
+def freeze(study: Study, paths: CampaignPaths, launcher: Launcher, progress: Progress) -> dict[str, Any]:
+    """Check every input and write the frozen campaign description. Returns campaign.json."""
+    where = str(study.path)
+    progress("checking corpus, tuning corpus and model fingerprints")
+    _check_fingerprint("corpus", study.corpus.path, study.corpus.fingerprint, where)
+    _check_fingerprint("tuning", study.tuning.path, study.tuning.fingerprint, where)
+    _check_fingerprint("model", study.model.path, study.model.fingerprint, where)
+    corpus = read_corpus(study.corpus.path)
+    tuning = read_corpus(study.tuning.path)
+    check_disjoint(corpus, tuning, where)
+    if len(tuning) < study.warmup.inputs:
+        raise UserError(
+            f"the warm-up needs {study.warmup.inputs} inputs but the tuning corpus has {len(tuning)}",
+            f"{where}, key warmup.inputs",
+            "Lower warmup.inputs or add tuning data.",
+        )
+    progress(f"counting tokens of {len(corpus)} inputs with the model's tokenizer")
+    lengths = token_lengths(study.model.path, [r.text for r in corpus])
+    variants = study.variants()
+    slots = rotated_schedule(variants, study.campaign.repetitions)
+
+    paths.root.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(study.path, paths.study)
+    with open(paths.corpus_index, "w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(["id", "label", "n_tokens", "length_bucket"])
+        for record, n_tokens in zip(corpus, lengths, strict=False):
+            bucket = bucket_for(n_tokens, study.length_buckets) if study.length_buckets else ""
+            writer.writerow([record.id, record.label, n_tokens, bucket])
+    with open(paths.schedule, "w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(["order_index", "trial_id", "variant_id", "repetition"])
+        for slot in slots:
+            writer.writerow([slot.order_index, slot.trial_id, slot.variant_id, slot.repetition])
+    description = {
+        "schema_version": CAMPAIGN_SCHEMA_VERSION,
+        "campaign_id": uuid.uuid4().hex,
+        "created_at": _now(),
+        "isocost_version": __version__,
+        "study_name": study.name,
+        "study_path": str(study.path),
+        "study_sha256": study.sha256,
+        "question": study.question,
+        "corpus": {
+            "path": str(study.corpus.path),
+            "fingerprint": study.corpus.fingerprint,
+            "content_fingerprint": content_fingerprint(corpus),
+            "inputs": len(corpus),
+        },
+        "tuning": {"path": str(study.tuning.path), "fingerprint": study.tuning.fingerprint, "inputs": len(tuning)},
+        "model": {"path": str(study.model.path), "fingerprint": study.model.fingerprint},
+        "warmup": study.warmup.to_dict(),
+        "warmup_texts": [r.text for r in tuning[: study.warmup.inputs]],
+        "warmup_ids": [r.id for r in tuning[: study.warmup.inputs]],
+        "variants": [v.to_dict() for v in variants],
+        "repetitions": study.campaign.repetitions,
+        "order": study.campaign.order,
+        "launcher": launcher.describe(),
+        "host": {"hostname": os.uname().nodename, "cpu_count": os.cpu_count()},
+    }
+    write_json_atomic(paths.campaign, description)
+    return description
+
+
+def load_campaign(root: Path) -> dict[str, Any]:
+    paths = CampaignPaths(root)
+    if not paths.campaign.exists():
+        raise UserError("not a campaign directory (no campaign.json)", str(root), "Pass the --out of `isocost run`.")
+    data = read_json(paths.campaign)
+    if data.get("schema_version") != CAMPAIGN_SCHEMA_VERSION:
+        raise UserError(
+            f"campaign.json has schema_version {data.get('schema_version')!r}",
+            str(paths.campaign),
+            f"This isocost reads {CAMPAIGN_SCHEMA_VERSION}; use the version that wrote it.",
+        )
+    return data
+
+
+# -- running --------------------------------------------------------------------------------
+
+
+def run_campaign(
+    study_path: Path,
+    out: Path,
+    launcher: Launcher,
+    *,
+    resume: bool = False,
+    progress: Progress = lambda message: None,
+) -> CampaignOutcome:
+    """Run (or resume) a campaign; returns when every slot has a final row."""
+    study = load_study(study_path)
+    paths = CampaignPaths(out)
+    if paths.campaign.exists():
+        if not resume:
+            raise UserError(
+                "the results directory already holds a campaign",
+                str(out),
+                "Use --resume to continue it, or choose another --out.",
+            )
+        description = load_campaign(out)
+        if description["study_sha256"] != study.sha256:
+            raise UserError(
+                f"the study changed since this campaign started ({description['study_sha256']} at start, "
+                f"{study.sha256} now)",
+                str(study.path),
+                "Thresholds and variants are fixed before timing: restore the study, or start a new "
+                "campaign in another --out (a changed threshold also needs a new independent evaluation set).",
+            )
+        log_event(paths, "resume")
+        progress(f"resuming campaign {description['campaign_id']} in {out}")
+    else:
+        if resume:
+            raise UserError("nothing to resume: no campaign.json", str(out), "Run without --resume to start one.")
+        if out.exists() and any(out.iterdir()):
+            raise UserError(
+                "the results directory is not empty and holds no campaign",
+                str(out),
+                "Choose a new or empty --out directory.",
+            )
+        out.mkdir(parents=True, exist_ok=True)
+        log_event(paths, "setup_start")
+        description = freeze(study, paths, launcher, progress)
+        log_event(paths, "setup_end")
+    return _run_slots(study, paths, description, launcher, progress)
+
+
+def _run_slots(
+    study: Study, paths: CampaignPaths, description: dict[str, Any], launcher: Launcher, progress: Progress
+) -> CampaignOutcome:
+    variants = {v["variant_id"]: Variant.from_dict(v) for v in description["variants"]}
+    slots = rotated_schedule(tuple(variants.values()), description["repetitions"])
+    reference = load_reference(paths.root, study)
+    snapshots = {"corpus": _stat_snapshot(study.corpus.path), "model": _stat_snapshot(study.model.path)}
+    rows = read_raw(paths.raw)
+    written = 0
+    for slot in slots:
+        attempts = {row["trial_id"]: row for row in rows if _attempt_of(row["trial_id"], slot) is not None}
+        if any(not _host_stopped(row) for row in attempts.values()):
+            continue  # this pass already has its final row; failures are never silently rerun
+        attempt = 1
+        while paths.trial_dir(attempt_trial_id(slot, attempt)).exists():
+            trial_id = attempt_trial_id(slot, attempt)
+            if trial_id not in attempts:
+                # The host stopped while this trial ran: record what it left, once.
+                row = _orphan_row(study, paths, reference, slot, attempt)
+                if row is not None:
+                    append_row(paths.raw, row)
+                    written += 1
+                    rows.append(dict(zip(RAW_COLUMNS, row.cells(), strict=False)))
+                    attempts[trial_id] = rows[-1]
+                    progress(f"[{slot.order_index}/{len(slots)}] {trial_id}: recorded as "
+                             f"{row.values['status']} (found on resume)")
+            attempt += 1
+        if any(not _host_stopped(row) for row in attempts.values()):
+            continue
+        _recheck_inputs(study, snapshots)
+        row = _run_one(study, paths, description, reference, slot, attempt, variants[slot.variant_id],
+                       launcher, progress, len(slots))
+        append_row(paths.raw, row)
+        written += 1
+        rows.append(dict(zip(RAW_COLUMNS, row.cells(), strict=False)))
+    log_event(paths, "trials_end")
+    return CampaignOutcome(root=paths.root, rows_written=written, rows_total=len(rows), slots_total=len(slots))
+
+
+def _attempt_of(trial_id: str, slot: Slot) -> int | None:
+    if trial_id == slot.trial_id:
+        return 1
+    prefix = slot.trial_id + "-a"
+    if trial_id.startswith(prefix) and trial_id[len(prefix):].isdigit():
+        return int(trial_id[len(prefix):])
+    return None
+
+
+def _host_stopped(row: dict[str, str]) -> bool:
+    """Rows of trials the host stopped (Ctrl-C, host crash) do not finish their slot."""
+    return HOST_STOP_NOTE in row.get("notes", "")
+
+
+def _recheck_inputs(study: Study, snapshots: dict[str, list[tuple[str, int, int]]]) -> None:
+    """Refuse to start another trial if the corpus or model changed on disk."""
+    for kind, ref in (("corpus", study.corpus), ("model", study.model)):
+        if _stat_snapshot(ref.path) != snapshots[kind]:
+            _check_fingerprint(kind, ref.path, ref.fingerprint, f"{study.path} (checked before the next trial)")
+            snapshots[kind] = _stat_snapshot(ref.path)
+
+
+def _spec(
+    study: Study, description: dict[str, Any], slot: Slot, attempt: int, variant: Variant,
+    launcher: Launcher, trial_paths: TrialPaths,
+) -> TrialSpec:
+    corpus_view, model_view, _ = launcher.trial_view(trial_paths)
+    image_ref, image_id, image_digest = launcher.image_fields()
+    return TrialSpec(
+        trial_id=attempt_trial_id(slot, attempt),
+        campaign_id=description["campaign_id"],
+        study_sha256=description["study_sha256"],
+        variant=variant,
+        repetition=slot.repetition,
+        order_index=slot.order_index,
+        attempt=attempt,
+        corpus_path=corpus_view,
+        corpus_fingerprint=study.corpus.fingerprint,
+        model_path=model_view,
+        model_fingerprint=study.model.fingerprint,
+        warmup=study.warmup,
+        warmup_texts=tuple(description["warmup_texts"]),
+        launcher=launcher.name,
+        image_ref=image_ref,
+        image_id=image_id,
+        image_digest=image_digest,
+        timeout_s=study.campaign.trial_timeout_s,
+    )
+
+
+def _run_one(
+    study: Study, paths: CampaignPaths, description: dict[str, Any], reference: Any, slot: Slot,
+    attempt: int, variant: Variant, launcher: Launcher, progress: Progress, n_slots: int,
+) -> RawRow:
+    trial_id = attempt_trial_id(slot, attempt)
+    trial_dir = paths.trial_dir(trial_id)
+    trial_dir.mkdir(parents=True, exist_ok=False)
+    trial_paths = TrialPaths(trial_dir=trial_dir, corpus=study.corpus.path, model=study.model.path)
+    spec = _spec(study, description, slot, attempt, variant, launcher, trial_paths)
+    write_json_atomic(trial_dir / "spec.json", spec.to_dict())
+    progress(f"[{slot.order_index}/{n_slots}] {trial_id}: running ({variant.variant_id}, "
+             f"repetition {slot.repetition})")
+    log_event(paths, "trial_start", trial_id=trial_id)
+    interrupted: HostInterrupt | None = None
+    try:
+        result = launcher.run(trial_paths, study.campaign.trial_timeout_s)
+    except HostInterrupt as exc:
+        interrupted = exc
+        result = exc.result
+    log_event(paths, "trial_end", trial_id=trial_id)
+    row = gather_trial(spec, trial_dir, result, reference, study)
+    if interrupted is not None:
+        append_row(paths.raw, row)
+        raise KeyboardInterrupt from None
+    values = row.values
+    shown = f"{values['pass_s']:.2f} s" if isinstance(values.get("pass_s"), float) else "no pass time"
+    progress(f"[{slot.order_index}/{n_slots}] {trial_id}: {values['status']}, {shown}, "
+             f"{values['quality_verdict']}")
+    return row
+
+
+def _orphan_row(study: Study, paths: CampaignPaths, reference: Any, slot: Slot, attempt: int) -> RawRow | None:
+    trial_id = attempt_trial_id(slot, attempt)
+    trial_dir = paths.trial_dir(trial_id)
+    spec_path = trial_dir / "spec.json"
+    if not spec_path.exists():
+        shutil.rmtree(trial_dir)  # created but never launched: nothing ran, nothing to keep
+        return None
+    spec = TrialSpec.from_dict(read_json(spec_path))
+    _stop_leftover(trial_dir)
+    finished = (trial_dir / "status.json").exists()
+    note = "the trial ended but the host CLI stopped before recording it; found on --resume"
+    result = LaunchResult(
+        exit_code=None,
+        interrupted=not finished,
+        notes=(note if finished else f"{HOST_STOP_NOTE} during this trial; found on --resume",),
+    )
+    return gather_trial(spec, trial_dir, result, reference, study)
+
+
+def _stop_leftover(trial_dir: Path) -> None:
+    """If the trial process outlived the host CLI, stop it before recording it."""
+    pid_file = trial_dir / "launcher.json"
+    if not pid_file.exists():
+        return
+    try:
+        pid = int(read_json(pid_file).get("pid", 0))
+    except (UserError, ValueError, TypeError):
+        return
+    if pid <= 0:
+        return
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return
+    if "runner.trial" in cmdline and str(trial_dir) in cmdline:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass

@@ -1,0 +1,48 @@
+"""The ``isocost`` command line: thin click commands over the library.
+
+Each command group lives in its own module; this module only assembles them.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from protocol import __version__
+from protocol.errors import UserError
+
+
+class IsocostGroup(click.Group):
+    """Turns a ``UserError`` into ``Error: …`` and exit status 2; bugs keep their tracebacks."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except UserError as exc:
+            click.echo(f"Error: {exc.message}", err=True)
+            sys.exit(2)
+
+
+@click.group(cls=IsocostGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="isocost")
+def main() -> None:
+    """Which configuration gives the same accepted ML result for the least money?
+
+    A study file fixes the question, the corpus, the quality rule and the
+    variants before anything is timed. `isocost run` executes every trial in a
+    fresh process or container, in rotated order, and keeps every attempt.
+    `validate`, `summarize`, `cost`, `window` and `decide` turn the results
+    into an auditable answer.
+    """
+
+
+def _register() -> None:
+    from runner.cli import campaign, cost, demo
+
+    for module in (campaign, cost, demo):
+        for command in module.COMMANDS:
+            main.add_command(command)
+
+
+_register()

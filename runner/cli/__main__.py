@@ -1,0 +1,5 @@
+"""``python -m runner.cli`` = the ``isocost`` command."""
+
+from runner.cli import main
+
+main()

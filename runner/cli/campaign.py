@@ -1,0 +1,131 @@
+"""Commands that run and read a campaign: run, validate, summarize, fingerprint."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+from types import FrameType
+
+import click
+
+from protocol.fingerprint import fingerprint_path
+from runner.campaign import run_campaign
+from runner.launch.select import LAUNCHER_KINDS, choose_launcher
+from runner.summary import summarize_campaign
+from runner.verdicts import validate_campaign
+
+
+def _progress(message: str) -> None:
+    click.echo(message, err=True)
+
+
+def _sigterm_as_interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+@click.command()
+@click.argument("study", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--out", "out", type=click.Path(path_type=Path, file_okay=False), required=True,
+              help="Results directory (new or empty; with --resume, the interrupted campaign's).")
+@click.option("--resume", is_flag=True, help="Continue an interrupted campaign in --out; refused if the study changed.")
+@click.option("--launcher", "launcher_kind", type=click.Choice(LAUNCHER_KINDS), default="auto", show_default=True,
+              help="auto: a container of the study stack's pinned image when an engine answers and an image is "
+                   "known (images/images.lock or --image), else a local process, with a notice.")
+@click.option("--image", "image", metavar="REF", default=None,
+              help="Run exactly this image: REPO@sha256:… (pulled if absent) or an image ID (sha256:…).")
+def run(study: Path, out: Path, resume: bool, launcher_kind: str, image: str | None) -> None:
+    """Run every trial of STUDY in rotated order, one fresh container or process per trial.
+
+    Every attempt gets one row in OUT/raw.csv the moment it ends (failures,
+    OOM, timeouts and Ctrl-C included). At the end the campaign is validated
+    and summarized.
+
+    Example: isocost run .isocost-demo/quick.toml --out results/quick
+
+    Exact replay: isocost run STUDY --out DIR --image 127.0.0.1:5000/isocost/cpu@sha256:…
+    """
+    choice = choose_launcher(study, launcher_kind, image)
+    launcher = choice.launcher
+    if choice.notice:
+        click.echo(f"notice: {choice.notice}", err=True)
+    else:
+        ref, image_id, _ = launcher.image_fields()
+        click.echo(f"launcher: {launcher.name}, image {ref} (image ID {image_id})", err=True)
+    previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    try:
+        outcome = run_campaign(study, out, launcher, resume=resume, progress=_progress)
+    except KeyboardInterrupt:
+        click.echo(f"Interrupted. Every finished trial is in {out / 'raw.csv'}; "
+                   f"continue with: isocost run {study} --out {out} --resume", err=True)
+        sys.exit(130)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    click.echo(f"{outcome.rows_written} trial(s) run now; {outcome.rows_total} row(s) in raw.csv "
+               f"for {outcome.slots_total} planned pass(es).", err=True)
+    summary_text = _summarize(out)
+    click.echo(summary_text)
+    click.echo(f"Results: {out.resolve()}")
+
+
+def _summarize(out: Path) -> str:
+    summarize_campaign(out)
+    return (out / "summary.md").read_text(encoding="utf-8")
+
+
+@click.command()
+@click.argument("campaign_dir", type=click.Path(path_type=Path, file_okay=False, exists=True))
+def validate(campaign_dir: Path) -> None:
+    """Re-derive every trial's verdict from its stored prediction file.
+
+    Checks expected vs observed ids (duplicates, missing, unexpected), the
+    format of every line, the main metric and subgroups against the reference
+    labels, and agreement with the reference variant. Writes verdicts.csv.
+
+    Example: isocost validate results/quick
+    """
+    verdicts = validate_campaign(campaign_dir)
+    accepted = sum(1 for v in verdicts if v["corpus_accepted"])
+    for v in verdicts:
+        state = "accepted" if v["corpus_accepted"] else "rejected"
+        metric = f"{v['metric']} {v['metric_value']:.4f}" if v["metric_value"] is not None else "no metric"
+        agreement = f", agreement {v['agreement']:.4f}" if v.get("agreement") is not None else ""
+        detail = f" ({v['reasons']})" if v["reasons"] else ""
+        click.echo(f"{v['trial_id']}: {state}, {v['observed_ids']}/{v['expected_ids']} ids, "
+                   f"{metric}{agreement}{detail}")
+    mismatched = [v["trial_id"] for v in verdicts if not v["matches_raw"]]
+    click.echo(f"{accepted} of {len(verdicts)} passes accepted; wrote {campaign_dir / 'verdicts.csv'}")
+    if mismatched:
+        click.echo(f"warning: re-derived verdicts differ from raw.csv for {', '.join(mismatched)}", err=True)
+
+
+@click.command()
+@click.argument("campaign_dir", type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.option("--json", "as_json", is_flag=True, help="Print summary.json instead of the Markdown table.")
+def summarize(campaign_dir: Path, as_json: bool) -> None:
+    """Per variant: every raw pass time, median, min, max, failures, quality, memory.
+
+    Writes summary.md and summary.json (a pure function of raw.csv and the
+    prediction files) and warns when the spread of pass times is comparable
+    to the difference between medians.
+
+    Example: isocost summarize results/quick
+    """
+    summarize_campaign(campaign_dir)
+    name = "summary.json" if as_json else "summary.md"
+    click.echo((campaign_dir / name).read_text(encoding="utf-8"), nl=False)
+
+
+@click.command()
+@click.argument("path", type=click.Path(path_type=Path, exists=True))
+def fingerprint(path: Path) -> None:
+    """Print the sha256 fingerprint of a corpus file or a model directory.
+
+    Paste it into the study's `fingerprint = "…"`.
+
+    Example: isocost fingerprint my-model/
+    """
+    click.echo(fingerprint_path(path))
+
+
+COMMANDS = [run, validate, summarize, fingerprint]

@@ -1,0 +1,160 @@
+"""Gather one trial: its status, its separately stored predictions, its verdict → one raw row."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+from protocol.errors import UserError
+from protocol.jsonio import read_json
+from protocol.records import MemoryPeaks, PhaseTimes, RawRow, TrialSpec, TrialStatus, format_reasons
+from protocol.study import Study
+from protocol.validate import Reference, check_pass, parse_predictions
+from runner.launch.base import LaunchResult
+
+
+def load_reference(root: Path, study: Study) -> Reference:
+    """Expected labels and subgroups from the frozen ``corpus_index.csv``."""
+    path = root / "corpus_index.csv"
+    if not path.exists():
+        raise UserError("corpus_index.csv missing", str(root), "Was this campaign started by `isocost run`?")
+    with open(path, encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    ids = tuple(row["id"] for row in rows)
+    labels = {row["id"]: row["label"] for row in rows}
+    groups: dict[str, dict[str, str]] = {}
+    for group in study.quality.subgroups:
+        column = "label" if group == "label" else "length_bucket"
+        groups[group] = {row["id"]: row[column] for row in rows}
+    return Reference(ids=ids, labels=labels, groups=groups)
+
+
+def read_status(trial_dir: Path) -> tuple[TrialStatus | None, str]:
+    path = trial_dir / "status.json"
+    if not path.exists():
+        return None, "the trial wrote no status.json"
+    try:
+        return TrialStatus.from_dict(read_json(path)), ""
+    except (UserError, KeyError, TypeError) as exc:
+        return None, f"status.json unreadable: {exc}"
+
+
+def decide_status(status: TrialStatus | None, result: LaunchResult) -> str:
+    """The host's final word on how the trial ended (outside evidence wins over the trial's)."""
+    if result.timed_out:
+        return "timeout"
+    if result.oom_killed:
+        return "oom"
+    if status is not None:
+        if status.status == "ok" and result.exit_code not in (0, None):
+            return "error"
+        return status.status
+    if result.interrupted:
+        return "interrupted"
+    if result.exit_code is not None and result.exit_code < 0:
+        return "interrupted"  # killed by a signal before it could write its status
+    if result.exit_code in (137, 143):
+        return "interrupted"
+    return "error"
+
+
+def gather_trial(
+    spec: TrialSpec, trial_dir: Path, result: LaunchResult, reference: Reference, study: Study
+) -> RawRow:
+    status, status_problem = read_status(trial_dir)
+    final = decide_status(status, result)
+    parsed = parse_predictions(trial_dir / "predictions.jsonl")
+    check = check_pass(parsed, reference, study.quality.metric, study.quality.minimum)
+    notes: list[str] = list(result.notes)
+    reasons: dict[str, str] = {}
+    if status_problem:
+        notes.append(status_problem)
+    if status is not None and status.error:
+        notes.append(f"trial error: {status.error}")
+    if result.exit_code not in (0, None):
+        notes.append(f"exit code {result.exit_code}")
+    accepted = final == "ok" and check.accepted
+    if final != "ok":
+        verdict = f"rejected: status {final}"
+    else:
+        verdict = check.verdict
+    if not check.accepted and final == "ok":
+        notes.append(check.verdict)
+    notes.append(f"predictions: {trial_dir / 'predictions.jsonl'}")
+
+    phases = status.phases if status is not None else PhaseTimes()
+    memory = status.memory if status is not None else MemoryPeaks()
+    if status is not None:
+        reasons.update(status.empty_reasons)
+    else:
+        for name in list(PhaseTimes.__dataclass_fields__) + list(MemoryPeaks.__dataclass_fields__):
+            reasons[name] = f"no status from the trial ({status_problem})"
+        reasons["truncated_count"] = reasons["pass_s"]
+    pass_s = phases.pass_s if final == "ok" else None
+    if final != "ok" and phases.pass_s is None:
+        reasons["pass_s"] = f"pass not completed (status {final})"
+    elif final != "ok":
+        reasons["pass_s"] = f"status {final}: a pass time is only reported for completed passes"
+    if check.metric_value is None:
+        reasons["metric_value"] = "not computed: " + "; ".join(check.reasons)
+    overhead = None
+    if result.wall_s is not None and phases.trial_s is not None:
+        overhead = max(result.wall_s - phases.trial_s, 0.0)
+    else:
+        reasons["launch_overhead_s"] = "needs both the host's wall time and the trial's own clock"
+    image_id = result.image_id or spec.image_id
+    image_digest = result.image_digest or spec.image_digest
+    if not image_id:
+        reasons["image_id"] = f"launcher {spec.launcher!r} runs no container image"
+    if not image_digest:
+        reasons["image_digest"] = reasons.get("image_id") or "image never pushed or pulled: no repo digest"
+    if result.exit_code is None:
+        reasons["exit_code"] = "exit code not observed by this host CLI"
+    values: dict[str, Any] = {
+        "trial_id": spec.trial_id,
+        "variant_id": spec.variant.variant_id,
+        "repetition": spec.repetition,
+        "order_index": spec.order_index,
+        "attempt": spec.attempt,
+        "status": final,
+        "pass_s": pass_s,
+        "expected_ids": check.expected_ids,
+        "observed_ids": check.observed_ids,
+        "ids_match": check.ids_match,
+        "corpus_accepted": accepted,
+        "completed": status.completed if status is not None else check.observed_ids,
+        "metric": check.metric,
+        "metric_value": check.metric_value,
+        "quality_verdict": verdict,
+        **spec.variant.config(),
+        "verify_s": phases.verify_s,
+        "imports_s": phases.imports_s,
+        "load_s": phases.load_s,
+        "warmup_s": phases.warmup_s,
+        "gpu_pass_s": phases.gpu_pass_s,
+        "write_s": phases.write_s,
+        "trial_s": phases.trial_s,
+        "launch_overhead_s": overhead,
+        "peak_rss_bytes": memory.peak_rss_bytes,
+        "peak_allocated_bytes": memory.peak_allocated_bytes,
+        "peak_reserved_bytes": memory.peak_reserved_bytes,
+        "device_used_bytes": memory.device_used_bytes,
+        "truncated_count": status.truncated_count if status is not None else None,
+        "launcher": spec.launcher,
+        "image_id": image_id or None,
+        "image_digest": image_digest or None,
+        "exit_code": result.exit_code,
+        "started_at": status.started_at if status is not None else None,
+        "ended_at": status.ended_at if status is not None else None,
+        "predictions_path": str((trial_dir / "predictions.jsonl").relative_to(trial_dir.parents[1])),
+        "notes": " | ".join(notes),
+    }
+    if values["started_at"] is None:
+        reasons["started_at"] = reasons["ended_at"] = "no status from the trial"
+    # Every empty cell carries its reason.
+    for name, value in values.items():
+        if value is None and name not in reasons:
+            reasons[name] = f"not available (status {final})"
+    values["empty_reasons"] = format_reasons({k: v for k, v in reasons.items() if values.get(k) is None})
+    return RawRow(values=values)

@@ -1,0 +1,556 @@
+"""Docker launcher: each trial in a fresh, locked-down container of a pinned image.
+
+One container per trial, through the Docker SDK:
+
+- no network (``network_mode="none"``), read-only root filesystem, a small tmpfs on /tmp;
+- the corpus file and the model directory bind-mounted read-only at fixed paths
+  (``/in/corpus<suffix>``, ``/in/model``); only the trial directory is writable (``/out``);
+- a non-root user, every capability dropped, ``no-new-privileges``, a pids limit, an optional
+  memory limit, the study's time limit (SIGTERM, then SIGKILL after a grace period);
+- an allow-list of environment variables (the offline switches of the process launcher, plus
+  ``ISOCOST_FAULT_INJECT`` and a few thread/device variables when the host sets them);
+- GPU access per stack: NVIDIA through a device request (``--gpus all``), AMD through /dev/kfd
+  and /dev/dri with the device nodes' groups and ``seccomp=unconfined``. A host without the stack
+  gets a fast, clear error before any trial starts.
+
+The image is named exactly: by image ID (``sha256:…``, the config digest) or by repo digest
+(``REPO@sha256:…``, pulled if absent). Both are resolved before the first trial, so the spec,
+and thus every manifest and raw row, carries them; each container's image is checked against
+them. The host records the exit code, ``State.OOMKilled``, the container's logs (into
+``trial.log``) and timings (``launcher.json``), then removes the container. An engine that stops
+answering mid-trial yields a result with ``exit_code=None`` and the reason in its notes: the
+row is never lost.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from protocol.errors import UserError
+from protocol.jsonio import read_json, write_json_atomic
+from runner.launch.base import HOST_STOP_NOTE, HostInterrupt, LaunchResult, TrialPaths
+from runner.launch.process import ENV_ALLOW, ENV_FIXED
+from runner.trial.measure import clock
+
+#: Where the trial sees its inputs and its output directory.
+CONTAINER_IN = "/in"
+CONTAINER_MODEL = "/in/model"
+CONTAINER_OUT = "/out"
+
+#: The non-root user the images create (``org.isocost.uid`` label); used when the host CLI is root.
+IMAGE_UID = 10001
+
+#: Host variables a container may inherit (PATH, HOME and TMPDIR are the image's own).
+CONTAINER_ENV_ALLOW = tuple(name for name in ENV_ALLOW if name not in ("PATH", "HOME", "TMPDIR"))
+
+_KILL_GRACE_S = 10.0
+_WAIT_POLL_S = 30.0
+_HEX = re.compile(r"^[0-9a-f]{12,64}$")
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def _docker() -> Any:
+    try:
+        import docker
+    except ImportError:
+        raise UserError(
+            "the docker Python SDK is not installed",
+            "--launcher docker",
+            "Install it (pip install 'docker>=7'), or use --launcher process.",
+        ) from None
+    return docker
+
+
+# -- the engine ---------------------------------------------------------------------------------
+
+
+def connect_engine(timeout_s: float = 120.0, base_url: str | None = None) -> Any:
+    """A docker SDK client for DOCKER_HOST (or ``base_url``); a UserError if no engine answers."""
+    docker = _docker()
+    try:
+        if base_url:
+            client = docker.DockerClient(base_url=base_url, timeout=int(timeout_s))
+        else:
+            client = docker.from_env(timeout=int(timeout_s))
+        client.ping()
+    except docker.errors.DockerException as exc:
+        raise UserError(
+            f"no Docker engine answers ({_short(exc)})",
+            os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock",
+            "Start dockerd (bash .ci/docker-setup.sh does), set DOCKER_HOST, or use --launcher process.",
+        ) from None
+    return client
+
+
+def engine_answers(timeout_s: float = 5.0) -> tuple[bool, str]:
+    """(True, version) if an engine answers within the timeout, else (False, why)."""
+    try:
+        client = connect_engine(timeout_s=timeout_s)
+    except UserError as exc:
+        return False, exc.what
+    try:
+        return True, str(client.version().get("Version", "?"))
+    except Exception as exc:  # the SDK raises several unrelated types when an engine half-answers
+        return False, _short(exc)
+    finally:
+        client.close()
+
+
+def image_store(client: Any) -> str:
+    """``graphdriver`` (Image ID = config digest) or ``containerd`` (Image ID = manifest/index digest)."""
+    info = client.info()
+    for pair in info.get("DriverStatus") or []:
+        if len(pair) == 2 and "containerd.snapshotter" in str(pair[1]):
+            return "containerd"
+    return "graphdriver"
+
+
+def engine_facts(client: Any) -> dict[str, str]:
+    info = client.info()
+    return {
+        "version": str(info.get("ServerVersion", "")),
+        "storage_driver": str(info.get("Driver", "")),
+        "image_store": image_store(client),
+        "cgroup": f"{info.get('CgroupDriver', '')} v{info.get('CgroupVersion', '')}",
+    }
+
+
+def _is_local(client: Any) -> bool:
+    base = str(getattr(client.api, "base_url", ""))
+    return base.startswith("http+docker://localhost") or base.startswith("http+docker://localunixsocket")
+
+
+def _short(exc: BaseException) -> str:
+    text = str(getattr(exc, "explanation", None) or exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:300]
+
+
+# -- the image ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ResolvedImage:
+    """An image named exactly, as the engine holds it."""
+
+    ref: str  # what containers are created from: REPO@sha256:… or the image ID
+    image_id: str  # sha256 of the config (Image ID)
+    repo_digest: str  # REPO@sha256:<manifest>, "" if never pushed or pulled
+    stack: str  # org.isocost.stack label, "" if the image has none
+    uid: int  # org.isocost.uid label
+    labels: dict[str, str] = field(default_factory=dict)
+    pulled: bool = False
+
+
+def resolve_image(client: Any, ref: str, *, prefer_digest: str = "", pull: bool = True) -> ResolvedImage:
+    """Resolve an image ID or ``REPO@sha256:…``; pull a digest if absent. Tags are refused (they move)."""
+    docker = _docker()
+    ref = ref.strip()
+    pulled = False
+    if "@sha256:" in ref:
+        digest = ref.split("@", 1)[1]
+        try:
+            image = client.images.get(ref)
+        except docker.errors.ImageNotFound:
+            if not pull:
+                raise UserError(f"image {ref} is not in this engine", "--image", "Pull it first.") from None
+            try:
+                image = client.images.pull(ref)
+                pulled = True
+            except docker.errors.APIError as exc:
+                raise UserError(
+                    f"image {ref} is not in this engine and could not be pulled: {_short(exc)}",
+                    "--image",
+                    "Check that the registry answers from this host and holds that digest.",
+                ) from None
+        digests = image.attrs.get("RepoDigests") or []
+        if not any(d.split("@", 1)[1] == digest for d in digests):
+            raise UserError(f"the engine's image for {ref} has other repo digests ({digests})", "--image",
+                            "Remove the local image and pull the digest again.")
+        repo_digest = ref
+    elif ref.startswith("sha256:") or _HEX.match(ref):
+        try:
+            image = client.images.get(ref)
+        except docker.errors.ImageNotFound:
+            raise UserError(
+                f"no image with ID {ref} in this engine",
+                "--image",
+                "An image ID cannot be pulled from a registry; pass its repo digest (REPO@sha256:…) instead, "
+                "or build it here (isocost images build).",
+            ) from None
+        digests = sorted(image.attrs.get("RepoDigests") or [])
+        repo_digest = prefer_digest if prefer_digest in digests else (digests[0] if digests else "")
+        ref = image.id
+    else:
+        raise UserError(
+            f"{ref!r} names an image by tag, and tags move",
+            "--image",
+            "Name the image by repo digest (REPO@sha256:…) or image ID (sha256:…); `isocost images list` shows both.",
+        )
+    labels = dict((image.attrs.get("Config") or {}).get("Labels") or {})
+    try:
+        uid = int(labels.get("org.isocost.uid", IMAGE_UID))
+    except ValueError:
+        uid = IMAGE_UID
+    return ResolvedImage(ref=ref, image_id=image.id, repo_digest=repo_digest, stack=labels.get("org.isocost.stack", ""),
+                         uid=uid, labels=labels, pulled=pulled)
+
+
+# -- GPU access per stack -----------------------------------------------------------------------
+
+
+def gpu_options(stack: str, client: Any) -> dict[str, Any]:
+    """Container options that give the trial its GPUs; a UserError naming what the host lacks."""
+    if stack == "cpu":
+        return {}
+    local = _is_local(client)
+    if stack == "cuda":
+        docker = _docker()
+        runtimes = client.info().get("Runtimes") or {}
+        hook = shutil.which("nvidia-container-runtime-hook") if local else None
+        if "nvidia" not in runtimes and not hook:
+            raise UserError(
+                "the cuda stack needs NVIDIA GPUs inside containers, and this engine has no NVIDIA Container "
+                f"Toolkit (docker info lists runtimes {sorted(runtimes)}, no 'nvidia'; no "
+                "nvidia-container-runtime-hook on PATH)",
+                "stack cuda, --launcher docker",
+                "Install the NVIDIA Container Toolkit and configure dockerd (nvidia-ctk runtime configure "
+                "--runtime=docker, then restart dockerd), or run on a host with NVIDIA GPUs.",
+            )
+        return {
+            "device_requests": [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])],
+            "environment": {"NVIDIA_DRIVER_CAPABILITIES": "compute,utility"},
+        }
+    if stack == "rocm":
+        kfd, dri = Path("/dev/kfd"), Path("/dev/dri")
+        if local and not kfd.exists():
+            raise UserError(
+                "the rocm stack needs /dev/kfd, and this host has none (the amdgpu kernel driver is not loaded, "
+                "or there is no AMD GPU)",
+                "stack rocm, --launcher docker",
+                "Install amdgpu-dkms on the host (containers share its kernel driver) and reboot, or run on a "
+                "host with an AMD Instinct/Radeon GPU supported by ROCm.",
+            )
+        if local and not dri.is_dir():
+            raise UserError("the rocm stack needs /dev/dri, and this host has none", "stack rocm",
+                            "Check the amdgpu driver on the host.")
+        # Groups by number, from the device nodes themselves: names like "render" may not exist, or
+        # differ, in the image's /etc/group.
+        nodes = [kfd, *sorted(dri.glob("renderD*"))] if local else []
+        groups = sorted({str(node.stat().st_gid) for node in nodes}) or ["video", "render"]
+        return {
+            "devices": ["/dev/kfd:/dev/kfd:rwm", "/dev/dri:/dev/dri:rwm"],
+            "group_add": groups,
+            "security_opt": ["seccomp=unconfined"],
+        }
+    raise UserError(f"unknown stack {stack!r}", "study [base] stack", "Use cpu, cuda or rocm.")
+
+
+# -- the launcher -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ContainerLimits:
+    pids_limit: int = 512
+    mem_limit: str | None = None  # e.g. "8g"; None = no limit
+    tmpfs_size: str = "256m"
+    shm_size: str | None = None  # None = the engine's default (64 MiB)
+
+
+class DockerLauncher:
+    """Runs each trial in a new container of one exactly named image."""
+
+    name = "docker"
+
+    def __init__(
+        self,
+        image: str,
+        *,
+        stack: str = "cpu",
+        client: Any = None,
+        limits: ContainerLimits = ContainerLimits(),
+        user: str | None = None,
+        prefer_digest: str = "",
+        kill_grace_s: float = _KILL_GRACE_S,
+    ) -> None:
+        self.client = client or connect_engine()
+        self.stack = stack
+        self.limits = limits
+        self.kill_grace_s = kill_grace_s
+        self.image = resolve_image(self.client, image, prefer_digest=prefer_digest)
+        if self.image.stack and self.image.stack != stack:
+            raise UserError(
+                f"image {self.image.ref} is built for stack {self.image.stack!r}, the study runs {stack!r}",
+                "--image",
+                f"Use the {stack} image (isocost images build --stack {stack}).",
+            )
+        self.gpu = gpu_options(stack, self.client)
+        self._root_host = hasattr(os, "geteuid") and os.geteuid() == 0
+        if user is not None:
+            self.user = user
+        elif self._root_host:
+            self.user = f"{self.image.uid}:{self.image.uid}"
+        else:
+            self.user = f"{os.geteuid()}:{os.getegid()}"
+        if self.user.split(":")[0] in ("0", "root"):
+            raise UserError("trial containers never run as root", "user", "Use a non-root uid:gid.")
+        self._engine = engine_facts(self.client)
+
+    # -- the Launcher protocol --------------------------------------------------------------
+
+    def describe(self) -> dict[str, str]:
+        return {
+            "kind": self.name,
+            "engine": f"Docker {self._engine['version']} ({self._engine['storage_driver']}, "
+                      f"{self._engine['image_store']} image store)",
+            "image_ref": self.image.ref,
+            "image_id": self.image.image_id,
+            "image_digest": self.image.repo_digest,
+            "image_id_is": "sha256 of the image config (local Image ID)",
+            "image_digest_is": "REPO@sha256 of the registry manifest ('' if never pushed or pulled)",
+            "stack": self.stack,
+            "user": self.user,
+            "isolation": "network none, read-only root, tmpfs /tmp, inputs read-only, cap-drop ALL, "
+                         "no-new-privileges",
+            "pids_limit": str(self.limits.pids_limit),
+            "mem_limit": self.limits.mem_limit or "none",
+        }
+
+    def trial_view(self, paths: TrialPaths) -> tuple[str, str, str]:
+        return self._corpus_target(paths), CONTAINER_MODEL, CONTAINER_OUT
+
+    def image_fields(self) -> tuple[str, str, str]:
+        return self.image.ref, self.image.image_id, self.image.repo_digest
+
+    def run(self, paths: TrialPaths, timeout_s: float | None) -> LaunchResult:
+        docker = _docker()
+        trial_dir = paths.trial_dir.resolve()
+        record: dict[str, Any] = {"image_ref": self.image.ref, "image_id": self.image.image_id,
+                                  "user": self.user, "times": {}}
+        times = record["times"]
+        owner = self._lend_trial_dir(trial_dir)
+        start = clock()
+        times["create_at"] = _now()
+        container = None
+        try:
+            try:
+                container = self.client.containers.create(**self._create_kwargs(paths, trial_dir))
+            except docker.errors.DockerException as exc:
+                return self._result_without_container(f"the engine could not create the container: {_short(exc)}",
+                                                      record, trial_dir)
+            record["container_id"] = container.id
+            record["container_name"] = container.name
+            write_json_atomic(trial_dir / "launcher.json", record)
+            running_image = (container.attrs or {}).get("Image", "")
+            if running_image != self.image.image_id:
+                self._remove(container)
+                return self._result_without_container(
+                    f"the container's image {running_image} differs from the requested {self.image.ref} "
+                    f"({self.image.image_id}): not run", record, trial_dir)
+            try:
+                container.start()
+            except docker.errors.DockerException as exc:
+                self._remove(container)
+                return self._result_without_container(f"the engine could not start the container: {_short(exc)}",
+                                                      record, trial_dir)
+            times["started_at"] = _now()
+            outcome = self._wait(container, start, timeout_s)
+            wall = clock() - start
+            times["exit_seen_at"] = _now()
+            state, notes = self._collect(container, paths, outcome)
+            times["collected_at"] = _now()
+        finally:
+            self._return_trial_dir(trial_dir, owner)
+        record["state"] = state
+        record["outcome"] = {k: v for k, v in outcome.items() if k != "exc"}
+        write_json_atomic(trial_dir / "launcher.json", record)
+        exit_code = outcome.get("exit_code")
+        if exit_code is None and state.get("ExitCode") is not None and not outcome.get("engine_lost"):
+            exit_code = int(state["ExitCode"])
+        oom = bool(state.get("OOMKilled"))
+        if oom:
+            notes.append("the container was killed for memory (State.OOMKilled"
+                         + (f", memory limit {self.limits.mem_limit})" if self.limits.mem_limit else ")"))
+        result = LaunchResult(
+            exit_code=exit_code,
+            timed_out=bool(outcome.get("timed_out")),
+            interrupted=bool(outcome.get("interrupted")),
+            oom_killed=oom,
+            launch_overhead_s=_overhead(trial_dir, times["create_at"]),
+            wall_s=wall,
+            image_id=self.image.image_id,
+            image_digest=self.image.repo_digest,
+            notes=tuple(notes),
+        )
+        if outcome.get("interrupted"):
+            raise HostInterrupt(result)
+        return result
+
+    # -- pieces ------------------------------------------------------------------------------
+
+    def _corpus_target(self, paths: TrialPaths) -> str:
+        return f"{CONTAINER_IN}/corpus{paths.corpus.suffix}"
+
+    def environment(self) -> dict[str, str]:
+        env = {key: os.environ[key] for key in CONTAINER_ENV_ALLOW if key in os.environ}
+        env.update(ENV_FIXED)
+        env.update({"HOME": "/tmp", "TMPDIR": "/tmp"})
+        env.update(self.gpu.get("environment", {}))
+        return env
+
+    def _create_kwargs(self, paths: TrialPaths, trial_dir: Path) -> dict[str, Any]:
+        docker = _docker()
+        Mount = docker.types.Mount
+        mounts = [
+            Mount(self._corpus_target(paths), str(paths.corpus.resolve()), type="bind", read_only=True),
+            Mount(CONTAINER_MODEL, str(paths.model.resolve()), type="bind", read_only=True),
+            Mount(CONTAINER_OUT, str(trial_dir), type="bind", read_only=False),
+        ]
+        safe_id = re.sub(r"[^A-Za-z0-9_.-]", "_", trial_dir.name)[:80]
+        kwargs: dict[str, Any] = {
+            "image": self.image.ref,
+            "command": [f"{CONTAINER_OUT}/spec.json", CONTAINER_OUT],
+            "name": f"isocost-{safe_id}-{uuid.uuid4().hex[:8]}",
+            "labels": {"org.isocost.trial_id": trial_dir.name, "org.isocost.trial_dir": str(trial_dir)},
+            "environment": self.environment(),
+            "user": self.user,
+            "network_mode": "none",
+            "read_only": True,
+            "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={self.limits.tmpfs_size},mode=1777"},
+            "mounts": mounts,
+            "cap_drop": ["ALL"],
+            "security_opt": ["no-new-privileges", *self.gpu.get("security_opt", [])],
+            "pids_limit": self.limits.pids_limit,
+            "init": True,
+            "detach": True,
+        }
+        if self.limits.mem_limit:
+            kwargs["mem_limit"] = self.limits.mem_limit
+            kwargs["memswap_limit"] = self.limits.mem_limit  # no swap: an OOM is an OOM
+        if self.limits.shm_size:
+            kwargs["shm_size"] = self.limits.shm_size
+        for key in ("device_requests", "devices", "group_add"):
+            if key in self.gpu:
+                kwargs[key] = self.gpu[key]
+        return kwargs
+
+    def _wait(self, container: Any, start: float, timeout_s: float | None) -> dict[str, Any]:
+        """Wait for the exit; stop on timeout or Ctrl-C; notice an engine that stops answering."""
+        import requests
+
+        deadline = None if timeout_s is None else start + timeout_s
+        while True:
+            remaining = None if deadline is None else deadline - clock()
+            if remaining is not None and remaining <= 0:
+                self._stop(container)
+                return {"timed_out": True, "exit_code": self._exit_code_after_stop(container)}
+            poll = _WAIT_POLL_S if remaining is None else max(min(_WAIT_POLL_S, remaining), 0.05)
+            try:
+                answer = container.wait(timeout=poll)
+                return {"exit_code": answer.get("StatusCode")}
+            except KeyboardInterrupt:
+                self._stop(container)
+                return {"interrupted": True, "exit_code": self._exit_code_after_stop(container)}
+            except (requests.exceptions.RequestException, _docker().errors.DockerException) as exc:
+                if self._engine_answers():
+                    continue  # only the poll timed out
+                return {"engine_lost": True, "exit_code": None, "reason": _short(exc)}
+
+    def _engine_answers(self) -> bool:
+        try:
+            self.client.ping()
+            return True
+        except Exception:  # any failure to answer is the answer
+            return False
+
+    def _stop(self, container: Any) -> None:
+        """SIGTERM so the trial writes its status, SIGKILL after the grace period (docker stop)."""
+        try:
+            container.stop(timeout=int(self.kill_grace_s))
+        except Exception:  # the container may be gone, or the engine with it
+            pass
+
+    def _exit_code_after_stop(self, container: Any) -> int | None:
+        try:
+            return int(container.wait(timeout=self.kill_grace_s + 30).get("StatusCode"))
+        except Exception:  # engine gone: the exit code is unknown
+            return None
+
+    def _collect(self, container: Any, paths: TrialPaths, outcome: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        """Logs into trial.log, the final state, then remove the container."""
+        notes: list[str] = []
+        state: dict[str, Any] = {}
+        if outcome.get("engine_lost"):
+            notes.append(f"the Docker engine stopped answering during the trial ({outcome.get('reason')}); "
+                         f"exit code, OOM state and logs of container {container.id[:12]} could not be collected")
+            return state, notes
+        try:
+            logs = container.logs(stdout=True, stderr=True)
+            with open(paths.log, "ab") as handle:
+                handle.write(logs)
+            container.reload()
+            raw = container.attrs.get("State") or {}
+            state = {k: raw.get(k) for k in ("Status", "ExitCode", "OOMKilled", "Error", "StartedAt", "FinishedAt")}
+        except Exception as exc:  # the engine went away between exit and collection
+            notes.append(f"logs/state of container {container.id[:12]} not collected: {_short(exc)}")
+        if outcome.get("timed_out"):
+            notes.append("killed by the host at the trial time limit (docker stop: SIGTERM, then SIGKILL after "
+                         f"{self.kill_grace_s:g} s)")
+        if outcome.get("interrupted"):
+            notes.append(f"{HOST_STOP_NOTE} (Ctrl-C or SIGTERM; container stopped)")
+        if state.get("Error"):
+            notes.append(f"engine error: {state['Error']}")
+        if not self._remove(container):
+            notes.append(f"container {container.id[:12]} could not be removed")
+        return state, notes
+
+    def _remove(self, container: Any) -> bool:
+        try:
+            container.remove(force=True)
+            return True
+        except Exception:  # already gone, or the engine is
+            return False
+
+    def _result_without_container(self, note: str, record: dict[str, Any], trial_dir: Path) -> LaunchResult:
+        record["error"] = note
+        write_json_atomic(trial_dir / "launcher.json", record)
+        return LaunchResult(exit_code=None, image_id=self.image.image_id, image_digest=self.image.repo_digest,
+                            notes=(note,))
+
+    def _lend_trial_dir(self, trial_dir: Path) -> tuple[int, int] | None:
+        """As root, hand the trial directory (only it) to the container's user for the trial."""
+        if not self._root_host:
+            return None
+        stat = trial_dir.stat()
+        uid, _, gid = self.user.partition(":")
+        os.chown(trial_dir, int(uid), int(gid or uid))
+        return stat.st_uid, stat.st_gid
+
+    def _return_trial_dir(self, trial_dir: Path, owner: tuple[int, int] | None) -> None:
+        """Give the trial directory and what the container wrote back to its owner."""
+        if owner is None:
+            return
+        for path in [trial_dir, *trial_dir.rglob("*")]:
+            try:
+                os.chown(path, *owner, follow_symlinks=False)
+            except OSError:
+                pass
+
+
+def _overhead(trial_dir: Path, created_at: str) -> float | None:
+    """Container create → the trial's own clock start (``started_at`` in status.json)."""
+    try:
+        started = read_json(trial_dir / "status.json").get("started_at")
+        return max((datetime.fromisoformat(started) - datetime.fromisoformat(created_at)).total_seconds(), 0.0)
+    except (UserError, ValueError, TypeError, AttributeError):
+        return None
+

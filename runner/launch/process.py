@@ -1,0 +1,127 @@
+"""Process launcher: each trial in a fresh Python interpreter on this host."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from protocol.jsonio import write_json_atomic
+from runner.launch.base import HOST_STOP_NOTE, HostInterrupt, LaunchResult, TrialPaths
+from runner.trial.measure import clock
+
+#: Environment variables a trial may inherit; everything else is dropped.
+ENV_ALLOW = (
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "TMPDIR",
+    "OPENBLAS_CORETYPE",
+    "OPENBLAS_L2_SIZE",
+    "CUDA_VISIBLE_DEVICES",
+    "HIP_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "ISOCOST_FAULT_INJECT",
+)
+
+#: Offline by construction: nothing may be fetched from a hub during a trial.
+ENV_FIXED = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "PYTHONHASHSEED": "0",
+    "PYTHONUNBUFFERED": "1",
+}
+
+_KILL_GRACE_S = 10.0
+
+
+def trial_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {key: os.environ[key] for key in ENV_ALLOW if key in os.environ}
+    env.update(ENV_FIXED)
+    # The trial must import this checkout's runner/protocol, installed or not.
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = root
+    env.update(extra or {})
+    return env
+
+
+class ProcessLauncher:
+    """Runs each trial with this interpreter in a new process group."""
+
+    name = "process"
+
+    def __init__(self, python: str = sys.executable) -> None:
+        self.python = python
+        self._current: subprocess.Popen[bytes] | None = None
+
+    def describe(self) -> dict[str, str]:
+        return {
+            "kind": self.name,
+            "python": self.python,
+            "notice": "trials ran as local processes, not containers: no image digest is recorded",
+        }
+
+    def trial_view(self, paths: TrialPaths) -> tuple[str, str, str]:
+        return str(paths.corpus), str(paths.model), str(paths.trial_dir)
+
+    def image_fields(self) -> tuple[str, str, str]:
+        return "", "", ""
+
+    def run(self, paths: TrialPaths, timeout_s: float | None) -> LaunchResult:
+        command = [self.python, "-m", "runner.trial", str(paths.trial_dir / "spec.json"), str(paths.trial_dir)]
+        start = clock()
+        timed_out = interrupted = False
+        with open(paths.log, "ab") as log:
+            proc = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, env=trial_env(), start_new_session=True
+            )
+            self._current = proc
+            write_json_atomic(paths.trial_dir / "launcher.json", {"pid": proc.pid, "command": command})
+            try:
+                proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                self._stop(proc)
+            except KeyboardInterrupt:
+                interrupted = True
+                self._stop(proc)
+            finally:
+                self._current = None
+        wall = clock() - start
+        notes = []
+        if timed_out:
+            notes.append(f"killed by the host at the trial time limit ({timeout_s} s)")
+        if interrupted:
+            notes.append(f"{HOST_STOP_NOTE} (Ctrl-C or SIGTERM)")
+        result = LaunchResult(
+            exit_code=proc.returncode,
+            timed_out=timed_out,
+            interrupted=interrupted,
+            wall_s=wall,
+            notes=tuple(notes),
+        )
+        if interrupted:
+            raise HostInterrupt(result)
+        return result
+
+    def _stop(self, proc: subprocess.Popen[bytes]) -> None:
+        """SIGTERM the trial's process group so it can write its status, then SIGKILL."""
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + _KILL_GRACE_S
+        while proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()

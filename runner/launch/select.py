@@ -1,0 +1,95 @@
+"""Which launcher runs a campaign: a container of a pinned image when possible, else a process.
+
+``auto`` (the default) picks the Docker launcher when an engine answers AND an image for the
+study's stack is known (``--image`` or ``images/images.lock``); otherwise the process launcher,
+with a notice saying why. ``docker`` and ``process`` force one; ``docker`` fails with the reason
+instead of falling back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from protocol.errors import UserError
+from protocol.study import load_study
+from runner.launch.base import Launcher
+
+LAUNCHER_KINDS = ("auto", "process", "docker")
+
+
+@dataclass(frozen=True)
+class LauncherChoice:
+    launcher: Launcher
+    notice: str  # why this launcher, when it is not the obvious one ("" otherwise)
+
+
+def study_stack(study_path: Path) -> str:
+    """The one stack every variant of the study runs on (one image serves one stack)."""
+    study = load_study(study_path)
+    stacks = sorted({variant.stack for variant in study.variants()})
+    if len(stacks) != 1:
+        raise UserError(
+            f"the study's variants use several stacks ({', '.join(stacks)}); one campaign runs one image",
+            str(study.path),
+            "Split the study by stack (one study per image), or use --launcher process.",
+        )
+    return stacks[0]
+
+
+def choose_launcher(
+    study_path: Path,
+    kind: str = "auto",
+    image: str | None = None,
+    *,
+    lock_path: Path | None = None,
+    engine_timeout_s: float = 5.0,
+    answers: Callable[[float], tuple[bool, str]] | None = None,
+) -> LauncherChoice:
+    """Pick and construct the launcher for ``isocost run``. Raises UserError with the fix."""
+    from runner.launch.process import ProcessLauncher
+
+    if kind not in LAUNCHER_KINDS:
+        raise UserError(f"unknown launcher {kind!r}", "--launcher", f"Use one of: {', '.join(LAUNCHER_KINDS)}.")
+    if kind == "process":
+        if image:
+            raise UserError("--image needs a container launcher", "--launcher process",
+                            "Drop --image, or use --launcher docker.")
+        return LauncherChoice(ProcessLauncher(), "trials run as local processes (--launcher process): no container "
+                                                 "image, so no image digest in the manifests")
+    from runner.images import default_lock_path, locked_image
+    from runner.launch.docker import DockerLauncher, engine_answers
+
+    stack = study_stack(study_path)
+    lock_path = lock_path or default_lock_path()
+    ok, why = (answers or engine_answers)(engine_timeout_s)
+    record = locked_image(stack, lock_path)
+    ref = image or (record.image_ref if record is not None else "")
+    prefer = record.repo_digest if record is not None else ""
+    if kind == "docker" or image:
+        where = "--image" if image else "--launcher docker"
+        if not ok:
+            raise UserError(f"no Docker engine answers ({why})", where,
+                            "Start dockerd (bash .ci/docker-setup.sh does) or set DOCKER_HOST; "
+                            "or use --launcher process.")
+        if not ref:
+            raise UserError(f"no {stack} image is known (none in {lock_path})", where,
+                            f"Build one (isocost images build --stack {stack}) or pass --image REPO@sha256:….")
+        return LauncherChoice(DockerLauncher(ref, stack=stack, prefer_digest=prefer), "")
+    if not ok:
+        return LauncherChoice(ProcessLauncher(), f"no Docker engine answers ({why}): trials run as local processes, "
+                                                 "without an image digest (start dockerd to use containers)")
+    if not ref:
+        return LauncherChoice(ProcessLauncher(), f"no {stack} image is known (none in {lock_path}, no --image): "
+                                                 "trials run as local processes, without an image digest "
+                                                 f"(isocost images build --stack {stack} makes one)")
+    try:
+        launcher = DockerLauncher(ref, stack=stack, prefer_digest=prefer)
+    except UserError as exc:
+        if record is None or "no image with ID" not in exc.what:
+            raise
+        return LauncherChoice(ProcessLauncher(), f"the locked {stack} image {ref} is not in this engine: trials run "
+                                                 "as local processes (rebuild it with isocost images build "
+                                                 f"--stack {stack}, or pass --image)")
+    return LauncherChoice(launcher, "")

@@ -1,0 +1,181 @@
+"""What this trial really runs on, read at run time (never inferred from a card name).
+
+Every field is either a value or ``None`` with a reason in ``reasons``.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+_CPU_FLAGS_OF_INTEREST = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "fma", "sse4_2")
+
+
+def _package_version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def cpu_facts() -> dict[str, Any]:
+    model = None
+    flags: list[str] = []
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+        for line in text.splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and model is None:
+                model = value.strip()
+            if key.strip() == "flags" and not flags:
+                present = set(value.split())
+                flags = [f for f in _CPU_FLAGS_OF_INTEREST if f in present]
+    except OSError:
+        pass
+    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    return {
+        "cpu_model": model,
+        "cpu_flags": flags,
+        "cpu_count_logical": os.cpu_count(),
+        "cpu_affinity_count": affinity,
+        "machine": platform.machine(),
+        "kernel": platform.release(),
+    }
+
+
+def software_facts(torch: Any) -> dict[str, Any]:
+    return {
+        "python": sys.version.split()[0],
+        "torch": torch.__version__,
+        "transformers": _package_version("transformers"),
+        "tokenizers": _package_version("tokenizers"),
+        "safetensors": _package_version("safetensors"),
+        "numpy": _package_version("numpy"),
+        "isocost": _package_version("isocost"),
+        "torch_cuda": getattr(torch.version, "cuda", None),
+        "torch_hip": getattr(torch.version, "hip", None),
+        "torch_threads": torch.get_num_threads(),
+        "torch_interop_threads": torch.get_num_interop_threads(),
+    }
+
+
+def device_facts(torch: Any, device: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """GPU name, UUID, memory, capability, driver and backend; reasons for what is unknown."""
+    facts: dict[str, Any] = {
+        "backend": "cpu",
+        "backend_version": None,
+        "gpu_name": None,
+        "gpu_uuid": None,
+        "gpu_memory_bytes": None,
+        "compute_capability": None,
+        "gfx_arch": None,
+        "driver_version": None,
+        "cudnn_version": None,
+        "rocm_version": None,
+    }
+    reasons: dict[str, str] = {}
+    if device == "cpu":
+        facts["backend_version"] = f"torch {torch.__version__} CPU kernels"
+        for key in ("gpu_name", "gpu_uuid", "gpu_memory_bytes", "compute_capability",
+                    "gfx_arch", "driver_version", "cudnn_version", "rocm_version"):
+            reasons[key] = "CPU trial: no GPU in use"
+        return _with_compat(facts, torch), reasons
+
+    hip = getattr(torch.version, "hip", None)
+    facts["backend"] = "rocm" if hip else "cuda"
+    facts["backend_version"] = hip or torch.version.cuda
+    props = torch.cuda.get_device_properties(0)
+    facts["gpu_name"] = props.name
+    facts["gpu_memory_bytes"] = int(props.total_memory)
+    if hip:
+        facts["gfx_arch"] = str(getattr(props, "gcnArchName", "")).split(":")[0] or None
+        reasons["compute_capability"] = "ROCm device: see gfx_arch"
+        reasons["cudnn_version"] = "ROCm build: no cuDNN"
+        try:
+            facts["rocm_version"] = Path("/opt/rocm/.info/version").read_text(encoding="utf-8").strip()
+        except OSError:
+            reasons["rocm_version"] = "/opt/rocm/.info/version not readable in this image"
+        _amdsmi(facts, reasons)
+    else:
+        facts["compute_capability"] = f"{props.major}.{props.minor}"
+        reasons["gfx_arch"] = "NVIDIA device: see compute_capability"
+        reasons["rocm_version"] = "CUDA build"
+        cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+        facts["cudnn_version"] = str(cudnn) if cudnn else None
+        if cudnn is None:
+            reasons["cudnn_version"] = "cuDNN not available to torch"
+        uuid = getattr(props, "uuid", None)
+        if uuid is not None:
+            facts["gpu_uuid"] = f"GPU-{uuid}"
+        _nvml(facts, reasons)
+    return _with_compat(facts, torch), {k: v for k, v in reasons.items() if facts.get(k) is None}
+
+
+def _with_compat(facts: dict[str, Any], torch: Any) -> dict[str, Any]:
+    """Check the detected combination against the shipped CUDA driver table / ROCm matrix."""
+    from protocol.compat import check_device
+
+    facts["compat"] = check_device(facts, getattr(torch, "__version__", None))
+    return facts
+
+
+def _nvml(facts: dict[str, Any], reasons: dict[str, str]) -> None:
+    try:
+        import pynvml  # type: ignore[import-not-found]
+    except ImportError:
+        reasons["driver_version"] = "nvidia-ml-py (pynvml) not installed in this environment"
+        return
+    try:
+        pynvml.nvmlInit()
+        try:
+            driver = pynvml.nvmlSystemGetDriverVersion()
+            facts["driver_version"] = driver.decode() if isinstance(driver, bytes) else str(driver)
+            handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+            uuid = pynvml.nvmlDeviceGetUUID(handle)
+            facts["gpu_uuid"] = uuid.decode() if isinstance(uuid, bytes) else str(uuid)
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception as exc:  # NVML raises its own error types
+        reasons["driver_version"] = f"NVML unavailable: {exc}"
+
+
+def _amdsmi(facts: dict[str, Any], reasons: dict[str, str]) -> None:
+    try:
+        import amdsmi  # type: ignore[import-not-found]
+    except ImportError:
+        reasons["driver_version"] = "amdsmi not installed in this environment"
+        reasons["gpu_uuid"] = "amdsmi not installed in this environment"
+        return
+    try:
+        amdsmi.amdsmi_init()
+        try:
+            handle = amdsmi.amdsmi_get_processor_handles()[0]
+            facts["driver_version"] = str(amdsmi.amdsmi_get_gpu_driver_info(handle).get("driver_version"))
+            facts["gpu_uuid"] = str(amdsmi.amdsmi_get_gpu_device_uuid(handle))
+        finally:
+            amdsmi.amdsmi_shut_down()
+    except Exception as exc:  # amdsmi raises its own error types
+        reasons["driver_version"] = f"amdsmi unavailable: {exc}"
+
+
+def device_memory_used_bytes(device: str) -> tuple[int | None, str]:
+    """Device memory in use as the driver sees it (NVML), or None and why."""
+    if device == "cpu":
+        return None, "CPU trial: no device memory"
+    try:
+        import pynvml  # type: ignore[import-not-found]
+    except ImportError:
+        return None, "nvidia-ml-py (pynvml) not installed"
+    try:
+        pynvml.nvmlInit()
+        try:
+            handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+            return int(pynvml.nvmlDeviceGetMemoryInfo(handle).used), ""
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception as exc:  # NVML raises its own error types
+        return None, f"NVML unavailable: {exc}"

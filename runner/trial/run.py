@@ -1,0 +1,333 @@
+"""One trial: verify inputs, load, warm up, run the measured pass, write the outputs.
+
+Measured boundary (SPEC R4, offline): corpus read, tokenization, host→device
+transfer, inference and materialisation of predictions on the host. The
+incremental writes of ``predictions.jsonl`` are timed apart (``write_s``) and
+excluded from ``pass_s``. On a GPU the device is synchronised before the timer
+starts and before it stops; GPU-only time (CUDA events) is ``gpu_pass_s``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from protocol.corpus import read_corpus
+from protocol.fingerprint import fingerprint_path
+from protocol.jsonio import read_json, write_json_atomic
+from protocol.records import MemoryPeaks, PhaseTimes, TrialSpec, TrialStatus
+from runner.trial.measure import PhaseTimer, clock, peak_rss_bytes
+
+PROCESS_START_S = clock()
+
+#: Test hook, never set in real campaigns; recorded in the manifest when present.
+FAULT_ENV = "ISOCOST_FAULT_INJECT"
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_REFUSED = 3
+
+
+class Interrupted(Exception):
+    """SIGTERM/SIGINT arrived during the trial."""
+
+
+class SimulatedOOM(MemoryError):
+    """Raised by the fault-injection hook to exercise the OOM path."""
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def _on_signal(signum: int, frame: Any) -> None:
+    raise Interrupted(f"received signal {signal.Signals(signum).name}")
+
+
+class Trial:
+    def __init__(self, spec: TrialSpec, out_dir: Path) -> None:
+        self.spec = spec
+        self.out = out_dir
+        self.variant = spec.variant
+        self.phases: dict[str, float | None] = {}
+        self.reasons: dict[str, str] = {}
+        self.memory: dict[str, int | None] = {}
+        self.completed = 0
+        self.expected = 0
+        self.truncated: int | None = None
+        self.started_at = _now()
+        self.manifest: dict[str, Any] = {}
+        self.fault = _parse_fault(os.environ.get(FAULT_ENV, ""))
+        self.torch: Any = None
+
+    # -- outputs ---------------------------------------------------------------------------
+
+    def write_status(self, status: str, error: str = "") -> None:
+        self.phases["trial_s"] = clock() - PROCESS_START_S
+        reasons = dict(self.reasons)
+        for name in PhaseTimes.__dataclass_fields__:
+            if self.phases.get(name) is None and name not in reasons:
+                reasons[name] = f"not reached: trial ended with status {status}"
+        for name in MemoryPeaks.__dataclass_fields__:
+            if self.memory.get(name) is None and name not in reasons:
+                reasons[name] = f"not measured: trial ended with status {status}"
+        if self.truncated is None and "truncated_count" not in reasons:
+            reasons["truncated_count"] = f"not counted: trial ended with status {status}"
+        record = TrialStatus(
+            trial_id=self.spec.trial_id,
+            status=status,
+            completed=self.completed,
+            expected=self.expected,
+            phases=PhaseTimes(**{k: self.phases.get(k) for k in PhaseTimes.__dataclass_fields__}),
+            memory=MemoryPeaks(**{k: self.memory.get(k) for k in MemoryPeaks.__dataclass_fields__}),
+            truncated_count=self.truncated,
+            error=error,
+            empty_reasons=reasons,
+            started_at=self.started_at,
+            ended_at=_now(),
+        )
+        write_json_atomic(self.out / "status.json", record.to_dict())
+
+    def write_manifest(self) -> None:
+        write_json_atomic(self.out / "manifest.json", self.manifest)
+
+    # -- stages ----------------------------------------------------------------------------
+
+    def verify(self) -> str:
+        """Check the corpus and model fingerprints before anything else. Returns '' or why not."""
+        with PhaseTimer() as timer:
+            problems = []
+            for kind, path, expected in (
+                ("corpus", self.spec.corpus_path, self.spec.corpus_fingerprint),
+                ("model", self.spec.model_path, self.spec.model_fingerprint),
+            ):
+                try:
+                    actual = fingerprint_path(Path(path))
+                except OSError as exc:
+                    problems.append(f"{kind} not readable at {path}: {exc}")
+                    continue
+                if actual != expected:
+                    problems.append(f"{kind} fingerprint {actual} differs from the study's {expected}")
+        self.phases["verify_s"] = timer.elapsed_s
+        return "; ".join(problems)
+
+    def base_manifest(self) -> None:
+        spec = self.spec
+        image_reason = "" if spec.image_id else f"launcher {spec.launcher!r} runs no container image"
+        self.manifest = {
+            "schema_version": 1,
+            "trial_id": spec.trial_id,
+            "campaign_id": spec.campaign_id,
+            "study_sha256": spec.study_sha256,
+            "variant": spec.variant.to_dict(),
+            "repetition": spec.repetition,
+            "order_index": spec.order_index,
+            "attempt": spec.attempt,
+            "corpus_fingerprint": spec.corpus_fingerprint,
+            "model_fingerprint": spec.model_fingerprint,
+            "launcher": spec.launcher,
+            "image_ref": spec.image_ref or None,
+            "image_id": spec.image_id or None,
+            "image_digest": spec.image_digest or None,
+            "warmup": spec.warmup.to_dict(),
+            "fault_injection": os.environ.get(FAULT_ENV) or None,
+            "started_at": self.started_at,
+            "empty_reasons": {},
+        }
+        if image_reason:
+            for key in ("image_ref", "image_id", "image_digest"):
+                self.manifest["empty_reasons"][key] = image_reason
+        elif not spec.image_digest:
+            self.manifest["empty_reasons"]["image_digest"] = (
+                "image has no repo digest yet (built locally, never pushed or pulled)"
+            )
+        from runner.trial.env import cpu_facts
+
+        self.manifest["host"] = cpu_facts()
+
+    def setup_torch(self) -> None:
+        variant = self.variant
+        if variant.device == "cuda" and variant.deterministic:
+            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        with PhaseTimer() as timer:
+            import torch
+            import transformers  # noqa: F401
+        self.phases["imports_s"] = timer.elapsed_s
+        self.torch = torch
+        torch.set_num_threads(variant.threads)
+        torch.manual_seed(variant.seed)
+        torch.use_deterministic_algorithms(variant.deterministic, warn_only=False)
+        if variant.device == "cuda":
+            if not torch.cuda.is_available():
+                raise RuntimeError("device 'cuda' requested but torch sees no GPU")
+            torch.backends.cudnn.deterministic = variant.deterministic
+            torch.backends.cudnn.benchmark = False
+        from runner.trial.env import device_facts, software_facts
+
+        facts, reasons = device_facts(torch, variant.device)
+        self.manifest["software"] = software_facts(torch)
+        self.manifest["device"] = facts
+        self.manifest["empty_reasons"].update(reasons)
+        self.manifest["determinism"] = {
+            "seed": variant.seed,
+            "use_deterministic_algorithms": variant.deterministic,
+            "cudnn_deterministic": variant.deterministic if variant.device == "cuda" else None,
+            "cudnn_benchmark": False if variant.device == "cuda" else None,
+            "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
+            "threads": variant.threads,
+        }
+        self.write_manifest()
+
+    def sync(self) -> None:
+        if self.variant.device == "cuda":
+            self.torch.cuda.synchronize()
+
+    def run(self) -> int:
+        from runner.trial.model import Classifier
+
+        torch = self.torch
+        variant = self.variant
+        with PhaseTimer(self.sync) as timer:
+            classifier = Classifier.load(Path(self.spec.model_path), variant, torch)
+        self.phases["load_s"] = timer.elapsed_s
+        self.manifest["model"] = classifier.describe()
+        self.write_manifest()
+
+        with PhaseTimer(self.sync) as timer:
+            texts = list(self.spec.warmup_texts)
+            for _ in range(self.spec.warmup.runs):
+                for start in range(0, len(texts), variant.batch_size):
+                    classifier.predict(texts[start : start + variant.batch_size])
+        self.phases["warmup_s"] = timer.elapsed_s
+
+        if variant.device == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+            start_event = torch.cuda.Event(enable_timing=True)
+            stop_event = torch.cuda.Event(enable_timing=True)
+
+        write_s = 0.0
+        predictions_path = self.out / "predictions.jsonl"
+        with open(predictions_path, "w", encoding="utf-8") as sink:
+            self.sync()
+            pass_start = clock()
+            if variant.device == "cuda":
+                start_event.record()
+            records = read_corpus(Path(self.spec.corpus_path))
+            self.expected = len(records)
+            encoded = classifier.tokenize([r.text for r in records])
+            order = list(range(len(records)))
+            if variant.length_grouping == "sort":
+                order.sort(key=lambda i: (len(encoded[i]), i))
+            for batch_no, start in enumerate(range(0, len(order), variant.batch_size)):
+                index = order[start : start + variant.batch_size]
+                self._inject(batch_no)
+                labels, scores = classifier.predict_encoded([encoded[i] for i in index])
+                lines = "".join(
+                    json.dumps({"id": records[i].id, "label": label, "score": score}) + "\n"
+                    for i, label, score in zip(index, labels, scores, strict=False)
+                )
+                write_start = clock()
+                sink.write(lines)
+                sink.flush()
+                self.completed += len(index)
+                write_s += clock() - write_start
+            if variant.device == "cuda":
+                stop_event.record()
+            self.sync()
+            pass_total = clock() - pass_start
+        self.phases["pass_s"] = pass_total - write_s
+        if variant.device == "cuda":
+            self.phases["gpu_pass_s"] = start_event.elapsed_time(stop_event) / 1000.0
+            self.memory["peak_allocated_bytes"] = int(torch.cuda.max_memory_allocated())
+            self.memory["peak_reserved_bytes"] = int(torch.cuda.max_memory_reserved())
+            from runner.trial.env import device_memory_used_bytes
+
+            used, why = device_memory_used_bytes(variant.device)
+            self.memory["device_used_bytes"] = used
+            if used is None:
+                self.reasons["device_used_bytes"] = why
+            self.memory["device_total_bytes"] = self.manifest["device"]["gpu_memory_bytes"]
+        else:
+            why = "CPU trial: no GPU, so no device memory counters"
+            for key in ("gpu_pass_s",):
+                self.reasons[key] = "CPU trial: no GPU events"
+            for key in ("peak_allocated_bytes", "peak_reserved_bytes", "device_used_bytes", "device_total_bytes"):
+                self.reasons[key] = why
+        self.memory["peak_rss_bytes"] = peak_rss_bytes()
+
+        with PhaseTimer() as timer:
+            lengths = classifier.untruncated_lengths([r.text for r in records])
+            self.truncated = sum(1 for n in lengths if n > variant.max_length)
+            self.manifest["truncation"] = {
+                "max_length": variant.max_length,
+                "truncated_count": self.truncated,
+                "inputs": len(records),
+            }
+            self.manifest["pass_order"] = "corpus" if variant.length_grouping == "none" else "sorted-by-length"
+            self.manifest["ended_at"] = _now()
+            self.write_manifest()
+        self.phases["write_s"] = write_s + (timer.elapsed_s or 0.0)
+        return EXIT_OK
+
+    def _inject(self, batch_no: int) -> None:
+        kind, value = self.fault
+        if kind == "sleep-per-batch":
+            time.sleep(value)
+        elif kind == "oom-at-batch" and batch_no >= value:
+            raise SimulatedOOM(f"simulated out-of-memory at batch {batch_no} ({FAULT_ENV})")
+        elif kind == "hang-at-batch" and batch_no >= value:
+            while True:
+                time.sleep(1)
+
+
+def _parse_fault(text: str) -> tuple[str, float]:
+    if not text:
+        return "", 0.0
+    kind, _, value = text.partition(":")
+    return kind, float(value or 0)
+
+
+def _is_oom(exc: BaseException) -> bool:
+    if isinstance(exc, MemoryError):
+        return True
+    name = type(exc).__name__
+    return name == "OutOfMemoryError" or "out of memory" in str(exc).lower()
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: python -m runner.trial SPEC.json OUT_DIR", file=sys.stderr)
+        return 2
+    spec = TrialSpec.from_dict(read_json(Path(argv[0])))
+    out = Path(argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    trial = Trial(spec, out)
+    try:
+        trial.base_manifest()
+        trial.write_manifest()
+        problem = trial.verify()
+        if problem:
+            trial.write_status("refused", problem)
+            print(f"refused: {problem}", file=sys.stderr)
+            return EXIT_REFUSED
+        trial.setup_torch()
+        code = trial.run()
+        trial.write_status("ok")
+        return code
+    except Interrupted as exc:
+        trial.write_status("interrupted", str(exc))
+        return EXIT_FAILED
+    except BaseException as exc:  # every failure must leave a status behind
+        traceback.print_exc()
+        status = "oom" if _is_oom(exc) else "error"
+        trial.write_status(status, f"{type(exc).__name__}: {exc}")
+        return EXIT_FAILED

@@ -1,0 +1,93 @@
+"""The validate stage: re-derive every trial's verdict from its stored prediction file.
+
+Writes ``verdicts.csv`` and ``verdicts.json``. The raw table is never edited;
+if a re-derived verdict disagrees with the raw row, the disagreement is reported.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+from protocol.jsonio import write_json_atomic
+from protocol.study import load_study
+from protocol.validate import ParsedPredictions, check_pass, compare_predictions, parse_predictions
+from runner.campaign import CampaignPaths, load_campaign, read_raw
+from runner.gather import load_reference
+
+VERDICT_COLUMNS = (
+    "trial_id", "variant_id", "status", "expected_ids", "observed_ids", "ids_match", "duplicate_ids",
+    "missing_ids", "unexpected_ids", "format_errors", "metric", "metric_value", "corpus_accepted",
+    "agreement", "max_score_delta", "identical_to_reference", "reference_trial", "matches_raw", "reasons",
+)
+
+
+def validate_campaign(root: Path) -> list[dict[str, Any]]:
+    paths = CampaignPaths(root)
+    description = load_campaign(root)
+    study = load_study(paths.study)  # the frozen copy: thresholds as they were at the start
+    reference = load_reference(root, study)
+    rows = read_raw(paths.raw)
+    parsed: dict[str, ParsedPredictions] = {}
+    verdicts: list[dict[str, Any]] = []
+    for row in rows:
+        trial_dir = paths.trial_dir(row["trial_id"])
+        predictions = parse_predictions(trial_dir / "predictions.jsonl")
+        parsed[row["trial_id"]] = predictions
+        check = check_pass(predictions, reference, study.quality.metric, study.quality.minimum)
+        accepted = row["status"] == "ok" and check.accepted
+        reasons = list(check.reasons)
+        if row["status"] != "ok":
+            reasons.insert(0, f"status {row['status']}")
+        raw_accepted = row["corpus_accepted"] == "true"
+        verdicts.append({
+            "trial_id": row["trial_id"],
+            "variant_id": row["variant_id"],
+            "status": row["status"],
+            **{k: v for k, v in check.to_dict().items() if k not in ("accepted", "reasons")},
+            "corpus_accepted": accepted,
+            "matches_raw": raw_accepted == accepted and row["ids_match"] == str(check.ids_match).lower(),
+            "reasons": "; ".join(reasons),
+        })
+    _add_agreement(verdicts, parsed, study.quality.reference_variant, rows)
+    write_json_atomic(root / "verdicts.json", {"schema_version": 1, "campaign_id": description["campaign_id"],
+                                               "verdicts": verdicts})
+    with open(root / "verdicts.csv", "w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=VERDICT_COLUMNS, extrasaction="ignore", lineterminator="\n")
+        writer.writeheader()
+        for verdict in verdicts:
+            writer.writerow({k: _cell(verdict.get(k)) for k in VERDICT_COLUMNS})
+    return verdicts
+
+
+def _add_agreement(
+    verdicts: list[dict[str, Any]], parsed: dict[str, ParsedPredictions], reference_variant: str,
+    rows: list[dict[str, str]],
+) -> None:
+    """Compare each accepted pass with the reference variant's first accepted pass."""
+    order = {r["trial_id"]: (int(r["order_index"]), int(r["attempt"])) for r in rows}
+    reference_trials = sorted(
+        (v["trial_id"] for v in verdicts if v["variant_id"] == reference_variant and v["corpus_accepted"]),
+        key=lambda t: order[t],
+    )
+    reference_trial = reference_trials[0] if reference_trials else None
+    for verdict in verdicts:
+        verdict["reference_trial"] = reference_trial
+        if reference_trial is None or not verdict["corpus_accepted"]:
+            verdict["agreement"] = verdict["max_score_delta"] = verdict["identical_to_reference"] = None
+            continue
+        agreement = compare_predictions(parsed[verdict["trial_id"]], parsed[reference_trial])
+        verdict["agreement"] = agreement.agreement
+        verdict["max_score_delta"] = agreement.max_score_delta
+        verdict["identical_to_reference"] = agreement.identical
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return ""
+    return str(value)

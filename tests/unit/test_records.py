@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from protocol.errors import UserError
+from protocol.records import RAW_COLUMNS, MemoryPeaks, PhaseTimes, RawRow, TrialSpec, TrialStatus, Variant, WarmupRule
+
+VARIANT = Variant(variant_id="batch_size=4", stack="cpu", device="cpu", precision="fp32", quantization="none",
+                  compile=False, attention="sdpa", batch_size=4, padding="longest", max_length=256,
+                  length_grouping="none", resume="none", threads=2, seed=0, deterministic=True, series=("batch",))
+
+
+def roundtrip(record, cls):
+    return cls.from_dict(json.loads(json.dumps(record.to_dict(), sort_keys=True)))
+
+
+def test_trial_spec_roundtrip():
+    spec = TrialSpec(trial_id="001-r1-batch_size-4", campaign_id="c", study_sha256="sha256:" + "0" * 64,
+                     variant=VARIANT, repetition=1, order_index=1, attempt=1, corpus_path="/in/c.jsonl",
+                     corpus_fingerprint="sha256:a", model_path="/in/model", model_fingerprint="sha256:b",
+                     warmup=WarmupRule("tuning", 2, 1, "warmup"), warmup_texts=("a", "b"), launcher="process")
+    assert roundtrip(spec, TrialSpec) == spec
+
+
+def test_trial_status_roundtrip():
+    status = TrialStatus(trial_id="t", status="oom", completed=37, expected=100, phases=PhaseTimes(load_s=1.5),
+                         memory=MemoryPeaks(peak_rss_bytes=10), truncated_count=None, error="boom",
+                         empty_reasons={"pass_s": "not reached"})
+    assert roundtrip(status, TrialStatus) == status
+
+
+def test_unknown_schema_version_is_refused_with_advice():
+    data = VARIANT.to_dict()
+    data["schema_version"] = 99
+    with pytest.raises(UserError, match="schema_version 99.*reads 1"):
+        Variant.from_dict(data)
+
+
+def test_unknown_field_is_refused():
+    data = VARIANT.to_dict()
+    data["colour"] = "blue"
+    with pytest.raises(UserError, match="unknown fields"):
+        Variant.from_dict(data)
+
+
+def test_raw_row_writes_empty_cells_not_zeros():
+    row = RawRow(values={"trial_id": "t", "pass_s": None, "ids_match": True, "peak_rss_bytes": 0})
+    cells = dict(zip(RAW_COLUMNS, row.cells(), strict=False))
+    assert cells["pass_s"] == ""
+    assert cells["ids_match"] == "true"
+    assert cells["peak_rss_bytes"] == "0"  # a real measured zero stays a zero
+    assert RAW_COLUMNS[:11] == ("trial_id", "variant_id", "repetition", "order_index", "status", "pass_s",
+                                "expected_ids", "observed_ids", "ids_match", "corpus_accepted", "notes")

@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from protocol.stats import summarize
+
+QUALITY = SimpleNamespace(metric="accuracy", reference_variant="b1", max_metric_drop=0.01, min_agreement=0.99)
+VARIANTS = [{"variant_id": "b1", "series": ["batch"], "batch_size": 1},
+            {"variant_id": "b8", "series": ["batch"], "batch_size": 8}]
+
+
+def row(trial, variant, order, status="ok", pass_s="", rss="100"):
+    return {"trial_id": trial, "variant_id": variant, "order_index": str(order), "attempt": "1", "status": status,
+            "pass_s": pass_s, "peak_rss_bytes": rss, "peak_allocated_bytes": "", "peak_reserved_bytes": "",
+            "truncated_count": "2", "empty_reasons": "peak_allocated_bytes: CPU trial: no GPU"}
+
+
+def verdict(accepted, metric=0.9, agreement=1.0, delta=0.0):
+    return {"corpus_accepted": accepted, "metric_value": metric if accepted else None, "agreement": agreement,
+            "max_score_delta": delta, "subgroups": {"length_bucket": {"short": metric}} if accepted else {}}
+
+
+def test_raw_times_median_min_max_and_failures():
+    rows = [row("t1", "b1", 1, pass_s="10.0"), row("t2", "b8", 2, pass_s="5.0"),
+            row("t3", "b8", 3, status="oom"), row("t4", "b1", 4, pass_s="12.0"),
+            row("t5", "b1", 5, pass_s="11.0"), row("t6", "b8", 6, pass_s="6.0")]
+    verdicts = {"t1": verdict(True), "t2": verdict(True), "t3": verdict(False), "t4": verdict(True),
+                "t5": verdict(True), "t6": verdict(True)}
+    summary = summarize(rows, verdicts, VARIANTS, QUALITY)
+    b1, b8 = summary.variants
+    assert b1.pass_s == (10.0, 12.0, 11.0)
+    assert (b1.median_pass_s, b1.min_pass_s, b1.max_pass_s) == (11.0, 10.0, 12.0)
+    assert b8.pass_s == (5.0, None, 6.0)  # the OOM attempt stays visible as "no pass"
+    assert (b8.accepted, b8.failed, b8.statuses) == (2, 1, {"ok": 2, "oom": 1})
+    assert b8.median_pass_s == 5.5
+    assert b1.peak_allocated_bytes is None
+    assert b1.empty_reasons["peak_allocated_bytes"] == "CPU trial: no GPU"
+    assert not any("cannot yet discriminate" in w for w in summary.warnings)
+    assert any("b8: only 2 accepted" in w for w in summary.warnings)
+    assert "p95" not in str(summary.to_dict())
+
+
+def test_spread_comparable_to_difference_warns():
+    rows = [row("t1", "b1", 1, pass_s="10.0"), row("t2", "b8", 2, pass_s="10.5"),
+            row("t3", "b1", 3, pass_s="11.0"), row("t4", "b8", 4, pass_s="9.8"),
+            row("t5", "b1", 5, pass_s="10.2"), row("t6", "b8", 6, pass_s="10.9")]
+    verdicts = {f"t{i}": verdict(True) for i in range(1, 7)}
+    summary = summarize(rows, verdicts, VARIANTS, QUALITY)
+    assert any("cannot yet discriminate" in w and "more repetitions" in w for w in summary.warnings)
+
+
+def test_equivalence_uses_metric_drop_and_agreement():
+    rows = [row("t1", "b1", 1, pass_s="1"), row("t2", "b8", 2, pass_s="1")]
+    ok = summarize(rows, {"t1": verdict(True, 0.90), "t2": verdict(True, 0.895, 0.995)}, VARIANTS, QUALITY)
+    assert ok.variants[1].equivalent is True
+    low = summarize(rows, {"t1": verdict(True, 0.90), "t2": verdict(True, 0.88, 1.0)}, VARIANTS, QUALITY)
+    assert low.variants[1].equivalent is False
+    assert "0.0200 below the reference" in low.variants[1].equivalence_reason
+    disagree = summarize(rows, {"t1": verdict(True, 0.90), "t2": verdict(True, 0.90, 0.9)}, VARIANTS, QUALITY)
+    assert disagree.variants[1].equivalent is False
+    assert "agreement" in disagree.variants[1].equivalence_reason
+
+
+def test_no_accepted_pass_is_not_equivalent_and_has_no_median():
+    rows = [row("t1", "b1", 1, pass_s="1"), row("t2", "b8", 2, status="error")]
+    summary = summarize(rows, {"t1": verdict(True), "t2": verdict(False)}, VARIANTS, QUALITY)
+    b8 = summary.variants[1]
+    assert b8.median_pass_s is None and b8.empty_reasons["median_pass_s"] == "no accepted pass"
+    assert b8.equivalent is False
+    assert any("b8: no accepted pass" in w for w in summary.warnings)
