@@ -9,7 +9,7 @@
 #      (the wheelhouse is cached in images/cpu/wheels; the engine's layer cache does the rest).
 #
 # No registry can be pulled from on this network: the base is made locally and the override is
-# recorded in images/images.lock and as an image label. Env: ISOCOST (the isocost command),
+# recorded in images/images.lock and as an image label. Env: PYTHON (with isocost installed),
 # ISOCOST_IMAGES_LOCK (where the lock goes), ISOCOST_SKIP_IMAGE_BUILD=1 (stop after step 3).
 set -euo pipefail
 
@@ -108,13 +108,13 @@ if [[ "${ISOCOST_SKIP_IMAGE_BUILD:-0}" == 1 ]]; then
     say "skipping the image build (ISOCOST_SKIP_IMAGE_BUILD=1)"
     exit 0
 fi
-ISOCOST="${ISOCOST:-}"
-if [[ -z "$ISOCOST" ]]; then
-    if [[ -x "$ROOT/.venv/bin/isocost" ]]; then ISOCOST="$ROOT/.venv/bin/isocost"; else ISOCOST=isocost; fi
+PYTHON="${PYTHON:-}"
+if [[ -z "$PYTHON" ]]; then
+    if [[ -x "$ROOT/.venv/bin/python" ]]; then PYTHON="$ROOT/.venv/bin/python"; else PYTHON=python3; fi
 fi
 lock_args=()
 [[ -n "${ISOCOST_IMAGES_LOCK:-}" ]] && lock_args=(--lock "$ISOCOST_IMAGES_LOCK")
 say "building the CPU image on $BASE_IMAGE"
-(cd "$ROOT" && "$ISOCOST" images build --stack cpu --base "$BASE_IMAGE" "${lock_args[@]}") \
+(cd "$ROOT" && "$PYTHON" -m runner.cli.images images build --stack cpu --base "$BASE_IMAGE" "${lock_args[@]}") \
     || die "isocost images build --stack cpu --base $BASE_IMAGE"
 say "ready"

@@ -119,10 +119,11 @@ def check_cuda(cuda_runtime: str | None, driver: str | None, *, table_path: Path
         low = version_tuple(minor["min_linux_driver"])
         high = version_tuple(minor["below_linux_driver"]) if minor["below_linux_driver"] else None
         inside = have >= low and (high is None or have < high)
-        if row is None and inside:
-            return _result(UNKNOWN, table, f"CUDA {key} has no row in the table; driver {driver} is inside the "
-                           f"CUDA {minor['cuda']}.x minor-version compatibility range", inputs)
-        if inside:
+        if row is None:
+            if inside:
+                return _result(UNKNOWN, table, f"CUDA {key} has no row in the table; driver {driver} is inside the "
+                               f"CUDA {minor['cuda']}.x minor-version compatibility range", inputs)
+        elif inside:
             return _result(NOT_LISTED, table, f"driver {driver} is below {row['min_linux_driver']}, the minimum "
                            f"for CUDA {key}: only minor-version compatibility applies (limited feature set)", inputs)
     if row is None:

@@ -189,6 +189,7 @@ class TrialStatus:
     phases: PhaseTimes
     memory: MemoryPeaks
     truncated_count: int | None
+    oom_events: int = 0  # out-of-memory errors absorbed by a declared resume variant
     error: str = ""
     empty_reasons: dict[str, str] = field(default_factory=dict)
     started_at: str = ""
@@ -242,6 +243,7 @@ RAW_COLUMNS: tuple[str, ...] = (
     "peak_reserved_bytes",
     "device_used_bytes",
     "truncated_count",
+    "oom_events",
     "launcher",
     "image_id",
     "image_digest",

@@ -10,6 +10,7 @@ medians the summary says the series cannot yet discriminate them.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +42,7 @@ class VariantSummary:
     peak_allocated_bytes: int | None
     peak_reserved_bytes: int | None
     truncated_count: int | None
+    oom_events: int = 0
     empty_reasons: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -79,18 +81,25 @@ def summarize(
     verdicts: dict[str, dict[str, Any]],
     variant_order: list[dict[str, Any]],
     quality: Any,
+    reference_for: Callable[[str], str] | None = None,
 ) -> Summary:
-    """``rows``: raw.csv rows; ``verdicts``: trial_id → verdict dict from validation."""
+    """``rows``: raw.csv rows; ``verdicts``: trial_id → verdict dict from validation.
+
+    ``reference_for`` maps a variant to its reference variant (the same seed when the study
+    declares common seeds); by default every variant is compared with ``quality.reference_variant``.
+    """
     by_variant: dict[str, list[dict[str, str]]] = {v["variant_id"]: [] for v in variant_order}
     for row in sorted(rows, key=lambda r: (int(r["order_index"]), int(r["attempt"]))):
         by_variant.setdefault(row["variant_id"], []).append(row)
 
     reference_id = quality.reference_variant
-    ref_metric = _median_metric(by_variant.get(reference_id, []), verdicts)
+    pick = reference_for or (lambda variant_id: reference_id)
     summaries = []
     for variant in variant_order:
         vid = variant["variant_id"]
-        summaries.append(_summarize_variant(variant, by_variant.get(vid, []), verdicts, quality, ref_metric))
+        ref_metric = _median_metric(by_variant.get(pick(vid), []), verdicts)
+        summaries.append(_summarize_variant(variant, by_variant.get(vid, []), verdicts, quality, ref_metric,
+                                            pick(vid)))
     warnings = list(_spread_warnings(summaries))
     for summary in summaries:
         if 0 < summary.accepted < 3:
@@ -111,7 +120,7 @@ def _median_metric(rows: list[dict[str, str]], verdicts: dict[str, dict[str, Any
 
 def _summarize_variant(
     variant: dict[str, Any], rows: list[dict[str, str]], verdicts: dict[str, dict[str, Any]],
-    quality: Any, ref_metric: float | None,
+    quality: Any, ref_metric: float | None, reference_id: str,
 ) -> VariantSummary:
     reasons: dict[str, str] = {}
     statuses: dict[str, int] = {}
@@ -130,11 +139,12 @@ def _summarize_variant(
             for value, score in values.items():
                 collected.setdefault(group, {}).setdefault(value, []).append(score)
     subgroups = {g: {k: statistics.median(v) for k, v in d.items()} for g, d in collected.items()}
-    agreements = [verdicts[r["trial_id"]].get("agreement") for r in accepted_rows]
+    # Agreement is measured on every complete pass, accepted or not: it is part of the quality reading.
+    agreements = [verdicts.get(r["trial_id"], {}).get("agreement") for r in rows]
     agreements_known = [a for a in agreements if a is not None]
-    deltas = [verdicts[r["trial_id"]].get("max_score_delta") for r in accepted_rows]
+    deltas = [verdicts.get(r["trial_id"], {}).get("max_score_delta") for r in rows]
     deltas_known = [d for d in deltas if d is not None]
-    equivalent, why = _equivalence(variant["variant_id"], quality, metric, ref_metric, agreements_known,
+    equivalent, why = _equivalence(reference_id, quality, metric, ref_metric, agreements_known,
                                    len(accepted_rows))
 
     def peak(column: str) -> int | None:
@@ -170,6 +180,7 @@ def _summarize_variant(
         peak_allocated_bytes=peak("peak_allocated_bytes"),
         peak_reserved_bytes=peak("peak_reserved_bytes"),
         truncated_count=max(t for t in truncated if t is not None) if truncated else None,
+        oom_events=sum(_int(r.get("oom_events", "")) or 0 for r in rows),
         empty_reasons=reasons,
     )
 
@@ -183,13 +194,13 @@ def _reason_for(column: str, reasons_text: str) -> str:
 
 
 def _equivalence(
-    variant_id: str, quality: Any, metric: float | None, ref_metric: float | None,
+    reference_id: str, quality: Any, metric: float | None, ref_metric: float | None,
     agreements: list[float], accepted: int,
 ) -> tuple[bool | None, str]:
     if accepted == 0:
         return False, "no accepted pass"
     if ref_metric is None:
-        return None, f"reference variant {quality.reference_variant} has no accepted pass to compare with"
+        return None, f"reference variant {reference_id} has no accepted pass to compare with"
     assert metric is not None
     drop = ref_metric - metric
     if drop > quality.max_metric_drop + 1e-12:

@@ -27,7 +27,9 @@ QUANTIZATIONS = ("none", "int8-dynamic")
 PADDINGS = ("longest", "max_length")
 GROUPINGS = ("none", "sort")
 ATTENTIONS = ("sdpa", "eager")
-RESUMES = ("none",)
+#: ``halve-batch-on-oom``: after an out-of-memory error the failed batch is retried with half the
+#: batch size (down to 1) inside the same measured pass; its time and OOM attempts count.
+RESUMES = ("none", "halve-batch-on-oom")
 
 _TOP_KEYS = {
     "schema_version": "the study format version (1)",
@@ -44,6 +46,8 @@ _TOP_KEYS = {
     "campaign": "table: repetitions, order, trial_timeout_s",
     "base": "table: the base configuration",
     "series": "array of tables: name, field, values",
+    "deadline": "table: start, end, tz, waiting_h (the access window the work must fit)",
+    "costing": "table: catalog (optional path to a dated plan catalog CSV)",
 }
 
 
@@ -79,6 +83,23 @@ class CampaignRule:
     repetitions: int
     order: str
     trial_timeout_s: float | None
+    seeds: tuple[int, ...] = ()  # common seeds: every variant runs under each, results kept apart
+    memory_limit_bytes: int | None = None  # container memory limit (docker launcher)
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """The access window the whole campaign must fit, as local times in ``tz``."""
+
+    start: str
+    end: str
+    tz: str
+    waiting_h: float  # declared waiting periods the rental must be held for
+
+
+@dataclass(frozen=True)
+class Costing:
+    catalog: Path | None  # None: the shipped dated snapshot
 
 
 @dataclass(frozen=True)
@@ -107,9 +128,32 @@ class Study:
     campaign: CampaignRule
     base: dict[str, Any]
     series: tuple[Series, ...]
+    deadline: Deadline | None = None
+    costing: Costing = Costing(catalog=None)
 
     def variants(self) -> tuple[Variant, ...]:
-        """Expand the series into variants, in declaration order, merging identical configs."""
+        """Expand the series into variants, in declaration order, merging identical configs.
+
+        With ``campaign.seeds``, every variant runs under each common seed as its own variant
+        (``<id>@seed=<n>``): results per seed are kept apart, never pooled.
+        """
+        variants = self._series_variants()
+        if not self.campaign.seeds:
+            return variants
+        return tuple(
+            Variant(**{**_variant_kwargs(v), "variant_id": seeded_id(v.variant_id, seed), "seed": seed,
+                       "series": v.series})
+            for v in variants
+            for seed in self.campaign.seeds
+        )
+
+    def reference_for(self, variant_id: str) -> str:
+        """The reference variant a variant is compared with (the same seed, when seeds are declared)."""
+        _, seed = split_seeded_id(variant_id)
+        reference = self.quality.reference_variant
+        return seeded_id(reference, seed) if seed is not None else reference
+
+    def _series_variants(self) -> tuple[Variant, ...]:
         found: dict[tuple[Any, ...], Variant] = {}
         for series in self.series:
             for value in series.values:
@@ -123,6 +167,17 @@ class Study:
                 variant_id = f"{series.field}={_value_text(value)}"
                 found[key] = Variant(variant_id=variant_id, series=(series.name,), **config)
         return tuple(found.values())
+
+
+def seeded_id(variant_id: str, seed: int | None) -> str:
+    return variant_id if seed is None else f"{variant_id}@seed={seed}"
+
+
+def split_seeded_id(variant_id: str) -> tuple[str, int | None]:
+    base, sep, seed = variant_id.rpartition("@seed=")
+    if sep and seed.isdigit():
+        return base, int(seed)
+    return variant_id, None
 
 
 def _variant_kwargs(variant: Variant) -> dict[str, Any]:
@@ -253,6 +308,8 @@ def parse_study(data: dict[str, Any], *, path: Path, sha256: str) -> Study:
     base = _base(top)
     series = _series(top, base)
     quality = _quality(top, buckets)
+    deadline = _deadline(top)
+    costing = _costing(top, base_dir)
     top.finish(_TOP_KEYS)
 
     study = Study(
@@ -271,8 +328,16 @@ def parse_study(data: dict[str, Any], *, path: Path, sha256: str) -> Study:
         campaign=campaign,
         base=base,
         series=series,
+        deadline=deadline,
+        costing=costing,
     )
-    ids = [v.variant_id for v in study.variants()]
+    if campaign.seeds and any(s.field == "seed" for s in series):
+        raise UserError(
+            "campaign.seeds and a series over `seed` both set seeds",
+            f"{source}, key campaign.seeds",
+            "Use one of them: common seeds for every variant, or a seed series.",
+        )
+    ids = [v.variant_id for v in study._series_variants()]
     if quality.reference_variant not in ids:
         raise UserError(
             f"reference variant {quality.reference_variant!r} is not one of the variants",
@@ -371,6 +436,39 @@ def _quality(top: _Reader, buckets: tuple[LengthBucket, ...]) -> QualityRule:
     )
 
 
+def _deadline(top: _Reader) -> Deadline | None:
+    if "deadline" not in top.table:
+        top.used.add("deadline")
+        return None
+    d = _table(top, "deadline")
+    start = d.get("start", str, fix='Write a local time such as "2026-12-07T09:00".')
+    end = d.get("end", str, fix='Write a local time such as "2026-12-11T09:00".')
+    tz = d.get("tz", str, fix='Name an IANA time zone such as "Europe/Paris".')
+    waiting = float(d.get("waiting_h", (int, float), 0))
+    d.finish()
+    if waiting < 0:
+        raise UserError("waiting_h must be >= 0", d.where("waiting_h"))
+    from protocol.calendar import access_window
+
+    try:
+        access_window(start, end, tz)
+    except UserError as exc:
+        raise UserError(exc.what, d.where("start/end/tz"), exc.fix) from None
+    return Deadline(start=start, end=end, tz=tz, waiting_h=waiting)
+
+
+def _costing(top: _Reader, base_dir: Path) -> Costing:
+    if "costing" not in top.table:
+        top.used.add("costing")
+        return Costing(catalog=None)
+    c = _table(top, "costing")
+    catalog = c.get("catalog", str, None)
+    c.finish()
+    if catalog is None:
+        return Costing(catalog=None)
+    return Costing(catalog=(base_dir / catalog).resolve())
+
+
 def _warmup(top: _Reader) -> WarmupRule:
     w = _table(top, "warmup")
     source = w.choice("source", ("tuning",), "tuning")
@@ -392,8 +490,18 @@ def _campaign(top: _Reader) -> CampaignRule:
     timeout = c.get("trial_timeout_s", (int, float), None)
     if timeout is not None and (not math.isfinite(timeout) or timeout <= 0):
         raise UserError("trial_timeout_s must be a positive number of seconds", c.where("trial_timeout_s"))
+    seeds = c.get("seeds", list, [])
+    for seed in seeds:
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise UserError(f"seeds must be non-negative integers, got {seed!r}", c.where("seeds"))
+    if len(set(seeds)) != len(seeds):
+        raise UserError("a seed is listed twice", c.where("seeds"))
+    memory = c.get("memory_limit_bytes", int, None)
+    if memory is not None and memory < 6 * 2**20:
+        raise UserError("memory_limit_bytes must be at least 6 MiB (Docker's minimum)", c.where("memory_limit_bytes"))
     c.finish()
-    return CampaignRule(repetitions=repetitions, order=order, trial_timeout_s=timeout)
+    return CampaignRule(repetitions=repetitions, order=order, trial_timeout_s=timeout, seeds=tuple(seeds),
+                        memory_limit_bytes=memory)
 
 
 _FIELD_RULES: dict[str, Any] = {

@@ -30,6 +30,7 @@ from protocol.schedule import Slot, attempt_trial_id, rotated_schedule
 from protocol.study import Study, bucket_for, load_study
 from runner.gather import gather_trial, load_reference
 from runner.launch.base import HOST_STOP_NOTE, HostInterrupt, Launcher, LaunchResult, TrialPaths
+from runner.seen import check_and_record
 
 CAMPAIGN_SCHEMA_VERSION = 1
 
@@ -70,6 +71,17 @@ class CampaignPaths:
 
     def trial_dir(self, trial_id: str) -> Path:
         return self.root / "trials" / trial_id
+
+
+@dataclass(frozen=True)
+class Rental:
+    """The flat plan this campaign's host is rented under (matched against the catalog by `decide`)."""
+
+    gpu: str
+    lots: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"gpu": self.gpu, "lots": self.lots}
 
 
 @dataclass(frozen=True)
@@ -141,7 +153,10 @@ def _check_fingerprint(kind: str, path: Path, expected: str, where: str) -> None
         )
 
 
-def freeze(study: Study, paths: CampaignPaths, launcher: Launcher, progress: Progress) -> dict[str, Any]:
+def freeze(
+    study: Study, paths: CampaignPaths, launcher: Launcher, progress: Progress, rental: Rental | None = None,
+    acknowledge_reuse: bool = False,
+) -> dict[str, Any]:
     """Check every input and write the frozen campaign description. Returns campaign.json."""
     where = str(study.path)
     progress("checking corpus, tuning corpus and model fingerprints")
@@ -200,7 +215,14 @@ def freeze(study: Study, paths: CampaignPaths, launcher: Launcher, progress: Pro
         "order": study.campaign.order,
         "launcher": launcher.describe(),
         "host": {"hostname": os.uname().nodename, "cpu_count": os.cpu_count()},
+        "rental": rental.to_dict() if rental is not None else None,
+        "empty_reasons": {} if rental is not None else {
+            "rental": "no --gpu given to `isocost run`: the plan this host is rented under is unknown"
+        },
     }
+    reused = check_and_record(study, description["corpus"]["content_fingerprint"], description["campaign_id"],
+                              paths.root, acknowledge_reuse)
+    description["seen_corpus_reuse"] = reused
     write_json_atomic(paths.campaign, description)
     return description
 
@@ -229,6 +251,8 @@ def run_campaign(
     *,
     resume: bool = False,
     progress: Progress = lambda message: None,
+    rental: Rental | None = None,
+    acknowledge_seen_corpus: bool = False,
 ) -> CampaignOutcome:
     """Run (or resume) a campaign; returns when every slot has a final row."""
     study = load_study(study_path)
@@ -249,6 +273,12 @@ def run_campaign(
                 "Thresholds and variants are fixed before timing: restore the study, or start a new "
                 "campaign in another --out (a changed threshold also needs a new independent evaluation set).",
             )
+        if rental is not None and description.get("rental") != rental.to_dict():
+            raise UserError(
+                f"this campaign was started with rental {description.get('rental')}, not {rental.to_dict()}",
+                str(out),
+                "Resume without --gpu/--lots, or start a new campaign for another host.",
+            )
         log_event(paths, "resume")
         progress(f"resuming campaign {description['campaign_id']} in {out}")
     else:
@@ -262,7 +292,7 @@ def run_campaign(
             )
         out.mkdir(parents=True, exist_ok=True)
         log_event(paths, "setup_start")
-        description = freeze(study, paths, launcher, progress)
+        description = freeze(study, paths, launcher, progress, rental, acknowledge_seen_corpus)
         log_event(paths, "setup_end")
     return _run_slots(study, paths, description, launcher, progress)
 

@@ -182,6 +182,8 @@ def build_demo(
         "seed": seed,
         "sizes": {name: list(chosen[name]) for name in sorted(chosen)},
         "tuning_size": tuning_size,
+        # A changed study template must rebuild the generated study files.
+        "templates": {name: sha256_file(STUDY_TEMPLATES / f"{name}.toml") for name in sorted(chosen)},
     }
     packages = _package_versions()
 

@@ -141,6 +141,7 @@ def gather_trial(
         "peak_reserved_bytes": memory.peak_reserved_bytes,
         "device_used_bytes": memory.device_used_bytes,
         "truncated_count": status.truncated_count if status is not None else None,
+        "oom_events": status.oom_events if status is not None else None,
         "launcher": spec.launcher,
         "image_id": image_id or None,
         "image_digest": image_digest or None,

@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from protocol.errors import UserError
 from protocol.jsonio import write_json_atomic, write_text_atomic
+from protocol.memory import MemoryEstimate, ModelShape, estimate
 from protocol.stats import Summary, VariantSummary, summarize
 from protocol.study import load_study
 from runner.campaign import CampaignPaths, load_campaign, read_raw
@@ -18,14 +20,40 @@ def summarize_campaign(root: Path) -> Summary:
     study = load_study(paths.study)
     verdicts = {v["trial_id"]: v for v in validate_campaign(root)}
     rows = read_raw(paths.raw)
-    summary = summarize(rows, verdicts, description["variants"], study.quality)
+    summary = summarize(rows, verdicts, description["variants"], study.quality, study.reference_for)
+    reuse = description.get("seen_corpus_reuse")
+    if reuse:
+        summary = Summary(
+            variants=summary.variants,
+            reference_variant=summary.reference_variant,
+            warnings=(
+                f"this final corpus had already been evaluated by campaign {reuse['campaign_id']} under another "
+                f"quality rule {reuse['quality_rule']}; the reuse was acknowledged, so these verdicts are not an "
+                "independent evaluation",
+                *summary.warnings,
+            ),
+        )
     data = summary.to_dict()
     data["campaign_id"] = description["campaign_id"]
     data["study_sha256"] = description["study_sha256"]
     data["slots_planned"] = len(description["variants"]) * description["repetitions"]
+    estimates = _estimates(study, description)
+    data["memory_estimates"] = {k: v.to_dict() if v else None for k, v in estimates.items()}
     write_json_atomic(root / "summary.json", data)
-    write_text_atomic(root / "summary.md", render_markdown(summary, description))
+    write_text_atomic(root / "summary.md", render_markdown(summary, description, estimates))
     return summary
+
+
+def _estimates(study: Any, description: dict[str, Any]) -> dict[str, MemoryEstimate | None]:
+    try:
+        shape = ModelShape.read(study.model.path)
+    except (UserError, OSError):
+        return {v["variant_id"]: None for v in description["variants"]}
+    return {
+        v["variant_id"]: estimate(shape, v["precision"], v["quantization"], v["batch_size"], v["max_length"],
+                                  v["attention"])
+        for v in description["variants"]
+    }
 
 
 def _seconds(value: float | None) -> str:
@@ -43,7 +71,10 @@ def _times(v: VariantSummary) -> str:
     return " ".join(parts) if parts else "—"
 
 
-def render_markdown(summary: Summary, description: dict[str, Any]) -> str:
+def render_markdown(
+    summary: Summary, description: dict[str, Any], estimates: dict[str, MemoryEstimate | None] | None = None
+) -> str:
+    estimates = estimates or {}
     lines = [
         f"# Summary: {description['study_name']}",
         "",
@@ -62,7 +93,9 @@ def render_markdown(summary: Summary, description: dict[str, Any]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for v in summary.variants:
-        failures = ", ".join(f"{k} {n}" for k, n in sorted(v.statuses.items()) if k != "ok") or "0"
+        rejected = v.statuses.get("ok", 0) - v.accepted
+        failures = ", ".join([f"{k} {n}" for k, n in sorted(v.statuses.items()) if k != "ok"]
+                             + ([f"rejected {rejected}"] if rejected else [])) or "0"
         equivalent = {True: "yes", False: "NO", None: "unknown"}[v.equivalent]
         metric = f"{v.median_metric:.4f}" if v.median_metric is not None else "—"
         lines.append(
@@ -78,12 +111,25 @@ def render_markdown(summary: Summary, description: dict[str, Any]) -> str:
     lines += ["", "## Equivalence with the reference variant", ""]
     for v in summary.variants:
         lines.append(f"- {v.variant_id}: {v.equivalence_reason}")
-    lines += ["", "## Memory", ""]
+    lines += ["", "## Feasibility (a variant must complete the whole corpus, long inputs included)", ""]
     for v in summary.variants:
-        gpu = (f"allocated {_bytes(v.peak_allocated_bytes)}, reserved {_bytes(v.peak_reserved_bytes)}"
+        if v.accepted:
+            extra = f"; {v.oom_events} out-of-memory retries absorbed by its resume rule" if v.oom_events else ""
+            lines.append(f"- {v.variant_id}: feasible, completed and accepted in {v.accepted} of {v.attempts} "
+                         f"attempts{extra}")
+        else:
+            statuses = ", ".join(f"{k} {n}" for k, n in sorted(v.statuses.items())) or "no attempt"
+            lines.append(f"- {v.variant_id}: INFEASIBLE, no accepted pass ({statuses}); excluded from the cost "
+                         "comparison")
+    lines += ["", "## Memory (measured peaks; the estimate is shown beside them and never replaces them)", ""]
+    for v in summary.variants:
+        gpu = (f"device allocated {_bytes(v.peak_allocated_bytes)}, reserved {_bytes(v.peak_reserved_bytes)} "
+               "(separate counters, never summed)"
                if v.peak_allocated_bytes is not None
-               else f"GPU counters empty: {v.empty_reasons.get('peak_allocated_bytes', 'not measured')}")
-        lines.append(f"- {v.variant_id}: host peak RSS {_bytes(v.peak_rss_bytes)}; {gpu}")
+               else f"device counters empty: {v.empty_reasons.get('peak_allocated_bytes', 'not measured')}")
+        est = estimates.get(v.variant_id)
+        shown = f"estimate {_bytes(est.total_bytes)} (weights + activations + scores)" if est else "no estimate"
+        lines.append(f"- {v.variant_id}: host peak RSS {_bytes(v.peak_rss_bytes)}; {gpu}; {shown}")
     lines += ["", "## Warnings", ""]
     lines += [f"- {w}" for w in summary.warnings] or ["- none"]
     return "\n".join(lines) + "\n"

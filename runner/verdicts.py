@@ -7,6 +7,7 @@ if a re-derived verdict disagrees with the raw row, the disagreement is reported
 from __future__ import annotations
 
 import csv
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,7 @@ def validate_campaign(root: Path) -> list[dict[str, Any]]:
             "matches_raw": raw_accepted == accepted and row["ids_match"] == str(check.ids_match).lower(),
             "reasons": "; ".join(reasons),
         })
-    _add_agreement(verdicts, parsed, study.quality.reference_variant, rows)
+    _add_agreement(verdicts, parsed, study.reference_for, rows)
     write_json_atomic(root / "verdicts.json", {"schema_version": 1, "campaign_id": description["campaign_id"],
                                                "verdicts": verdicts})
     with open(root / "verdicts.csv", "w", encoding="utf-8", newline="") as handle:
@@ -62,19 +63,20 @@ def validate_campaign(root: Path) -> list[dict[str, Any]]:
 
 
 def _add_agreement(
-    verdicts: list[dict[str, Any]], parsed: dict[str, ParsedPredictions], reference_variant: str,
+    verdicts: list[dict[str, Any]], parsed: dict[str, ParsedPredictions], reference_for: Callable[[str], str],
     rows: list[dict[str, str]],
 ) -> None:
-    """Compare each accepted pass with the reference variant's first accepted pass."""
+    """Compare each accepted pass with its reference variant's first accepted pass (same seed)."""
     order = {r["trial_id"]: (int(r["order_index"]), int(r["attempt"])) for r in rows}
-    reference_trials = sorted(
-        (v["trial_id"] for v in verdicts if v["variant_id"] == reference_variant and v["corpus_accepted"]),
-        key=lambda t: order[t],
-    )
-    reference_trial = reference_trials[0] if reference_trials else None
+    first_accepted: dict[str, str] = {}
+    for verdict in sorted(verdicts, key=lambda v: order[v["trial_id"]]):
+        if verdict["corpus_accepted"]:
+            first_accepted.setdefault(verdict["variant_id"], verdict["trial_id"])
     for verdict in verdicts:
+        reference_trial = first_accepted.get(reference_for(verdict["variant_id"]))
         verdict["reference_trial"] = reference_trial
-        if reference_trial is None or not verdict["corpus_accepted"]:
+        complete = verdict["ids_match"] and not verdict["duplicate_ids"] and not verdict["format_errors"]
+        if reference_trial is None or not complete:
             verdict["agreement"] = verdict["max_score_delta"] = verdict["identical_to_reference"] = None
             continue
         agreement = compare_predictions(parsed[verdict["trial_id"]], parsed[reference_trial])

@@ -90,6 +90,14 @@ def _write_corpus(path: Path, prefix: str, n: int, seed: int) -> None:
             handle.write(json.dumps({"id": f"{prefix}-{i:03d}", "text": text, "label": rng.choice(["x", "y"])}) + "\n")
 
 
+@pytest.fixture(autouse=True)
+def isolated_isocost_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Keep the ledger of seen corpora out of the user's home during tests."""
+    home = tmp_path_factory.mktemp("isocost-home")
+    monkeypatch.setenv("ISOCOST_HOME", str(home))
+    return home
+
+
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The real MiniLM encoder with a seeded 2-label head, saved like a user's own checkpoint."""
@@ -116,20 +124,25 @@ def make_workspace(tmp_path: Path, tiny_model: Path) -> Callable[..., Path]:
     import shutil
 
     def make(n: int = 12, repetitions: int = 2, batches: str = "[1, 4]", minimum: float = 0.0,
-             timeout: int = 300, name: str = "ws") -> Path:
+             timeout: int = 300, name: str = "ws", replace: dict[str, str] | None = None,
+             extra: str = "") -> Path:
         root = tmp_path / name
         root.mkdir()
         _write_corpus(root / "corpus.jsonl", "c", n, seed=1)
         _write_corpus(root / "tuning.jsonl", "t", 6, seed=2)
         shutil.copytree(tiny_model, root / "model")
         study = root / "study.toml"
-        study.write_text(STUDY_TEMPLATE.format(
+        text = STUDY_TEMPLATE.format(
             corpus_fp=fingerprint_path(root / "corpus.jsonl"),
             tuning_fp=fingerprint_path(root / "tuning.jsonl"),
             model_fp=fingerprint_path(root / "model"),
             minimum=minimum, repetitions=repetitions, batches=batches, timeout=timeout,
             reference=batches.strip("[]").split(",")[0].strip(),
-        ), encoding="utf-8")
+        )
+        for old, new in (replace or {}).items():
+            assert old in text, old
+            text = text.replace(old, new)
+        study.write_text(text + extra, encoding="utf-8")
         return study
 
     return make

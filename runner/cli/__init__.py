@@ -38,9 +38,9 @@ def main() -> None:
 
 
 def _register() -> None:
-    from runner.cli import campaign, cost, demo
+    from runner.cli import campaign, cost, demo, memory
 
-    for module in (campaign, cost, demo):
+    for module in (campaign, cost, demo, memory):
         for command in module.COMMANDS:
             main.add_command(command)
 

@@ -9,8 +9,9 @@ from types import FrameType
 
 import click
 
+from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
-from runner.campaign import run_campaign
+from runner.campaign import Rental, run_campaign
 from runner.launch.select import LAUNCHER_KINDS, choose_launcher
 from runner.summary import summarize_campaign
 from runner.verdicts import validate_campaign
@@ -34,7 +35,14 @@ def _sigterm_as_interrupt(signum: int, frame: FrameType | None) -> None:
                    "known (images/images.lock or --image), else a local process, with a notice.")
 @click.option("--image", "image", metavar="REF", default=None,
               help="Run exactly this image: REPO@sha256:… (pulled if absent) or an image ID (sha256:…).")
-def run(study: Path, out: Path, resume: bool, launcher_kind: str, image: str | None) -> None:
+@click.option("--gpu", default=None, metavar="GPU",
+              help="The GPU type this host is rented as, in the plan catalog (e.g. rtx-4090); recorded for decide.")
+@click.option("--lots", type=click.IntRange(min=1), default=None, help="Lots of that plan rented (default 1).")
+@click.option("--acknowledge-seen-corpus", is_flag=True,
+              help="Run although this final corpus was already evaluated under another quality rule "
+                   "(recorded in campaign.json and the summary).")
+def run(study: Path, out: Path, resume: bool, launcher_kind: str, image: str | None, gpu: str | None,
+        lots: int | None, acknowledge_seen_corpus: bool) -> None:
     """Run every trial of STUDY in rotated order, one fresh container or process per trial.
 
     Every attempt gets one row in OUT/raw.csv the moment it ends (failures,
@@ -54,7 +62,11 @@ def run(study: Path, out: Path, resume: bool, launcher_kind: str, image: str | N
         click.echo(f"launcher: {launcher.name}, image {ref} (image ID {image_id})", err=True)
     previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     try:
-        outcome = run_campaign(study, out, launcher, resume=resume, progress=_progress)
+        if lots is not None and gpu is None:
+            raise UserError("--lots needs --gpu", "isocost run", "Name the rented GPU type with --gpu.")
+        rental = Rental(gpu=gpu.strip().lower(), lots=lots or 1) if gpu else None
+        outcome = run_campaign(study, out, launcher, resume=resume, progress=_progress, rental=rental,
+                               acknowledge_seen_corpus=acknowledge_seen_corpus)
     except KeyboardInterrupt:
         click.echo(f"Interrupted. Every finished trial is in {out / 'raw.csv'}; "
                    f"continue with: isocost run {study} --out {out} --resume", err=True)

@@ -304,6 +304,7 @@ class DockerLauncher:
         if self.user.split(":")[0] in ("0", "root"):
             raise UserError("trial containers never run as root", "user", "Use a non-root uid:gid.")
         self._engine = engine_facts(self.client)
+        self._inputs_checked: set[tuple[Path, Path]] = set()
 
     # -- the Launcher protocol --------------------------------------------------------------
 
@@ -326,52 +327,34 @@ class DockerLauncher:
         }
 
     def trial_view(self, paths: TrialPaths) -> tuple[str, str, str]:
+        self.check_inputs(paths.corpus, paths.model)
         return self._corpus_target(paths), CONTAINER_MODEL, CONTAINER_OUT
 
     def image_fields(self) -> tuple[str, str, str]:
         return self.image.ref, self.image.image_id, self.image.repo_digest
 
     def run(self, paths: TrialPaths, timeout_s: float | None) -> LaunchResult:
-        docker = _docker()
         trial_dir = paths.trial_dir.resolve()
         record: dict[str, Any] = {"image_ref": self.image.ref, "image_id": self.image.image_id,
                                   "user": self.user, "times": {}}
         times = record["times"]
         owner = self._lend_trial_dir(trial_dir)
-        start = clock()
-        times["create_at"] = _now()
-        container = None
         try:
-            try:
-                container = self.client.containers.create(**self._create_kwargs(paths, trial_dir))
-            except docker.errors.DockerException as exc:
-                return self._result_without_container(f"the engine could not create the container: {_short(exc)}",
-                                                      record, trial_dir)
-            record["container_id"] = container.id
-            record["container_name"] = container.name
-            write_json_atomic(trial_dir / "launcher.json", record)
-            running_image = (container.attrs or {}).get("Image", "")
-            if running_image != self.image.image_id:
-                self._remove(container)
-                return self._result_without_container(
-                    f"the container's image {running_image} differs from the requested {self.image.ref} "
-                    f"({self.image.image_id}): not run", record, trial_dir)
-            try:
-                container.start()
-            except docker.errors.DockerException as exc:
-                self._remove(container)
-                return self._result_without_container(f"the engine could not start the container: {_short(exc)}",
-                                                      record, trial_dir)
+            start = clock()
+            times["create_at"] = _now()
+            launched = self._launch(paths, trial_dir, record)
+            if isinstance(launched, LaunchResult):
+                return launched
             times["started_at"] = _now()
-            outcome = self._wait(container, start, timeout_s)
+            outcome = self._wait(launched, start, timeout_s)
             wall = clock() - start
             times["exit_seen_at"] = _now()
-            state, notes = self._collect(container, paths, outcome)
+            state, notes = self._collect(launched, paths, outcome)
             times["collected_at"] = _now()
         finally:
             self._return_trial_dir(trial_dir, owner)
         record["state"] = state
-        record["outcome"] = {k: v for k, v in outcome.items() if k != "exc"}
+        record["outcome"] = outcome
         write_json_atomic(trial_dir / "launcher.json", record)
         exit_code = outcome.get("exit_code")
         if exit_code is None and state.get("ExitCode") is not None and not outcome.get("engine_lost"):
@@ -394,6 +377,60 @@ class DockerLauncher:
         if outcome.get("interrupted"):
             raise HostInterrupt(result)
         return result
+
+    def _launch(self, paths: TrialPaths, trial_dir: Path, record: dict[str, Any]) -> Any:
+        """Create, check and start the container; a LaunchResult instead when that fails."""
+        docker = _docker()
+        container = None
+        try:
+            try:
+                container = self.client.containers.create(**self._create_kwargs(paths, trial_dir))
+            except docker.errors.DockerException as exc:
+                return self._result_without_container(f"the engine could not create the container: {_short(exc)}",
+                                                      record, trial_dir)
+            record["container_id"] = container.id
+            record["container_name"] = container.name
+            write_json_atomic(trial_dir / "launcher.json", record)
+            running_image = (container.attrs or {}).get("Image", "")
+            if running_image != self.image.image_id:
+                self._remove(container)
+                return self._result_without_container(
+                    f"the container's image {running_image} differs from the requested {self.image.ref} "
+                    f"({self.image.image_id}): not run", record, trial_dir)
+            try:
+                container.start()
+            except docker.errors.DockerException as exc:
+                self._remove(container)
+                return self._result_without_container(f"the engine could not start the container: {_short(exc)}",
+                                                      record, trial_dir)
+            return container
+        except KeyboardInterrupt:
+            if container is not None:
+                self._remove(container)
+            result = self._result_without_container(f"{HOST_STOP_NOTE} (Ctrl-C or SIGTERM before the trial started)",
+                                                    record, trial_dir)
+            raise HostInterrupt(LaunchResult(exit_code=None, interrupted=True, image_id=result.image_id,
+                                             image_digest=result.image_digest, notes=result.notes)) from None
+
+    def check_inputs(self, corpus: Path, model: Path) -> None:
+        """Refuse, before any trial, inputs the container's user could not read through its mounts."""
+        key = (corpus.resolve(), model.resolve())
+        if key in self._inputs_checked:
+            return
+        uid_text, _, gid_text = self.user.partition(":")
+        uid = int(uid_text) if uid_text.isdigit() else -1
+        gids = {int(g) for g in (gid_text, *self.gpu.get("group_add", [])) if str(g).isdigit()}
+        bad = [*unreadable_for(key[0], uid, gids), *unreadable_for(key[1], uid, gids)]
+        if bad:
+            first = bad[0].stat()
+            raise UserError(
+                f"{len(bad)} input path(s) are not readable by the trial container's user {self.user}, e.g. "
+                f"{bad[0]} (mode {first.st_mode & 0o777:04o}, owner {first.st_uid}:{first.st_gid})",
+                "--launcher docker",
+                f"Make the inputs readable (chmod -R a+rX {key[1]} {key[0]}; modes are not part of the "
+                "fingerprint, and the container mounts them read-only), or run isocost as their owner.",
+            )
+        self._inputs_checked.add(key)
 
     # -- pieces ------------------------------------------------------------------------------
 
@@ -544,6 +581,24 @@ class DockerLauncher:
                 os.chown(path, *owner, follow_symlinks=False)
             except OSError:
                 pass
+
+
+def unreadable_for(path: Path, uid: int, gids: set[int]) -> list[Path]:
+    """Paths under ``path`` that ``uid`` (with ``gids``) could not read (files) or enter (directories)."""
+    items = [path, *sorted(path.rglob("*"))] if path.is_dir() else [path]
+    bad = []
+    for item in items:
+        stat = item.stat()
+        need = 0o5 if item.is_dir() else 0o4
+        if stat.st_uid == uid:
+            bits = (stat.st_mode >> 6) & 0o7
+        elif stat.st_gid in gids:
+            bits = (stat.st_mode >> 3) & 0o7
+        else:
+            bits = stat.st_mode & 0o7
+        if bits & need != need:
+            bad.append(item)
+    return bad
 
 
 def _overhead(trial_dir: Path, created_at: str) -> float | None:

@@ -11,10 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from protocol.errors import UserError
 from protocol.study import load_study
 from runner.launch.base import Launcher
+
+if TYPE_CHECKING:
+    from runner.launch.docker import DockerLauncher
 
 LAUNCHER_KINDS = ("auto", "process", "docker")
 
@@ -59,7 +63,7 @@ def choose_launcher(
         return LauncherChoice(ProcessLauncher(), "trials run as local processes (--launcher process): no container "
                                                  "image, so no image digest in the manifests")
     from runner.images import default_lock_path, locked_image
-    from runner.launch.docker import DockerLauncher, engine_answers
+    from runner.launch.docker import DockerLauncher, connect_engine, engine_answers, resolve_image
 
     stack = study_stack(study_path)
     lock_path = lock_path or default_lock_path()
@@ -76,7 +80,9 @@ def choose_launcher(
         if not ref:
             raise UserError(f"no {stack} image is known (none in {lock_path})", where,
                             f"Build one (isocost images build --stack {stack}) or pass --image REPO@sha256:….")
-        return LauncherChoice(DockerLauncher(ref, stack=stack, prefer_digest=prefer), "")
+        launcher = DockerLauncher(ref, stack=stack, prefer_digest=prefer)
+        _check_study_inputs(launcher, study_path)
+        return LauncherChoice(launcher, "")
     if not ok:
         return LauncherChoice(ProcessLauncher(), f"no Docker engine answers ({why}): trials run as local processes, "
                                                  "without an image digest (start dockerd to use containers)")
@@ -84,12 +90,19 @@ def choose_launcher(
         return LauncherChoice(ProcessLauncher(), f"no {stack} image is known (none in {lock_path}, no --image): "
                                                  "trials run as local processes, without an image digest "
                                                  f"(isocost images build --stack {stack} makes one)")
+    client = connect_engine()
     try:
-        launcher = DockerLauncher(ref, stack=stack, prefer_digest=prefer)
+        resolve_image(client, ref, prefer_digest=prefer)
     except UserError as exc:
-        if record is None or "no image with ID" not in exc.what:
-            raise
-        return LauncherChoice(ProcessLauncher(), f"the locked {stack} image {ref} is not in this engine: trials run "
-                                                 "as local processes (rebuild it with isocost images build "
-                                                 f"--stack {stack}, or pass --image)")
+        return LauncherChoice(ProcessLauncher(), f"the locked {stack} image is not usable here ({exc.what}): trials "
+                                                 "run as local processes, without an image digest (rebuild it with "
+                                                 f"isocost images build --stack {stack}, or pass --image)")
+    launcher = DockerLauncher(ref, stack=stack, client=client, prefer_digest=prefer)
+    _check_study_inputs(launcher, study_path)
     return LauncherChoice(launcher, "")
+
+
+def _check_study_inputs(launcher: DockerLauncher, study_path: Path) -> None:
+    """Fail before the campaign starts if the container could not read the study's corpus or model."""
+    study = load_study(study_path)
+    launcher.check_inputs(study.corpus.path, study.model.path)

@@ -66,6 +66,7 @@ class Trial:
         self.manifest: dict[str, Any] = {}
         self.fault = _parse_fault(os.environ.get(FAULT_ENV, ""))
         self.torch: Any = None
+        self.oom_events = 0
 
     # -- outputs ---------------------------------------------------------------------------
 
@@ -88,6 +89,7 @@ class Trial:
             phases=PhaseTimes(**{k: self.phases.get(k) for k in PhaseTimes.__dataclass_fields__}),
             memory=MemoryPeaks(**{k: self.memory.get(k) for k in MemoryPeaks.__dataclass_fields__}),
             truncated_count=self.truncated,
+            oom_events=self.oom_events,
             error=error,
             empty_reasons=reasons,
             started_at=self.started_at,
@@ -225,19 +227,32 @@ class Trial:
             order = list(range(len(records)))
             if variant.length_grouping == "sort":
                 order.sort(key=lambda i: (len(encoded[i]), i))
-            for batch_no, start in enumerate(range(0, len(order), variant.batch_size)):
-                index = order[start : start + variant.batch_size]
-                self._inject(batch_no)
-                labels, scores = classifier.predict_encoded([encoded[i] for i in index])
+            def run_batch(batch_no: int, index: list[int]) -> float:
+                """Predict one batch and write it; returns seconds spent writing."""
+                try:
+                    self._inject(batch_no, len(index))
+                    labels, scores = classifier.predict_encoded([encoded[i] for i in index])
+                except BaseException as exc:
+                    if variant.resume != "halve-batch-on-oom" or len(index) == 1 or not _is_oom(exc):
+                        raise
+                    # A declared resume variant: retry this batch in halves; the time stays in the pass.
+                    self.oom_events += 1
+                    if variant.device == "cuda":
+                        torch.cuda.empty_cache()
+                    half = (len(index) + 1) // 2
+                    return run_batch(batch_no, index[:half]) + run_batch(batch_no, index[half:])
                 lines = "".join(
                     json.dumps({"id": records[i].id, "label": label, "score": score}) + "\n"
-                    for i, label, score in zip(index, labels, scores, strict=False)
+                    for i, label, score in zip(index, labels, scores, strict=True)
                 )
                 write_start = clock()
                 sink.write(lines)
                 sink.flush()
                 self.completed += len(index)
-                write_s += clock() - write_start
+                return clock() - write_start
+
+            for batch_no, start in enumerate(range(0, len(order), variant.batch_size)):
+                write_s += run_batch(batch_no, order[start : start + variant.batch_size])
             if variant.device == "cuda":
                 stop_event.record()
             self.sync()
@@ -276,12 +291,14 @@ class Trial:
         self.phases["write_s"] = write_s + (timer.elapsed_s or 0.0)
         return EXIT_OK
 
-    def _inject(self, batch_no: int) -> None:
+    def _inject(self, batch_no: int, batch_size: int) -> None:
         kind, value = self.fault
         if kind == "sleep-per-batch":
             time.sleep(value)
         elif kind == "oom-at-batch" and batch_no >= value:
             raise SimulatedOOM(f"simulated out-of-memory at batch {batch_no} ({FAULT_ENV})")
+        elif kind == "oom-if-batch-over" and batch_size > value:
+            raise SimulatedOOM(f"simulated out-of-memory for a batch of {batch_size} > {value:g} ({FAULT_ENV})")
         elif kind == "hang-at-batch" and batch_no >= value:
             while True:
                 time.sleep(1)

@@ -197,3 +197,16 @@ def test_wrong_fingerprint_is_refused_before_any_trial(make_workspace, tmp_path)
     assert result.exit_code == 2
     assert "Error: model fingerprint" in result.output and "differs from the study's" in result.output
     assert not (tmp_path / "out" / "raw.csv").exists()
+
+
+def test_changed_threshold_on_a_seen_final_corpus_needs_a_new_evaluation_set(make_workspace, tmp_path):
+    study = make_workspace(n=4, repetitions=1, batches="[1]")
+    run_campaign(study, tmp_path / "first", ProcessLauncher())
+    study.write_text(study.read_text().replace("minimum = 0.0", "minimum = 0.2"))
+    with pytest.raises(UserError, match="has been seen by campaign .*new independent evaluation set"):
+        run_campaign(study, tmp_path / "second", ProcessLauncher())
+    run_campaign(study, tmp_path / "third", ProcessLauncher(), acknowledge_seen_corpus=True)
+    campaign = json.loads((tmp_path / "third" / "campaign.json").read_text())
+    assert campaign["seen_corpus_reuse"]["quality_rule"]["minimum"] == 0.0
+    result = CliRunner().invoke(main, ["summarize", str(tmp_path / "third")])
+    assert "not an independent evaluation" in result.output

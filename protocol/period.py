@@ -1,0 +1,490 @@
+"""The campaign period, measured: the time a campaign really held its host, from set-up to collection.
+
+A pure function of the campaign's timestamps (``events.jsonl`` and the raw
+table's ``started_at``/``ended_at``) plus the waiting periods the study
+declares. Nothing here reads a file or a clock.
+
+What counts (R9: the needed period is the whole access window):
+
+- **sessions**: each run of ``isocost run`` on the host, from ``setup_start``
+  (or ``resume``) to ``trials_end``. A session that never logged
+  ``trials_end`` (the host stopped) ends at its last timestamp.
+- **phases** inside them, each from its ``<phase>_start``/``<phase>_end``
+  events: ``setup`` (fingerprints, tokenization, schedule), every trial
+  (launch, install/load inside the process or container, warm-up, pass,
+  writing), and ``evaluation``/``export`` or any other phase when recorded.
+  The trial's own clock (``started_at``/``ended_at`` in ``raw.csv``) is
+  merged in, so a trial whose end event was lost still counts.
+- **used** = the union of sessions and phases, overlaps counted once
+  (:func:`protocol.calendar.merge_intervals`). Host work between phases
+  (gathering and validating each trial) is used time too.
+- **idle** = span minus used: gaps between sessions (a campaign stopped and
+  resumed later). Reported, not counted as used: a rental held across the
+  gap would pay for it too, and the note says so.
+- **waiting** = the study's declared ``deadline.waiting_h``.
+- **needed** = used + waiting: the period a plan must cover.
+
+Example::
+
+    events = [{"at": "2026-11-02T09:00:00+00:00", "event": "setup_start"},
+              {"at": "2026-11-02T09:30:00+00:00", "event": "setup_end"},
+              {"at": "2026-11-02T09:30:00+00:00", "event": "trial_start", "trial_id": "t1"},
+              {"at": "2026-11-02T11:30:00+00:00", "event": "trial_end", "trial_id": "t1"},
+              {"at": "2026-11-02T11:30:00+00:00", "event": "trials_end"}]
+    measure_period(events, [], waiting_h=10).needed_h == 12.5
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from protocol.calendar import merge_intervals
+from protocol.errors import UserError
+from protocol.jsonio import check_schema
+
+# Version history: 1 = first format (PeriodComponent, CampaignPeriod).
+SCHEMA_VERSION = 1
+
+_HOUR_S = 3600.0
+
+#: Events that open a session on the host, and the one that closes it.
+SESSION_OPENERS = ("setup_start", "resume")
+SESSION_CLOSER = "trials_end"
+
+#: Phases reported even when absent, so a reader sees what was not recorded.
+EXPECTED_PHASES = ("setup", "trial", "evaluation", "export")
+
+_PHASE_SOURCES = {
+    "setup": "events.jsonl setup_start → setup_end (`isocost run` freezing the study: fingerprints, "
+             "tokenization, schedule)",
+    "trial": "events.jsonl trial_start → trial_end per trial (launch, install/load in the fresh process or "
+             "container, warm-up, pass, writing predictions), merged with raw.csv started_at → ended_at",
+}
+_NOT_RECORDED = {
+    "evaluation": "not recorded: no evaluation_start/evaluation_end events (`isocost validate`/`summarize` log "
+                  "none); evaluation inside each trial's gathering is counted under host work between phases",
+    "export": "not recorded: no export_start/export_end events (bundle/export logs none)",
+    "trial": "no trial timestamps in events.jsonl or raw.csv",
+    "setup": "no setup_start/setup_end events",
+}
+
+
+@dataclass(frozen=True)
+class PeriodComponent:
+    """One part of the campaign period, in seconds, and where the figure comes from.
+
+    ``seconds`` is ``None`` when the part was not recorded (``source`` says why);
+    ``counted`` says whether it is part of ``needed_s``.
+
+    Example: ``PeriodComponent("setup", 1800.0, "events.jsonl …", True).hours == 0.5``.
+    """
+
+    name: str
+    seconds: float | None
+    source: str
+    counted: bool
+    intervals: int = 0
+
+    @property
+    def hours(self) -> float | None:
+        """Example: 5400 seconds are ``1.5`` hours."""
+        return None if self.seconds is None else self.seconds / _HOUR_S
+
+    def to_dict(self) -> dict[str, Any]:
+        """Example: ``PeriodComponent.from_dict(c.to_dict()) == c``."""
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "name": self.name,
+            "seconds": self.seconds,
+            "hours": self.hours,
+            "source": self.source,
+            "counted": self.counted,
+            "intervals": self.intervals,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PeriodComponent:
+        """Example: ``PeriodComponent.from_dict(c.to_dict()) == c``."""
+        check_schema(data, "period component", SCHEMA_VERSION, "period component")
+        seconds = data.get("seconds")
+        return cls(
+            name=str(data["name"]),
+            seconds=None if seconds is None else float(seconds),
+            source=str(data["source"]),
+            counted=bool(data["counted"]),
+            intervals=int(data.get("intervals", 0)),
+        )
+
+
+@dataclass(frozen=True)
+class CampaignPeriod:
+    """A campaign's measured period. ``needed_s`` is what a rental plan must cover.
+
+    ``used_s``/``needed_s`` are ``None`` when the campaign recorded no
+    timestamps at all (``empty_reasons`` says so); no period is guessed.
+
+    Example: one 30-minute setup and one 2-hour trial back to back, 10 h of
+    declared waiting: ``used_h == 2.5``, ``needed_h == 12.5``.
+    """
+
+    start: datetime | None
+    end: datetime | None
+    span_s: float | None
+    used_s: float | None
+    idle_s: float | None
+    waiting_s: float
+    waiting_source: str
+    needed_s: float | None
+    overlap_s: float
+    sessions: int
+    resumes: int
+    components: tuple[PeriodComponent, ...]
+    notes: tuple[str, ...] = ()
+    empty_reasons: dict[str, str] = field(default_factory=dict)
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def used_h(self) -> float | None:
+        """Example: 9000 used seconds are ``2.5`` hours."""
+        return None if self.used_s is None else self.used_s / _HOUR_S
+
+    @property
+    def needed_h(self) -> float | None:
+        """Example: 2.5 h used + 10 h waiting = ``12.5``."""
+        return None if self.needed_s is None else self.needed_s / _HOUR_S
+
+    @property
+    def span_h(self) -> float | None:
+        """First to last timestamp, idle gaps included. Example: ``2.5`` for a campaign without gaps."""
+        return None if self.span_s is None else self.span_s / _HOUR_S
+
+    @property
+    def idle_h(self) -> float | None:
+        """Gaps between sessions. Example: ``0.0`` for a campaign never stopped."""
+        return None if self.idle_s is None else self.idle_s / _HOUR_S
+
+    @property
+    def waiting_h(self) -> float:
+        """Example: ``10.0`` when the study declares ``waiting_h = 10``."""
+        return self.waiting_s / _HOUR_S
+
+    def component(self, name: str) -> PeriodComponent | None:
+        """Example: ``period.component("setup").seconds == 1800.0``."""
+        return next((c for c in self.components if c.name == name), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Example: ``CampaignPeriod.from_dict(p.to_dict()) == p``."""
+        return {
+            "schema_version": self.schema_version,
+            "start": _iso(self.start),
+            "end": _iso(self.end),
+            "span_s": self.span_s,
+            "span_h": self.span_h,
+            "used_s": self.used_s,
+            "used_h": self.used_h,
+            "idle_s": self.idle_s,
+            "idle_h": self.idle_h,
+            "waiting_s": self.waiting_s,
+            "waiting_h": self.waiting_h,
+            "waiting_source": self.waiting_source,
+            "needed_s": self.needed_s,
+            "needed_h": self.needed_h,
+            "overlap_s": self.overlap_s,
+            "sessions": self.sessions,
+            "resumes": self.resumes,
+            "components": [c.to_dict() for c in self.components],
+            "notes": list(self.notes),
+            "empty_reasons": dict(sorted(self.empty_reasons.items())),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CampaignPeriod:
+        """Example: ``CampaignPeriod.from_dict(p.to_dict()) == p``."""
+        check_schema(data, "campaign period", SCHEMA_VERSION, "campaign period")
+
+        def opt(key: str) -> float | None:
+            value = data.get(key)
+            return None if value is None else float(value)
+
+        def when(key: str) -> datetime | None:
+            value = data.get(key)
+            return None if value is None else datetime.fromisoformat(value).astimezone(UTC)
+
+        return cls(
+            start=when("start"),
+            end=when("end"),
+            span_s=opt("span_s"),
+            used_s=opt("used_s"),
+            idle_s=opt("idle_s"),
+            waiting_s=float(data["waiting_s"]),
+            waiting_source=str(data["waiting_source"]),
+            needed_s=opt("needed_s"),
+            overlap_s=float(data["overlap_s"]),
+            sessions=int(data["sessions"]),
+            resumes=int(data["resumes"]),
+            components=tuple(PeriodComponent.from_dict(c) for c in data["components"]),
+            notes=tuple(str(n) for n in data.get("notes", [])),
+            empty_reasons={str(k): str(v) for k, v in data.get("empty_reasons", {}).items()},
+        )
+
+
+Interval = tuple[datetime, datetime]
+
+
+def parse_instant(text: str, where: str) -> datetime:
+    """An ISO 8601 timestamp WITH a UTC offset, as an aware UTC datetime.
+
+    Example: ``parse_instant("2026-11-02T09:00:00+01:00", "x").hour == 8``.
+    """
+    try:
+        moment = datetime.fromisoformat(str(text).strip())
+    except ValueError:
+        raise UserError(
+            f"timestamp {text!r} is not ISO 8601",
+            where,
+            "Campaign timestamps are written by `isocost run`; restore the file from the results bundle.",
+        ) from None
+    if moment.utcoffset() is None:
+        raise UserError(
+            f"timestamp {text!r} has no UTC offset",
+            where,
+            "A campaign timestamp must carry its offset (isocost writes UTC, e.g. 2026-11-02T09:00:00+00:00).",
+        )
+    return moment.astimezone(UTC)
+
+
+def trial_intervals(
+    events: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]]
+) -> dict[str, list[Interval]]:
+    """Every trial's intervals: its start/end events and its own clock from the raw table.
+
+    Example: a trial with events 09:30 → 11:30 and raw times 09:31 → 11:29 yields both intervals
+    (they merge to 2 h).
+    """
+    found: dict[str, list[Interval]] = {}
+    for (phase, key), spans in _phase_intervals(_parsed_events(events), [])[0].items():
+        if phase == "trial" and key:
+            found.setdefault(key, []).extend(spans)
+    for index, row in enumerate(rows):
+        span = _row_interval(row, index)
+        if span is not None:
+            found.setdefault(str(row.get("trial_id", "")), []).append(span)
+    return found
+
+
+def measure_period(
+    events: Sequence[Mapping[str, Any]],
+    rows: Sequence[Mapping[str, Any]],
+    waiting_h: float | None,
+    waiting_source: str = "",
+) -> CampaignPeriod:
+    """Measure a campaign's period from its events and raw rows, plus declared waiting.
+
+    ``waiting_h`` is ``None`` when the study declares no deadline (no waiting is
+    assumed, and ``waiting_source`` says so).
+
+    Example: ``measure_period(events, rows, 10).needed_h == 12.5`` for the module example.
+    """
+    if waiting_h is None:
+        waiting_s = 0.0
+        waiting_source = waiting_source or "the study declares no deadline table: no waiting period"
+    else:
+        if waiting_h < 0:
+            raise UserError(f"waiting_h must be >= 0, got {waiting_h}", "deadline.waiting_h")
+        waiting_s = float(waiting_h) * _HOUR_S
+        waiting_source = waiting_source or "study deadline.waiting_h"
+
+    parsed = _parsed_events(events)
+    notes: list[str] = []
+    phases, unmatched = _phase_intervals(parsed, notes)
+    raw_spans: list[Interval] = []
+    for index, row in enumerate(rows):
+        span = _row_interval(row, index, notes)
+        if span is not None:
+            raw_spans.append(span)
+    timed_trials = {str(r.get("trial_id", "")) for i, r in enumerate(rows) if _row_interval(r, i) is not None}
+    open_ended: list[tuple[str, str, datetime]] = []
+    for phase, key, started in unmatched:
+        label = f"{phase} {key}".strip()
+        if phase == "trial" and key in timed_trials:
+            notes.append(f"{label} started at {_iso(started)} without an end event (the host stopped?): its own "
+                         "clock in raw.csv is counted instead")
+        else:
+            open_ended.append((phase, key, started))
+            notes.append(f"{label} started at {_iso(started)} without an end event: counted up to the end of its "
+                         "session")
+    sessions, resumes = _sessions(parsed, raw_spans, unmatched, notes)
+
+    by_phase: dict[str, list[Interval]] = {}
+    for (phase, _key), spans in phases.items():
+        by_phase.setdefault(phase, []).extend(spans)
+    if raw_spans:
+        by_phase.setdefault("trial", []).extend(raw_spans)
+    # An end event lost with the host: count the phase to the end of the session that holds its start.
+    for phase, _key, started in open_ended:
+        close = next((end for begin, end in sessions if begin <= started <= end), started)
+        by_phase.setdefault(phase, []).append((started, close))
+
+    components: list[PeriodComponent] = []
+    for phase in (*EXPECTED_PHASES, *sorted(set(by_phase) - set(EXPECTED_PHASES))):
+        spans = by_phase.get(phase, [])
+        name = "trials" if phase == "trial" else phase
+        if not spans:
+            components.append(PeriodComponent(name, None, _NOT_RECORDED.get(phase, "not recorded"), False))
+            continue
+        source = _PHASE_SOURCES.get(phase, f"events.jsonl {phase}_start → {phase}_end")
+        components.append(PeriodComponent(name, merge_intervals(spans), source, True, len(spans)))
+
+    all_phase_spans = [span for spans in by_phase.values() for span in spans]
+    everything = all_phase_spans + sessions
+    empty: dict[str, str] = {}
+    if not everything:
+        empty["used_s"] = empty["needed_s"] = empty["span_s"] = empty["idle_s"] = (
+            "no timestamps: events.jsonl is empty or missing and raw.csv has no started_at/ended_at"
+        )
+        components.append(PeriodComponent("host work between phases", None, empty["used_s"], False))
+        components.append(PeriodComponent("waiting (declared)", waiting_s, waiting_source, True))
+        return CampaignPeriod(
+            start=None, end=None, span_s=None, used_s=None, idle_s=None, waiting_s=waiting_s,
+            waiting_source=waiting_source, needed_s=None, overlap_s=0.0, sessions=0, resumes=resumes,
+            components=tuple(components), notes=tuple(notes), empty_reasons=empty,
+        )
+
+    phases_union_s = merge_intervals(all_phase_spans) if all_phase_spans else 0.0
+    used_s = merge_intervals(everything)
+    overlap_s = sum(c.seconds for c in components if c.counted and c.seconds is not None) - phases_union_s
+    if overlap_s > 1e-6:
+        notes.append(f"phases overlap by {overlap_s:.3f} s; the overlap is counted once")
+    between_s = used_s - phases_union_s
+    components.append(PeriodComponent(
+        "host work between phases",
+        between_s if sessions else None,
+        "sessions in events.jsonl (setup_start/resume → trials_end) minus the phases above: gathering and "
+        "validating each trial, host bookkeeping" if sessions else "no session events (setup_start/resume)",
+        bool(sessions),
+        len(sessions),
+    ))
+    components.append(PeriodComponent("waiting (declared)", waiting_s, waiting_source, True))
+
+    start = min(begin for begin, _ in everything)
+    end = max(finish for _, finish in everything)
+    span_s = (end - start).total_seconds()
+    idle_s = max(span_s - used_s, 0.0)
+    if idle_s > 60:
+        notes.append(
+            f"{idle_s / _HOUR_S:.2f} h passed between sessions (the campaign was stopped and resumed): not counted "
+            "as used; a rental held across that gap pays for it too"
+        )
+    return CampaignPeriod(
+        start=start,
+        end=end,
+        span_s=span_s,
+        used_s=used_s,
+        idle_s=idle_s,
+        waiting_s=waiting_s,
+        waiting_source=waiting_source,
+        needed_s=used_s + waiting_s,
+        overlap_s=max(overlap_s, 0.0),
+        sessions=len(sessions),
+        resumes=resumes,
+        components=tuple(components),
+        notes=tuple(notes),
+    )
+
+
+# -- helpers --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Event:
+    at: datetime
+    kind: str
+    key: str
+    index: int
+
+
+def _parsed_events(events: Sequence[Mapping[str, Any]]) -> list[_Event]:
+    parsed = []
+    for index, event in enumerate(events):
+        where = f"events.jsonl line {index + 1}"
+        if "at" not in event or "event" not in event:
+            raise UserError("event lacks 'at' or 'event'", where, "Restore events.jsonl from the results bundle.")
+        parsed.append(_Event(parse_instant(event["at"], where), str(event["event"]),
+                             str(event.get("trial_id", "") or ""), index))
+    parsed.sort(key=lambda e: (e.at, e.index))
+    return parsed
+
+
+def _phase_intervals(
+    events: list[_Event], notes: list[str]
+) -> tuple[dict[tuple[str, str], list[Interval]], list[tuple[str, str, datetime]]]:
+    """Pair ``X_start`` with the next ``X_end`` of the same key (trial id)."""
+    open_: dict[tuple[str, str], datetime] = {}
+    spans: dict[tuple[str, str], list[Interval]] = {}
+    for event in events:
+        if event.kind in SESSION_OPENERS[1:] or event.kind == SESSION_CLOSER:
+            continue
+        if event.kind.endswith("_start"):
+            key = (event.kind.removesuffix("_start"), event.key)
+            if key in open_:
+                notes.append(f"{key[0]} {key[1]} started twice without an end; the first start is kept".strip())
+                continue
+            open_[key] = event.at
+        elif event.kind.endswith("_end"):
+            key = (event.kind.removesuffix("_end"), event.key)
+            if key not in open_:
+                notes.append(f"{event.kind} {event.key} at {_iso(event.at)} has no start event; ignored".replace(
+                    "  ", " "))
+                continue
+            spans.setdefault(key, []).append((open_.pop(key), event.at))
+    unmatched = [(phase, key, at) for (phase, key), at in open_.items()]
+    return spans, unmatched
+
+
+def _sessions(
+    events: list[_Event], raw_spans: list[Interval], unmatched: list[tuple[str, str, datetime]], notes: list[str]
+) -> tuple[list[Interval], int]:
+    """Sessions of the host CLI: opener → trials_end; a session cut short ends at its last timestamp."""
+    stamps = sorted([e.at for e in events] + [end for _, end in raw_spans] + [at for _, _, at in unmatched])
+    sessions: list[Interval] = []
+    resumes = sum(1 for e in events if e.kind == "resume")
+    current: datetime | None = None
+    for event in events:
+        if event.kind in SESSION_OPENERS:
+            if current is not None:
+                last = max((s for s in stamps if current <= s < event.at), default=current)
+                sessions.append((current, last))
+                notes.append(f"session started {_iso(current)} has no trials_end (the host stopped); it is counted "
+                             f"up to its last timestamp {_iso(last)}")
+            current = event.at
+        elif event.kind == SESSION_CLOSER and current is not None:
+            sessions.append((current, event.at))
+            current = None
+    if current is not None:
+        last = max((s for s in stamps if s >= current), default=current)
+        sessions.append((current, last))
+        notes.append(f"the last session (from {_iso(current)}) has no trials_end: the campaign is unfinished or the "
+                     f"host stopped; counted up to its last timestamp {_iso(last)}")
+    return sessions, resumes
+
+
+def _row_interval(row: Mapping[str, Any], index: int, notes: list[str] | None = None) -> Interval | None:
+    started, ended = row.get("started_at") or "", row.get("ended_at") or ""
+    if not started or not ended:
+        return None
+    where = f"raw.csv row {index + 2} ({row.get('trial_id', '?')})"
+    begin, end = parse_instant(str(started), where), parse_instant(str(ended), where)
+    if end < begin:
+        if notes is not None:
+            notes.append(f"{where}: ended_at is before started_at (clock change?); not counted")
+        return None
+    return begin, end
+
+
+def _iso(moment: datetime | None) -> str | None:
+    if moment is None:
+        return None
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
