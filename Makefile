@@ -11,7 +11,7 @@ STUDY ?= quick
 TORCH_CPU := torch==2.13.0
 
 .DEFAULT_GOAL := help
-.PHONY: help setup demo run test test-fast lint clean
+.PHONY: help setup demo run test test-fast lint faults clean
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-10s %s\n", $$1, $$2}'
@@ -37,6 +37,9 @@ test: $(STAMP) ## Run the whole test suite (unit, CLI, end-to-end with the real 
 
 test-fast: $(STAMP) ## Unit and CLI tests only (no model, no processes)
 	$(BIN)/python -m pytest -q -m "not e2e and not docker"
+
+faults: $(STAMP) ## Run the fault-injection suite and print its table (cases, outcome, rows lost)
+	$(BIN)/python tests/faults/report.py
 
 lint: $(STAMP) ## ruff and mypy
 	$(BIN)/ruff check protocol runner tests

@@ -47,8 +47,8 @@ from typing import Any
 
 from protocol.calendar import Window, access_window, covering_plans, format_hours, merge_intervals
 from protocol.errors import UserError
-from protocol.period import CampaignPeriod, measure_period, trial_intervals
 from protocol.jsonio import check_schema
+from protocol.period import CampaignPeriod, measure_period, trial_intervals
 from protocol.plans import PLAN_LENGTHS_DAYS, Catalog, Quote, format_usd, quote
 from protocol.stats import Summary, VariantSummary
 
@@ -462,7 +462,6 @@ def check_same_study(campaigns: Sequence[CampaignEvidence]) -> None:
     """
     if not campaigns:
         raise UserError("no campaign to decide on", "decide", "Pass at least one results directory.")
-    first = campaigns[0]
     checks = (
         ("study sha256", lambda c: c.study_sha256),
         ("corpus fingerprint", lambda c: c.corpus_fingerprint),
@@ -711,8 +710,8 @@ def decide(
     chosen = ranked[0] if ranked else None
     first = campaigns[0]
     needed = study.expected_artifacts
-    target = (f"{needed} accepted {'corpus' if needed == 1 else 'corpora'} of {first.corpus_inputs} inputs (corpus {first.corpus_fingerprint}): every id classified once, "
-              "quality rule met")
+    target = (f"{needed} accepted {'corpus' if needed == 1 else 'corpora'} of {first.corpus_inputs} inputs "
+              f"(corpus {first.corpus_fingerprint}): every id classified once, quality rule met")
     return Decision(
         study_name=first.study_name,
         study_sha256=first.study_sha256,
@@ -862,13 +861,12 @@ def _memory(passes: tuple[PassRecord, ...], capacities: Mapping[str, TrialCapaci
         if kind == "host":
             found = [(c.host_memory_bytes, c.host_source) for c in caps if c.host_memory_bytes]
             capacity_name = "host RAM"
-            missing = ("host RAM not recorded in the trial manifests (manifest host.memory_total_bytes is absent)"
-                       if caps else "no trial directory with a manifest was read")
+            missing = "host RAM not recorded in the trial manifests (no manifest host.memory_total_bytes)"
         else:
             found = [(c.device_total_bytes, c.device_source) for c in caps if c.device_total_bytes]
             capacity_name = "device memory"
             missing = ("device capacity not recorded (status.json memory.device_total_bytes and manifest "
-                       "device.gpu_memory_bytes are empty)" if caps else "no trial directory was read")
+                       "device.gpu_memory_bytes are empty)")
         capacity, source = (max(found)[0], max(found)[1]) if found else (None, "")
         counters.append(MemoryCounter(
             name=name, column=column, values=values, peak_bytes=max(known) if known else None,
@@ -962,6 +960,10 @@ def _uncertain(
                          "fewer than 3 passes says little")
         if chosen.accepted_artifacts < chosen.expected_artifacts:
             lines.append(f"the job needs {chosen.expected_artifacts} corpora; {chosen.artifact_note}")
+    for evidence in campaigns:
+        ids = [v.variant_id for v in evidence.summary.variants]
+        lines += [f"{evidence.label}: {w}" for w in evidence.summary.warnings if not any(_names(w, i) for i in ids)]
+        lines += [f"{evidence.label}: {note}" for note in evidence.notes]
     by_campaign = {r.campaign_id: r for r in results}
     for result in by_campaign.values():
         variants = len({c.variant_id for c in configs if c.campaign_id == result.campaign_id})

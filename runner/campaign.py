@@ -103,10 +103,25 @@ def append_row(path: Path, row: RawRow) -> None:
     if new:
         writer.writerow(RAW_COLUMNS)
     writer.writerow(row.cells())
-    with open(path, "a", encoding="utf-8", newline="") as handle:
-        handle.write(buffer.getvalue())
-        handle.flush()
-        os.fsync(handle.fileno())
+    data = buffer.getvalue().encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        try:
+            written = 0
+            while written < len(data):
+                written += os.write(fd, data[written:])
+            os.fsync(fd)
+        except OSError as exc:
+            os.ftruncate(fd, size)  # never leave a partial row behind
+            raise UserError(
+                f"could not append the row of trial {row.values.get('trial_id')} to raw.csv: {exc.strerror}",
+                str(path),
+                "raw.csv is intact up to the previous row. Free space (or fix the disk), then continue with "
+                "--resume: the trial is found and recorded.",
+            ) from None
+    finally:
+        os.close(fd)
 
 
 def read_raw(path: Path) -> list[dict[str, str]]:
@@ -126,10 +141,14 @@ def log_event(paths: CampaignPaths, kind: str, **fields: Any) -> None:
     import json
 
     record = {"at": _now(), "event": kind, **fields}
-    with open(paths.events, "a", encoding="utf-8") as handle:
-        handle.write(json.dumps(record, sort_keys=True) + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
+    try:
+        with open(paths.events, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record, sort_keys=True) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+    except OSError:
+        # Best effort: the rows carry their own timestamps; a full disk must not lose the trial's row.
+        pass
 
 
 # -- freezing -------------------------------------------------------------------------------
@@ -427,12 +446,12 @@ def _orphan_row(study: Study, paths: CampaignPaths, reference: Any, slot: Slot, 
     spec = TrialSpec.from_dict(read_json(spec_path))
     _stop_leftover(trial_dir)
     finished = (trial_dir / "status.json").exists()
-    note = "the trial ended but the host CLI stopped before recording it; found on --resume"
-    result = LaunchResult(
-        exit_code=None,
-        interrupted=not finished,
-        notes=(note if finished else f"{HOST_STOP_NOTE} during this trial; found on --resume",),
-    )
+    crashed = not finished and _log_shows_error(trial_dir / "trial.log")
+    # A trial that wrote its status ended by itself: its row is final. Otherwise the host stopped (or could
+    # not record) while it ran: the row is kept and the pass runs again.
+    note = ("the trial ended by itself; the host CLI stopped before recording it; found on --resume" if finished
+            else f"{HOST_STOP_NOTE} before recording this trial; found on --resume")
+    result = LaunchResult(exit_code=None, interrupted=not finished and not crashed, notes=(note,))
     return gather_trial(spec, trial_dir, result, reference, study)
 
 
@@ -456,3 +475,12 @@ def _stop_leftover(trial_dir: Path) -> None:
             os.killpg(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+def _log_shows_error(path: Path) -> bool:
+    """Did the trial die of an exception (its traceback is in the log) rather than a kill?"""
+    try:
+        tail = path.read_bytes()[-4096:].decode("utf-8", "replace")
+    except OSError:
+        return False
+    return "Traceback (most recent call last)" in tail

@@ -70,6 +70,9 @@ def gather_trial(
     reasons: dict[str, str] = {}
     if status_problem:
         notes.append(status_problem)
+        last = _last_log_line(trial_dir / "trial.log")
+        if last:
+            notes.append(f"last log line: {last}")
     if status is not None and status.error:
         notes.append(f"trial error: {status.error}")
     if result.exit_code not in (0, None):
@@ -159,3 +162,14 @@ def gather_trial(
             reasons[name] = f"not available (status {final})"
     values["empty_reasons"] = format_reasons({k: v for k, v in reasons.items() if values.get(k) is None})
     return RawRow(values=values)
+
+
+def _last_log_line(path: Path) -> str:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, 2)
+            handle.seek(max(handle.tell() - 4096, 0))
+            lines = [line.strip() for line in handle.read().decode("utf-8", "replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:300] if lines else ""

@@ -80,6 +80,10 @@ class ExtractLimits:
     max_depth: int = DEFAULT_MAX_DEPTH
 
 
+#: The bounds used when a caller names none.
+DEFAULT_LIMITS = ExtractLimits()
+
+
 @dataclass(frozen=True)
 class FileDigest:
     """One regular file of an archive: its name, ``sha256:<hex>`` and size."""
@@ -92,7 +96,7 @@ class FileDigest:
         return {"path": self.name, "sha256": self.sha256, "size_bytes": self.size_bytes}
 
 
-def check_member_name(name: str, *, is_dir: bool = False, limits: ExtractLimits = ExtractLimits()) -> str:
+def check_member_name(name: str, *, is_dir: bool = False, limits: ExtractLimits = DEFAULT_LIMITS) -> str:
     """Return the member's normalised name (no trailing '/') or raise :class:`UnsafeArchive`."""
     shown = repr(name)[:200]
     if not isinstance(name, str) or not name:
@@ -171,7 +175,7 @@ def _open(path: Path) -> tarfile.TarFile:
             from None
 
 
-def scan(path: Path, limits: ExtractLimits = ExtractLimits()) -> list[str]:
+def scan(path: Path, limits: ExtractLimits = DEFAULT_LIMITS) -> list[str]:
     """Check every member header without writing anything; return the normalised names in order."""
     guard = _Guard(limits)
     names: list[str] = []
@@ -202,7 +206,7 @@ def read_archive(
     *,
     dest: Path | None = None,
     select: Callable[[str], bool] = lambda name: True,
-    limits: ExtractLimits = ExtractLimits(),
+    limits: ExtractLimits = DEFAULT_LIMITS,
 ) -> dict[str, FileDigest]:
     """Stream through the archive once: check every member, hash every file, write the selected ones.
 
@@ -241,7 +245,7 @@ def read_archive(
     return digests
 
 
-def safe_extract(path: Path, dest: Path, limits: ExtractLimits = ExtractLimits()) -> dict[str, FileDigest]:
+def safe_extract(path: Path, dest: Path, limits: ExtractLimits = DEFAULT_LIMITS) -> dict[str, FileDigest]:
     """Check the whole archive first, then extract it into ``dest`` (new or empty).
 
     On any error, what was extracted is removed (and ``dest`` too if this call made it).

@@ -8,7 +8,7 @@ from typing import Protocol
 
 #: Written into the notes of a trial the host stopped (Ctrl-C, host crash); such a
 #: row does not finish its slot, and ``--resume`` runs the slot again.
-HOST_STOP_NOTE = "stopped by the host CLI"
+HOST_STOP_NOTE = "host CLI stopped"
 
 
 @dataclass(frozen=True)

@@ -93,11 +93,15 @@ def connect_engine(timeout_s: float = 120.0, base_url: str | None = None) -> Any
 
 
 def engine_answers(timeout_s: float = 5.0) -> tuple[bool, str]:
-    """(True, version) if an engine answers within the timeout, else (False, why)."""
+    """(True, engine version) if an engine answers within the timeout, else (False, why not)."""
     try:
-        client = connect_engine(timeout_s=timeout_s)
+        docker = _docker()
     except UserError as exc:
         return False, exc.what
+    try:
+        client = docker.from_env(timeout=max(int(timeout_s), 1))
+    except docker.errors.DockerException as exc:
+        return False, _short(exc)
     try:
         return True, str(client.version().get("Version", "?"))
     except Exception as exc:  # the SDK raises several unrelated types when an engine half-answers

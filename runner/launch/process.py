@@ -82,8 +82,12 @@ class ProcessLauncher:
                 command, stdout=log, stderr=subprocess.STDOUT, env=trial_env(), start_new_session=True
             )
             self._current = proc
-            write_json_atomic(paths.trial_dir / "launcher.json", {"pid": proc.pid, "command": command})
+            notes = []
             try:
+                try:
+                    write_json_atomic(paths.trial_dir / "launcher.json", {"pid": proc.pid, "command": command})
+                except OSError as exc:  # only needed to stop a leftover trial on --resume
+                    notes.append(f"launcher.json not written: {exc.strerror}")
                 proc.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
                 timed_out = True
@@ -91,14 +95,16 @@ class ProcessLauncher:
             except KeyboardInterrupt:
                 interrupted = True
                 self._stop(proc)
+            except BaseException:
+                self._stop(proc)  # never leave a trial running behind a host error
+                raise
             finally:
                 self._current = None
         wall = clock() - start
-        notes = []
         if timed_out:
             notes.append(f"killed by the host at the trial time limit ({timeout_s} s)")
         if interrupted:
-            notes.append(f"{HOST_STOP_NOTE} (Ctrl-C or SIGTERM)")
+            notes.append(f"{HOST_STOP_NOTE} this trial (Ctrl-C or SIGTERM)")
         result = LaunchResult(
             exit_code=proc.returncode,
             timed_out=timed_out,

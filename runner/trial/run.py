@@ -67,6 +67,7 @@ class Trial:
         self.fault = _parse_fault(os.environ.get(FAULT_ENV, ""))
         self.torch: Any = None
         self.oom_events = 0
+        self._ballast: bytearray | None = None
 
     # -- outputs ---------------------------------------------------------------------------
 
@@ -241,10 +242,10 @@ class Trial:
                         torch.cuda.empty_cache()
                     half = (len(index) + 1) // 2
                     return run_batch(batch_no, index[:half]) + run_batch(batch_no, index[half:])
-                lines = "".join(
+                lines = self._corrupt("".join(
                     json.dumps({"id": records[i].id, "label": label, "score": score}) + "\n"
                     for i, label, score in zip(index, labels, scores, strict=True)
-                )
+                ))
                 write_start = clock()
                 sink.write(lines)
                 sink.flush()
@@ -292,23 +293,40 @@ class Trial:
         return EXIT_OK
 
     def _inject(self, batch_no: int, batch_size: int) -> None:
+        """Test hook (``ISOCOST_FAULT_INJECT=KIND:VALUE``); recorded in the manifest when set."""
         kind, value = self.fault
         if kind == "sleep-per-batch":
-            time.sleep(value)
-        elif kind == "oom-at-batch" and batch_no >= value:
+            time.sleep(float(value))
+        elif kind == "oom-at-batch" and batch_no >= int(value):
             raise SimulatedOOM(f"simulated out-of-memory at batch {batch_no} ({FAULT_ENV})")
-        elif kind == "oom-if-batch-over" and batch_size > value:
-            raise SimulatedOOM(f"simulated out-of-memory for a batch of {batch_size} > {value:g} ({FAULT_ENV})")
-        elif kind == "hang-at-batch" and batch_no >= value:
+        elif kind == "oom-if-batch-over" and batch_size > int(value):
+            raise SimulatedOOM(f"simulated out-of-memory for a batch of {batch_size} > {value} ({FAULT_ENV})")
+        elif kind == "hang-at-batch" and batch_no >= int(value):
             while True:
                 time.sleep(1)
+        elif kind == "allocate-mib" and batch_no == 0:
+            self._ballast = bytearray(int(value) * 2**20)  # touches real memory: a container limit kills us
+
+    def _corrupt(self, lines: str) -> str:
+        """Test hook: make this trial write a faulty prediction file, as a buggy runner would."""
+        kind, value = self.fault
+        if kind != "corrupt" or not lines:
+            return lines
+        if value == "duplicate":
+            return lines + lines.splitlines(keepends=True)[0]
+        if value == "foreign-id":
+            return lines.replace('{"id": "', '{"id": "not-in-corpus-', 1)
+        if value == "bad-label":
+            item = json.loads(lines.splitlines()[0])
+            return lines.replace(json.dumps(item["label"]), '"__no_such_label__"', 1)
+        if value == "truncate" and self.completed + lines.count("\n") >= self.expected:
+            return lines[: len(lines) - 7]  # the last line is cut short, as by a crash mid-write
+        return lines
 
 
-def _parse_fault(text: str) -> tuple[str, float]:
-    if not text:
-        return "", 0.0
+def _parse_fault(text: str) -> tuple[str, str]:
     kind, _, value = text.partition(":")
-    return kind, float(value or 0)
+    return kind, value
 
 
 def _is_oom(exc: BaseException) -> bool:

@@ -101,14 +101,15 @@ def unavailable(reason: str) -> None:
 
 @pytest.fixture(scope="session")
 def docker_client() -> Iterator[Any]:
-    pytest.importorskip("docker")
+    try:
+        import docker
+    except ImportError:
+        unavailable("the docker Python SDK is not installed (pip install 'docker>=7')")
     from runner.launch.docker import engine_answers
 
     ok, why = engine_answers(timeout_s=10)
     if not ok:
         unavailable(f"no Docker engine answers ({why}); run `bash .ci/docker-setup.sh`")
-    import docker
-
     client = docker.from_env(timeout=600)
     yield client
     client.close()

@@ -18,6 +18,7 @@ from click.testing import CliRunner
 from protocol.errors import UserError
 from runner.campaign import read_raw, run_campaign
 from runner.cli import main
+from runner.launch.base import HOST_STOP_NOTE
 from runner.launch.process import ProcessLauncher
 
 pytestmark = pytest.mark.e2e
@@ -147,9 +148,9 @@ def test_host_killed_then_resume_completes_without_duplicates(make_workspace, tm
     after = (out / "raw.csv").read_bytes()
     assert after.startswith(before)  # earlier rows byte-identical
     rows = rows_of(out)
-    final = [r for r in rows if "stopped by the host CLI" not in r["notes"]]
+    final = [r for r in rows if HOST_STOP_NOTE not in r["notes"]]
     assert sorted(r["order_index"] for r in final) == ["1", "2", "3", "4"]  # one final row per pass
-    orphans = [r for r in rows if "stopped by the host CLI" in r["notes"]]
+    orphans = [r for r in rows if HOST_STOP_NOTE in r["notes"]]
     assert len(orphans) == 1 and orphans[0]["trial_id"] == "002-r1-batch_size-4"
     assert orphans[0]["status"] == "interrupted"
     assert any(r["trial_id"] == "002-r1-batch_size-4-a2" and r["status"] == "ok" for r in rows)

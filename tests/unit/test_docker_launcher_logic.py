@@ -282,7 +282,7 @@ def test_create_failure_gives_a_result(trial: TrialPaths) -> None:
     def refuse(**kwargs: Any) -> None:
         raise docker.errors.APIError("no space left on device")
 
-    client.containers.create = refuse  # type: ignore[method-assign]
+    client.containers.create = refuse  # type: ignore[method-assign,assignment]
     result = launcher(client).run(trial, None)
     assert result.exit_code is None and "could not create" in result.notes[0]
 

@@ -1,0 +1,79 @@
+"""``isocost decide`` and ``isocost period``: the decision over campaigns, and one campaign's measured period.
+
+Thin commands: parse the options, call ``runner.decide``, render the memo or JSON.
+
+Example: ``isocost decide results/rtx4090 results/b200 --expenses ledger.csv`` writes
+``results/rtx4090/decision.md``, ``decision.json`` and ``report.html``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from protocol import jsonio
+from runner.decide import campaign_period, render_period, run_decide
+
+_DIR = click.Path(path_type=Path, file_okay=False, exists=True)
+_FILE = click.Path(path_type=Path, dir_okay=False)
+
+
+@click.command()
+@click.argument("dirs", nargs=-1, required=True, type=_DIR)
+@click.option("--expenses", "expenses", type=_FILE, default=None,
+              help="Ledger CSV of other project expenses (date,description,amount_usd,evidence); shown apart, "
+                   "never added to a configuration's cost.")
+@click.option("--catalog", "catalog_path", type=_FILE, default=None,
+              help="Your own dated plan catalog CSV (default: the study's [costing] catalog, else the shipped "
+                   "snapshot).")
+@click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Write decision.md, decision.json and report.html here (default: the first DIR).")
+@click.option("--json", "as_json", is_flag=True, help="Print decision.json instead of the memo.")
+def decide(dirs: tuple[Path, ...], expenses: Path | None, catalog_path: Path | None, out: Path | None,
+           as_json: bool) -> None:
+    """Which acceptable configuration is cheapest before the deadline? Combine campaigns of ONE study.
+
+    A configuration is one variant on one campaign's hardware. For each: the
+    quality verdict, raw pass times, accepted artifacts (each corpus counted
+    once), the measured campaign period, the plans covering it, the contracted
+    cost (whole plan price) and the cost per validated corpus, the deadline
+    fit and the failures. Results of different studies are refused.
+
+    \b
+    Example: isocost decide results/rtx4090 results/b200 --expenses ledger.csv
+    """
+    outcome = run_decide(list(dirs), catalog_path=catalog_path, expenses_path=expenses, out=out)
+    json_path, memo_path, report_path = outcome.written
+    if as_json:
+        click.echo(json_path.read_text(encoding="utf-8"), nl=False)
+    else:
+        click.echo(memo_path.read_text(encoding="utf-8"), nl=False)
+    click.echo(f"Wrote {memo_path}, {json_path} and {report_path}", err=True)
+
+
+@click.command()
+@click.argument("campaign_dir", type=_DIR)
+@click.option("--catalog", "catalog_path", type=_FILE, default=None,
+              help="Your own dated plan catalog CSV (default: the study's [costing] catalog, else the shipped "
+                   "snapshot).")
+@click.option("--json", "as_json", is_flag=True, help="Print sorted JSON.")
+def period(campaign_dir: Path, catalog_path: Path | None, as_json: bool) -> None:
+    """The campaign period, measured from its timestamps, beside the plans that cover it.
+
+    Used time runs from set-up to the last trial (overlaps counted once), plus
+    the waiting the study declares; every component says where it comes from.
+
+    \b
+    Example: isocost period results/quick
+    """
+    measured, extra = campaign_period(campaign_dir, catalog_path)
+    if as_json:
+        click.echo(jsonio.dumps({"schema_version": measured.schema_version, "period": measured.to_dict(), **extra}),
+                   nl=False)
+        return
+    for line in render_period(measured, extra):
+        click.echo(line)
+
+
+COMMANDS = [decide, period]

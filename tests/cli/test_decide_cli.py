@@ -1,0 +1,331 @@
+"""``isocost decide`` and ``isocost period`` through click's CliRunner, on hand-written results directories.
+
+Each directory is written in the campaign format (campaign.json, study.toml, corpus_index.csv, raw.csv,
+events.jsonl, trials/<id>/predictions.jsonl) without running a model, so the verdicts decide re-derives
+are known by construction.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from protocol.fingerprint import sha256_bytes
+from protocol.records import RAW_COLUMNS
+from protocol.study import load_study
+from runner.cli import main
+from runner.cli.decide import COMMANDS
+
+IDS = [f"c-{i:03d}" for i in range(6)]
+LABELS = ["x", "y", "x", "x", "y", "y"]
+T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
+
+
+def run(*args: str) -> Result:
+    for command in COMMANDS:  # the lead registers them in runner/cli/__init__.py; harmless if already there
+        if command.name not in main.commands:
+            main.add_command(command)
+    return CliRunner().invoke(main, list(args))
+
+
+def write_campaign(
+    root: Path,
+    study_text: str,
+    passes: dict[str, list[str]],
+    *,
+    gpu: str | None = "rtx-4090",
+    lots: int = 2,
+    trial_s: float = 60.0,
+    campaign_id: str = "c0ffee00c0ffee00",
+) -> Path:
+    """A finished campaign: each variant's list of statuses ('ok' = correct, complete predictions)."""
+    root.mkdir(parents=True)
+    (root / "study.toml").write_text(study_text, encoding="utf-8")
+    study = load_study(root / "study.toml")
+    with open(root / "corpus_index.csv", "w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(["id", "label", "n_tokens", "length_bucket"])
+        for ident, label in zip(IDS, LABELS, strict=True):
+            writer.writerow([ident, label, 5, "short"])
+    variants = [{"variant_id": v.variant_id, "series": list(v.series), "schema_version": 1, **v.config()}
+                for v in study.variants() if v.variant_id in passes]
+    events = [{"at": T0.isoformat(), "event": "setup_start"},
+              {"at": (T0 + timedelta(seconds=600)).isoformat(), "event": "setup_end"}]
+    clock = T0 + timedelta(seconds=600)
+    rows = []
+    order = [(vid, rep, status) for rep in range(max(map(len, passes.values())))
+             for vid, statuses in passes.items() if rep < len(statuses) for status in [statuses[rep]]]
+    for index, (vid, rep, status) in enumerate(order, start=1):
+        trial_id = f"{index:03d}-r{rep + 1}-{vid.replace('=', '-')}"
+        trial_dir = root / "trials" / trial_id
+        trial_dir.mkdir(parents=True)
+        lines = IDS if status == "ok" else IDS[:2]
+        (trial_dir / "predictions.jsonl").write_text(
+            "".join(json.dumps({"id": i, "label": LABELS[IDS.index(i)], "score": 0.9}) + "\n" for i in lines),
+            encoding="utf-8")
+        (trial_dir / "status.json").write_text(json.dumps({"memory": {"device_total_bytes": None}}))
+        row = {name: "" for name in RAW_COLUMNS}
+        row.update({
+            "trial_id": trial_id, "variant_id": vid, "repetition": str(rep + 1), "order_index": str(index),
+            "attempt": "1", "status": status, "pass_s": repr(2.0 + index / 10) if status == "ok" else "",
+            "expected_ids": "6", "observed_ids": str(len(lines)), "ids_match": str(status == "ok").lower(),
+            "corpus_accepted": str(status == "ok").lower(), "peak_rss_bytes": str(400 * 2**20),
+            "started_at": clock.isoformat(), "ended_at": (clock + timedelta(seconds=trial_s)).isoformat(),
+            "predictions_path": f"trials/{trial_id}/predictions.jsonl", "launcher": "process",
+            "empty_reasons": "peak_allocated_bytes: CPU trial: no GPU, so no device memory counters",
+        })
+        rows.append(row)
+        events += [{"at": clock.isoformat(), "event": "trial_start", "trial_id": trial_id},
+                   {"at": (clock + timedelta(seconds=trial_s)).isoformat(), "event": "trial_end",
+                    "trial_id": trial_id}]
+        clock += timedelta(seconds=trial_s)
+    events.append({"at": clock.isoformat(), "event": "trials_end"})
+    with open(root / "raw.csv", "w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=RAW_COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    (root / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
+    description = {
+        "schema_version": 1, "campaign_id": campaign_id, "created_at": T0.isoformat(), "isocost_version": "0.1.0",
+        "study_name": study.name, "study_path": str(root / "study.toml"),
+        "study_sha256": sha256_bytes(study_text.encode("utf-8")), "question": study.question,
+        "corpus": {"path": "corpus.jsonl", "fingerprint": study.corpus.fingerprint,
+                   "content_fingerprint": "sha256:" + "c" * 64, "inputs": len(IDS)},
+        "tuning": {"path": "tuning.jsonl", "fingerprint": study.tuning.fingerprint, "inputs": 6},
+        "model": {"path": "model", "fingerprint": study.model.fingerprint},
+        "variants": variants, "repetitions": max(map(len, passes.values())), "order": "rotate",
+        "launcher": {"kind": "process"}, "host": {"hostname": "vm", "cpu_count": 2},
+        "rental": {"gpu": gpu, "lots": lots} if gpu else None,
+        "empty_reasons": {} if gpu else {
+            "rental": "no --gpu given to `isocost run`: the plan this host is rented under is unknown"},
+    }
+    (root / "campaign.json").write_text(json.dumps(description), encoding="utf-8")
+    return root
+
+
+@pytest.fixture
+def two_variants(tmp_path: Path, study_text: Callable[..., str]) -> Path:
+    return write_campaign(tmp_path / "rtx", study_text(minimum=0.5),
+                          {"batch_size=1": ["ok", "ok", "ok"], "batch_size=4": ["ok", "oom", "ok"]})
+
+
+def test_decide_prints_the_memo_and_writes_three_files(two_variants: Path) -> None:
+    result = run("decide", str(two_variants))
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    lines = out.splitlines()
+    assert lines[0] == "# Decision: tiny"
+    assert ("**Chosen: batch_size=1 on rtx-4090 ×2 lots**: rtx-4090 7-day plan, 2 lot(s) × 110.00 USD = 220.00 USD; "
+            "cost per validated corpus 220.00 USD (220.00 USD / 1).") in lines
+    assert ("- ties on contracted cost (220.00 USD) with 1 other configuration(s); ranked first by fewer failed "
+            "attempts (0 against 1 for batch_size=4 on rtx-4090 ×2 lots)") in lines
+    assert ("| 1 | batch_size=1 on rtx-4090 ×2 lots | equivalent | 2.10 2.30 2.50 | 2.30 | 3 / 3 | 0 | 1 of 1 "
+            "| 0.27 | 7-day × 2 | 220.00 | 220.00 | — |") in lines
+    assert ("| 2 | batch_size=4 on rtx-4090 ×2 lots | equivalent | 2.20 ✗oom 2.60 | 2.40 | 2 / 3 | oom 1 | 1 of 1 "
+            "| 0.27 | 7-day × 2 | 220.00 | 220.00 | — |") in lines
+    assert "| 3 days | 72 | yes | — | 2 | — | no price for rtx-4090 for 3 days (catalog dated 2026-09-24" in out
+    assert "| 7 days | 168 | yes | 110.00 | 2 | 220.00 | covers the needed period (167.73 h to spare) |" in out
+    assert "Contracted: the 7-day plan, 220.00 USD." in out
+    assert "the study declares no deadline table: no deadline check, no waiting period." in out
+    assert "None given (pass a ledger with --expenses FILE)" in out
+    assert f"Wrote {two_variants / 'decision.md'}, {two_variants / 'decision.json'} and " \
+           f"{two_variants / 'report.html'}" in result.stderr
+    for name in ("decision.md", "decision.json", "report.html"):
+        assert (two_variants / name).exists()
+    assert (two_variants / "decision.md").read_text(encoding="utf-8") == out
+    assert (two_variants / "verdicts.csv").exists()  # verdicts re-derived from the prediction files
+
+
+def test_decide_json(two_variants: Path) -> None:
+    result = run("decide", str(two_variants), "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["chosen"] == "batch_size=1 on rtx-4090 ×2 lots"
+    assert data["ranking"] == ["batch_size=1 on rtx-4090 ×2 lots", "batch_size=4 on rtx-4090 ×2 lots"]
+    assert data["configurations"][0]["cost"]["total_usd"] == "220.00"
+    assert data["campaigns"][0]["period"]["used_s"] == 600 + 6 * 60
+    assert data["catalog_source"] == "the dated snapshot shipped with isocost"
+
+
+def test_decide_out_and_expenses_shown_apart(two_variants: Path, tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger.csv"
+    ledger.write_text("date,description,amount_usd,evidence\n2026-09-30,object storage,12.50,invoice S-17\n",
+                      encoding="utf-8")
+    out = tmp_path / "decision"
+    result = run("decide", str(two_variants), "--expenses", str(ledger), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert f"From {ledger}; shown apart, never added to a configuration's cost." in result.stdout
+    assert "| 2026-09-30 | object storage | 12.50 | invoice S-17 |" in result.stdout
+    assert "| | total | 12.50 | |" in result.stdout
+    assert "220.00 USD (220.00 USD / 1)" in result.stdout  # not 232.50
+    assert (out / "report.html").exists() and not (two_variants / "report.html").exists()
+
+
+def test_campaigns_of_different_studies_are_refused_naming_the_difference(
+    tmp_path: Path, study_text: Callable[..., str]
+) -> None:
+    a = write_campaign(tmp_path / "a", study_text(minimum=0.5), {"batch_size=1": ["ok"]}, campaign_id="aaaa")
+    b = write_campaign(tmp_path / "b", study_text(minimum=0.6), {"batch_size=1": ["ok"]}, campaign_id="bbbb")
+    result = run("decide", str(a), str(b))
+    assert result.exit_code == 2
+    sha_a = sha256_bytes(study_text(minimum=0.5).encode())
+    sha_b = sha256_bytes(study_text(minimum=0.6).encode())
+    assert result.stderr == (
+        f"Error: results come from different studies: study sha256 differs ({a}: {sha_a}, {b}: {sha_b}) ({a}, {b}). "
+        "decide compares configurations of ONE study (same study file, corpus and model): pass only results "
+        "directories of that study, or decide each study separately.\n"
+    )
+    assert not (a / "decision.md").exists()
+
+
+def test_model_fingerprint_difference_is_named(tmp_path: Path, study_text: Callable[..., str]) -> None:
+    a = write_campaign(tmp_path / "a", study_text(), {"batch_size=1": ["ok"]}, campaign_id="aaaa")
+    b = write_campaign(tmp_path / "b", study_text(model_fp="sha256:" + "4" * 64), {"batch_size=1": ["ok"]},
+                       campaign_id="bbbb")
+    result = run("decide", str(a), str(b))
+    assert result.exit_code == 2
+    assert "study sha256 differs" in result.stderr
+    assert f"model fingerprint differs ({a}: sha256:{'3' * 64}, {b}: sha256:{'4' * 64})" in result.stderr
+    assert "corpus fingerprint differs" not in result.stderr
+
+
+def test_unknown_gpu_is_listed_with_the_catalogs_error(tmp_path: Path, study_text: Callable[..., str]) -> None:
+    root = write_campaign(tmp_path / "h100", study_text(), {"batch_size=1": ["ok", "ok"]}, gpu="h100", lots=1)
+    result = run("decide", str(root))
+    assert result.exit_code == 0, result.output
+    assert "**No configuration is chosen.**" in result.stdout
+    assert ("- batch_size=1 on h100 ×1 lot: contracted cost unknown: unknown GPU 'h100' (catalog dated 2026-09-24, "
+            in result.stdout)
+    assert "Known GPUs: b200, rtx-4090. Pick one, or load your own dated catalog with --catalog FILE." in result.stdout
+
+
+def test_missing_price_names_the_gpu_and_days(tmp_path: Path, study_text: Callable[..., str]) -> None:
+    catalog = tmp_path / "catalog.csv"
+    catalog.write_text("gpu,cards_per_lot,plan_days,price_usd_per_lot,currency,catalog_date,source\n"
+                       "l40s,1,30,900.00,USD,2026-10-01,vendor sheet\n", encoding="utf-8")
+    root = write_campaign(tmp_path / "l40s", study_text(), {"batch_size=1": ["ok"]}, gpu="l40s", lots=1)
+    result = run("decide", str(root), "--catalog", str(catalog))
+    assert result.exit_code == 0, result.output
+    # The 3- and 7-day plans would cover the period but have no price; the 30-day one is contracted.
+    assert f"| 3 days | 72 | yes | — | 1 | — | no price for l40s for 3 days (catalog dated 2026-10-01, {catalog})." \
+           in result.stdout
+    assert "**Chosen: batch_size=1 on l40s ×1 lot**: l40s 30-day plan, 1 lot(s) × 900.00 USD = 900.00 USD" \
+           in result.stdout
+
+
+def test_no_rental_gives_an_empty_cost_with_the_reason(tmp_path: Path, study_text: Callable[..., str]) -> None:
+    root = write_campaign(tmp_path / "cpu", study_text(), {"batch_size=1": ["ok"]}, gpu=None)
+    result = run("decide", str(root), "--json")
+    assert result.exit_code == 0, result.output
+    config = json.loads(result.stdout)["configurations"][0]
+    assert config["configuration_id"] == "batch_size=1 on host vm (no rental recorded)"
+    assert config["cost"]["total_usd"] is None
+    assert config["cost"]["empty_reason"] == (
+        "no --gpu given to `isocost run`: the plan this host is rented under is unknown")
+
+
+def test_bad_expenses_and_missing_dirs_are_user_errors(two_variants: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_text("date,description,amount_usd,evidence\n2026-09-30,storage,12.50,\n", encoding="utf-8")
+    result = run("decide", str(two_variants), "--expenses", str(bad))
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"Error: evidence is empty ({bad}:2). Every expense needs its evidence")
+    result = run("decide", str(two_variants), "--expenses", str(tmp_path / "nope.csv"))
+    assert result.exit_code == 2 and "expenses ledger not found" in result.stderr
+    result = run("decide", str(tmp_path))
+    assert result.exit_code == 2 and "not a campaign directory (no campaign.json)" in result.stderr
+    result = run("decide")
+    assert result.exit_code == 2 and "Missing argument 'DIRS...'" in result.output
+
+
+def test_deadline_from_the_study(tmp_path: Path, study_text: Callable[..., str]) -> None:
+    text = study_text() + ('\n[deadline]\nstart = "2026-11-02T09:00"\nend = "2026-11-06T09:00"\n'
+                           'tz = "Europe/Paris"\nwaiting_h = 95\n')
+    root = write_campaign(tmp_path / "d", text, {"batch_size=1": ["ok", "ok"]}, trial_s=1800)
+    result = run("decide", str(root))
+    assert result.exit_code == 0, result.output
+    # 600 s + 2 × 1800 s = 1.1667 h used + 95 h waiting = 96.17 h > 96 h.
+    assert "- batch_size=1 on rtx-4090 ×2 lots: deadline: does not fit: needs 96.17 h > the deadline window's 96 h " \
+           "(over by 0.17 h)" in result.stdout
+    assert "Window 2026-11-02T09:00+01:00 → 2026-11-06T09:00+01:00 (Europe/Paris): 96 h real elapsed" in result.stdout
+
+
+def test_period_command(two_variants: Path) -> None:
+    result = run("period", str(two_variants))
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("From 2026-11-02T09:00:00Z to 2026-11-02T09:16:00Z: used 0.27 h (1 session(s), "
+                               "0 resume(s))")
+    assert "| setup | 0.17 | 600.0 | yes | events.jsonl setup_start → setup_end" in result.stdout
+    assert "| trials | 0.1 | 360.0 | yes |" in result.stdout
+    assert "plans for rtx-4090 ×2 (catalog dated 2026-09-24, the dated snapshot shipped with isocost):" in lines
+    assert "contracted: 7-day plan, 220.00 USD (whole plan price)" in lines
+    data = json.loads(run("period", str(two_variants), "--json").stdout)
+    assert data["period"]["used_s"] == 960
+    assert data["cost"]["total_usd"] == "220.00"
+
+
+def test_help_has_examples() -> None:
+    for name in ("decide", "period"):
+        result = run(name, "--help")
+        assert result.exit_code == 0
+        assert f"Example: isocost {name}" in result.output
+
+
+def test_report_html_is_self_contained_with_every_pass_drawn(two_variants: Path) -> None:
+    assert run("decide", str(two_variants)).exit_code == 0
+    html = (two_variants / "report.html").read_text(encoding="utf-8")
+    assert html.startswith("<!DOCTYPE html>")
+    assert html.count('<svg class="plot ') == 3
+    assert html.count('<circle class="pass accepted"') == 5  # 3 + 2 accepted passes
+    assert html.count('<path class="pass failed"') == 1  # the OOM attempt, in the failure lane
+    assert '<text x="' in html and ">oom 1</text>" in html
+    assert html.count('<line class="median"') == 2
+    assert html.count('<rect class="cost-bar"') == 2
+    assert "220.00 USD · chosen" in html
+    assert "host RAM capacity not recorded" in html
+    assert "pass time per full pass over the corpus (s)" in html and "peak memory (MiB)" in html
+    assert "http://" not in html and "https://" not in html and "<script" not in html
+
+
+def test_report_draws_undefined_and_unknown_costs_as_empty_bars(tmp_path: Path, study_text: Callable[..., str]) -> None:
+    failed = write_campaign(tmp_path / "failed", study_text(), {"batch_size=1": ["oom", "oom"]})
+    assert run("decide", str(failed)).exit_code == 0
+    html = (failed / "report.html").read_text(encoding="utf-8")
+    assert html.count('<rect class="cost-empty"') == 1
+    assert "undefined: no accepted corpus (spend 220.00 USD still stands)" in html
+    assert "No configuration is chosen." in html
+    unknown = write_campaign(tmp_path / "unknown", study_text(), {"batch_size=1": ["ok"]}, gpu=None)
+    assert run("decide", str(unknown)).exit_code == 0
+    html = (unknown / "report.html").read_text(encoding="utf-8")
+    assert "unknown: no --gpu given to `isocost run`" in html
+
+
+def test_the_studys_own_catalog_is_found_next_to_the_original_study(
+    tmp_path: Path, study_text: Callable[..., str]
+) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "own.csv").write_text(
+        "gpu,cards_per_lot,plan_days,price_usd_per_lot,currency,catalog_date,source\n"
+        "rtx-4090,1,3,45.00,USD,2026-10-01,vendor sheet\n", encoding="utf-8")
+    text = study_text() + '\n[costing]\ncatalog = "../own.csv"\n'
+    root = write_campaign(tmp_path / "camp", text, {"batch_size=1": ["ok"]})
+    description = json.loads((root / "campaign.json").read_text())
+    description["study_path"] = str(tmp_path / "a" / "b" / "study.toml")  # where the user kept the study
+    (root / "campaign.json").write_text(json.dumps(description))
+    result = run("decide", str(root))
+    assert result.exit_code == 0, result.output
+    assert "rtx-4090 3-day plan, 2 lot(s) × 45.00 USD = 90.00 USD" in result.stdout
+    assert f"(the study's [costing] catalog ({tmp_path / 'a' / 'own.csv'}))" in result.stdout
+    description["study_path"] = str(tmp_path / "elsewhere" / "study.toml")
+    (root / "campaign.json").write_text(json.dumps(description))
+    result = run("decide", str(root))
+    assert result.exit_code == 2
+    assert "the catalog named by the study's [costing] table is not found" in result.stderr
+    assert "Pass the dated catalog with --catalog FILE." in result.stderr
