@@ -11,7 +11,7 @@ STUDY ?= quick
 TORCH_CPU := torch==2.13.0
 
 .DEFAULT_GOAL := help
-.PHONY: help setup demo run test test-fast lint faults clean
+.PHONY: help setup demo run run-cpu run-cuda run-rocm images test test-fast lint faults bench clean
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-10s %s\n", $$1, $$2}'
@@ -31,6 +31,26 @@ demo: $(STAMP) ## Build the demo corpus, tuning split and classifier in .isocost
 
 run: demo ## Run the demo study (STUDY=quick) on this CPU and print the summary
 	$(BIN)/isocost run $(DEMO_DIR)/$(STUDY).toml --out $(RESULTS)/$(STUDY)-$$(date -u +%Y%m%dT%H%M%SZ)
+
+# BASE overrides the pinned base image (air-gapped hosts, this CI: BASE=isocost-base/bookworm:local).
+IMAGE_BASE_ARG = $(if $(BASE),--base $(BASE))
+
+images: $(STAMP) ## Build every image this host can build (cpu always; cuda/rocm need their pinned base)
+	$(BIN)/isocost images build --stack cpu $(IMAGE_BASE_ARG)
+	-$(BIN)/isocost images build --stack cuda $(IMAGE_BASE_ARG)
+	-$(BIN)/isocost images build --stack rocm $(IMAGE_BASE_ARG)
+
+run-cpu: demo ## Build the CPU image if needed, run the demo study in containers
+	$(BIN)/isocost images build --stack cpu $(IMAGE_BASE_ARG)
+	$(BIN)/isocost run $(DEMO_DIR)/$(STUDY).toml --launcher docker --out $(RESULTS)/$(STUDY)-cpu-$$(date -u +%Y%m%dT%H%M%SZ)
+
+run-cuda: demo ## On an NVIDIA host: build the CUDA image, run the demo study on the GPU in containers
+	$(BIN)/isocost images build --stack cuda $(IMAGE_BASE_ARG)
+	$(BIN)/isocost run $(DEMO_DIR)/$(STUDY)-cuda.toml --launcher docker --out $(RESULTS)/$(STUDY)-cuda-$$(date -u +%Y%m%dT%H%M%SZ)
+
+run-rocm: demo ## On an AMD host: build the ROCm image, run the demo study on the GPU in containers
+	$(BIN)/isocost images build --stack rocm $(IMAGE_BASE_ARG)
+	$(BIN)/isocost run $(DEMO_DIR)/$(STUDY)-rocm.toml --launcher docker --out $(RESULTS)/$(STUDY)-rocm-$$(date -u +%Y%m%dT%H%M%SZ)
 
 test: $(STAMP) ## Run the whole test suite (unit, CLI, end-to-end with the real model)
 	$(BIN)/python -m pytest -q

@@ -487,4 +487,5 @@ def _row_interval(row: Mapping[str, Any], index: int, notes: list[str] | None = 
 def _iso(moment: datetime | None) -> str | None:
     if moment is None:
         return None
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    spec = "milliseconds" if moment.microsecond % 1000 == 0 else "microseconds"
+    return moment.astimezone(UTC).isoformat(timespec=spec).replace("+00:00", "Z")

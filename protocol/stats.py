@@ -89,17 +89,23 @@ def summarize(
     declares common seeds); by default every variant is compared with ``quality.reference_variant``.
     """
     by_variant: dict[str, list[dict[str, str]]] = {v["variant_id"]: [] for v in variant_order}
-    for row in sorted(rows, key=lambda r: (int(r["order_index"]), int(r["attempt"]))):
+    # Stable sort by (order_index, attempt): the row index breaks ties as sorted() would.
+    keys = zip(map(int, [r["order_index"] for r in rows]), map(int, [r["attempt"] for r in rows]), range(len(rows)))
+    for *_, index in sorted(keys):
+        row = rows[index]
         by_variant.setdefault(row["variant_id"], []).append(row)
 
     reference_id = quality.reference_variant
     pick = reference_for or (lambda variant_id: reference_id)
+    reference_metrics: dict[str, float | None] = {}  # a pure function of the reference's rows: computed once
     summaries = []
     for variant in variant_order:
         vid = variant["variant_id"]
-        ref_metric = _median_metric(by_variant.get(pick(vid), []), verdicts)
-        summaries.append(_summarize_variant(variant, by_variant.get(vid, []), verdicts, quality, ref_metric,
-                                            pick(vid)))
+        ref = pick(vid)
+        if ref not in reference_metrics:
+            reference_metrics[ref] = _median_metric(by_variant.get(ref, []), verdicts)
+        summaries.append(_summarize_variant(variant, by_variant.get(vid, []), verdicts, quality,
+                                            reference_metrics[ref], ref))
     warnings = list(_spread_warnings(summaries))
     for summary in summaries:
         if 0 < summary.accepted < 3:
@@ -118,55 +124,108 @@ def _median_metric(rows: list[dict[str, str]], verdicts: dict[str, dict[str, Any
     return statistics.median(values) if values else None
 
 
+def _median(values: list[float]) -> float:
+    """``statistics.median`` without its per-call overhead (same arithmetic, same result)."""
+    data = sorted(values)
+    n = len(data)
+    if n % 2 == 1:
+        return data[n // 2]
+    i = n // 2
+    return (data[i - 1] + data[i]) / 2
+
+
 def _summarize_variant(
     variant: dict[str, Any], rows: list[dict[str, str]], verdicts: dict[str, dict[str, Any]],
     quality: Any, ref_metric: float | None, reference_id: str,
 ) -> VariantSummary:
+    # One pass over the rows: this runs once per variant, and a big sweep has tens of thousands.
     reasons: dict[str, str] = {}
     statuses: dict[str, int] = {}
+    times: list[float | None] = []
+    good: list[float] = []
+    metrics: list[Any] = []
+    subgroup_tables: list[dict[str, dict[str, float]]] = []
+    agreements_known: list[float] = []
+    deltas_known: list[float] = []
+    rss: list[int] = []
+    allocated: list[int] = []
+    reserved: list[int] = []
+    truncated: list[int] = []
+    oom_events = 0
+    get_verdict = verdicts.get
     for row in rows:
-        statuses[row["status"]] = statuses.get(row["status"], 0) + 1
-    accepted_rows = [r for r in rows if verdicts.get(r["trial_id"], {}).get("corpus_accepted")]
-    times = [_float(r["pass_s"]) if verdicts.get(r["trial_id"], {}).get("corpus_accepted") else None
-             for r in rows]
-    good = [t for t in times if t is not None]
+        status = row["status"]
+        statuses[status] = statuses.get(status, 0) + 1
+        verdict = get_verdict(row["trial_id"])
+        if verdict is None:
+            times.append(None)
+        else:
+            if verdict.get("corpus_accepted"):
+                text = row["pass_s"]
+                seconds = float(text) if text not in ("", None) else None
+                times.append(seconds)
+                if seconds is not None:
+                    good.append(seconds)
+                subgroup_tables.append(verdict.get("subgroups", {}))
+            else:
+                times.append(None)
+            if verdict["corpus_accepted"]:
+                metrics.append(verdict["metric_value"])
+            # Agreement is measured on every complete pass, accepted or not: part of the quality reading.
+            agreement = verdict.get("agreement")
+            if agreement is not None:
+                agreements_known.append(agreement)
+            delta = verdict.get("max_score_delta")
+            if delta is not None:
+                deltas_known.append(delta)
+        if row.get("peak_rss_bytes"):
+            rss.append(int(row["peak_rss_bytes"]))
+        if row.get("peak_allocated_bytes"):
+            allocated.append(int(row["peak_allocated_bytes"]))
+        if row.get("peak_reserved_bytes"):
+            reserved.append(int(row["peak_reserved_bytes"]))
+        if row.get("truncated_count"):
+            truncated.append(int(row["truncated_count"]))
+        events = row.get("oom_events", "")
+        if events not in ("", None):
+            oom_events += int(events) or 0
+    accepted = len(subgroup_tables)
+    collected: dict[str, dict[str, list[float]]] = {}
+    for table in subgroup_tables:
+        for group, values in table.items():
+            per_group = collected.get(group)
+            if per_group is None:
+                per_group = collected[group] = {}
+            for value, score in values.items():
+                scores = per_group.get(value)
+                if scores is None:
+                    per_group[value] = [score]
+                else:
+                    scores.append(score)
     if not good:
         reasons["median_pass_s"] = "no accepted pass"
-    metric = _median_metric(rows, verdicts)
-    collected: dict[str, dict[str, list[float]]] = {}
-    for row in accepted_rows:
-        for group, values in verdicts[row["trial_id"]].get("subgroups", {}).items():
-            for value, score in values.items():
-                collected.setdefault(group, {}).setdefault(value, []).append(score)
-    subgroups = {g: {k: statistics.median(v) for k, v in d.items()} for g, d in collected.items()}
-    # Agreement is measured on every complete pass, accepted or not: it is part of the quality reading.
-    agreements = [verdicts.get(r["trial_id"], {}).get("agreement") for r in rows]
-    agreements_known = [a for a in agreements if a is not None]
-    deltas = [verdicts.get(r["trial_id"], {}).get("max_score_delta") for r in rows]
-    deltas_known = [d for d in deltas if d is not None]
-    equivalent, why = _equivalence(reference_id, quality, metric, ref_metric, agreements_known,
-                                   len(accepted_rows))
+    metric = _median(metrics) if metrics else None
+    subgroups = {g: {k: _median(v) for k, v in d.items()} for g, d in collected.items()}
+    equivalent, why = _equivalence(reference_id, quality, metric, ref_metric, agreements_known, accepted)
 
-    def peak(column: str) -> int | None:
-        values = [_int(r[column]) for r in rows if r.get(column)]
+    def peak(column: str, values: list[int]) -> int | None:
         if not values:
             first_reason = next((r["empty_reasons"] for r in rows if r.get("empty_reasons")), "")
             reasons[column] = _reason_for(column, first_reason) or "not measured"
             return None
-        return max(v for v in values if v is not None)
+        return max(values)
 
-    truncated = [_int(r["truncated_count"]) for r in rows if r.get("truncated_count")]
     return VariantSummary(
         variant_id=variant["variant_id"],
         series=tuple(variant.get("series", ())),
         config={k: variant[k] for k in variant if k not in ("variant_id", "series", "schema_version")},
         attempts=len(rows),
         statuses=statuses,
-        accepted=len(accepted_rows),
-        failed=len(rows) - len(accepted_rows),
+        accepted=accepted,
+        failed=len(rows) - accepted,
         pass_s=tuple(times),
         pass_s_labels=tuple(r["trial_id"] for r in rows),
-        median_pass_s=statistics.median(good) if good else None,
+        median_pass_s=_median(good) if good else None,
         min_pass_s=min(good) if good else None,
         max_pass_s=max(good) if good else None,
         metric=quality.metric,
@@ -176,11 +235,11 @@ def _summarize_variant(
         max_score_delta=max(deltas_known) if deltas_known else None,
         equivalent=equivalent,
         equivalence_reason=why,
-        peak_rss_bytes=peak("peak_rss_bytes"),
-        peak_allocated_bytes=peak("peak_allocated_bytes"),
-        peak_reserved_bytes=peak("peak_reserved_bytes"),
-        truncated_count=max(t for t in truncated if t is not None) if truncated else None,
-        oom_events=sum(_int(r.get("oom_events", "")) or 0 for r in rows),
+        peak_rss_bytes=peak("peak_rss_bytes", rss),
+        peak_allocated_bytes=peak("peak_allocated_bytes", allocated),
+        peak_reserved_bytes=peak("peak_reserved_bytes", reserved),
+        truncated_count=max(truncated) if truncated else None,
+        oom_events=oom_events,
         empty_reasons=reasons,
     )
 

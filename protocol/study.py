@@ -48,6 +48,7 @@ _TOP_KEYS = {
     "series": "array of tables: name, field, values",
     "deadline": "table: start, end, tz, waiting_h (the access window the work must fit)",
     "costing": "table: catalog (optional path to a dated plan catalog CSV)",
+    "images": "table: stack = \"REPO@sha256:…\" (run exactly this image for that stack)",
 }
 
 
@@ -130,6 +131,10 @@ class Study:
     series: tuple[Series, ...]
     deadline: Deadline | None = None
     costing: Costing = Costing(catalog=None)
+    images: tuple[tuple[str, str], ...] = ()  # (stack, image reference by digest)
+
+    def image_for(self, stack: str) -> str:
+        return dict(self.images).get(stack, "")
 
     def variants(self) -> tuple[Variant, ...]:
         """Expand the series into variants, in declaration order, merging identical configs.
@@ -218,6 +223,27 @@ class _Reader:
             raise UserError(
                 f"expected {_kind_name(kinds)}, got {type(value).__name__} {value!r}", self.where(key), fix
             )
+        return value
+
+    def number(self, key: str, default: Any = ..., *, minimum: float | None = None) -> float:
+        """A finite number (an integer is accepted), at least ``minimum`` when given."""
+        value = self.get(key, (int, float), default)
+        if value is None:
+            return value  # type: ignore[no-any-return]
+        try:
+            number = float(value)
+        except OverflowError:
+            raise UserError(f"{value!r} is too large", self.where(key)) from None
+        if not math.isfinite(number):
+            raise UserError(f"expected a finite number, got {value!r}", self.where(key))
+        if minimum is not None and number < minimum:
+            raise UserError(f"must be at least {minimum:g}, got {value!r}", self.where(key))
+        return number
+
+    def path(self, key: str, default: Any = ...) -> str | None:
+        value = self.get(key, str, default)
+        if value is not None and ("\x00" in value or not value.strip()):
+            raise UserError("a path must be non-empty and contain no NUL byte", self.where(key))
         return value
 
     def choice(self, key: str, choices: tuple[str, ...], default: Any = ...) -> str:
@@ -310,6 +336,7 @@ def parse_study(data: dict[str, Any], *, path: Path, sha256: str) -> Study:
     quality = _quality(top, buckets)
     deadline = _deadline(top)
     costing = _costing(top, base_dir)
+    images = _images(top)
     top.finish(_TOP_KEYS)
 
     study = Study(
@@ -330,6 +357,7 @@ def parse_study(data: dict[str, Any], *, path: Path, sha256: str) -> Study:
         series=series,
         deadline=deadline,
         costing=costing,
+        images=images,
     )
     if campaign.seeds and any(s.field == "seed" for s in series):
         raise UserError(
@@ -354,7 +382,7 @@ def _table(top: _Reader, key: str) -> _Reader:
 
 def _data_ref(top: _Reader, key: str, base_dir: Path) -> DataRef:
     table = _table(top, key)
-    rel = table.get("path", str)
+    rel = table.path("path")
     fingerprint = table.get(
         "fingerprint", str, fix="Add the expected `fingerprint = \"sha256:…\"` (see `isocost fingerprint PATH`)."
     )
@@ -394,7 +422,7 @@ def _length_buckets(top: _Reader) -> tuple[LengthBucket, ...]:
 def _quality(top: _Reader, buckets: tuple[LengthBucket, ...]) -> QualityRule:
     q = _table(top, "quality")
     metric = q.choice("metric", METRICS)
-    minimum = float(q.get("minimum", (int, float)))
+    minimum = q.number("minimum")
     if not 0.0 <= minimum <= 1.0:
         raise UserError("minimum must be between 0 and 1", q.where("minimum"))
     tuned_on = q.get("tuned_on", str, fix='Say which data set the threshold was tuned on, e.g. "tuning".')
@@ -405,21 +433,22 @@ def _quality(top: _Reader, buckets: tuple[LengthBucket, ...]) -> QualityRule:
             "Tune thresholds on the tuning corpus, or declare a new independent evaluation corpus.",
         )
     reference = q.get("reference_variant", str)
-    drop = float(q.get("max_metric_drop", (int, float), 0.0))
-    agreement = float(q.get("min_agreement", (int, float), 0.0))
+    drop = q.number("max_metric_drop", 0.0, minimum=0.0)
+    agreement = q.number("min_agreement", 0.0)
     if drop < 0 or not 0.0 <= agreement <= 1.0:
         raise UserError("max_metric_drop must be >= 0 and min_agreement in [0, 1]", q.where("max_metric_drop"))
     subgroups = tuple(q.get("subgroups", list, []))
     allowed = {"label"} | ({"length_bucket"} if buckets else set())
     for group in subgroups:
-        if group not in allowed:
+        if not isinstance(group, str) or group not in allowed:
             raise UserError(
                 f"unknown subgroup {group!r}",
                 q.where("subgroups"),
                 f"Use {', '.join(sorted(allowed))} (length_bucket needs [[length_buckets]]).",
             )
     replay = q.choice("replay", REPLAY_KINDS, "identical")
-    delta = q.get("max_score_delta", (int, float), None)
+    delta = q.number("max_score_delta", None, minimum=0.0) if "max_score_delta" in q.table else None
+    q.used.add("max_score_delta")
     if replay == "bounded" and delta is None:
         raise UserError('replay = "bounded" needs a bound', q.where("max_score_delta"), "Add `max_score_delta = …`.")
     q.finish()
@@ -444,7 +473,7 @@ def _deadline(top: _Reader) -> Deadline | None:
     start = d.get("start", str, fix='Write a local time such as "2026-12-07T09:00".')
     end = d.get("end", str, fix='Write a local time such as "2026-12-11T09:00".')
     tz = d.get("tz", str, fix='Name an IANA time zone such as "Europe/Paris".')
-    waiting = float(d.get("waiting_h", (int, float), 0))
+    waiting = d.number("waiting_h", 0, minimum=0.0)
     d.finish()
     if waiting < 0:
         raise UserError("waiting_h must be >= 0", d.where("waiting_h"))
@@ -462,11 +491,32 @@ def _costing(top: _Reader, base_dir: Path) -> Costing:
         top.used.add("costing")
         return Costing(catalog=None)
     c = _table(top, "costing")
-    catalog = c.get("catalog", str, None)
+    catalog = c.path("catalog", None)
     c.finish()
     if catalog is None:
         return Costing(catalog=None)
     return Costing(catalog=(base_dir / catalog).resolve())
+
+
+def _images(top: _Reader) -> tuple[tuple[str, str], ...]:
+    if "images" not in top.table:
+        top.used.add("images")
+        return ()
+    table = _table(top, "images")
+    found = []
+    for stack in sorted(table.table):
+        if stack not in STACKS:
+            raise UserError(f"unknown stack {stack!r}", table.where(stack), f"Use one of: {', '.join(STACKS)}.")
+        ref = table.get(stack, str)
+        if "@sha256:" not in ref and not ref.startswith("sha256:"):
+            raise UserError(
+                f"image {ref!r} is not pinned by digest",
+                table.where(stack),
+                "Name it as REPO@sha256:<64 hex> (or a local image ID sha256:…) so every trial runs exactly it.",
+            )
+        found.append((stack, ref))
+    table.finish()
+    return tuple(found)
 
 
 def _warmup(top: _Reader) -> WarmupRule:
@@ -559,6 +609,12 @@ def _check_config(reader: _Reader, config: dict[str, Any]) -> None:
         raise UserError('stack "cpu" runs on device "cpu"', reader.where("device"))
     if config["stack"] in ("cuda", "rocm") and config["device"] != "cuda":
         raise UserError('GPU stacks run on device "cuda" (ROCm uses the same torch device)', reader.where("device"))
+    if config["quantization"] == "int8-dynamic" and config["device"] != "cpu":
+        raise UserError(
+            "int8-dynamic quantization (torch dynamic quantization) runs on CPU only",
+            reader.where("quantization"),
+            "Use it in a CPU variant, or compare fp16/bf16 on the GPU.",
+        )
     if config["device"] == "cpu" and config["precision"] == "fp16":
         raise UserError(
             "fp16 is GPU-only and is refused on CPU",

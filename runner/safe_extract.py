@@ -3,8 +3,9 @@
 ``tarfile.extractall`` is never called. Every member is checked before a byte
 of it is written:
 
-- its name: relative, no ``..`` or ``.`` component, no empty component, no
-  backslash, NUL or control character, bounded length and depth;
+- its name: relative, no ``..`` or ``.`` component (a leading ``./``, as
+  ``tar -C DIR .`` writes, is dropped), no empty component, no backslash, NUL
+  or control character, bounded length and depth;
 - its type: regular files and directories only. Symbolic links, hard links
   (all of them, wherever they point), character and block devices, FIFOs,
   sparse and contiguous files are refused;
@@ -110,6 +111,10 @@ def check_member_name(name: str, *, is_dir: bool = False, limits: ExtractLimits 
     if name.startswith("/") or (len(name) >= 2 and name[1] == ":" and name[0].isalpha()):
         raise UnsafeArchive("absolute member path", shown, "Do not use this archive: it writes outside its folder.")
     text = name[:-1] if is_dir and name.endswith("/") else name
+    while text.startswith("./"):  # `tar -C DIR .` writes ./name: the same relative name
+        text = text[2:]
+    if is_dir and text in ("", "."):
+        return ""  # the archive's own top folder: nothing to create
     parts = text.split("/")
     if ".." in parts:
         raise UnsafeArchive("member path climbs out with '..'", shown,
@@ -140,6 +145,8 @@ class _Guard:
             raise UnsafeArchive(f"member is {kind}; only regular files and directories are accepted",
                                 repr(member.name)[:200], "Do not use this archive.")
         name = check_member_name(member.name, is_dir=member.isdir(), limits=self.limits)
+        if not name:
+            return name  # "./": the destination itself
         if member.isreg():
             if member.size < 0:
                 raise UnsafeArchive("member has a negative size", repr(name), "Do not use this archive.")
@@ -182,7 +189,9 @@ def scan(path: Path, limits: ExtractLimits = DEFAULT_LIMITS) -> list[str]:
     tar = _open(path)
     try:
         for member in _members(tar, path):
-            names.append(guard.check(member))
+            name = guard.check(member)
+            if name:
+                names.append(name)
     finally:
         tar.close()
     return names
@@ -221,6 +230,8 @@ def read_archive(
     try:
         for member in _members(tar, path):
             name = guard.check(member)
+            if not name:
+                continue
             write = real_dest is not None and select(name)
             if write and real_dest is not None and _DATA_FILTER is not None:
                 try:

@@ -41,8 +41,11 @@ def _sigterm_as_interrupt(signum: int, frame: FrameType | None) -> None:
 @click.option("--acknowledge-seen-corpus", is_flag=True,
               help="Run although this final corpus was already evaluated under another quality rule "
                    "(recorded in campaign.json and the summary).")
+@click.option("--allowed-root", "allowed_root", multiple=True, metavar="DIR",
+              help="Refuse a study, corpus, model or catalog outside these directories (repeatable; also "
+                   "ISOCOST_ALLOWED_ROOTS).")
 def run(study: Path, out: Path, resume: bool, launcher_kind: str, image: str | None, gpu: str | None,
-        lots: int | None, acknowledge_seen_corpus: bool) -> None:
+        lots: int | None, acknowledge_seen_corpus: bool, allowed_root: tuple[str, ...]) -> None:
     """Run every trial of STUDY in rotated order, one fresh container or process per trial.
 
     Every attempt gets one row in OUT/raw.csv the moment it ends (failures,
@@ -66,7 +69,7 @@ def run(study: Path, out: Path, resume: bool, launcher_kind: str, image: str | N
             raise UserError("--lots needs --gpu", "isocost run", "Name the rented GPU type with --gpu.")
         rental = Rental(gpu=gpu.strip().lower(), lots=lots or 1) if gpu else None
         outcome = run_campaign(study, out, launcher, resume=resume, progress=_progress, rental=rental,
-                               acknowledge_seen_corpus=acknowledge_seen_corpus)
+                               acknowledge_seen_corpus=acknowledge_seen_corpus, allowed_root_list=allowed_root)
     except KeyboardInterrupt:
         click.echo(f"Interrupted. Every finished trial is in {out / 'raw.csv'}; "
                    f"continue with: isocost run {study} --out {out} --resume", err=True)

@@ -62,17 +62,27 @@ def choose_launcher(
                             "Drop --image, or use --launcher docker.")
         return LauncherChoice(ProcessLauncher(), "trials run as local processes (--launcher process): no container "
                                                  "image, so no image digest in the manifests")
+    study = load_study(study_path)
     from runner.images import default_lock_path, locked_image
-    from runner.launch.docker import DockerLauncher, connect_engine, engine_answers, resolve_image
+    from runner.launch.docker import (
+        ContainerLimits,
+        DockerLauncher,
+        connect_engine,
+        engine_answers,
+        resolve_image,
+    )
 
     stack = study_stack(study_path)
+    image = image or study.image_for(stack) or None  # the study may name its image by digest
+    limits = ContainerLimits(mem_limit=str(study.campaign.memory_limit_bytes)
+                             if study.campaign.memory_limit_bytes else None)
     lock_path = lock_path or default_lock_path()
     ok, why = (answers or engine_answers)(engine_timeout_s)
     record = locked_image(stack, lock_path)
     ref = image or (record.image_ref if record is not None else "")
     prefer = record.repo_digest if record is not None else ""
     if kind == "docker" or image:
-        where = "--image" if image else "--launcher docker"
+        where = "--image (or the study's [images])" if image else "--launcher docker"
         if not ok:
             raise UserError(f"no Docker engine answers ({why})", where,
                             "Start dockerd (bash .ci/docker-setup.sh does) or set DOCKER_HOST; "
@@ -80,7 +90,7 @@ def choose_launcher(
         if not ref:
             raise UserError(f"no {stack} image is known (none in {lock_path})", where,
                             f"Build one (isocost images build --stack {stack}) or pass --image REPO@sha256:….")
-        launcher = DockerLauncher(ref, stack=stack, prefer_digest=prefer)
+        launcher = DockerLauncher(ref, stack=stack, prefer_digest=prefer, limits=limits)
         _check_study_inputs(launcher, study_path)
         return LauncherChoice(launcher, "")
     if not ok:
@@ -97,7 +107,7 @@ def choose_launcher(
         return LauncherChoice(ProcessLauncher(), f"the locked {stack} image is not usable here ({exc.what}): trials "
                                                  "run as local processes, without an image digest (rebuild it with "
                                                  f"isocost images build --stack {stack}, or pass --image)")
-    launcher = DockerLauncher(ref, stack=stack, client=client, prefer_digest=prefer)
+    launcher = DockerLauncher(ref, stack=stack, client=client, prefer_digest=prefer, limits=limits)
     _check_study_inputs(launcher, study_path)
     return LauncherChoice(launcher, "")
 

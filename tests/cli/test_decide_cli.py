@@ -260,15 +260,32 @@ def test_period_command(two_variants: Path) -> None:
     result = run("period", str(two_variants))
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert lines[0].startswith("From 2026-11-02T09:00:00Z to 2026-11-02T09:16:00Z: used 0.27 h (1 session(s), "
-                               "0 resume(s))")
-    assert "| setup | 0.17 | 600.0 | yes | events.jsonl setup_start → setup_end" in result.stdout
-    assert "| trials | 0.1 | 360.0 | yes |" in result.stdout
-    assert "plans for rtx-4090 ×2 (catalog dated 2026-09-24, the dated snapshot shipped with isocost):" in lines
-    assert "contracted: 7-day plan, 220.00 USD (whole plan price)" in lines
+    assert lines[:3] == [
+        "campaign c0ffee00c0ffee00, rented as rtx-4090 ×2 lot(s)",
+        "from 2026-11-02T09:00:00.000Z to 2026-11-02T09:16:00.000Z",
+        "  setup                          600.0 s      0.17 h  events.jsonl setup_start → setup_end (`isocost run` "
+        "freezing the study: fingerprints, tokenization, schedule)",
+    ]
+    assert lines[3].startswith("  trials                         360.0 s       0.1 h  events.jsonl trial_start")
+    assert lines[4].startswith("  evaluation                           —           —  not recorded: no "
+                               "evaluation_start/evaluation_end events")
+    assert "used: 0.27 h (1 session(s), 0 resume(s); overlaps counted once); idle between sessions: 0 h" in lines
+    assert "needed period: 0.27 h (used + declared waiting)" in lines
+    assert "plans for rtx-4090 ×2 lot(s) (catalog dated 2026-09-24, the dated snapshot shipped with isocost):" in lines
+    assert "  7-day plan (168 h): covers; 220.00 USD; covers the needed period (167.73 h to spare)" in lines
+    assert lines[-1] == "contracted: 7-day plan, 220.00 USD (whole plan price)"
     data = json.loads(run("period", str(two_variants), "--json").stdout)
     assert data["period"]["used_s"] == 960
     assert data["cost"]["total_usd"] == "220.00"
+
+
+def test_period_without_rental(tmp_path: Path, study_text: Callable[..., str]) -> None:
+    root = write_campaign(tmp_path / "cpu", study_text(), {"batch_size=1": ["ok"]}, gpu=None)
+    result = run("period", str(root))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0] == "campaign c0ffee00c0ffee00, rented as unknown (no rental recorded)"
+    assert result.stdout.splitlines()[-1] == (
+        "plans: none priced (no --gpu given to `isocost run`: the plan this host is rented under is unknown)")
 
 
 def test_help_has_examples() -> None:

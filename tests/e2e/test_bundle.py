@@ -7,6 +7,7 @@ shared by the module; tampering works on copies of the bundle's bytes.
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import tarfile
 from dataclasses import dataclass
@@ -18,12 +19,14 @@ from workspace import write_workspace
 
 from protocol.errors import UserError
 from protocol.fingerprint import sha256_bytes
+from protocol.validate import ParsedPredictions, Prediction, compare_predictions
 from runner.bundle import (
     MANIFEST_NAME,
     BundleManifest,
     PackedFile,
     create_bundle,
     replay_bundle,
+    replay_differences,
     verify_bundle,
     write_deterministic_tar,
 )
@@ -225,6 +228,25 @@ def test_a_changed_study_is_named(campaign, tmp_path):
     assert "campaign.json field study_sha256 says" in first(forged)
 
 
+def test_a_campaign_with_a_failed_trial_bundles_verifies_and_is_not_replayed(make_workspace, tmp_path,
+                                                                              monkeypatch):
+    study = make_workspace(n=6, repetitions=1, batches="[4]")
+    out = tmp_path / "out"
+    monkeypatch.setenv("ISOCOST_FAULT_INJECT", "oom-at-batch:1")
+    run_campaign(study, out, ProcessLauncher())
+    monkeypatch.delenv("ISOCOST_FAULT_INJECT")
+    summarize_campaign(out)
+    [row] = read_raw(out / "raw.csv")
+    assert (row["status"], row["completed"]) == ("oom", "4")
+    create_bundle(out, tmp_path / "oom.tar.gz")
+    report = verify_bundle(tmp_path / "oom.tar.gz")
+    assert report.ok, report.first  # a failure is evidence too: kept, and consistent
+    with pytest.raises(UserError, match="was not an accepted pass .status oom"):
+        replay_bundle(tmp_path / "oom.tar.gz", trial_ids=[row["trial_id"]])
+    with pytest.raises(UserError, match="holds no accepted pass to replay"):
+        replay_bundle(tmp_path / "oom.tar.gz")
+
+
 # -- replay ---------------------------------------------------------------------------------------
 
 
@@ -294,3 +316,80 @@ def test_the_full_bundle_holds_the_inputs(campaign):
     with tarfile.open(campaign.full) as tar:
         names = tar.getnames()
     assert "inputs/corpus/corpus.jsonl" in names and "inputs/model/config.json" in names
+
+
+def test_a_bundle_pointing_an_input_outside_itself_is_named(campaign, tmp_path):
+    files = members(campaign.full)
+    manifest = json.loads(files[MANIFEST_NAME])
+    model = next(i for i in manifest["inputs"] if i["kind"] == "model")
+    model["archive_path"] = "../../home/someone/model"
+    files[MANIFEST_NAME] = json.dumps(manifest).encode()
+    assert first(repack(files, tmp_path / "outside.tar.gz")) == (
+        "BUNDLE.json: inputs.model.archive_path: '../../home/someone/model', expected 'inputs/model'")
+
+
+def test_the_bundle_command_says_what_it_wrote(campaign, tmp_path):
+    output = tmp_path / "cli.tar.gz"
+    result = CliRunner().invoke(cli, ["bundle", str(campaign.out), "-o", str(output)])
+    assert result.exit_code == 0, result.output
+    manifest = BundleManifest.from_dict(json.loads(members(output)[MANIFEST_NAME]))
+    assert f"wrote {output} (" in result.output
+    assert f"files): campaign {manifest.campaign_id}, 2 trial(s), study {manifest.study_sha256}" in result.output
+    assert "inputs: hashes only (replay needs the original files or --inputs DIR)" in result.output
+    assert f"bundle sha256: {sha256_bytes(output.read_bytes())}" in result.output
+    again = CliRunner().invoke(cli, ["bundle", str(campaign.out), "-o", str(output)])
+    assert again.exit_code == 2 and "Error: the bundle file already exists" in again.output
+    helped = CliRunner().invoke(cli, ["bundle", "--help"])
+    assert "copyrighted" in " ".join(helped.output.split())
+
+
+def test_verify_json_lists_every_discrepancy(campaign, tmp_path):
+    files = members(campaign.plain)
+    files["campaign/notes.txt"] = b"x"
+    del files["campaign/summary.md"]
+    forged = repack(files, tmp_path / "two.tar.gz")
+    result = CliRunner().invoke(cli, ["verify", str(forged), "--json"])
+    assert result.exit_code == 1
+    report = json.loads(result.output)
+    assert report["ok"] is False
+    assert [d["file"] for d in report["discrepancies"]] == ["campaign/notes.txt", "campaign/summary.md"]
+    listed = CliRunner().invoke(cli, ["verify", str(forged), "--all"])
+    assert "  also: campaign/summary.md: presence: listed in BUNDLE.json but missing from the archive" in listed.output
+
+
+# -- the comparison rules, without a campaign -----------------------------------------------------
+
+
+def _parsed(*scores: tuple[str, str, float]) -> ParsedPredictions:
+    return ParsedPredictions(tuple(Prediction(i, label, score) for i, label, score in scores), ())
+
+
+ORIGINAL = _parsed(("a", "x", 0.9), ("b", "y", 0.6))
+
+
+@pytest.mark.parametrize("mode, bound, replayed, expected", [
+    ("identical", None, ORIGINAL, []),
+    ("identical", None, _parsed(("a", "x", 0.9), ("b", "y", 0.60001)),
+     ["not identical: label agreement 1.0000, max |Δscore| 1e-05"]),
+    ("bounded", 1e-4, _parsed(("a", "x", 0.9), ("b", "y", 0.60001)), []),
+    ("bounded", 1e-6, _parsed(("a", "x", 0.9), ("b", "y", 0.60001)),
+     ["max |Δscore| 1e-05 exceeds the declared bound 1e-06"]),
+    ("bounded", 1.0, _parsed(("a", "x", 0.9), ("b", "x", 0.6)), ["labels differ: agreement 0.5000"]),
+    ("bounded", math.nan, ORIGINAL, ["the study's quality.max_score_delta nan is not a usable bound"]),
+    ("identical", None, _parsed(("a", "x", 0.9)), ["the replay's ids differ from the original's (1 vs 2 predictions)"]),
+])
+def test_replay_comparison_rules(mode, bound, replayed, expected):
+    agreement = compare_predictions(replayed, ORIGINAL)
+    assert replay_differences("ok", True, (), agreement, replayed, ORIGINAL, mode, bound) == expected
+
+
+def test_the_quality_rule_only_asks_for_a_passing_rerun():
+    different = _parsed(("a", "y", 0.1), ("b", "x", 0.2))
+    agreement = compare_predictions(different, ORIGINAL)
+    assert replay_differences("ok", True, (), agreement, different, ORIGINAL, "quality", None) == []
+    assert replay_differences("oom", False, ("accuracy 0.1 below the study's minimum 0.5",), agreement, different,
+                           ORIGINAL, "quality", None) == [
+        "the replay ended with status oom",
+        "the replay is not an accepted pass under the study's quality rule: accuracy 0.1 below the study's "
+        "minimum 0.5",
+    ]

@@ -31,7 +31,7 @@ def rows_of(out: Path) -> list[dict[str, str]]:
 def test_campaign_rows_order_verdicts_and_summary(make_workspace, tmp_path):
     study = make_workspace(n=12, repetitions=2, batches="[1, 4]")
     out = tmp_path / "out"
-    result = CliRunner().invoke(main, ["run", str(study), "--out", str(out)])
+    result = CliRunner().invoke(main, ["run", str(study), "--out", str(out), "--launcher", "process"])
     assert result.exit_code == 0, result.output
     assert f"Results: {out.resolve()}" in result.output
     assert "| batch_size=1 |" in result.output
@@ -131,7 +131,7 @@ def test_host_killed_then_resume_completes_without_duplicates(make_workspace, tm
     study = make_workspace(n=12, repetitions=2, batches="[1, 4]")
     out = tmp_path / "out"
     env = {**os.environ, "ISOCOST_FAULT_INJECT": "sleep-per-batch:0.2"}
-    command = [sys.executable, "-m", "runner.cli", "run", str(study), "--out", str(out)]
+    command = [sys.executable, "-m", "runner.cli", "run", str(study), "--out", str(out), "--launcher", "process"]
     host = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline and len(rows_of(out) if (out / "raw.csv").exists() else []) < 1:
@@ -143,7 +143,7 @@ def test_host_killed_then_resume_completes_without_duplicates(make_workspace, tm
     before = (out / "raw.csv").read_bytes()
     assert len(rows_of(out)) == 1
 
-    result = CliRunner().invoke(main, ["run", str(study), "--out", str(out), "--resume"])
+    result = CliRunner().invoke(main, ["run", str(study), "--out", str(out), "--resume", "--launcher", "process"])
     assert result.exit_code == 0, result.output
     after = (out / "raw.csv").read_bytes()
     assert after.startswith(before)  # earlier rows byte-identical
@@ -172,7 +172,7 @@ def test_results_dir_of_another_study_is_refused(make_workspace, tmp_path):
     second = make_workspace(n=4, repetitions=1, batches="[1, 4]", name="two")
     out = tmp_path / "out"
     run_campaign(first, out, ProcessLauncher())
-    result = CliRunner().invoke(main, ["run", str(second), "--out", str(out), "--resume"])
+    result = CliRunner().invoke(main, ["run", str(second), "--out", str(out), "--resume", "--launcher", "process"])
     assert result.exit_code == 2
     assert "Error: the study changed since this campaign started" in result.output
 
@@ -194,7 +194,7 @@ def test_corpus_changed_on_disk_is_refused_before_the_next_trial(make_workspace,
 def test_wrong_fingerprint_is_refused_before_any_trial(make_workspace, tmp_path):
     study = make_workspace(n=4, repetitions=1, batches="[1]")
     (study.parent / "model" / "config.json").write_text("{}")
-    result = CliRunner().invoke(main, ["run", str(study), "--out", str(tmp_path / "out")])
+    result = CliRunner().invoke(main, ["run", str(study), "--out", str(tmp_path / "out"), "--launcher", "process"])
     assert result.exit_code == 2
     assert "Error: model fingerprint" in result.output and "differs from the study's" in result.output
     assert not (tmp_path / "out" / "raw.csv").exists()
@@ -211,3 +211,14 @@ def test_changed_threshold_on_a_seen_final_corpus_needs_a_new_evaluation_set(mak
     assert campaign["seen_corpus_reuse"]["quality_rule"]["minimum"] == 0.0
     result = CliRunner().invoke(main, ["summarize", str(tmp_path / "third")])
     assert "not an independent evaluation" in result.output
+
+
+def test_a_study_outside_the_allowed_roots_is_refused(make_workspace, tmp_path):
+    study = make_workspace(n=4, repetitions=1, batches="[1]")
+    elsewhere = tmp_path / "allowed"
+    elsewhere.mkdir()
+    result = CliRunner().invoke(main, ["run", str(study), "--out", str(tmp_path / "out"), "--launcher", "process",
+                                       "--allowed-root", str(elsewhere)])
+    assert result.exit_code == 2
+    assert "Error:" in result.output and str(elsewhere) in result.output
+    assert not (tmp_path / "out").exists()

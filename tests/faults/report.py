@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 import time
@@ -22,6 +23,7 @@ def main() -> int:
     for name, case in PROCESS_CASES.items():
         root = work / name
         root.mkdir()
+        os.environ["ISOCOST_HOME"] = str(root / "isocost-home")  # each case is its own user: no shared ledger
         start = time.monotonic()
         outcome = case(process_context(root, model))
         outcomes.append((outcome, time.monotonic() - start))

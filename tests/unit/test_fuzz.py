@@ -33,11 +33,7 @@ FUZZ = settings(derandomize=True, database=None, deadline=None, max_examples=150
 
 #: Exceptions the study parser raises today on hostile values, each with a strict xfail test below that
 #: reproduces it. Remove an entry (and its xfail marker) when protocol/study.py is fixed.
-KNOWN_STUDY_BUGS: tuple[tuple[type[BaseException], str], ...] = (
-    (TypeError, "unhashable type"),  # quality.subgroups = [[…]] or [{…}]
-    (ValueError, "embedded null byte"),  # a NUL in a [corpus]/[tuning]/[model] path or costing.catalog
-    (OverflowError, "int too large to convert to float"),  # quality.minimum = 10**400
-)
+KNOWN_STUDY_BUGS: tuple[tuple[type[BaseException], str], ...] = ()
 #: Same for protocol/validate.py's parse_predictions.
 KNOWN_PREDICTION_BUGS: tuple[tuple[type[BaseException], str], ...] = (
     (OverflowError, "int too large to convert to float"),
@@ -146,27 +142,21 @@ def test_arbitrary_study_text_raises_only_user_errors(tmp_path, study_text):
     run()
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError, reason="protocol/study.py _quality: `group not in allowed` on "
-                   "an unhashable subgroup; check isinstance(group, str) first")
-def test_known_bug_unhashable_subgroup(study_text):
+def test_fixed_unhashable_subgroup(study_text):
     doc = tomllib.loads(study_text())
     doc["quality"]["subgroups"] = [["label"]]
     with pytest.raises(UserError):
         parse_study(doc, path=Path("/x/study.toml"), sha256="sha256:" + "0" * 64)
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError, reason="protocol/study.py _data_ref/_costing: Path.resolve() "
-                   "on a path with a NUL byte; refuse NUL with a UserError")
-def test_known_bug_nul_in_a_path(study_text):
+def test_fixed_nul_in_a_path(study_text):
     doc = tomllib.loads(study_text())
     doc["corpus"]["path"] = "corpus\x00.jsonl"
     with pytest.raises(UserError):
         parse_study(doc, path=Path("/x/study.toml"), sha256="sha256:" + "0" * 64)
 
 
-@pytest.mark.xfail(strict=True, raises=OverflowError, reason="protocol/study.py: float(10**400) for quality."
-                   "minimum, max_metric_drop, min_agreement, max_score_delta, deadline.waiting_h")
-def test_known_bug_huge_integer_threshold(study_text):
+def test_fixed_huge_integer_threshold(study_text):
     doc = tomllib.loads(study_text())
     doc["quality"]["minimum"] = 10**400
     with pytest.raises(UserError):

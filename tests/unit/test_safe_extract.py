@@ -99,6 +99,18 @@ def test_links_devices_and_fifos_are_refused(tmp_path, kind, linkname, what):
     assert not dest.exists()
 
 
+def test_a_leading_dot_slash_is_the_same_name(tmp_path):
+    top = tarfile.TarInfo("./")
+    top.type = tarfile.DIRTYPE
+    archive = make_tar(tmp_path / "dot.tar.gz", [(top, None), _file("./a.txt", b"abc"), _file("./d/b.txt")])
+    digests = safe_extract(archive, tmp_path / "out")
+    assert set(digests) == {"a.txt", "d/b.txt"}
+    assert (tmp_path / "out" / "a.txt").read_bytes() == b"abc"
+    duplicate = make_tar(tmp_path / "dup.tar.gz", [_file("a.txt"), _file("./a.txt")])
+    with pytest.raises(UnsafeArchive, match="holds this name twice"):
+        scan(duplicate)
+
+
 def test_a_repeated_name_is_refused(tmp_path):
     archive = make_tar(tmp_path / "dup.tar.gz", [_file("BUNDLE.json", b"honest"), _file("BUNDLE.json", b"forged")])
     with pytest.raises(UnsafeArchive, match="holds this name twice"):

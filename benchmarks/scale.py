@@ -1,0 +1,244 @@
+"""Benchmark 5: the analysis at scale.
+
+- validate one 1,000,000-prediction pass: ``parse_predictions`` + ``check_pass`` (ids, duplicates,
+  format of every line, accuracy and the two subgroup tables), against a straightforward
+  baseline (``json.loads`` per line, plain Python sets, accuracy only);
+- summarize a 100,000-row raw table: ``protocol.stats.summarize`` against a naive pandas group-by
+  (median/min/max of accepted pass times, status counts, median metric per variant).
+
+The data are synthetic but well-formed: written the way the runner writes predictions, and rows
+with every raw-table column as ``read_raw`` returns them (strings). Ours and the baseline run
+interleaved (ABBA), ``repeats`` pairs each.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import random
+import statistics
+import tempfile
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from benchmarks.common import Row, Spread, fmt_ratio, fmt_s, interleaved, ratio_spread, timed
+from protocol.records import RAW_COLUMNS
+from protocol.stats import summarize
+from protocol.validate import Reference, check_pass, parse_predictions
+
+LABELS = ("business", "entertainment", "politics", "sport", "tech")
+BUCKETS = ("short", "medium", "long")
+VALIDATION_TARGET_S = 2.0
+SUMMARY_TARGET_S = 1.0
+
+
+# -- validation ---------------------------------------------------------------------------------
+
+
+def make_pass(directory: Path, n: int, seed: int = 0) -> tuple[Path, Reference]:
+    """A complete, accepted pass of ``n`` predictions (10 % wrong labels) and its reference."""
+    rng = random.Random(seed)
+    ids = tuple(f"doc-{i:07d}" for i in range(n))
+    truth = {ident: rng.choice(LABELS) for ident in ids}
+    buckets = {ident: rng.choice(BUCKETS) for ident in ids}
+    reference = Reference(ids=ids, labels=truth, groups={"length_bucket": buckets, "label": dict(truth)})
+    path = directory / "predictions.jsonl"
+    with open(path, "w", encoding="utf-8") as handle:
+        chunk = []
+        for ident in ids:
+            label = truth[ident] if rng.random() < 0.9 else rng.choice(LABELS)
+            # Byte for byte what json.dumps({"id": …, "label": …, "score": …}) writes in the runner.
+            chunk.append(json.dumps({"id": ident, "label": label, "score": rng.random()}) + "\n")
+            if len(chunk) == 10_000:
+                handle.write("".join(chunk))
+                chunk.clear()
+        handle.write("".join(chunk))
+    return path, reference
+
+
+def validate_ours(path: Path, reference: Reference) -> Any:
+    return check_pass(parse_predictions(path), reference, "accuracy", 0.5)
+
+
+def validate_baseline(path: Path, reference: Reference) -> dict[str, Any]:
+    """What one would write first: json.loads per line, a set of ids, accuracy."""
+    ids = []
+    correct = 0
+    truth = reference.labels
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            item = json.loads(line)
+            ids.append(item["id"])
+            correct += item["label"] == truth.get(item["id"])
+    seen = set(ids)
+    return {"ids_match": seen == set(reference.ids), "duplicates": len(ids) - len(seen), "accuracy": correct / len(ids)}
+
+
+# -- summary ------------------------------------------------------------------------------------
+
+
+def make_raw_table(variants: int, repetitions: int, seed: int = 0) -> tuple[list[dict[str, str]], dict[str, Any],
+                                                                          list[dict[str, Any]], Any]:
+    """Rows (strings, every raw column), verdicts, variant order and quality rule of a big campaign."""
+    rng = random.Random(seed)
+    order = []
+    for v in range(variants):
+        order.append({"variant_id": f"v{v:05d}", "series": ["sweep"], "stack": "cuda", "device": "cuda",
+                      "precision": rng.choice(["fp32", "bf16"]), "quantization": "none", "compile": False,
+                      "attention": "sdpa", "batch_size": rng.choice([1, 4, 8, 16, 32]), "padding": "longest",
+                      "max_length": 256, "length_grouping": "none", "resume": "none", "threads": 2, "seed": 0,
+                      "deterministic": True, "schema_version": 1})
+    rows: list[dict[str, str]] = []
+    verdicts: dict[str, Any] = {}
+    index = 0
+    for repetition in range(1, repetitions + 1):
+        shift = (repetition - 1) % variants
+        for position in range(variants):
+            variant = order[(position + shift) % variants]
+            index += 1
+            trial_id = f"{index:06d}-r{repetition}-{variant['variant_id']}"
+            status = rng.choices(["ok", "oom", "error", "timeout"], weights=[96, 2, 1, 1])[0]
+            ok = status == "ok"
+            base = 10.0 + (hash(variant["variant_id"]) % 1000) / 10.0
+            row = {column: "" for column in RAW_COLUMNS}
+            row.update({
+                "trial_id": trial_id, "variant_id": variant["variant_id"], "repetition": str(repetition),
+                "order_index": str(index), "status": status,
+                "pass_s": repr(base * rng.uniform(0.97, 1.05)) if ok else "",
+                "expected_ids": "1000", "observed_ids": "1000" if ok else str(rng.randrange(1000)),
+                "ids_match": "true" if ok else "false", "corpus_accepted": "true" if ok else "false",
+                "notes": f"predictions: /results/trials/{trial_id}/predictions.jsonl", "attempt": "1",
+                "completed": "1000" if ok else "17", "metric": "accuracy",
+                "metric_value": repr(rng.uniform(0.9, 0.92)) if ok else "",
+                "quality_verdict": "accepted" if ok else f"rejected: status {status}",
+                **{k: str(variant[k]) for k in ("stack", "device", "precision", "quantization", "attention",
+                                                 "batch_size", "padding", "max_length", "length_grouping",
+                                                 "resume", "threads", "seed")},
+                "compile": "false", "deterministic": "true",
+                "verify_s": "0.12", "imports_s": "2.1", "load_s": "1.9", "warmup_s": "3.0",
+                "gpu_pass_s": repr(base * 0.8) if ok else "", "write_s": "0.1", "trial_s": repr(base + 8),
+                "launch_overhead_s": "1.4", "peak_rss_bytes": str(rng.randrange(400, 600) * 2**20),
+                "peak_allocated_bytes": str(rng.randrange(1, 9) * 2**30),
+                "peak_reserved_bytes": str(rng.randrange(9, 12) * 2**30),
+                "device_used_bytes": str(12 * 2**30), "truncated_count": "12",
+                "empty_reasons": "" if ok else f"pass_s: pass not completed (status {status})",
+            })
+            rows.append(row)
+            metric = rng.uniform(0.9, 0.92)
+            verdicts[trial_id] = {
+                "corpus_accepted": ok, "metric_value": metric if ok else None,
+                "agreement": rng.uniform(0.995, 1.0) if ok else None,
+                "max_score_delta": rng.uniform(0, 1e-4) if ok else None,
+                "subgroups": {"length_bucket": {b: metric for b in BUCKETS}, "label": {lb: metric for lb in LABELS}}
+                if ok else {},
+            }
+    quality = SimpleNamespace(metric="accuracy", reference_variant=order[0]["variant_id"], max_metric_drop=0.005,
+                              min_agreement=0.99)
+    return rows, verdicts, order, quality
+
+
+def summary_ours(rows: list[dict[str, str]], verdicts: dict[str, Any], order: list[dict[str, Any]],
+                 quality: Any) -> Any:
+    return summarize(rows, verdicts, order, quality)
+
+
+def summary_baseline(rows: list[dict[str, str]], verdicts: dict[str, Any]) -> Any:
+    """A naive pandas group-by of the same core figures."""
+    import pandas as pd
+
+    frame = pd.DataFrame(rows)
+    frame["accepted"] = frame["trial_id"].map(lambda t: bool(verdicts[t]["corpus_accepted"]))
+    frame["metric_value"] = frame["trial_id"].map(lambda t: verdicts[t]["metric_value"])
+    frame["pass"] = pd.to_numeric(frame["pass_s"], errors="coerce").where(frame["accepted"])
+    groups = frame.groupby("variant_id", sort=False)
+    table = groups["pass"].agg(["median", "min", "max", "count"])
+    table["metric"] = groups["metric_value"].median()
+    table["attempts"] = groups.size()
+    statuses = frame.groupby(["variant_id", "status"]).size().unstack(fill_value=0)
+    return table.join(statuses)
+
+
+# -- the benchmark -------------------------------------------------------------------------------
+
+
+def run(predictions: int = 1_000_000, variants: int = 20_000, repetitions: int = 5, pairs: int = 3,
+        progress: Any = print) -> list[Row]:
+    rows_out: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="isocost-bench-scale-") as tmp:
+        progress(f"  generating a {predictions:,}-prediction pass")
+        path, reference = make_pass(Path(tmp), predictions)
+        size = path.stat().st_size
+        check = validate_ours(path, reference)
+        if not check.accepted or check.observed_ids != predictions:
+            raise RuntimeError(f"the synthetic pass should be accepted: {check.verdict}")
+
+        def ours() -> float:
+            gc.collect()
+            return timed(lambda: validate_ours(path, reference))[0]
+
+        def baseline() -> float:
+            gc.collect()
+            return timed(lambda: validate_baseline(path, reference))[0]
+
+        progress(f"  validating it, ours vs baseline, {pairs} interleaved pairs")
+        ours_s, base_s = interleaved(pairs, ours, baseline)
+        ours_spread, base_spread = Spread(tuple(ours_s)), Spread(tuple(base_s))
+        ratio = ratio_spread(ours_s, base_s)
+        rows_out.append(Row(
+            key="5a", title=f"validate a {predictions:,}-prediction pass (parse + check)",
+            measured=fmt_s(ours_spread), baseline=fmt_s(base_spread) + " json.loads/line + sets",
+            ratio=fmt_ratio(ratio, 2) + " ours/baseline", target=f"≤ {VALIDATION_TARGET_S:g} s",
+            met=ours_spread.median <= VALIDATION_TARGET_S,
+            details={"ours_s": ours_spread.to_dict(), "baseline_s": base_spread.to_dict(),
+                     "ratio_ours_over_baseline": ratio.to_dict(), "file_bytes": size,
+                     "checks": "ids (set equality, duplicates, missing, unexpected), format of every line, "
+                               "label set, accuracy, subgroups length_bucket (3) and label (5)",
+                     "baseline_does": "json.loads per line, ids set equality, duplicate count, accuracy; no "
+                                      "format checks, no subgroups"},
+        ))
+    del reference, path
+
+    progress(f"  generating a {variants * repetitions:,}-row raw table ({variants:,} variants × {repetitions})")
+    table, verdicts, order, quality = make_raw_table(variants, repetitions)
+    try:
+        import pandas  # noqa: F401
+        have_pandas = True
+    except ImportError:
+        have_pandas = False
+
+    def ours_summary() -> float:
+        gc.collect()
+        return timed(lambda: summary_ours(table, verdicts, order, quality))[0]
+
+    def baseline_summary() -> float:
+        gc.collect()
+        return timed(lambda: summary_baseline(table, verdicts))[0]
+
+    progress(f"  summarizing it, ours vs pandas, {pairs} interleaved pairs")
+    if have_pandas:
+        ours_s, base_s = interleaved(pairs, ours_summary, baseline_summary)
+        base_spread = Spread(tuple(base_s))
+        ratio = ratio_spread(ours_s, base_s)
+        baseline_text = fmt_s(base_spread) + " pandas group-by"
+        ratio_text = fmt_ratio(ratio, 2) + " ours/baseline"
+        extra = {"baseline_s": base_spread.to_dict(), "ratio_ours_over_baseline": ratio.to_dict()}
+    else:
+        ours_s = [ours_summary() for _ in range(pairs)]
+        baseline_text = ""
+        ratio_text = ""
+        extra = {"baseline_reason": "pandas is not installed (pip install pandas)"}
+    ours_spread = Spread(tuple(ours_s))
+    result = summary_ours(table, verdicts, order, quality)
+    rows_out.append(Row(
+        key="5b", title=f"summarize a {len(table):,}-row raw table ({variants:,} variants × {repetitions})",
+        measured=fmt_s(ours_spread), baseline=baseline_text, ratio=ratio_text,
+        target=f"≤ {SUMMARY_TARGET_S:g} s", met=ours_spread.median <= SUMMARY_TARGET_S,
+        reason="" if have_pandas else "baseline not measured: pandas is not installed (pip install pandas)",
+        details={"ours_s": ours_spread.to_dict(), **extra, "warnings": len(result.warnings),
+                 "summary_does": "per variant: raw times, median/min/max, statuses, median metric, subgroup "
+                                 "medians, agreement, equivalence, memory peaks; spread-vs-difference warnings",
+                 "baseline_does": "median/min/max/count of accepted pass times, median metric, status counts"},
+    ))
+    statistics.median([1])  # keep the import used when pandas is absent
+    return rows_out
