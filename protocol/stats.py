@@ -89,9 +89,8 @@ def summarize(
     declares common seeds); by default every variant is compared with ``quality.reference_variant``.
     """
     by_variant: dict[str, list[dict[str, str]]] = {v["variant_id"]: [] for v in variant_order}
-    # Stable sort by (order_index, attempt): the row index breaks ties as sorted() would.
-    keys = zip(map(int, [r["order_index"] for r in rows]), map(int, [r["attempt"] for r in rows]), range(len(rows)))
-    for *_, index in sorted(keys):
+    order_keys = [(int(r["order_index"]), int(r["attempt"])) for r in rows]
+    for index in sorted(range(len(rows)), key=order_keys.__getitem__):  # stable, as sorted(rows, key=…)
         row = rows[index]
         by_variant.setdefault(row["variant_id"], []).append(row)
 

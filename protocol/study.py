@@ -225,11 +225,11 @@ class _Reader:
             )
         return value
 
-    def number(self, key: str, default: Any = ..., *, minimum: float | None = None) -> float:
+    def number(self, key: str, default: Any = ..., *, minimum: float | None = None) -> Any:
         """A finite number (an integer is accepted), at least ``minimum`` when given."""
         value = self.get(key, (int, float), default)
         if value is None:
-            return value  # type: ignore[no-any-return]
+            return None
         try:
             number = float(value)
         except OverflowError:
@@ -382,7 +382,7 @@ def _table(top: _Reader, key: str) -> _Reader:
 
 def _data_ref(top: _Reader, key: str, base_dir: Path) -> DataRef:
     table = _table(top, key)
-    rel = table.path("path")
+    rel = str(table.path("path"))
     fingerprint = table.get(
         "fingerprint", str, fix="Add the expected `fingerprint = \"sha256:…\"` (see `isocost fingerprint PATH`)."
     )

@@ -12,7 +12,7 @@ import gc
 import json
 import math
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import compress
@@ -92,18 +92,12 @@ def parse_predictions(path: Path) -> ParsedPredictions:
     except FileNotFoundError:
         return ParsedPredictions((), ("prediction file missing",))
     text = data.decode("utf-8", errors="replace")
-    lines = text.split("\n")
-    del data, text
-    truncated_line = 0
-    if lines and lines[-1] == "":
-        lines.pop()
-    elif lines:
-        truncated_line = len(lines)
-    complete = len(lines) - 1 if truncated_line else len(lines)
+    del data
+    complete = text.rfind("\n") + 1  # text[:complete] is whole lines; anything after is a truncated line
     with _gc_paused():
-        predictions, errors = _parse_lines(lines, complete)
-    if truncated_line:
-        errors.append(f"line {truncated_line}: truncated (no final newline)")
+        predictions, errors, lines_read = _parse_complete_lines(text, complete)
+    if complete < len(text):
+        errors.append(f"line {lines_read + 1}: truncated (no final newline)")
     return ParsedPredictions(tuple(predictions), tuple(errors))
 
 
@@ -124,67 +118,67 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _parse_lines(lines: list[str], complete: int) -> tuple[list[Prediction], list[str]]:
-    """Predictions and format errors of the first ``complete`` lines (the rest is a truncated line)."""
+#: Characters per chunk on the fast path (about 70,000 runner-written lines; bounds the memory).
+_CHUNK_CHARS = 4 * 2**20
+
+
+def _parse_complete_lines(text: str, complete: int) -> tuple[list[Prediction], list[str], int]:
+    """Predictions, format errors and the number of lines in ``text[:complete]`` (whole lines).
+
+    The text is taken in chunks of whole lines. A chunk of well-formed lines takes the fast path
+    (one ``json.loads``, checks by column); a chunk with any problem is read line by line, which
+    describes every problem exactly as a line-by-line reader does.
+    """
     predictions: list[Prediction] = []
     errors: list[str] = []
-    # Whole chunks of well-formed lines take the fast path; any chunk with a problem is read line by
-    # line below, which describes every problem exactly as before.
-    for start in range(0, complete, _CHUNK_LINES):
-        stop = min(start + _CHUNK_LINES, complete)
-        chunk = lines[start:stop]
-        items = _parse_chunk(chunk)
+    lines_before = 0
+    start = 0
+    while start < complete:
+        stop = text.find("\n", min(start + _CHUNK_CHARS, complete) - 1) + 1
+        body = text[start : stop - 1]  # the chunk's lines, without the last newline
+        count = body.count("\n") + 1
+        items = _parse_chunk(body, count)
         fast = _predictions_from_items(items) if items is not None else None
         if fast is not None:
             predictions.extend(fast)
-            continue
-        for number, line in enumerate(chunk, start=start + 1):
-            if items is not None:
-                item = items[number - start - 1]  # the same value json.loads(line) gives (see _parse_chunk)
-            else:
-                try:
-                    item = json.loads(line)
-                except json.JSONDecodeError:
-                    errors.append(f"line {number}: not valid JSON")
+        else:
+            for number, line in enumerate(body.split("\n"), start=lines_before + 1):
+                if items is not None:
+                    item = items[number - lines_before - 1]  # what json.loads(line) gives (see _parse_chunk)
+                else:
+                    try:
+                        item = json.loads(line)
+                    except json.JSONDecodeError:
+                        errors.append(f"line {number}: not valid JSON")
+                        continue
+                problem = _prediction_problem(item)
+                if problem:
+                    errors.append(f"line {number}: {problem}")
                     continue
-            problem = _prediction_problem(item)
-            if problem:
-                errors.append(f"line {number}: {problem}")
-                continue
-            predictions.append(Prediction(id=item["id"], label=item["label"], score=float(item["score"])))
-    return predictions, errors
+                predictions.append(Prediction(id=item["id"], label=item["label"], score=float(item["score"])))
+        lines_before += count
+        start = stop
+    return predictions, errors, lines_before
 
 
-#: Lines parsed per ``json.loads`` call on the fast path (bounds the memory of a big file).
-_CHUNK_LINES = 65_536
+def _parse_chunk(body: str, count: int) -> list[Any] | None:
+    """Parse ``count`` newline-separated JSON lines with one ``json.loads``, or None when not exact.
 
-
-def _parse_chunk(lines: list[str]) -> list[Any] | None:
-    """Parse many JSONL lines with one ``json.loads``, or None when that would not be exact.
-
-    The lines are joined into one array with ``",\n"``. When every line starts with ``{`` and the
-    text holds no ``[``, each separator can only be read as a top-level array comma: a string
+    The lines become one array with ``",\n"`` between them. When every line starts with ``{`` and
+    the text holds no ``[``, each separator can only be read as a top-level array comma: a string
     cannot run across it (strict JSON refuses a raw newline inside a string), numbers and literals
     end at a comma, and inside an object a comma must be followed by a key, never by the ``{``
     that starts the next line. So if the array parses and has exactly one item per line, item k
-    is exactly what ``json.loads(lines[k])`` returns; otherwise None, and the caller reads line
+    is exactly what ``json.loads`` of line k returns; otherwise None, and the caller reads line
     by line.
     """
-    if not lines:
+    if not body.startswith("{") or body.count("\n{") != count - 1 or "[" in body:
         return None
     try:
-        if set(map(itemgetter(0), lines)) != {"{"}:
-            return None
-    except IndexError:  # an empty line
-        return None
-    joined = ",\n".join(lines)
-    if "[" in joined:
-        return None
-    try:
-        items = json.loads("[" + joined + "]")
+        items = json.loads("[" + body.replace("\n", ",\n") + "]")
     except (ValueError, RecursionError):
         return None
-    if len(items) != len(lines):
+    if len(items) != count:
         return None
     return items
 
@@ -192,8 +186,10 @@ def _parse_chunk(lines: list[str]) -> list[Any] | None:
 def _predictions_from_items(items: list[Any]) -> tuple[Prediction, ...] | None:
     """Predictions from parsed lines when every line is well-formed, else None (checked item by item)."""
     try:
-        ids, labels, scores = zip(*map(itemgetter("id", "label", "score"), items), strict=True)
-    except (KeyError, TypeError, ValueError):  # a missing key, or not an object
+        ids = list(map(itemgetter("id"), items))
+        labels = list(map(itemgetter("label"), items))
+        scores = list(map(itemgetter("score"), items))
+    except (KeyError, TypeError):  # a missing key, or not an object
         return None
     if set(map(type, ids)) != {str} or set(map(type, labels)) != {str}:
         return None
@@ -208,7 +204,7 @@ def _predictions_from_items(items: list[Any]) -> tuple[Prediction, ...] | None:
     if min(scores) < 0.0 or max(scores) > 1.0:
         return None
     if int in score_types:
-        scores = tuple(map(float, scores))
+        scores = list(map(float, scores))
     return tuple(map(Prediction, ids, labels, scores))
 
 
@@ -310,7 +306,13 @@ class _Outcomes:
         self.n = len(ids)
         self.ids = ids
         self._ids_list: list[str] | None = None
-        labels: Any = in_order if in_order is not None else map(predicted.__getitem__, ids)  # type: ignore[union-attr]
+        labels: Iterable[str]
+        if in_order is not None:
+            labels = in_order
+        elif predicted is not None:
+            labels = map(predicted.__getitem__, ids)
+        else:
+            raise TypeError("_Outcomes needs predicted or in_order")
         if metric == "accuracy":
             self.correct = list(map(eq, labels, self.lookup(truth)))
         elif metric == "macro_f1":

@@ -317,6 +317,9 @@ def create_bundle(
                if set(missing) <= derived else "Bundle the directory `isocost run --out` wrote.")
         raise UserError(f"the campaign lacks {', '.join(missing)}", str(root), fix)
     progress(f"checking campaign {description['campaign_id']} in {root}")
+    from runner.campaign import CampaignPaths, log_event
+
+    log_event(CampaignPaths(root), "export_start", output=str(output))
     problems = check_campaign(root)
     if problems:
         raise UserError(
@@ -393,6 +396,7 @@ def create_bundle(
         os.replace(tmp, output)
     finally:
         tmp.unlink(missing_ok=True)
+    log_event(CampaignPaths(root), "export_end", output=str(output))  # after packing: not in this bundle
     return manifest
 
 
@@ -481,6 +485,9 @@ def _catalog_path(study: Study | None, root: Path) -> Path | None:
             return Path(source.removeprefix("--catalog "))
         if source.startswith("the study's [costing] catalog (") and source.endswith(")"):
             return Path(source.removeprefix("the study's [costing] catalog (")[:-1])
+    frozen = root / "catalog.csv"  # the catalog copied into the campaign when it started
+    if frozen.is_file():
+        return frozen
     costing = getattr(study, "costing", None)
     catalog = getattr(costing, "catalog", None)
     return Path(catalog) if catalog is not None else default_catalog_path()

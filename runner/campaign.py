@@ -26,6 +26,7 @@ from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path, tree_files
 from protocol.jsonio import read_json, write_json_atomic
 from protocol.paths import allowed_roots, check_allowed_root
+from protocol.plans import default_catalog_path, load_catalog
 from protocol.records import RAW_COLUMNS, RawRow, TrialSpec, Variant
 from protocol.schedule import Slot, attempt_trial_id, rotated_schedule
 from protocol.study import Study, bucket_for, load_study
@@ -34,6 +35,9 @@ from runner.launch.base import HOST_STOP_NOTE, HostInterrupt, Launcher, LaunchRe
 from runner.seen import check_and_record
 
 CAMPAIGN_SCHEMA_VERSION = 1
+
+#: The plan catalog in force when the campaign started, copied into its directory.
+FROZEN_CATALOG = "catalog.csv"
 
 Progress = Callable[[str], None]
 
@@ -199,6 +203,12 @@ def freeze(
 
     paths.root.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(study.path, paths.study)
+    catalog_source = study.costing.catalog or default_catalog_path()
+    if not Path(catalog_source).is_file():
+        raise UserError("the plan catalog named by the study is not found", f"{study.path}, key costing.catalog",
+                        "Fix the path, or remove [costing] to use the shipped dated snapshot.")
+    load_catalog(Path(catalog_source))  # a broken catalog is refused now, not after the campaign
+    shutil.copyfile(catalog_source, paths.root / FROZEN_CATALOG)
     with open(paths.corpus_index, "w", encoding="utf-8", newline="") as handle:
         writer = csv.writer(handle, lineterminator="\n")
         writer.writerow(["id", "label", "n_tokens", "length_bucket"])
@@ -237,6 +247,8 @@ def freeze(
         "launcher": launcher.describe(),
         "host": {"hostname": os.uname().nodename, "cpu_count": os.cpu_count()},
         "rental": rental.to_dict() if rental is not None else None,
+        "catalog": {"snapshot": FROZEN_CATALOG, "source": str(catalog_source),
+                    "sha256": fingerprint_path(paths.root / FROZEN_CATALOG)},
         "empty_reasons": {} if rental is not None else {
             "rental": "no --gpu given to `isocost run`: the plan this host is rented under is unknown"
         },

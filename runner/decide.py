@@ -26,7 +26,7 @@ from protocol.jsonio import read_json, write_json_atomic, write_text_atomic
 from protocol.period import CampaignPeriod, measure_period
 from protocol.plans import Catalog, default_catalog_path, load_catalog
 from protocol.study import Study, load_study
-from runner.campaign import CampaignPaths, load_campaign, read_raw
+from runner.campaign import FROZEN_CATALOG, CampaignPaths, load_campaign, read_raw
 from runner.summary import summarize_campaign
 
 DECISION_JSON = "decision.json"
@@ -139,6 +139,10 @@ def choose_catalog(catalog_path: Path | None, study: Study, description: dict[st
     """``--catalog`` wins; else the study's ``[costing] catalog``; else the shipped dated snapshot."""
     if catalog_path is not None:
         return load_catalog(catalog_path), f"--catalog {catalog_path}"
+    frozen = study.path.parent / FROZEN_CATALOG  # copied into the campaign directory when it started
+    if frozen.exists():
+        origin = (description.get("catalog") or {}).get("source", "unknown origin")
+        return load_catalog(frozen), f"the catalog frozen at campaign start ({frozen}, from {origin})"
     costing = getattr(study, "costing", None)
     declared = getattr(costing, "catalog", None) if costing is not None else None
     if declared is None:
@@ -213,7 +217,7 @@ def campaign_period(root: Path, catalog_path: Path | None = None) -> tuple[Campa
     rental = description.get("rental")
     reason = "" if rental else str((description.get("empty_reasons") or {}).get("rental") or "no rental recorded")
     cost = plan_cost(catalog, rental["gpu"] if rental else None, rental.get("lots") if rental else None,
-                     period.needed_h, 0, no_gpu_reason=reason,
+                     period.needed_h, None, no_gpu_reason=reason,
                      no_period_reason="; ".join(period.empty_reasons.values()))
     return period, {"campaign_id": description["campaign_id"], "rental": rental, "cost": cost.to_dict(),
                     "catalog_source": source, "catalog_dates": catalog.dates_text}
@@ -260,7 +264,7 @@ def render_memo(data: dict[str, Any]) -> str:
         "| deadline |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for c in configs:
+    for c in sorted(configs, key=lambda c: (c["rank"] is None, c["rank"] or 0)):
         quality = {True: "equivalent", False: "NOT equivalent", None: "unknown"}[c["equivalent"]]
         failures = ", ".join(f"{k} {n}" for k, n in c["statuses"].items() if k != "ok") or "0"
         if c["failures"] and failures == "0":

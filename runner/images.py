@@ -494,8 +494,10 @@ def _docker_build(client: Any, ctx: Path, tag: str, build_args: dict[str, str], 
     image_id = ""
     tail: list[str] = []
     try:
+        # network_mode none: every input is in the build context (the hashed wheelhouse), so no RUN step
+        # may reach a network; this also builds on engines without a default bridge.
         stream = client.api.build(path=str(ctx), tag=tag, buildargs=build_args, rm=True, forcerm=True, pull=False,
-                                  nocache=no_cache, decode=True, timeout=3600)
+                                  nocache=no_cache, decode=True, timeout=3600, network_mode="none")
         for chunk in stream:
             if "error" in chunk:
                 detail = chunk.get("errorDetail", {}).get("message") or chunk["error"]

@@ -171,7 +171,9 @@ def pass_time_svg(configs: list[dict[str, Any]]) -> str:
             else:
                 out.append(f'<circle class="pass rejected" cx="{x(p["pass_s"]):.1f}" cy="{mid + dy:.1f}" r="5" '
                            f'fill="white" stroke="{_ORANGE}" stroke-width="2"><title>{escape(tip)}</title></circle>')
-        if failed:
+        if not failed:
+            out.append(f'<text x="{lane_x + 6:.1f}" y="{mid + 4:.1f}" font-size="10" fill="#999">none</text>')
+        else:
             statuses = ", ".join(f"{k} {v}" for k, v in config["statuses"].items() if k != "ok")
             out.append(f'<text x="{lane_x + 6:.1f}" y="{mid + 12:.1f}" font-size="10" '
                        f'fill="{_RED}">{escape(statuses)}</text>')
@@ -466,7 +468,7 @@ def _config_table(configs: list[dict[str, Any]]) -> str:
             "<th>median (s)</th><th>accepted / attempts</th><th>accepted artifacts</th><th>needed period (h)</th>"
             "<th>cost (USD)</th><th>per validated corpus (USD)</th><th>deadline</th><th>not ranked because</th></tr>")
     rows = []
-    for c in configs:
+    for c in sorted(configs, key=lambda c: (c["rank"] is None, c["rank"] or 0)):
         quality = {True: "equivalent", False: "NOT equivalent", None: "unknown"}[c["equivalent"]]
         times = " ".join(
             (f"{p['pass_s']:.2f}" if p["accepted"] else f"{p['pass_s']:.2f}(r)") if p["pass_s"] is not None

@@ -10,14 +10,18 @@ from protocol.jsonio import write_json_atomic, write_text_atomic
 from protocol.memory import MemoryEstimate, ModelShape, estimate
 from protocol.stats import Summary, VariantSummary, summarize
 from protocol.study import load_study
-from runner.campaign import CampaignPaths, load_campaign, read_raw
+from runner.campaign import CampaignPaths, load_campaign, log_event, read_raw
 from runner.verdicts import validate_campaign
 
 
-def summarize_campaign(root: Path) -> Summary:
+def summarize_campaign(root: Path, *, record_events: bool = False) -> Summary:
+    """Validate and summarize. ``record_events``: log the evaluation in events.jsonl (the campaign's own
+    evaluation on the rented host, as `isocost run` does; a later re-reading elsewhere is not rental time)."""
     paths = CampaignPaths(root)
     description = load_campaign(root)
     study = load_study(paths.study)
+    if record_events:
+        log_event(paths, "evaluation_start")
     verdicts = {v["trial_id"]: v for v in validate_campaign(root)}
     rows = read_raw(paths.raw)
     summary = summarize(rows, verdicts, description["variants"], study.quality, study.reference_for)
@@ -41,6 +45,8 @@ def summarize_campaign(root: Path) -> Summary:
     data["memory_estimates"] = {k: v.to_dict() if v else None for k, v in estimates.items()}
     write_json_atomic(root / "summary.json", data)
     write_text_atomic(root / "summary.md", render_markdown(summary, description, estimates))
+    if record_events:
+        log_event(paths, "evaluation_end")
     return summary
 
 

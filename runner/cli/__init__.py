@@ -38,9 +38,9 @@ def main() -> None:
 
 
 def _register() -> None:
-    from runner.cli import bundle, campaign, cost, demo, images, memory
+    from runner.cli import bundle, campaign, cost, decide, demo, images, memory
 
-    for module in (campaign, cost, demo, images, memory, bundle):
+    for module in (campaign, cost, decide, demo, images, memory, bundle):
         for command in module.COMMANDS:
             main.add_command(command)
 

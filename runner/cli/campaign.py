@@ -44,8 +44,14 @@ def _sigterm_as_interrupt(signum: int, frame: FrameType | None) -> None:
 @click.option("--allowed-root", "allowed_root", multiple=True, metavar="DIR",
               help="Refuse a study, corpus, model or catalog outside these directories (repeatable; also "
                    "ISOCOST_ALLOWED_ROOTS).")
+@click.option("--host", "host_options", multiple=True, metavar="NAME=URL",
+              help="Run the whole study on this host too, in parallel, in OUT/NAME/ (repeatable). URL: local, "
+                   "unix:///PATH/docker.sock or ssh://USER@HOST[:PORT] (Docker Engine over SSH).")
+@click.option("--hosts-file", "hosts_file", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+              default=None, help="TOML list of hosts (name, url, stack, rental, ssh_config); see docs/hosts.md.")
 def run(study: Path, out: Path, resume: bool, launcher_kind: str, image: str | None, gpu: str | None,
-        lots: int | None, acknowledge_seen_corpus: bool, allowed_root: tuple[str, ...]) -> None:
+        lots: int | None, acknowledge_seen_corpus: bool, allowed_root: tuple[str, ...],
+        host_options: tuple[str, ...], hosts_file: Path | None) -> None:
     """Run every trial of STUDY in rotated order, one fresh container or process per trial.
 
     Every attempt gets one row in OUT/raw.csv the moment it ends (failures,
@@ -55,7 +61,14 @@ def run(study: Path, out: Path, resume: bool, launcher_kind: str, image: str | N
     Example: isocost run .isocost-demo/quick.toml --out results/quick
 
     Exact replay: isocost run STUDY --out DIR --image 127.0.0.1:5000/isocost/cpu@sha256:…
+
+    Several hosts, one campaign each, in parallel (results in OUT/NAME/, listed in OUT/hosts.json):
+    isocost run STUDY --out results/multi --host local=local --host b200=ssh://ubuntu@203.0.113.7
     """
+    if host_options or hosts_file or (resume and (out / "hosts.json").is_file()):
+        _run_hosts(study, out, resume, launcher_kind, image, gpu, lots, acknowledge_seen_corpus, allowed_root,
+                   host_options, hosts_file)
+        return
     choice = choose_launcher(study, launcher_kind, image)
     launcher = choice.launcher
     if choice.notice:
@@ -83,8 +96,51 @@ def run(study: Path, out: Path, resume: bool, launcher_kind: str, image: str | N
     click.echo(f"Results: {out.resolve()}")
 
 
+def _run_hosts(study: Path, out: Path, resume: bool, launcher_kind: str, image: str | None, gpu: str | None,
+               lots: int | None, acknowledge_seen_corpus: bool, allowed_root: tuple[str, ...],
+               host_options: tuple[str, ...], hosts_file: Path | None) -> None:
+    """``run`` with --host/--hosts-file: one campaign per host, in parallel (runner.multihost)."""
+    from runner.hostboard import HostBoard
+    from runner.hosts import merge_hosts
+    from runner.multihost import load_hosts_json, run_hosts
+
+    if launcher_kind == "process":
+        raise UserError("--host runs trials in containers on each host's engine", "--launcher process",
+                        "Drop --launcher process (or --host).")
+    if gpu or lots:
+        raise UserError("--gpu/--lots name one host's plan", "--host",
+                        "Give each host its rental in a hosts file (rental = { gpu = \"rtx-4090\", lots = 1 }).")
+    hosts = merge_hosts(host_options, hosts_file)
+    names = [h.name for h in hosts] or [h["name"] for h in load_hosts_json(out)["hosts"]]
+    board = HostBoard(names)
+    previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    try:
+        outcome = run_hosts(study, out, hosts, image=image, resume=resume, board=board,
+                            acknowledge_seen_corpus=acknowledge_seen_corpus, allowed_root_list=allowed_root)
+    except KeyboardInterrupt:
+        click.echo(f"Interrupted. Every finished trial is in {out}/<host>/raw.csv; "
+                   f"continue with: isocost run {study} --out {out} --resume", err=True)
+        sys.exit(130)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    width = max(4, *(len(h.name) for h in outcome.hosts))
+    click.echo(f"{'host':<{width}}  {'state':<11}  rows/passes  wall")
+    for host in outcome.hosts:
+        reason = f"  {host.reason}" if host.reason else ""
+        click.echo(f"{host.name:<{width}}  {host.state:<11}  {host.rows_total:>6}/{host.slots_total:<4}  "
+                   f"{host.wall_s:6.1f} s{reason}")
+        if (out / host.name / "campaign.json").exists():
+            summarize_campaign(out / host.name)
+    click.echo(f"All hosts: {outcome.wall_s:.1f} s wall. Per host: {out.resolve()}/<host>/summary.md; "
+               f"hosts: {out.resolve() / 'hosts.json'}")
+    if not outcome.complete:
+        click.echo(f"Some hosts did not finish: continue with isocost run {study} --out {out} --resume", err=True)
+        sys.exit(3)
+    click.echo(f"Decide across hosts: isocost decide {out}")
+
+
 def _summarize(out: Path) -> str:
-    summarize_campaign(out)
+    summarize_campaign(out, record_events=True)
     return (out / "summary.md").read_text(encoding="utf-8")
 
 

@@ -37,11 +37,20 @@ def cpu_facts() -> dict[str, Any]:
     except OSError:
         pass
     affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    memory_total = None
+    try:
+        for line in Path("/proc/meminfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("MemTotal:"):
+                memory_total = int(line.split()[1]) * 1024  # the kernel reports kibibytes
+                break
+    except (OSError, ValueError, IndexError):
+        pass
     return {
         "cpu_model": model,
         "cpu_flags": flags,
         "cpu_count_logical": os.cpu_count(),
         "cpu_affinity_count": affinity,
+        "memory_total_bytes": memory_total,
         "machine": platform.machine(),
         "kernel": platform.release(),
     }

@@ -583,3 +583,11 @@ def test_campaign_wide_warnings_reach_the_memo(make_study: Callable[..., Study])
     assert ("results/a: this final corpus had already been evaluated by campaign x under another quality rule"
             in decision.uncertain)
     assert "results/a: frozen copy edited" in decision.uncertain
+
+
+def test_a_campaigns_own_rental_is_priced_without_a_per_corpus_figure(make_study: Callable[..., Study]) -> None:
+    study = make_study()
+    decision = decide([campaign(study, {"batch_size=1": FIVE_OK})], study, CATALOG)
+    cost = decision.campaigns[0].cost
+    assert cost.total_usd == Decimal("220.00")
+    assert cost.per_result_state == "not_requested" and cost.cost_per_validated_corpus_usd is None

@@ -1,0 +1,184 @@
+"""``python -m benchmarks`` (``make bench``): what the harness costs, and how the analysis scales.
+
+Prints one table and writes ``benchmarks/results/<name>-<UTC date and time>.json`` (the machine,
+every raw sample) after EVERY benchmark, so a later failure loses nothing. See
+docs/performance.md for what each figure means.
+
+    python -m benchmarks                      # everything, sized to finish in < 15 min here
+    python -m benchmarks --only 5,2           # just some
+    python -m benchmarks --image sha256:…     # containers with this image (else study / images.lock)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+import traceback
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import ROOT, Row, load_average, machine_facts, now_iso, write_results
+from benchmarks.report import machine_line, table
+
+ALL = ("5", "2", "1", "3", "4")  # cheapest and most deterministic first
+RESULTS_DIR = ROOT / "benchmarks" / "results"
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--name", default="bench", help="results file prefix (default: bench)")
+    parser.add_argument("--only", default=",".join(sorted(ALL)), help="benchmarks to run, e.g. 1,5 (default: all)")
+    parser.add_argument("--pairs", type=int, default=8, help="interleaved pairs for benchmark 1 (≥ 5; default 8)")
+    parser.add_argument("--overhead-inputs", type=int, default=60,
+                        help="demo inputs in benchmark 1's pass (default 60 of 300)")
+    parser.add_argument("--overhead-threads", type=int, default=1,
+                        help="torch threads in benchmark 1, both sides (default 1: on a small shared machine, "
+                             "2-thread passes swing several-fold with other load, which hides the harness)")
+    parser.add_argument("--campaign-inputs", type=int, default=300,
+                        help="demo inputs in benchmarks 3-4 (default 300 = the whole quick corpus; lowered "
+                             "automatically, and said so, when the time budget is short)")
+    parser.add_argument("--repetitions", type=int, default=1,
+                        help="repetitions per variant in benchmarks 3-4 (the demo's own is 5; default 1)")
+    parser.add_argument("--image", default=os.environ.get("BENCH_IMAGE") or None,
+                        help="image for the container benchmarks (default: the study's, else images/images.lock)")
+    parser.add_argument("--predictions", type=int, default=1_000_000, help="benchmark 5: predictions in the pass")
+    parser.add_argument("--raw-rows", type=int, default=100_000, help="benchmark 5: rows in the raw table")
+    parser.add_argument("--budget-s", type=float, default=14 * 60, help="wall-time budget (default 840 s)")
+    args = parser.parse_args(argv)
+    if args.pairs < 5:
+        parser.error("--pairs must be at least 5")
+    return args
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.started = time.monotonic()
+        self.started_at = now_iso()
+        self.machine = machine_facts()
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%MZ")
+        self.path = RESULTS_DIR / f"{args.name}-{stamp}.json"
+        self.rows: list[Row] = []
+        self.extra: dict[str, Any] = {}
+        self.seconds_per_input: float | None = None
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def remaining(self) -> float:
+        return self.args.budget_s - self.elapsed()
+
+    def save(self) -> None:
+        write_results(self.path, {
+            "name": self.args.name, "started_at": self.started_at, "updated_at": now_iso(),
+            "elapsed_s": self.elapsed(), "machine": self.machine, "load_average_now": load_average(),
+            "settings": {k: v for k, v in vars(self.args).items()},
+            "rows": [row.to_dict() for row in self.rows], "table_markdown": table(self.rows), **self.extra,
+        })
+
+    def add(self, rows: list[Row]) -> None:
+        self.rows.extend(rows)
+        self.save()
+
+
+def say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def main(argv: list[str]) -> int:
+    args = _parse(argv)
+    wanted = {part.strip() for part in args.only.split(",") if part.strip()}
+    bench = Bench(args)
+    say(f"isocost benchmarks, {bench.started_at}: {machine_line(bench.machine)}")
+    with tempfile.TemporaryDirectory(prefix="isocost-bench-") as tmp:
+        os.environ["ISOCOST_HOME"] = str(Path(tmp) / "home")  # the seen-corpus ledger stays private
+        for key in ALL:
+            if key not in wanted or (key == "4" and "3" in wanted):
+                continue  # 3 and 4 share one pair of campaigns
+            say(f"[{key}] {TITLES[key]} (elapsed {bench.elapsed():.0f} s)")
+            try:
+                RUNNERS[key](bench, Path(tmp))
+            except Exception as exc:  # one broken benchmark must not hide the others
+                traceback.print_exc()
+                bench.add([Row(key=key, title=TITLES[key], reason=f"failed: {type(exc).__name__}: {exc}")])
+    bench.rows.sort(key=lambda row: (row.key.rstrip("abp"), row.key))
+    bench.save()
+    print()
+    print(f"isocost benchmarks, {bench.started_at} ({bench.elapsed():.0f} s)")
+    print(f"machine: {machine_line(bench.machine)}")
+    print()
+    print(table(bench.rows))
+    print()
+    print(f"results: {bench.path.relative_to(ROOT)}")
+    return 0
+
+
+TITLES = {
+    "1": "measurement overhead: runner's measured pass vs a bare loop",
+    "2": "timer correctness",
+    "3": "container (and process) overhead per trial + campaign efficiency",
+    "4": "campaign efficiency",
+    "5": "scale of the analysis",
+}
+
+
+def _scale(bench: Bench, tmp: Path) -> None:
+    from benchmarks import scale
+
+    variants = max(bench.args.raw_rows // 5, 1)
+    bench.add(scale.run(predictions=bench.args.predictions, variants=variants, repetitions=5, progress=say))
+
+
+def _timer(bench: Bench, tmp: Path) -> None:
+    from benchmarks import timer
+
+    bench.add([timer.run(progress=say)])
+
+
+def _overhead(bench: Bench, tmp: Path) -> None:
+    from benchmarks import overhead
+    from benchmarks.workspace import make_workspace
+
+    workspace = make_workspace(tmp / "overhead", inputs=bench.args.overhead_inputs, repetitions=1,
+                               threads=bench.args.overhead_threads)
+    row = overhead.run(workspace, pairs=bench.args.pairs, progress=say, timeout_s=max(bench.remaining() * 0.4, 60))
+    samples = row.details.get("bare_s", {}).get("samples")
+    if samples:
+        bench.seconds_per_input = min(samples) / workspace.inputs
+    bench.add([row])
+
+
+def _campaigns(bench: Bench, tmp: Path) -> None:
+    from benchmarks import campaign
+    from benchmarks.workspace import make_workspace
+
+    inputs = bench.args.campaign_inputs
+    kinds = ("process", "docker")
+    trials = 3 * bench.args.repetitions * len(kinds)
+    if bench.seconds_per_input is not None:
+        # Passes at batch 4/8 take up to ~2× batch 1 here; ~10 s per trial outside the pass
+        # (start, imports, load, warm-up, the bare baseline, exit).
+        spare = bench.remaining() - 60 - trials * 10
+        fits = int(spare / (trials * 2 * bench.seconds_per_input)) if spare > 0 else 0
+        if fits < inputs:
+            say(f"  the time budget fits about {fits} inputs per pass, not {inputs}: using {max(fits, 30)}")
+            inputs = max(fits, 30)
+    # Each trial is bounded, so a machine that slows down mid-campaign cannot break the budget:
+    # a trial past its limit is a `timeout` row, counted like any other.
+    timeout_s = max(int((bench.remaining() - 60) / trials), 60)
+    workspace = make_workspace(tmp / "campaign", inputs=inputs, repetitions=bench.args.repetitions,
+                               trial_timeout_s=timeout_s)
+    rows, runs = campaign.run(workspace, kinds=kinds, image=bench.args.image, progress=say)
+    bench.extra["campaigns"] = {kind: {k: v for k, v in data.items() if k != "events"} for kind, data in runs.items()}
+    bench.add(rows)
+
+
+RUNNERS = {"1": _overhead, "2": _timer, "3": _campaigns, "4": _campaigns, "5": _scale}
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,167 @@
+"""Benchmark 1: the runner's measured pass against a bare hand-written loop.
+
+Both run in ONE fresh process started like a process-launched trial (same interpreter, same
+environment: ``runner.launch.process.trial_env``), after the same set-up as
+``runner.trial.run.main`` (manifest, fingerprint check, ``Trial.setup_torch``: threads, seed,
+determinism). Then, in ABBA order:
+
+- runner side: a new ``runner.trial.run.Trial`` for the same spec, ``base_manifest`` +
+  ``setup_torch`` + ``run()`` -- model load, warm-up, the measured pass, the prediction file --
+  and its own ``pass_s``;
+- bare side: ``benchmarks.bare_loop`` with its own model load and the same warm-up, timed the
+  same way (host clock, device synchronised at both ends).
+
+Each pair gives ``bare_s / runner_pass_s`` = runner throughput / bare throughput. Both sides'
+predictions are compared, so the two loops are known to do the same work.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import ROOT, Row, Spread, fmt_ratio, fmt_s, ratio_spread
+from benchmarks.workspace import Workspace, trial_spec
+
+TARGET_RATIO = 0.99
+
+
+def run(workspace: Workspace, pairs: int = 5, variant_id: str = "batch_size=1", progress: Any = print,
+        timeout_s: float | None = None) -> Row:
+    from protocol.jsonio import write_json_atomic
+    from runner.launch.process import trial_env
+
+    study = workspace.study()
+    variants = {v.variant_id: v for v in study.variants()}
+    variant = variants[variant_id]
+    title = (f"measured pass vs bare loop ({variant_id}, threads={variant.threads}, {workspace.inputs} inputs, "
+             f"{pairs} pairs in one fresh process)")
+    with tempfile.TemporaryDirectory(prefix="isocost-bench-overhead-") as tmp:
+        out = Path(tmp)
+        spec = trial_spec(study, variant, "bench-overhead")
+        write_json_atomic(out / "spec.json", spec.to_dict())
+        command = [sys.executable, "-m", "benchmarks.overhead", str(out / "spec.json"), str(out), str(pairs)]
+        env = trial_env()
+        env["PYTHONPATH"] = str(ROOT)
+        progress(f"  {pairs} interleaved pairs in one fresh process ({variant_id}, {workspace.inputs} inputs)")
+        try:
+            done = subprocess.run(command, env=env, cwd=str(ROOT), capture_output=True, text=True, check=False,
+                                  timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return Row(key="1", title=title, target=f"≥ {TARGET_RATIO} × bare", met=None,
+                       reason=f"the worker ran past the time budget ({timeout_s:.0f} s) and was stopped")
+        result_path = out / "overhead.json"
+        if done.returncode != 0 or not result_path.exists():
+            tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
+            return Row(key="1", title=title, target=f"≥ {TARGET_RATIO} × bare", met=None,
+                       reason=f"the worker failed (exit {done.returncode}): {' | '.join(tail)}")
+        result = json.loads(result_path.read_text(encoding="utf-8"))
+    runner_s = [p["runner_pass_s"] for p in result["pairs"]]
+    bare_s = [p["bare_s"] for p in result["pairs"]]
+    ratio = ratio_spread(bare_s, runner_s)
+    runner_spread, bare_spread = Spread(tuple(runner_s)), Spread(tuple(bare_s))
+    writes = Spread(tuple(p["runner_write_s"] for p in result["pairs"]))
+    same = all(p["same_outputs"] for p in result["pairs"])
+    return Row(
+        key="1", title=title,
+        measured=fmt_s(runner_spread) + " runner pass_s",
+        baseline=fmt_s(bare_spread) + " bare loop",
+        ratio=fmt_ratio(ratio) + " runner/bare throughput",
+        target=f"≥ {TARGET_RATIO} × bare",
+        met=(ratio.median >= TARGET_RATIO) and same,
+        reason="" if same else "the bare loop's outputs differ from the runner's: not the same work",
+        details={"pairs": result["pairs"], "order": "ABBA (runner first in pairs 1, 3, 5, …)",
+                 "ratio_bare_over_runner": ratio.to_dict(), "runner_pass_s": runner_spread.to_dict(),
+                 "bare_s": bare_spread.to_dict(),
+                 "runner_write_s": writes.to_dict(),
+                 "runner_write_s_note": "prediction writes (+ truncation count, manifest) are timed apart by the "
+                                        "runner and excluded from pass_s; the bare loop writes nothing",
+                 "identical_outputs": same, "variant": variant.to_dict(), "inputs": workspace.inputs,
+                 "process": result["process"]},
+    )
+
+
+# -- inside the worker process -------------------------------------------------------------------
+
+
+def worker(spec_path: Path, out: Path, pairs: int) -> int:
+    import gc
+
+    from benchmarks.bare_loop import BareClassifier
+    from protocol.jsonio import read_json
+    from protocol.records import TrialSpec
+    from runner.trial.run import Trial
+
+    spec = TrialSpec.from_dict(read_json(spec_path))
+    variant = spec.variant
+    # The set-up of runner.trial.run.main(), once: manifest, fingerprints, torch settings.
+    first = Trial(spec, out / "setup")
+    (out / "setup").mkdir()
+    first.base_manifest()
+    first.write_manifest()
+    problem = first.verify()
+    if problem:
+        print(problem, file=sys.stderr)
+        return 1
+    first.setup_torch()
+    torch = first.torch
+
+    def sync() -> None:
+        if variant.device == "cuda":
+            torch.cuda.synchronize()
+
+    def runner_side(index: int) -> tuple[dict[str, Any], list[Any]]:
+        trial_dir = out / f"runner-{index}"
+        trial_dir.mkdir()
+        trial = Trial(spec, trial_dir)
+        trial.base_manifest()
+        trial.setup_torch()
+        trial.run()
+        lines = (trial_dir / "predictions.jsonl").read_text(encoding="utf-8").splitlines()
+        outputs = [(d["id"], d["label"], d["score"]) for d in map(json.loads, lines)]
+        return dict(trial.phases), outputs
+
+    def bare_side() -> tuple[float, list[Any]]:
+        # The same torch settings a trial applies (threads, seed, determinism), then a load of its own.
+        torch.set_num_threads(variant.threads)
+        torch.manual_seed(variant.seed)
+        torch.use_deterministic_algorithms(variant.deterministic, warn_only=False)
+        bare = BareClassifier(spec.model_path, variant.device, variant.precision, variant.attention,
+                              variant.max_length, torch)
+        bare.warm_up(list(spec.warmup_texts), spec.warmup.runs, variant.batch_size)
+        seconds, outputs = bare.timed_pass(spec.corpus_path, variant.batch_size, sync)
+        del bare
+        return seconds, outputs
+
+    results = []
+    for index in range(pairs):
+        record: dict[str, Any] = {"pair": index + 1, "order": "runner-bare" if index % 2 == 0 else "bare-runner",
+                                  "load_average": list(os.getloadavg())}
+        for side in (("runner", "bare") if index % 2 == 0 else ("bare", "runner")):
+            gc.collect()
+            if side == "runner":
+                phases, runner_out = runner_side(index)
+                record.update(runner_pass_s=phases["pass_s"], runner_write_s=phases["write_s"],
+                              runner_load_s=phases["load_s"], runner_warmup_s=phases["warmup_s"])
+            else:
+                record["bare_s"], bare_out = bare_side()
+        record["same_outputs"] = runner_out == bare_out
+        results.append(record)
+        print(f"pair {index + 1}: runner {record['runner_pass_s']:.3f} s, bare {record['bare_s']:.3f} s", flush=True)
+    (out / "overhead.json").write_text(json.dumps({
+        "pairs": results,
+        "process": {"python": sys.executable, "torch_threads": torch.get_num_threads(),
+                    "torch_interop_threads": torch.get_num_interop_threads(),
+                    "env": {k: os.environ.get(k) for k in ("TOKENIZERS_PARALLELISM", "OMP_NUM_THREADS",
+                                                           "MKL_NUM_THREADS", "PYTHONHASHSEED")}},
+    }, indent=1), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(worker(Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])))

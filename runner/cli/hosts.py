@@ -1,0 +1,57 @@
+"""``isocost hosts check``: which engines a multi-host campaign would run on, before it runs.
+
+Thin: parse the hosts, call :func:`runner.multihost.check_hosts`, print one line per host.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from runner.hosts import merge_hosts
+from runner.multihost import check_hosts
+
+
+@click.group()
+def hosts() -> None:
+    """Several hosts: check the Docker engines a multi-host campaign runs on (see docs/hosts.md)."""
+
+
+@hosts.command("check")
+@click.option("--host", "host_options", multiple=True, metavar="NAME=URL",
+              help="A host: NAME=local, NAME=unix:///PATH/docker.sock or NAME=ssh://USER@HOST[:PORT] (repeatable).")
+@click.option("--hosts-file", "hosts_file", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+              default=None, help="TOML list of hosts (name, url, stack, rental, ssh_config).")
+@click.option("--stack", type=click.Choice(["cpu", "cuda", "rocm"]), default=None,
+              help="Also check that every host can run this stack (hosts-file stacks win).")
+def check(host_options: tuple[str, ...], hosts_file: Path | None, stack: str | None) -> None:
+    """Connect to every host's engine at once and say what answers: engine ID, version, machine.
+
+    Exits with status 3 when a host is unusable (the line says why: ssh's or
+    the engine's own words). Nothing is pulled, shipped or run.
+
+    \b
+    Example: isocost hosts check --host local=local --host b200=ssh://ubuntu@203.0.113.7
+    """
+    hosts_list = merge_hosts(host_options, hosts_file)
+    if not hosts_list:
+        raise click.UsageError("name at least one host (--host NAME=URL or --hosts-file FILE)")
+    results = check_hosts(hosts_list, stack or "")
+    width = max(len(r.name) for r in results)
+    bad = 0
+    for result in results:
+        if result.problem:
+            bad += 1
+            click.echo(f"{result.name:<{width}}  UNUSABLE  {result.url}: {result.problem}")
+            continue
+        facts = result.identity
+        click.echo(f"{result.name:<{width}}  ok        {result.url}: engine {facts['engine_id']}, Docker "
+                   f"{facts['engine_version']} on {facts['name']} ({facts['os']}, {facts['cpus']} CPUs, "
+                   f"{facts['memory_bytes'] / 2**30:.1f} GiB, runtimes {', '.join(facts['runtimes'])})")
+    if bad:
+        sys.exit(3)
+
+
+COMMANDS = [hosts]

@@ -1,0 +1,302 @@
+"""Reaching a Docker engine by URL: ``local``, ``unix:///….sock`` or ``ssh://user@host[:port]``.
+
+An ``ssh://`` engine is reached the way ``DOCKER_HOST=ssh://…`` and docker contexts reach it: the
+``ssh`` client runs ``docker system dial-stdio`` on the host and the API travels over its
+standard streams. The user's own ssh set-up (keys, agent, ~/.ssh/config, jump hosts) applies.
+We add, per connection:
+
+- ``-F FILE`` when the host names an ssh client config of its own;
+- ``BatchMode=yes`` (never a password prompt in a worker thread), ``ConnectTimeout``, and
+  ``ServerAliveInterval``/``CountMax`` so that a dropped link ends the connection instead of
+  hanging a read forever;
+- connection reuse (one ``ssh`` process serves many API calls, as the paramiko transport does);
+- a diagnosis when the engine does not answer: the same ``ssh`` command is run once more with its
+  error output captured ("Permission denied (publickey)", "Connection refused", "Cannot connect
+  to the Docker daemon…"), so the user sees why.
+
+The docker SDK demands ``paramiko`` for any ``ssh://`` URL even when it shells out to ``ssh``;
+isocost depends on ``docker[ssh]`` for that reason.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import socket
+import subprocess
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from protocol.errors import UserError
+
+#: What the SDK is told before the engine's own API version is read (docker 7 supports >= 1.24).
+_BOOT_API_VERSION = "1.24"
+DIAL_COMMAND = "docker system dial-stdio"
+
+
+@dataclass(frozen=True)
+class EngineAddress:
+    """Where an engine is: ``local`` (DOCKER_HOST or the default socket), a unix socket, or ssh."""
+
+    url: str
+    ssh_config: Path | None = None
+    connect_timeout_s: int = 10
+    alive_interval_s: int = 5
+    alive_count: int = 3
+
+    @property
+    def kind(self) -> str:
+        if self.url == "local":
+            return "local"
+        return urlsplit(self.url).scheme
+
+    def ssh_target(self) -> tuple[str, str, str]:
+        """(user, host, port) of an ssh:// URL; user and port may be empty."""
+        parts = urlsplit(self.url)
+        return parts.username or "", parts.hostname or "", str(parts.port or "")
+
+    def ssh_options(self) -> list[str]:
+        options = []
+        if self.ssh_config is not None:
+            options += ["-F", str(self.ssh_config)]
+        options += ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={self.connect_timeout_s}",
+                    "-o", f"ServerAliveInterval={self.alive_interval_s}",
+                    "-o", f"ServerAliveCountMax={self.alive_count}"]
+        return options
+
+    def ssh_command(self, remote: str) -> list[str]:
+        user, host, port = self.ssh_target()
+        args = ["ssh", *self.ssh_options()]
+        if user:
+            args += ["-l", user]
+        if port:
+            args += ["-p", port]
+        return [*args, "--", host, remote]
+
+
+def parse_engine_url(url: str, where: str) -> str:
+    """Check an engine URL; return it normalised. ``local`` means DOCKER_HOST or the default socket."""
+    url = url.strip()
+    if url in ("local", ""):
+        return "local"
+    parts = urlsplit(url)
+    if parts.scheme == "unix" and parts.path:
+        return url
+    if parts.scheme == "ssh":
+        if not parts.hostname:
+            raise UserError(f"{url!r} names no host", where, "Write ssh://USER@HOST[:PORT].")
+        if parts.path not in ("", "/") or parts.query or parts.fragment or parts.password:
+            raise UserError(f"{url!r} has a path, query or password", where,
+                            "Write ssh://USER@HOST[:PORT]; keys come from ssh (agent, ~/.ssh/config, ssh_config).")
+        try:
+            _ = parts.port
+        except ValueError:
+            raise UserError(f"{url!r} has an invalid port", where, "Write ssh://USER@HOST:PORT.") from None
+        return f"ssh://{parts.netloc}"
+    if parts.scheme in ("tcp", "http", "https"):
+        raise UserError(f"{url!r}: isocost reaches remote engines through ssh only", where,
+                        "Use ssh://USER@HOST[:PORT] (Docker Engine's own remote access over SSH); an open TCP "
+                        "socket gives root on the host to anyone who reaches it.")
+    raise UserError(f"{url!r} is not an engine URL", where, "Use local, unix:///PATH/docker.sock or ssh://USER@HOST.")
+
+
+# -- the ssh transport -----------------------------------------------------------------------------
+
+
+def _transport_classes() -> tuple[Any, Any, Any, Any]:
+    try:
+        from docker.transport.sshconn import SSHConnection, SSHConnectionPool, SSHHTTPAdapter, SSHSocket
+    except ImportError:
+        raise UserError(
+            "the docker SDK cannot reach ssh:// engines: paramiko is not installed (the SDK imports it even "
+            "when it shells out to ssh)",
+            "--host ssh://…",
+            "pip install 'docker[ssh]>=7' (or paramiko), or reinstall isocost.",
+        ) from None
+    return SSHConnection, SSHConnectionPool, SSHHTTPAdapter, SSHSocket
+
+
+class _KeepOpen:
+    """The response reader over ssh's stdout: closing it (http.client does, after each response)
+    must not close the pipe, or the connection could serve only one API call."""
+
+    def __init__(self, stream: Any, channel: Any) -> None:
+        self._stream = stream
+        self.channel = channel
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _make_adapter(address: EngineAddress, timeout_s: int, max_pool_size: int) -> Any:
+    SSHConnection, SSHConnectionPool, SSHHTTPAdapter, SSHSocket = _transport_classes()
+
+    class OptionsSocket(SSHSocket):  # type: ignore[misc, valid-type]
+        """``ssh OPTIONS -- HOST docker system dial-stdio``; quiet, and reaped when closed."""
+
+        def connect(self, **kwargs: Any) -> None:
+            self.proc = subprocess.Popen(
+                address.ssh_command(DIAL_COMMAND),
+                env={k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "SSL_CERT_FILE")},
+                stdout=subprocess.PIPE, stdin=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                start_new_session=True,  # Ctrl-C on the CLI must not kill the connections under it
+            )
+
+        def fileno(self) -> int:
+            # urllib3 polls this to see whether a pooled connection was dropped: the pipe from ssh
+            # is readable between responses only when ssh has exited (EOF), which is exactly that.
+            if self.proc is not None and self.proc.stdout is not None and not self.proc.stdout.closed:
+                return self.proc.stdout.fileno()
+            return super().fileno()
+
+        def makefile(self, mode: str, *args: Any, **kwargs: Any) -> Any:
+            if self.proc is None:
+                self.connect()
+            return _KeepOpen(self.proc.stdout, self)
+
+        def close(self) -> None:
+            socket.socket.close(self)
+            proc = self.proc
+            if proc is None:
+                return
+            try:
+                if proc.stdin and not proc.stdin.closed:
+                    proc.stdin.close()
+            except OSError:
+                pass
+            if proc.poll() is None:
+                proc.terminate()
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)
+            for stream in (proc.stdout,):
+                try:
+                    if stream:
+                        stream.close()
+                except OSError:
+                    pass
+
+    class OptionsConnection(SSHConnection):  # type: ignore[misc, valid-type]
+        def connect(self) -> None:
+            sock = OptionsSocket(self.ssh_host)
+            sock.settimeout(self.timeout)
+            sock.connect()
+            self.sock = sock
+
+    class OptionsPool(SSHConnectionPool):  # type: ignore[misc, valid-type]
+        def _new_conn(self) -> Any:
+            return OptionsConnection(None, self.timeout, self.ssh_host)
+
+    class OptionsAdapter(SSHHTTPAdapter):  # type: ignore[misc, valid-type]
+        """One pool for the engine (the SDK's shell-out path makes a new ssh process per call)."""
+
+        def __init__(self) -> None:
+            super().__init__(address.url, timeout_s, max_pool_size=max_pool_size, shell_out=True)
+            self._pool: Any = None
+            self._pool_lock = threading.Lock()
+
+        def get_connection(self, url: Any, proxies: Any = None) -> Any:
+            with self._pool_lock:
+                if self._pool is None:
+                    self._pool = OptionsPool(None, timeout=self.timeout, maxsize=self.max_pool_size,
+                                             host=self.ssh_host)
+                return self._pool
+
+        def get_connection_with_tls_context(self, request: Any, verify: Any, proxies: Any = None,
+                                            cert: Any = None) -> Any:
+            return self.get_connection(request.url, proxies)
+
+        def close(self) -> None:
+            with self._pool_lock:
+                if self._pool is not None:
+                    self._pool.close()
+                    self._pool = None
+            super().close()
+
+    return OptionsAdapter()
+
+
+def connect(address: EngineAddress, *, timeout_s: int = 600) -> Any:
+    """A docker SDK client for the engine at ``address``; a UserError saying why if it does not answer."""
+    from runner.launch.docker import _docker, _short
+
+    docker = _docker()
+    try:
+        if address.kind == "local":
+            client = docker.from_env(timeout=timeout_s)
+        elif address.kind == "unix":
+            client = docker.DockerClient(base_url=address.url, timeout=timeout_s)
+        else:
+            _transport_classes()
+            client = docker.DockerClient(base_url=address.url, use_ssh_client=True, timeout=timeout_s,
+                                         version=_BOOT_API_VERSION)
+            adapter = _make_adapter(address, timeout_s, max_pool_size=4)
+            client.api.mount("http+docker://ssh", adapter)
+            client.api._custom_adapter = adapter
+            client.api._version = str(client.api.version(api_version=False)["ApiVersion"])
+        client.ping()
+    except UserError:
+        raise
+    except Exception as exc:  # the SDK raises several unrelated types when an engine half-answers
+        raise UserError(
+            f"the Docker engine at {address.url} does not answer ({diagnose(address) or _short(exc)})",
+            address.url,
+            fix_for(address),
+        ) from None
+    return client
+
+
+def fix_for(address: EngineAddress) -> str:
+    if address.kind == "ssh":
+        command = " ".join(shlex.quote(a) for a in address.ssh_command("docker version"))
+        return (f"Check that `{command}` works from this machine (key, known_hosts, the user's access to the "
+                "engine's socket), or leave this host out.")
+    return "Start dockerd there, or leave this host out."
+
+
+def diagnose(address: EngineAddress, timeout_s: float = 30) -> str:
+    """Why an ssh engine does not answer, in ssh's or docker's own words ('' when it does answer)."""
+    if address.kind != "ssh":
+        return ""
+    try:
+        done = subprocess.run(address.ssh_command("docker version --format '{{.Server.Version}}'"),
+                              capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return f"ssh did not finish within {timeout_s:g} s"
+    except OSError as exc:
+        return f"cannot run ssh: {exc.strerror}"
+    if done.returncode == 0:
+        return ""
+    lines = [line.strip() for line in (done.stderr or done.stdout).splitlines() if line.strip()]
+    return "; ".join(lines[-2:])[:300] or f"ssh exited with status {done.returncode}"
+
+
+def engine_identity(client: Any) -> dict[str, Any]:
+    """Facts that name an engine and its machine, read from the engine itself (docker info)."""
+    from runner.launch.docker import image_store
+
+    info = client.info()
+    return {
+        "engine_id": str(info.get("ID", "")),
+        "engine_version": str(info.get("ServerVersion", "")),
+        "api_version": str(client.api.api_version),
+        "name": str(info.get("Name", "")),
+        "os": str(info.get("OperatingSystem", "")),
+        "kernel": str(info.get("KernelVersion", "")),
+        "architecture": str(info.get("Architecture", "")),
+        "cpus": int(info.get("NCPU") or 0),
+        "memory_bytes": int(info.get("MemTotal") or 0),
+        "storage_driver": str(info.get("Driver", "")),
+        "image_store": image_store(client),
+        "runtimes": sorted((info.get("Runtimes") or {}).keys()),
+        "cgroup": f"{info.get('CgroupDriver', '')} v{info.get('CgroupVersion', '')}",
+    }
