@@ -32,7 +32,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0])
     parser.add_argument("--name", default="bench", help="results file prefix (default: bench)")
     parser.add_argument("--only", default=",".join(sorted(ALL)), help="benchmarks to run, e.g. 1,5 (default: all)")
-    parser.add_argument("--pairs", type=int, default=8, help="interleaved pairs for benchmark 1 (≥ 5; default 8)")
+    parser.add_argument("--pairs", type=int, default=12, help="interleaved pairs for benchmark 1 (≥ 5; default 12)")
     parser.add_argument("--overhead-inputs", type=int, default=60,
                         help="demo inputs in benchmark 1's pass (default 60 of 300)")
     parser.add_argument("--overhead-threads", type=int, default=1,
@@ -41,8 +41,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--campaign-inputs", type=int, default=300,
                         help="demo inputs in benchmarks 3-4 (default 300 = the whole quick corpus; lowered "
                              "automatically, and said so, when the time budget is short)")
-    parser.add_argument("--repetitions", type=int, default=1,
-                        help="repetitions per variant in benchmarks 3-4 (the demo's own is 5; default 1)")
+    parser.add_argument("--repetitions", type=int, default=2,
+                        help="repetitions per variant in benchmarks 3-4 (the demo's own is 5; default 2)")
     parser.add_argument("--image", default=os.environ.get("BENCH_IMAGE") or None,
                         help="image for the container benchmarks (default: the study's, else images/images.lock)")
     parser.add_argument("--predictions", type=int, default=1_000_000, help="benchmark 5: predictions in the pass")
@@ -130,7 +130,7 @@ def _scale(bench: Bench, tmp: Path) -> None:
     from benchmarks import scale
 
     variants = max(bench.args.raw_rows // 5, 1)
-    bench.add(scale.run(predictions=bench.args.predictions, variants=variants, repetitions=5, progress=say))
+    bench.add(scale.run(predictions=bench.args.predictions, variants=variants, repetitions=5, pairs=5, progress=say))
 
 
 def _timer(bench: Bench, tmp: Path) -> None:

@@ -32,7 +32,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import Row, Spread, fmt_s, ratio_spread
+from benchmarks.common import Row, Spread, fmt_s, judge, ratio_spread
 from benchmarks.workspace import Workspace
 
 CONTAINER_TARGET_RATIO = 1.1
@@ -262,6 +262,7 @@ def _overhead_row(key: str, kind: str, runs: dict[str, Any], reasons: dict[str, 
     container = [t["container"] for t in data["trials"] if t.get("container")]
     if container:
         parts["container"] = {name: Spread(tuple(c[name] for c in container)).to_dict() for name in container[0]}
+    met, why = judge(ratio, CONTAINER_TARGET_RATIO, higher_is_better=False) if kind == "docker" else (None, "")
     imports = [s for s in data["baseline_import_s"] if s is not None]
     bare_imports = Spread(tuple(imports)).to_dict() if imports else None
     split = " + ".join(f"{parts[n]['median']:.2f}" for n in ("start_s", "in_runner_s", "end_s"))
@@ -270,8 +271,7 @@ def _overhead_row(key: str, kind: str, runs: dict[str, Any], reasons: dict[str, 
         measured=f"{fmt_s(overhead, 2)} (start + in-runner + end ≈ {split} s)",
         baseline=f"{fmt_s(bare, 2)} {baseline_name}",
         ratio=f"{ratio.median:.2f} [{ratio.low:.2f}–{ratio.high:.2f}] overhead/bare",
-        target=target, met=(ratio.median <= CONTAINER_TARGET_RATIO) if kind == "docker" else None,
-        reason="; ".join(data["baseline_failures"][:1]),
+        target=target, met=met, reason="; ".join([why, *data["baseline_failures"][:1]]).strip("; "),
         details={"overhead_s": overhead.to_dict(), "bare_s": bare.to_dict(), "ratio": ratio.to_dict(),
                  "parts": parts, "bare_import_s": bare_imports, "baseline_command": data["baseline_command"],
                  "launcher": data["launcher"], "image_labels": data.get("image_labels"),

@@ -6,6 +6,7 @@ Every figure keeps its raw samples; the table shows medians with the spread (min
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import statistics
@@ -163,6 +164,42 @@ def interleaved(pairs: int, first: Callable[[], float], second: Callable[[], flo
 def ratio_spread(numerators: Sequence[float], denominators: Sequence[float]) -> Spread:
     """Per-pair ratios: each pair ran back to back, so the ratio cancels most machine drift."""
     return Spread(tuple(n / d for n, d in zip(numerators, denominators, strict=True)))
+
+
+def median_interval(samples: tuple[float, ...]) -> tuple[float, float, float]:
+    """A distribution-free ~95 % confidence interval for the median: (low, high, confidence).
+
+    Order statistics x(k) and x(n-k+1), k the largest with P(Binomial(n, 1/2) < k) ≤ 2.5 %. With
+    fewer than 6 samples no such k exists, and the interval is min–max (its confidence is shown).
+    """
+    ordered = sorted(samples)
+    n = len(ordered)
+
+    def below(k: int) -> float:  # P(Binomial(n, 1/2) <= k - 1)
+        return sum(math.comb(n, i) for i in range(k)) / 2**n
+
+    k = 1
+    while k + 1 <= n // 2 and below(k + 1) <= 0.025:
+        k += 1
+    return ordered[k - 1], ordered[n - k], 1 - 2 * below(k)
+
+
+def judge(spread: Spread, target: float, higher_is_better: bool) -> tuple[bool | None, str]:
+    """Met, missed, or None ("cannot discriminate") when the median's interval straddles the target.
+
+    The same spirit as the summary's rule for pass times (SPEC R6): when the run's own spread is as
+    wide as the difference it should show, say so, and how to tighten it.
+    """
+    low, high, confidence = median_interval(spread.samples)
+    good = (lambda x: x >= target) if higher_is_better else (lambda x: x <= target)
+    if good(low) and good(high):
+        return True, ""
+    if not good(low) and not good(high):
+        return False, ""
+    met = good(spread.median)
+    return None, (f"cannot discriminate: the median's {confidence * 100:.0f} % interval [{low:.3f}, {high:.3f}] "
+                  f"(n = {len(spread.samples)}) straddles the target {target:g}; the median alone says "
+                  f"{'met' if met else 'missed'}. Rerun with more pairs or on a quieter machine")
 
 
 def fmt_s(spread: Spread, digits: int = 3) -> str:

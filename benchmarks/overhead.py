@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import ROOT, Row, Spread, fmt_ratio, fmt_s, ratio_spread
+from benchmarks.common import ROOT, Row, Spread, fmt_ratio, fmt_s, judge, ratio_spread
 from benchmarks.workspace import Workspace, trial_spec
 
 TARGET_RATIO = 0.99
@@ -67,16 +67,20 @@ def run(workspace: Workspace, pairs: int = 5, variant_id: str = "batch_size=1", 
     runner_spread, bare_spread = Spread(tuple(runner_s)), Spread(tuple(bare_s))
     writes = Spread(tuple(p["runner_write_s"] for p in result["pairs"]))
     same = all(p["same_outputs"] for p in result["pairs"])
+    met, why = judge(ratio, TARGET_RATIO, higher_is_better=True)
+    best = bare_spread.low / runner_spread.low  # interference only ever slows a run down
+    if not same:
+        met, why = False, "the bare loop's outputs differ from the runner's: not the same work"
     return Row(
         key="1", title=title,
         measured=fmt_s(runner_spread) + " runner pass_s",
         baseline=fmt_s(bare_spread) + " bare loop",
-        ratio=fmt_ratio(ratio) + " runner/bare throughput",
+        ratio=f"{fmt_ratio(ratio)} runner/bare throughput (fastest vs fastest {best:.3f})",
         target=f"≥ {TARGET_RATIO} × bare",
-        met=(ratio.median >= TARGET_RATIO) and same,
-        reason="" if same else "the bare loop's outputs differ from the runner's: not the same work",
+        met=met, reason=why,
         details={"pairs": result["pairs"], "order": "ABBA (runner first in pairs 1, 3, 5, …)",
-                 "ratio_bare_over_runner": ratio.to_dict(), "runner_pass_s": runner_spread.to_dict(),
+                 "ratio_bare_over_runner": ratio.to_dict(), "fastest_over_fastest": best,
+                 "runner_pass_s": runner_spread.to_dict(),
                  "bare_s": bare_spread.to_dict(),
                  "runner_write_s": writes.to_dict(),
                  "runner_write_s_note": "prediction writes (+ truncation count, manifest) are timed apart by the "

@@ -10,9 +10,9 @@ COLUMNS = ("#", "benchmark", "measured: median [min–max]", "baseline (same run
 
 
 def _met(row: Row) -> str:
-    if not row.measured:
+    if not row.measured or not row.target:
         return "—"
-    return {True: "yes", False: "NO", None: "—"}[row.met]
+    return {True: "yes", False: "NO", None: "unclear"}[row.met]
 
 
 def table(rows: list[Row]) -> str:

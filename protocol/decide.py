@@ -741,13 +741,17 @@ def decide(
 
 def _configuration_labels(campaigns: Sequence[CampaignEvidence]) -> dict[tuple[str, str], str]:
     labels: dict[tuple[str, str], str] = {}
+    hosts: dict[str, str] = {e.campaign_id: e.host for e in campaigns}
     for evidence in campaigns:
         for variant in evidence.summary.variants:
             labels[(evidence.campaign_id, variant.variant_id)] = f"{variant.variant_id} on {evidence.hardware}"
     values = list(labels.values())
+    distinct_hosts = len(set(hosts.values())) == len(hosts)
     for key, label in list(labels.items()):
         if values.count(label) > 1:
-            labels[key] = f"{label} [campaign {key[0][:8]}]"
+            # Same variant on the same rented GPU type: name the host, or else the campaign.
+            suffix = f"host {hosts[key[0]]}" if distinct_hosts else f"campaign {key[0][:8]}"
+            labels[key] = f"{label} [{suffix}]"
     return labels
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import json
 import math
+import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -137,6 +138,12 @@ def _parse_complete_lines(text: str, complete: int) -> tuple[list[Prediction], l
         stop = text.find("\n", min(start + _CHUNK_CHARS, complete) - 1) + 1
         body = text[start : stop - 1]  # the chunk's lines, without the last newline
         count = body.count("\n") + 1
+        runner_written = _runner_lines(body, count)
+        if runner_written is not None:
+            predictions.extend(runner_written)
+            lines_before += count
+            start = stop
+            continue
         items = _parse_chunk(body, count)
         fast = _predictions_from_items(items) if items is not None else None
         if fast is not None:
@@ -159,6 +166,28 @@ def _parse_complete_lines(text: str, complete: int) -> tuple[list[Prediction], l
         lines_before += count
         start = stop
     return predictions, errors, lines_before
+
+
+#: One line exactly as the runner writes it (``json.dumps`` of id, label, score): strings without
+#: escapes or control characters (so the text between the quotes IS the value), and a JSON number
+#: without a sign (so it is >= 0, and ``float`` of its text is what ``json.loads`` makes of it).
+_RUNNER_LINE = re.compile(
+    r'^\{"id": "([^"\\\x00-\x1f]*)", "label": "([^"\\\x00-\x1f]*)", '
+    r'"score": ((?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)\}$',
+    re.MULTILINE,
+)
+
+
+def _runner_lines(body: str, count: int) -> list[Prediction] | None:
+    """Predictions when all ``count`` lines are runner-written and well-formed; else None."""
+    rows = _RUNNER_LINE.findall(body)
+    if len(rows) != count:  # a line can match at most once, so every line matched
+        return None
+    ids, labels, numbers = zip(*rows, strict=True)
+    scores = list(map(float, numbers))
+    if not all(map(math.isfinite, scores)) or max(scores) > 1.0:
+        return None  # the general path describes the problem
+    return list(map(Prediction, ids, labels, scores))
 
 
 def _parse_chunk(body: str, count: int) -> list[Any] | None:
@@ -224,16 +253,17 @@ def _prediction_problem(item: Any) -> str:
 
 
 def check_pass(parsed: ParsedPredictions, reference: Reference, metric: str, minimum: float) -> PassCheck:
-    expected = set(reference.ids)
     observed_ids = [p.id for p in parsed.predictions]
     observed_labels = [p.label for p in parsed.predictions]
+    expected_ids = list(reference.ids)
     duplicates: set[str] = set()
     # The usual pass: every expected id exactly once, in corpus order (one list comparison).
-    in_corpus_order = len(expected) == len(reference.ids) and observed_ids == list(reference.ids)
+    in_corpus_order = observed_ids == expected_ids and _all_distinct(expected_ids, reference.labels)
     if in_corpus_order:
         missing: set[str] = set()
         unexpected: set[str] = set()
     else:
+        expected = set(expected_ids)
         seen = set(observed_ids)
         if len(seen) != len(observed_ids):
             duplicates = {ident for ident, count in Counter(observed_ids).items() if count > 1}
@@ -258,10 +288,10 @@ def check_pass(parsed: ParsedPredictions, reference: Reference, metric: str, min
     subgroups: dict[str, dict[str, float]] = {}
     if complete:
         if in_corpus_order:
-            outcome = _Outcomes(metric, reference.ids, reference.labels, in_order=observed_labels)
+            outcome = _Outcomes(metric, expected_ids, reference.labels, in_order=observed_labels)
         else:
             predicted = dict(zip(observed_ids, observed_labels, strict=True))
-            outcome = _Outcomes(metric, reference.ids, reference.labels, predicted)
+            outcome = _Outcomes(metric, expected_ids, reference.labels, predicted)
         metric_value = outcome.metric()
         for group_name, membership in reference.groups.items():
             subgroups[group_name] = outcome.by_group(list(outcome.lookup(membership)))
@@ -285,6 +315,13 @@ def check_pass(parsed: ParsedPredictions, reference: Reference, metric: str, min
     )
 
 
+def _all_distinct(ids: list[str], keyed: dict[str, str]) -> bool:
+    """True if no id repeats; cheap when ``keyed`` (the reference labels) has exactly these keys in order."""
+    if len(keyed) == len(ids) and list(keyed) == ids:
+        return True  # dictionary keys are distinct
+    return len(set(ids)) == len(ids)
+
+
 def compute_metric(metric: str, ids: tuple[str, ...], truth: dict[str, str], predicted: dict[str, str]) -> float:
     return _Outcomes(metric, ids, truth, predicted).metric()
 
@@ -305,7 +342,7 @@ class _Outcomes:
         self.metric_name = metric
         self.n = len(ids)
         self.ids = ids
-        self._ids_list: list[str] | None = None
+        self._ids_list: list[str] | None = ids if isinstance(ids, list) else None
         labels: Iterable[str]
         if in_order is not None:
             labels = in_order

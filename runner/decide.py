@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from protocol.period import CampaignPeriod, measure_period
 from protocol.plans import Catalog, default_catalog_path, load_catalog
 from protocol.study import Study, load_study
 from runner.campaign import FROZEN_CATALOG, CampaignPaths, load_campaign, read_raw
+from runner.multihost import expand_campaign_dirs, hosts_without_campaign
 from runner.summary import summarize_campaign
 
 DECISION_JSON = "decision.json"
@@ -123,7 +124,8 @@ def load_evidence(root: Path) -> tuple[CampaignEvidence, Study, dict[str, Any]]:
             (description.get("empty_reasons") or {}).get("rental")
             or "campaign.json records no rental (campaign started before `isocost run --gpu` existed)"
         ),
-        host=str(host.get("hostname", "unknown host")),
+        # A multi-host campaign names the rented host; a local one, the machine that ran the CLI.
+        host=str(launcher.get("host_name") or host.get("hostname", "unknown host")),
         launcher=str(launcher.get("kind", "unknown launcher")),
         rows=tuple(rows),
         events=read_events(paths.events),
@@ -188,7 +190,12 @@ def run_decide(
 
     if not roots:
         raise UserError("no results directory given", "isocost decide", "Pass at least one DIR.")
-    loaded = [load_evidence(root) for root in roots]
+    loaded = [load_evidence(root) for root in expand_campaign_dirs(roots)]
+    missing_hosts = [f"host {name}: {state or 'no campaign'}{f' ({reason})' if reason else ''}; no results to weigh"
+                     for root in roots for name, state, reason in hosts_without_campaign(root)]
+    if missing_hosts:
+        first, study_, description_ = loaded[0]
+        loaded[0] = (replace(first, notes=(*first.notes, *missing_hosts)), study_, description_)
     evidence = [item[0] for item in loaded]
     study, description = loaded[0][1], loaded[0][2]
     catalog, catalog_source = choose_catalog(catalog_path, study, description)

@@ -38,9 +38,9 @@ def main() -> None:
 
 
 def _register() -> None:
-    from runner.cli import bundle, campaign, cost, decide, demo, images, memory
+    from runner.cli import bundle, campaign, cost, decide, demo, hosts, images, memory
 
-    for module in (campaign, cost, decide, demo, images, memory, bundle):
+    for module in (campaign, cost, decide, demo, images, memory, bundle, hosts):
         for command in module.COMMANDS:
             main.add_command(command)
 

@@ -45,8 +45,9 @@ def _sigterm_as_interrupt(signum: int, frame: FrameType | None) -> None:
               help="Refuse a study, corpus, model or catalog outside these directories (repeatable; also "
                    "ISOCOST_ALLOWED_ROOTS).")
 @click.option("--host", "host_options", multiple=True, metavar="NAME=URL",
-              help="Run the whole study on this host too, in parallel, in OUT/NAME/ (repeatable). URL: local, "
-                   "unix:///PATH/docker.sock or ssh://USER@HOST[:PORT] (Docker Engine over SSH).")
+              help="Run the whole study on this host, as its own campaign in OUT/NAME/; all hosts run in parallel "
+                   "(repeatable). URL: local (this machine's engine), unix:///PATH/docker.sock or "
+                   "ssh://USER@HOST[:PORT] (Docker Engine over SSH).")
 @click.option("--hosts-file", "hosts_file", type=click.Path(path_type=Path, dir_okay=False, exists=True),
               default=None, help="TOML list of hosts (name, url, stack, rental, ssh_config); see docs/hosts.md.")
 def run(study: Path, out: Path, resume: bool, launcher_kind: str, image: str | None, gpu: str | None,

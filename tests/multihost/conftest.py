@@ -50,6 +50,7 @@ def unavailable(reason: str) -> None:
 def local_engine() -> Iterator[Any]:
     try:
         import docker
+        import docker.errors
     except ImportError:
         unavailable("the docker Python SDK is not installed")
     from runner.launch.docker import engine_answers
@@ -58,7 +59,15 @@ def local_engine() -> Iterator[Any]:
     if not ok:
         unavailable(f"no Docker engine answers ({why}); run `bash .ci/docker-setup.sh`")
     client = docker.from_env(timeout=600)
+    before = {v.name for v in client.volumes.list(filters={"label": "org.isocost.kind=inputs"})}
     yield client
+    # The inputs volumes these tests shipped to the local engine (the second engine is emptied by stop()).
+    for volume in client.volumes.list(filters={"label": "org.isocost.kind=inputs"}):
+        if volume.name not in before:
+            try:
+                volume.remove(force=True)
+            except docker.errors.APIError:
+                pass
     client.close()
 
 

@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import docker
 import pytest
 from click.testing import CliRunner
 from loopback import Loopback, drop_ssh_connections, kill_engine, restart_engine
@@ -32,6 +31,8 @@ def rows(campaign: Path) -> list[dict[str, str]]:
 
 
 def engine2(box: Loopback) -> Any:
+    import docker
+
     return docker.DockerClient(base_url=box.engine_url, timeout=60)
 
 
