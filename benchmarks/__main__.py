@@ -105,7 +105,7 @@ def main(argv: list[str]) -> int:
             except Exception as exc:  # one broken benchmark must not hide the others
                 traceback.print_exc()
                 bench.add([Row(key=key, title=TITLES[key], reason=f"failed: {type(exc).__name__}: {exc}")])
-    bench.rows.sort(key=lambda row: (row.key.rstrip("abp"), row.key))
+    bench.rows.sort(key=lambda row: (row.key.rstrip("abcp"), row.key))
     bench.save()
     print()
     print(f"isocost benchmarks, {bench.started_at} ({bench.elapsed():.0f} s)")
@@ -145,11 +145,11 @@ def _overhead(bench: Bench, tmp: Path) -> None:
 
     workspace = make_workspace(tmp / "overhead", inputs=bench.args.overhead_inputs, repetitions=1,
                                threads=bench.args.overhead_threads)
-    row = overhead.run(workspace, pairs=bench.args.pairs, progress=say, timeout_s=max(bench.remaining() * 0.4, 60))
-    samples = row.details.get("bare_s", {}).get("samples")
+    rows = overhead.run(workspace, pairs=bench.args.pairs, progress=say, timeout_s=max(bench.remaining() * 0.4, 60))
+    samples = rows[0].details.get("bare_s", {}).get("samples")
     if samples:
         bench.seconds_per_input = min(samples) / workspace.inputs
-    bench.add([row])
+    bench.add(rows)
 
 
 def _campaigns(bench: Bench, tmp: Path) -> None:

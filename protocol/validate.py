@@ -155,7 +155,7 @@ def _parse_complete_lines(text: str, complete: int) -> tuple[list[Prediction], l
                 else:
                     try:
                         item = json.loads(line)
-                    except json.JSONDecodeError:
+                    except (ValueError, RecursionError):  # bad JSON, integers over the digit limit, deep nesting
                         errors.append(f"line {number}: not valid JSON")
                         continue
                 problem = _prediction_problem(item)
@@ -237,6 +237,13 @@ def _predictions_from_items(items: list[Any]) -> tuple[Prediction, ...] | None:
     return tuple(map(Prediction, ids, labels, scores))
 
 
+def _finite(score: int | float) -> bool:
+    try:
+        return math.isfinite(score)
+    except OverflowError:  # an integer beyond the float range
+        return False
+
+
 def _prediction_problem(item: Any) -> str:
     if not isinstance(item, dict):
         return "not a JSON object"
@@ -245,7 +252,7 @@ def _prediction_problem(item: Any) -> str:
     if not isinstance(item.get("label"), str):
         return "missing or non-string label"
     score = item.get("score")
-    if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
+    if isinstance(score, bool) or not isinstance(score, (int, float)) or not _finite(score):
         return "missing or non-finite score"
     if not 0.0 <= score <= 1.0:
         return f"score {score} outside [0, 1]"

@@ -19,7 +19,10 @@ and thus every manifest and raw row, carries them; each container's image is che
 them. The host records the exit code, ``State.OOMKilled``, the container's logs (into
 ``trial.log``) and timings (``launcher.json``), then removes the container. An engine that stops
 answering mid-trial yields a result with ``exit_code=None`` and the reason in its notes: the
-row is never lost.
+row is never lost. An engine that stops answering *between* trials (a restart: ``systemctl
+restart docker`` stops every container) is waited for, up to ``reconnect_s``: the trial it
+stopped is collected once it answers again, with the reason in its notes; the next trial starts
+only on an engine that answers, and the campaign stops with a clear message if none does.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -51,6 +55,7 @@ IMAGE_UID = 10001
 CONTAINER_ENV_ALLOW = tuple(name for name in ENV_ALLOW if name not in ("PATH", "HOME", "TMPDIR"))
 
 _KILL_GRACE_S = 10.0
+_RECONNECT_S = 60.0
 _WAIT_POLL_S = 30.0
 _HEX = re.compile(r"^[0-9a-f]{12,64}$")
 
@@ -285,8 +290,10 @@ class DockerLauncher:
         user: str | None = None,
         prefer_digest: str = "",
         kill_grace_s: float = _KILL_GRACE_S,
+        reconnect_s: float = _RECONNECT_S,
     ) -> None:
         self.client = client or connect_engine()
+        self.reconnect_s = reconnect_s
         self.stack = stack
         self.limits = limits
         self.kill_grace_s = kill_grace_s
@@ -331,8 +338,36 @@ class DockerLauncher:
         }
 
     def trial_view(self, paths: TrialPaths) -> tuple[str, str, str]:
+        self._require_engine(paths.trial_dir.name)
         self.check_inputs(paths.corpus, paths.model)
         return self._corpus_target(paths), CONTAINER_MODEL, CONTAINER_OUT
+
+    def _require_engine(self, trial_id: str) -> None:
+        """Start no trial on an engine that does not answer (wait out a restart; else stop the campaign)."""
+        if self._engine_answers_anew() or self._answers_within(self.reconnect_s):
+            return
+        raise UserError(
+            f"the Docker engine does not answer (waited {self.reconnect_s:g} s before trial {trial_id}); "
+            "the campaign stops here, before starting that trial, and every row so far is kept",
+            str(getattr(self.client.api, "base_url", "")) or "--launcher docker",
+            "Start the engine again (or let its restart finish), then continue with `isocost run --resume`.",
+        )
+
+    def _answers_within(self, seconds: float) -> bool:
+        deadline = clock() + seconds
+        while clock() < deadline:
+            time.sleep(min(1.0, max(deadline - clock(), 0.0)))
+            if self._engine_answers_anew():
+                return True
+        return False
+
+    def _engine_answers_anew(self) -> bool:
+        """Ping over a new connection: an engine shutting down still answers on the ones already open."""
+        try:
+            self.client.api.close()  # drops pooled connections; the next request opens a new one
+        except Exception:  # noqa: BLE001  (a client without a pool: ping as is)
+            pass
+        return self._engine_answers()
 
     def image_fields(self) -> tuple[str, str, str]:
         return self.image.ref, self.image.image_id, self.image.repo_digest
@@ -353,13 +388,18 @@ class DockerLauncher:
             outcome = self._wait(launched, start, timeout_s)
             wall = clock() - start
             times["exit_seen_at"] = _now()
+            self._collect_failure: BaseException | None = None
             state, notes = self._collect(launched, paths, outcome)
+            if _connection_lost(self._collect_failure):
+                state, notes = self._collect_after_engine_gap(launched, paths, outcome, state, notes)
             times["collected_at"] = _now()
         finally:
             self._return_trial_dir(trial_dir, owner)
         record["state"] = state
         record["outcome"] = outcome
-        write_json_atomic(trial_dir / "launcher.json", record)
+        _save_record(trial_dir, record)
+        if record.get("not_saved"):
+            notes.append(record["not_saved"])
         exit_code = outcome.get("exit_code")
         if exit_code is None and state.get("ExitCode") is not None and not outcome.get("engine_lost"):
             exit_code = int(state["ExitCode"])
@@ -382,19 +422,41 @@ class DockerLauncher:
             raise HostInterrupt(result)
         return result
 
+    def _collect_after_engine_gap(self, container: Any, paths: TrialPaths, outcome: dict[str, Any],
+                                  state: dict[str, Any], notes: list[str]) -> tuple[dict[str, Any], list[str]]:
+        """The engine went away as the trial ended (an engine that stops or restarts stops its containers
+        first): wait for it, up to ``reconnect_s``, then collect the container it stopped."""
+        silent = clock()
+        while clock() - silent < self.reconnect_s:
+            if not self._answers_within(min(5.0, self.reconnect_s)):
+                continue
+            self._collect_failure = None
+            state, notes = self._collect(container, paths, outcome)
+            if not _connection_lost(self._collect_failure):
+                notes.insert(0, "the Docker engine stopped answering as the trial ended and answered again after "
+                                f"{clock() - silent:.0f} s: it was stopped or restarted, and an engine that stops "
+                                "stops its containers")
+                return state, notes
+        notes.insert(0, "the Docker engine stopped answering as the trial ended and did not answer again within "
+                        f"{self.reconnect_s:g} s")
+        return state, notes
+
     def _launch(self, paths: TrialPaths, trial_dir: Path, record: dict[str, Any]) -> Any:
         """Create, check and start the container; a LaunchResult instead when that fails."""
-        docker = _docker()
+        import requests
+
+        # The SDK lets connection errors (an engine gone between two calls) through unwrapped.
+        engine_errors = (_docker().errors.DockerException, requests.exceptions.RequestException)
         container = None
         try:
             try:
                 container = self.client.containers.create(**self._create_kwargs(paths, trial_dir))
-            except docker.errors.DockerException as exc:
+            except engine_errors as exc:
                 return self._result_without_container(f"the engine could not create the container: {_short(exc)}",
                                                       record, trial_dir)
             record["container_id"] = container.id
             record["container_name"] = container.name
-            write_json_atomic(trial_dir / "launcher.json", record)
+            _save_record(trial_dir, record)
             running_image = (container.attrs or {}).get("Image", "")
             if running_image != self.image.image_id:
                 self._remove(container)
@@ -403,7 +465,7 @@ class DockerLauncher:
                     f"({self.image.image_id}): not run", record, trial_dir)
             try:
                 container.start()
-            except docker.errors.DockerException as exc:
+            except engine_errors as exc:
                 self._remove(container)
                 return self._result_without_container(f"the engine could not start the container: {_short(exc)}",
                                                       record, trial_dir)
@@ -542,6 +604,7 @@ class DockerLauncher:
             raw = container.attrs.get("State") or {}
             state = {k: raw.get(k) for k in ("Status", "ExitCode", "OOMKilled", "Error", "StartedAt", "FinishedAt")}
         except Exception as exc:  # the engine went away between exit and collection
+            self._collect_failure = exc
             notes.append(f"logs/state of container {container.id[:12]} not collected: {_short(exc)}")
         if outcome.get("timed_out"):
             notes.append("killed by the host at the trial time limit (docker stop: SIGTERM, then SIGKILL after "
@@ -563,9 +626,9 @@ class DockerLauncher:
 
     def _result_without_container(self, note: str, record: dict[str, Any], trial_dir: Path) -> LaunchResult:
         record["error"] = note
-        write_json_atomic(trial_dir / "launcher.json", record)
+        _save_record(trial_dir, record)
         return LaunchResult(exit_code=None, image_id=self.image.image_id, image_digest=self.image.repo_digest,
-                            notes=(note,))
+                            notes=(note, record["not_saved"]) if record.get("not_saved") else (note,))
 
     def _lend_trial_dir(self, trial_dir: Path) -> tuple[int, int] | None:
         """As root, hand the trial directory (only it) to the container's user for the trial."""
@@ -585,6 +648,21 @@ class DockerLauncher:
                 os.chown(path, *owner, follow_symlinks=False)
             except OSError:
                 pass
+
+
+def _save_record(trial_dir: Path, record: dict[str, Any]) -> None:
+    """Write launcher.json; a full disk must not lose the trial's row (the failure goes into its notes)."""
+    try:
+        write_json_atomic(trial_dir / "launcher.json", record)
+    except OSError as exc:
+        record["not_saved"] = f"launcher.json not written: {exc.strerror}"
+
+
+def _connection_lost(exc: BaseException | None) -> bool:
+    """Did a call fail for want of a connection to the engine (rather than an answer from it)?"""
+    import requests
+
+    return isinstance(exc, requests.exceptions.ConnectionError)
 
 
 def unreadable_for(path: Path, uid: int, gids: set[int]) -> list[Path]:

@@ -4,12 +4,20 @@ Used by ``tests/faults/test_faults.py`` (pytest) and ``tests/faults/report.py``
 (``make faults``: prints the table). Each case returns a :class:`Outcome`:
 the status the protocol demands, the status observed, and the rows lost
 (attempts made minus rows in raw.csv, after any resume the case performs).
+
+Every case runs with trials as local processes (:func:`process_context`); where a Docker
+engine answers, :data:`DOCKER_CASES` run again with trials in containers of this checkout's CPU
+image (:func:`docker_context`), plus two faults only containers have: the container memory
+limit, and the Docker daemon restarted during a trial (on a private second engine, see
+``private_engine.py``: the machine's own dockerd is never restarted).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -43,15 +51,28 @@ class Outcome:
     detail: str
 
 
+class NotRun(Exception):
+    """A case cannot run here (no engine, no image, not root): reported with this reason, never passed."""
+
+
 @dataclass(frozen=True)
 class Context:
     root: Path  # a fresh directory for this case
     model: Path  # a tiny real checkpoint to copy
     launcher_factory: Callable[[], Any]
-    launcher_name: str
+    launcher_name: str  # "process" or "docker" (what `isocost run --launcher` takes)
+    image: str = ""  # the container image (image ID), for docker
 
     def study(self, **options: Any) -> Path:
-        return write_workspace(self.root / "ws", self.model, **options)
+        study = write_workspace(self.root / "ws", self.model, **options)
+        # transformers saves weights with mode 0600; a trial container runs as a non-root user and
+        # reads its inputs through read-only mounts (modes are not part of the fingerprint).
+        for path in [study.parent, *study.parent.rglob("*")]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        return study
+
+    def cli_launcher_args(self) -> list[str]:
+        return ["--launcher", self.launcher_name] + (["--image", self.image] if self.image else [])
 
 
 def attempts_made(out: Path) -> int:
@@ -138,14 +159,17 @@ def case_host_killed_then_resume(ctx: Context) -> Outcome:
     out = ctx.root / "out"
     env = {**os.environ, "ISOCOST_FAULT_INJECT": "sleep-per-batch:0.2", "PYTHONPATH": str(ROOT)}
     command = [sys.executable, "-m", "runner.cli", "run", str(study), "--out", str(out),
-               "--launcher", ctx.launcher_name]
+               *ctx.cli_launcher_args()]
     host = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 300
-    second = out / "trials" / "002-r1-batch_size-4" / "launcher.json"
+    second_dir = out / "trials" / "002-r1-batch_size-4"
+    # A process is running once it has a pid; a container once its trial writes (not merely created).
+    second = second_dir / ("predictions.jsonl" if ctx.launcher_name == "docker" else "launcher.json")
     while time.monotonic() < deadline and not second.exists():
         time.sleep(0.05)
     host.kill()
     host.wait()
+    left_running = _trial_containers(second_dir) if ctx.launcher_name == "docker" else []
     before = (out / "raw.csv").read_bytes() if (out / "raw.csv").exists() else b""
     run_campaign(study, out, ctx.launcher_factory(), resume=True)
     after = (out / "raw.csv").read_bytes()
@@ -153,11 +177,29 @@ def case_host_killed_then_resume(ctx: Context) -> Outcome:
     final = [r for r in rows if HOST_STOP_NOTE not in r["notes"]]
     one_each = sorted(r["order_index"] for r in final) == ["1", "2", "3", "4"]
     ok = after.startswith(before) and one_each and len(before) > 0
+    detail = f"{len(rows) - len(final)} interrupted attempt(s) recorded"
+    if ctx.launcher_name == "docker":
+        leftover = _trial_containers(second_dir)
+        ok = ok and len(left_running) == 1 and not leftover
+        detail += (f"; the killed CLI left {len(left_running)} trial container running, --resume "
+                   f"{'removed it' if not leftover else 'did NOT remove it'}")
     return Outcome("host CLI killed mid-campaign, then --resume", ctx.launcher_name,
                    "completes; one final row per pass; earlier rows byte-identical",
                    f"{len(final)} final rows for 4 passes, earlier bytes "
                    f"{'kept' if after.startswith(before) else 'CHANGED'}",
-                   rows_lost(out), ok, f"{len(rows) - len(final)} interrupted attempt(s) recorded")
+                   rows_lost(out), ok, detail)
+
+
+def _trial_containers(trial_dir: Path) -> list[Any]:
+    """Containers (any state) of one trial on the local engine, by the label the launcher sets."""
+    import docker
+
+    client = docker.from_env(timeout=60)
+    try:
+        return list(client.containers.list(
+            all=True, filters={"label": f"org.isocost.trial_dir={trial_dir.resolve()}"}))
+    finally:
+        client.close()
 
 
 def case_disk_full(ctx: Context) -> Outcome:
@@ -271,3 +313,182 @@ PROCESS_CASES: dict[str, Callable[[Context], Outcome]] = {
 
 def process_context(root: Path, model: Path) -> Context:
     return Context(root=root, model=model, launcher_factory=ProcessLauncher, launcher_name="process")
+
+
+# -- containers ------------------------------------------------------------------------------
+
+BASE_IMAGE = os.environ.get("ISOCOST_BASE_IMAGE", "isocost-base/bookworm:local")
+#: Set to an image ID (sha256:…) to run the docker cases on that image instead of building one.
+IMAGE_ENV = "ISOCOST_FAULTS_IMAGE"
+
+
+def docker_unavailable() -> str:
+    """Why the docker cases cannot run here ("" when they can)."""
+    from runner.launch.docker import engine_answers
+
+    ok, why = engine_answers(timeout_s=10)
+    if not ok:
+        return f"no Docker engine answers ({why}); run `bash .ci/docker-setup.sh`"
+    try:
+        cpu_image()
+    except NotRun as exc:
+        return str(exc)
+    return ""
+
+
+@functools.cache
+def cpu_image() -> str:
+    """The image ID of this checkout's CPU image: built once per run (the layer cache makes it seconds).
+
+    Built rather than taken from images/images.lock, so that the trial code in the container (and its
+    fault hooks) is this checkout's; the build is recorded in a private lock, never images/images.lock.
+    Without the local base image, the locked CPU image is used if the engine holds it.
+    """
+    import tempfile
+
+    import docker
+    import docker.errors
+
+    from protocol.errors import UserError
+    from runner.images import build_image, locked_image
+
+    if os.environ.get(IMAGE_ENV):
+        return os.environ[IMAGE_ENV]
+    client = docker.from_env(timeout=3600)
+    try:
+        try:
+            client.images.get(BASE_IMAGE)
+        except docker.errors.ImageNotFound:
+            record = locked_image("cpu")
+            if record is None:
+                raise NotRun(f"no base image {BASE_IMAGE} to build the CPU image on, and no CPU image in "
+                             "images/images.lock; run `bash .ci/docker-setup.sh`") from None
+            try:
+                client.images.get(record.image_id)
+            except docker.errors.ImageNotFound:
+                raise NotRun(f"the locked CPU image {record.image_id} is not in the engine and base {BASE_IMAGE} "
+                             "is missing; run `bash .ci/docker-setup.sh`") from None
+            return record.image_id
+        with tempfile.TemporaryDirectory(prefix="isocost-faults-lock-") as tmp:
+            try:
+                return build_image("cpu", BASE_IMAGE, lock_path=Path(tmp) / "images.lock").image_id
+            except UserError as exc:
+                raise NotRun(f"the CPU image could not be built: {exc.message}") from None
+    finally:
+        client.close()
+
+
+def docker_context(root: Path, model: Path, image: str | None = None) -> Context:
+    """Trials in containers of the CPU image, on the local engine (DOCKER_HOST)."""
+    from runner.launch.docker import DockerLauncher
+
+    image = image or cpu_image()
+
+    def launcher() -> Any:
+        return DockerLauncher(image, stack="cpu", kill_grace_s=5)
+
+    return Context(root=root, model=model, launcher_factory=launcher, launcher_name="docker", image=image)
+
+
+MEMORY_LIMIT_MIB = 600  # a trial of the tiny model peaks near 430 MB
+
+
+def case_oom_memory_limit(ctx: Context) -> Outcome:
+    """The container's memory limit (the study's ``memory_limit_bytes``) kills a trial that takes more."""
+    from runner.launch.select import choose_launcher
+
+    study = ctx.study(n=8, repetitions=2, batches="[4]", replace={
+        "trial_timeout_s = 300": f"trial_timeout_s = 300\nmemory_limit_bytes = {MEMORY_LIMIT_MIB * 2**20}"})
+    out = ctx.root / "out"
+    # The launcher as `isocost run --launcher docker` builds it: the limit comes from the study file.
+    launcher = choose_launcher(study, "docker", image=ctx.image).launcher
+    with fault("allocate-mib:2000"):
+        run_campaign(study, out, launcher)
+    rows = read_raw(out / "raw.csv")
+    first = rows[0]
+    ok = (len(rows) == 2 and all(r["status"] == "oom" and r["exit_code"] == "137" and "OOMKilled" in r["notes"]
+                                 and r["completed"] == r["observed_ids"] and r["batch_size"] == "4"
+                                 and r["corpus_accepted"] == "false" for r in rows)
+          and launcher.describe()["mem_limit"] == str(MEMORY_LIMIT_MIB * 2**20))
+    return Outcome(f"out of memory: container limit ({MEMORY_LIMIT_MIB} MiB, trial takes 2000 MiB)",
+                   ctx.launcher_name, "oom from OOMKilled, completed count kept, campaign goes on, "
+                   "no silent smaller batch",
+                   f"{first['status']}, completed {first['completed']}, exit {first['exit_code']}; {len(rows)} rows, "
+                   f"batch {'/'.join(r['batch_size'] for r in rows)}", rows_lost(out), ok, first["notes"][:140])
+
+
+def case_engine_restarted(ctx: Context) -> Outcome:
+    """The Docker daemon restarted during a trial (a private second engine, never the machine's own)."""
+    import tempfile
+
+    import docker
+    from private_engine import EngineUnavailable, PrivateEngine
+
+    from runner.launch.docker import DockerLauncher
+
+    study = ctx.study(n=8, repetitions=1, batches="[1, 4]")
+    out = ctx.root / "out"
+    box = PrivateEngine(Path(tempfile.mkdtemp(prefix="isocost-fe-", dir="/tmp")))
+    try:
+        try:
+            box.start()
+            main_engine = docker.from_env(timeout=900)
+            try:
+                how = box.ensure_image(main_engine, ctx.image)
+            finally:
+                main_engine.close()
+        except (EngineUnavailable, OSError, docker.errors.DockerException) as exc:
+            raise NotRun(f"no private second engine: {exc}") from None
+        client = box.client(timeout_s=120)
+        launcher = DockerLauncher(ctx.image, stack="cpu", client=client, kill_grace_s=5, reconnect_s=60)
+        first = out / "trials" / "001-r1-batch_size-1"
+        restarted = threading.Event()
+
+        def restart_mid_trial() -> None:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                predictions = first / "predictions.jsonl"
+                if predictions.exists() and predictions.read_text().count("\n") >= 2:
+                    box.restart()
+                    restarted.set()
+                    return
+                time.sleep(0.05)
+
+        thread = threading.Thread(target=restart_mid_trial, daemon=True)
+        stopped = ""
+        with fault("sleep-per-batch:0.5"):
+            thread.start()
+            try:
+                run_campaign(study, out, launcher)
+            except UserError as exc:
+                stopped = exc.message
+            thread.join(timeout=150)
+        rows = read_raw(out / "raw.csv")
+        row = rows[0] if rows else {}
+        leftover = client.containers.list(all=True) if box.answers() else []
+        client.close()
+        failed = row.get("status") in ("interrupted", "error") and row.get("corpus_accepted") == "false"
+        reason = "Docker engine" in row.get("notes", "")
+        went_on = len(rows) == 2 and rows[1]["status"] == "ok" and not stopped
+        clear_stop = bool(stopped) and "engine" in stopped and len(rows) == 1
+        ok = restarted.is_set() and failed and reason and (went_on or clear_stop) and not leftover
+        after = (f"campaign went on: next trial {rows[1]['status']}" if went_on
+                 else f"campaign stopped: {stopped[:80]}" if stopped else f"{len(rows)} rows")
+        return Outcome("Docker daemon restarted during a trial (private engine)", ctx.launcher_name,
+                       "trial recorded as failed with the reason; campaign goes on or stops clearly",
+                       f"{row.get('status', 'no row')}, completed {row.get('completed', '?')}; {after}",
+                       rows_lost(out), ok,
+                       f"{row.get('notes', '')[:170]} [image: {how}; leftover containers: {len(leftover)}]")
+    finally:
+        box.stop()
+        shutil.rmtree(box.root, ignore_errors=True)
+
+
+SHARED_DOCKER_CASES = ("oom-runner", "killed-mid-pass", "host-killed-resume", "disk-full", "truncated-predictions",
+                       "duplicate-ids", "foreign-ids", "wrong-label-set", "corpus-changed", "model-changed", "hang")
+
+DOCKER_CASES: dict[str, Callable[[Context], Outcome]] = {
+    **{name: PROCESS_CASES[name] for name in SHARED_DOCKER_CASES},
+    "oom-memory-limit": case_oom_memory_limit,
+    "engine-restart": case_engine_restarted,
+}

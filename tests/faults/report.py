@@ -1,4 +1,12 @@
-"""``make faults``: run every fault case and print a table of case, outcome and rows lost."""
+"""``make faults``: run every fault case and print a table of case, launcher, outcome and rows lost.
+
+The cases run with trials as local processes, then, where a Docker engine answers, in
+containers of this checkout's CPU image (built once; seconds with the layer cache). Without an
+engine the container cases are listed as not run, with the reason; with
+``ISOCOST_REQUIRE_DOCKER=1`` (CI) that is a failure. Names given as arguments run only those
+cases (``python tests/faults/report.py hang engine-restart``); ``--containers`` or ``--processes``
+runs only that half.
+"""
 
 from __future__ import annotations
 
@@ -6,39 +14,100 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parents[1]))
 
-from cases import PROCESS_CASES, Outcome, process_context  # noqa: E402
+from cases import (  # noqa: E402
+    DOCKER_CASES,
+    PROCESS_CASES,
+    NotRun,
+    Outcome,
+    docker_context,
+    docker_unavailable,
+    process_context,
+)
 from workspace import build_tiny_model  # noqa: E402
 
+REQUIRE_ENV = "ISOCOST_REQUIRE_DOCKER"
+LAUNCHER_COLUMN = {"process": "process", "docker": "containers"}
 
-def main() -> int:
-    work = Path(tempfile.mkdtemp(prefix="isocost-faults-"))
-    model = build_tiny_model(work / "model")
-    outcomes: list[tuple[Outcome, float]] = []
-    for name, case in PROCESS_CASES.items():
-        root = work / name
-        root.mkdir()
+
+def run_cases(cases: dict[str, Callable[[Any], Outcome]], make_context: Callable[[Path, Path], Any], work: Path,
+              model: Path, launcher: str) -> list[tuple[Outcome | None, str, float]]:
+    results: list[tuple[Outcome | None, str, float]] = []
+    for name, case in cases.items():
+        root = work / launcher / name
+        root.mkdir(parents=True)
         os.environ["ISOCOST_HOME"] = str(root / "isocost-home")  # each case is its own user: no shared ledger
         start = time.monotonic()
-        outcome = case(process_context(root, model))
-        outcomes.append((outcome, time.monotonic() - start))
-        print(f"{'ok  ' if outcome.passed else 'FAIL'} {outcome.case}", file=sys.stderr, flush=True)
+        try:
+            outcome: Outcome | None = case(make_context(root, model))
+            why = ""
+        except NotRun as exc:
+            outcome, why = None, f"{name}: {exc}"
+        seconds = time.monotonic() - start
+        results.append((outcome, why or name, seconds))
+        mark = "not run" if outcome is None else ("ok  " if outcome.passed and not outcome.rows_lost else "FAIL")
+        print(f"{mark} [{LAUNCHER_COLUMN[launcher]}] {outcome.case if outcome else why} ({seconds:.0f} s)",
+              file=sys.stderr, flush=True)
+    return results
+
+
+def main(argv: list[str]) -> int:
+    halves = {"--containers", "--processes"} & set(argv)
+    only = set(argv) - halves
+    unknown = only - set(PROCESS_CASES) - set(DOCKER_CASES)
+    if unknown:
+        print(f"unknown case(s): {', '.join(sorted(unknown))}; known: "
+              f"{', '.join(sorted(set(PROCESS_CASES) | set(DOCKER_CASES)))}", file=sys.stderr)
+        return 2
+
+    def pick(cases: dict[str, Any]) -> dict[str, Any]:
+        return {name: case for name, case in cases.items() if not only or name in only}
+
+    work = Path(tempfile.mkdtemp(prefix="isocost-faults-"))
+    model = build_tiny_model(work / "model")
+    process_cases = pick(PROCESS_CASES) if "--containers" not in halves else {}
+    results = run_cases(process_cases, process_context, work, model, "process")
+    docker_cases = pick(DOCKER_CASES) if "--processes" not in halves else {}
+    engine_start = time.monotonic()
+    why_not = docker_unavailable() if docker_cases else ""
+    if why_not:
+        print(f"not run [containers]: {why_not}", file=sys.stderr, flush=True)
+        docker_results: list[tuple[Outcome | None, str, float]] = [(None, f"{name}: {why_not}", 0.0)
+                                                                     for name in docker_cases]
+    else:
+        docker_results = run_cases(docker_cases, docker_context, work, model, "docker")
+    docker_s = time.monotonic() - engine_start
+
     print()
     print("| case | launcher | expected | observed | rows lost | verdict | s |")
     print("|---|---|---|---|---|---|---|")
-    for outcome, seconds in outcomes:
-        print(f"| {outcome.case} | {outcome.launcher} | {outcome.expected} | {outcome.observed} | "
+    for (outcome, why, seconds), launcher in [*((r, "process") for r in results),
+                                              *((r, "docker") for r in docker_results)]:
+        if outcome is None:
+            print(f"| {why.split(':', 1)[0]} | {LAUNCHER_COLUMN[launcher]} | - | not run: "
+                  f"{why.split(':', 1)[-1].strip()} | - | NOT RUN | {seconds:.0f} |")
+            continue
+        print(f"| {outcome.case} | {LAUNCHER_COLUMN[launcher]} | {outcome.expected} | {outcome.observed} | "
               f"{outcome.rows_lost} | {'as expected' if outcome.passed else 'UNEXPECTED'} | {seconds:.0f} |")
-    failed = [o for o, _ in outcomes if not o.passed or o.rows_lost]
-    print(f"\n{len(outcomes) - len(failed)} passed, {len(failed)} failed")
+    ran = [o for o, _, _ in [*results, *docker_results] if o is not None]
+    not_run = [why for o, why, _ in [*results, *docker_results] if o is None]
+    failed = [o for o in ran if not o.passed or o.rows_lost]
+    print(f"\n{len(ran) - len(failed)} passed, {len(failed)} failed, {len(not_run)} not run"
+          + (f" (containers: {docker_s:.0f} s in all)" if docker_cases and not why_not else ""))
+    for why in not_run:
+        print(f"not run: {why}")
     print(f"(campaigns kept in {work})")
-    return 1 if failed else 0
+    if failed:
+        return 1
+    return 1 if not_run and os.environ.get(REQUIRE_ENV) == "1" else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
