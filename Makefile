@@ -61,6 +61,9 @@ test-fast: $(STAMP) ## Unit and CLI tests only (no model, no processes)
 faults: $(STAMP) ## Run the fault-injection suite and print its table (cases, outcome, rows lost)
 	$(BIN)/python tests/faults/report.py
 
+bench: demo ## Measure the harness: pass overhead, timer, containers, campaign share, analysis at scale (< 15 min)
+	$(BIN)/python -m benchmarks
+
 lint: $(STAMP) ## ruff and mypy
 	$(BIN)/ruff check protocol runner tests
 	$(BIN)/mypy

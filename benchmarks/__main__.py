@@ -24,7 +24,7 @@ from typing import Any
 from benchmarks.common import ROOT, Row, load_average, machine_facts, now_iso, write_results
 from benchmarks.report import machine_line, table
 
-ALL = ("5", "2", "1", "3", "4")  # cheapest and most deterministic first
+ALL = ("5", "2", "1", "3", "4")  # cheapest and most deterministic first; 4 stops at the time budget
 RESULTS_DIR = ROOT / "benchmarks" / "results"
 
 
@@ -38,11 +38,14 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--overhead-threads", type=int, default=1,
                         help="torch threads in benchmark 1, both sides (default 1: on a small shared machine, "
                              "2-thread passes swing several-fold with other load, which hides the harness)")
+    parser.add_argument("--overhead-campaign-inputs", type=int, default=20,
+                        help="demo inputs per trial in benchmark 3 (default 20: the overhead does not depend on it)")
+    parser.add_argument("--overhead-campaign-repetitions", type=int, default=3,
+                        help="repetitions per variant in benchmark 3 (default 3: 9 trials per launcher)")
     parser.add_argument("--campaign-inputs", type=int, default=300,
-                        help="demo inputs in benchmarks 3-4 (default 300 = the whole quick corpus; lowered "
-                             "automatically, and said so, when the time budget is short)")
-    parser.add_argument("--repetitions", type=int, default=2,
-                        help="repetitions per variant in benchmarks 3-4 (the demo's own is 5; default 2)")
+                        help="demo inputs in benchmark 4 (default 300 = the whole quick corpus)")
+    parser.add_argument("--repetitions", type=int, default=1,
+                        help="repetitions per variant in benchmark 4 (the demo's own is 5; default 1)")
     parser.add_argument("--image", default=os.environ.get("BENCH_IMAGE") or None,
                         help="image for the container benchmarks (default: the study's, else images/images.lock)")
     parser.add_argument("--predictions", type=int, default=1_000_000, help="benchmark 5: predictions in the pass")
@@ -64,7 +67,6 @@ class Bench:
         self.path = RESULTS_DIR / f"{args.name}-{stamp}.json"
         self.rows: list[Row] = []
         self.extra: dict[str, Any] = {}
-        self.seconds_per_input: float | None = None
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -97,8 +99,8 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="isocost-bench-") as tmp:
         os.environ["ISOCOST_HOME"] = str(Path(tmp) / "home")  # the seen-corpus ledger stays private
         for key in ALL:
-            if key not in wanted or (key == "4" and "3" in wanted):
-                continue  # 3 and 4 share one pair of campaigns
+            if key not in wanted:
+                continue
             say(f"[{key}] {TITLES[key]} (elapsed {bench.elapsed():.0f} s)")
             try:
                 RUNNERS[key](bench, Path(tmp))
@@ -120,7 +122,7 @@ def main(argv: list[str]) -> int:
 TITLES = {
     "1": "measurement overhead: runner's measured pass vs a bare loop",
     "2": "timer correctness",
-    "3": "container (and process) overhead per trial + campaign efficiency",
+    "3": "container (and process) overhead per trial",
     "4": "campaign efficiency",
     "5": "scale of the analysis",
 }
@@ -146,38 +148,35 @@ def _overhead(bench: Bench, tmp: Path) -> None:
     workspace = make_workspace(tmp / "overhead", inputs=bench.args.overhead_inputs, repetitions=1,
                                threads=bench.args.overhead_threads)
     rows = overhead.run(workspace, pairs=bench.args.pairs, progress=say, timeout_s=max(bench.remaining() * 0.4, 60))
-    samples = rows[0].details.get("bare_s", {}).get("samples")
-    if samples:
-        bench.seconds_per_input = min(samples) / workspace.inputs
     bench.add(rows)
 
 
-def _campaigns(bench: Bench, tmp: Path) -> None:
+def _overhead_campaigns(bench: Bench, tmp: Path) -> None:
     from benchmarks import campaign
     from benchmarks.workspace import make_workspace
 
-    inputs = bench.args.campaign_inputs
-    kinds = ("process", "docker")
-    trials = 3 * bench.args.repetitions * len(kinds)
-    if bench.seconds_per_input is not None:
-        # Passes at batch 4/8 take up to ~2× batch 1 here; ~10 s per trial outside the pass
-        # (start, imports, load, warm-up, the bare baseline, exit).
-        spare = bench.remaining() - 60 - trials * 10
-        fits = int(spare / (trials * 2 * bench.seconds_per_input)) if spare > 0 else 0
-        if fits < inputs:
-            say(f"  the time budget fits about {fits} inputs per pass, not {inputs}: using {max(fits, 30)}")
-            inputs = max(fits, 30)
-    # Each trial is bounded, so a machine that slows down mid-campaign cannot break the budget:
-    # a trial past its limit is a `timeout` row, counted like any other.
-    timeout_s = max(int((bench.remaining() - 60) / trials), 60)
-    workspace = make_workspace(tmp / "campaign", inputs=inputs, repetitions=bench.args.repetitions,
-                               trial_timeout_s=timeout_s)
-    rows, runs = campaign.run(workspace, kinds=kinds, image=bench.args.image, progress=say)
-    bench.extra["campaigns"] = {kind: {k: v for k, v in data.items() if k != "events"} for kind, data in runs.items()}
+    workspace = make_workspace(tmp / "overhead-campaign", inputs=bench.args.overhead_campaign_inputs,
+                               repetitions=bench.args.overhead_campaign_repetitions)
+    rows, runs = campaign.run_overhead(workspace, image=bench.args.image, progress=say)
+    bench.extra["overhead_campaigns"] = {kind: {k: v for k, v in data.items() if k != "events"}
+                                         for kind, data in runs.items()}
     bench.add(rows)
 
 
-RUNNERS = {"1": _overhead, "2": _timer, "3": _campaigns, "4": _campaigns, "5": _scale}
+def _efficiency_campaigns(bench: Bench, tmp: Path) -> None:
+    from benchmarks import campaign
+    from benchmarks.workspace import make_workspace
+
+    workspace = make_workspace(tmp / "efficiency-campaign", inputs=bench.args.campaign_inputs,
+                               repetitions=bench.args.repetitions)
+    deadline = bench.started + bench.args.budget_s - 20  # monotonic clock, as Bench.started
+    rows, runs = campaign.run_efficiency(workspace, image=bench.args.image, progress=say, deadline=deadline)
+    bench.extra["efficiency_campaigns"] = {kind: {k: v for k, v in data.items() if k != "events"}
+                                           for kind, data in runs.items()}
+    bench.add(rows)
+
+
+RUNNERS = {"1": _overhead, "2": _timer, "3": _overhead_campaigns, "4": _efficiency_campaigns, "5": _scale}
 
 
 if __name__ == "__main__":

@@ -1,22 +1,28 @@
 """Benchmarks 3 and 4: what a trial costs around its work, and what share of a campaign is measured.
 
-One real campaign per launcher (``runner.campaign.run_campaign`` then ``summarize_campaign``, as
-``isocost run`` does) over a slice of the demo study. Before each trial the bench starts one bare
-baseline of the same kind and times it; its seconds are taken out of the campaign's wall time:
+Real campaigns (``runner.campaign.run_campaign`` then ``summarize_campaign``, as ``isocost run``
+does), one per launcher, over slices of the demo study.
+
+Benchmark 3 (overhead per trial) uses a small corpus, so many trials are cheap: the overhead
+does not depend on the pass. Before each trial the bench starts one bare baseline of the same
+kind and times it (its seconds are kept out of everything else):
 
 - process: ``python -c 'import torch, transformers'`` with the trial's environment;
 - docker: ``docker run --rm`` of the same image with the launcher's hardening flags (network
   none, read-only root, tmpfs /tmp, cap-drop ALL, no-new-privileges, pids limit, init, user,
   environment; no mounts), entry point ``python3 -c 'import torch, transformers'``.
+  (Both print their own import time, so the container's share of the baseline is known.)
 
 Per trial, ``overhead`` = (launch → row written) − (load_s + warmup_s + pass_s): container or
 process start, Python and the imports, fingerprint check, manifests, prediction writes, exit,
 log collection and removal, gathering and validating the predictions, appending the row. It is
 split into start (launch → the runner's own clock), in-runner (trial_s − load − warm-up − pass)
-and end (the runner's status written → row written).
+and end (the runner's status written → row written). Only completed (``ok``) trials count.
 
-Campaign efficiency = Σ pass_s / campaign wall time (launcher set-up, freeze, trials, validation
-and summary; bare baselines excluded).
+Benchmark 4 (campaign efficiency) runs the demo's whole corpus without baselines:
+Σ pass_s / campaign wall time (launcher set-up, freeze, trials, validation and summary). A
+deadline keeps it inside the bench's time budget: a trial still running at the deadline is
+stopped and recorded as a timeout, as a campaign would.
 """
 
 from __future__ import annotations
@@ -52,12 +58,17 @@ def _epoch(text: str) -> float:
 
 
 class Bracketed:
-    """A launcher that runs (and times) one bare baseline before each trial, then the real trial."""
+    """A launcher that runs (and times) one bare baseline before each trial, then the real trial.
 
-    def __init__(self, launcher: Any, baseline: list[str], env: dict[str, str] | None) -> None:
+    With ``baseline=None`` it only stamps launch times and enforces ``deadline`` (monotonic s).
+    """
+
+    def __init__(self, launcher: Any, baseline: list[str] | None, env: dict[str, str] | None,
+                 deadline: float | None = None) -> None:
         self._launcher = launcher
         self._baseline = baseline
         self._env = env
+        self._deadline = deadline
         self.name = launcher.name
         self.baseline_s: list[float] = []
         self.baseline_import_s: list[float | None] = []
@@ -68,15 +79,19 @@ class Bracketed:
         return getattr(self._launcher, attribute)
 
     def run(self, paths: Any, timeout_s: float | None) -> Any:
-        start = time.perf_counter()
-        done = subprocess.run(self._baseline, env=self._env, capture_output=True, text=True, check=False)
-        self.baseline_s.append(time.perf_counter() - start)
-        try:
-            self.baseline_import_s.append(float(done.stdout.strip().splitlines()[-1]))
-        except (ValueError, IndexError):
-            self.baseline_import_s.append(None)
-        if done.returncode != 0:
-            self.baseline_failures.append((done.stderr or done.stdout).strip()[-300:])
+        if self._baseline is not None:
+            start = time.perf_counter()
+            done = subprocess.run(self._baseline, env=self._env, capture_output=True, text=True, check=False)
+            self.baseline_s.append(time.perf_counter() - start)
+            try:
+                self.baseline_import_s.append(float(done.stdout.strip().splitlines()[-1]))
+            except (ValueError, IndexError):
+                self.baseline_import_s.append(None)
+            if done.returncode != 0:
+                self.baseline_failures.append((done.stderr or done.stdout).strip()[-300:])
+        if self._deadline is not None:
+            left = max(self._deadline - time.monotonic(), 1.0)
+            timeout_s = left if timeout_s is None else min(timeout_s, left)
         self.launched_at[paths.trial_dir.name] = time.time()
         return self._launcher.run(paths, timeout_s)
 
@@ -133,9 +148,9 @@ def docker_run_command(kwargs: dict[str, Any]) -> list[str]:
     return [*args, kwargs["image"], "-c", BARE_IMPORT]
 
 
-def run_campaign_with(kind: str, workspace: Workspace, out: Path, image: str | None,
-                      progress: Any) -> dict[str, Any]:
-    """Run one campaign with bracketing baselines; every timing, raw."""
+def run_campaign_with(kind: str, workspace: Workspace, out: Path, image: str | None, progress: Any,
+                      baselines: bool = True, deadline: float | None = None) -> dict[str, Any]:
+    """Run one campaign (with bracketing baselines if asked); every timing, raw."""
     import runner.campaign as campaign_module
     from runner.summary import summarize_campaign
 
@@ -152,7 +167,7 @@ def run_campaign_with(kind: str, workspace: Workspace, out: Path, image: str | N
         launcher, baseline, env = _process_launcher()
     else:
         launcher, baseline, env = _docker_launcher(workspace, image)
-    bracketed = Bracketed(launcher, baseline, env)
+    bracketed = Bracketed(launcher, baseline if baselines else None, env, deadline)
     campaign_module.append_row = append_row  # type: ignore[assignment]
     try:
         campaign_module.run_campaign(workspace.study_path, out, bracketed,
@@ -217,9 +232,8 @@ def _container_parts(trial_dir: Path, status: dict[str, Any], launched: float, r
         return {}
 
 
-def run(workspace: Workspace, kinds: tuple[str, ...] = ("process", "docker"), image: str | None = None,
-        progress: Any = print) -> tuple[list[Row], dict[str, Any]]:
-    """Rows 3 (container overhead), 3p (process overhead, context) and 4 (efficiency per launcher)."""
+def _run_kinds(workspace: Workspace, kinds: tuple[str, ...], image: str | None, progress: Any,
+               baselines: bool, deadline: float | None) -> tuple[dict[str, Any], dict[str, str]]:
     from protocol.errors import UserError
 
     runs: dict[str, Any] = {}
@@ -227,48 +241,73 @@ def run(workspace: Workspace, kinds: tuple[str, ...] = ("process", "docker"), im
     with tempfile.TemporaryDirectory(prefix="isocost-bench-campaign-") as tmp:
         os.environ.setdefault("ISOCOST_HOME", str(Path(tmp) / "home"))  # keep the seen-corpus ledger private
         for kind in kinds:
-            progress(f"  campaign in {kind}es: {workspace.describe()}" if kind == "process"
-                     else f"  campaign in containers: {workspace.describe()}")
+            where = "containers" if kind == "docker" else "processes"
+            if deadline is not None and deadline - time.monotonic() < 60:
+                reasons[kind] = "not run: the bench's time budget was spent (machine load); rerun with --only 4"
+                progress(f"  campaign in {where}: {reasons[kind]}")
+                continue
+            progress(f"  campaign in {where}: {workspace.describe()}")
             try:
-                runs[kind] = run_campaign_with(kind, workspace, Path(tmp) / kind, image, progress)
+                runs[kind] = run_campaign_with(kind, workspace, Path(tmp) / kind, image, progress, baselines,
+                                               deadline)
             except UserError as exc:
                 reasons[kind] = f"{exc.what} ({exc.where}). {exc.fix}".strip()
                 progress(f"    not run: {reasons[kind]}")
             except Exception as exc:  # the bench reports a launcher that fails, it does not hide it
                 reasons[kind] = f"{type(exc).__name__}: {exc}"
                 progress(f"    failed: {reasons[kind]}")
-    rows = [_overhead_row("3", "docker", runs, reasons), _overhead_row("3p", "process", runs, reasons)]
-    for kind, key in (("process", "4a"), ("docker", "4b")):
-        rows.append(_efficiency_row(key, kind, workspace, runs, reasons))
+    return runs, reasons
+
+
+def run_overhead(workspace: Workspace, image: str | None = None, progress: Any = print) -> tuple[list[Row], dict]:
+    """Rows 3 (container overhead per trial, with its target) and 3p (process overhead, context)."""
+    runs, reasons = _run_kinds(workspace, ("docker", "process"), image, progress, baselines=True, deadline=None)
+    rows = [_overhead_row("3", "docker", workspace, runs, reasons),
+            _overhead_row("3p", "process", workspace, runs, reasons)]
     return rows, runs
 
 
-def _overhead_row(key: str, kind: str, runs: dict[str, Any], reasons: dict[str, str]) -> Row:
+def run_efficiency(workspace: Workspace, image: str | None = None, progress: Any = print,
+                   deadline: float | None = None) -> tuple[list[Row], dict]:
+    """Rows 4a (processes) and 4b (containers): share of the campaign's wall time in measured passes."""
+    runs, reasons = _run_kinds(workspace, ("docker", "process"), image, progress, baselines=False,
+                               deadline=deadline)
+    rows = [_efficiency_row(key, kind, workspace, runs, reasons) for kind, key in (("process", "4a"), ("docker", "4b"))]
+    return rows, runs
+
+
+def _overhead_row(key: str, kind: str, workspace: Workspace, runs: dict[str, Any], reasons: dict[str, str]) -> Row:
     noun = "container" if kind == "docker" else "process (context, no target)"
-    title = f"{noun} overhead per trial: launch → runner → exit → row written"
+    title = f"{noun} overhead per trial: launch → runner → exit → row written ({workspace.describe()})"
     baseline_name = "bare docker run … import torch, transformers" if kind == "docker" \
         else "bare python -c 'import torch, transformers'"
     target = f"≤ {CONTAINER_TARGET_RATIO} × bare" if kind == "docker" else ""
     if kind not in runs:
         return Row(key=key, title=title, target=target, reason=reasons.get(kind, "not run"))
     data = runs[kind]
-    overhead = Spread(tuple(t["overhead_s"] for t in data["trials"]))
+    pairs = [(t, b) for t, b in zip(data["trials"], data["baseline_s"], strict=True) if t["status"] == "ok"]
+    if not pairs:
+        return Row(key=key, title=title, target=target, reason="no trial completed")
+    trials = [t for t, _ in pairs]
+    overhead = Spread(tuple(t["overhead_s"] for t in trials))
     bare = Spread(tuple(data["baseline_s"]))
-    ratio = ratio_spread([t["overhead_s"] for t in data["trials"]], data["baseline_s"])
-    parts = {name: Spread(tuple(t[name] for t in data["trials"])).to_dict()
+    ratio = ratio_spread([t["overhead_s"] for t, _ in pairs], [b for _, b in pairs])
+    parts = {name: Spread(tuple(t[name] for t in trials)).to_dict()
              for name in ("start_s", "in_runner_s", "in_runner_unattributed_s", "end_s", "launch_to_row_s")}
     for name in ("imports_s", "verify_s", "write_s"):
-        parts[name] = Spread(tuple(t["phases"][name] or 0.0 for t in data["trials"])).to_dict()
-    container = [t["container"] for t in data["trials"] if t.get("container")]
+        parts[name] = Spread(tuple(t["phases"][name] or 0.0 for t in trials)).to_dict()
+    container = [t["container"] for t in trials if t.get("container")]
     if container:
         parts["container"] = {name: Spread(tuple(c[name] for c in container)).to_dict() for name in container[0]}
     met, why = judge(ratio, CONTAINER_TARGET_RATIO, higher_is_better=False) if kind == "docker" else (None, "")
     imports = [s for s in data["baseline_import_s"] if s is not None]
     bare_imports = Spread(tuple(imports)).to_dict() if imports else None
     split = " + ".join(f"{parts[n]['median']:.2f}" for n in ("start_s", "in_runner_s", "end_s"))
+    skipped = len(data["trials"]) - len(trials)
     return Row(
         key=key, title=title,
-        measured=f"{fmt_s(overhead, 2)} (start + in-runner + end ≈ {split} s)",
+        measured=f"{fmt_s(overhead, 2)} (start + in-runner + end ≈ {split} s"
+                 + (f"; {skipped} trial(s) not ok, left out)" if skipped else ")"),
         baseline=f"{fmt_s(bare, 2)} {baseline_name}",
         ratio=f"{ratio.median:.2f} [{ratio.low:.2f}–{ratio.high:.2f}] overhead/bare",
         target=target, met=met, reason="; ".join([why, *data["baseline_failures"][:1]]).strip("; "),
@@ -286,10 +325,12 @@ def _efficiency_row(key: str, kind: str, workspace: Workspace, runs: dict[str, A
     if kind not in runs:
         return Row(key=key, title=title, reason=reasons.get(kind, "not run"))
     data = runs[kind]
+    failed = [t["trial_id"] for t in data["trials"] if t["status"] != "ok"]
     return Row(
         key=key, title=title,
         measured=f"{data['share_in_passes'] * 100:.1f} % ({data['pass_s_total']:.1f} s of "
-                 f"{data['campaign_wall_s']:.1f} s)",
+                 f"{data['campaign_wall_s']:.1f} s)" + (f"; {len(failed)} trial(s) not ok" if failed else ""),
+        reason=f"trials not ok (their time counts, their passes do not): {', '.join(failed)}" if failed else "",
         details={"campaign_wall_s": data["campaign_wall_s"], "pass_s_total": data["pass_s_total"],
                  "validate_and_summary_s": data["validate_and_summary_s"],
                  "per_trial_phases": {t["trial_id"]: t["phases"] for t in data["trials"]},

@@ -126,9 +126,10 @@ _CHUNK_CHARS = 4 * 2**20
 def _parse_complete_lines(text: str, complete: int) -> tuple[list[Prediction], list[str], int]:
     """Predictions, format errors and the number of lines in ``text[:complete]`` (whole lines).
 
-    The text is taken in chunks of whole lines. A chunk of well-formed lines takes the fast path
-    (one ``json.loads``, checks by column); a chunk with any problem is read line by line, which
-    describes every problem exactly as a line-by-line reader does.
+    The text is taken in chunks of whole lines. A chunk of lines exactly as the runner writes them
+    is read by one regular expression; another well-formed chunk by one ``json.loads`` and checks
+    by column; a chunk with any problem line by line, which describes every problem exactly as a
+    line-by-line reader does.
     """
     predictions: list[Prediction] = []
     errors: list[str] = []
@@ -228,7 +229,7 @@ def _predictions_from_items(items: list[Any]) -> tuple[Prediction, ...] | None:
     try:
         if not all(map(math.isfinite, scores)):
             return None
-    except OverflowError:  # an integer too large for a float: let the item-by-item path raise it
+    except OverflowError:  # an integer too large for a float: the item-by-item path describes it
         return None
     if min(scores) < 0.0 or max(scores) > 1.0:
         return None

@@ -528,9 +528,8 @@ def _remove_leftover_container(container_id: str, trial_dir: Path) -> None:
 
         client = docker.from_env(timeout=10)
         container = client.containers.get(container_id)
-        container.kill()
         with open(trial_dir / "trial.log", "ab") as log:
             log.write(container.logs(stdout=True, stderr=True))
-        container.remove(force=True)
+        container.remove(force=True)  # kills it if running; also works on a created, never started one
     except Exception:  # the engine may be gone, or the container already removed  # noqa: BLE001
         pass

@@ -344,16 +344,16 @@ class DockerLauncher:
 
     def _require_engine(self, trial_id: str) -> None:
         """Start no trial on an engine that does not answer (wait out a restart; else stop the campaign)."""
-        if self._engine_answers_anew() or self._answers_within(self.reconnect_s):
+        if self._engine_answers_anew() or self._answers_again_within(self.reconnect_s):
             return
         raise UserError(
             f"the Docker engine does not answer (waited {self.reconnect_s:g} s before trial {trial_id}); "
             "the campaign stops here, before starting that trial, and every row so far is kept",
-            str(getattr(self.client.api, "base_url", "")) or "--launcher docker",
+            _engine_address(self.client),
             "Start the engine again (or let its restart finish), then continue with `isocost run --resume`.",
         )
 
-    def _answers_within(self, seconds: float) -> bool:
+    def _answers_again_within(self, seconds: float) -> bool:
         deadline = clock() + seconds
         while clock() < deadline:
             time.sleep(min(1.0, max(deadline - clock(), 0.0)))
@@ -428,7 +428,7 @@ class DockerLauncher:
         first): wait for it, up to ``reconnect_s``, then collect the container it stopped."""
         silent = clock()
         while clock() - silent < self.reconnect_s:
-            if not self._answers_within(min(5.0, self.reconnect_s)):
+            if not self._answers_again_within(min(5.0, self.reconnect_s)):
                 continue
             self._collect_failure = None
             state, notes = self._collect(container, paths, outcome)
@@ -650,8 +650,17 @@ class DockerLauncher:
                 pass
 
 
+def _engine_address(client: Any) -> str:
+    """The engine as the user named it (unix socket path, or the API's base URL)."""
+    socket_path = getattr(getattr(client.api, "_custom_adapter", None), "socket_path", "")
+    if socket_path:
+        return f"unix://{socket_path}"
+    return str(getattr(client.api, "base_url", "")) or "--launcher docker"
+
+
 def _save_record(trial_dir: Path, record: dict[str, Any]) -> None:
     """Write launcher.json; a full disk must not lose the trial's row (the failure goes into its notes)."""
+    record.pop("not_saved", None)
     try:
         write_json_atomic(trial_dir / "launcher.json", record)
     except OSError as exc:

@@ -1,9 +1,11 @@
 """One trial: verify inputs, load, warm up, run the measured pass, write the outputs.
 
 Measured boundary (SPEC R4, offline): corpus read, tokenization, host→device
-transfer, inference and materialisation of predictions on the host. The
-incremental writes of ``predictions.jsonl`` are timed apart (``write_s``) and
-excluded from ``pass_s``. On a GPU the device is synchronised before the timer
+transfer, inference and materialisation of predictions on the host (their JSON
+lines included). The incremental writes and flushes of ``predictions.jsonl`` are
+timed apart and excluded from ``pass_s``; ``write_s`` is those writes plus the
+after-pass work (the truncation count, which tokenizes the corpus again without
+truncation, and the final manifest). On a GPU the device is synchronised before the timer
 starts and before it stops; GPU-only time (CUDA events) is ``gpu_pass_s``.
 """
 
@@ -159,14 +161,17 @@ class Trial:
         variant = self.variant
         if variant.device == "cuda" and variant.deterministic:
             os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        # imports_s: importing the framework AND applying the determinism settings (in torch 2.13,
+        # use_deterministic_algorithms imports torch._inductor.config: close to a second).
         with PhaseTimer() as timer:
             import torch
             import transformers  # noqa: F401
+
+            torch.set_num_threads(variant.threads)
+            torch.manual_seed(variant.seed)
+            torch.use_deterministic_algorithms(variant.deterministic, warn_only=False)
         self.phases["imports_s"] = timer.elapsed_s
         self.torch = torch
-        torch.set_num_threads(variant.threads)
-        torch.manual_seed(variant.seed)
-        torch.use_deterministic_algorithms(variant.deterministic, warn_only=False)
         if variant.device == "cuda":
             if not torch.cuda.is_available():
                 raise RuntimeError("device 'cuda' requested but torch sees no GPU")

@@ -7,8 +7,10 @@ directly through its socket (no ssh). Its data root persists between runs
 (``$ISOCOST_FAULTS_ENGINE_ROOT``, default ``/var/cache/isocost/engine-faults``) so that the CPU
 image is transferred once; a lock file keeps two suites from sharing it at the same time.
 
-The CPU image gets there from the registry on 127.0.0.1:5000 when it answers (only changed
-layers travel), otherwise by ``docker save | docker load`` through the SDK.
+The CPU image gets there by ``docker save | docker load`` through the SDK (about 20 s for the
+1.3 GB image on a 2-core machine, once per image). Nothing is tagged or pushed on the main
+engine: a push would give the main engine's image a repo digest that other tests, and the
+rows of campaigns run there, would then see.
 
 As a script, for trying it by hand::
 
@@ -26,13 +28,11 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 DATA_ROOT = Path(os.environ.get("ISOCOST_FAULTS_ENGINE_ROOT", "/var/cache/isocost/engine-faults"))
-REGISTRY = os.environ.get("ISOCOST_REGISTRY", "127.0.0.1:5000")
 
 
 class EngineUnavailable(Exception):
@@ -171,25 +171,11 @@ class PrivateEngine:
                 return "already in the private engine's data root"
             except docker.errors.ImageNotFound:
                 pass
-            how = ""
-            if _registry_answers():
-                try:
-                    repo, tag = f"{REGISTRY}/isocost/cpu", "faults-" + image_id.split(":", 1)[1][:12]
-                    main.images.get(image_id).tag(repo, tag=tag)
-                    progress(f"pushing {repo}:{tag} for the private engine")
-                    for chunk in main.api.push(repo, tag=tag, stream=True, decode=True):
-                        if "error" in chunk:
-                            raise RuntimeError(chunk["error"])
-                    client.images.pull(repo, tag=tag)
-                    client.images.get(image_id)
-                    how = f"pulled from {REGISTRY}"
-                except Exception as exc:  # noqa: BLE001  (fall back to save | load)
-                    progress(f"registry transfer failed ({exc}); using docker save | docker load")
-            if not how:
-                progress("docker save | docker load of the CPU image into the private engine")
-                client.images.load(main.images.get(image_id).save(chunk_size=4 << 20))
-                client.images.get(image_id)
-                how = "docker save | docker load"
+            progress("docker save | docker load of the CPU image into the private engine")
+            start = time.monotonic()
+            client.images.load(main.images.get(image_id).save(chunk_size=4 << 20))
+            client.images.get(image_id)  # the same image ID: the launcher checks it like any other
+            how = f"docker save | docker load ({time.monotonic() - start:.0f} s)"
             # Images of earlier checkouts: drop them (their shared layers stay with this one).
             for image in client.images.list():
                 if image.id != image_id:
@@ -200,14 +186,6 @@ class PrivateEngine:
             return how
         finally:
             client.close()
-
-
-def _registry_answers() -> bool:
-    try:
-        urllib.request.urlopen(f"http://{REGISTRY}/v2/", timeout=3).read()
-        return True
-    except OSError:
-        return False
 
 
 def _alive(pid: int) -> bool:
