@@ -317,9 +317,6 @@ def create_bundle(
                if set(missing) <= derived else "Bundle the directory `isocost run --out` wrote.")
         raise UserError(f"the campaign lacks {', '.join(missing)}", str(root), fix)
     progress(f"checking campaign {description['campaign_id']} in {root}")
-    from runner.campaign import CampaignPaths, log_event
-
-    log_event(CampaignPaths(root), "export_start", output=str(output))
     problems = check_campaign(root)
     if problems:
         raise UserError(
@@ -342,7 +339,10 @@ def create_bundle(
     catalog_archive = ""
     catalog_path = _catalog_path(study, root)
     if catalog_path is not None and catalog_path.is_file():
-        catalog_archive = f"catalog/{catalog_path.name}"
+        name = catalog_path.name
+        if catalog_path == root / "catalog.csv":  # the frozen copy: keep the dated catalog's own name
+            name = Path(str((description.get("catalog") or {}).get("source") or name)).name
+        catalog_archive = f"catalog/{name}"
         sources.append(PackedFile(catalog_archive, disk=catalog_path))
     else:
         empty_reasons["catalog"] = f"the study's catalog {catalog_path} is not readable on this host"
@@ -396,7 +396,8 @@ def create_bundle(
         os.replace(tmp, output)
     finally:
         tmp.unlink(missing_ok=True)
-    log_event(CampaignPaths(root), "export_end", output=str(output))  # after packing: not in this bundle
+    # No export event is logged into the campaign: a bundle must not change what it packs (two bundles
+    # of one campaign are identical but for created_at). The period reports export as not recorded.
     return manifest
 
 
