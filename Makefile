@@ -45,10 +45,12 @@ run-cpu: demo ## Build the CPU image if needed, run the demo study in containers
 	$(BIN)/isocost run $(DEMO_DIR)/$(STUDY).toml --launcher docker --out $(RESULTS)/$(STUDY)-cpu-$$(date -u +%Y%m%dT%H%M%SZ)
 
 run-cuda: demo ## On an NVIDIA host: build the CUDA image, run the demo study on the GPU in containers
+	$(BIN)/isocost hosts check --host local=local --stack cuda
 	$(BIN)/isocost images build --stack cuda $(IMAGE_BASE_ARG)
 	$(BIN)/isocost run $(DEMO_DIR)/$(STUDY)-cuda.toml --launcher docker --out $(RESULTS)/$(STUDY)-cuda-$$(date -u +%Y%m%dT%H%M%SZ)
 
 run-rocm: demo ## On an AMD host: build the ROCm image, run the demo study on the GPU in containers
+	$(BIN)/isocost hosts check --host local=local --stack rocm
 	$(BIN)/isocost images build --stack rocm $(IMAGE_BASE_ARG)
 	$(BIN)/isocost run $(DEMO_DIR)/$(STUDY)-rocm.toml --launcher docker --out $(RESULTS)/$(STUDY)-rocm-$$(date -u +%Y%m%dT%H%M%SZ)
 

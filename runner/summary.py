@@ -51,8 +51,10 @@ def summarize_campaign(root: Path, *, record_events: bool = False) -> Summary:
 
 
 def _estimates(study: Any, description: dict[str, Any]) -> dict[str, MemoryEstimate | None]:
+    # The frozen study copy sits in the results directory, so its relative paths do not point at
+    # the model: use the absolute path recorded when the campaign started.
     try:
-        shape = ModelShape.read(study.model.path)
+        shape = ModelShape.read(Path((description.get("model") or {}).get("path") or study.model.path))
     except (UserError, OSError):
         return {v["variant_id"]: None for v in description["variants"]}
     return {

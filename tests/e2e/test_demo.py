@@ -146,7 +146,10 @@ def test_buckets_are_interleaved(built: tuple[DemoResult, list[str]]) -> None:
 
 @pytest.mark.parametrize(
     ("name", "texts", "series"),
-    [("quick", 21, [[1, 4, 8]]), ("classify-1000", 42, [[1, 4, 8], ["none", "sort"], ["fp32", "bf16"], ["none", "int8-dynamic"]])],
+    [
+        ("quick", 21, [[1, 4, 8]]),
+        ("classify-1000", 42, [[1, 4, 8], ["none", "sort"], ["fp32", "bf16"], ["none", "int8-dynamic"]]),
+    ],
 )
 def test_study_file_matches_the_files(
     built: tuple[DemoResult, list[str]], name: str, texts: int, series: list[list[Any]]
