@@ -7,9 +7,7 @@ prepares everything (engine, registry on 127.0.0.1:5000, local base image, CPU i
 
 from __future__ import annotations
 
-import json
 import os
-import random
 import shutil
 import urllib.request
 from collections.abc import Iterator
@@ -18,79 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from workspace import STUDY_TEMPLATE, write_corpus
 
 from protocol.fingerprint import fingerprint_path
 
 REQUIRE_ENV = "ISOCOST_REQUIRE_DOCKER"
 BASE_IMAGE = os.environ.get("ISOCOST_BASE_IMAGE", "isocost-base/bookworm:local")
 REGISTRY = os.environ.get("ISOCOST_REGISTRY", "127.0.0.1:5000")
-
-STUDY = """\
-schema_version = 1
-name = "{name}"
-question = "Which batch size classifies every tiny input in a container, meets the rule, and costs least?"
-scenario = "offline"
-
-[corpus]
-path = "corpus.jsonl"
-fingerprint = "{corpus_fp}"
-
-[tuning]
-path = "tuning.jsonl"
-fingerprint = "{tuning_fp}"
-
-[model]
-path = "model"
-fingerprint = "{model_fp}"
-
-[[length_buckets]]
-name = "short"
-max_tokens = 16
-
-[[length_buckets]]
-name = "long"
-
-[quality]
-metric = "accuracy"
-minimum = 0.0
-tuned_on = "tuning"
-reference_variant = "batch_size={reference}"
-max_metric_drop = 0.01
-min_agreement = 0.99
-subgroups = ["length_bucket", "label"]
-
-[warmup]
-inputs = 2
-runs = 1
-
-[campaign]
-repetitions = 1
-trial_timeout_s = {timeout}
-
-[base]
-stack = "cpu"
-device = "cpu"
-precision = "fp32"
-quantization = "none"
-compile = false
-attention = "sdpa"
-batch_size = 1
-padding = "longest"
-max_length = 32
-length_grouping = "none"
-resume = "none"
-threads = 1
-seed = 0
-deterministic = true
-
-[[series]]
-name = "batch"
-field = "batch_size"
-values = {batches}
-"""
-
-WORDS = "market vote film match chip bank party actor goal phone shares minister album team software".split()
-
 
 def unavailable(reason: str) -> None:
     """Skip, or fail when CI demands the engine."""
@@ -145,15 +77,6 @@ def registry() -> str:
     return REGISTRY
 
 
-def _write_corpus(path: Path, prefix: str, n: int, seed: int) -> None:
-    rng = random.Random(seed)
-    with open(path, "w", encoding="utf-8") as handle:
-        for i in range(n):
-            length = rng.choice([3, 6, 40])
-            text = " ".join(rng.choice(WORDS) for _ in range(length)) + f" {prefix}{i}"
-            handle.write(json.dumps({"id": f"{prefix}-{i:03d}", "text": text, "label": rng.choice(["x", "y"])}) + "\n")
-
-
 @dataclass(frozen=True)
 class Workspace:
     root: Path
@@ -161,15 +84,17 @@ class Workspace:
     def study(self, name: str, batches: str = "[1, 4]", timeout: int = 300) -> Path:
         path = self.root / f"{name}.toml"
         if not path.exists():
-            path.write_text(STUDY.format(
-                name=name,
+            text = STUDY_TEMPLATE.format(
                 corpus_fp=fingerprint_path(self.root / "corpus.jsonl"),
                 tuning_fp=fingerprint_path(self.root / "tuning.jsonl"),
                 model_fp=fingerprint_path(self.root / "model"),
                 reference=batches.strip("[]").split(",")[0].strip(),
                 batches=batches,
                 timeout=timeout,
-            ), encoding="utf-8")
+                minimum=0.0,
+                repetitions=1,
+            )
+            path.write_text(text.replace('name = "tiny"', f'name = "{name}"', 1), encoding="utf-8")
         return path
 
 
@@ -181,8 +106,8 @@ def workspace(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Wor
     so the copy is made world-readable (modes are not part of the fingerprint).
     """
     root = tmp_path_factory.mktemp("docker-ws")
-    _write_corpus(root / "corpus.jsonl", "c", 12, seed=1)
-    _write_corpus(root / "tuning.jsonl", "t", 6, seed=2)
+    write_corpus(root / "corpus.jsonl", "c", 12, seed=1)
+    write_corpus(root / "tuning.jsonl", "t", 6, seed=2)
     shutil.copytree(tiny_model, root / "model")
     for path in [root, *root.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)
