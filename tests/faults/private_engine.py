@@ -32,6 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: shared helpers
+from procutil import alive, cmdline, send_signal, wait_gone  # noqa: E402
+
 DATA_ROOT = Path(os.environ.get("ISOCOST_FAULTS_ENGINE_ROOT", "/var/cache/isocost/engine-faults"))
 
 
@@ -116,10 +119,10 @@ class PrivateEngine:
 
     def stop_daemon(self, grace_s: float = 60) -> None:
         """SIGTERM, as ``systemctl stop docker`` does: the engine stops its containers, then exits."""
-        _signal(self.pid, signal.SIGTERM)
-        if not _wait_gone(self.pid, grace_s):
-            _signal(self.pid, signal.SIGKILL)
-            _wait_gone(self.pid, 10)
+        send_signal(self.pid, signal.SIGTERM)
+        if not wait_gone(self.pid, grace_s):
+            send_signal(self.pid, signal.SIGKILL)
+            wait_gone(self.pid, 10)
         if getattr(self, "_process", None) is not None:
             self._process.wait(timeout=10)
 
@@ -131,7 +134,7 @@ class PrivateEngine:
     def stop(self) -> None:
         """Remove every container, stop the engine and its containerd; keep the data root (image cache)."""
         try:
-            if self.pid and _alive(self.pid) and self.answers():
+            if self.pid and alive(self.pid) and self.answers():
                 client = self.client()
                 try:
                     for container in client.containers.list(all=True):
@@ -149,9 +152,9 @@ class PrivateEngine:
                     pid = int(containerd_pid.read_text().strip() or 0)
                 except ValueError:
                     pid = 0
-                if pid and _alive(pid) and "containerd" in _cmdline(pid):
-                    _signal(pid, signal.SIGTERM)
-                    _wait_gone(pid, 10)
+                if pid and alive(pid) and "containerd" in cmdline(pid):
+                    send_signal(pid, signal.SIGTERM)
+                    wait_gone(pid, 10)
             subprocess.run(["umount", "-R", str(self.root / "exec")], capture_output=True, check=False)
         finally:
             if self._lock is not None:
@@ -188,49 +191,9 @@ class PrivateEngine:
             client.close()
 
 
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie child of ours is gone for our purposes; reap it
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        return done == 0
-    except ChildProcessError:
-        return "zombie" not in _proc_state(pid)
 
 
-def _proc_state(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/status").read_text().split("State:", 1)[1].split("\n", 1)[0].lower()
-    except (OSError, IndexError):
-        return ""
 
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def _signal(pid: int, sig: int) -> None:
-    if pid > 0 and _alive(pid):
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            pass
-
-
-def _wait_gone(pid: int, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return not _alive(pid)
 
 
 def _tail(path: Path, lines: int = 6) -> str:

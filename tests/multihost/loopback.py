@@ -35,6 +35,9 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: shared helpers
+from procutil import alive, cmdline, send_signal, wait_gone  # noqa: E402
+
 USER = os.environ.get("ISOCOST_MH_USER", "isocost-mh")
 #: The second engine's images survive between sessions here (a pull of the CPU image is 1.3 GB).
 DATA_ROOT = Path(os.environ.get("ISOCOST_MH_DATA_ROOT", "/var/cache/isocost/engine2"))
@@ -253,8 +256,8 @@ def _wait_through_ssh(box: Loopback) -> None:
 
 def kill_engine(box: Loopback) -> None:
     """SIGKILL the second dockerd, as a crash would (its containers are left to `stop`)."""
-    _signal(box.engine_pid, signal.SIGKILL)
-    _wait_gone(box.engine_pid, 10)
+    send_signal(box.engine_pid, signal.SIGKILL)
+    wait_gone(box.engine_pid, 10)
 
 
 def drop_ssh_connections(box: Loopback) -> int:
@@ -268,7 +271,7 @@ def drop_ssh_connections(box: Loopback) -> int:
         if int(fields[1]) == box.sshd_pid:
             children.append(int(stat.parent.name))
     for pid in children:
-        _signal(pid, signal.SIGKILL)
+        send_signal(pid, signal.SIGKILL)
     return len(children)
 
 
@@ -279,79 +282,40 @@ def restart_engine(box: Loopback) -> None:
 
 def stop(box: Loopback) -> None:
     """Stop sshd and the second engine and its containers; keep the engine's data root (image cache)."""
-    _signal(box.sshd_pid, signal.SIGTERM)
-    _wait_gone(box.sshd_pid, 10)
-    if box.engine_pid and not _alive(box.engine_pid):
+    send_signal(box.sshd_pid, signal.SIGTERM)
+    wait_gone(box.sshd_pid, 10)
+    if box.engine_pid and not alive(box.engine_pid):
         # Killed by a test: start it again so that it can stop its left-over containers and
         # its containerd properly (a restarted engine kills what it finds running).
         try:
             _start_engine(box)
         except SetupMissing:
             pass
-    if box.engine_pid and _alive(box.engine_pid):
+    if box.engine_pid and alive(box.engine_pid):
         listed = _run("docker", "-H", box.engine_url, "ps", "-aq", check=False).stdout.split()
         if listed:
             _run("docker", "-H", box.engine_url, "rm", "-f", *listed, check=False)
         volumes = _run("docker", "-H", box.engine_url, "volume", "ls", "-q", check=False).stdout.split()
         if volumes:
             _run("docker", "-H", box.engine_url, "volume", "rm", "-f", *volumes, check=False)
-        _signal(box.engine_pid, signal.SIGTERM)
-        _wait_gone(box.engine_pid, 30)
-    _signal(box.engine_pid, signal.SIGKILL)
+        send_signal(box.engine_pid, signal.SIGTERM)
+        wait_gone(box.engine_pid, 30)
+    send_signal(box.engine_pid, signal.SIGKILL)
     containerd_pid = box.root / "exec" / "containerd" / "containerd.pid"
     if containerd_pid.exists():
         try:
             pid = int(containerd_pid.read_text().strip() or 0)
         except ValueError:
             pid = 0
-        if pid and _alive(pid) and "containerd" in _cmdline(pid):
-            _signal(pid, signal.SIGTERM)
-            _wait_gone(pid, 10)
+        if pid and alive(pid) and "containerd" in cmdline(pid):
+            send_signal(pid, signal.SIGTERM)
+            wait_gone(pid, 10)
     subprocess.run(["umount", "-R", str(box.root / "exec")], capture_output=True, check=False)
 
 
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie child of ours is gone for our purposes; reap it
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        return done == 0
-    except ChildProcessError:
-        return "zombie" not in _status(pid)
 
 
-def _status(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/status").read_text().split("State:", 1)[1].split("\n", 1)[0].lower()
-    except (OSError, IndexError):
-        return ""
 
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def _signal(pid: int, sig: int) -> None:
-    if pid > 0 and _alive(pid):
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            pass
-
-
-def _wait_gone(pid: int, seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
 
 
 def _tail(path: Path, lines: int = 8) -> str:
