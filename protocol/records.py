@@ -252,7 +252,13 @@ RAW_COLUMNS: tuple[str, ...] = (
     "ended_at",
     "predictions_path",
     "empty_reasons",
+    # Columns added by other changes go above this line: the chain digest is always the last column.
+    "chain_sha256",
 )
+
+#: The raw table's format. History: 1 (0.1.0): first version; 2: ``chain_sha256`` (last column),
+#: sha256 over the previous row's digest and this row's cells (see ``runner.rawtable``).
+RAW_SCHEMA_VERSION = 2
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,14 @@ finds that trial and records it before running the slot again.
 from __future__ import annotations
 
 import csv
-import io
+import fcntl
+import json
 import os
 import shutil
 import signal
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,11 +29,12 @@ from protocol.fingerprint import fingerprint_path, tree_files
 from protocol.jsonio import read_json, write_json_atomic
 from protocol.paths import allowed_roots, check_allowed_root
 from protocol.plans import default_catalog_path, load_catalog
-from protocol.records import RAW_COLUMNS, RawRow, TrialSpec, Variant
+from protocol.records import RAW_COLUMNS, RAW_SCHEMA_VERSION, RawRow, TrialSpec, Variant
 from protocol.schedule import Slot, attempt_trial_id, rotated_schedule
 from protocol.study import Study, bucket_for, load_study
-from runner.gather import gather_trial, load_reference
-from runner.launch.base import HOST_STOP_NOTE, HostInterrupt, Launcher, LaunchResult, TrialPaths
+from runner.gather import gather_trial, load_reference, read_status
+from runner.launch.base import HOST_STOP_NOTE, HostInterrupt, Launcher, LaunchResult, TrialPaths, is_host_stopped
+from runner.rawtable import append_row, quarantine_partial, read_rows
 from runner.seen import check_and_record
 
 CAMPAIGN_SCHEMA_VERSION = 1
@@ -100,51 +103,57 @@ class CampaignOutcome:
 # -- raw table ------------------------------------------------------------------------------
 
 
-def append_row(path: Path, row: RawRow) -> None:
-    """Append one row and fsync; write the header first if the file is new."""
-    new = not path.exists() or path.stat().st_size == 0
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    if new:
-        writer.writerow(RAW_COLUMNS)
-    writer.writerow(row.cells())
-    data = buffer.getvalue().encode("utf-8")
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        size = os.fstat(fd).st_size
-        try:
-            written = 0
-            while written < len(data):
-                written += os.write(fd, data[written:])
-            os.fsync(fd)
-        except OSError as exc:
-            os.ftruncate(fd, size)  # never leave a partial row behind
-            raise UserError(
-                f"could not append the row of trial {row.values.get('trial_id')} to raw.csv: {exc.strerror}",
-                str(path),
-                "raw.csv is intact up to the previous row. Free space (or fix the disk), then continue with "
-                "--resume: the trial is found and recorded.",
-            ) from None
-    finally:
-        os.close(fd)
-
-
 def read_raw(path: Path) -> list[dict[str, str]]:
-    if not path.exists():
-        return []
-    with open(path, encoding="utf-8", newline="") as handle:
-        reader = csv.DictReader(handle)
-        if reader.fieldnames is not None and tuple(reader.fieldnames) != RAW_COLUMNS:
-            raise UserError(
-                "raw.csv has unexpected columns", str(path), "It was written by another isocost version."
-            )
-        return list(reader)
+    """Every row of raw.csv with its chain checked (see :mod:`runner.rawtable`); [] when there is none yet."""
+    return read_rows(path)
+
+
+# -- single writer --------------------------------------------------------------------------
+
+#: The writer lock inside a campaign directory; it holds the pid and host of the last writer.
+LOCK_NAME = ".lock"
+
+
+@contextmanager
+def writer_lock(root: Path) -> Iterator[None]:
+    """Hold the campaign directory's writer lock (``flock`` on DIR/.lock) for the block.
+
+    The kernel releases it when the holder exits or dies, so a killed run never leaves a stale
+    lock. Readers (validate, summarize, decide, bundle) take no lock.
+    """
+    path = root / LOCK_NAME
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = _lock_holder(fd)
+        os.close(fd)
+        raise UserError(
+            f"another isocost run is writing this campaign ({holder})",
+            str(root),
+            "Two writers would run the same passes twice. Wait for that run to finish or stop it; reading "
+            "commands (validate, summarize, decide, bundle) need no lock.",
+        ) from None
+    try:
+        os.ftruncate(fd, 0)
+        record = {"pid": os.getpid(), "host": os.uname().nodename, "since": _now()}
+        os.pwrite(fd, (json.dumps(record, sort_keys=True) + "\n").encode(), 0)
+        os.fsync(fd)
+        yield
+    finally:
+        os.close(fd)  # releases the lock; the file stays, naming the last writer
+
+
+def _lock_holder(fd: int) -> str:
+    try:
+        record = json.loads(os.pread(fd, 4096, 0).decode("utf-8", "replace"))
+        return f"pid {int(record['pid'])} on host {record['host']}, since {record.get('since', '?')}"
+    except (ValueError, KeyError, TypeError):
+        return "pid and host not yet written"
 
 
 def log_event(paths: CampaignPaths, kind: str, **fields: Any) -> None:
     """Append one timestamped campaign event (used for the campaign period)."""
-    import json
-
     record = {"at": _now(), "event": kind, **fields}
     try:
         with open(paths.events, "a", encoding="utf-8") as handle:
@@ -226,6 +235,7 @@ def freeze(
         "campaign_id": uuid.uuid4().hex,
         "created_at": _now(),
         "isocost_version": __version__,
+        "raw_schema_version": RAW_SCHEMA_VERSION,
         "study_name": study.name,
         "study_path": str(study.path),
         "study_sha256": study.sha256,
@@ -235,6 +245,7 @@ def freeze(
             "fingerprint": study.corpus.fingerprint,
             "content_fingerprint": content_fp,
             "inputs": len(corpus),
+            "index_sha256": fingerprint_path(paths.corpus_index),
         },
         "tuning": {"path": str(study.tuning.path), "fingerprint": study.tuning.fingerprint, "inputs": len(tuning)},
         "model": {"path": str(study.model.path), "fingerprint": study.model.fingerprint},
@@ -294,56 +305,71 @@ def run_campaign(
         if path is not None:
             check_allowed_root(path, roots)
     paths = CampaignPaths(out)
-    if paths.campaign.exists():
-        if not resume:
+    if resume and not paths.campaign.exists():
+        raise UserError("nothing to resume: no campaign.json", str(out), "Run without --resume to start one.")
+    if not resume and out.exists() and any(p.name != LOCK_NAME for p in out.iterdir()):
+        if paths.campaign.exists():
             raise UserError(
                 "the results directory already holds a campaign",
                 str(out),
                 "Use --resume to continue it, or choose another --out.",
             )
-        description = load_campaign(out)
-        if description["study_sha256"] != study.sha256:
-            raise UserError(
-                f"the study changed since this campaign started ({description['study_sha256']} at start, "
-                f"{study.sha256} now)",
-                str(study.path),
-                "Thresholds and variants are fixed before timing: restore the study, or start a new "
-                "campaign in another --out (a changed threshold also needs a new independent evaluation set).",
-            )
-        started_with = description.get("launcher", {})
-        now = launcher.describe()
-        for key in ("kind", "image_id"):
-            if started_with.get(key, "") != now.get(key, ""):
-                raise UserError(
-                    f"this campaign started with launcher {started_with.get('kind')} image "
-                    f"{started_with.get('image_id') or '(none)'}, not {now.get('kind')} image "
-                    f"{now.get('image_id') or '(none)'}",
-                    str(out),
-                    "Resume with the same launcher and image (--launcher, --image), or start a new campaign: "
-                    "trials of one configuration never mix software stacks.",
-                )
-        if rental is not None and description.get("rental") != rental.to_dict():
-            raise UserError(
-                f"this campaign was started with rental {description.get('rental')}, not {rental.to_dict()}",
-                str(out),
-                "Resume without --gpu/--lots, or start a new campaign for another host.",
-            )
-        log_event(paths, "resume")
-        progress(f"resuming campaign {description['campaign_id']} in {out}")
-    else:
+        raise UserError(
+            "the results directory is not empty and holds no campaign",
+            str(out),
+            "Choose a new or empty --out directory.",
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    with writer_lock(out):
+        if not resume and paths.campaign.exists():  # another run started it while we waited for the lock
+            raise UserError("the results directory already holds a campaign", str(out),
+                            "Use --resume to continue it, or choose another --out.")
         if resume:
-            raise UserError("nothing to resume: no campaign.json", str(out), "Run without --resume to start one.")
-        if out.exists() and any(out.iterdir()):
+            description = _check_resume(study, paths, launcher, rental)
+            log_event(paths, "resume")
+            progress(f"resuming campaign {description['campaign_id']} in {out}")
+            side = quarantine_partial(paths.raw)
+            if side is not None:
+                progress(f"raw.csv ended in a row cut while it was written: its bytes are kept in {side.name}; "
+                         "that trial is recorded again from its directory")
+        else:
+            log_event(paths, "setup_start")
+            description = freeze(study, paths, launcher, progress, rental, acknowledge_seen_corpus)
+            log_event(paths, "setup_end")
+        return _run_slots(study, paths, description, launcher, progress)
+
+
+def _check_resume(study: Study, paths: CampaignPaths, launcher: Launcher, rental: Rental | None) -> dict[str, Any]:
+    """The campaign to resume, refused if the study, launcher, image or rental changed."""
+    out = paths.root
+    description = load_campaign(out)
+    if description["study_sha256"] != study.sha256:
+        raise UserError(
+            f"the study changed since this campaign started ({description['study_sha256']} at start, "
+            f"{study.sha256} now)",
+            str(study.path),
+            "Thresholds and variants are fixed before timing: restore the study, or start a new "
+            "campaign in another --out (a changed threshold also needs a new independent evaluation set).",
+        )
+    started_with = description.get("launcher", {})
+    now = launcher.describe()
+    for key in ("kind", "image_id"):
+        if started_with.get(key, "") != now.get(key, ""):
             raise UserError(
-                "the results directory is not empty and holds no campaign",
+                f"this campaign started with launcher {started_with.get('kind')} image "
+                f"{started_with.get('image_id') or '(none)'}, not {now.get('kind')} image "
+                f"{now.get('image_id') or '(none)'}",
                 str(out),
-                "Choose a new or empty --out directory.",
+                "Resume with the same launcher and image (--launcher, --image), or start a new campaign: "
+                "trials of one configuration never mix software stacks.",
             )
-        out.mkdir(parents=True, exist_ok=True)
-        log_event(paths, "setup_start")
-        description = freeze(study, paths, launcher, progress, rental, acknowledge_seen_corpus)
-        log_event(paths, "setup_end")
-    return _run_slots(study, paths, description, launcher, progress)
+    if rental is not None and description.get("rental") != rental.to_dict():
+        raise UserError(
+            f"this campaign was started with rental {description.get('rental')}, not {rental.to_dict()}",
+            str(out),
+            "Resume without --gpu/--lots, or start a new campaign for another host.",
+        )
+    return description
 
 
 def _run_slots(
@@ -357,7 +383,7 @@ def _run_slots(
     written = 0
     for slot in slots:
         attempts = {row["trial_id"]: row for row in rows if _attempt_of(row["trial_id"], slot) is not None}
-        if any(not _host_stopped(row) for row in attempts.values()):
+        if any(not is_host_stopped(row) for row in attempts.values()):
             continue  # this pass already has its final row; failures are never silently rerun
         attempt = 1
         while paths.trial_dir(attempt_trial_id(slot, attempt)).exists():
@@ -373,7 +399,7 @@ def _run_slots(
                     progress(f"[{slot.order_index}/{len(slots)}] {trial_id}: recorded as "
                              f"{row.values['status']} (found on resume)")
             attempt += 1
-        if any(not _host_stopped(row) for row in attempts.values()):
+        if any(not is_host_stopped(row) for row in attempts.values()):
             continue
         _recheck_inputs(study, snapshots)
         row = _run_one(study, paths, description, reference, slot, attempt, variants[slot.variant_id],
@@ -392,11 +418,6 @@ def _attempt_of(trial_id: str, slot: Slot) -> int | None:
     if trial_id.startswith(prefix) and trial_id[len(prefix):].isdigit():
         return int(trial_id[len(prefix):])
     return None
-
-
-def _host_stopped(row: dict[str, str]) -> bool:
-    """Rows of trials the host stopped (Ctrl-C, host crash) do not finish their slot."""
-    return HOST_STOP_NOTE in row.get("notes", "")
 
 
 def _recheck_inputs(study: Study, snapshots: dict[str, list[tuple[str, int, int]]]) -> None:
@@ -475,12 +496,14 @@ def _orphan_row(study: Study, paths: CampaignPaths, reference: Any, slot: Slot, 
         return None
     spec = TrialSpec.from_dict(read_json(spec_path))
     _stop_leftover(trial_dir)
-    finished = (trial_dir / "status.json").exists()
-    crashed = not finished and _log_shows_error(trial_dir / "trial.log")
-    # A trial that wrote its status ended by itself: its row is final. Otherwise the host stopped (or could
-    # not record) while it ran: the row is kept and the pass runs again.
-    note = ("the trial ended by itself; the host CLI stopped before recording it; found on --resume" if finished
-            else f"{HOST_STOP_NOTE} before recording this trial; found on --resume")
+    status, _ = read_status(trial_dir)
+    # A trial that wrote its status ended by itself (unless the host had stopped it: status interrupted): its
+    # row is final and its pass never runs again. Otherwise the host stopped (or died) while it ran: the row is
+    # kept and the pass runs again. The two notes must never share the host-stop marker.
+    finished = status is not None and status.status != "interrupted"
+    crashed = not finished and status is None and _log_shows_error(trial_dir / "trial.log")
+    note = ("the trial ended by itself after the host CLI had gone; recorded from its directory on --resume"
+            if finished else f"{HOST_STOP_NOTE} before recording this trial; found on --resume")
     result = LaunchResult(exit_code=None, interrupted=not finished and not crashed, notes=(note,))
     return gather_trial(spec, trial_dir, result, reference, study)
 

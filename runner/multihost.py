@@ -45,7 +45,7 @@ from protocol.study import load_study
 from runner.campaign import read_raw, run_campaign
 from runner.hostboard import HostBoard
 from runner.hosts import HostSpec
-from runner.launch.base import HOST_STOP_NOTE
+from runner.launch.base import is_host_stopped
 from runner.launch.engines import connect, engine_identity
 
 HOSTS_JSON = "hosts.json"
@@ -310,7 +310,7 @@ def _choose_image(study: Any, stack: str, image: str | None, lock_path: Path | N
 
 def _done_rows(root: Path) -> int:
     try:
-        return sum(1 for row in read_raw(root / "raw.csv") if HOST_STOP_NOTE not in row.get("notes", ""))
+        return sum(1 for row in read_raw(root / "raw.csv") if not is_host_stopped(row))
     except UserError:
         return 0
 

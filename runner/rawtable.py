@@ -1,0 +1,229 @@
+"""The raw table, ``raw.csv``: append-only, one row per attempted pass, every row chained to the one before.
+
+The last column, ``chain_sha256``, is the sha256 of the previous row's digest, a newline, and this
+row's other cells as a JSON list (column order). The first row chains to the sha256 of the
+``campaign.json`` beside the table (or to the empty string where there is none), so an edited
+campaign description breaks the chain too. Each row is written with its digest in one ``write``
+and fsynced before the next trial starts.
+
+Every read checks the whole chain. A row that does not match its digest is an error naming the
+row. A cut last row (the host died while writing it: no final newline, or fewer cells) is
+reported as a partial row; ``--resume`` moves its bytes, unchanged, into ``raw.csv.partial-N``
+and records that trial again from its trial directory (:func:`quarantine_partial`).
+
+What the chain does not do: anyone who rewrites a row AND every digest after it produces a
+valid chain. It catches cut, glued, edited, duplicated or reordered rows; a deliberate forgery is
+caught by the SHA-256 of a bundle made before it.
+
+Example::
+
+    append_row(Path("results/quick/raw.csv"), row)    # computes and writes chain_sha256
+    read_rows(Path("results/quick/raw.csv"))          # list of dicts; UserError on any break
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from protocol.errors import UserError
+from protocol.records import RAW_COLUMNS, RawRow
+
+CHAIN_COLUMN = RAW_COLUMNS[-1]
+_RESUME_FIX = ("The host stopped while writing it: `isocost run STUDY --out DIR --resume` keeps the cut bytes in "
+               "raw.csv.partial-N and records that trial again from its trial directory.")
+
+
+@dataclass(frozen=True)
+class RawTable:
+    """What a read of raw.csv found: the intact rows, and the cut last row if any."""
+
+    rows: tuple[dict[str, str], ...]
+    intact_bytes: int  # header + whole, chained rows
+    partial: bytes  # the bytes of a cut last row (b"" when the table ends cleanly)
+    partial_row: int  # its row number (0: the header itself was cut)
+    last_digest: str  # what the next row chains to
+
+
+def genesis(path: Path) -> str:
+    """What the first row chains to: the sha256 of the campaign.json beside the table."""
+    description = path.parent / "campaign.json"
+    try:
+        return hashlib.sha256(description.read_bytes()).hexdigest()
+    except FileNotFoundError:
+        return ""
+
+
+def row_digest(previous: str, cells: Sequence[str]) -> str:
+    """The chain digest of a row whose cells (without the digest column) are ``cells``."""
+    canonical = json.dumps(list(cells), ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(f"{previous}\n{canonical}".encode()).hexdigest()
+
+
+def _records(data: bytes) -> Iterator[tuple[int, int, list[str] | None]]:
+    """(start byte, end byte, cells or None when unparseable) of each CSV record in ``data``."""
+    lines = data.splitlines(keepends=True)
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line))
+    texts = (line.decode("utf-8", errors="replace") for line in lines)
+    reader = csv.reader(texts, strict=True)
+    consumed = 0
+    while consumed < len(lines):
+        start = offsets[consumed]
+        try:
+            cells: list[str] | None = next(reader)
+        except StopIteration:
+            return
+        except csv.Error:
+            cells = None
+        consumed = max(reader.line_num, consumed + 1)
+        yield start, offsets[consumed], cells
+        if cells is None:
+            return
+
+
+def scan(path: Path) -> RawTable:
+    """Read and check raw.csv. A cut last row is returned as ``partial``; any other break raises."""
+    empty = RawTable(rows=(), intact_bytes=0, partial=b"", partial_row=0, last_digest=genesis(path))
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return empty
+    where = str(path)
+    rows: list[dict[str, str]] = []
+    previous = empty.last_digest
+    intact = 0
+    for number, (start, end, cells) in enumerate(_records(data)):
+        whole = data[start:end].endswith(b"\n") and cells is not None
+        valid_text = _utf8(data[start:end])
+        if number == 0:
+            if not whole:
+                return RawTable((), 0, data, 0, previous)
+            _check_header(cells or [], where)
+            intact = end
+            continue
+        complete = whole and valid_text and cells is not None and len(cells) == len(RAW_COLUMNS)
+        if not complete and end == len(data) and (not data.endswith(b"\n") or cells is None):
+            return RawTable(tuple(rows), intact, data[start:], number, previous)
+        trial_id = (cells or [""])[0][:80]
+        if not valid_text:
+            raise UserError(f"raw.csv row {number} ({trial_id}) is not valid UTF-8", where, _EDITED_FIX)
+        if cells is None or len(cells) != len(RAW_COLUMNS):
+            raise UserError(f"raw.csv row {number} ({trial_id}) has {len(cells or [])} cells, the header "
+                            f"{len(RAW_COLUMNS)}", where, _EDITED_FIX)
+        expected = row_digest(previous, cells[:-1])
+        if cells[-1] != expected:
+            raise UserError(f"raw.csv row {number} ({trial_id}) does not match its chain digest "
+                            f"({cells[-1][:16] or 'empty'}…, the rows before it give {expected[:16]}…)",
+                            where, _EDITED_FIX)
+        previous = expected
+        rows.append(dict(zip(RAW_COLUMNS, cells, strict=True)))
+        intact = end
+    return RawTable(tuple(rows), intact, b"", 0, previous)
+
+
+_EDITED_FIX = ("raw.csv is append-only: this row, or one before it, was changed after it was written. Restore "
+               "raw.csv from a backup or bundle; to read it anyway for forensics, pass --allow-inconsistent.")
+
+
+def _utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _check_header(cells: list[str], where: str) -> None:
+    if tuple(cells) == RAW_COLUMNS:
+        return
+    if CHAIN_COLUMN not in cells:
+        raise UserError(
+            f"raw.csv has no {CHAIN_COLUMN} column: it was written before raw rows were chained (raw table "
+            "format 1)", where,
+            "This isocost reads chained tables only (format 2). Read or finish this campaign with the isocost "
+            "version that started it, or run the study again into a new --out.")
+    raise UserError("raw.csv has unexpected columns", where, "It was written by another isocost version.")
+
+
+def read_rows(path: Path) -> list[dict[str, str]]:
+    """Every row of raw.csv, the chain checked; a cut last row is an error (``--resume`` repairs it)."""
+    table = scan(path)
+    if table.partial:
+        raise UserError(f"raw.csv ends in a partial row (row {table.partial_row}, byte {table.intact_bytes})",
+                        str(path), _RESUME_FIX)
+    return list(table.rows)
+
+
+def append_row(path: Path, row: RawRow) -> None:
+    """Append one row with its chain digest and fsync; write the header first if the file is new."""
+    table = scan(path)
+    if table.partial:
+        raise UserError(f"raw.csv ends in a partial row (row {table.partial_row}, byte {table.intact_bytes})",
+                        str(path), _RESUME_FIX)
+    cells = row.cells()
+    cells[-1] = row_digest(table.last_digest, cells[:-1])
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    if table.intact_bytes == 0:
+        writer.writerow(RAW_COLUMNS)
+    writer.writerow(cells)
+    data = buffer.getvalue().encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        try:
+            written = 0
+            while written < len(data):
+                written += os.write(fd, data[written:])
+            os.fsync(fd)
+        except OSError as exc:
+            os.ftruncate(fd, size)  # never leave a partial row behind
+            raise UserError(
+                f"could not append the row of trial {row.values.get('trial_id')} to raw.csv: {exc.strerror}",
+                str(path),
+                "raw.csv is intact up to the previous row. Free space (or fix the disk), then continue with "
+                "--resume: the trial is found and recorded.",
+            ) from None
+    finally:
+        os.close(fd)
+
+
+def quarantine_partial(path: Path) -> Path | None:
+    """Move a cut last row, byte for byte, to ``raw.csv.partial-N``; returns that file (None: nothing cut)."""
+    table = scan(path)
+    if not table.partial:
+        return None
+    number = 1
+    while path.with_name(f"{path.name}.partial-{number}").exists():
+        number += 1
+    side = path.with_name(f"{path.name}.partial-{number}")
+    fd = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        os.write(fd, table.partial)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.ftruncate(fd, table.intact_bytes)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    _fsync_dir(path.parent)
+    return side
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
