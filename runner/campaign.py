@@ -103,9 +103,12 @@ class CampaignOutcome:
 # -- raw table ------------------------------------------------------------------------------
 
 
-def read_raw(path: Path) -> list[dict[str, str]]:
-    """Every row of raw.csv with its chain checked (see :mod:`runner.rawtable`); [] when there is none yet."""
-    return read_rows(path)
+def read_raw(path: Path, *, allow_inconsistent: bool = False) -> list[dict[str, str]]:
+    """Every row of raw.csv with its chain checked (see :mod:`runner.rawtable`); [] when there is none yet.
+
+    ``allow_inconsistent`` (forensics): rows that break the chain are read as they are.
+    """
+    return read_rows(path, verify=not allow_inconsistent)
 
 
 # -- single writer --------------------------------------------------------------------------
@@ -152,8 +155,8 @@ def _lock_holder(fd: int) -> str:
         return "pid and host not yet written"
 
 
-def log_event(paths: CampaignPaths, kind: str, **fields: Any) -> None:
-    """Append one timestamped campaign event (used for the campaign period)."""
+def log_event(paths: CampaignPaths, kind: str, **fields: Any) -> str:
+    """Append one timestamped campaign event (used for the campaign period); returns its time."""
     record = {"at": _now(), "event": kind, **fields}
     try:
         with open(paths.events, "a", encoding="utf-8") as handle:
@@ -163,6 +166,7 @@ def log_event(paths: CampaignPaths, kind: str, **fields: Any) -> None:
     except OSError:
         # Best effort: the rows carry their own timestamps; a full disk must not lose the trial's row.
         pass
+    return str(record["at"])
 
 
 # -- freezing -------------------------------------------------------------------------------
@@ -188,7 +192,7 @@ def _check_fingerprint(kind: str, path: Path, expected: str, where: str) -> None
 
 def freeze(
     study: Study, paths: CampaignPaths, launcher: Launcher, progress: Progress, rental: Rental | None = None,
-    acknowledge_reuse: bool = False,
+    acknowledge_reuse: bool = False, setup_started_at: str | None = None,
 ) -> dict[str, Any]:
     """Check every input and write the frozen campaign description. Returns campaign.json."""
     where = str(study.path)
@@ -234,6 +238,7 @@ def freeze(
         "schema_version": CAMPAIGN_SCHEMA_VERSION,
         "campaign_id": uuid.uuid4().hex,
         "created_at": _now(),
+        "setup_started_at": setup_started_at,
         "isocost_version": __version__,
         "raw_schema_version": RAW_SCHEMA_VERSION,
         "study_name": study.name,
@@ -333,8 +338,8 @@ def run_campaign(
                 progress(f"raw.csv ended in a row cut while it was written: its bytes are kept in {side.name}; "
                          "that trial is recorded again from its directory")
         else:
-            log_event(paths, "setup_start")
-            description = freeze(study, paths, launcher, progress, rental, acknowledge_seen_corpus)
+            started = log_event(paths, "setup_start")
+            description = freeze(study, paths, launcher, progress, rental, acknowledge_seen_corpus, started)
             log_event(paths, "setup_end")
         return _run_slots(study, paths, description, launcher, progress)
 

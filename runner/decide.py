@@ -27,6 +27,7 @@ from protocol.period import CampaignPeriod, measure_period
 from protocol.plans import Catalog, default_catalog_path, load_catalog
 from protocol.study import Study, load_study
 from runner.campaign import FROZEN_CATALOG, CampaignPaths, load_campaign, read_raw
+from runner.integrity import INCONSISTENT_BANNER, require_evidence
 from runner.multihost import expand_campaign_dirs, hosts_without_campaign
 from runner.summary import summarize_campaign
 
@@ -86,13 +87,18 @@ def trial_capacity(trial_dir: Path) -> TrialCapacity:
     return TrialCapacity(device, device_source, host, host_source)
 
 
-def load_evidence(root: Path) -> tuple[CampaignEvidence, Study, dict[str, Any]]:
-    """Read one campaign directory into the evidence ``decide`` weighs (re-deriving its verdicts)."""
+def load_evidence(root: Path, allow_inconsistent: bool = False) -> tuple[CampaignEvidence, Study, dict[str, Any]]:
+    """Read one campaign directory into the evidence ``decide`` weighs (re-deriving its verdicts).
+
+    The evidence checks run first (in summarize); ``allow_inconsistent`` reads an inconsistent directory anyway
+    and puts the banner first among the campaign's notes.
+    """
     paths = CampaignPaths(root)
     description = load_campaign(root)
+    banner = require_evidence(root, allow_inconsistent)
     study = load_study(paths.study)  # the frozen copy: rules as they were at the start
     try:
-        summary = summarize_campaign(root)
+        summary = summarize_campaign(root, allow_inconsistent=allow_inconsistent)
     except PermissionError as exc:
         raise UserError(
             f"cannot write the re-derived verdicts ({exc.strerror})",
@@ -100,9 +106,9 @@ def load_evidence(root: Path) -> tuple[CampaignEvidence, Study, dict[str, Any]]:
             "decide re-runs validate and summarize in each results directory: copy it somewhere writable.",
         ) from None
     verdicts = read_json(root / "verdicts.json").get("verdicts", [])
-    rows = read_raw(paths.raw)
+    rows = read_raw(paths.raw, allow_inconsistent=allow_inconsistent)
     rental = description.get("rental")
-    notes = []
+    notes = [banner] if banner else []
     if description.get("study_sha256") != study.sha256:
         notes.append(f"study.toml in {root} hashes to {study.sha256}, not the {description.get('study_sha256')} "
                      "recorded at the start: the frozen copy was edited")
@@ -184,13 +190,14 @@ def run_decide(
     catalog_path: Path | None = None,
     expenses_path: Path | None = None,
     out: Path | None = None,
+    allow_inconsistent: bool = False,
 ) -> DecideOutcome:
     """Decide over ``roots`` (campaigns of one study) and write the memo, JSON and report."""
     from runner.report import render_report  # keeps the CLI import light
 
     if not roots:
         raise UserError("no results directory given", "isocost decide", "Pass at least one DIR.")
-    loaded = [load_evidence(root) for root in expand_campaign_dirs(roots)]
+    loaded = [load_evidence(root, allow_inconsistent) for root in expand_campaign_dirs(roots)]
     missing_hosts = [f"host {name}: {state or 'no campaign'}{f' ({reason})' if reason else ''}; no results to weigh"
                      for root in roots for name, state, reason in hosts_without_campaign(root)]
     if missing_hosts:
@@ -205,9 +212,12 @@ def run_decide(
     target.mkdir(parents=True, exist_ok=True)
     data = decision.to_dict()
     data["catalog_source"] = catalog_source
+    banners = [note for item in evidence for note in item.notes if note.startswith(INCONSISTENT_BANNER)]
+    if banners:
+        data["inconsistent"] = banners
     written = (target / DECISION_JSON, target / DECISION_MD, target / REPORT_HTML)
     write_json_atomic(written[0], data)
-    write_text_atomic(written[1], render_memo(data))
+    write_text_atomic(written[1], "".join(f"{b}\n" for b in banners) + ("\n" if banners else "") + render_memo(data))
     write_text_atomic(written[2], render_report(data))
     return DecideOutcome(decision=decision, written=written, catalog_source=catalog_source)
 
@@ -216,6 +226,7 @@ def campaign_period(root: Path, catalog_path: Path | None = None) -> tuple[Campa
     """The measured period of one campaign and the plans that cover it (for ``isocost period``)."""
     paths = CampaignPaths(root)
     description = load_campaign(root)
+    require_evidence(root)
     study = load_study(paths.study)
     rows = read_raw(paths.raw)
     deadline = getattr(study, "deadline", None)

@@ -1,9 +1,10 @@
 """The raw table, ``raw.csv``: append-only, one row per attempted pass, every row chained to the one before.
 
 The last column, ``chain_sha256``, is the sha256 of the previous row's digest, a newline, and this
-row's other cells as a JSON list (column order). The first row chains to the sha256 of the
-``campaign.json`` beside the table (or to the empty string where there is none), so an edited
-campaign description breaks the chain too. Each row is written with its digest in one ``write``
+row's other cells as a JSON list (column order). The first row chains to the sha256 of the frozen
+facts of the ``campaign.json`` beside the table (:data:`ANCHOR_FIELDS`: campaign id, dates, study
+hash, input fingerprints and the corpus index hash, variants; the empty string where there is no
+campaign.json), so an edited campaign description breaks the chain too. Each row is written with its digest in one ``write``
 and fsynced before the next trial starts.
 
 Every read checks the whole chain. A row that does not match its digest is an error naming the
@@ -51,13 +52,21 @@ class RawTable:
     last_digest: str  # what the next row chains to
 
 
+#: The frozen facts of campaign.json the first row chains to (not paths or notes a later move may change).
+ANCHOR_FIELDS = ("campaign_id", "created_at", "setup_started_at", "study_sha256", "corpus", "tuning", "model",
+                 "warmup", "variants", "repetitions")
+
+
 def genesis(path: Path) -> str:
-    """What the first row chains to: the sha256 of the campaign.json beside the table."""
-    description = path.parent / "campaign.json"
+    """What the first row chains to: the frozen facts of the campaign.json beside the table ("" if none)."""
     try:
-        return hashlib.sha256(description.read_bytes()).hexdigest()
-    except FileNotFoundError:
+        description = json.loads((path.parent / "campaign.json").read_bytes())
+    except (OSError, ValueError, RecursionError):
         return ""
+    if not isinstance(description, dict):
+        return ""
+    anchor = {key: description.get(key) for key in ANCHOR_FIELDS}
+    return hashlib.sha256(json.dumps(anchor, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
 def row_digest(previous: str, cells: Sequence[str]) -> str:
@@ -89,8 +98,12 @@ def _records(data: bytes) -> Iterator[tuple[int, int, list[str] | None]]:
             return
 
 
-def scan(path: Path) -> RawTable:
-    """Read and check raw.csv. A cut last row is returned as ``partial``; any other break raises."""
+def scan(path: Path, verify: bool = True) -> RawTable:
+    """Read and check raw.csv. A cut last row is returned as ``partial``; any other break raises.
+
+    ``verify=False`` (forensics only, ``--allow-inconsistent``): rows that do not match their digest are read
+    as they are.
+    """
     empty = RawTable(rows=(), intact_bytes=0, partial=b"", partial_row=0, last_digest=genesis(path))
     try:
         data = path.read_bytes()
@@ -119,11 +132,11 @@ def scan(path: Path) -> RawTable:
             raise UserError(f"raw.csv row {number} ({trial_id}) has {len(cells or [])} cells, the header "
                             f"{len(RAW_COLUMNS)}", where, _EDITED_FIX)
         expected = row_digest(previous, cells[:-1])
-        if cells[-1] != expected:
+        if cells[-1] != expected and verify:
             raise UserError(f"raw.csv row {number} ({trial_id}) does not match its chain digest "
                             f"({cells[-1][:16] or 'empty'}…, the rows before it give {expected[:16]}…)",
                             where, _EDITED_FIX)
-        previous = expected
+        previous = cells[-1] if not verify else expected
         rows.append(dict(zip(RAW_COLUMNS, cells, strict=True)))
         intact = end
     return RawTable(tuple(rows), intact, b"", 0, previous)
@@ -153,10 +166,10 @@ def _check_header(cells: list[str], where: str) -> None:
     raise UserError("raw.csv has unexpected columns", where, "It was written by another isocost version.")
 
 
-def read_rows(path: Path) -> list[dict[str, str]]:
+def read_rows(path: Path, verify: bool = True) -> list[dict[str, str]]:
     """Every row of raw.csv, the chain checked; a cut last row is an error (``--resume`` repairs it)."""
-    table = scan(path)
-    if table.partial:
+    table = scan(path, verify)
+    if table.partial and verify:
         raise UserError(f"raw.csv ends in a partial row (row {table.partial_row}, byte {table.intact_bytes})",
                         str(path), _RESUME_FIX)
     return list(table.rows)

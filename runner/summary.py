@@ -11,19 +11,27 @@ from protocol.memory import MemoryEstimate, ModelShape, estimate
 from protocol.stats import Summary, VariantSummary, summarize
 from protocol.study import load_study
 from runner.campaign import CampaignPaths, load_campaign, log_event, read_raw
+from runner.integrity import refuse_less_evidence, require_evidence
 from runner.verdicts import validate_campaign
 
 
-def summarize_campaign(root: Path, *, record_events: bool = False) -> Summary:
+def summarize_campaign(root: Path, *, record_events: bool = False, allow_inconsistent: bool = False) -> Summary:
     """Validate and summarize. ``record_events``: log the evaluation in events.jsonl (the campaign's own
-    evaluation on the rented host, as `isocost run` does; a later re-reading elsewhere is not rental time)."""
+    evaluation on the rented host, as `isocost run` does; a later re-reading elsewhere is not rental time).
+
+    The evidence checks (runner.integrity) run first; with ``allow_inconsistent`` an inconsistent directory
+    is read anyway and summary.md's first line says so.
+    """
     paths = CampaignPaths(root)
     description = load_campaign(root)
+    banner = require_evidence(root, allow_inconsistent)
     study = load_study(paths.study)
+    rows = read_raw(paths.raw, allow_inconsistent=allow_inconsistent)
+    refuse_less_evidence(root / "summary.json", len(rows), "summary")
     if record_events:
         log_event(paths, "evaluation_start")
-    verdicts = {v["trial_id"]: v for v in validate_campaign(root)}
-    rows = read_raw(paths.raw)
+    verdicts = {v["trial_id"]: v for v in validate_campaign(root, allow_inconsistent=allow_inconsistent,
+                                                            checked=True)}
     summary = summarize(rows, verdicts, description["variants"], study.quality, study.reference_for)
     reuse = description.get("seen_corpus_reuse")
     if reuse:
@@ -41,10 +49,14 @@ def summarize_campaign(root: Path, *, record_events: bool = False) -> Summary:
     data["campaign_id"] = description["campaign_id"]
     data["study_sha256"] = description["study_sha256"]
     data["slots_planned"] = len(description["variants"]) * description["repetitions"]
+    data["rows_total"] = len(rows)
+    if banner:
+        data["inconsistent"] = banner
     estimates = _estimates(study, description)
     data["memory_estimates"] = {k: v.to_dict() if v else None for k, v in estimates.items()}
     write_json_atomic(root / "summary.json", data)
-    write_text_atomic(root / "summary.md", render_markdown(summary, description, estimates))
+    write_text_atomic(root / "summary.md", (banner + "\n\n" if banner else "")
+                      + render_markdown(summary, description, estimates))
     if record_events:
         log_event(paths, "evaluation_end")
     return summary

@@ -16,6 +16,7 @@ from protocol.study import load_study
 from protocol.validate import ParsedPredictions, check_pass, compare_predictions, parse_predictions
 from runner.campaign import CampaignPaths, load_campaign, read_raw
 from runner.gather import load_reference
+from runner.integrity import refuse_less_evidence, require_evidence
 
 VERDICT_COLUMNS = (
     "trial_id", "variant_id", "status", "expected_ids", "observed_ids", "ids_match", "duplicate_ids",
@@ -24,12 +25,15 @@ VERDICT_COLUMNS = (
 )
 
 
-def validate_campaign(root: Path) -> list[dict[str, Any]]:
+def validate_campaign(root: Path, *, allow_inconsistent: bool = False, checked: bool = False) -> list[dict[str, Any]]:
+    """Re-derive every verdict; ``checked``: the caller already ran the evidence checks (runner.integrity)."""
     paths = CampaignPaths(root)
     description = load_campaign(root)
+    banner = "" if checked else require_evidence(root, allow_inconsistent)
     study = load_study(paths.study)  # the frozen copy: thresholds as they were at the start
     reference = load_reference(root, study)
-    rows = read_raw(paths.raw)
+    rows = read_raw(paths.raw, allow_inconsistent=allow_inconsistent)
+    refuse_less_evidence(root / "verdicts.json", len(rows), "verdicts")
     parsed: dict[str, ParsedPredictions] = {}
     verdicts: list[dict[str, Any]] = []
     for row in rows:
@@ -52,8 +56,11 @@ def validate_campaign(root: Path) -> list[dict[str, Any]]:
             "reasons": "; ".join(reasons),
         })
     _add_agreement(verdicts, parsed, study.reference_for, rows)
-    write_json_atomic(root / "verdicts.json", {"schema_version": 1, "campaign_id": description["campaign_id"],
-                                               "verdicts": verdicts})
+    record: dict[str, Any] = {"schema_version": 1, "campaign_id": description["campaign_id"],
+                              "rows_total": len(rows), "verdicts": verdicts}
+    if banner:
+        record["inconsistent"] = banner
+    write_json_atomic(root / "verdicts.json", record)
     with open(root / "verdicts.csv", "w", encoding="utf-8", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=VERDICT_COLUMNS, extrasaction="ignore", lineterminator="\n")
         writer.writeheader()

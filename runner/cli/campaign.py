@@ -11,7 +11,9 @@ import click
 
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
-from runner.campaign import Rental, run_campaign
+from protocol.jsonio import read_json
+from runner.campaign import Rental, load_campaign, run_campaign
+from runner.integrity import require_evidence
 from runner.launch.select import LAUNCHER_KINDS, choose_launcher
 from runner.summary import summarize_campaign
 from runner.verdicts import validate_campaign
@@ -145,18 +147,32 @@ def _summarize(out: Path) -> str:
     return (out / "summary.md").read_text(encoding="utf-8")
 
 
+_ALLOW_INCONSISTENT = click.option(
+    "--allow-inconsistent", is_flag=True,
+    help="Forensics: read a campaign directory that fails the evidence checks (edited, cut or missing files) "
+         "anyway; the output then says so on its first line.")
+
+
 @click.command()
 @click.argument("campaign_dir", type=click.Path(path_type=Path, file_okay=False, exists=True))
-def validate(campaign_dir: Path) -> None:
+@_ALLOW_INCONSISTENT
+def validate(campaign_dir: Path, allow_inconsistent: bool) -> None:
     """Re-derive every trial's verdict from its stored prediction file.
 
     Checks expected vs observed ids (duplicates, missing, unexpected), the
     format of every line, the main metric and subgroups against the reference
     labels, and agreement with the reference variant. Writes verdicts.csv.
 
+    Checks the campaign directory first (study, corpus index, raw-row chain,
+    trial directories, events) and refuses an inconsistent one.
+
     Example: isocost validate results/quick
     """
-    verdicts = validate_campaign(campaign_dir)
+    load_campaign(campaign_dir)
+    banner = require_evidence(campaign_dir, allow_inconsistent)
+    if banner:
+        click.echo(banner)
+    verdicts = validate_campaign(campaign_dir, allow_inconsistent=allow_inconsistent, checked=True)
     accepted = sum(1 for v in verdicts if v["corpus_accepted"])
     for v in verdicts:
         state = "accepted" if v["corpus_accepted"] else "rejected"
@@ -174,7 +190,8 @@ def validate(campaign_dir: Path) -> None:
 @click.command()
 @click.argument("campaign_dir", type=click.Path(path_type=Path, file_okay=False, exists=True))
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json instead of the Markdown table.")
-def summarize(campaign_dir: Path, as_json: bool) -> None:
+@_ALLOW_INCONSISTENT
+def summarize(campaign_dir: Path, as_json: bool, allow_inconsistent: bool) -> None:
     """Per variant: every raw pass time, median, min, max, failures, quality, memory.
 
     Writes summary.md and summary.json (a pure function of raw.csv and the
@@ -183,8 +200,11 @@ def summarize(campaign_dir: Path, as_json: bool) -> None:
 
     Example: isocost summarize results/quick
     """
-    summarize_campaign(campaign_dir)
+    summarize_campaign(campaign_dir, allow_inconsistent=allow_inconsistent)
     name = "summary.json" if as_json else "summary.md"
+    banner = read_json(campaign_dir / "summary.json").get("inconsistent") if allow_inconsistent else None
+    if banner and as_json:
+        click.echo(banner)  # summary.md starts with it already
     click.echo((campaign_dir / name).read_text(encoding="utf-8"), nl=False)
 
 

@@ -30,8 +30,11 @@ _FILE = click.Path(path_type=Path, dir_okay=False)
 @click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Write decision.md, decision.json and report.html here (default: the first DIR).")
 @click.option("--json", "as_json", is_flag=True, help="Print decision.json instead of the memo.")
+@click.option("--allow-inconsistent", is_flag=True,
+              help="Forensics: weigh campaign directories that fail the evidence checks anyway; the output then "
+                   "says so on its first line.")
 def decide(dirs: tuple[Path, ...], expenses: Path | None, catalog_path: Path | None, out: Path | None,
-           as_json: bool) -> None:
+           as_json: bool, allow_inconsistent: bool) -> None:
     """Which acceptable configuration is cheapest before the deadline? Combine campaigns of ONE study.
 
     A configuration is one variant on one campaign's hardware. For each: the
@@ -43,9 +46,12 @@ def decide(dirs: tuple[Path, ...], expenses: Path | None, catalog_path: Path | N
     \b
     Example: isocost decide results/rtx4090 results/b200 --expenses ledger.csv
     """
-    outcome = run_decide(list(dirs), catalog_path=catalog_path, expenses_path=expenses, out=out)
+    outcome = run_decide(list(dirs), catalog_path=catalog_path, expenses_path=expenses, out=out,
+                         allow_inconsistent=allow_inconsistent)
     json_path, memo_path, report_path = outcome.written
     if as_json:
+        for banner in jsonio.read_json(json_path).get("inconsistent", []):
+            click.echo(banner)
         click.echo(json_path.read_text(encoding="utf-8"), nl=False)
     else:
         click.echo(memo_path.read_text(encoding="utf-8"), nl=False)

@@ -18,10 +18,11 @@ import pytest
 from click.testing import CliRunner, Result
 
 from protocol.fingerprint import sha256_bytes
-from protocol.records import RAW_COLUMNS
+from protocol.records import RAW_COLUMNS, RawRow
 from protocol.study import load_study
 from runner.cli import IsocostGroup, main
 from runner.cli.decide import COMMANDS
+from runner.rawtable import append_row
 
 IDS = [f"c-{i:03d}" for i in range(6)]
 LABELS = ["x", "y", "x", "x", "y", "y"]
@@ -91,10 +92,6 @@ def write_campaign(
                     "trial_id": trial_id}]
         clock += timedelta(seconds=trial_s)
     events.append({"at": clock.isoformat(), "event": "trials_end"})
-    with open(root / "raw.csv", "w", encoding="utf-8", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=RAW_COLUMNS, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
     (root / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
     description = {
         "schema_version": 1, "campaign_id": campaign_id, "created_at": T0.isoformat(), "isocost_version": "0.1.0",
@@ -111,6 +108,8 @@ def write_campaign(
             "rental": "no --gpu given to `isocost run`: the plan this host is rented under is unknown"},
     }
     (root / "campaign.json").write_text(json.dumps(description), encoding="utf-8")
+    for row in rows:  # chained to campaign.json, as `isocost run` writes them
+        append_row(root / "raw.csv", RawRow(values=row))
     return root
 
 
