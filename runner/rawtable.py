@@ -4,8 +4,8 @@ The last column, ``chain_sha256``, is the sha256 of the previous row's digest, a
 row's other cells as a JSON list (column order). The first row chains to the sha256 of the frozen
 facts of the ``campaign.json`` beside the table (:data:`ANCHOR_FIELDS`: campaign id, dates, study
 hash, input fingerprints and the corpus index hash, variants; the empty string where there is no
-campaign.json), so an edited campaign description breaks the chain too. Each row is written with its digest in one ``write``
-and fsynced before the next trial starts.
+campaign.json), so an edited campaign description breaks the chain too. Each row is written with
+its digest in one ``write`` and fsynced before the next trial starts.
 
 Every read checks the whole chain. A row that does not match its digest is an error naming the
 row. A cut last row (the host died while writing it: no final newline, or fewer cells) is
