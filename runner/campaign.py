@@ -132,7 +132,7 @@ def writer_lock(root: Path) -> Iterator[None]:
         holder = _lock_holder(fd)
         os.close(fd)
         raise UserError(
-            f"another isocost run is writing this campaign ({holder})",
+            f"another isocost run is writing this campaign: {holder}",
             str(root),
             "Two writers would run the same passes twice. Wait for that run to finish or stop it; reading "
             "commands (validate, summarize, decide, bundle) need no lock.",

@@ -217,13 +217,19 @@ def quarantine_partial(path: Path) -> Path | None:
     number = 1
     while path.with_name(f"{path.name}.partial-{number}").exists():
         number += 1
-    side = path.with_name(f"{path.name}.partial-{number}")
-    fd = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    try:
-        os.write(fd, table.partial)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    previous = path.with_name(f"{path.name}.partial-{number - 1}")
+    if number > 1 and previous.read_bytes() == table.partial:
+        side = previous  # kept already by a resume that died before it could truncate raw.csv
+    else:
+        side = path.with_name(f"{path.name}.partial-{number}")
+        fd = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            written = 0
+            while written < len(table.partial):
+                written += os.write(fd, table.partial[written:])
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     fd = os.open(path, os.O_WRONLY)
     try:
         os.ftruncate(fd, table.intact_bytes)
