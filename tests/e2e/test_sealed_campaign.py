@@ -110,6 +110,18 @@ def test_a_cut_last_row_is_quarantined_and_rederived_on_resume(tmp_path, cut):
     assert rows[1]["status"] == "ok"
     assert raw.read_bytes()[:start] == data[:start]
     assert not (out / "trials" / "002-r1-batch_size-4-a2").exists()
+    if cut == "inside the trial id":  # the kept bytes travel in the bundle, and it verifies
+        import tarfile
+
+        from runner.bundle import create_bundle, verify_bundle
+        from runner.summary import summarize_campaign
+
+        summarize_campaign(out)
+        create_bundle(out, tmp_path / "b.tar.gz")
+        report = verify_bundle(tmp_path / "b.tar.gz")
+        assert report.ok, report.first
+        with tarfile.open(tmp_path / "b.tar.gz") as tar:
+            assert tar.extractfile("campaign/raw.csv.partial-1").read() == data[start:at]  # type: ignore[union-attr]
 
 
 def test_an_edited_row_breaks_the_chain_and_is_named(tmp_path):
