@@ -396,13 +396,14 @@ def _run_slots(
             if trial_id not in attempts:
                 # The host stopped while this trial ran: record what it left, once.
                 row = _orphan_row(study, paths, reference, slot, attempt)
-                if row is not None:
-                    append_row(paths.raw, row)
-                    written += 1
-                    rows.append(dict(zip(RAW_COLUMNS, row.cells(), strict=False)))
-                    attempts[trial_id] = rows[-1]
-                    progress(f"[{slot.order_index}/{len(slots)}] {trial_id}: recorded as "
-                             f"{row.values['status']} (found on resume)")
+                if row is None:
+                    break  # created but never launched, and removed: this attempt number is free again
+                append_row(paths.raw, row)
+                written += 1
+                rows.append(dict(zip(RAW_COLUMNS, row.cells(), strict=False)))
+                attempts[trial_id] = rows[-1]
+                progress(f"[{slot.order_index}/{len(slots)}] {trial_id}: recorded as "
+                         f"{row.values['status']} (found on resume)")
             attempt += 1
         if any(not is_host_stopped(row) for row in attempts.values()):
             continue
@@ -470,10 +471,11 @@ def _run_one(
     trial_dir.mkdir(parents=True, exist_ok=False)
     trial_paths = TrialPaths(trial_dir=trial_dir, corpus=study.corpus.path, model=study.model.path)
     spec = _spec(study, description, slot, attempt, variant, launcher, trial_paths)
+    # The start event comes before spec.json: a trial with a spec (one --resume records) has its start event.
+    log_event(paths, "trial_start", trial_id=trial_id)
     write_json_atomic(trial_dir / "spec.json", spec.to_dict())
     progress(f"[{slot.order_index}/{n_slots}] {trial_id}: running ({variant.variant_id}, "
              f"repetition {slot.repetition})")
-    log_event(paths, "trial_start", trial_id=trial_id)
     interrupted: HostInterrupt | None = None
     try:
         result = launcher.run(trial_paths, study.campaign.trial_timeout_s)
