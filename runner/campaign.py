@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import signal
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -516,30 +517,65 @@ def _orphan_row(study: Study, paths: CampaignPaths, reference: Any, slot: Slot, 
 
 
 def _stop_leftover(trial_dir: Path) -> None:
-    """If the trial process outlived the host CLI, stop it before recording it."""
+    """If the trial outlived the host CLI, stop it before recording it.
+
+    A container is found by the id in launcher.json. A trial process is found by its command line
+    (``runner.trial`` and this trial's spec.json), so one whose host died before launcher.json was
+    written is stopped too; the call returns once it is gone, so it writes nothing after its row.
+    """
     pid_file = trial_dir / "launcher.json"
-    if not pid_file.exists():
-        return
-    try:
-        record = read_json(pid_file)
-        pid = int(record.get("pid", 0) or 0)
-    except (UserError, ValueError, TypeError, AttributeError):
-        return
-    container_id = record.get("container_id")
-    if container_id:
-        _remove_leftover_container(str(container_id), trial_dir)
-        return
-    if pid <= 0:
-        return
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-    except OSError:
-        return
-    if "runner.trial" in cmdline and str(trial_dir) in cmdline:
+    if pid_file.exists():
+        try:
+            record = read_json(pid_file)
+        except (UserError, ValueError, TypeError):
+            record = {}
+        container_id = record.get("container_id") if isinstance(record, dict) else None
+        if container_id:
+            _remove_leftover_container(str(container_id), trial_dir)
+            return
+    for pid in _trial_processes(trial_dir):
         try:
             os.killpg(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
-            pass
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                continue
+        _wait_gone(pid)
+
+
+def _trial_processes(trial_dir: Path) -> list[int]:
+    """Processes on this machine running the trial of ``trial_dir`` (empty where there is no /proc)."""
+    spec = (trial_dir / "spec.json").resolve()
+    found = []
+    try:
+        entries = [entry for entry in Path("/proc").iterdir() if entry.name.isdigit()]
+    except OSError:
+        return []
+    for entry in entries:
+        try:
+            args = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+            if "runner.trial" not in args or int(entry.name) == os.getpid():
+                continue
+            cwd = Path(os.readlink(entry / "cwd"))  # the trial's relative paths are relative to its cwd
+        except OSError:
+            continue
+        if any(arg.endswith("spec.json") and (cwd / arg).resolve() == spec for arg in args):
+            found.append(int(entry.name))
+    return found
+
+
+def _wait_gone(pid: int, timeout_s: float = 10.0) -> None:
+    """Until the killed process has exited (or is a zombie waiting for its new parent to reap it)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return
+        if state in ("Z", "X"):
+            return
+        time.sleep(0.01)
 
 
 def _log_shows_error(path: Path) -> bool:

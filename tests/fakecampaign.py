@@ -82,7 +82,8 @@ class FakeLauncher:
         start = time.monotonic()
         with open(paths.log, "ab") as log:
             proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-            write_json_atomic(paths.trial_dir / "launcher.json", {"pid": proc.pid, "command": command})
+            if not os.environ.get("ISOCOST_FAKE_NO_LAUNCHER_JSON"):  # set: the host died before writing it
+                write_json_atomic(paths.trial_dir / "launcher.json", {"pid": proc.pid, "command": command})
             proc.wait()
         return LaunchResult(exit_code=proc.returncode, wall_s=time.monotonic() - start)
 

@@ -74,6 +74,27 @@ def test_a_second_writer_is_refused_with_the_pid_and_host(tmp_path):
     assert len({r["trial_id"] for r in rows}) == 4
 
 
+def test_a_trial_left_running_without_launcher_json_is_stopped_before_it_is_recorded(tmp_path, monkeypatch):
+    """The host died between starting the trial and writing launcher.json: --resume still finds and stops it."""
+    study = fake_workspace(tmp_path / "ws", repetitions=1, batches="[1, 4]")
+    out = tmp_path / "out"
+    env = {**host_env(trial_s=3), "ISOCOST_FAKE_NO_LAUNCHER_JSON": "1"}
+    host = subprocess.Popen(host_command(study, out), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    second = out / "trials" / "002-r1-batch_size-4"
+    _wait_for(second / "manifest.json")  # the trial runs
+    host.kill()
+    host.wait()
+    run_campaign(study, out, FakeLauncher(), resume=True)
+    time.sleep(3.5)  # had the leftover lived on, it would have written its status by now
+    assert not (second / "status.json").exists()
+    rows = read_raw(out / "raw.csv")
+    assert [(r["trial_id"], r["status"]) for r in rows] == [
+        ("001-r1-batch_size-1", "ok"), ("002-r1-batch_size-4", "interrupted"), ("002-r1-batch_size-4-a2", "ok")]
+    from runner.integrity import check_evidence
+
+    assert check_evidence(out).ok, check_evidence(out).headline()
+
+
 def test_a_writer_lock_is_released_when_its_holder_dies(tmp_path):
     study = fake_workspace(tmp_path / "ws", repetitions=1, batches="[1, 4]")
     out = tmp_path / "out"
