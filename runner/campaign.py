@@ -24,6 +24,7 @@ from protocol import __version__
 from protocol.corpus import check_disjoint, content_fingerprint, read_corpus, token_lengths
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path, tree_files
+from protocol.labels import check_labels
 from protocol.jsonio import read_json, write_json_atomic
 from protocol.paths import allowed_roots, check_allowed_root
 from protocol.plans import default_catalog_path, load_catalog
@@ -190,6 +191,7 @@ def freeze(
     corpus = read_corpus(study.corpus.path)
     tuning = read_corpus(study.tuning.path)
     check_disjoint(corpus, tuning, where)
+    check_labels([r.label for r in (*corpus, *tuning)], study.model.path, f"{where}, corpus and tuning labels")
     if len(tuning) < study.warmup.inputs:
         raise UserError(
             f"the warm-up needs {study.warmup.inputs} inputs but the tuning corpus has {len(tuning)}",
