@@ -24,8 +24,8 @@ from protocol import __version__
 from protocol.corpus import check_disjoint, content_fingerprint, read_corpus, token_lengths
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path, tree_files
-from protocol.labels import check_labels
 from protocol.jsonio import read_json, write_json_atomic
+from protocol.labels import check_labels
 from protocol.paths import allowed_roots, check_allowed_root
 from protocol.plans import default_catalog_path, load_catalog
 from protocol.records import RAW_COLUMNS, RawRow, TrialSpec, Variant

@@ -189,7 +189,7 @@ def init_study(corpus: Path, model: Path, *, out: Path, tuning: Path | None = No
     lines += [
         "[quality]",
         f'metric = "accuracy"{_c("quality.metric")}',
-        f"minimum = 0.0  # NOT TUNED YET: `isocost tune` measures it on the tuning split",
+        "minimum = 0.0  # NOT TUNED YET: `isocost tune` measures it on the tuning split",
         f'tuned_on = "not tuned yet"{_c("quality.tuned_on")}',
         f"reference_variant = {_toml(reference)}{_c('quality.reference_variant')}",
         f"max_metric_drop = 0.0{_c('quality.max_metric_drop')}",

@@ -70,7 +70,9 @@ def _entries(path: Path) -> list[dict[str, Any]]:
     return entries
 
 
-def seen_entries(study: Study, corpus_content_fingerprint: str, ledger_dir: Path | None = None) -> list[dict[str, Any]]:
+def seen_entries(
+    study: Study, corpus_content_fingerprint: str, ledger_dir: Path | None = None
+) -> list[dict[str, Any]]:
     """Every campaign that evaluated this final corpus (by content), oldest first."""
     return [e for e in _entries(ledger_path(study, ledger_dir))
             if e.get("corpus_content_fingerprint") == corpus_content_fingerprint]
@@ -100,8 +102,8 @@ def check_and_record(
             f"{rule_text(conflict.get('quality_rule') or {})}; this study now says {rule_text(rule)}",
             f"{study.path}; ledger {path}",
             "Thresholds are fixed before timing, so a changed rule needs a new independent evaluation set: "
-            "a new final corpus that nobody has evaluated yet; point [corpus] at it. Or restore the earlier rule. To run anyway, pass "
-            "--acknowledge-seen-corpus: the reuse is recorded in campaign.json and shown in the summary.",
+            "a new final corpus that nobody has evaluated yet; point [corpus] at it. Or restore the earlier "
+            "rule. To run anyway, pass --acknowledge-seen-corpus: the reuse is recorded in campaign.json and shown in the summary.",
         )
     path.parent.mkdir(parents=True, exist_ok=True)
     record = {

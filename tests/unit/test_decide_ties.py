@@ -5,10 +5,21 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from test_decide import CATALOG, FIVE_OK, campaign, make_study  # noqa: F401  (fixture)
+import pytest
+from test_decide import CATALOG, FIVE_OK, campaign
 
 from protocol.decide import break_cost_ties, decide, plan_cost, really_faster
-from protocol.study import Study
+from protocol.study import Study, load_study
+
+
+@pytest.fixture
+def make_study(tmp_path, study_text) -> Callable[..., Study]:
+    def make() -> Study:
+        path = tmp_path / "study.toml"
+        path.write_text(study_text(), encoding="utf-8")
+        return load_study(path)
+
+    return make
 
 
 def test_really_faster_needs_ranges_that_do_not_overlap(make_study: Callable[..., Study]) -> None:
