@@ -103,7 +103,8 @@ def check_and_record(
             f"{study.path}; ledger {path}",
             "Thresholds are fixed before timing, so a changed rule needs a new independent evaluation set: "
             "a new final corpus that nobody has evaluated yet; point [corpus] at it. Or restore the earlier "
-            "rule. To run anyway, pass --acknowledge-seen-corpus: the reuse is recorded in campaign.json and shown in the summary.",
+            "rule. To run anyway, pass --acknowledge-seen-corpus: the reuse is recorded in campaign.json and "
+            "shown in the summary.",
         )
     path.parent.mkdir(parents=True, exist_ok=True)
     record = {
