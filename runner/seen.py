@@ -83,6 +83,22 @@ def describe_entry(entry: dict[str, Any]) -> str:
             f"(results in {entry.get('out')})")
 
 
+def raise_if_conflict(study: Study, conflict: dict[str, Any], ledger_dir: Path | None = None) -> None:
+    """The refusal for a changed rule on a seen final corpus, in plain words (also used by `isocost check`)."""
+    path = ledger_path(study, ledger_dir)
+    rule = quality_rule(study)
+    raise UserError(
+        f"the final corpus {study.corpus.fingerprint} ({study.corpus.path.name}, as `isocost fingerprint` "
+        f"prints it) has been seen by {describe_entry(conflict)} under another quality rule: "
+        f"{rule_text(conflict.get('quality_rule') or {})}; this study now says {rule_text(rule)}",
+        f"{study.path}; ledger {path}",
+        "Thresholds are fixed before timing, so a changed rule needs a new independent evaluation set: "
+        "a new final corpus that nobody has evaluated yet; point [corpus] at it. Or restore the earlier "
+        "rule. To run anyway, pass --acknowledge-seen-corpus: the reuse is recorded in campaign.json and "
+        "shown in the summary.",
+    )
+
+
 def check_and_record(
     study: Study, corpus_content_fingerprint: str, campaign_id: str, out: Path, acknowledge_reuse: bool,
     ledger_dir: Path | None = None,
@@ -96,16 +112,7 @@ def check_and_record(
     conflict = next((e for e in seen_entries(study, corpus_content_fingerprint, ledger_dir)
                      if e.get("quality_rule") != rule), None)
     if conflict is not None and not acknowledge_reuse:
-        raise UserError(
-            f"the final corpus {study.corpus.fingerprint} ({study.corpus.path.name}, as `isocost fingerprint` "
-            f"prints it) has been seen by {describe_entry(conflict)} under another quality rule: "
-            f"{rule_text(conflict.get('quality_rule') or {})}; this study now says {rule_text(rule)}",
-            f"{study.path}; ledger {path}",
-            "Thresholds are fixed before timing, so a changed rule needs a new independent evaluation set: "
-            "a new final corpus that nobody has evaluated yet; point [corpus] at it. Or restore the earlier "
-            "rule. To run anyway, pass --acknowledge-seen-corpus: the reuse is recorded in campaign.json and "
-            "shown in the summary.",
-        )
+        raise_if_conflict(study, conflict, ledger_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     record = {
         "at": datetime.now(UTC).isoformat(timespec="seconds"),
