@@ -37,7 +37,7 @@ _ROWS = (
     ("tuning.fingerprint", "required", "sha256 of the tuning file"),
     ("model.path", "required", "checkpoint directory (save_pretrained: config.json with id2label, tokenizer.json)"),
     ("model.fingerprint", "required", "sha256 of the checkpoint directory tree"),
-    ("length_buckets[].name", "none (no buckets)", "name of a length bucket (tokens of the model's tokenizer)"),
+    ("length_buckets[].name", "none: no buckets", "name of a length bucket (tokens of the model's tokenizer)"),
     ("length_buckets[].max_tokens", "open-ended", "inclusive upper bound in tokens; only the last bucket may omit it"),
     ("quality.metric", "required", '"accuracy" or "macro_f1"'),
     ("quality.minimum", "required", "minimum of the metric on the final corpus, set on the tuning split "
@@ -80,7 +80,7 @@ _ROWS = (
     ("deadline.tz", "required in [deadline]", "IANA time zone of start and end"),
     ("deadline.waiting_h", "0", "declared waiting the rental must be held for"),
     ("costing.catalog", "the shipped dated snapshot", "your dated plan catalog CSV"),
-    ("images.cpu / images.cuda / images.rocm", "none (images/images.lock)", "REPO@sha256:… to run for that stack"),
+    ("images.cpu / images.cuda / images.rocm", "none: images/images.lock", "REPO@sha256:… to run for that stack"),
 )
 
 KEYS: dict[str, StudyKey] = {key: StudyKey(key, default, meaning) for key, default, meaning in _ROWS}

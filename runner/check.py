@@ -184,6 +184,7 @@ def _memory(report: CheckReport, study: Study, target_memory_gib: float | None) 
         _fail(report, "memory", exc)
         return
     stack = str(study.base["stack"])
+    target: int | None
     if target_memory_gib is not None:
         target, source = int(target_memory_gib * 2**30), "--target-memory-gib"
     elif stack == "cpu":
@@ -283,7 +284,7 @@ def _probe(study: Study) -> tuple[float, str]:
         raise UserError(f"the one-batch probe ended {status.get('status', 'without a status')}",
                         str(trial_dir / "trial.log"), "Read the log: `isocost run` would fail the same way.")
     pass_s = float(phases["pass_s"])
-    fixed_s = max(0.0, result.wall_s - pass_s)
+    fixed_s = max(0.0, (result.wall_s or pass_s) - pass_s)
     per_input_s = pass_s / len(batch)
     per_trial = fixed_s + per_input_s * n_corpus
     return per_trial, (f"probe: {len(batch)} input(s) of {reference.variant_id} in {pass_s:.3f} s plus "

@@ -228,7 +228,8 @@ def campaign_period(root: Path, catalog_path: Path | None = None) -> tuple[Campa
     period = measure_period(read_events(paths.events), rows, None if deadline is None else deadline.waiting_h)
     catalog, source = choose_catalog(catalog_path, study, description)
     recorded = latest_rental(root)
-    rental = {"gpu": recorded.gpu, "lots": recorded.lots} if recorded else description.get("rental")
+    rental: dict[str, Any] | None = ({"gpu": recorded.gpu, "lots": recorded.lots} if recorded
+                                     else description.get("rental"))
     reason = "" if rental else str((description.get("empty_reasons") or {}).get("rental") or "no rental recorded")
     cost = plan_cost(catalog, rental["gpu"] if rental else None, rental.get("lots") if rental else None,
                      period.needed_h, None, no_gpu_reason=reason,

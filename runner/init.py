@@ -181,7 +181,7 @@ def init_study(corpus: Path, model: Path, *, out: Path, tuning: Path | None = No
     for bucket_name, max_tokens, count in buckets:
         lines += ["[[length_buckets]]", f"name = {_toml(bucket_name)}{_c('length_buckets[].name')}"]
         if max_tokens is not None:
-            lines.append(f"max_tokens = {max_tokens}  # {count} inputs")
+            lines.append(f"max_tokens = {max_tokens}{_c('length_buckets[].max_tokens')}: {count} inputs")
         else:
             lines.append(f"# max_tokens omitted: open-ended  ({count} inputs)")
         lines.append("")
@@ -189,7 +189,7 @@ def init_study(corpus: Path, model: Path, *, out: Path, tuning: Path | None = No
     lines += [
         "[quality]",
         f'metric = "accuracy"{_c("quality.metric")}',
-        "minimum = 0.0  # NOT TUNED YET: `isocost tune` measures it on the tuning split",
+        f"minimum = 0.0{_c('quality.minimum')}; NOT TUNED YET",
         f'tuned_on = "not tuned yet"{_c("quality.tuned_on")}',
         f"reference_variant = {_toml(reference)}{_c('quality.reference_variant')}",
         f"max_metric_drop = 0.0{_c('quality.max_metric_drop')}",

@@ -30,6 +30,7 @@ from protocol.jsonio import read_json, write_json_atomic
 from protocol.labels import check_labels
 from protocol.records import TrialSpec, Variant
 from protocol.study import Study, bucket_for, load_study, split_seeded_id
+from protocol.study_keys import KEYS
 from protocol.tomledit import set_table_keys
 from protocol.tuning import RULE, Proposal, propose
 from protocol.validate import Reference, check_pass, parse_predictions
@@ -138,7 +139,7 @@ def tune_study(study_path: Path, *, ledger_dir: Path | None = None, write: bool 
                     if value < proposal.minimum)
     if write:
         subgroups = [g for g in ("label", "length_bucket") if g in groups]
-        note = (f"tuned {datetime.now(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}: {study.quality.metric} "
+        note = (f"{KEYS['quality.minimum'].meaning}; tuned {datetime.now(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}: {study.quality.metric} "
                 f"{checked.metric_value:.4f} on {len(tuning)} tuning inputs, rule m − 2·se")
         text = study.path.read_text(encoding="utf-8")
         text = set_table_keys(text, "quality", {
