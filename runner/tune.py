@@ -139,7 +139,8 @@ def tune_study(study_path: Path, *, ledger_dir: Path | None = None, write: bool 
                     if value < proposal.minimum)
     if write:
         subgroups = [g for g in ("label", "length_bucket") if g in groups]
-        note = (f"{KEYS['quality.minimum'].meaning}; tuned {datetime.now(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}: {study.quality.metric} "
+        when = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        note = (f"{KEYS['quality.minimum'].meaning}; tuned {when}: {study.quality.metric} "
                 f"{checked.metric_value:.4f} on {len(tuning)} tuning inputs, rule m − 2·se")
         text = study.path.read_text(encoding="utf-8")
         text = set_table_keys(text, "quality", {
