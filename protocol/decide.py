@@ -621,20 +621,21 @@ def really_faster(a: Configuration, b: Configuration) -> bool:
 
 
 def break_cost_ties(ranked: list[Configuration]) -> list[Configuration]:
-    """Among configurations that cost the same whole plan as the first (and fail as often), the really
-    faster one goes first: a shorter job is what the user pays for next, not a smaller spread.
+    """Among configurations that cost the same whole plan (and fail as often), a really faster one ranks
+    first: a shorter job is what the user pays for next, not a smaller spread. Where the spreads overlap,
+    the ``rank_key`` order stands.
 
     Example: at 220.00 USD each, pass times 5–7 s rank before 10.0–10.2 s despite the larger spread.
     """
-    if len(ranked) < 2:
-        return ranked
-    first = ranked[0]
-    faster = [c for c in ranked[1:] if c.cost.total_usd == first.cost.total_usd and c.failures == first.failures
-              and really_faster(c, first)]
-    if not faster:
-        return ranked
-    best = min(faster, key=lambda c: (c.median_pass_s or 0.0, c.configuration_id))
-    return [best, *(c for c in ranked if c is not best)]
+    ordered = list(ranked)
+    for i in range(len(ordered)):
+        best = i
+        for j in range(i + 1, len(ordered)):
+            a, b = ordered[j], ordered[best]
+            if a.cost.total_usd == b.cost.total_usd and a.failures == b.failures and really_faster(a, b):
+                best = j
+        ordered.insert(i, ordered.pop(best))
+    return ordered
 
 
 def parse_ledger(text: str, path: str) -> Ledger:
@@ -970,9 +971,7 @@ def _unpriced_ranking(configs: list[Configuration]) -> list[str]:
                 and all(e.startswith("contracted cost unknown:") for e in c.exclusions)]
     if not unpriced:
         return []
-    order = sorted(unpriced, key=lambda c: (c.failures, len(c.uncertainty),
-                                            c.median_pass_s if c.median_pass_s is not None else float("inf"),
-                                            c.configuration_id))
+    order = break_cost_ties(sorted(unpriced, key=rank_key))  # the priced ranking, every cost unknown alike
     lines = ["missing for a cost: the rental these campaigns ran under; record it with "
              "`isocost rental DIR --gpu GPU --lots N` (then run decide again)",
              "by measured time and quality alone (no cost), the order would be:"]

@@ -68,3 +68,15 @@ def build_own_model(out: Path, texts_path: Path) -> Path:
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out
+
+
+if __name__ == "__main__":  # python tests/ownmodel.py DIR: the data of README "Your own data"
+    import sys
+
+    root = Path(sys.argv[1])
+    root.mkdir(parents=True, exist_ok=True)
+    write_reports(root / "train.jsonl", "tr", 90, seed=0)
+    write_reports(root / "reports.jsonl", "r", 24, seed=1)
+    write_reports(root / "reports-tuning.jsonl", "t", 12, seed=2)
+    build_own_model(root / "weather-model", root / "train.jsonl")
+    (root / "train.jsonl").unlink()

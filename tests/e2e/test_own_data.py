@@ -75,6 +75,11 @@ def test_own_corpus_and_checkpoint_to_a_decision(own_data: Path, tmp_path: Path,
     code, out = cli("run", str(study), "--out", str(results), "--launcher", "process")
     assert code == 0, out
     assert (work / ".isocost" / "evaluations.jsonl").is_file()
+    manifest = json.loads(next((results / "trials").glob("*/manifest.json")).read_text(encoding="utf-8"))
+    import torch
+
+    expected_build = "cpu" if not (torch.version.cuda or getattr(torch.version, "hip", None)) else ""
+    assert manifest["software"]["torch_build"].startswith(expected_build)  # which torch build ran
 
     # Without a rental, decide still ranks by time and quality and says what is missing.
     code, out = cli("decide", str(results))
