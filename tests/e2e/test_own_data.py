@@ -99,6 +99,14 @@ def test_own_corpus_and_checkpoint_to_a_decision(own_data: Path, tmp_path: Path,
     memo = (results / "decision.md").read_text(encoding="utf-8")
     assert f"recorded at {line['recorded_at']}" in memo
 
+    # The rental travels with the bundle, so the decision can be re-derived from it.
+    code, out = cli("bundle", str(results), "-o", str(tmp_path / "mine.tar.gz"))
+    assert code == 0, out
+    import tarfile
+
+    with tarfile.open(tmp_path / "mine.tar.gz") as archive:
+        assert any(name.endswith("campaign/rentals.jsonl") for name in archive.getnames())
+
     # The final corpus is now seen: tune refuses.
     code, out = cli("tune", str(study))
     assert code == 2 and "already been evaluated" in out
