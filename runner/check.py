@@ -29,6 +29,8 @@ from protocol.fingerprint import fingerprint_path
 from protocol.jsonio import read_json, write_json_atomic
 from protocol.labels import check_labels
 from protocol.memory import ModelShape, estimate
+from protocol.paths import allowed_roots, check_allowed_root
+from protocol.plans import default_catalog_path, load_catalog
 from protocol.records import TrialSpec
 from protocol.schedule import rotated_schedule
 from protocol.study import Study, StudyErrors, bucket_for, load_study, split_seeded_id
@@ -100,9 +102,22 @@ def _inputs(report: CheckReport, study: Study) -> bool:
             ok = False
         else:
             report.add("ok", f"{kind} fingerprint", f"{actual} ({ref.path})")
-    if study.costing.catalog is not None and not study.costing.catalog.is_file():
-        report.add("FAIL", "catalog", f"{study.costing.catalog} does not exist. Fix [costing] catalog.")
+    roots = allowed_roots()  # ISOCOST_ALLOWED_ROOTS, as `run` reads it
+    for path in (study.path, study.corpus.path, study.tuning.path, study.model.path, study.costing.catalog):
+        if path is not None and roots:
+            try:
+                check_allowed_root(path, roots)
+            except UserError as exc:
+                _fail(report, "allowed roots", exc)
+                ok = False
+    catalog = study.costing.catalog or default_catalog_path()
+    try:
+        load_catalog(catalog)
+    except UserError as exc:
+        _fail(report, "catalog", exc)
         ok = False
+    else:
+        report.add("ok", "catalog", f"{catalog} reads")
     return ok
 
 

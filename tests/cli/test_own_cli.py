@@ -125,3 +125,11 @@ def test_rental_refuses_an_unknown_gpu_and_a_non_campaign(tmp_path: Path) -> Non
     (tmp_path / "empty").mkdir()
     code, out = cli("rental", str(tmp_path / "empty"), "--gpu", "rtx-4090")
     assert code == 2 and "campaign.json" in out
+
+
+def test_check_fails_on_a_missing_catalog(tmp_path: Path, study_text) -> None:
+    study = tmp_path / "study.toml"
+    study.write_text(study_text() + '\n[costing]\ncatalog = "nope.csv"\n', encoding="utf-8")
+    code, out = cli("check", str(study))
+    assert code == 2
+    assert "FAIL  catalog" in out
