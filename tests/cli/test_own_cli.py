@@ -133,3 +133,20 @@ def test_check_fails_on_a_missing_catalog(tmp_path: Path, study_text) -> None:
     code, out = cli("check", str(study))
     assert code == 2
     assert "FAIL  catalog" in out
+
+
+def test_check_asks_each_host(tmp_path: Path, study_text) -> None:
+    study = tmp_path / "study.toml"
+    study.write_text(study_text(), encoding="utf-8")
+    code, out = cli("check", str(study), "--host", f"gone=unix://{tmp_path}/no-engine.sock")
+    assert code == 2
+    assert "FAIL  host gone" in out
+
+
+def test_length_buckets_count_every_input() -> None:
+    from runner.init import length_buckets
+
+    lengths = [5] * 60 + [20] * 30 + [90] * 10
+    buckets = length_buckets(lengths)
+    assert buckets == [("short", 5, 60), ("medium", 20, 30), ("long", None, 10)]
+    assert length_buckets([7, 7, 7]) == [("all", None, 3)]  # no spread: one open-ended bucket
