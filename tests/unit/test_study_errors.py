@@ -57,3 +57,10 @@ def test_warmup_and_campaign_tables_may_be_omitted(tmp_path, study_text):
     study = load_study(write(tmp_path, text))
     assert study.campaign.repetitions == 5
     assert study.warmup.inputs == 8
+
+
+def test_every_unknown_key_is_named(tmp_path, study_text):
+    text = study_text().replace("max_length = 32", "max_length = 32\nmax_lenght = 4\nbatchsize = 2")
+    with pytest.raises(UserError) as info:
+        load_study(write(tmp_path, text))
+    assert "unknown key 'max_lenght'" in info.value.message and "unknown key 'batchsize'" in info.value.message
