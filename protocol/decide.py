@@ -612,6 +612,32 @@ def rank_key(config: Configuration) -> tuple[Any, ...]:
     )
 
 
+def really_faster(a: Configuration, b: Configuration) -> bool:
+    """True when every accepted pass of ``a`` was faster than every accepted pass of ``b``.
+
+    The spreads say the difference is real only when the pass-time ranges do not overlap.
+    """
+    return a.max_pass_s is not None and b.min_pass_s is not None and a.max_pass_s < b.min_pass_s
+
+
+def break_cost_ties(ranked: list[Configuration]) -> list[Configuration]:
+    """Among configurations that cost the same whole plan (and fail as often), a really faster one ranks
+    first: a shorter job is what the user pays for next, not a smaller spread. Where the spreads overlap,
+    the ``rank_key`` order stands.
+
+    Example: at 220.00 USD each, pass times 5–7 s rank before 10.0–10.2 s despite the larger spread.
+    """
+    ordered = list(ranked)
+    for i in range(len(ordered)):
+        best = i
+        for j in range(i + 1, len(ordered)):
+            a, b = ordered[j], ordered[best]
+            if a.cost.total_usd == b.cost.total_usd and a.failures == b.failures and really_faster(a, b):
+                best = j
+        ordered.insert(i, ordered.pop(best))
+    return ordered
+
+
 def parse_ledger(text: str, path: str) -> Ledger:
     """Read an expenses ledger CSV: ``date,description,amount_usd,evidence`` (one expense a line).
 
@@ -705,7 +731,7 @@ def decide(
                 deadline_reason, catalog, study.expected_artifacts, spans, no_period,
             ))
 
-    acceptable = sorted((c for c in configs if c.acceptable), key=rank_key)
+    acceptable = break_cost_ties(sorted((c for c in configs if c.acceptable), key=rank_key))
     ranks = {c.configuration_id: i + 1 for i, c in enumerate(acceptable)}
     configs = [_with_rank(c, ranks.get(c.configuration_id)) for c in configs]
     ranked = [c for c in sorted(configs, key=lambda c: ranks.get(c.configuration_id, 10**9)) if c.acceptable]
@@ -889,7 +915,7 @@ def _why(chosen: Configuration | None, ranked: list[Configuration], configs: lis
         lines = ["no configuration is acceptable, so none is chosen:"]
         for config in configs:
             lines.append(f"{config.configuration_id}: {'; '.join(config.exclusions)}")
-        return lines
+        return lines + _unpriced_ranking(configs)
     cost = chosen.cost
     assert cost.contracted is not None and cost.total_usd is not None
     plan = cost.contracted.plan
@@ -914,7 +940,13 @@ def _why(chosen: Configuration | None, ranked: list[Configuration], configs: lis
         ties = [c.configuration_id for c in ranked[1:] if c.cost.total_usd == cost.total_usd]
         head = (f"ties on contracted cost ({format_usd(cost.total_usd)} USD) with {len(ties)} other "
                 f"configuration(s); ranked first by ")
-        if a[1] != b[1]:
+        if a > b:  # moved ahead by break_cost_ties
+            lines.append(head + f"a faster median pass ({_sec(chosen.median_pass_s)} against "
+                                f"{_sec(runner_up.median_pass_s)} for {runner_up.configuration_id}): every accepted "
+                                f"pass took {_sec(chosen.min_pass_s)}–{_sec(chosen.max_pass_s)} against "
+                                f"{_sec(runner_up.min_pass_s)}–{_sec(runner_up.max_pass_s)}, so the difference is "
+                                "real; the plan price is the same, and a shorter job is what you pay for next")
+        elif a[1] != b[1]:
             lines.append(head + f"fewer failed attempts ({chosen.failures} against {runner_up.failures} for "
                                 f"{runner_up.configuration_id})")
         elif a[2] != b[2]:
@@ -929,6 +961,22 @@ def _why(chosen: Configuration | None, ranked: list[Configuration], configs: lis
                                 "does not change the contracted cost")
         else:
             lines.append(head + "name only: every ranking criterion ties")
+    return lines
+
+
+def _unpriced_ranking(configs: list[Configuration]) -> list[str]:
+    """When only the cost is missing (no rental recorded): rank by measured quality and time, and say what
+    is missing for a cost."""
+    unpriced = [c for c in configs if c.exclusions
+                and all(e.startswith("contracted cost unknown:") for e in c.exclusions)]
+    if not unpriced:
+        return []
+    order = break_cost_ties(sorted(unpriced, key=rank_key))  # the priced ranking, every cost unknown alike
+    lines = ["missing for a cost: the rental these campaigns ran under; record it with "
+             "`isocost rental DIR --gpu GPU --lots N` (then run decide again)",
+             "by measured time and quality alone (no cost), the order would be:"]
+    lines += [f"{i}. {c.configuration_id}: median pass {_sec(c.median_pass_s)}, {c.failures} failure(s), "
+              f"quality {c.quality_reason}" for i, c in enumerate(order, start=1)]
     return lines
 
 

@@ -195,6 +195,44 @@ def _value_text(value: Any) -> str:
     return str(value)
 
 
+class StudyErrors(UserError):
+    """Several problems in one study file, reported together (one line each)."""
+
+    def __init__(self, errors: list[UserError], source: str) -> None:
+        self.errors = tuple(errors)
+        lines = "\n".join(f"  - {error.message}" for error in errors)
+        super().__init__(f"{len(errors)} problems in the study", source,
+                         f"Fix each of these (then `isocost check STUDY` lists what is left):\n{lines}")
+
+
+#: Tables and arrays of tables at the top level: a missing one is hinted as a table, never as a scalar.
+_TABLE_HINTS = {
+    "corpus": 'Add a table `[corpus]` with path = "…" and fingerprint = "sha256:…" (or start from `isocost init`).',
+    "tuning": 'Add a table `[tuning]` with path = "…" and fingerprint = "sha256:…" (or start from `isocost init`).',
+    "model": 'Add a table `[model]` with path = "…" and fingerprint = "sha256:…" (or start from `isocost init`).',
+    "quality": "Add a table `[quality]` with metric, minimum, tuned_on and reference_variant "
+               "(`isocost tune` proposes the minimum).",
+    "base": "Add a table `[base]` declaring every variant field (the README lists them).",
+    "series": "Add at least one array table `[[series]]` with name, field and values.",
+}
+
+
+class _Collector:
+    """Runs each part of the study check, keeping every UserError instead of stopping at the first."""
+
+    def __init__(self) -> None:
+        self.errors: list[UserError] = []
+
+    def attempt(self, check: Any, *args: Any, default: Any = None) -> Any:
+        try:
+            return check(*args)
+        except StudyErrors as exc:
+            self.errors.extend(exc.errors)
+        except UserError as exc:
+            self.errors.append(exc)
+        return default
+
+
 class _Reader:
     """Reads one table, remembering which keys were used, to reject the rest."""
 
@@ -211,7 +249,8 @@ class _Reader:
         self.used.add(key)
         if key not in self.table:
             if default is ...:
-                raise UserError("missing required key", self.where(key), fix or f"Add `{key} = …`.")
+                hint = _TABLE_HINTS.get(self.prefix + key, f"Add `{key} = …`.")
+                raise UserError("missing required key", self.where(key), fix or hint)
             return default
         value = self.table[key]
         kinds = kind if isinstance(kind, tuple) else (kind,)
@@ -254,11 +293,27 @@ class _Reader:
             )
         return str(value)
 
+    def require(self, keys: tuple[str, ...], fix: str = "") -> None:
+        """Report every missing key of ``keys`` at once (not one per run)."""
+        missing = [key for key in keys if key not in self.table]
+        self.used.update(keys)
+        errors = [UserError("missing required key", self.where(key),
+                            fix or _TABLE_HINTS.get(self.prefix + key, f"Add `{key} = …`."))
+                  for key in missing]
+        if len(errors) == 1:
+            raise errors[0]
+        if errors:
+            raise StudyErrors(errors, self.source)
+
     def finish(self, known: dict[str, str] | None = None) -> None:
         unknown = sorted(set(self.table) - self.used)
         if unknown:
             expected = ", ".join(sorted(known or self.used))
-            raise UserError(
+            raise StudyErrors([UserError(
+                f"unknown key {key!r}",
+                self.where(key),
+                f"Remove it or fix its spelling; this table accepts: {expected}.",
+            ) for key in unknown], self.source) if len(unknown) > 1 else UserError(
                 f"unknown key {unknown[0]!r}",
                 self.where(unknown[0]),
                 f"Remove it or fix its spelling; this table accepts: {expected}.",
@@ -291,8 +346,10 @@ def load_study(path: Path | str) -> Study:
 
 
 def parse_study(data: dict[str, Any], *, path: Path, sha256: str) -> Study:
+    """Validate every part of the study; all problems are reported together (:class:`StudyErrors`)."""
     source = str(path)
     top = _Reader(source, data, "")
+    check = _Collector()
     version = top.get("schema_version", int)
     if version != STUDY_SCHEMA_VERSION:
         raise UserError(
@@ -300,44 +357,33 @@ def parse_study(data: dict[str, Any], *, path: Path, sha256: str) -> Study:
             top.where("schema_version"),
             f"Set `schema_version = {STUDY_SCHEMA_VERSION}` and check the keys against the README.",
         )
-    name = top.get("name", str)
-    if not name or not all(c.isalnum() or c in "-_." for c in name):
-        raise UserError("name must be non-empty letters, digits, '-', '_' or '.'", top.where("name"))
-    question = top.get("question", str).strip()
-    if not question:
-        raise UserError("the question is empty", top.where("question"), "Write the decision question first.")
-    scenario = top.get("scenario", str)
-    if scenario != "offline":
-        raise UserError(
-            f"scenario {scenario!r} is out of scope",
-            top.where("scenario"),
-            'Only "offline" corpus processing is supported: an interactive scenario needs request '
-            "arrivals, concurrency and latency bounds, which this protocol does not measure.",
-        )
-    expected_artifacts = top.get("expected_artifacts", int, 1)
-    if expected_artifacts < 1:
-        raise UserError("expected_artifacts must be at least 1", top.where("expected_artifacts"))
+    name = check.attempt(_name, top)
+    question = check.attempt(_question, top)
+    scenario = check.attempt(_scenario, top)
+    expected_artifacts = check.attempt(_expected_artifacts, top)
 
     base_dir = path.parent
-    corpus = _data_ref(top, "corpus", base_dir)
-    tuning = _data_ref(top, "tuning", base_dir)
-    model = _data_ref(top, "model", base_dir)
-    if corpus.path == tuning.path:
-        raise UserError(
+    corpus = check.attempt(_data_ref, top, "corpus", base_dir)
+    tuning = check.attempt(_data_ref, top, "tuning", base_dir)
+    model = check.attempt(_data_ref, top, "model", base_dir)
+    if corpus is not None and tuning is not None and corpus.path == tuning.path:
+        check.errors.append(UserError(
             "the tuning corpus is the final corpus",
             top.where("tuning.path"),
             "Tuning data must stay separate from the final comparison corpus.",
-        )
-    buckets = _length_buckets(top)
-    warmup = _warmup(top)
-    campaign = _campaign(top)
-    base = _base(top)
-    series = _series(top, base)
-    quality = _quality(top, buckets)
-    deadline = _deadline(top)
-    costing = _costing(top, base_dir)
-    images = _images(top)
-    top.finish(_TOP_KEYS)
+        ))
+    buckets = check.attempt(_length_buckets, top, default=())
+    warmup = check.attempt(_warmup, top)
+    campaign = check.attempt(_campaign, top)
+    base = check.attempt(_base, top)
+    series = check.attempt(_series, top, base)
+    quality = check.attempt(_quality, top, buckets)
+    deadline = check.attempt(_deadline, top)
+    costing = check.attempt(_costing, top, base_dir)
+    images = check.attempt(_images, top)
+    check.attempt(top.finish, _TOP_KEYS)
+    if check.errors:
+        raise check.errors[0] if len(check.errors) == 1 else StudyErrors(check.errors, source)
 
     study = Study(
         path=path,
@@ -375,13 +421,47 @@ def parse_study(data: dict[str, Any], *, path: Path, sha256: str) -> Study:
     return study
 
 
-def _table(top: _Reader, key: str) -> _Reader:
-    table = top.get(key, dict)
+def _name(top: _Reader) -> str:
+    name = top.get("name", str)
+    if not name or not all(c.isalnum() or c in "-_." for c in name):
+        raise UserError("name must be non-empty letters, digits, '-', '_' or '.'", top.where("name"))
+    return str(name)
+
+
+def _question(top: _Reader) -> str:
+    question = str(top.get("question", str)).strip()
+    if not question:
+        raise UserError("the question is empty", top.where("question"), "Write the decision question first.")
+    return question
+
+
+def _scenario(top: _Reader) -> str:
+    scenario = top.get("scenario", str)
+    if scenario != "offline":
+        raise UserError(
+            f"scenario {scenario!r} is out of scope",
+            top.where("scenario"),
+            'Only "offline" corpus processing is supported: an interactive scenario needs request '
+            "arrivals, concurrency and latency bounds, which this protocol does not measure.",
+        )
+    return str(scenario)
+
+
+def _expected_artifacts(top: _Reader) -> int:
+    expected_artifacts = top.get("expected_artifacts", int, 1)
+    if expected_artifacts < 1:
+        raise UserError("expected_artifacts must be at least 1", top.where("expected_artifacts"))
+    return int(expected_artifacts)
+
+
+def _table(top: _Reader, key: str, optional: bool = False) -> _Reader:
+    table = top.get(key, dict, {} if optional else ...)
     return _Reader(top.source, table, f"{key}.")
 
 
 def _data_ref(top: _Reader, key: str, base_dir: Path) -> DataRef:
     table = _table(top, key)
+    table.require(("path", "fingerprint"))
     rel = str(table.path("path"))
     fingerprint = table.get(
         "fingerprint", str, fix="Add the expected `fingerprint = \"sha256:…\"` (see `isocost fingerprint PATH`)."
@@ -421,6 +501,7 @@ def _length_buckets(top: _Reader) -> tuple[LengthBucket, ...]:
 
 def _quality(top: _Reader, buckets: tuple[LengthBucket, ...]) -> QualityRule:
     q = _table(top, "quality")
+    q.require(("metric", "minimum", "tuned_on", "reference_variant"))
     metric = q.choice("metric", METRICS)
     minimum = q.number("minimum")
     if not 0.0 <= minimum <= 1.0:
@@ -520,7 +601,7 @@ def _images(top: _Reader) -> tuple[tuple[str, str], ...]:
 
 
 def _warmup(top: _Reader) -> WarmupRule:
-    w = _table(top, "warmup")
+    w = _table(top, "warmup", optional=True)
     source = w.choice("source", ("tuning",), "tuning")
     inputs = w.get("inputs", int, 8)
     runs = w.get("runs", int, 1)
@@ -532,7 +613,7 @@ def _warmup(top: _Reader) -> WarmupRule:
 
 
 def _campaign(top: _Reader) -> CampaignRule:
-    c = _table(top, "campaign")
+    c = _table(top, "campaign", optional=True)
     repetitions = c.get("repetitions", int, 5)
     if repetitions < 1:
         raise UserError("repetitions must be at least 1", c.where("repetitions"))
@@ -591,16 +672,17 @@ def _check_field(key: str, value: Any, where: str) -> Any:
 
 def _base(top: _Reader) -> dict[str, Any]:
     b = _table(top, "base")
+    check = _Collector()
+    check.attempt(b.require, VARIANT_FIELDS, "Every variant field must be declared in [base].")
     config: dict[str, Any] = {}
     for key in VARIANT_FIELDS:
-        b.used.add(key)
-        if key not in b.table:
-            raise UserError("missing required key", b.where(key), "Every variant field must be declared in [base].")
-        value = b.table[key]
-        _check_field(key, value, b.where(key))
-        config[key] = value
-    b.finish({k: "" for k in VARIANT_FIELDS})
-    _check_config(b, config)
+        if key in b.table:
+            config[key] = check.attempt(_check_field, key, b.table[key], b.where(key))
+    check.attempt(b.finish, {k: "" for k in VARIANT_FIELDS})
+    if not check.errors:
+        check.attempt(_check_config, b, config)
+    if check.errors:
+        raise check.errors[0] if len(check.errors) == 1 else StudyErrors(check.errors, top.source)
     return config
 
 
@@ -623,8 +705,9 @@ def _check_config(reader: _Reader, config: dict[str, Any]) -> None:
         )
 
 
-def _series(top: _Reader, base: dict[str, Any]) -> tuple[Series, ...]:
-    items = top.get("series", list, fix="Declare at least one [[series]] that varies one field.")
+def _series(top: _Reader, base: dict[str, Any] | None) -> tuple[Series, ...]:
+    items = top.get("series", list, fix="Add at least one array table `[[series]]` that varies one field "
+                                        "(name, field, values).")
     if not items:
         raise UserError("no series declared", top.where("series"), "Declare at least one [[series]].")
     result: list[Series] = []
@@ -648,8 +731,8 @@ def _series(top: _Reader, base: dict[str, Any]) -> tuple[Series, ...]:
             raise UserError("a series lists the same value twice", s.where("values"))
         for value in values:
             _check_field(field_name, value, s.where("values"))
-            config = {**base, field_name: value}
-            _check_config(s, config)
+            if base is not None:  # a broken [base] is reported on its own
+                _check_config(s, {**base, field_name: value})
         result.append(Series(name=name, field=field_name, values=tuple(values)))
     if len({s.name for s in result}) != len(result):
         raise UserError("series names must be unique", top.where("series"))

@@ -88,6 +88,7 @@ CAMPAIGN_FILES = (
 OPTIONAL_PATTERNS = (
     "decision*.md", "decision*.json", "decision*.html", "memo*.md", "report*.md", "report*.html", "report*.json",
     "raw.csv.partial-*",  # a last row cut while it was written, kept by --resume (runner.rawtable)
+    "rentals.jsonl",  # rentals recorded after the campaign (`isocost rental`): decide prices from them
 )
 #: Every member's mtime (2000-01-01T00:00:00Z): the archive's bytes depend on content only.
 FIXED_MTIME = 946_684_800

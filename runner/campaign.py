@@ -28,6 +28,7 @@ from protocol.corpus import check_disjoint, content_fingerprint, read_corpus, to
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path, tree_files
 from protocol.jsonio import read_json, write_json_atomic
+from protocol.labels import check_labels
 from protocol.paths import allowed_roots, check_allowed_root
 from protocol.plans import default_catalog_path, load_catalog
 from protocol.records import RAW_COLUMNS, RAW_SCHEMA_VERSION, RawRow, TrialSpec, Variant
@@ -204,6 +205,7 @@ def freeze(
     corpus = read_corpus(study.corpus.path)
     tuning = read_corpus(study.tuning.path)
     check_disjoint(corpus, tuning, where)
+    check_labels([r.label for r in (*corpus, *tuning)], study.model.path, f"{where}, corpus and tuning labels")
     if len(tuning) < study.warmup.inputs:
         raise UserError(
             f"the warm-up needs {study.warmup.inputs} inputs but the tuning corpus has {len(tuning)}",

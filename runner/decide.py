@@ -29,6 +29,7 @@ from protocol.study import Study, load_study
 from runner.campaign import FROZEN_CATALOG, CampaignPaths, load_campaign, read_raw
 from runner.integrity import INCONSISTENT_BANNER, require_evidence
 from runner.multihost import expand_campaign_dirs, hosts_without_campaign
+from runner.rentals import RENTALS_FILE, latest_rental, read_rentals
 from runner.summary import summarize_campaign
 
 DECISION_JSON = "decision.json"
@@ -109,6 +110,11 @@ def load_evidence(root: Path, allow_inconsistent: bool = False) -> tuple[Campaig
     rows = read_raw(paths.raw, allow_inconsistent=allow_inconsistent)
     rental = description.get("rental")
     notes = [banner] if banner else []
+    recorded = latest_rental(root)  # `isocost rental` facts win over the rental given to `run`
+    if recorded is not None:
+        rental = {"gpu": recorded.gpu, "lots": recorded.lots}
+        notes.append(f"rental {recorded.gpu} ×{recorded.lots} lot(s) recorded at {recorded.recorded_at} with "
+                     f"`isocost rental` ({RENTALS_FILE}, latest of {len(read_rentals(root))})")
     if description.get("study_sha256") != study.sha256:
         notes.append(f"study.toml in {root} hashes to {study.sha256}, not the {description.get('study_sha256')} "
                      "recorded at the start: the frozen copy was edited")
@@ -232,7 +238,9 @@ def campaign_period(root: Path, catalog_path: Path | None = None) -> tuple[Campa
     deadline = getattr(study, "deadline", None)
     period = measure_period(read_events(paths.events), rows, None if deadline is None else deadline.waiting_h)
     catalog, source = choose_catalog(catalog_path, study, description)
-    rental = description.get("rental")
+    recorded = latest_rental(root)
+    rental: dict[str, Any] | None = ({"gpu": recorded.gpu, "lots": recorded.lots} if recorded
+                                     else description.get("rental"))
     reason = "" if rental else str((description.get("empty_reasons") or {}).get("rental") or "no rental recorded")
     cost = plan_cost(catalog, rental["gpu"] if rental else None, rental.get("lots") if rental else None,
                      period.needed_h, None, no_gpu_reason=reason,

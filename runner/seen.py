@@ -2,10 +2,18 @@
 
 Thresholds are fixed before timing. Once a campaign has run on a final
 corpus, its results have been seen: a new study that changes the quality rule
-for the SAME corpus would be tuning on the final comparison set. The ledger of
-seen corpora lives in ``$ISOCOST_HOME/evaluations.jsonl`` (default
-``~/.local/share/isocost``) and such a campaign is refused unless the user
-acknowledges the reuse, which is then recorded in ``campaign.json``.
+for the SAME corpus would be tuning on the final comparison set, and
+``isocost tune`` after that would be tuning on seen results.
+
+The ledger belongs to the project: ``.isocost/evaluations.jsonl`` next to the
+study file. ``--ledger DIR`` (run, tune) or ``ISOCOST_LEDGER_DIR`` put it
+elsewhere (a ledger shared by several study folders); ``ISOCOST_HOME`` is
+still honoured as before. A changed rule on a seen corpus is refused unless
+the user acknowledges the reuse, which is then recorded in ``campaign.json``.
+
+Example::
+
+    check_and_record(study, content_fp, campaign_id, out, acknowledge_reuse=False)
 """
 
 from __future__ import annotations
@@ -19,10 +27,13 @@ from typing import Any
 from protocol.errors import UserError
 from protocol.study import Study
 
+LEDGER_FILE = "evaluations.jsonl"
 
-def ledger_path() -> Path:
-    home = os.environ.get("ISOCOST_HOME") or str(Path.home() / ".local" / "share" / "isocost")
-    return Path(home) / "evaluations.jsonl"
+
+def ledger_path(study: Study, ledger_dir: Path | None = None) -> Path:
+    """``--ledger`` > ``ISOCOST_LEDGER_DIR`` > ``ISOCOST_HOME`` > ``.isocost/`` next to the study file."""
+    chosen = ledger_dir or os.environ.get("ISOCOST_LEDGER_DIR") or os.environ.get("ISOCOST_HOME")
+    return Path(chosen) / LEDGER_FILE if chosen else study.path.parent / ".isocost" / LEDGER_FILE
 
 
 def quality_rule(study: Study) -> dict[str, Any]:
@@ -37,50 +48,81 @@ def quality_rule(study: Study) -> dict[str, Any]:
     }
 
 
+def rule_text(rule: dict[str, Any]) -> str:
+    """A quality rule in plain words: ``accuracy minimum 0.9, max_metric_drop 0.01, …``."""
+    subgroups = ", ".join(rule.get("subgroups") or []) or "none"
+    return (f"{rule.get('metric')} minimum {rule.get('minimum')}, max_metric_drop {rule.get('max_metric_drop')}, "
+            f"min_agreement {rule.get('min_agreement')}, reference variant {rule.get('reference_variant')}, "
+            f"subgroups {subgroups}")
+
+
 def _entries(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     entries = []
     for line in path.read_text(encoding="utf-8").splitlines():
         try:
-            entries.append(json.loads(line))
+            entry = json.loads(line)
         except json.JSONDecodeError:
             continue  # a torn last line from a crash; the other entries still count
+        if isinstance(entry, dict):
+            entries.append(entry)
     return entries
 
 
+def seen_entries(
+    study: Study, corpus_content_fingerprint: str, ledger_dir: Path | None = None
+) -> list[dict[str, Any]]:
+    """Every campaign that evaluated this final corpus (by content), oldest first."""
+    return [e for e in _entries(ledger_path(study, ledger_dir))
+            if e.get("corpus_content_fingerprint") == corpus_content_fingerprint]
+
+
+def describe_entry(entry: dict[str, Any]) -> str:
+    return (f"campaign {entry.get('campaign_id')} of study {entry.get('study_name')} on {entry.get('at')} "
+            f"(results in {entry.get('out')})")
+
+
+def raise_if_conflict(study: Study, conflict: dict[str, Any], ledger_dir: Path | None = None) -> None:
+    """The refusal for a changed rule on a seen final corpus, in plain words (also used by `isocost check`)."""
+    path = ledger_path(study, ledger_dir)
+    rule = quality_rule(study)
+    raise UserError(
+        f"the final corpus {study.corpus.fingerprint} ({study.corpus.path.name}, as `isocost fingerprint` "
+        f"prints it) has been seen by {describe_entry(conflict)} under another quality rule: "
+        f"{rule_text(conflict.get('quality_rule') or {})}; this study now says {rule_text(rule)}",
+        f"{study.path}; ledger {path}",
+        "Thresholds are fixed before timing, so a changed rule needs a new independent evaluation set: "
+        "a new final corpus that nobody has evaluated yet; point [corpus] at it. Or restore the earlier "
+        "rule. To run anyway, pass --acknowledge-seen-corpus: the reuse is recorded in campaign.json and "
+        "shown in the summary.",
+    )
+
+
 def check_and_record(
-    study: Study, corpus_content_fingerprint: str, campaign_id: str, out: Path, acknowledge_reuse: bool
+    study: Study, corpus_content_fingerprint: str, campaign_id: str, out: Path, acknowledge_reuse: bool,
+    ledger_dir: Path | None = None,
 ) -> dict[str, Any] | None:
     """Refuse a changed quality rule on an already-seen final corpus; record this campaign.
 
     Returns the earlier entry that was acknowledged, if any.
     """
-    path = ledger_path()
+    path = ledger_path(study, ledger_dir)
     rule = quality_rule(study)
-    conflict = None
-    for entry in _entries(path):
-        if entry.get("corpus_content_fingerprint") == corpus_content_fingerprint and entry.get("quality_rule") != rule:
-            conflict = entry
-            break
+    conflict = next((e for e in seen_entries(study, corpus_content_fingerprint, ledger_dir)
+                     if e.get("quality_rule") != rule), None)
     if conflict is not None and not acknowledge_reuse:
-        raise UserError(
-            f"the final corpus {corpus_content_fingerprint} has been seen by campaign {conflict['campaign_id']} "
-            f"(study {conflict['study_name']}, {conflict['at']}) under another quality rule "
-            f"{conflict['quality_rule']}",
-            str(study.path),
-            "Thresholds are fixed before timing: a changed rule needs a new independent evaluation set "
-            "(another final corpus). To run anyway, pass --acknowledge-seen-corpus; the reuse is recorded "
-            "in campaign.json and shown in the summary.",
-        )
+        raise_if_conflict(study, conflict, ledger_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     record = {
         "at": datetime.now(UTC).isoformat(timespec="seconds"),
         "campaign_id": campaign_id,
         "corpus_content_fingerprint": corpus_content_fingerprint,
+        "corpus_fingerprint": study.corpus.fingerprint,
         "out": str(out.resolve()),
         "quality_rule": rule,
         "study_name": study.name,
+        "study_path": str(study.path),
         "study_sha256": study.sha256,
     }
     with open(path, "a", encoding="utf-8") as handle:

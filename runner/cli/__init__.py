@@ -34,13 +34,22 @@ def main() -> None:
     fresh process or container, in rotated order, and keeps every attempt.
     `validate`, `summarize`, `cost`, `window` and `decide` turn the results
     into an auditable answer.
+
+    \b
+    Your own data, from corpus and checkpoint to a decision:
+      isocost init reports.jsonl weather-model --tuning reports-tuning.jsonl --out study.toml
+      isocost tune study.toml
+      isocost check study.toml --probe
+      isocost run study.toml --out results/mine
+      isocost rental results/mine --gpu rtx-4090 --lots 1
+      isocost decide results/mine
     """
 
 
 def _register() -> None:
-    from runner.cli import bundle, campaign, cost, decide, demo, hosts, images, memory
+    from runner.cli import bundle, campaign, cost, decide, demo, hosts, images, memory, own
 
-    for module in (campaign, cost, decide, demo, images, memory, bundle, hosts):
+    for module in (own, campaign, cost, decide, demo, images, memory, bundle, hosts):
         for command in module.COMMANDS:
             main.add_command(command)
 

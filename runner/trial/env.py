@@ -67,6 +67,9 @@ def software_facts(torch: Any) -> dict[str, Any]:
         "isocost": _package_version("isocost"),
         "torch_cuda": getattr(torch.version, "cuda", None),
         "torch_hip": getattr(torch.version, "hip", None),
+        # which torch build ran (a CPU wheel, or a CUDA/ROCm one): `make setup` prefers the CPU build
+        "torch_build": ("rocm " + str(torch.version.hip) if getattr(torch.version, "hip", None)
+                        else "cuda " + str(torch.version.cuda) if getattr(torch.version, "cuda", None) else "cpu"),
         "torch_threads": torch.get_num_threads(),
         "torch_interop_threads": torch.get_num_interop_threads(),
     }

@@ -39,3 +39,17 @@ def test_every_command_is_in_the_readme_and_has_help(path, command):
 
 def test_readme_gives_the_two_setup_commands():
     assert "make run" in README and "make test" in README
+
+
+def test_readme_has_the_study_key_table() -> None:
+    from protocol.study_keys import markdown_table
+
+    assert markdown_table() in README, "README's study key table differs from protocol/study_keys.py"
+
+
+def test_main_help_lists_the_own_data_commands_with_an_example_each() -> None:
+    result = CliRunner().invoke(main, ["--help"])
+    assert result.exit_code == 0
+    for command in ("init", "tune", "check", "rental"):
+        assert f"  {command} " in result.output, command  # listed among the commands
+        assert f"isocost {command} " in result.output, command  # with an example

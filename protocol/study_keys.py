@@ -1,0 +1,93 @@
+"""Every study key: required or its default, and what it means (one line each).
+
+One table feeds ``isocost init`` (every key written with its default and this
+comment), the README's study key table (a test keeps them equal) and
+``isocost check``. Paths in a study resolve relative to the study file.
+
+Example::
+
+    KEYS["quality.minimum"].meaning  # "the quality minimum the final corpus must meet (set on the tuning split)"
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class StudyKey:
+    key: str  # dotted path; "[]" marks an array of tables
+    default: str  # "required", or the default as TOML text / words
+    meaning: str
+
+    @property
+    def required(self) -> bool:
+        return self.default == "required"
+
+
+_ROWS = (
+    ("schema_version", "required", "study format version: 1"),
+    ("name", "required", "short name: letters, digits, '-', '_', '.'"),
+    ("question", "required", "the decision question, in words, written before any test"),
+    ("scenario", "required", '"offline" (corpus processing; interactive serving is out of scope)'),
+    ("expected_artifacts", "1", "accepted corpora the job needs, declared before the campaign"),
+    ("corpus.path", "required", "the final comparison corpus (.jsonl or .csv: id, text, label), relative to the study"),
+    ("corpus.fingerprint", "required", "sha256 of the corpus file, as `isocost fingerprint` prints it"),
+    ("tuning.path", "required", "separate tuning split (thresholds and warm-up come from it, never the final corpus)"),
+    ("tuning.fingerprint", "required", "sha256 of the tuning file"),
+    ("model.path", "required", "checkpoint directory (save_pretrained: config.json with id2label, tokenizer.json)"),
+    ("model.fingerprint", "required", "sha256 of the checkpoint directory tree"),
+    ("length_buckets[].name", "none: no buckets", "name of a length bucket (tokens of the model's tokenizer)"),
+    ("length_buckets[].max_tokens", "open-ended", "inclusive upper bound in tokens; only the last bucket may omit it"),
+    ("quality.metric", "required", '"accuracy" or "macro_f1"'),
+    ("quality.minimum", "required", "minimum of the metric on the final corpus, set on the tuning split "
+                                    "(`isocost tune`)"),
+    ("quality.tuned_on", "required", 'where the minimum was set: "tuning" (never "corpus")'),
+    ("quality.reference_variant", "required", "variant id the others are compared with, e.g. \"precision=fp32\""),
+    ("quality.max_metric_drop", "0.0", "largest metric drop against the reference still equivalent"),
+    ("quality.min_agreement", "0.0", "smallest share of predictions equal to the reference's"),
+    ("quality.subgroups", "[]", 'subgroups evaluated too: "label", "length_bucket"'),
+    ("quality.replay", '"identical"', 'what replay means: "identical", "bounded" (scores) or "quality"'),
+    ("quality.max_score_delta", "none", 'largest score difference; required with replay = "bounded"'),
+    ("warmup.source", '"tuning"', "warm-up inputs come from the tuning split"),
+    ("warmup.inputs", "8", "warm-up inputs per trial (at most the tuning split's size)"),
+    ("warmup.runs", "1", "warm-up runs over those inputs before the measured pass"),
+    ("warmup.recompilation", '"warmup"', "recompilation happens inside the warm-up"),
+    ("campaign.repetitions", "5", "full passes per variant"),
+    ("campaign.order", '"rotate"', "rotated order, so no variant always runs first"),
+    ("campaign.trial_timeout_s", "none (no limit)", "a trial running longer is killed and kept as a timeout row"),
+    ("campaign.seeds", "[]", "common seeds: every variant runs under each, results kept apart"),
+    ("campaign.memory_limit_bytes", "none", "container memory limit (docker launcher)"),
+    ("base.stack", "required", '"cpu", "cuda" or "rocm"'),
+    ("base.device", "required", '"cpu" (cpu stack) or "cuda" (cuda and rocm stacks)'),
+    ("base.precision", "required", '"fp32", "bf16" or "fp16" (GPU only)'),
+    ("base.quantization", "required", '"none" or "int8-dynamic" (CPU only)'),
+    ("base.compile", "required", "torch.compile the model: true or false"),
+    ("base.attention", "required", '"sdpa" or "eager"'),
+    ("base.batch_size", "required", "inputs per forward pass"),
+    ("base.padding", "required", '"longest" (per batch) or "max_length"'),
+    ("base.max_length", "required", "tokens per input; longer inputs are truncated and counted"),
+    ("base.length_grouping", "required", '"none" or "sort" (batches of similar length)'),
+    ("base.resume", "required", '"none" or "halve-batch-on-oom"'),
+    ("base.threads", "required", "torch CPU threads"),
+    ("base.seed", "required", "random seed"),
+    ("base.deterministic", "required", "torch deterministic algorithms: true or false"),
+    ("series[].name", "required", "name of a series (at least one series)"),
+    ("series[].field", "required", "the ONE variant field this series varies"),
+    ("series[].values", "required", "the values it takes; each makes a variant"),
+    ("deadline.start", "required in [deadline]", "access window start, local time"),
+    ("deadline.end", "required in [deadline]", "access window end, local time"),
+    ("deadline.tz", "required in [deadline]", "IANA time zone of start and end"),
+    ("deadline.waiting_h", "0", "declared waiting the rental must be held for"),
+    ("costing.catalog", "the shipped dated snapshot", "your dated plan catalog CSV"),
+    ("images.cpu / images.cuda / images.rocm", "none: images/images.lock", "REPO@sha256:… to run for that stack"),
+)
+
+KEYS: dict[str, StudyKey] = {key: StudyKey(key, default, meaning) for key, default, meaning in _ROWS}
+
+
+def markdown_table() -> str:
+    """The README's study key table."""
+    lines = ["| key | required / default | meaning |", "|---|---|---|"]
+    lines += [f"| `{k.key}` | {k.default} | {k.meaning} |" for k in KEYS.values()]
+    return "\n".join(lines)

@@ -1,0 +1,307 @@
+"""``isocost check``: everything that can fail before renting time is spent, without timing anything.
+
+Each check gives one line: ``ok``, ``warn`` or ``FAIL`` with what to do. The
+study's keys come first, all at once; when the study itself is invalid the
+other checks cannot run and say so. ``ok`` overall means ``isocost run`` would
+start: the same inputs, labels, ledger and launcher checks pass.
+
+``--probe`` runs ONE batch of the reference variant over tuning inputs in a
+fresh process (never the final corpus) to estimate the campaign's wall time.
+
+Example::
+
+    report = check_study(Path("study.toml"), probe=True)
+    report.ok, report.lines()
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from protocol.corpus import check_disjoint, content_fingerprint, read_corpus, token_lengths
+from protocol.errors import UserError
+from protocol.fingerprint import fingerprint_path
+from protocol.jsonio import read_json, write_json_atomic
+from protocol.labels import check_labels
+from protocol.memory import ModelShape, estimate
+from protocol.paths import allowed_roots, check_allowed_root
+from protocol.plans import default_catalog_path, load_catalog
+from protocol.records import TrialSpec
+from protocol.schedule import rotated_schedule
+from protocol.study import Study, StudyErrors, bucket_for, load_study, split_seeded_id
+from runner.seen import ledger_path, quality_rule, raise_if_conflict, seen_entries
+
+
+@dataclass
+class CheckReport:
+    items: list[tuple[str, str, str]] = field(default_factory=list)  # (status, topic, text)
+
+    def add(self, status: str, topic: str, text: str) -> None:
+        self.items.append((status, topic, text))
+
+    @property
+    def ok(self) -> bool:
+        return all(status != "FAIL" for status, _, _ in self.items)
+
+    def lines(self) -> list[str]:
+        lines = [f"{status:<4}  {topic}: {text}" for status, topic, text in self.items]
+        failed = sum(1 for s, _, _ in self.items if s == "FAIL")
+        lines.append("isocost run would start." if self.ok else
+                     f"{failed} check(s) failed: isocost run would not start; fix them and check again.")
+        return lines
+
+
+def _fail(report: CheckReport, topic: str, exc: UserError) -> None:
+    report.add("FAIL", topic, exc.message)
+
+
+def check_study(study_path: Path, *, hosts: tuple[str, ...] = (), probe: bool = False,
+                target_memory_gib: float | None = None, ledger_dir: Path | None = None) -> CheckReport:
+    report = CheckReport()
+    try:
+        study = load_study(study_path)
+    except StudyErrors as exc:
+        for error in exc.errors:
+            _fail(report, "study keys", error)
+        report.add("FAIL", "other checks", "not run: the study file must be valid first")
+        return report
+    except UserError as exc:
+        _fail(report, "study keys", exc)
+        report.add("FAIL", "other checks", "not run: the study file must be valid first")
+        return report
+    report.add("ok", "study keys", f"{study.path} is valid (paths resolve relative to it)")
+    inputs_ok = _inputs(report, study)
+    if inputs_ok:
+        _content(report, study, ledger_dir)
+    _quality(report, study)
+    _memory(report, study, target_memory_gib)
+    _launcher(report, study)
+    if hosts:
+        _hosts(report, study, hosts)
+    _schedule(report, study, probe and inputs_ok and report.ok)
+    return report
+
+
+def _inputs(report: CheckReport, study: Study) -> bool:
+    ok = True
+    for kind, ref in (("corpus", study.corpus), ("tuning", study.tuning), ("model", study.model)):
+        if not ref.path.exists():
+            report.add("FAIL", f"{kind} path", f"{ref.path} does not exist. Fix [{kind}] path (relative to the "
+                                               "study file).")
+            ok = False
+            continue
+        actual = fingerprint_path(ref.path)
+        if actual != ref.fingerprint:
+            report.add("FAIL", f"{kind} fingerprint", f"{actual} on disk, the study says {ref.fingerprint}. Restore "
+                                                      f"the {kind}, or update [{kind}] fingerprint knowingly.")
+            ok = False
+        else:
+            report.add("ok", f"{kind} fingerprint", f"{actual} ({ref.path})")
+    roots = allowed_roots()  # ISOCOST_ALLOWED_ROOTS, as `run` reads it
+    for path in (study.path, study.corpus.path, study.tuning.path, study.model.path, study.costing.catalog):
+        if path is not None and roots:
+            try:
+                check_allowed_root(path, roots)
+            except UserError as exc:
+                _fail(report, "allowed roots", exc)
+                ok = False
+    catalog = study.costing.catalog or default_catalog_path()
+    try:
+        load_catalog(catalog)
+    except UserError as exc:
+        _fail(report, "catalog", exc)
+        ok = False
+    else:
+        report.add("ok", "catalog", f"{catalog} reads")
+    return ok
+
+
+def _content(report: CheckReport, study: Study, ledger_dir: Path | None) -> None:
+    try:
+        corpus = read_corpus(study.corpus.path)
+        tuning = read_corpus(study.tuning.path)
+        check_disjoint(corpus, tuning, str(study.path))
+    except UserError as exc:
+        _fail(report, "corpora", exc)
+        return
+    report.add("ok", "corpora", f"{len(corpus)} final inputs, {len(tuning)} tuning inputs, disjoint")
+    if len(tuning) < study.warmup.inputs:
+        report.add("FAIL", "warm-up", f"needs {study.warmup.inputs} inputs, the tuning split has {len(tuning)}. "
+                                      "Lower warmup.inputs or add tuning data.")
+    try:
+        extra = check_labels([r.label for r in (*corpus, *tuning)], study.model.path, "corpus and tuning labels")
+        report.add("ok", "labels", f"{len({r.label for r in corpus})} corpus labels, all in the model's id2label")
+        if extra:
+            report.add("warn", "labels", f"the model also predicts {', '.join(extra)}, absent from the corpus: any "
+                                         "such prediction rejects a pass")
+    except UserError as exc:
+        _fail(report, "labels", exc)
+    try:
+        lengths = token_lengths(study.model.path, [r.text for r in corpus])
+    except UserError as exc:
+        _fail(report, "tokenizer", exc)
+        return
+    counts: dict[str, int] = {}
+    try:
+        for n in lengths:
+            name = bucket_for(n, study.length_buckets) if study.length_buckets else "all"
+            counts[name] = counts.get(name, 0) + 1
+    except UserError as exc:
+        _fail(report, "length buckets", exc)
+    else:
+        report.add("ok", "tokenizer", f"longest input {max(lengths)} tokens; by bucket: "
+                   + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    for variant in study.variants():
+        truncated = sum(1 for n in lengths if n > variant.max_length)
+        if truncated:
+            report.add("warn", "truncation", f"{variant.variant_id}: {truncated} input(s) longer than max_length "
+                                             f"{variant.max_length} (counted in the manifest)")
+    content_fp = content_fingerprint(corpus)
+    seen = seen_entries(study, content_fp, ledger_dir)
+    conflict = [e for e in seen if e.get("quality_rule") != quality_rule(study)]
+    if conflict:
+        try:  # the same refusal `run` gives, without recording anything
+            raise_if_conflict(study, conflict[0], ledger_dir)
+        except UserError as exc:
+            _fail(report, "seen corpus", exc)
+    else:
+        state = f"evaluated before under this same rule ({len(seen)} campaign(s))" if seen else "not evaluated yet"
+        report.add("ok", "seen corpus", f"final corpus {study.corpus.fingerprint}: {state}; ledger "
+                                        f"{ledger_path(study, ledger_dir)}")
+
+
+def _quality(report: CheckReport, study: Study) -> None:
+    q = study.quality
+    if q.tuned_on != "tuning":
+        report.add("warn", "quality", f"minimum {q.minimum} was not tuned on the tuning split (tuned_on = "
+                                      f"{q.tuned_on!r}): run `isocost tune {study.path}` before the campaign")
+    else:
+        report.add("ok", "quality", f"{q.metric} minimum {q.minimum}, max_metric_drop {q.max_metric_drop}, "
+                                    f"min_agreement {q.min_agreement}, reference {q.reference_variant}")
+
+
+def _host_memory_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _memory(report: CheckReport, study: Study, target_memory_gib: float | None) -> None:
+    try:
+        shape = ModelShape.read(study.model.path)
+    except UserError as exc:
+        _fail(report, "memory", exc)
+        return
+    stack = str(study.base["stack"])
+    target: int | None
+    if target_memory_gib is not None:
+        target, source = int(target_memory_gib * 2**30), "--target-memory-gib"
+    elif stack == "cpu":
+        target, source = _host_memory_bytes(), "this machine's RAM"
+    else:
+        target, source = None, ""
+    worst = max(study.variants(), key=lambda v: estimate(shape, v.precision, v.quantization, v.batch_size,
+                                                         v.max_length, v.attention).total_bytes)
+    est = estimate(shape, worst.precision, worst.quantization, worst.batch_size, worst.max_length, worst.attention)
+    text = f"largest estimate {est.total_bytes / 2**20:,.1f} MiB ({worst.variant_id}; an estimate, not a measurement)"
+    if target is None:
+        report.add("warn", "memory", f"{text}; target device memory unknown: pass --target-memory-gib")
+    elif est.total_bytes > target:
+        report.add("FAIL", "memory", f"{text} exceeds {target / 2**30:.1f} GiB ({source}). Lower batch_size or "
+                                     "max_length, or rent a card with more memory.")
+    else:
+        report.add("ok", "memory", f"{text} within {target / 2**30:.1f} GiB ({source})")
+
+
+def _launcher(report: CheckReport, study: Study) -> None:
+    from runner.launch.select import choose_launcher
+
+    try:
+        choice = choose_launcher(study.path, "auto", None)
+    except UserError as exc:
+        _fail(report, "image", exc)
+        return
+    if choice.notice:
+        report.add("warn", "image", choice.notice)
+    else:
+        ref, image_id, _ = choice.launcher.image_fields()
+        report.add("ok", "image", f"{ref} (image ID {image_id}) is known to the engine")
+
+
+def _hosts(report: CheckReport, study: Study, host_options: tuple[str, ...]) -> None:
+    from runner.hosts import merge_hosts
+    from runner.multihost import check_hosts
+
+    try:
+        hosts = merge_hosts(host_options, None)
+    except UserError as exc:
+        _fail(report, "hosts", exc)
+        return
+    for result in check_hosts(hosts, str(study.base["stack"])):
+        if result.problem:
+            report.add("FAIL", f"host {result.name}", f"{result.url}: {result.problem}")
+        else:
+            report.add("ok", f"host {result.name}", f"{result.url} answers (engine {result.identity['engine_id']})")
+
+
+def _schedule(report: CheckReport, study: Study, probe: bool) -> None:
+    slots = rotated_schedule(study.variants(), study.campaign.repetitions)
+    first = ", ".join(s.variant_id for s in slots[: len(study.variants())])
+    report.add("ok", "schedule", f"{len(slots)} trials ({len(study.variants())} variants × "
+                                 f"{study.campaign.repetitions} repetitions), rotated; first round: {first}")
+    if not probe:
+        report.add("warn", "wall time", "not estimated: pass --probe to time one batch of the reference variant")
+        return
+    try:
+        per_trial_s, text = _probe(study)
+    except UserError as exc:
+        _fail(report, "probe", exc)
+        return
+    report.add("ok", "wall time", f"about {len(slots) * per_trial_s / 60:,.1f} min for {len(slots)} trials "
+                                  f"({per_trial_s:,.1f} s each; {text})")
+
+
+def _probe(study: Study) -> tuple[float, str]:
+    """One batch of the reference variant over tuning inputs in a fresh process → estimated seconds per trial."""
+    from runner.launch.base import TrialPaths
+    from runner.launch.process import ProcessLauncher
+
+    reference = next(v for v in study.variants() if split_seeded_id(v.variant_id)[0] == study.quality.reference_variant)
+    tuning = read_corpus(study.tuning.path)
+    n_corpus = len(read_corpus(study.corpus.path))
+    batch = tuning[: max(1, reference.batch_size)]
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    trial_dir = study.path.parent / ".isocost" / "probe" / stamp
+    trial_dir.mkdir(parents=True)
+    corpus_path = trial_dir / "probe-corpus.jsonl"
+    corpus_path.write_text("".join(json.dumps({"id": r.id, "text": r.text, "label": r.label}) + "\n" for r in batch),
+                           encoding="utf-8")
+    spec = TrialSpec(
+        trial_id=f"probe-{stamp}", campaign_id=f"probe-{uuid.uuid4().hex}", study_sha256=study.sha256,
+        variant=reference, repetition=1, order_index=1, attempt=1, corpus_path=str(corpus_path),
+        corpus_fingerprint=fingerprint_path(corpus_path), model_path=str(study.model.path),
+        model_fingerprint=study.model.fingerprint, warmup=study.warmup,
+        warmup_texts=tuple(r.text for r in tuning[: study.warmup.inputs]), launcher="process",
+        timeout_s=study.campaign.trial_timeout_s,
+    )
+    write_json_atomic(trial_dir / "spec.json", spec.to_dict())
+    result = ProcessLauncher().run(TrialPaths(trial_dir=trial_dir, corpus=corpus_path, model=study.model.path),
+                                   study.campaign.trial_timeout_s)
+    status = read_json(trial_dir / "status.json") if (trial_dir / "status.json").exists() else {}
+    phases = status.get("phases") or {}
+    if status.get("status") != "ok" or phases.get("pass_s") is None:
+        raise UserError(f"the one-batch probe ended {status.get('status', 'without a status')}",
+                        str(trial_dir / "trial.log"), "Read the log: `isocost run` would fail the same way.")
+    pass_s = float(phases["pass_s"])
+    fixed_s = max(0.0, (result.wall_s or pass_s) - pass_s)
+    per_input_s = pass_s / len(batch)
+    per_trial = fixed_s + per_input_s * n_corpus
+    return per_trial, (f"probe: {len(batch)} input(s) of {reference.variant_id} in {pass_s:.3f} s plus "
+                       f"{fixed_s:.1f} s start-up, scaled to {n_corpus} inputs; other batch sizes and precisions "
+                       "differ, so this is an estimate, never a measurement")

@@ -1,0 +1,131 @@
+"""Your own data to a first decision: ``init``, ``tune``, ``check``, ``rental``.
+
+Thin commands over :mod:`runner.init`, :mod:`runner.tune`, :mod:`runner.check` and
+:mod:`runner.rentals`.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from protocol.study import STACKS
+from runner.rentals import RENTALS_FILE, record_rental
+
+_FILE = click.Path(path_type=Path, dir_okay=False)
+
+
+@click.command()
+@click.argument("corpus", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@click.argument("model", type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.option("--tuning", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
+              help="Separate tuning split (default: 20% of CORPUS is held out into CORPUS.tuning.jsonl, the rest "
+                   "written to CORPUS.final.jsonl, next to --out).")
+@click.option("--out", type=_FILE, default=Path("study.toml"), show_default=True, help="The study file to write.")
+@click.option("--stack", type=click.Choice(STACKS), default="cpu", show_default=True,
+              help="Batch and precision series suited to this stack.")
+@click.option("--force", is_flag=True, help="Overwrite --out if it exists.")
+def init(corpus: Path, model: Path, tuning: Path | None, out: Path, stack: str, force: bool) -> None:
+    """Write a complete, commented study for your own CORPUS and checkpoint MODEL.
+
+    Computes the fingerprints, length buckets from the model's tokenizer
+    (with counts), checks the corpus labels against the model's id2label and
+    writes every key with its default and meaning.
+
+    \b
+    Example: isocost init reports.jsonl weather-model --tuning reports-tuning.jsonl --out study.toml
+    """
+    from runner.init import init_study
+
+    report = init_study(corpus, model, out=out, tuning=tuning, stack=stack, force=force)
+    for path in report.written:
+        click.echo(f"wrote {path}")
+    buckets = ", ".join(f"{name} ≤ {bound} tokens: {count}" if bound is not None else f"{name}: {count}"
+                        for name, bound, count in report.buckets)
+    click.echo(f"length buckets (model tokenizer): {buckets}")
+    click.echo(f"labels: {', '.join(report.labels)} (all in the model's id2label)")
+    if report.extra_model_labels:
+        click.echo(f"warning: the model also predicts {', '.join(report.extra_model_labels)}, absent from the "
+                   "corpus: any such prediction rejects a pass", err=True)
+    click.echo(f"{report.variants} variants, reference {report.reference_variant}, 5 repetitions each")
+    click.echo(f"wrote {report.study}")
+    click.echo(f"next: isocost tune {out}")
+
+
+@click.command()
+@click.argument("study", type=_FILE)
+@click.option("--ledger", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Ledger directory of seen corpora (default: .isocost/ next to the study; also "
+                   "ISOCOST_LEDGER_DIR).")
+@click.option("--dry-run", is_flag=True, help="Measure and propose, but leave the study file as it is.")
+def tune(study: Path, ledger: Path | None, dry_run: bool) -> None:
+    """Measure the quality metric on the tuning split and write the minimum and tolerances.
+
+    Runs the study's reference variant over the tuning split in a fresh
+    process, like a trial, then proposes [quality] minimum, max_metric_drop
+    and min_agreement by a stated rule and writes them into the study
+    (comments kept). Refused once the final corpus was evaluated.
+
+    \b
+    Example: isocost tune study.toml
+    """
+    from runner.tune import tune_study
+
+    result = tune_study(study, ledger_dir=ledger, write=not dry_run, progress=lambda m: click.echo(m, err=True))
+    for line in result.lines():
+        click.echo(line)
+
+
+@click.command()
+@click.argument("study", type=_FILE)
+@click.option("--host", "host_options", multiple=True, metavar="NAME=URL",
+              help="Also check that this host's engine answers and knows the image (repeatable).")
+@click.option("--probe", is_flag=True, help="Run one batch of the reference variant to estimate the wall time.")
+@click.option("--target-memory-gib", type=click.FloatRange(min=0.1), default=None,
+              help="Memory of the target device (default: this machine's RAM for cpu, unknown for GPU stacks).")
+@click.option("--ledger", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Ledger directory of seen corpora (default: .isocost/ next to the study).")
+def check(study: Path, host_options: tuple[str, ...], probe: bool, target_memory_gib: float | None,
+          ledger: Path | None) -> None:
+    """Everything that can fail before renting time is spent, without timing anything.
+
+    The study's keys (all errors at once), paths, fingerprints, labels,
+    tokenizer, memory estimate against the target, images and hosts, and
+    the schedule it would run. Exit 0 only if `isocost run` would start.
+
+    \b
+    Example: isocost check study.toml --probe
+    """
+    from runner.check import check_study
+
+    report = check_study(study, hosts=host_options, probe=probe, target_memory_gib=target_memory_gib,
+                         ledger_dir=ledger)
+    for line in report.lines():
+        click.echo(line)
+    if not report.ok:
+        sys.exit(2)
+
+
+@click.command()
+@click.argument("campaign_dir", type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.option("--gpu", required=True, metavar="GPU", help="The GPU type the campaign ran on, as the catalog names it.")
+@click.option("--lots", type=click.IntRange(min=1), default=1, show_default=True, help="Lots of that plan rented.")
+@click.option("--plan-start", default=None, metavar="ISO", help="When the rented plan started (ISO date-time).")
+@click.option("--host", default=None, metavar="NAME", help="The rented host's name (optional).")
+def rental(campaign_dir: Path, gpu: str, lots: int, plan_start: str | None, host: str | None) -> None:
+    """Record where a campaign ran, after the fact (appended to DIR/rentals.jsonl, never edited).
+
+    `decide` prices the campaign from the latest recorded rental and says
+    when it was recorded.
+
+    \b
+    Example: isocost rental results/mine --gpu rtx-4090 --lots 1
+    """
+    record = record_rental(campaign_dir, gpu, lots, plan_start=plan_start, host=host)
+    click.echo(f"recorded {record.gpu} ×{record.lots} lot(s) at {record.recorded_at} in "
+               f"{campaign_dir / RENTALS_FILE}; next: isocost decide {campaign_dir}")
+
+
+COMMANDS = [init, tune, check, rental]

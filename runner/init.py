@@ -1,0 +1,257 @@
+"""``isocost init``: a complete, commented study for the user's own corpus and checkpoint.
+
+Nothing is hidden: every key is written with its default and a one-line
+comment (from :mod:`protocol.study_keys`). Computed here: the three
+fingerprints, length buckets from the model's own tokenizer over the corpus
+(with their counts), the corpus labels against the model's ``id2label``, a
+batch series and a precision series suited to the stack, the reference
+variant (the full-precision base). The quality minimum is left for
+``isocost tune``, which measures it on the tuning split.
+
+Example::
+
+    report = init_study(Path("texts.jsonl"), Path("my-model"), out=Path("study.toml"), stack="cpu")
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from protocol.corpus import Record, read_corpus, token_lengths
+from protocol.errors import UserError
+from protocol.fingerprint import fingerprint_path
+from protocol.labels import check_labels
+from protocol.study import load_study
+from protocol.study_keys import KEYS
+
+#: Series per stack: batch sizes and precisions worth comparing there (fp16 is GPU-only).
+STACK_SERIES: dict[str, dict[str, Any]] = {
+    "cpu": {"device": "cpu", "batches": (1, 8, 32), "precisions": ("fp32", "bf16")},
+    "cuda": {"device": "cuda", "batches": (8, 32, 128), "precisions": ("fp32", "bf16", "fp16")},
+    "rocm": {"device": "cuda", "batches": (8, 32, 128), "precisions": ("fp32", "bf16", "fp16")},
+}
+#: Length buckets: short up to this share of the corpus, medium up to the next; long is open-ended.
+BUCKET_QUANTILES = (("short", 0.6), ("medium", 0.9))
+#: Share of the corpus held out as the tuning split when no --tuning file is given.
+TUNING_SHARE = 0.2
+
+
+@dataclass(frozen=True)
+class InitReport:
+    study: Path
+    buckets: tuple[tuple[str, int | None, int], ...]  # name, max_tokens, count
+    labels: tuple[str, ...]
+    extra_model_labels: tuple[str, ...]
+    written: tuple[Path, ...]  # split files written when no --tuning was given
+    reference_variant: str
+    variants: int
+
+
+def _quantile(sorted_values: list[int], share: float) -> int:
+    return sorted_values[min(len(sorted_values) - 1, max(0, math.ceil(share * len(sorted_values)) - 1))]
+
+
+def length_buckets(lengths: list[int]) -> list[tuple[str, int | None, int]]:
+    """short ≤ the 60th percentile, medium ≤ the 90th, long open-ended; empty or equal bounds collapse."""
+    ordered = sorted(lengths)
+    buckets: list[tuple[str, int | None, int]] = []
+    previous = 0
+    for name, share in BUCKET_QUANTILES:
+        bound = _quantile(ordered, share)
+        if bound > previous and bound < ordered[-1]:
+            buckets.append((name, bound, sum(1 for n in lengths if previous < n <= bound)))
+            previous = bound
+    buckets.append(("long" if buckets else "all", None, sum(1 for n in lengths if n > previous)))
+    return buckets
+
+
+def _model_limit(model: Path) -> int:
+    limits = []
+    for name, key in (("config.json", "max_position_embeddings"), ("tokenizer_config.json", "model_max_length")):
+        try:
+            value = json.loads((model / name).read_text(encoding="utf-8")).get(key)
+        except (OSError, ValueError):
+            continue
+        if isinstance(value, int) and 0 < value < 10**6:
+            limits.append(value)
+    return min(limits) if limits else 512
+
+
+def _split(corpus: Path, records: tuple[Record, ...], out_dir: Path) -> tuple[Path, Path]:
+    if len(records) < 2:
+        raise UserError("the corpus has one input: nothing is left for a tuning split", str(corpus),
+                        "Pass a separate tuning file with --tuning FILE.")
+    order = list(range(len(records)))
+    random.Random(0).shuffle(order)
+    n_tuning = max(1, round(TUNING_SHARE * len(records)))
+    tuning_ids = set(order[:n_tuning])
+    final_path = out_dir / f"{corpus.stem}.final.jsonl"
+    tuning_path = out_dir / f"{corpus.stem}.tuning.jsonl"
+    for path, keep in ((final_path, False), (tuning_path, True)):
+        if path.exists():
+            raise UserError("the split file already exists", str(path), "Move it away, or pass --tuning FILE.")
+        with open(path, "w", encoding="utf-8") as handle:
+            for i, r in enumerate(records):
+                if (i in tuning_ids) == keep:
+                    handle.write(json.dumps({"id": r.id, "text": r.text, "label": r.label}) + "\n")
+    return final_path, tuning_path
+
+
+def _c(key: str) -> str:
+    entry = KEYS[key]
+    default = "" if entry.required else f" (default {entry.default})"
+    return f"  # {entry.meaning}{default}"
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return str(value)
+
+
+def init_study(corpus: Path, model: Path, *, out: Path, tuning: Path | None = None, stack: str = "cpu",
+               force: bool = False) -> InitReport:
+    """Write a complete study to ``out`` for this corpus and checkpoint; return what was computed."""
+    if stack not in STACK_SERIES:
+        raise UserError(f"unknown stack {stack!r}", "--stack", f"Use one of: {', '.join(STACK_SERIES)}.")
+    if out.exists() and not force:
+        raise UserError("the study file already exists", str(out), "Choose another --out, or pass --force.")
+    if not model.is_dir():
+        raise UserError("the model is not a checkpoint directory", str(model),
+                        "Pass the directory written by save_pretrained.")
+    out = out.resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    records = read_corpus(corpus)
+    written: tuple[Path, ...] = ()
+    if tuning is None:
+        corpus, tuning = _split(corpus, records, out.parent)
+        written = (corpus, tuning)
+        records = read_corpus(corpus)
+    tuning_records = read_corpus(tuning)
+    extra = check_labels([r.label for r in (*records, *tuning_records)], model, f"{corpus} and {tuning}")
+    lengths = token_lengths(model, [r.text for r in records])
+    buckets = length_buckets(lengths)
+    limit = _model_limit(model)
+    max_length = min(limit, 8 * math.ceil(max(lengths) / 8))
+    series = STACK_SERIES[stack]
+    batches, precisions = series["batches"], series["precisions"]
+    labels = tuple(sorted({r.label for r in records}))
+    name = "".join(c if c.isalnum() or c in "-_." else "-" for c in corpus.stem).strip("-") or "study"
+    rel = lambda p: os.path.relpath(Path(p).resolve(), out.parent)  # noqa: E731
+    truncated = sum(1 for n in lengths if n > max_length)
+    threads = os.cpu_count() or 1
+    lines = [
+        "# Study written by `isocost init`: every key with its default and meaning (README: study keys).",
+        "# Paths are relative to this file. Next: `isocost tune` sets the quality minimum on the tuning split,",
+        "# `isocost check` checks everything without timing, `isocost run` runs the campaign.",
+        f"schema_version = 1{_c('schema_version')}",
+        f"name = {_toml(name)}{_c('name')}",
+        f"question = {_toml(f'Which configuration classifies all {len(records)} inputs of {corpus.name}, meets the quality rule, finishes before the deadline and costs the least?')}{_c('question')}",  # noqa: E501
+        f'scenario = "offline"{_c("scenario")}',
+        f"expected_artifacts = 1{_c('expected_artifacts')}",
+        "",
+        "[corpus]",
+        f"path = {_toml(rel(corpus))}{_c('corpus.path')}",
+        f"fingerprint = {_toml(fingerprint_path(corpus))}{_c('corpus.fingerprint')}",
+        "",
+        "[tuning]",
+        f"path = {_toml(rel(tuning))}{_c('tuning.path')}",
+        f"fingerprint = {_toml(fingerprint_path(tuning))}{_c('tuning.fingerprint')}",
+        "",
+        "[model]",
+        f"path = {_toml(rel(model))}{_c('model.path')}",
+        f"fingerprint = {_toml(fingerprint_path(model))}{_c('model.fingerprint')}",
+        f"# labels: {', '.join(labels)} (all known to the model's id2label)",
+    ]
+    if extra:
+        lines.append(f"# warning: the model also predicts {', '.join(extra)}, absent from the corpus: "
+                     "any such prediction rejects a pass")
+    lines += ["", f"# Length buckets, tokens of the model's tokenizer over the {len(records)} corpus inputs "
+                  f"(short ≤ 60th percentile, medium ≤ 90th, long open-ended; longest input {max(lengths)} tokens):"]
+    for bucket_name, max_tokens, count in buckets:
+        lines += ["[[length_buckets]]", f"name = {_toml(bucket_name)}{_c('length_buckets[].name')}"]
+        if max_tokens is not None:
+            lines.append(f"max_tokens = {max_tokens}{_c('length_buckets[].max_tokens')}: {count} inputs")
+        else:
+            lines.append(f"# max_tokens omitted: open-ended  ({count} inputs)")
+        lines.append("")
+    reference = f"precision={precisions[0]}"
+    lines += [
+        "[quality]",
+        f'metric = "accuracy"{_c("quality.metric")}',
+        f"minimum = 0.0{_c('quality.minimum')}; NOT TUNED YET",
+        f'tuned_on = "not tuned yet"{_c("quality.tuned_on")}',
+        f"reference_variant = {_toml(reference)}{_c('quality.reference_variant')}",
+        f"max_metric_drop = 0.0{_c('quality.max_metric_drop')}",
+        f"min_agreement = 0.0{_c('quality.min_agreement')}",
+        f'subgroups = ["label", "length_bucket"]{_c("quality.subgroups")}',
+        f'replay = "quality"{_c("quality.replay")}',
+        f"# max_score_delta = 0.01{_c('quality.max_score_delta')}",
+        "",
+        "[warmup]",
+        f'source = "tuning"{_c("warmup.source")}',
+        f"inputs = {min(8, len(tuning_records))}{_c('warmup.inputs')}",
+        f"runs = 1{_c('warmup.runs')}",
+        f'recompilation = "warmup"{_c("warmup.recompilation")}',
+        "",
+        "[campaign]",
+        f"repetitions = 5{_c('campaign.repetitions')}",
+        f'order = "rotate"{_c("campaign.order")}',
+        f"# trial_timeout_s = 3600{_c('campaign.trial_timeout_s')}",
+        f"seeds = []{_c('campaign.seeds')}",
+        f"# memory_limit_bytes = 8589934592{_c('campaign.memory_limit_bytes')}",
+        "",
+        "[base]",
+        f"stack = {_toml(stack)}{_c('base.stack')}",
+        f"device = {_toml(series['device'])}{_c('base.device')}",
+        f"precision = {_toml(precisions[0])}{_c('base.precision')}",
+        f'quantization = "none"{_c("base.quantization")}',
+        f"compile = false{_c('base.compile')}",
+        f'attention = "sdpa"{_c("base.attention")}',
+        f"batch_size = {batches[0]}{_c('base.batch_size')}",
+        f'padding = "longest"{_c("base.padding")}',
+        f"max_length = {max_length}{_c('base.max_length')}; model limit {limit}, "
+        f"{truncated} corpus input(s) longer",
+        f'length_grouping = "none"{_c("base.length_grouping")}',
+        f'resume = "none"{_c("base.resume")}',
+        f"threads = {threads}{_c('base.threads')}; this machine has {threads} CPU(s)",
+        f"seed = 0{_c('base.seed')}",
+        f"deterministic = true{_c('base.deterministic')}",
+        "",
+        "[[series]]",
+        f'name = "precision"{_c("series[].name")}',
+        f'field = "precision"{_c("series[].field")}',
+        f"values = {_toml(list(precisions))}{_c('series[].values')}",
+        "",
+        "[[series]]",
+        'name = "batch"',
+        'field = "batch_size"',
+        f"values = {_toml(list(batches))}",
+        "",
+        "# [deadline]  # the access window the whole campaign must fit (omitted: no deadline check)",
+        f'# start = "2026-12-07T09:00"{_c("deadline.start")}',
+        f'# end = "2026-12-11T09:00"{_c("deadline.end")}',
+        f'# tz = "UTC"{_c("deadline.tz")}',
+        f"# waiting_h = 0{_c('deadline.waiting_h')}",
+        "",
+        "# [costing]",
+        f'# catalog = "my-catalog.csv"{_c("costing.catalog")}',
+        "",
+        "# [images]",
+        f'# {stack} = "REPO@sha256:…"{_c("images.cpu / images.cuda / images.rocm")}',
+        "",
+    ]
+    out.write_text("\n".join(lines), encoding="utf-8")
+    study = load_study(out)  # what init writes must be a valid study
+    return InitReport(study=out, buckets=tuple(buckets), labels=labels, extra_model_labels=extra, written=written,
+                      reference_variant=reference, variants=len(study.variants()))

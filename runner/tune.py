@@ -1,0 +1,154 @@
+"""``isocost tune``: measure the quality metric on the tuning split, propose and write the quality rule.
+
+The study's reference variant runs over the tuning split in a fresh process,
+exactly like a trial (same spec, same ``python -m runner.trial``, same
+process launcher), in ``.isocost/tune/<time>/`` next to the study. Its
+predictions are validated against the tuning labels (metric and subgroups),
+and :func:`protocol.tuning.propose` turns the metric into a minimum and
+tolerances, written into the study's ``[quality]`` table (comments kept).
+
+Refused once the final corpus has been evaluated (the seen-corpus ledger): a
+threshold tuned after seeing final results needs a new final corpus.
+
+Example::
+
+    result = tune_study(Path("study.toml"))
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from protocol.corpus import content_fingerprint, read_corpus, token_lengths
+from protocol.errors import UserError
+from protocol.fingerprint import fingerprint_path
+from protocol.jsonio import read_json, write_json_atomic
+from protocol.labels import check_labels
+from protocol.records import TrialSpec, Variant
+from protocol.study import Study, bucket_for, load_study, split_seeded_id
+from protocol.study_keys import KEYS
+from protocol.tomledit import set_table_keys
+from protocol.tuning import RULE, Proposal, propose
+from protocol.validate import Reference, check_pass, parse_predictions
+from runner.launch.base import TrialPaths
+from runner.launch.process import ProcessLauncher
+from runner.seen import describe_entry, ledger_path, seen_entries
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    study: Path
+    variant_id: str
+    metric: str
+    proposal: Proposal
+    subgroups: dict[str, dict[str, float]]
+    trial_dir: Path
+    written: bool
+    flagged: tuple[str, ...] = field(default_factory=tuple)
+
+    def lines(self) -> list[str]:
+        p = self.proposal
+        lines = [f"measured on the tuning split ({p.n} inputs), reference variant {self.variant_id}, in a fresh "
+                 f"process ({self.trial_dir}): {self.metric} {p.metric_value:.4f}"]
+        for group, values in sorted(self.subgroups.items()):
+            shown = ", ".join(f"{name} {value:.4f}" for name, value in sorted(values.items()))
+            lines.append(f"  by {group}: {shown}")
+        lines += [f"rule: {RULE}",
+                  f"proposed: minimum = {p.minimum}, max_metric_drop = {p.max_metric_drop}, "
+                  f"min_agreement = {p.min_agreement} (se {p.se:.4f})"]
+        lines += [f"warning: {text}" for text in self.flagged]
+        lines.append(f"wrote them into [quality] of {self.study} (tuned_on = \"tuning\")" if self.written
+                     else "--dry-run: the study file is unchanged")
+        return lines
+
+
+def _reference_variant(study: Study) -> Variant:
+    """The reference variant (with common seeds: under the first seed)."""
+    reference = study.quality.reference_variant
+    return next(v for v in study.variants() if split_seeded_id(v.variant_id)[0] == reference)
+
+
+def _refuse_if_seen(study: Study, ledger_dir: Path | None) -> None:
+    corpus = read_corpus(study.corpus.path)
+    entries = seen_entries(study, content_fingerprint(corpus), ledger_dir)
+    if entries:
+        raise UserError(
+            f"the final corpus {study.corpus.fingerprint} ({study.corpus.path.name}) has already been evaluated, "
+            f"by {describe_entry(entries[0])}: a threshold tuned now would be tuned after seeing final results",
+            f"{study.path}; ledger {ledger_path(study, ledger_dir)}",
+            "Keep the current [quality] rule, or point [corpus] at a new final corpus that nobody has evaluated "
+            "yet and tune again.",
+        )
+
+
+def tune_study(study_path: Path, *, ledger_dir: Path | None = None, write: bool = True,
+               progress: Callable[[str], None] = lambda message: None) -> TuneResult:
+    study = load_study(study_path)
+    _refuse_if_seen(study, ledger_dir)
+    for kind, ref in (("tuning", study.tuning), ("model", study.model)):
+        if not ref.path.exists():
+            raise UserError(f"{kind} not found at {ref.path}", str(study.path), f"Fix [{kind}] path in the study.")
+        actual = fingerprint_path(ref.path)
+        if actual != ref.fingerprint:
+            raise UserError(f"{kind} fingerprint {actual} differs from the study's {ref.fingerprint}",
+                            str(study.path), f"Restore the {kind}, or update [{kind}] fingerprint knowingly.")
+    tuning = read_corpus(study.tuning.path)
+    check_labels([r.label for r in tuning], study.model.path, f"{study.tuning.path}, tuning labels")
+    variant = _reference_variant(study)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    trial_dir = study.path.parent / ".isocost" / "tune" / stamp
+    trial_dir.mkdir(parents=True)
+    spec = TrialSpec(
+        trial_id=f"tune-{stamp}", campaign_id=f"tune-{uuid.uuid4().hex}", study_sha256=study.sha256, variant=variant,
+        repetition=1, order_index=1, attempt=1, corpus_path=str(study.tuning.path),
+        corpus_fingerprint=study.tuning.fingerprint, model_path=str(study.model.path),
+        model_fingerprint=study.model.fingerprint, warmup=study.warmup,
+        warmup_texts=tuple(r.text for r in tuning[: study.warmup.inputs]), launcher="process",
+        timeout_s=study.campaign.trial_timeout_s,
+    )
+    write_json_atomic(trial_dir / "spec.json", spec.to_dict())
+    progress(f"running {variant.variant_id} over the {len(tuning)} tuning inputs in a fresh process")
+    ProcessLauncher().run(TrialPaths(trial_dir=trial_dir, corpus=study.tuning.path, model=study.model.path),
+                          study.campaign.trial_timeout_s)
+    status = read_json(trial_dir / "status.json") if (trial_dir / "status.json").exists() else {}
+    if status.get("status") != "ok":
+        raise UserError(f"the tuning run ended {status.get('status', 'without a status')}"
+                        f"{': ' + status['error'] if status.get('error') else ''}",
+                        str(trial_dir / "trial.log"), "Read the log; fix the study or the checkpoint, then tune again.")
+    groups: dict[str, dict[str, str]] = {}
+    if "label" in study.quality.subgroups or not study.length_buckets:
+        groups["label"] = {r.id: r.label for r in tuning}
+    if study.length_buckets:
+        lengths = token_lengths(study.model.path, [r.text for r in tuning])
+        groups["length_bucket"] = {r.id: bucket_for(n, study.length_buckets) for r, n in zip(tuning, lengths,
+                                                                                                strict=True)}
+        groups.setdefault("label", {r.id: r.label for r in tuning})
+    reference = Reference(ids=tuple(r.id for r in tuning), labels={r.id: r.label for r in tuning}, groups=groups)
+    checked = check_pass(parse_predictions(trial_dir / "predictions.jsonl"), reference, study.quality.metric, 0.0)
+    if checked.metric_value is None:
+        raise UserError(f"the tuning predictions could not be scored ({'; '.join(checked.reasons)})",
+                        str(trial_dir / "predictions.jsonl"), "Read trial.log next to it.")
+    proposal = propose(checked.metric_value, len(tuning))
+    flagged = tuple(f"subgroup {group}={name}: {study.quality.metric} {value:.4f} on the tuning split is below the "
+                    f"proposed minimum {proposal.minimum}"
+                    for group, values in checked.subgroups.items() for name, value in values.items()
+                    if value < proposal.minimum)
+    if write:
+        subgroups = [g for g in ("label", "length_bucket") if g in groups]
+        when = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        note = (f"{KEYS['quality.minimum'].meaning}; tuned {when}: {study.quality.metric} "
+                f"{checked.metric_value:.4f} on {len(tuning)} tuning inputs, rule m − 2·se")
+        text = study.path.read_text(encoding="utf-8")
+        text = set_table_keys(text, "quality", {
+            "minimum": proposal.minimum, "tuned_on": "tuning", "max_metric_drop": proposal.max_metric_drop,
+            "min_agreement": proposal.min_agreement, "subgroups": subgroups,
+        }, {"minimum": note})
+        study.path.write_text(text, encoding="utf-8")
+        load_study(study.path)  # still a valid study
+    return TuneResult(study=study.path, variant_id=variant.variant_id, metric=study.quality.metric,
+                      proposal=proposal, subgroups=checked.subgroups, trial_dir=trial_dir, written=write,
+                      flagged=flagged)
