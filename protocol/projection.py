@@ -402,7 +402,7 @@ def project(
     for _ in range(resamples):
         picks = [rng.randrange(n) for _ in range(n)]
         stats = _sum_stats([per_pass[i] for i in picks])
-        picked_setups = [passes[i].setup_s for i in picks if passes[i].setup_s is not None]
+        picked_setups = [s for s in (passes[i].setup_s for i in picks) if s is not None]
         samples.append(job_hours(stats, statistics.median(picked_setups) if picked_setups else 0.0)[0])
     ordered = sorted(samples)
     return Projection(
@@ -436,3 +436,72 @@ def _seconds(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
         raise ValueError(f"expected seconds >= 0, got {value!r}")
     return float(value)
+
+
+# -- what decide reads per trial --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """Per-trial files beyond raw.csv: the per-batch record, set-up phases, energy counters.
+
+    ``batches`` is ``None`` with ``batches_reason`` when the trial wrote no ``batches.jsonl``.
+    """
+
+    batches: tuple[Batch, ...] | None
+    batches_reason: str = ""
+    setup_s: float | None = None
+    gpu_energy_j: float | None = None
+    cpu_energy_j: float | None = None
+    gpu_energy_reason: str = "status.json records no gpu_energy_j"
+    cpu_energy_reason: str = "status.json records no cpu_energy_j"
+
+
+def trial_record(trial_dir: Path, status: dict[str, Any]) -> TrialRecord:
+    """Read one trial's ``batches.jsonl`` and the set-up and energy fields of its status.json."""
+    path = trial_dir / BATCHES_FILE
+    batches: tuple[Batch, ...] | None = read_batches(path) if path.exists() else None
+    energy: dict[str, Any] = {}
+    for kind in ("gpu", "cpu"):
+        value = status.get(f"{kind}_energy_j")
+        ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+        energy[f"{kind}_energy_j"] = float(value) if ok and value is not None else None
+        reason = str(status.get(f"{kind}_energy_reason") or "")
+        if not ok:
+            reason = reason or (f"status.json records no {kind}_energy_j" if value is None
+                                else f"status.json {kind}_energy_j is not a count of joules: {value!r}")
+        energy[f"{kind}_energy_reason"] = "" if ok else reason
+    return TrialRecord(
+        batches=batches,
+        batches_reason="" if batches is not None else f"no {BATCHES_FILE} in {trial_dir} (the trial predates it)",
+        setup_s=setup_seconds(status),
+        **energy,
+    )
+
+
+def energy_figures(records: Sequence[TrialRecord], corpus_inputs: int, corpus_inputs_job: int | None) -> \
+        dict[str, Any]:
+    """Joules per input and per validated corpus, GPU and CPU apart; empty with the reason when unread.
+
+    The median over the accepted passes' counters, divided by the corpus's inputs; per validated corpus
+    of the job when one is declared (``corpus_inputs_job`` inputs, linear), else of the measured corpus.
+    Never money: shown beside the cost, never in it.
+
+    Example: passes of 100 J and 120 J over 10 inputs: ``gpu_j_per_input == 11.0``.
+    """
+    size = corpus_inputs_job if corpus_inputs_job is not None else corpus_inputs
+    figures: dict[str, Any] = {"per_corpus_inputs": size}
+    for kind in ("gpu", "cpu"):
+        values = [getattr(r, f"{kind}_energy_j") for r in records]
+        known = [v for v in values if v is not None]
+        if known and len(known) == len(values) and corpus_inputs > 0:
+            per_input = statistics.median(known) / corpus_inputs
+            figures[f"{kind}_j_per_input"] = per_input
+            figures[f"{kind}_j_per_validated_corpus"] = per_input * size
+            figures[f"{kind}_reason"] = ""
+        else:
+            reasons = sorted({getattr(r, f"{kind}_energy_reason") for r in records} - {""})
+            figures[f"{kind}_j_per_input"] = None
+            figures[f"{kind}_j_per_validated_corpus"] = None
+            figures[f"{kind}_reason"] = "; ".join(reasons) or "no accepted pass"
+    return figures
