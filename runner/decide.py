@@ -452,7 +452,8 @@ def job_lines(job: dict[str, Any], catalog_dates: str) -> list[str]:
                 parts.append(f"{kind.upper()}: empty ({e.get(f'{kind}_reason') or 'not recorded'})")
             else:
                 parts.append(f"{kind.upper()}: {_joules(e[f'{kind}_j_per_input'])} J per input, "
-                             f"{e[f'{kind}_j_per_validated_corpus'] / 3.6e6:.4g} kWh per validated corpus "
+                             f"{e[f'{kind}_j_per_validated_corpus']:.4g} J "
+                             f"({e[f'{kind}_j_per_validated_corpus'] / 3.6e6:.4g} kWh) per validated corpus "
                              f"({e['per_corpus_inputs']:,} inputs)")
         lines.append(f"- {c['configuration_id']}: " + "; ".join(parts))
     return lines

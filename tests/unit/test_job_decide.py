@@ -179,3 +179,35 @@ def test_not_yet_decisive_estimates_the_extra_passes(made_up_catalog) -> None:
     assert result.p_a_cheaper + result.p_tie + result.p_b_cheaper == pytest.approx(1.0)
     assert result.extra_passes is not None and result.extra_passes >= 1
     assert f"about {result.extra_passes} more accepted pass(es)" in result.note
+
+
+def test_memo_report_and_csv_show_the_job(job_study, made_up_catalog) -> None:
+    import csv
+    import io
+
+    from protocol import jsonio
+    from runner.decide import render_csv, render_memo
+    from runner.report import render_report
+
+    study = job_study()
+    data = json_round_trip(decide([two_variants(study)], study, made_up_catalog, now=NOW).to_dict(), jsonio)
+    memo = render_memo(data)
+    assert "## The declared job" in memo
+    assert "**Cheapest for the job: batch_size=4 on rtx-4090 ×1 lot**: projected 347.22 h (interval 347.22–347.22 h), " \
+           "hourly billing, expected 243.60 USD; cost per validated corpus 243.60 USD; P(fits plan) 100.0%; " \
+           "P(fits deadline) 100.0%." in memo
+    assert "| monthly (30-day months) **picked** | 100.0% | 400.00 |" in memo
+    assert "**decisive**" in memo
+    assert "CPU: 5 J per input, 5e+06 J (1.389 kWh) per validated corpus (1,000,000 inputs)" in memo  # 5e6 J / 3.6e6
+    assert "GPU: empty (CPU trial: no GPU energy counter)" in memo
+    html = render_report(data)
+    assert html.count('<circle class="pareto front"') == 1 and html.count('<circle class="pareto dominated"') == 1
+    rows = list(csv.DictReader(io.StringIO(render_csv(data))))
+    assert [(r["job_rank"], r["job_billing"], r["job_per_validated_corpus_usd"], r["pareto"]) for r in rows] == [
+        ("2", "monthly (30-day months)", "400.00", "False"), ("1", "hourly", "243.60", "True")]
+
+
+def json_round_trip(data: dict[str, Any], jsonio: Any) -> dict[str, Any]:
+    import json
+
+    return json.loads(jsonio.dumps(data))
