@@ -194,8 +194,8 @@ def test_memo_report_and_csv_show_the_job(job_study, made_up_catalog) -> None:
     memo = render_memo(data)
     assert "## The declared job" in memo
     assert "**Cheapest for the job: batch_size=4 on rtx-4090 ×1 lot**: projected 347.22 h " \
-           "(interval 347.22–347.22 h), hourly billing, expected 243.60 USD; cost per validated corpus 243.60 USD; P(fits plan) 100.0%; " \
-           "P(fits deadline) 100.0%." in memo
+           "(interval 347.22–347.22 h), hourly billing, expected 243.60 USD; cost per validated corpus " \
+           "243.60 USD; P(fits plan) 100.0%; P(fits deadline) 100.0%." in memo
     assert "| monthly (30-day months) **picked** | 100.0% | 400.00 |" in memo
     assert "**decisive**" in memo
     assert "CPU: 5 J per input, 5e+06 J (1.389 kWh) per validated corpus (1,000,000 inputs)" in memo  # 5e6 J / 3.6e6
