@@ -202,6 +202,8 @@ def test_memo_report_and_csv_show_the_job(job_study, made_up_catalog) -> None:
     assert "GPU: empty (CPU trial: no GPU energy counter)" in memo
     html = render_report(data)
     assert html.count('<circle class="pareto front"') == 1 and html.count('<circle class="pareto dominated"') == 1
+    assert html.count('<svg class="plot pareto"') == 1 and html.count('<line class="interval"') == 2
+    assert "non-dominated (Pareto front)" in html and "Cheapest for the job" in html
     rows = list(csv.DictReader(io.StringIO(render_csv(data))))
     assert [(r["job_rank"], r["job_billing"], r["job_per_validated_corpus_usd"], r["pareto"]) for r in rows] == [
         ("2", "monthly (30-day months)", "400.00", "False"), ("1", "hourly", "243.60", "True")]
