@@ -457,10 +457,12 @@ class TrialRecord:
     cpu_energy_reason: str = "status.json records no cpu_energy_j"
 
 
-def trial_record(trial_dir: Path, status: dict[str, Any]) -> TrialRecord:
-    """Read one trial's ``batches.jsonl`` and the set-up and energy fields of its status.json."""
-    path = trial_dir / BATCHES_FILE
-    batches: tuple[Batch, ...] | None = read_batches(path) if path.exists() else None
+def energy_fields(status: dict[str, Any]) -> dict[str, Any]:
+    """The energy counters of a trial's status.json, each ``None`` with its reason when not a count of joules.
+
+    Example: ``energy_fields({"gpu_energy_j": None, "gpu_energy_reason": "CPU trial"})["gpu_energy_reason"]``
+    is ``"CPU trial"``.
+    """
     energy: dict[str, Any] = {}
     for kind in ("gpu", "cpu"):
         value = status.get(f"{kind}_energy_j")
@@ -471,11 +473,18 @@ def trial_record(trial_dir: Path, status: dict[str, Any]) -> TrialRecord:
             reason = reason or (f"status.json records no {kind}_energy_j" if value is None
                                 else f"status.json {kind}_energy_j is not a count of joules: {value!r}")
         energy[f"{kind}_energy_reason"] = "" if ok else reason
+    return energy
+
+
+def trial_record(trial_dir: Path, status: dict[str, Any]) -> TrialRecord:
+    """Read one trial's ``batches.jsonl`` and the set-up and energy fields of its status.json."""
+    path = trial_dir / BATCHES_FILE
+    batches: tuple[Batch, ...] | None = read_batches(path) if path.exists() else None
     return TrialRecord(
         batches=batches,
         batches_reason="" if batches is not None else f"no {BATCHES_FILE} in {trial_dir} (the trial predates it)",
         setup_s=setup_seconds(status),
-        **energy,
+        **energy_fields(status),
     )
 
 

@@ -72,7 +72,6 @@ def test_declared_job_is_projected_priced_and_ranked(make_workspace: Callable[..
     result = CliRunner().invoke(isocost(), ["decide", str(rtx), str(b200), "--catalog", str(catalog)])
     assert result.exit_code == 0, result.output
     memo = result.stdout
-    Path("/tmp/i14-e2e-memo.md").write_text(memo) if Path("/tmp").is_dir() else None
     assert "## The declared job" in memo
     assert "Job: 1,000,000 inputs × 1 accepted corpus" in memo
     assert "**Cheapest for the job: batch_size=4 on " in memo

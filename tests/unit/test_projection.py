@@ -128,3 +128,23 @@ def test_setup_seconds_and_helpers() -> None:
     assert solve([[2, 0], [0, 4]], [2, 8]) == [1.0, 2.0]
     assert solve([[1, 2], [2, 4]], [1, 2]) is None
     assert percentile([1, 2, 3, 4], 0.5) == 2.5
+
+
+def test_energy_per_input_and_per_validated_corpus_or_empty_with_reason() -> None:
+    from protocol.projection import TrialRecord, energy_fields, energy_figures
+    from runner.summary import _energy_lines
+
+    cpu_only = [TrialRecord(None, **energy_fields({"gpu_energy_j": None, "gpu_energy_reason": "CPU trial: no GPU "
+                                                   "energy counter", "cpu_energy_j": joules, "cpu_energy_reason": ""}))
+                for joules in (100.0, 120.0, 140.0)]
+    figures = energy_figures(cpu_only, 10, None)
+    assert figures["cpu_j_per_input"] == 12.0  # median 120 J / 10 inputs
+    assert figures["cpu_j_per_validated_corpus"] == 120.0
+    assert figures["gpu_j_per_input"] is None and figures["gpu_reason"] == "CPU trial: no GPU energy counter"
+    assert energy_figures(cpu_only, 10, 1_000_000)["cpu_j_per_validated_corpus"] == 12_000_000.0
+    unreadable = energy_fields({"cpu_energy_j": "lots"})
+    assert unreadable["cpu_energy_j"] is None and "not a count of joules" in unreadable["cpu_energy_reason"]
+    assert energy_fields({})["gpu_energy_reason"] == "status.json records no gpu_energy_j"
+    text = _energy_lines({"batch_size=4": figures})
+    assert "- batch_size=4: GPU empty (CPU trial: no GPU energy counter); CPU 12 J per input, 120 J per validated " \
+           "corpus" in text
