@@ -36,13 +36,14 @@ if TYPE_CHECKING:
     from protocol.decide import CampaignEvidence, Configuration
 
 METHOD = (
-    "fit: least squares of each batch's time on its tokens per length bucket (batches.jsonl of every accepted "
-    "measured pass, no intercept); its residual is reported beside the mean batch time",
+    "fit: least squares of each batch's time on a per-batch constant and its tokens per length bucket (batches.jsonl "
+    "of every accepted measured pass); without the constant, or one pooled rate, when that is singular or negative; "
+    "its residual is reported beside the mean batch time",
     "check: the time a pass spends outside its batches is carried by the factor Σ pass_s / Σ batch_s, and each "
     "measured pass is predicted from its own batches with it (the relative errors are listed)",
-    "job: seconds per input = Σ share × tokens per input × seconds per token × factor, per length bucket; × inputs × "
-    "corpora, spread over lots × cards per lot workers, plus the measured set-up (imports, load, warm-up; median "
-    "over the passes) once per worker",
+    "job: seconds per input = factor × (seconds per batch ÷ measured inputs per batch + Σ share × tokens per input × "
+    "seconds per token, per length bucket); × inputs × corpora, spread over lots × cards per lot workers, plus the "
+    "measured set-up (imports, load, warm-up; median over the passes) once per worker",
     "uncertainty: a bootstrap over the accepted passes (drawn with replacement, refitted, re-projected); interval = "
     "2.5th–97.5th percentile; every billing option is charged for every resample",
 )

@@ -4,18 +4,20 @@ Pure Python (stdlib only). The method, stated in the memo:
 
 1. **Fit.** Over every batch of a configuration's accepted measured passes
    (``batches.jsonl``, one line per batch), least squares of the batch time
-   on the tokens per length bucket, without intercept:
-   ``batch_s ≈ Σ_b s_per_token[b] × tokens[b]``. When the per-bucket system is
-   singular or gives a negative rate, one pooled rate (Σ batch_s / Σ tokens)
-   is used instead, and the method says why. The root-mean-square residual is
-   reported beside the mean batch time.
+   on a per-batch constant and the tokens per length bucket:
+   ``batch_s ≈ s_per_batch + Σ_b s_per_token[b] × tokens[b]``. When that
+   system is singular or gives a negative coefficient, the fit drops the
+   constant; failing that, one pooled rate (Σ batch_s / Σ tokens) is used;
+   the method says which and why. The root-mean-square residual is reported
+   beside the mean batch time.
 2. **Whole-pass check.** The time of a pass outside its batches (reading,
    tokenizing, writing) is carried by the factor ``Σ pass_s / Σ batch_s``;
    each pass is then predicted from its own batches and compared with its
    measured ``pass_s`` (relative error per pass).
-3. **The job.** Seconds per input = Σ_b share[b] × tokens per input[b] ×
-   s_per_token[b] × factor, where share is the job's declared mix (or the
-   corpus's own) and tokens per input the measured mean in that bucket.
+3. **The job.** Seconds per input = factor × (s_per_batch ÷ measured inputs
+   per batch + Σ_b share[b] × tokens per input[b] × s_per_token[b]), where
+   share is the job's declared mix (or the corpus's own) and tokens per input
+   the measured mean in that bucket (the job runs at the variant's batch size).
    Compute seconds = inputs × corpora × seconds per input, spread over the
    workers (lots × cards per lot) without contention, plus the measured
    per-trial set-up (imports, load, warm-up: median over the passes) once per
@@ -94,11 +96,13 @@ class Fit:
     residual_rms_s: float
     mean_batch_s: float
     batches: int
+    s_per_batch: float = 0.0  # the per-batch constant (0 when the model has none)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION,
             "buckets": list(self.buckets),
+            "s_per_batch": self.s_per_batch,
             "s_per_token": dict(zip(self.buckets, self.s_per_token, strict=True)),
             "method": self.method,
             "residual_rms_s": self.residual_rms_s,
@@ -228,41 +232,43 @@ def setup_seconds(status: dict[str, Any]) -> float | None:
 
 @dataclass(frozen=True)
 class _Stats:
-    """Sufficient statistics of one pass: normal equations, bucket sums, times."""
+    """Sufficient statistics of one pass: normal equations (column 0 = the per-batch constant, then one
+    column of tokens per bucket), bucket sums, batch count, times."""
 
     xtx: tuple[tuple[float, ...], ...]
     xty: tuple[float, ...]
     tokens: tuple[float, ...]
     inputs: tuple[float, ...]
+    batches: float
     batch_s: float
     pass_s: float
 
 
 def _pass_stats(p: PassEvidence, buckets: tuple[str, ...]) -> _Stats:
-    n = len(buckets)
+    n = len(buckets) + 1
     xtx = [[0.0] * n for _ in range(n)]
     xty = [0.0] * n
-    tokens = [0.0] * n
-    inputs = [0.0] * n
     for batch in p.batches:
-        x = [float(batch.tokens_by_bucket.get(b, 0)) for b in buckets]
+        x = [1.0] + [float(batch.tokens_by_bucket.get(b, 0)) for b in buckets]
         for i in range(n):
             xty[i] += x[i] * batch.batch_s
-            tokens[i] += x[i]
-            inputs[i] += batch.inputs_by_bucket.get(buckets[i], 0)
             for j in range(n):
                 xtx[i][j] += x[i] * x[j]
-    return _Stats(tuple(tuple(r) for r in xtx), tuple(xty), tuple(tokens), tuple(inputs),
+    tokens = tuple(float(sum(b.tokens_by_bucket.get(k, 0) for b in p.batches)) for k in buckets)
+    inputs = tuple(float(sum(b.inputs_by_bucket.get(k, 0) for b in p.batches)) for k in buckets)
+    return _Stats(tuple(tuple(r) for r in xtx), tuple(xty), tokens, inputs, float(len(p.batches)),
                   sum(b.batch_s for b in p.batches), p.pass_s)
 
 
 def _sum_stats(items: Sequence[_Stats]) -> _Stats:
     n = len(items[0].xty)
+    m = len(items[0].tokens)
     return _Stats(
         tuple(tuple(sum(s.xtx[i][j] for s in items) for j in range(n)) for i in range(n)),
         tuple(sum(s.xty[i] for s in items) for i in range(n)),
-        tuple(sum(s.tokens[i] for s in items) for i in range(n)),
-        tuple(sum(s.inputs[i] for s in items) for i in range(n)),
+        tuple(sum(s.tokens[i] for s in items) for i in range(m)),
+        tuple(sum(s.inputs[i] for s in items) for i in range(m)),
+        sum(s.batches for s in items),
         sum(s.batch_s for s in items),
         sum(s.pass_s for s in items),
     )
@@ -280,7 +286,7 @@ def solve(matrix: Sequence[Sequence[float]], rhs: Sequence[float]) -> list[float
         return None
     for col in range(n):
         pivot = max(range(col, n), key=lambda r: abs(a[r][col]))
-        if abs(a[pivot][col]) <= 1e-12 * scale:
+        if abs(a[pivot][col]) <= 1e-9 * scale:
             return None
         a[col], a[pivot] = a[pivot], a[col]
         for r in range(col + 1, n):
@@ -293,22 +299,46 @@ def solve(matrix: Sequence[Sequence[float]], rhs: Sequence[float]) -> list[float
     return x
 
 
-def _rates(stats: _Stats, buckets: tuple[str, ...]) -> tuple[list[float], str]:
-    """Per-bucket seconds per token, or the pooled rate with the reason."""
+_WITH_CONSTANT = "least squares of batch time on a per-batch constant and the tokens per length bucket"
+_NO_CONSTANT = "least squares of batch time on the tokens per length bucket (no per-batch constant"
+
+
+def _rates(stats: _Stats, buckets: tuple[str, ...]) -> tuple[float, list[float], str]:
+    """(seconds per batch, seconds per token per bucket, method): the richest model that is solvable with no
+    negative coefficient; else one pooled rate, with the reason."""
     measured = [i for i in range(len(buckets)) if stats.tokens[i] > 0]
     total_tokens = sum(stats.tokens)
     pooled = stats.batch_s / total_tokens if total_tokens else 0.0
-    if len(measured) > 1:
-        sub = solve([[stats.xtx[i][j] for j in measured] for i in measured], [stats.xty[i] for i in measured])
-        if sub is not None and all(v >= 0 for v in sub):
+    tolerance = 1e-9 * max(stats.batch_s, 1e-12)
+
+    def fit(columns: list[int]) -> tuple[list[float] | None, str]:
+        sub = solve([[stats.xtx[i][j] for j in columns] for i in columns], [stats.xty[i] for i in columns])
+        if sub is None:
+            return None, "singular"
+        if any(v < -tolerance for v in sub):
+            return None, "a negative coefficient"
+        return [max(v, 0.0) for v in sub], ""
+
+    reasons: list[str] = []
+    for columns, method in (([0] + [i + 1 for i in measured], _WITH_CONSTANT),
+                            ([i + 1 for i in measured], _NO_CONSTANT)):
+        if len(columns) < 2 and method == _NO_CONSTANT:
+            break
+        solved, why = fit(columns)
+        if solved is not None:
+            constant = solved[0] if columns[0] == 0 else 0.0
             rates = [0.0] * len(buckets)
-            for k, i in enumerate(measured):
-                rates[i] = sub[k]
-            return rates, "least squares of batch time on tokens per length bucket (no intercept)"
-        why = "singular" if sub is None else "a negative rate"
-        return [pooled] * len(buckets), (f"one pooled rate, Σ batch_s / Σ tokens: the per-bucket fit was {why} "
-                                        "(batches too alike in their bucket mix)")
-    return [pooled] * len(buckets), "one rate, Σ batch_s / Σ tokens (the batches held one length bucket)"
+            for value, column in zip(solved[1:] if columns[0] == 0 else solved,
+                                     columns[1:] if columns[0] == 0 else columns, strict=True):
+                rates[column - 1] = value
+            note = f": with the constant it was {reasons[0]})" if reasons else ")"
+            return constant, rates, method + (note if method == _NO_CONSTANT else "")
+        reasons.append(why)
+    if len(measured) <= 1 and not reasons[1:]:
+        return 0.0, [pooled] * len(buckets), ("one rate, Σ batch_s / Σ tokens (the batches held one length bucket "
+                                              f"and the fit with a per-batch constant was {reasons[0]})")
+    return 0.0, [pooled] * len(buckets), (f"one pooled rate, Σ batch_s / Σ tokens: the per-bucket fits were "
+                                          f"{' / '.join(reasons)} (batches too alike in their bucket mix)")
 
 
 def fit_batches(batches: Sequence[Batch], buckets: tuple[str, ...]) -> Fit:
@@ -317,12 +347,15 @@ def fit_batches(batches: Sequence[Batch], buckets: tuple[str, ...]) -> Fit:
     Example: batches of 10 short tokens in 1 s and 20 long tokens in 4 s fit ``s_per_token == (0.1, 0.2)``.
     """
     stats = _pass_stats(PassEvidence("", 0.0, None, tuple(batches)), buckets)
-    rates, method = _rates(stats, buckets)
-    residuals = [b.batch_s - sum(r * b.tokens_by_bucket.get(k, 0) for r, k in zip(rates, buckets, strict=True))
-                 for b in batches]
+    constant, rates, method = _rates(stats, buckets)
+    residuals = [b.batch_s - _predict(b, constant, rates, buckets) for b in batches]
     rms = math.sqrt(math.fsum(r * r for r in residuals) / len(residuals)) if residuals else 0.0
     mean = statistics.fmean(b.batch_s for b in batches) if batches else 0.0
-    return Fit(buckets, tuple(rates), method, rms, mean, len(batches))
+    return Fit(buckets, tuple(rates), method, rms, mean, len(batches), constant)
+
+
+def _predict(batch: Batch, constant: float, rates: Sequence[float], buckets: tuple[str, ...]) -> float:
+    return constant + sum(r * batch.tokens_by_bucket.get(k, 0) for r, k in zip(rates, buckets, strict=True))
 
 
 # -- the projection ---------------------------------------------------------------------------
@@ -378,22 +411,24 @@ def project(
 
     def job_hours(stats: _Stats, setup_s: float) -> tuple[float, float, list[float], float, dict[str, float],
                                                             dict[str, float]]:
-        rates, _ = _rates(stats, buckets)
+        constant, rates, _ = _rates(stats, buckets)
         factor = stats.pass_s / stats.batch_s if stats.batch_s else 1.0
         total_inputs = sum(stats.inputs)
         shares = dict(mix) if mix is not None else {b: stats.inputs[i] / total_inputs for i, b in enumerate(buckets)}
         per_token = {b: (stats.tokens[i] / stats.inputs[i] if stats.inputs[i] else 0.0)
                      for i, b in enumerate(buckets)}
-        s_input = factor * sum(shares.get(b, 0.0) * per_token[b] * rates[i] for i, b in enumerate(buckets))
+        # the per-batch constant spread over the measured inputs per batch (the variant's batch size)
+        per_batch = constant * stats.batches / total_inputs if total_inputs else 0.0
+        s_input = factor * (per_batch + sum(shares.get(b, 0.0) * per_token[b] * rates[i]
+                                            for i, b in enumerate(buckets)))
         compute_s = job_inputs * corpora * s_input
         return (compute_s / workers + setup_s) / 3600, s_input, rates, factor, shares, per_token
 
     job_h, s_input, _rates_point, factor, shares, per_token = job_hours(whole, setup)
     fit = fit_batches([b for p in passes for b in p.batches], buckets)
     checks = tuple(
-        PassCheck(p.trial_id, p.pass_s, factor * sum(
-            r * batch.tokens_by_bucket.get(k, 0) for batch in p.batches
-            for r, k in zip(fit.s_per_token, buckets, strict=True)))
+        PassCheck(p.trial_id, p.pass_s,
+                  factor * sum(_predict(batch, fit.s_per_batch, fit.s_per_token, buckets) for batch in p.batches))
         for p in passes)
 
     rng = random.Random(seed)

@@ -433,7 +433,8 @@ def job_lines(job: dict[str, Any], catalog_dates: str) -> list[str]:
             lines.append(f"- {c['configuration_id']}: not projected: {c['refused'] or '; '.join(c['exclusions'])}")
             continue
         fit = p["fit"]
-        rates = ", ".join(f"{b} {v * 1000:.4g} ms/token" for b, v in fit["s_per_token"].items())
+        rates = ", ".join([f"{fit['s_per_batch'] * 1000:.4g} ms per batch"] * bool(fit["s_per_batch"])
+                          + [f"{b} {v * 1000:.4g} ms/token" for b, v in fit["s_per_token"].items()])
         worst = p["max_check_error"]
         lines.append(
             f"- {c['configuration_id']}: {fit['method']}; {rates}; residual {fit['residual_rms_s']:.4g} s RMS over "

@@ -47,6 +47,23 @@ def test_fit_recovers_the_per_bucket_rates_with_zero_residual() -> None:
     assert fit.method.startswith("least squares")
 
 
+def test_a_per_batch_constant_is_fitted_and_spread_over_the_inputs_per_batch() -> None:
+    # 0.5 s per batch + 0.1 s/short token + 0.2 s/long token; 5 inputs in 3 batches; pass_s = Σ batch_s (factor 1)
+    p = PassEvidence("t", 11.0, 0.0, (
+        batch(0, (2, 10), (0, 0), 1.5),
+        batch(1, (0, 0), (1, 20), 4.5),
+        batch(2, (1, 5), (1, 20), 5.0),
+    ))
+    fit = fit_batches(p.batches, BUCKETS)
+    assert fit.s_per_batch == pytest.approx(0.5)
+    assert fit.s_per_token == pytest.approx((0.2, 0.1))
+    assert fit.method.startswith("least squares of batch time on a per-batch constant")
+    # per input: 0.5 × 3/5 + 0.6 × 5 × 0.1 + 0.4 × 20 × 0.2 = 0.3 + 0.3 + 1.6 = 2.2 s
+    result = project([p], job_inputs=1000, corpora=1, workers=1, mix=None, seed="0", resamples=100)
+    assert result.s_per_input == pytest.approx(2.2)
+    assert result.checks[0].predicted_s == pytest.approx(11.0)
+
+
 def test_alike_batches_fall_back_to_one_pooled_rate() -> None:
     batches = [batch(0, (1, 10), (1, 10), 3.0), batch(1, (2, 20), (2, 20), 6.0)]
     fit = fit_batches(batches, BUCKETS)
