@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from protocol import rentals as rental_log
 from protocol.calendar import format_hours
 from protocol.decide import CampaignEvidence, Decision, Ledger, TrialCapacity, decide, parse_ledger, plan_cost
 from protocol.errors import UserError
@@ -26,7 +27,6 @@ from protocol.jsonio import read_json, write_json_atomic, write_text_atomic
 from protocol.period import CampaignPeriod, measure_period
 from protocol.plans import Catalog, default_catalog_path, load_catalog
 from protocol.projection import trial_record
-from protocol.rentals import latest_rental
 from protocol.study import Study, load_study
 from runner.campaign import FROZEN_CATALOG, CampaignPaths, load_campaign, read_raw
 from runner.multihost import expand_campaign_dirs, hosts_without_campaign
@@ -103,7 +103,7 @@ def load_evidence(root: Path) -> tuple[CampaignEvidence, Study, dict[str, Any]]:
         ) from None
     verdicts = read_json(root / "verdicts.json").get("verdicts", [])
     rows = read_raw(paths.raw)
-    rental = latest_rental(root) or description.get("rental")  # rentals.jsonl (latest line) over run --gpu
+    rental = description.get("rental")
     notes = []
     if description.get("study_sha256") != study.sha256:
         notes.append(f"study.toml in {root} hashes to {study.sha256}, not the {description.get('study_sha256')} "
@@ -111,6 +111,9 @@ def load_evidence(root: Path) -> tuple[CampaignEvidence, Study, dict[str, Any]]:
     corpus = description.get("corpus") or {}
     launcher = description.get("launcher") or {}
     host = description.get("host") or {}
+    recorded_rental = rental_log.latest_rental(root)  # DIR/rentals.jsonl, latest line, wins over `run --gpu`
+    if recorded_rental is not None:
+        rental = recorded_rental
     evidence = CampaignEvidence(
         label=str(root),
         campaign_id=str(description["campaign_id"]),
