@@ -220,9 +220,11 @@ def setup_seconds(status: dict[str, Any]) -> float | None:
 
     Example: ``setup_seconds({"phases": {"imports_s": 2.0, "load_s": 1.0, "warmup_s": 0.5}}) == 3.5``.
     """
-    phases = status.get("phases") or {}
+    phases = status.get("phases")
+    if not isinstance(phases, dict):
+        return None
     values = [phases.get(name) for name in _SETUP_PHASES]
-    if any(not isinstance(v, int | float) or isinstance(v, bool) for v in values):
+    if any(not isinstance(v, int | float) or isinstance(v, bool) or not math.isfinite(v) or v < 0 for v in values):
         return None
     return float(sum(values))  # type: ignore[arg-type]
 

@@ -142,6 +142,8 @@ def test_read_batches_round_trip_and_malformed_line(tmp_path: Path) -> None:
 def test_setup_seconds_and_helpers() -> None:
     assert setup_seconds({"phases": {"imports_s": 2.0, "load_s": 1.0, "warmup_s": 0.5}}) == 3.5
     assert setup_seconds({"phases": {"imports_s": 2.0, "load_s": None, "warmup_s": 0.5}}) is None
+    assert setup_seconds({"phases": ["not", "a", "table"]}) is None
+    assert setup_seconds({"phases": {"imports_s": float("nan"), "load_s": 1.0, "warmup_s": 0.5}}) is None
     assert solve([[2, 0], [0, 4]], [2, 8]) == [1.0, 2.0]
     assert solve([[1, 2], [2, 4]], [1, 2]) is None
     assert percentile([1, 2, 3, 4], 0.5) == 2.5
