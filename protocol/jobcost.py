@@ -100,6 +100,7 @@ class JobConfiguration:
     exclusions: tuple[str, ...]
     rank: int | None = None
     pareto: bool = False
+    p_keeps_up: float | None = None  # a daily job (inputs_per_day × days): P(job hours <= days × 24)
 
     @property
     def chosen(self) -> BillingOption | None:

@@ -134,13 +134,19 @@ def _one(job: Job, config: Configuration, evidence: CampaignEvidence, catalog: C
                           f"{job.fit_level:g}: " + "; ".join(f"{o.label}: {o.reason}" for o in priced))
     if p_deadline is not None and p_deadline < job.fit_level:
         exclusions.append(f"P(fits deadline) {p_deadline:.1%} < {job.fit_level:g} ({deadline_reason})")
+    keeps_up = None
+    if job.days is not None:
+        keeps_up = p_fits_deadline(projection.samples_h, job.days * 24.0, 0.0)
+        if keeps_up is not None and keeps_up < job.fit_level:
+            exclusions.append(f"does not keep up with {job.inputs_per_day:,} inputs a day: P(job hours <= "
+                              f"{job.days} days × 24 h) {keeps_up:.1%} < {job.fit_level:g}")
     expected = best.expected_usd if best else None
     return replace(
         base, projection=projection, options=priced, chosen_option=best.label if best else None,
         choice_reason=reason, expected_usd=expected,
         per_corpus_usd=None if expected is None else (expected / job.corpora).quantize(CENT, rounding=ROUNDING),
         p_fits_plan=best.p_covers if best else None, p_fits_deadline=p_deadline, deadline_reason=deadline_reason,
-        exclusions=tuple(exclusions),
+        exclusions=tuple(exclusions), p_keeps_up=keeps_up,
     )
 
 

@@ -213,3 +213,16 @@ def json_round_trip(data: dict[str, Any], jsonio: Any) -> dict[str, Any]:
     import json
 
     return json.loads(jsonio.dumps(data))
+
+
+def test_a_daily_job_must_keep_up(job_study, made_up_catalog) -> None:
+    # 24,000 a day × 10 days = 240,000 inputs × 2.5 s = 166.7 h on one worker: within 240 h, both keep up.
+    # 120,000 a day × 10 days: 833.3 h (slow) and 416.7 h (fast), both over 240 h: neither keeps up.
+    study = job_study(job="inputs_per_day = 24000\ndays = 10\nbootstrap_resamples = 100\n")
+    job = decide([two_variants(study)], study, made_up_catalog, now=NOW).job
+    assert job is not None and all(c.p_keeps_up == 1.0 for c in job.configurations)
+    study = job_study(job="inputs_per_day = 120000\ndays = 10\nbootstrap_resamples = 100\n")
+    job = decide([two_variants(study)], study, made_up_catalog, now=NOW).job
+    assert job is not None and job.chosen is None
+    assert all("does not keep up with 120,000 inputs a day: P(job hours <= 10 days × 24 h) 0.0% < 0.95"
+               in c.exclusions[-1] for c in job.configurations)
