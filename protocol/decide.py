@@ -41,16 +41,21 @@ import re
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, datetime
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from protocol.calendar import Window, access_window, covering_plans, format_hours, merge_intervals
 from protocol.errors import UserError
+from protocol.jobdecide import job_decision
 from protocol.jsonio import check_schema
 from protocol.period import CampaignPeriod, measure_period, trial_intervals
 from protocol.plans import PLAN_LENGTHS_DAYS, Catalog, Quote, format_usd, quote
 from protocol.stats import Summary, VariantSummary
+
+if TYPE_CHECKING:
+    from protocol.jobcost import JobDecision
+    from protocol.projection import TrialRecord
 
 # Version history: 1 = first format (Decision and the records inside it; Ledger, Expense).
 SCHEMA_VERSION = 1
@@ -115,6 +120,7 @@ class CampaignEvidence:
     accepted_trials: frozenset[str]
     capacities: Mapping[str, TrialCapacity] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    trials: Mapping[str, TrialRecord] = field(default_factory=dict)  # per-batch record, set-up, energy
 
     @property
     def hardware(self) -> str:
@@ -416,6 +422,7 @@ class Decision:
     uncertain: tuple[str, ...]
     ledger: Ledger | None
     artifact_rule: str = ARTIFACT_RULE
+    job: JobDecision | None = None  # the declared [job], projected and priced (protocol/jobcost.py)
     schema_version: int = SCHEMA_VERSION
 
     def configuration(self, configuration_id: str) -> Configuration:
@@ -448,6 +455,7 @@ class Decision:
             "uncertain": list(self.uncertain),
             "ledger": None if self.ledger is None else self.ledger.to_dict(),
             "artifact_rule": self.artifact_rule,
+            "job": None if self.job is None else self.job.to_dict(),
         }
 
 
@@ -691,11 +699,17 @@ def decide(
     study: Any,
     catalog: Catalog,
     ledger: Ledger | None = None,
+    *,
+    now: datetime | None = None,
 ) -> Decision:
     """Combine campaigns of ONE study into the decision.
 
     ``study`` is the frozen :class:`protocol.study.Study` (its ``expected_artifacts``,
     ``deadline`` and ``quality.reference_variant`` are used).
+
+    With a ``[job]`` table in the study, the decision also carries the job's projection, priced under
+    every billing option and ranked (:func:`protocol.jobdecide.job_decision`); ``now`` (default: the
+    clock) refuses a deadline already past.
 
     Example: ``decide([evidence], study, catalog).chosen == "batch_size=8 on rtx-4090 ×2 lots"``.
     """
@@ -762,6 +776,8 @@ def decide(
         deadline_note=_deadline_note(chosen, configs, window),
         uncertain=tuple(_uncertain(chosen, configs, results, campaigns, study)),
         ledger=ledger,
+        job=None if getattr(study, "job", None) is None else job_decision(
+            study.job, configs, campaigns, catalog, window, waiting_h or 0.0, now),
     )
 
 

@@ -1,8 +1,19 @@
 """Dated plan catalog and the plan calculator (money is ``Decimal``, never float).
 
-A plan is a flat rental offer: a GPU type, the cards one lot holds, a length
-in days and a price per lot. The rental budget is the price per lot times the
-lots; a short run still pays the whole plan. The cost per validated corpus is
+A plan is a rental offer for a GPU type and the cards one lot holds, under one
+billing model (the optional ``billing`` column; a catalog without it holds
+only flat plans, as the seed's):
+
+- ``flat``: a length in days and a price per lot for the whole plan. The
+  rental budget is the price per lot times the lots; a short run still pays
+  the whole plan, never prorated.
+- ``hourly`` / ``per-second``: ``price_usd_per_lot`` is the price of one lot
+  for one hour; the time is billed in steps of ``increment_s`` seconds with a
+  minimum of ``minimum_s`` seconds (both required on such rows).
+- ``monthly``: ``price_usd_per_lot`` buys one lot for ``plan_days`` days (a
+  month as the catalog defines it); every started month is paid whole.
+
+See :func:`charge` for the arithmetic. The cost per validated corpus is
 that budget divided by the corpora actually accepted, and is undefined (not
 0, not infinity) when none was accepted: the spend still stands.
 
@@ -16,15 +27,17 @@ import csv
 import re
 from dataclasses import dataclass
 from datetime import date
-from decimal import ROUND_HALF_EVEN, Decimal
+from decimal import ROUND_CEILING, ROUND_HALF_EVEN, Decimal
 from pathlib import Path
 from typing import Any
 
 from protocol.errors import UserError
 from protocol.jsonio import check_schema
 
-# Version history: 1 = first format (Plan, Catalog, Quote).
-SCHEMA_VERSION = 1
+# Version history: 1 = first format (Plan, Catalog, Quote); 2 = Plan gains billing, minimum_s,
+# increment_s (version-1 records still load, as flat plans).
+SCHEMA_VERSION = 2
+_READABLE_VERSIONS = (1, 2)
 
 # The plan lengths the calculator offers (the seed: 3, 7 and 30 days).
 PLAN_LENGTHS_DAYS: tuple[int, ...] = (3, 7, 30)
@@ -38,6 +51,14 @@ CATALOG_COLUMNS: tuple[str, ...] = (
     "catalog_date",
     "source",
 )
+#: Optional columns (an old catalog without them holds flat plans only).
+OPTIONAL_COLUMNS: tuple[str, ...] = ("billing", "minimum_s", "increment_s")
+BILLING_FLAT = "flat"
+BILLING_HOURLY = "hourly"
+BILLING_PER_SECOND = "per-second"
+BILLING_MONTHLY = "monthly"
+BILLINGS: tuple[str, ...] = (BILLING_FLAT, BILLING_HOURLY, BILLING_PER_SECOND, BILLING_MONTHLY)
+METERED: tuple[str, ...] = (BILLING_HOURLY, BILLING_PER_SECOND)
 CATALOG_CURRENCY = "USD"
 DEFAULT_CATALOG_NAME = "catalog-2026-09-24.csv"
 
@@ -83,12 +104,22 @@ class Plan:
     price_usd_per_lot: Decimal
     catalog_date: date
     source: str
+    billing: str = BILLING_FLAT
+    minimum_s: int | None = None  # metered billing only
+    increment_s: int | None = None  # metered billing only
     schema_version: int = SCHEMA_VERSION
 
     @property
     def plan_hours(self) -> int:
-        """Example: a 7-day plan has ``plan_hours == 168``."""
+        """Example: a 7-day plan has ``plan_hours == 168`` (0 for metered billing: no fixed length)."""
         return self.plan_days * 24
+
+    @property
+    def length_text(self) -> str:
+        """How the entry is named in messages. Example: ``"7 days"``, ``"per hour"``."""
+        if self.billing in METERED:
+            return "per hour"
+        return f"{self.plan_days} days"
 
     def to_dict(self) -> dict[str, Any]:
         """Example: ``plan.to_dict()["price_usd_per_lot"] == "110.00"``."""
@@ -101,12 +132,16 @@ class Plan:
             "currency": CATALOG_CURRENCY,
             "catalog_date": self.catalog_date.isoformat(),
             "source": self.source,
+            "billing": self.billing,
+            "minimum_s": self.minimum_s,
+            "increment_s": self.increment_s,
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Plan:
         """Example: ``Plan.from_dict(plan.to_dict()) == plan``."""
         _check_version(data, "plan")
+        minimum, increment = data.get("minimum_s"), data.get("increment_s")
         return cls(
             gpu=str(data["gpu"]),
             cards_per_lot=int(data["cards_per_lot"]),
@@ -114,6 +149,9 @@ class Plan:
             price_usd_per_lot=Decimal(str(data["price_usd_per_lot"])),
             catalog_date=date.fromisoformat(str(data["catalog_date"])),
             source=str(data["source"]),
+            billing=str(data.get("billing", BILLING_FLAT)),
+            minimum_s=None if minimum is None else int(minimum),
+            increment_s=None if increment is None else int(increment),
         )
 
 
@@ -141,9 +179,19 @@ class Catalog:
         return ", ".join(day.isoformat() for day in self.catalog_dates)
 
     def plans_for(self, gpu: str) -> tuple[Plan, ...]:
-        """Example: ``[p.plan_days for p in catalog.plans_for("b200")] == [7]``."""
+        """The flat plans. Example: ``[p.plan_days for p in catalog.plans_for("b200")] == [7]``."""
         key = _gpu_key(gpu)
-        return tuple(sorted((p for p in self.plans if p.gpu == key), key=lambda p: p.plan_days))
+        return tuple(sorted((p for p in self.plans if p.gpu == key and p.billing == BILLING_FLAT),
+                            key=lambda p: p.plan_days))
+
+    def options_for(self, gpu: str) -> tuple[Plan, ...]:
+        """Every billing option for ``gpu``, flat plans first.
+
+        Example: ``[p.billing for p in catalog.options_for("b200")] == ["flat"]`` for the shipped snapshot.
+        """
+        key = _gpu_key(gpu)
+        return tuple(sorted((p for p in self.plans if p.gpu == key),
+                            key=lambda p: (BILLINGS.index(p.billing), p.plan_days)))
 
     def find(self, gpu: str, days: int) -> Plan | None:
         """Example: ``catalog.find("rtx-4090", 3) is None``."""
@@ -254,7 +302,8 @@ def load_catalog(path: str | Path) -> Catalog:
     _check_header(columns, f"{path}:{header_line}")
 
     plans: list[Plan] = []
-    first_line: dict[tuple[str, int], int] = {}
+    first_line: dict[tuple[str, str, int], int] = {}
+    first_currency: tuple[str, int] | None = None
     for line, row in numbered[1:]:
         where = f"{path}:{line}"
         if len(row) != len(columns):
@@ -264,14 +313,24 @@ def load_catalog(path: str | Path) -> Catalog:
                 "Give every row the header's columns; quote a source text that contains commas.",
             )
         cells = {name: cell.strip() for name, cell in zip(columns, row, strict=True)}
-        plan = _parse_row(cells, where)
-        key = (plan.gpu, plan.plan_days)
-        if key in first_line:
+        if first_currency is None:
+            first_currency = (cells["currency"], line)
+        elif cells["currency"] != first_currency[0]:
             raise UserError(
-                f"duplicate plan {plan.gpu} for {plan.plan_days} days on lines "
+                f"catalog mixes currencies: {first_currency[0]!r} on line {first_currency[1]}, "
+                f"{cells['currency']!r} on line {line}",
+                f"{where}, column currency",
+                "One catalog holds one currency; convert with a dated rate recorded elsewhere.",
+            )
+        plan = _parse_row(cells, where)
+        key = (plan.gpu, plan.billing, plan.plan_days)
+        if key in first_line:
+            billing = "" if plan.billing == BILLING_FLAT else f" ({plan.billing})"
+            raise UserError(
+                f"duplicate plan {plan.gpu} for {plan.length_text}{billing} on lines "
                 f"{first_line[key]} and {line}",
                 str(path),
-                "Keep one price per (gpu, plan_days); a catalog never holds two rows for one plan.",
+                "Keep one price per (gpu, billing, plan_days); a catalog never holds two rows for one plan.",
             )
         first_line[key] = line
         plans.append(plan)
@@ -361,9 +420,10 @@ def _find_plan(catalog: Catalog, gpu: str, days: int) -> Plan:
 
 def _check_header(columns: list[str], where: str) -> None:
     missing = [name for name in CATALOG_COLUMNS if name not in columns]
-    unknown = [name for name in columns if name not in CATALOG_COLUMNS]
+    unknown = [name for name in columns if name not in CATALOG_COLUMNS + OPTIONAL_COLUMNS]
     repeated = sorted({name for name in columns if columns.count(name) > 1})
-    expected = f"The header must be exactly: {','.join(CATALOG_COLUMNS)}."
+    expected = (f"The header must be exactly: {','.join(CATALOG_COLUMNS)} (optionally also "
+                f"{','.join(OPTIONAL_COLUMNS)}).")
     if missing:
         raise UserError(f"catalog lacks column(s) {', '.join(missing)}", where, expected)
     if unknown:
@@ -385,8 +445,16 @@ def _parse_row(cells: dict[str, str], where: str) -> Plan:
             "Give the cards one lot holds (a B200 lot holds 2).",
         )
 
+    billing = cells.get("billing", "") or BILLING_FLAT
+    if billing not in BILLINGS:
+        raise UserError(
+            f"unknown billing {billing!r}", f"{where}, column billing", f"Use one of: {', '.join(BILLINGS)}."
+        )
+    minimum_s, increment_s = _metered_terms(cells, billing, gpu, where)
     days_text = cells["plan_days"]
-    if not _INT_RE.match(days_text) or int(days_text) < 1:
+    if billing in METERED and days_text == "":
+        days_text = "0"
+    elif not _INT_RE.match(days_text) or int(days_text) < 1:
         raise UserError(
             f"plan_days must be a positive whole number, got {days_text!r}",
             where,
@@ -442,7 +510,62 @@ def _parse_row(cells: dict[str, str], where: str) -> Plan:
         price_usd_per_lot=Decimal(price_text),
         catalog_date=catalog_date,
         source=cells["source"],
+        billing=billing,
+        minimum_s=minimum_s,
+        increment_s=increment_s,
     )
+
+
+def _metered_terms(cells: dict[str, str], billing: str, gpu: str, where: str) -> tuple[int | None, int | None]:
+    """``(minimum_s, increment_s)`` of an hourly or per-second row; ``(None, None)`` otherwise."""
+    minimum_text, increment_text = cells.get("minimum_s", ""), cells.get("increment_s", "")
+    if billing not in METERED:
+        if minimum_text or increment_text:
+            raise UserError(
+                f"minimum_s/increment_s given on a {billing} row", f"{where}, column minimum_s",
+                "Only hourly and per-second rows have a minimum charge and a billing increment; leave them empty.",
+            )
+        return None, None
+    if not minimum_text:
+        raise UserError(
+            f"{billing} row for {gpu} has no minimum charge", f"{where}, column minimum_s",
+            "Give the minimum billed time in seconds from the offer (e.g. 60); nothing is guessed.",
+        )
+    default_increment = "3600" if billing == BILLING_HOURLY else "1"
+    increment_text = increment_text or default_increment
+    for name, text in (("minimum_s", minimum_text), ("increment_s", increment_text)):
+        if not _INT_RE.match(text) or (name == "increment_s" and int(text) < 1):
+            raise UserError(
+                f"{name} must be a whole number of seconds{' of at least 1' if name == 'increment_s' else ''}, "
+                f"got {text!r}", f"{where}, column {name}", "Write whole seconds, e.g. 60.",
+            )
+    return int(minimum_text), int(increment_text)
+
+
+def charge(plan: Plan, hours: float | Decimal, lots: int) -> Decimal | None:
+    """What ``lots`` lots of ``plan`` cost for a run of ``hours`` wall hours (``None``: the plan is too short).
+
+    - flat: the whole price × lots when ``hours`` fits the plan length, never prorated;
+    - hourly / per-second: seconds rounded UP to the billing increment, at least the minimum,
+      × price per lot-hour / 3600 × lots, rounded half-even to the cent at the end;
+    - monthly: every started month (``plan_days`` days) paid whole × lots.
+
+    Example: an hourly plan at 2.00 USD/h, increment 3600 s, minimum 3600 s: 1.5 h on 2 lots
+    is ``Decimal("8.00")`` (2 billed hours × 2 lots); 10 minutes is ``Decimal("4.00")``.
+    """
+    need = Decimal(str(hours))
+    if need < 0:
+        raise ValueError(f"hours must be >= 0, got {hours!r}")
+    if plan.billing == BILLING_FLAT:
+        return plan.price_usd_per_lot * lots if need <= plan.plan_hours else None
+    if plan.billing == BILLING_MONTHLY:
+        months = max(Decimal(1), (need / plan.plan_hours).to_integral_value(rounding=ROUND_CEILING))
+        return plan.price_usd_per_lot * months * lots
+    assert plan.minimum_s is not None and plan.increment_s is not None  # checked when the catalog was read
+    seconds = need * 3600
+    steps = (seconds / plan.increment_s).to_integral_value(rounding=ROUND_CEILING)
+    billed_s = max(Decimal(plan.minimum_s), steps * plan.increment_s)
+    return (plan.price_usd_per_lot * billed_s / 3600 * lots).quantize(CENT, rounding=ROUNDING)
 
 
 def _gpu_key(gpu: str) -> str:
@@ -461,4 +584,6 @@ def _join_days(days: Any) -> str:
 
 
 def _check_version(data: dict[str, Any], kind: str) -> None:
+    if data.get("schema_version") in _READABLE_VERSIONS:
+        return
     check_schema(data, kind, SCHEMA_VERSION, kind)

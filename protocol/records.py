@@ -2,6 +2,9 @@
 
 Every record carries ``schema_version``. History:
   1 (0.1.0): first version.
+  2 (trial spec, trial status only): the spec carries each input's length bucket
+    (``input_buckets``); the status carries the measured pass's energy
+    (``gpu_energy_j``, ``cpu_energy_j`` and their reasons). Version 1 files still load.
 Loaders reject any other version with a message that says what to do.
 """
 
@@ -14,6 +17,9 @@ from typing import Any
 from protocol.errors import UserError
 
 SCHEMA_VERSION = 1
+#: Trial spec and trial status moved to version 2 (see the history above); they still read version 1.
+TRIAL_SCHEMA_VERSION = 2
+_TRIAL_READS = (1, 2)
 
 #: Fields that make up one variant. Changing any of them makes a NEW variant.
 VARIANT_FIELDS: tuple[str, ...] = (
@@ -37,18 +43,18 @@ VARIANT_FIELDS: tuple[str, ...] = (
 STATUSES: tuple[str, ...] = ("ok", "oom", "error", "interrupted", "timeout", "refused")
 
 
-def _check_version(data: dict[str, Any], kind: str) -> None:
+def _check_version(data: dict[str, Any], kind: str, reads: tuple[int, ...] = (SCHEMA_VERSION,)) -> None:
     version = data.get("schema_version")
-    if version != SCHEMA_VERSION:
+    if version not in reads:
         raise UserError(
-            f"{kind} has schema_version {version!r}; this isocost reads {SCHEMA_VERSION}",
+            f"{kind} has schema_version {version!r}; this isocost reads {' or '.join(map(str, reads))}",
             kind,
             "Use the isocost version that wrote it, or re-run the stage that produced it.",
         )
 
 
-def _from_dict(cls: Any, data: dict[str, Any], kind: str) -> Any:
-    _check_version(data, kind)
+def _from_dict(cls: Any, data: dict[str, Any], kind: str, reads: tuple[int, ...] = (SCHEMA_VERSION,)) -> Any:
+    _check_version(data, kind, reads)
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - names - {"schema_version"})
     if unknown:
@@ -129,7 +135,10 @@ class TrialSpec:
     image_id: str = ""
     image_digest: str = ""
     timeout_s: float | None = None
-    schema_version: int = SCHEMA_VERSION
+    #: Input id → the study's length-bucket name, copied from the campaign's ``corpus_index.csv``
+    #: (bucketed by the untruncated token count). Empty: the study declares no buckets.
+    input_buckets: dict[str, str] = field(default_factory=dict)
+    schema_version: int = TRIAL_SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -140,11 +149,12 @@ class TrialSpec:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrialSpec:
         data = dict(data)
-        _check_version(data, "trial spec")
+        _check_version(data, "trial spec", _TRIAL_READS)
         data["variant"] = Variant.from_dict(data["variant"])
         data["warmup"] = WarmupRule(**data["warmup"])
         data["warmup_texts"] = tuple(data["warmup_texts"])
-        return _from_dict(cls, data, "trial spec")
+        data["input_buckets"] = dict(data.get("input_buckets") or {})
+        return _from_dict(cls, data, "trial spec", _TRIAL_READS)
 
 
 @dataclass(frozen=True)
@@ -194,7 +204,12 @@ class TrialStatus:
     empty_reasons: dict[str, str] = field(default_factory=dict)
     started_at: str = ""
     ended_at: str = ""
-    schema_version: int = SCHEMA_VERSION
+    #: Energy of the measured pass in joules (counters read just before and after it); None + reason.
+    gpu_energy_j: float | None = None
+    cpu_energy_j: float | None = None
+    gpu_energy_reason: str = ""
+    cpu_energy_reason: str = ""
+    schema_version: int = TRIAL_SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -205,10 +220,13 @@ class TrialStatus:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrialStatus:
         data = dict(data)
-        _check_version(data, "trial status")
+        _check_version(data, "trial status", _TRIAL_READS)
+        if data["schema_version"] == 1:
+            for kind in ("gpu", "cpu"):
+                data.setdefault(f"{kind}_energy_reason", "not recorded: status.json schema_version 1")
         data["phases"] = PhaseTimes(**data["phases"])
         data["memory"] = MemoryPeaks(**data["memory"])
-        return _from_dict(cls, data, "trial status")
+        return _from_dict(cls, data, "trial status", _TRIAL_READS)
 
 
 #: Columns of ``raw.csv``, in order. The first eleven are the seed's.

@@ -15,6 +15,7 @@ from typing import Any
 
 from protocol.errors import UserError
 from protocol.fingerprint import sha256_bytes
+from protocol.job import Job, parse_job
 from protocol.records import VARIANT_FIELDS, Variant, WarmupRule
 
 STUDY_SCHEMA_VERSION = 1
@@ -49,6 +50,7 @@ _TOP_KEYS = {
     "deadline": "table: start, end, tz, waiting_h (the access window the work must fit)",
     "costing": "table: catalog (optional path to a dated plan catalog CSV)",
     "images": "table: stack = \"REPO@sha256:…\" (run exactly this image for that stack)",
+    "job": "table: the real job to project and price (see protocol/job.py)",
 }
 
 
@@ -132,6 +134,7 @@ class Study:
     deadline: Deadline | None = None
     costing: Costing = Costing(catalog=None)
     images: tuple[tuple[str, str], ...] = ()  # (stack, image reference by digest)
+    job: Job | None = None  # the real job to project (protocol/job.py); None: price the campaign only
 
     def image_for(self, stack: str) -> str:
         return dict(self.images).get(stack, "")
@@ -381,6 +384,8 @@ def parse_study(data: dict[str, Any], *, path: Path, sha256: str) -> Study:
     deadline = check.attempt(_deadline, top)
     costing = check.attempt(_costing, top, base_dir)
     images = check.attempt(_images, top)
+    top.used.add("job")
+    job = check.attempt(parse_job, data.get("job"), source, tuple(b.name for b in buckets or ()), expected_artifacts)
     check.attempt(top.finish, _TOP_KEYS)
     if check.errors:
         raise check.errors[0] if len(check.errors) == 1 else StudyErrors(check.errors, source)
@@ -404,6 +409,7 @@ def parse_study(data: dict[str, Any], *, path: Path, sha256: str) -> Study:
         deadline=deadline,
         costing=costing,
         images=images,
+        job=job,
     )
     if campaign.seeds and any(s.field == "seed" for s in series):
         raise UserError(

@@ -9,6 +9,7 @@ finds that trial and records it before running the slot again.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import fcntl
 import json
 import os
@@ -34,7 +35,7 @@ from protocol.plans import default_catalog_path, load_catalog
 from protocol.records import RAW_COLUMNS, RAW_SCHEMA_VERSION, RawRow, TrialSpec, Variant
 from protocol.schedule import Slot, attempt_trial_id, rotated_schedule
 from protocol.study import Study, bucket_for, load_study
-from runner.gather import gather_trial, load_reference, read_status
+from runner.gather import gather_trial, load_reference, read_input_buckets, read_status
 from runner.launch.base import HOST_STOP_NOTE, HostInterrupt, Launcher, LaunchResult, TrialPaths, is_host_stopped
 from runner.rawtable import append_row, quarantine_partial, read_rows
 from runner.seen import check_and_record
@@ -474,6 +475,7 @@ def _run_one(
     trial_dir.mkdir(parents=True, exist_ok=False)
     trial_paths = TrialPaths(trial_dir=trial_dir, corpus=study.corpus.path, model=study.model.path)
     spec = _spec(study, description, slot, attempt, variant, launcher, trial_paths)
+    spec = dataclasses.replace(spec, input_buckets=read_input_buckets(paths.corpus_index))
     # The start event comes before spec.json: a trial with a spec (one --resume records) has its start event.
     log_event(paths, "trial_start", trial_id=trial_id)
     write_json_atomic(trial_dir / "spec.json", spec.to_dict())

@@ -19,12 +19,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from protocol import rentals as rental_log
 from protocol.calendar import format_hours
 from protocol.decide import CampaignEvidence, Decision, Ledger, TrialCapacity, decide, parse_ledger, plan_cost
 from protocol.errors import UserError
 from protocol.jsonio import read_json, write_json_atomic, write_text_atomic
 from protocol.period import CampaignPeriod, measure_period
 from protocol.plans import Catalog, default_catalog_path, load_catalog
+from protocol.projection import trial_record
 from protocol.study import Study, load_study
 from runner.campaign import FROZEN_CATALOG, CampaignPaths, load_campaign, read_raw
 from runner.integrity import INCONSISTENT_BANNER, require_evidence
@@ -121,6 +123,9 @@ def load_evidence(root: Path, allow_inconsistent: bool = False) -> tuple[Campaig
     corpus = description.get("corpus") or {}
     launcher = description.get("launcher") or {}
     host = description.get("host") or {}
+    recorded_rental = rental_log.latest_rental(root)  # DIR/rentals.jsonl, latest line, wins over `run --gpu`
+    if recorded_rental is not None:
+        rental = recorded_rental
     evidence = CampaignEvidence(
         label=str(root),
         campaign_id=str(description["campaign_id"]),
@@ -145,6 +150,9 @@ def load_evidence(root: Path, allow_inconsistent: bool = False) -> tuple[Campaig
         accepted_trials=frozenset(str(v["trial_id"]) for v in verdicts if v.get("corpus_accepted")),
         capacities={row["trial_id"]: trial_capacity(paths.trial_dir(row["trial_id"])) for row in rows},
         notes=tuple(notes),
+        trials={row["trial_id"]: trial_record(paths.trial_dir(row["trial_id"]),
+                                              _json_or_empty(paths.trial_dir(row["trial_id"]) / "status.json"))
+                for row in rows},
     )
     return evidence, study, description
 
@@ -274,6 +282,8 @@ def render_memo(data: dict[str, Any]) -> str:
         lines += [f"- {line}" for line in data["why"]]
     if data["deadline_note"]:
         lines += ["", f"**Deadline:** {data['deadline_note']}."]
+    if data.get("job"):
+        lines += ["", *job_lines(data["job"], data["catalog_dates"])]
     lines += ["", "## What is uncertain", ""]
     lines += [f"- {line}" for line in data["uncertain"]] or ["- nothing flagged"]
 
@@ -371,6 +381,144 @@ def render_memo(data: dict[str, Any]) -> str:
                      f"launcher {campaign['launcher']}, {campaign['attempts']} attempted passes")
         lines += [f"  - note: {note}" for note in campaign["notes"]]
     return "\n".join(lines) + "\n"
+
+
+def job_lines(job: dict[str, Any], catalog_dates: str) -> list[str]:
+    """The memo's section on the declared job: answer, table, billing options, how sure, method, energy."""
+    spec = job["job"]
+    size = f"{spec['inputs']:,} inputs"
+    if spec["inputs_per_day"]:
+        size += f" ({spec['inputs_per_day']:,} a day × {spec['days']} days)"
+    mix = (", ".join(f"{b} {v:g}" for b, v in spec["mix"].items()) if spec["mix"] else spec["mix_source"])
+    level = job["level"]
+    lines = ["## The declared job", "",
+             f"Job: {size} × {spec['corpora']} accepted corpus/corpora; length mix: {mix}. Every billing option the "
+             f"catalog (dated {catalog_dates}) has for each GPU is priced; ranked by expected cost among the "
+             f"configurations that fit the deadline with P >= {level:g}.", ""]
+    configs = {c["configuration_id"]: c for c in job["configurations"]}
+    if job["chosen"]:
+        c = configs[job["chosen"]]
+        p = c["projection"]
+        lines += [f"**Cheapest for the job: {job['chosen']}**: projected {_h(p['job_h'])} h (interval "
+                  f"{_h(p['interval_h'][0])}–{_h(p['interval_h'][1])} h), {c['chosen_option']} billing, expected "
+                  f"{c['expected_usd']} USD; cost per validated corpus {c['per_corpus_usd']} USD; P(fits plan) "
+                  f"{_pct(c['p_fits_plan'])}; P(fits deadline) {_pct(c['p_fits_deadline'])}.", ""]
+    else:
+        lines += ["**No configuration can do the declared job.**", ""]
+    lines += [f"- {line}" for line in job["why"]]
+    lines += ["", "| rank | configuration | projected job hours (interval) | billing picked | expected cost (USD) "
+                  "| per validated corpus (USD) | P(fits plan) | P(fits deadline) | quality | Pareto "
+                  "| energy per input (J, GPU / CPU) |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for c in sorted(job["configurations"], key=lambda c: (c["rank"] is None, c["rank"] or 0)):
+        p = c["projection"]
+        hours = "—" if p is None else f"{_h(p['job_h'])} ({_h(p['interval_h'][0])}–{_h(p['interval_h'][1])})"
+        quality = "—" if c["median_metric"] is None else f"{c['metric']} {c['median_metric']:.4f}"
+        energy = c["energy"]
+        lines.append(
+            f"| {c['rank'] or '—'} | {c['configuration_id']} | {hours} | {c['chosen_option'] or '—'} "
+            f"| {c['expected_usd'] or '—'} | {c['per_corpus_usd'] or '—'} | {_pct(c['p_fits_plan'])} "
+            f"| {_pct(c['p_fits_deadline'])} | {quality} | {'yes' if c['pareto'] else ''} "
+            f"| {_joules(energy.get('gpu_j_per_input'))} / {_joules(energy.get('cpu_j_per_input'))} |")
+    excluded = [c for c in job["configurations"] if c["rank"] is None]
+    if excluded:
+        lines += ["", "Not ranked for the job:", ""]
+        lines += [f"- {c['configuration_id']}: {'; '.join(c['exclusions'])}" for c in excluded]
+    lines += ["", "### Billing options for the job", ""]
+    for c in job["configurations"]:
+        if not c["options"]:
+            continue
+        lines += [f"{c['configuration_id']} ({c['lots']} lot(s), {c['workers']} worker(s)):", "",
+                  "| option | covers (share of resamples) | expected (USD) | interval (USD) | fits | note |",
+                  "|---|---|---|---|---|---|"]
+        for o in c["options"]:
+            low, high = o["interval_usd"]
+            picked = " **picked**" if o["label"] == c["chosen_option"] else ""
+            lines.append(f"| {o['label']}{picked} | {_pct(o['p_covers'])} | {o['expected_usd'] or '—'} "
+                         f"| {low or '—'}–{high or '—'} | {'yes' if o['fits'] else 'no'} | {_cell(o['reason'])} |")
+        lines += ["", f"Picked: {c['chosen_option'] or 'none'}: {c['choice_reason'] or '; '.join(c['exclusions'])}",
+                  ""]
+    lines += ["### How sure", ""]
+    if job["comparisons"]:
+        for comp in job["comparisons"]:
+            extra = "" if comp["extra_passes"] in (None, 0) else f" (about {comp['extra_passes']} more passes)"
+            lines.append(f"- {comp['a']} vs {comp['b']}: P(cheaper) {_pct(comp['p_a_cheaper'])}, P(same cost) "
+                         f"{_pct(comp['p_tie'])}, P(dearer) {_pct(comp['p_b_cheaper'])}: **{comp['verdict']}**"
+                         f"{extra}; {comp['note']}")
+    else:
+        lines.append("- fewer than two ranked configurations: nothing to compare")
+    lines += ["", "### Projection method and check", ""]
+    lines += [f"- {line}" for line in job["method"]]
+    for c in job["configurations"]:
+        p = c["projection"]
+        if p is None:
+            lines.append(f"- {c['configuration_id']}: not projected: {c['refused'] or '; '.join(c['exclusions'])}")
+            continue
+        fit = p["fit"]
+        rates = ", ".join([f"{fit['s_per_batch'] * 1000:.4g} ms per batch"] * bool(fit["s_per_batch"])
+                          + [f"{b} {v * 1000:.4g} ms/token" for b, v in fit["s_per_token"].items()])
+        worst = p["max_check_error"]
+        lines.append(
+            f"- {c['configuration_id']}: {fit['method']}; {rates}; residual {fit['residual_rms_s']:.4g} s RMS over "
+            f"{fit['batches']} batches (mean batch {fit['mean_batch_s']:.4g} s); pass factor {p['pass_factor']:.3f}; "
+            f"whole-pass check: worst error {_pct(worst)} over {len(p['checks'])} passes; set-up "
+            f"{p['setup_s']:.1f} s per worker; bootstrap seed {p['bootstrap']['seed']!r}, "
+            f"{p['bootstrap']['resamples']} resamples over {p['bootstrap']['over']}")
+    lines += ["", "Assumptions:", ""]
+    lines += [f"- {line}" for line in job["assumptions"]]
+    lines += ["", "### Energy (evidence beside the cost, never in it)", ""]
+    for c in job["configurations"]:
+        e = c["energy"]
+        parts = []
+        for kind in ("gpu", "cpu"):
+            if e.get(f"{kind}_j_per_input") is None:
+                parts.append(f"{kind.upper()}: empty ({e.get(f'{kind}_reason') or 'not recorded'})")
+            else:
+                parts.append(f"{kind.upper()}: {_joules(e[f'{kind}_j_per_input'])} J per input, "
+                             f"{e[f'{kind}_j_per_validated_corpus']:.4g} J "
+                             f"({e[f'{kind}_j_per_validated_corpus'] / 3.6e6:.4g} kWh) per validated corpus "
+                             f"({e['per_corpus_inputs']:,} inputs)")
+        lines.append(f"- {c['configuration_id']}: " + "; ".join(parts))
+    return lines
+
+
+def render_csv(data: dict[str, Any]) -> str:
+    """decision.json → one CSV row per configuration (for spreadsheets); job columns empty without a [job]."""
+    import csv
+    import io
+
+    job = data.get("job") or {}
+    by_id = {c["configuration_id"]: c for c in job.get("configurations", [])}
+    columns = ["configuration_id", "variant_id", "hardware", "equivalent", "metric", "median_metric",
+               "accepted_passes", "attempts", "median_pass_s", "campaign_rank", "campaign_cost_usd",
+               "campaign_cost_per_validated_corpus_usd", "job_rank", "job_h", "job_h_low", "job_h_high",
+               "job_billing", "job_expected_usd", "job_per_validated_corpus_usd", "p_fits_plan", "p_fits_deadline",
+               "pareto", "gpu_j_per_input", "cpu_j_per_input", "not_ranked_because"]
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(columns)
+    for c in data["configurations"]:
+        j = by_id.get(c["configuration_id"], {})
+        p = j.get("projection") or {}
+        energy = j.get("energy") or {}
+        reasons = list(j.get("exclusions") or []) if job else list(c["exclusions"])
+        row = [c["configuration_id"], c["variant_id"], c["hardware"], c["equivalent"], c["metric"],
+               c["median_metric"], c["accepted_passes"], c["attempts"], c["median_pass_s"], c["rank"],
+               c["cost"]["total_usd"], c["cost"]["cost_per_validated_corpus_usd"], j.get("rank"), p.get("job_h"),
+               (p.get("interval_h") or [None, None])[0], (p.get("interval_h") or [None, None])[1],
+               j.get("chosen_option"), j.get("expected_usd"), j.get("per_corpus_usd"), j.get("p_fits_plan"),
+               j.get("p_fits_deadline"), j.get("pareto") if job else None, energy.get("gpu_j_per_input"),
+               energy.get("cpu_j_per_input"), "; ".join(reasons)]
+        writer.writerow(["" if v is None else v for v in row])
+    return out.getvalue()
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1%}"
+
+
+def _joules(value: float | None) -> str:
+    return "—" if value is None else f"{value:.4g}"
 
 
 def render_period(period: CampaignPeriod, extra: dict[str, Any]) -> list[str]:

@@ -30,6 +30,13 @@ def load_reference(root: Path, study: Study) -> Reference:
     return Reference(ids=ids, labels=labels, groups=groups)
 
 
+def read_input_buckets(corpus_index: Path) -> dict[str, str]:
+    """Input id → length bucket from ``corpus_index.csv`` (empty when the study declares no buckets)."""
+    with open(corpus_index, encoding="utf-8", newline="") as handle:
+        pairs = {row["id"]: row["length_bucket"] for row in csv.DictReader(handle)}
+    return pairs if any(pairs.values()) else {}
+
+
 def read_status(trial_dir: Path) -> tuple[TrialStatus | None, str]:
     path = trial_dir / "status.json"
     if not path.exists():

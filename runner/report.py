@@ -13,7 +13,11 @@ Plots:
    RAM, GPU counters against device memory; "capacity not recorded" is
    written in the plot when it was not);
 3. cost per validated corpus per configuration (an empty dashed bar with the
-   reason when it is undefined or unknown).
+   reason when it is undefined or unknown);
+4. with a declared ``[job]``: the Pareto view, projected job hours against the
+   job's cost per validated corpus, quality written beside each point, the
+   non-dominated configurations filled and joined (cost, hours and quality
+   together: none of the others is better on all three).
 
 Example: ``render_report(json.loads(Path("decision.json").read_text()))`` returns the HTML text.
 """
@@ -87,6 +91,8 @@ def render_report(data: dict[str, Any]) -> str:
                      + _ul(data["why"]) + "</div>")
     if data["deadline_note"]:
         parts.append(f"<p><strong>Deadline:</strong> {escape(data['deadline_note'])}.</p>")
+    if data.get("job"):
+        parts += _job_html(data["job"])
     parts += [
         "<h2>Pass time of every repetition</h2>",
         f"<figure>{pass_time_svg(configs)}<figcaption>One dot per attempted pass over the whole corpus "
@@ -327,6 +333,107 @@ def cost_svg(configs: list[dict[str, Any]], chosen: str | None) -> str:
         ("rect", _GREY, "not acceptable"),
         ("empty", _GREY, "undefined or unknown (reason written)"),
     ])
+    out.append("</svg>")
+    return "".join(out)
+
+
+# -- plot 4: the declared job's Pareto view -------------------------------------------------
+
+
+def _job_html(job: dict[str, Any]) -> list[str]:
+    spec = job["job"]
+    chosen = job["chosen"]
+    configs = {c["configuration_id"]: c for c in job["configurations"]}
+    if chosen:
+        c = configs[chosen]
+        p = c["projection"]
+        answer = (f"<div class=\"answer\"><p><strong>Cheapest for the job ({spec['inputs']:,} inputs × "
+                  f"{spec['corpora']} corpus/corpora): {escape(chosen)}</strong>: projected {p['job_h']:.1f} h "
+                  f"(interval {p['interval_h'][0]:.1f}–{p['interval_h'][1]:.1f} h), {escape(c['chosen_option'])} "
+                  f"billing, expected {c['expected_usd']} USD; per validated corpus {c['per_corpus_usd']} USD.</p>"
+                  + _ul(job["why"]) + "</div>")
+    else:
+        answer = "<div class=\"answer none\"><p><strong>No configuration can do the declared job.</strong></p>" \
+                 + _ul(job["why"]) + "</div>"
+    rows = []
+    for c in sorted(job["configurations"], key=lambda c: (c["rank"] is None, c["rank"] or 0)):
+        p = c["projection"]
+        hours = "—" if p is None else f"{p['job_h']:.1f} ({p['interval_h'][0]:.1f}–{p['interval_h'][1]:.1f})"
+        fits = "—" if c["p_fits_deadline"] is None else f"{c['p_fits_deadline']:.1%}"
+        rows.append(f"<tr><td>{c['rank'] or '—'}</td><td>{escape(c['configuration_id'])}</td><td class=\"num\">"
+                    f"{hours}</td><td>{escape(c['chosen_option'] or '—')}</td><td class=\"num\">"
+                    f"{c['per_corpus_usd'] or '—'}</td><td class=\"num\">{fits}</td><td>"
+                    f"{'non-dominated' if c['pareto'] else ''}</td><td>{escape('; '.join(c['exclusions']))}</td></tr>")
+    comparisons = [f"{c['a']} vs {c['b']}: P(cheaper) {c['p_a_cheaper']:.1%}, P(same) {c['p_tie']:.1%}: "
+                   f"{c['verdict']}; {c['note']}" for c in job["comparisons"]]
+    return [
+        "<h2>The declared job</h2>", answer,
+        f"<figure>{pareto_svg(job['configurations'])}<figcaption>Each configuration the job could be projected for: "
+        "projected job hours (bootstrap interval as a bar) against the job's expected cost per validated corpus under "
+        "its cheapest fitting billing option; quality beside the point. Filled and joined: the non-dominated ones "
+        "(no other configuration is cheaper, faster and at least as good at once).</figcaption></figure>",
+        "<table><tr><th>rank</th><th>configuration</th><th>job hours (interval)</th><th>billing</th>"
+        "<th>per validated corpus (USD)</th><th>P(fits deadline)</th><th>Pareto</th><th>not ranked because</th></tr>"
+        + "".join(rows) + "</table>",
+        "<h3>How sure</h3>", _ul(comparisons or ["fewer than two ranked configurations: nothing to compare"]),
+    ]
+
+
+def pareto_svg(configs: list[dict[str, Any]]) -> str:
+    """Job hours (x) against cost per validated corpus (y); the non-dominated configurations marked."""
+    points = [c for c in configs if c["projection"] is not None and c["per_corpus_usd"] is not None]
+    height = 380.0
+    left, right, top, bottom = 90.0, _WIDTH - 220.0, _TOP, height - 80.0
+    out = _svg_open(height, "Pareto view: job hours against cost per validated corpus", "pareto")
+    if not points:
+        out.append(_note(left + 10, top + 30, "no configuration could be projected and priced for the job"))
+        out.append("</svg>")
+        return "".join(out)
+    x_max = _nice_max(max(c["projection"]["interval_h"][1] for c in points))
+    y_max = _nice_max(max(float(Decimal(c["per_corpus_usd"])) for c in points))
+
+    def px(hours: float) -> float:
+        return left + (right - left) * hours / x_max
+
+    def py(usd: float) -> float:
+        return bottom - (bottom - top) * usd / y_max
+
+    for value in _ticks(x_max):
+        out.append(f'<line x1="{px(value):.1f}" x2="{px(value):.1f}" y1="{top}" y2="{bottom}" stroke="#ececec"/>')
+        out.append(f'<text x="{px(value):.1f}" y="{bottom + 16}" font-size="11" text-anchor="middle" fill="#444">'
+                   f"{_tick(value)}</text>")
+    for value in _ticks(y_max):
+        out.append(f'<line x1="{left}" x2="{right}" y1="{py(value):.1f}" y2="{py(value):.1f}" stroke="#ececec"/>')
+        out.append(f'<text x="{left - 6}" y="{py(value) + 4:.1f}" font-size="11" text-anchor="end" fill="#444">'
+                   f"{_tick(value)}</text>")
+    out.append(f'<line x1="{left}" x2="{right}" y1="{bottom}" y2="{bottom}" stroke="#444"/>')
+    out.append(f'<line x1="{left}" x2="{left}" y1="{top}" y2="{bottom}" stroke="#444"/>')
+    out.append(f'<text class="axis-label" x="{(left + right) / 2:.1f}" y="{bottom + 34}" font-size="12" '
+               f'text-anchor="middle" fill="{_INK}">projected job hours</text>')
+    out.append(f'<text class="axis-label" x="14" y="{(top + bottom) / 2:.1f}" font-size="12" text-anchor="middle" '
+               f'fill="{_INK}" transform="rotate(-90 14 {(top + bottom) / 2:.1f})">cost per validated corpus '
+               "(USD)</text>")
+    front = sorted((c for c in points if c["pareto"]), key=lambda c: c["projection"]["job_h"])
+    if len(front) > 1:
+        path = " ".join(f"{'M' if i == 0 else 'L'}{px(c['projection']['job_h']):.1f},"
+                        f"{py(float(Decimal(c['per_corpus_usd']))):.1f}" for i, c in enumerate(front))
+        out.append(f'<path class="pareto-line" d="{path}" fill="none" stroke="{_GREEN}" stroke-width="2"/>')
+    for c in points:
+        p = c["projection"]
+        cx, cy = px(p["job_h"]), py(float(Decimal(c["per_corpus_usd"])))
+        out.append(f'<line class="interval" x1="{px(p["interval_h"][0]):.1f}" x2="{px(p["interval_h"][1]):.1f}" '
+                   f'y1="{cy:.1f}" y2="{cy:.1f}" stroke="{_GREY}" stroke-width="3"/>')
+        quality = "quality unknown" if c["median_metric"] is None else f"{c['metric']} {c['median_metric']:.4f}"
+        tip = (f"{c['configuration_id']}: {p['job_h']:.2f} h, {c['per_corpus_usd']} USD per validated corpus, "
+               f"{quality}; {'non-dominated' if c['pareto'] else 'dominated'}")
+        kind = "front" if c["pareto"] else "dominated"
+        fill = _GREEN if c["pareto"] else "white"
+        out.append(f'<circle class="pareto {kind}" cx="{cx:.1f}" cy="{cy:.1f}" r="7" fill="{fill}" '
+                   f'stroke="{_GREEN if c["pareto"] else _BLUE}" stroke-width="2"><title>{escape(tip)}</title>'
+                   "</circle>")
+        out.append(_text_trunc(cx + 10, cy - 8, f"{c['configuration_id']} · {quality}", _WIDTH - cx - 20, size=11))
+    out += _legend(height - 18, [("dot", _GREEN, "non-dominated (Pareto front)"), ("ring", _BLUE, "dominated"),
+                                 ("rect", _GREY, "bootstrap interval of the job hours")])
     out.append("</svg>")
     return "".join(out)
 

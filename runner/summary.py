@@ -6,8 +6,9 @@ from pathlib import Path
 from typing import Any
 
 from protocol.errors import UserError
-from protocol.jsonio import write_json_atomic, write_text_atomic
+from protocol.jsonio import read_json, write_json_atomic, write_text_atomic
 from protocol.memory import MemoryEstimate, ModelShape, estimate
+from protocol.projection import TrialRecord, energy_fields, energy_figures
 from protocol.stats import Summary, VariantSummary, summarize
 from protocol.study import load_study
 from runner.campaign import CampaignPaths, load_campaign, log_event, read_raw
@@ -54,9 +55,11 @@ def summarize_campaign(root: Path, *, record_events: bool = False, allow_inconsi
         data["inconsistent"] = banner
     estimates = _estimates(study, description)
     data["memory_estimates"] = {k: v.to_dict() if v else None for k, v in estimates.items()}
+    energy = _energy(paths, rows, verdicts, int((description.get("corpus") or {}).get("inputs", 0)))
+    data["energy"] = energy
     write_json_atomic(root / "summary.json", data)
     write_text_atomic(root / "summary.md", (banner + "\n\n" if banner else "")
-                      + render_markdown(summary, description, estimates))
+                      + render_markdown(summary, description, estimates) + _energy_lines(energy))
     if record_events:
         log_event(paths, "evaluation_end")
     return summary
@@ -74,6 +77,39 @@ def _estimates(study: Any, description: dict[str, Any]) -> dict[str, MemoryEstim
                                   v["attention"])
         for v in description["variants"]
     }
+
+
+def _energy(paths: CampaignPaths, rows: list[dict[str, str]], verdicts: dict[str, Any], inputs: int) -> \
+        dict[str, dict[str, Any]]:
+    """Per variant: joules per input and per validated corpus from the accepted trials' status.json."""
+    by_variant: dict[str, list[TrialRecord]] = {}
+    for row in rows:
+        if not (verdicts.get(row["trial_id"]) or {}).get("corpus_accepted"):
+            continue
+        status_path = paths.trial_dir(row["trial_id"]) / "status.json"
+        try:
+            status = read_json(status_path) if status_path.exists() else {}
+        except UserError:
+            status = {}
+        by_variant.setdefault(row["variant_id"], []).append(
+            TrialRecord(batches=None, **energy_fields(status)))
+    return {variant: energy_figures(records, inputs, None) for variant, records in sorted(by_variant.items())}
+
+
+def _energy_lines(energy: dict[str, dict[str, Any]]) -> str:
+    lines = ["", "## Energy of the measured pass (evidence beside cost, never part of it)", ""]
+    for variant, e in energy.items():
+        parts = []
+        for kind in ("gpu", "cpu"):
+            if e[f"{kind}_j_per_input"] is None:
+                parts.append(f"{kind.upper()} empty ({e[f'{kind}_reason']})")
+            else:
+                parts.append(f"{kind.upper()} {e[f'{kind}_j_per_input']:.4g} J per input, "
+                             f"{e[f'{kind}_j_per_validated_corpus']:.4g} J per validated corpus")
+        lines.append(f"- {variant}: " + "; ".join(parts))
+    if not energy:
+        lines.append("- no accepted pass: nothing to read")
+    return "\n".join(lines) + "\n"
 
 
 def _seconds(value: float | None) -> str:

@@ -8,12 +8,13 @@ Example: ``isocost decide results/rtx4090 results/b200 --expenses ledger.csv`` w
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
 
 from protocol import jsonio
-from runner.decide import campaign_period, render_period, run_decide
+from runner.decide import campaign_period, render_csv, render_period, run_decide
 
 _DIR = click.Path(path_type=Path, file_okay=False, exists=True)
 _FILE = click.Path(path_type=Path, dir_okay=False)
@@ -33,8 +34,11 @@ _FILE = click.Path(path_type=Path, dir_okay=False)
 @click.option("--allow-inconsistent", is_flag=True,
               help="Forensics: weigh campaign directories that fail the evidence checks anyway; the output then "
                    "says so on its first line.")
+@click.option("--format", "output_format", type=click.Choice(["md", "json", "csv"]), default=None,
+              help="What to print: the memo (md, default), decision.json (json), or one CSV row per configuration "
+                   "(csv, for spreadsheets: campaign cost, projected job hours and cost, P(fits), Pareto, energy).")
 def decide(dirs: tuple[Path, ...], expenses: Path | None, catalog_path: Path | None, out: Path | None,
-           as_json: bool, allow_inconsistent: bool) -> None:
+           as_json: bool, output_format: str | None, allow_inconsistent: bool) -> None:
     """Which acceptable configuration is cheapest before the deadline? Combine campaigns of ONE study.
 
     A configuration is one variant on one campaign's hardware. For each: the
@@ -43,13 +47,19 @@ def decide(dirs: tuple[Path, ...], expenses: Path | None, catalog_path: Path | N
     cost (whole plan price) and the cost per validated corpus, the deadline
     fit and the failures. Results of different studies are refused.
 
+    With a [job] table in the study, the job is projected from the measured
+    batches and priced under every billing option of the catalog.
+
     \b
     Example: isocost decide results/rtx4090 results/b200 --expenses ledger.csv
+    Example: isocost decide results/rtx4090 results/b200 --format csv > decision.csv
     """
     outcome = run_decide(list(dirs), catalog_path=catalog_path, expenses_path=expenses, out=out,
                          allow_inconsistent=allow_inconsistent)
     json_path, memo_path, report_path = outcome.written
-    if as_json:
+    if output_format == "csv":
+        click.echo(render_csv(json.loads(json_path.read_text(encoding="utf-8"))), nl=False)
+    elif as_json or output_format == "json":
         for banner in jsonio.read_json(json_path).get("inconsistent", []):
             click.echo(banner)
         click.echo(json_path.read_text(encoding="utf-8"), nl=False)

@@ -88,12 +88,13 @@ def device_facts(torch: Any, device: str) -> tuple[dict[str, Any], dict[str, str
         "driver_version": None,
         "cudnn_version": None,
         "rocm_version": None,
+        "pci_bus_id": None,
     }
     reasons: dict[str, str] = {}
     if device == "cpu":
         facts["backend_version"] = f"torch {torch.__version__} CPU kernels"
         for key in ("gpu_name", "gpu_uuid", "gpu_memory_bytes", "compute_capability",
-                    "gfx_arch", "driver_version", "cudnn_version", "rocm_version"):
+                    "gfx_arch", "driver_version", "cudnn_version", "rocm_version", "pci_bus_id"):
             reasons[key] = "CPU trial: no GPU in use"
         return _with_compat(facts, torch), reasons
 
@@ -103,6 +104,9 @@ def device_facts(torch: Any, device: str) -> tuple[dict[str, Any], dict[str, str
     props = torch.cuda.get_device_properties(0)
     facts["gpu_name"] = props.name
     facts["gpu_memory_bytes"] = int(props.total_memory)
+    facts["pci_bus_id"] = torch_pci_bus_id(props)
+    facts["cuda_visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES")
+    facts["hip_visible_devices"] = os.environ.get("HIP_VISIBLE_DEVICES")
     if hip:
         facts["gfx_arch"] = str(getattr(props, "gcnArchName", "")).split(":")[0] or None
         reasons["compute_capability"] = "ROCm device: see gfx_arch"
@@ -122,7 +126,8 @@ def device_facts(torch: Any, device: str) -> tuple[dict[str, Any], dict[str, str
             reasons["cudnn_version"] = "cuDNN not available to torch"
         uuid = getattr(props, "uuid", None)
         if uuid is not None:
-            facts["gpu_uuid"] = f"GPU-{uuid}"
+            text = str(uuid)
+            facts["gpu_uuid"] = text if text.startswith("GPU-") else f"GPU-{text}"
         _nvml(facts, reasons)
     return _with_compat(facts, torch), {k: v for k, v in reasons.items() if facts.get(k) is None}
 
@@ -135,6 +140,47 @@ def _with_compat(facts: dict[str, Any], torch: Any) -> dict[str, Any]:
     return facts
 
 
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def torch_pci_bus_id(props: Any) -> str | None:
+    """``dddddddd:bb:dd.0`` of the card torch uses, from its device properties (None if torch lacks them)."""
+    try:
+        return f"{int(props.pci_domain_id):08x}:{int(props.pci_bus_id):02x}:{int(props.pci_device_id):02x}.0"
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
+def _pci_key(text: str | None) -> tuple[int, ...] | None:
+    """``0000:65:00.0`` and ``00000000:65:00.0`` name the same card."""
+    if not text:
+        return None
+    parts = text.replace(".", ":").split(":")
+    try:
+        return tuple(int(part, 16) for part in parts)
+    except ValueError:
+        return None
+
+
+def nvml_handle(pynvml: Any, uuid: str | None, pci_bus_id: str | None) -> tuple[Any, str]:
+    """The NVML handle of the card torch uses: matched by UUID, else by PCI bus id; never "device 0"."""
+    if not uuid and not pci_bus_id:
+        return None, "torch reported neither the card's UUID nor its PCI bus id: NVML cannot be matched to it"
+    want_pci = _pci_key(pci_bus_id)
+    seen = []
+    for index in range(int(pynvml.nvmlDeviceGetCount())):
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        nvml_uuid = _text(pynvml.nvmlDeviceGetUUID(handle))
+        if uuid and nvml_uuid.lower() == uuid.lower():
+            return handle, ""
+        bus = _text(pynvml.nvmlDeviceGetPciInfo(handle).busId)
+        if want_pci is not None and _pci_key(bus) == want_pci:
+            return handle, ""
+        seen.append(f"{nvml_uuid} at {bus}")
+    return None, f"no NVML device matches torch's card (uuid {uuid}, PCI {pci_bus_id}); NVML sees {seen}"
+
+
 def _nvml(facts: dict[str, Any], reasons: dict[str, str]) -> None:
     try:
         import pynvml  # type: ignore[import-not-found]
@@ -144,11 +190,13 @@ def _nvml(facts: dict[str, Any], reasons: dict[str, str]) -> None:
     try:
         pynvml.nvmlInit()
         try:
-            driver = pynvml.nvmlSystemGetDriverVersion()
-            facts["driver_version"] = driver.decode() if isinstance(driver, bytes) else str(driver)
-            handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-            uuid = pynvml.nvmlDeviceGetUUID(handle)
-            facts["gpu_uuid"] = uuid.decode() if isinstance(uuid, bytes) else str(uuid)
+            facts["driver_version"] = _text(pynvml.nvmlSystemGetDriverVersion())
+            handle, why = nvml_handle(pynvml, facts.get("gpu_uuid"), facts.get("pci_bus_id"))
+            if handle is None:
+                reasons["nvml_match"] = why
+            else:
+                facts["nvml_uuid"] = _text(pynvml.nvmlDeviceGetUUID(handle))
+                facts["gpu_uuid"] = facts.get("gpu_uuid") or facts["nvml_uuid"]
         finally:
             pynvml.nvmlShutdown()
     except Exception as exc:  # NVML raises its own error types
@@ -191,3 +239,39 @@ def device_memory_used_bytes(device: str) -> tuple[int | None, str]:
             pynvml.nvmlShutdown()
     except Exception as exc:  # NVML raises its own error types
         return None, f"NVML unavailable: {exc}"
+
+
+def gpu_energy_meter(facts: dict[str, Any]) -> Any:
+    """An energy meter (``runner.trial.energy``) for the card in ``facts`` (from :func:`device_facts`)."""
+    from runner.trial.energy import AmdsmiEnergy, NoMeter, NvmlEnergy
+
+    backend = facts.get("backend")
+    if backend == "cuda":
+        try:
+            import pynvml
+        except ImportError:
+            return NoMeter("nvidia-ml-py (pynvml) not installed in this environment")
+        try:
+            pynvml.nvmlInit()
+            handle, why = nvml_handle(pynvml, facts.get("gpu_uuid"), facts.get("pci_bus_id"))
+        except Exception as exc:  # NVML raises its own error types
+            return NoMeter(f"NVML unavailable: {exc}")
+        return NvmlEnergy(pynvml, handle) if handle is not None else NoMeter(why)
+    if backend == "rocm":
+        try:
+            import amdsmi
+        except ImportError:
+            return NoMeter("amdsmi not installed in this environment")
+        try:
+            amdsmi.amdsmi_init()
+            handles = amdsmi.amdsmi_get_processor_handles()
+            uuid = facts.get("gpu_uuid")
+            matched = [h for h in handles if uuid and str(amdsmi.amdsmi_get_gpu_device_uuid(h)) == uuid]
+            if not matched and len(handles) == 1:
+                matched = handles
+        except Exception as exc:  # amdsmi raises its own error types
+            return NoMeter(f"amdsmi unavailable: {exc}")
+        if not matched:
+            return NoMeter(f"amdsmi sees {len(handles)} GPUs and none matches uuid {uuid}")
+        return AmdsmiEnergy(amdsmi, matched[0])
+    return NoMeter("CPU trial: no GPU energy counter")

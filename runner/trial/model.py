@@ -22,6 +22,9 @@ class Classifier:
     torch: Any
     labels: dict[int, str]
     device: Any
+    #: When a list (CUDA/ROCm trials during the measured pass), each forward appends its (start, stop)
+    #: CUDA events: device time of the forward alone, not of padding, transfers or host work.
+    forward_events: list[tuple[Any, Any]] | None = None
 
     @classmethod
     def load(cls, path: Path, variant: Variant, torch: Any) -> Classifier:
@@ -85,7 +88,15 @@ class Classifier:
         )
         batch = {key: value.to(self.device) for key, value in batch.items()}
         with torch.inference_mode():
-            logits = self.model(**batch).logits
+            if self.forward_events is not None:
+                start = torch.cuda.Event(enable_timing=True)
+                stop = torch.cuda.Event(enable_timing=True)
+                start.record()
+                logits = self.model(**batch).logits
+                stop.record()
+                self.forward_events.append((start, stop))
+            else:
+                logits = self.model(**batch).logits
             probs = torch.softmax(logits.float(), dim=-1)
             scores, indices = probs.max(dim=-1)
         return [self.labels[int(i)] for i in indices.tolist()], [float(s) for s in scores.tolist()]

@@ -6,7 +6,23 @@ lines included). The incremental writes and flushes of ``predictions.jsonl`` are
 timed apart and excluded from ``pass_s``; ``write_s`` is those writes plus the
 after-pass work (the truncation count, which tokenizes the corpus again without
 truncation, and the final manifest). On a GPU the device is synchronised before the timer
-starts and before it stops; GPU-only time (CUDA events) is ``gpu_pass_s``.
+starts and before it stops; ``gpu_pass_s`` is device time: the sum, over the pass's forwards,
+of CUDA events recorded just before and after each forward (ROCm builds answer the same calls).
+
+Per-batch record (``batches.jsonl``, one line per measured-pass batch, flushed per batch; its
+writes are excluded from ``pass_s`` like the predictions'): ``index``, ``n_inputs``,
+``n_tokens`` (token ids fed to the model: after truncation at ``max_length``, before padding),
+``inputs_by_bucket`` and ``tokens_by_bucket`` (the same counts per length bucket), ``batch_s``
+(host wall time of the batch inside the measured boundary: padding, transfer, forward, results
+to the host, JSON lines built; its writes excluded) and ``device_s`` (the CUDA-event time of its
+forwards; null on CPU). Bucket assignment: the host copies each input's ``length_bucket`` from the
+campaign's ``corpus_index.csv`` into the spec (``input_buckets``), so a batch's buckets are exactly
+the quality subgroups (bucketed by the untruncated token count, upper bounds inclusive). A study
+without ``[[length_buckets]]`` puts every input in bucket ``"all"``. With ``halve-batch-on-oom`` a
+batch retried in halves is still one record (the retry's time included).
+
+Energy (status.json ``gpu_energy_j``/``cpu_energy_j``): counters read right before the pass's start
+and right after its end (``runner.trial.energy``); ``None`` with a reason when not readable.
 """
 
 from __future__ import annotations
@@ -35,6 +51,11 @@ FAULT_ENV = "ISOCOST_FAULT_INJECT"
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_REFUSED = 3
+
+#: Bucket name in ``batches.jsonl`` when the study declares no ``[[length_buckets]]``.
+NO_BUCKETS = "all"
+#: Bucket name for an input the spec's ``input_buckets`` does not list (should not happen).
+UNBUCKETED = "unbucketed"
 
 
 class Interrupted(Exception):
@@ -70,6 +91,10 @@ class Trial:
         self.torch: Any = None
         self.oom_events = 0
         self._ballast: bytearray | None = None
+        self.gpu_energy_j: float | None = None
+        self.cpu_energy_j: float | None = None
+        self.gpu_energy_reason = ""
+        self.cpu_energy_reason = ""
 
     # -- outputs ---------------------------------------------------------------------------
 
@@ -97,8 +122,18 @@ class Trial:
             empty_reasons=reasons,
             started_at=self.started_at,
             ended_at=_now(),
+            gpu_energy_j=self.gpu_energy_j,
+            cpu_energy_j=self.cpu_energy_j,
+            gpu_energy_reason=self._energy_reason(self.gpu_energy_j, self.gpu_energy_reason, status),
+            cpu_energy_reason=self._energy_reason(self.cpu_energy_j, self.cpu_energy_reason, status),
         )
         write_json_atomic(self.out / "status.json", record.to_dict())
+
+    @staticmethod
+    def _energy_reason(joules: float | None, reason: str, status: str) -> str:
+        if joules is not None:
+            return ""
+        return reason or f"not measured: the measured pass did not complete (status {status})"
 
     def write_manifest(self) -> None:
         write_json_atomic(self.out / "manifest.json", self.manifest)
@@ -217,22 +252,31 @@ class Trial:
 
         if variant.device == "cuda":
             torch.cuda.reset_peak_memory_stats()
-            start_event = torch.cuda.Event(enable_timing=True)
-            stop_event = torch.cuda.Event(enable_timing=True)
+            classifier.forward_events = []
+        from runner.trial.energy import NoMeter, RaplMeter
+        from runner.trial.env import gpu_energy_meter
+
+        gpu_meter = gpu_energy_meter(self.manifest["device"]) if variant.device == "cuda" else NoMeter(
+            "CPU trial: no GPU energy counter")
+        cpu_meter = RaplMeter()
 
         write_s = 0.0
+        device_s_total: float | None = 0.0 if variant.device == "cuda" else None
         predictions_path = self.out / "predictions.jsonl"
-        with open(predictions_path, "w", encoding="utf-8") as sink:
+        with open(predictions_path, "w", encoding="utf-8") as sink, \
+                open(self.out / "batches.jsonl", "w", encoding="utf-8") as batch_sink:
             self.sync()
+            gpu_meter.start()
+            cpu_meter.start()
             pass_start = clock()
-            if variant.device == "cuda":
-                start_event.record()
             records = read_corpus(Path(self.spec.corpus_path))
             self.expected = len(records)
             encoded = classifier.tokenize([r.text for r in records])
             order = list(range(len(records)))
             if variant.length_grouping == "sort":
                 order.sort(key=lambda i: (len(encoded[i]), i))
+            buckets = [self._bucket(r.id) for r in records]
+
             def run_batch(batch_no: int, index: list[int]) -> float:
                 """Predict one batch and write it; returns seconds spent writing."""
                 try:
@@ -258,14 +302,25 @@ class Trial:
                 return clock() - write_start
 
             for batch_no, start in enumerate(range(0, len(order), variant.batch_size)):
-                write_s += run_batch(batch_no, order[start : start + variant.batch_size])
-            if variant.device == "cuda":
-                stop_event.record()
+                index = order[start : start + variant.batch_size]
+                batch_start = clock()
+                batch_write_s = run_batch(batch_no, index)
+                batch_s = clock() - batch_start - batch_write_s
+                device_s = self._drain_forward_events(classifier)
+                if device_s_total is not None and device_s is not None:
+                    device_s_total += device_s
+                line = json.dumps(batch_record(batch_no, index, encoded, buckets, batch_s, device_s)) + "\n"
+                write_start = clock()
+                batch_sink.write(line)
+                batch_sink.flush()
+                write_s += batch_write_s + (clock() - write_start)
             self.sync()
             pass_total = clock() - pass_start
+            self.gpu_energy_j, self.gpu_energy_reason = gpu_meter.stop()
+            self.cpu_energy_j, self.cpu_energy_reason = cpu_meter.stop()
         self.phases["pass_s"] = pass_total - write_s
         if variant.device == "cuda":
-            self.phases["gpu_pass_s"] = start_event.elapsed_time(stop_event) / 1000.0
+            self.phases["gpu_pass_s"] = device_s_total
             self.memory["peak_allocated_bytes"] = int(torch.cuda.max_memory_allocated())
             self.memory["peak_reserved_bytes"] = int(torch.cuda.max_memory_reserved())
             from runner.trial.env import device_memory_used_bytes
@@ -297,6 +352,21 @@ class Trial:
         self.phases["write_s"] = write_s + (timer.elapsed_s or 0.0)
         return EXIT_OK
 
+    def _bucket(self, input_id: str) -> str:
+        if not self.spec.input_buckets:
+            return NO_BUCKETS
+        return self.spec.input_buckets.get(input_id, UNBUCKETED)
+
+    def _drain_forward_events(self, classifier: Any) -> float | None:
+        """Device seconds of the forwards since the last call (their events are complete: the batch's
+        results were copied to the host, which waits for the stream)."""
+        events = classifier.forward_events
+        if events is None:
+            return None
+        seconds = sum(start.elapsed_time(stop) for start, stop in events) / 1000.0
+        events.clear()
+        return seconds
+
     def _inject(self, batch_no: int, batch_size: int) -> None:
         """Test hook (``ISOCOST_FAULT_INJECT=KIND:VALUE``); recorded in the manifest when set."""
         kind, value = self.fault
@@ -327,6 +397,26 @@ class Trial:
         if value == "truncate" and self.completed + lines.count("\n") >= self.expected:
             return lines[: len(lines) - 7]  # the last line is cut short, as by a crash mid-write
         return lines
+
+
+def batch_record(batch_no: int, index: list[int], encoded: list[dict[str, list[int]]], buckets: list[str],
+                 batch_s: float, device_s: float | None) -> dict[str, Any]:
+    """One line of ``batches.jsonl``: tokens are the ids fed to the model after truncation, before padding."""
+    inputs_by_bucket: dict[str, int] = {}
+    tokens_by_bucket: dict[str, int] = {}
+    for i in index:
+        n = len(encoded[i]["input_ids"])
+        inputs_by_bucket[buckets[i]] = inputs_by_bucket.get(buckets[i], 0) + 1
+        tokens_by_bucket[buckets[i]] = tokens_by_bucket.get(buckets[i], 0) + n
+    return {
+        "index": batch_no,
+        "n_inputs": len(index),
+        "n_tokens": sum(tokens_by_bucket.values()),
+        "inputs_by_bucket": inputs_by_bucket,
+        "tokens_by_bucket": tokens_by_bucket,
+        "batch_s": batch_s,
+        "device_s": device_s,
+    }
 
 
 def _parse_fault(text: str) -> tuple[str, str]:

@@ -350,3 +350,34 @@ def test_the_studys_own_catalog_is_found_next_to_the_original_study(
     assert result.exit_code == 2
     assert "the catalog named by the study's [costing] table is not found" in result.stderr
     assert "Pass the dated catalog with --catalog FILE." in result.stderr
+
+
+def test_decide_format_csv_one_row_per_configuration(two_variants: Path) -> None:
+    result = run("decide", str(two_variants), "--format", "csv")
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader(result.stdout.splitlines()))
+    assert [r["configuration_id"] for r in rows] == ["batch_size=1 on rtx-4090 ×2 lots",
+                                                     "batch_size=4 on rtx-4090 ×2 lots"]
+    assert [(r["campaign_rank"], r["campaign_cost_usd"], r["job_h"], r["pareto"]) for r in rows] == [
+        ("1", "220.00", "", ""), ("2", "220.00", "", "")]  # no [job]: the job columns stay empty
+
+
+def test_rentals_jsonl_names_the_rental(tmp_path: Path, study_text: Callable[..., str]) -> None:
+    root = write_campaign(tmp_path / "b", study_text(minimum=0.5), {"batch_size=1": ["ok"]}, gpu=None)
+    (root / "rentals.jsonl").write_text(json.dumps({"schema_version": 1, "recorded_at": "2026-11-30T21:00:00Z",
+                                                    "gpu": "b200", "lots": 1, "plan_start": None}) + "\n")
+    result = run("decide", str(root))
+    assert result.exit_code == 0, result.output
+    assert "**Chosen: batch_size=1 on b200 ×1 lot**: b200 7-day plan, 1 lot(s) × 2071.00 USD" in result.stdout
+
+
+def test_a_job_over_campaigns_without_batches_is_refused_per_configuration(
+        tmp_path: Path, study_text: Callable[..., str]) -> None:
+    text = study_text(minimum=0.5) + "\n[job]\ninputs = 1000\nbootstrap_resamples = 100\n"
+    root = write_campaign(tmp_path / "old", text, {"batch_size=1": ["ok", "ok"]})
+    result = run("decide", str(root))
+    assert result.exit_code == 0, result.output
+    assert "**No configuration can do the declared job.**" in result.stdout
+    assert "- batch_size=1 on rtx-4090 ×2 lots: not projected: no per-batch record: no batches.jsonl in " \
+           in result.stdout
+    assert "(the trial predates it)" in result.stdout

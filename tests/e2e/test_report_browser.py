@@ -189,3 +189,51 @@ def test_report_renders_its_plots_offline(browser: str, make_workspace: Callable
     browse(report, tmp_path, f"--log-net-log={log}", "--dump-dom")
     assert log.exists()
     assert page_requests(log) == []
+
+
+PARETO_JOB = """
+[job]
+inputs = 1000000
+bootstrap_resamples = 300
+"""
+PARETO_CATALOG = (
+    "gpu,cards_per_lot,billing,plan_days,price_usd_per_lot,minimum_s,increment_s,currency,catalog_date,source\n"
+    "rtx-4090,1,flat,7,110.00,,,USD,2026-09-24,IteraGPU catalog snapshot (2026-09-24 edition) as quoted in the seed\n"
+    "rtx-4090,1,hourly,,0.70,3600,3600,USD,2026-09-24,MADE-UP hourly price for the isocost test (not a real offer)\n"
+)
+
+
+def test_report_shows_the_jobs_pareto_view(browser: str, make_workspace: Callable[..., Path], tmp_path: Path) -> None:
+    study = make_workspace(n=6, repetitions=2, batches="[1, 4]", extra=PARETO_JOB)
+    out = tmp_path / "rtx4090"
+    run_campaign(study, out, ProcessLauncher(), rental=Rental("rtx-4090", 1))
+    catalog = tmp_path / "made-up-catalog.csv"
+    catalog.write_text(PARETO_CATALOG, encoding="utf-8")
+    result = CliRunner().invoke(isocost(), ["decide", str(out), "--catalog", str(catalog)])
+    assert result.exit_code == 0, result.output
+    job = json.loads((out / "decision.json").read_text(encoding="utf-8"))["job"]
+    projected = [c for c in job["configurations"] if c["per_corpus_usd"] is not None]
+    front = [c for c in projected if c["pareto"]]
+    assert projected and front
+
+    dom = browse(out / "report.html", tmp_path, "--dump-dom")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    tree = dom.stdout
+    assert len(re.findall(r'<svg class="plot pareto"', tree)) == 1
+    assert len(re.findall(r'<circle class="pareto front"', tree)) == len(front)
+    assert len(re.findall(r'<circle class="pareto dominated"', tree)) == len(projected) - len(front)
+    assert len(re.findall(r'<line class="interval"', tree)) == len(projected)
+    for label in ("projected job hours", "cost per validated corpus (USD)", "non-dominated (Pareto front)"):
+        assert label in tree
+    assert "The declared job" in tree and "Cheapest for the job" in tree
+
+    shot = tmp_path / "pareto.png"
+    taken = browse(out / "report.html", tmp_path, f"--screenshot={shot}", "--window-size=1100,1400")
+    assert taken.returncode == 0 and shot.exists(), taken.stderr[-2000:]
+    _, _, rows = png_pixels(shot)
+    pixels = [row[i:i + 3] for row in rows[::2] for i in range(0, len(row), 6)]
+    assert any(abs(p[0] - 0x00) < 40 and abs(p[1] - 0x9E) < 40 and abs(p[2] - 0x73) < 40 for p in pixels), \
+        "no green Pareto-front point in the screenshot"
+    log = tmp_path / "pareto-net.json"
+    browse(out / "report.html", tmp_path, f"--log-net-log={log}", "--dump-dom")
+    assert page_requests(log) == []

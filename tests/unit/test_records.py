@@ -53,3 +53,24 @@ def test_raw_row_writes_empty_cells_not_zeros():
     assert cells["peak_rss_bytes"] == "0"  # a real measured zero stays a zero
     assert RAW_COLUMNS[:11] == ("trial_id", "variant_id", "repetition", "order_index", "status", "pass_s",
                                 "expected_ids", "observed_ids", "ids_match", "corpus_accepted", "notes")
+
+
+def test_trial_status_v1_still_loads_with_energy_reasons():
+    status = TrialStatus(trial_id="t", status="ok", completed=1, expected=1, phases=PhaseTimes(),
+                         memory=MemoryPeaks(), truncated_count=0)
+    data = status.to_dict()
+    for key in ("gpu_energy_j", "cpu_energy_j", "gpu_energy_reason", "cpu_energy_reason"):
+        del data[key]
+    data["schema_version"] = 1
+    loaded = TrialStatus.from_dict(data)
+    assert loaded.gpu_energy_j is None
+    assert loaded.gpu_energy_reason == "not recorded: status.json schema_version 1"
+
+
+def test_trial_spec_carries_input_buckets():
+    spec = TrialSpec(trial_id="t", campaign_id="c", study_sha256="s", variant=VARIANT, repetition=1, order_index=1,
+                     attempt=1, corpus_path="/c", corpus_fingerprint="a", model_path="/m", model_fingerprint="b",
+                     warmup=WarmupRule("tuning", 2, 1, "warmup"), warmup_texts=("a",), launcher="process",
+                     input_buckets={"x": "short"})
+    assert spec.to_dict()["schema_version"] == 2
+    assert roundtrip(spec, TrialSpec).input_buckets == {"x": "short"}

@@ -1,0 +1,167 @@
+"""The real job a study is benchmarked for: the optional ``[job]`` table (parsing and validation only).
+
+Without a ``[job]`` table ``decide`` prices the campaign itself, as the seed
+does. With one, it also projects the declared job from the measured batches
+(:mod:`protocol.projection`) and prices it under every billing model.
+
+Keys (every error names the study file and the key):
+
+- ``inputs`` (> 0), or ``inputs_per_day`` (> 0) × ``days`` (> 0): the job's size;
+- ``corpora``: accepted corpora the job must deliver (default: the study's ``expected_artifacts``);
+- ``cards_per_lot``: workers one rented lot runs in parallel (default: the catalog's cards per lot);
+- ``fit_level``: the probability of fitting the deadline a configuration needs to be ranked (default 0.95);
+- ``bootstrap_resamples`` (default 2000) and ``bootstrap_seed`` (default 0): the recorded bootstrap;
+- ``[job.mix]``: share of the job's inputs per length bucket, summing to 1 (default: the corpus's own shares).
+
+Example::
+
+    [job]
+    inputs = 1000000
+    [job.mix]
+    short = 0.5
+    medium = 0.4
+    long = 0.1
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from protocol.errors import UserError
+
+JOB_KEYS = {
+    "inputs": "inputs the job processes (or inputs_per_day × days)",
+    "inputs_per_day": "inputs per day (with days)",
+    "days": "days at inputs_per_day",
+    "corpora": "accepted corpora the job must deliver",
+    "cards_per_lot": "workers one rented lot runs in parallel",
+    "fit_level": "probability of fitting the deadline needed to be ranked (0.5 to 1)",
+    "bootstrap_resamples": "bootstrap resamples over passes",
+    "bootstrap_seed": "seed of the bootstrap (recorded in the decision)",
+    "mix": "table: length bucket = share of the job's inputs",
+}
+
+DEFAULT_FIT_LEVEL = 0.95
+DEFAULT_RESAMPLES = 2000
+MIX_TOLERANCE = 1e-6
+
+
+@dataclass(frozen=True)
+class Job:
+    """A validated ``[job]`` table. Example: ``Job(source="study.toml", inputs=1_000_000, corpora=1)``."""
+
+    source: str
+    inputs: int
+    corpora: int
+    inputs_per_day: int | None = None
+    days: int | None = None
+    mix: tuple[tuple[str, float], ...] | None = None  # None: the corpus's own bucket shares
+    cards_per_lot: int | None = None  # None: the catalog's cards per lot
+    fit_level: float = DEFAULT_FIT_LEVEL
+    bootstrap_resamples: int = DEFAULT_RESAMPLES
+    bootstrap_seed: int = 0
+
+    def where(self, key: str) -> str:
+        """Example: ``job.where("inputs") == "study.toml, key job.inputs"``."""
+        return f"{self.source}, key job.{key}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "inputs": self.inputs,
+            "inputs_per_day": self.inputs_per_day,
+            "days": self.days,
+            "corpora": self.corpora,
+            "mix": None if self.mix is None else dict(self.mix),
+            "mix_source": "declared in [job.mix]" if self.mix else "the measured corpus's own bucket shares",
+            "cards_per_lot": self.cards_per_lot,
+            "fit_level": self.fit_level,
+            "bootstrap_resamples": self.bootstrap_resamples,
+            "bootstrap_seed": self.bootstrap_seed,
+        }
+
+
+def parse_job(table: Any, source: str, bucket_names: tuple[str, ...], expected_artifacts: int) -> Job | None:
+    """Validate the ``[job]`` table (``None`` when the study has none).
+
+    Example: ``parse_job({"inputs": 10}, "s.toml", ("short",), 1).inputs == 10``;
+    ``parse_job({"inputs": 0}, "s.toml", (), 1)`` raises ``UserError("job size must be … (s.toml, key job.inputs)")``.
+    """
+    if table is None:
+        return None
+
+    def where(key: str) -> str:
+        return f"{source}, key job.{key}"
+
+    if not isinstance(table, dict):
+        raise UserError("job must be a table", f"{source}, key job", "Write `[job]` with `inputs = …` below it.")
+    unknown = sorted(set(table) - set(JOB_KEYS))
+    if unknown:
+        raise UserError(f"unknown key {unknown[0]!r}", where(unknown[0]),
+                        f"Remove it or fix its spelling; [job] accepts: {', '.join(sorted(JOB_KEYS))}.")
+
+    def positive_int(key: str, default: Any = None) -> Any:
+        if key not in table:
+            return default
+        value = table[key]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise UserError(f"expected a whole number, got {value!r}", where(key), f"Write `{key} = 1000000`.")
+        if value < 1:
+            raise UserError(f"job size must be a positive whole number, got {value}", where(key),
+                            "A job processes at least one input; sizes are never zero or negative.")
+        return value
+
+    inputs = positive_int("inputs")
+    per_day, days = positive_int("inputs_per_day"), positive_int("days")
+    if inputs is not None and (per_day is not None or days is not None):
+        raise UserError("give inputs, or inputs_per_day with days, not both", where("inputs"),
+                        "Keep one way of stating the job's size.")
+    if inputs is None:
+        if per_day is None or days is None:
+            missing = "inputs_per_day" if per_day is None else "days"
+            raise UserError("the job's size is missing", where(missing if days or per_day else "inputs"),
+                            "Add `inputs = …`, or both `inputs_per_day = …` and `days = …`.")
+        inputs = per_day * days
+    corpora = positive_int("corpora", expected_artifacts)
+    cards = positive_int("cards_per_lot")
+    resamples = positive_int("bootstrap_resamples", DEFAULT_RESAMPLES)
+    if resamples < 100:
+        raise UserError(f"bootstrap_resamples must be at least 100, got {resamples}", where("bootstrap_resamples"),
+                        "Use 1000 or more for stable probabilities.")
+    seed = table.get("bootstrap_seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise UserError(f"bootstrap_seed must be a whole number >= 0, got {seed!r}", where("bootstrap_seed"))
+    level = table.get("fit_level", DEFAULT_FIT_LEVEL)
+    if isinstance(level, bool) or not isinstance(level, int | float) or not math.isfinite(level) \
+            or not 0.5 <= level < 1:
+        raise UserError(f"fit_level must be a probability from 0.5 to below 1, got {level!r}", where("fit_level"),
+                        "Use 0.95 unless you have a reason to accept more risk.")
+    mix = _mix(table.get("mix"), bucket_names, where("mix"))
+    return Job(source=source, inputs=inputs, corpora=corpora, inputs_per_day=per_day, days=days, mix=mix,
+               cards_per_lot=cards, fit_level=float(level), bootstrap_resamples=resamples, bootstrap_seed=seed)
+
+
+def _mix(table: Any, bucket_names: tuple[str, ...], where: str) -> tuple[tuple[str, float], ...] | None:
+    if table is None:
+        return None
+    if not isinstance(table, dict) or not table:
+        raise UserError("mix must be a non-empty table of bucket = share", where,
+                        "Write `[job.mix]` with one `bucket = share` line per length bucket.")
+    if not bucket_names:
+        raise UserError("a length mix needs the study's [[length_buckets]]", where,
+                        "Declare [[length_buckets]], or drop [job.mix] to use the corpus's own mix.")
+    shares = []
+    for name, value in table.items():
+        if name not in bucket_names:
+            raise UserError(f"unknown length bucket {name!r}", f"{where}.{name}",
+                            f"The study's length buckets: {', '.join(bucket_names)}.")
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
+                or not 0 <= value <= 1:
+            raise UserError(f"a share must be a number from 0 to 1, got {value!r}", f"{where}.{name}")
+        shares.append((str(name), float(value)))
+    total = math.fsum(share for _, share in shares)
+    if abs(total - 1.0) > MIX_TOLERANCE:
+        raise UserError(f"the length mix sums to {total:g}, not 1", where,
+                        "Give each bucket's share of the job's inputs so that they sum to 1.")
+    return tuple(shares)

@@ -1,0 +1,169 @@
+"""The declared job over the decision's configurations: project, price, rank, compare (pure).
+
+Called by :func:`protocol.decide.decide` when the study has a ``[job]`` table.
+Each configuration's accepted passes, with their per-batch records, are
+projected (:mod:`protocol.projection`), priced under every billing option of
+its GPU (:mod:`protocol.jobcost`), and ranked by expected cost among those
+whose probability of fitting the deadline meets the job's level.
+
+Example: ``job_decision(study.job, configs, campaigns, catalog, window, 0.0, now).chosen``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from protocol.calendar import Window
+from protocol.errors import UserError
+from protocol.job import Job
+from protocol.jobcost import (
+    TOP_COMPARED,
+    JobConfiguration,
+    JobDecision,
+    compare,
+    p_fits_deadline,
+    pareto_front,
+    price_options,
+    rank_job,
+)
+from protocol.plans import CENT, ROUNDING, Catalog
+from protocol.projection import ASSUMPTIONS, PassEvidence, energy_figures, project, refusal
+
+if TYPE_CHECKING:
+    from protocol.decide import CampaignEvidence, Configuration
+
+METHOD = (
+    "fit: least squares of each batch's time on a per-batch constant and its tokens per length bucket (batches.jsonl "
+    "of every accepted measured pass); without the constant, or one pooled rate, when that is singular or negative; "
+    "its residual is reported beside the mean batch time",
+    "check: the time a pass spends outside its batches is carried by the factor Σ pass_s / Σ batch_s, and each "
+    "measured pass is predicted from its own batches with it (the relative errors are listed)",
+    "job: seconds per input = factor × (seconds per batch ÷ measured inputs per batch + Σ share × tokens per input × "
+    "seconds per token, per length bucket); × inputs × corpora, spread over lots × cards per lot workers, plus the "
+    "measured set-up (imports, load, warm-up; median over the passes) once per worker",
+    "uncertainty: a bootstrap over the accepted passes (drawn with replacement, refitted, re-projected); interval = "
+    "2.5th–97.5th percentile; every billing option is charged for every resample",
+)
+
+
+def job_decision(
+    job: Job,
+    configs: Sequence[Configuration],
+    campaigns: Sequence[CampaignEvidence],
+    catalog: Catalog,
+    window: Window | None,
+    waiting_h: float,
+    now: datetime | None = None,
+) -> JobDecision:
+    """Project and price the job for every configuration; rank, compare, mark the Pareto front."""
+    now = now or datetime.now(UTC)
+    if window is not None and window.end <= now:
+        raise UserError(
+            f"the deadline is already past: the window ended {window.end.isoformat()} (now {now.isoformat()})",
+            f"{job.source}, key deadline.end",
+            "A job is planned before its deadline: move the [deadline] window forward, or drop [job] to price "
+            "the campaign as it ran.",
+        )
+    evidence = {e.campaign_id: e for e in campaigns}
+    level = job.fit_level
+    results = [_one(job, c, evidence[c.campaign_id], catalog, window, waiting_h) for c in configs]
+    _refuse_oversized(job, results)
+    front = pareto_front(results)
+    results = [replace(r, pareto=r.configuration_id in front) for r in results]
+    ranked, why = rank_job(results, level)
+    ranks = {c.configuration_id: i + 1 for i, c in enumerate(ranked)}
+    results = [replace(r, rank=ranks.get(r.configuration_id)) for r in results]
+    ranked = [next(r for r in results if r.configuration_id == c.configuration_id) for c in ranked]
+    comparisons = tuple(compare(ranked[0], other, level) for other in ranked[1:TOP_COMPARED])
+    return JobDecision(
+        job=job.to_dict(), level=level, configurations=tuple(results),
+        ranking=tuple(c.configuration_id for c in ranked),
+        chosen=ranked[0].configuration_id if ranked else None, comparisons=comparisons, why=tuple(why),
+        method=METHOD, assumptions=ASSUMPTIONS,
+    )
+
+
+def _one(job: Job, config: Configuration, evidence: CampaignEvidence, catalog: Catalog, window: Window | None,
+         waiting_h: float) -> JobConfiguration:
+    gpu, lots = evidence.rental_gpu, evidence.rental_lots or 1
+    accepted = [p for p in config.passes if p.accepted]
+    records = [evidence.trials[p.trial_id] for p in accepted if p.trial_id in evidence.trials]
+    energy = energy_figures(records, evidence.corpus_inputs, job.inputs * job.corpora)
+    options = catalog.options_for(gpu) if gpu else ()
+    cards = job.cards_per_lot or (options[0].cards_per_lot if options else 1)
+    base = JobConfiguration(
+        configuration_id=config.configuration_id, gpu=gpu, lots=lots if gpu else None,
+        workers=lots * cards if gpu else None, metric=config.metric, median_metric=config.median_metric,
+        projection=None, refused="", options=(), chosen_option=None, choice_reason="", expected_usd=None,
+        per_corpus_usd=None, p_fits_plan=None, p_fits_deadline=None, deadline_reason="", energy=energy,
+        exclusions=(),
+    )
+    refused = refusal(config.accepted_passes, config.failures, config.statuses, config.equivalent)
+    missing = [evidence.trials[p.trial_id].batches_reason if p.trial_id in evidence.trials
+               else f"trial {p.trial_id}: no per-trial record read" for p in accepted
+               if p.trial_id not in evidence.trials or evidence.trials[p.trial_id].batches is None]
+    if not refused and missing:
+        refused = "no per-batch record: " + "; ".join(missing)
+    if not refused and gpu is None:
+        refused = "no rental recorded: " + (evidence.rental_empty_reason or "the GPU is unknown")
+    if refused:
+        return replace(base, refused=refused, exclusions=("not projected: " + refused,))
+    assert gpu is not None
+    passes = [PassEvidence(p.trial_id, p.pass_s, evidence.trials[p.trial_id].setup_s,
+                           evidence.trials[p.trial_id].batches or ())
+              for p in accepted if p.pass_s is not None]
+    try:
+        projection = project(passes, job_inputs=job.inputs, corpora=job.corpora, workers=lots * cards, mix=job.mix,
+                             seed=f"{job.bootstrap_seed}:{config.configuration_id}",
+                             resamples=job.bootstrap_resamples)
+    except ValueError as exc:
+        return replace(base, refused=str(exc), exclusions=("not projected: " + str(exc),))
+    priced, best, reason = price_options(catalog, gpu, lots, projection, job.fit_level)
+    p_deadline = p_fits_deadline(projection.samples_h, window.elapsed_h if window else None, waiting_h)
+    deadline_reason = ("no deadline declared" if window is None else
+                       f"job hours + {waiting_h:g} h waiting against the window's {window.elapsed_h:.1f} h")
+    exclusions = []
+    if not priced:
+        exclusions.append(f"no price for ({gpu}, any billing, any length) in the catalog dated {catalog.dates_text}: "
+                          "nothing is guessed")
+    elif best is None:
+        exclusions.append("no billing option covers the job with P >= "
+                          f"{job.fit_level:g}: " + "; ".join(f"{o.label}: {o.reason}" for o in priced))
+    if p_deadline is not None and p_deadline < job.fit_level:
+        exclusions.append(f"P(fits deadline) {p_deadline:.1%} < {job.fit_level:g} ({deadline_reason})")
+    keeps_up = None
+    if job.days is not None:
+        keeps_up = p_fits_deadline(projection.samples_h, job.days * 24.0, 0.0)
+        if keeps_up is not None and keeps_up < job.fit_level:
+            exclusions.append(f"does not keep up with {job.inputs_per_day:,} inputs a day: P(job hours <= "
+                              f"{job.days} days × 24 h) {keeps_up:.1%} < {job.fit_level:g}")
+    expected = best.expected_usd if best else None
+    return replace(
+        base, projection=projection, options=priced, chosen_option=best.label if best else None,
+        choice_reason=reason, expected_usd=expected,
+        per_corpus_usd=None if expected is None else (expected / job.corpora).quantize(CENT, rounding=ROUNDING),
+        p_fits_plan=best.p_covers if best else None, p_fits_deadline=p_deadline, deadline_reason=deadline_reason,
+        exclusions=tuple(exclusions), p_keeps_up=keeps_up,
+    )
+
+
+def _refuse_oversized(job: Job, results: Sequence[JobConfiguration]) -> None:
+    """A job no plan covers on any configuration is refused with the shortfall and the nearest plan."""
+    projected = [r for r in results if r.projection is not None and r.options]
+    if not projected or any(r.chosen_option is not None for r in projected):
+        return
+    fastest = min(projected, key=lambda r: r.projection.job_h if r.projection else 0.0)
+    assert fastest.projection is not None
+    nearest = max(fastest.options, key=lambda o: o.plan.plan_hours)
+    short = fastest.projection.high_h - nearest.plan.plan_hours
+    raise UserError(
+        f"the job is larger than any plan can cover: the fastest configuration, {fastest.configuration_id}, needs "
+        f"up to {fastest.projection.high_h:.1f} h; the nearest plan, {nearest.plan.gpu} {nearest.label} "
+        f"({nearest.plan.plan_hours} h), is short by {short:.1f} h",
+        f"{job.source}, key job.inputs",
+        "Shrink the job (or split it into several), rent more lots (isocost rental DIR --lots N), or load a "
+        "catalog with hourly, per-second or monthly billing (--catalog FILE).",
+    )

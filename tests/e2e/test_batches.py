@@ -1,0 +1,50 @@
+"""End-to-end: the per-batch record and the energy fields, from a real trial of the real model."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from runner.campaign import read_raw
+from runner.cli import main
+
+pytestmark = pytest.mark.e2e
+
+
+def test_batches_jsonl_accounts_for_every_input_and_token(make_workspace, tmp_path):
+    study = make_workspace(n=11, repetitions=1, batches="[4]")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["run", str(study), "--out", str(out), "--launcher", "process"])
+    assert result.exit_code == 0, result.output
+    [row] = read_raw(out / "raw.csv")
+    trial = out / "trials" / row["trial_id"]
+    with open(out / "corpus_index.csv", newline="") as handle:
+        index = list(csv.DictReader(handle))
+    max_length = int(row["max_length"])
+
+    records = [json.loads(line) for line in (trial / "batches.jsonl").read_text().splitlines()]
+    assert [r["index"] for r in records] == [0, 1, 2]
+    assert [r["n_inputs"] for r in records] == [4, 4, 3]
+    by_bucket: dict[str, int] = {}
+    for entry in index:
+        by_bucket[entry["length_bucket"]] = by_bucket.get(entry["length_bucket"], 0) + 1
+    seen: dict[str, int] = {}
+    for r in records:
+        for bucket, count in r["inputs_by_bucket"].items():
+            seen[bucket] = seen.get(bucket, 0) + count
+        assert sum(r["tokens_by_bucket"].values()) == r["n_tokens"]
+        assert r["device_s"] is None  # CPU trial
+        assert r["batch_s"] > 0
+    assert seen == by_bucket  # the same buckets as corpus_index.csv (quality subgroups)
+    # tokens fed to the model: each input's token count, truncated at max_length
+    assert sum(r["n_tokens"] for r in records) == sum(min(int(e["n_tokens"]), max_length) for e in index)
+    assert sum(r["batch_s"] for r in records) <= float(row["pass_s"])
+
+    status = json.loads((trial / "status.json").read_text())
+    for kind in ("gpu", "cpu"):
+        joules, reason = status[f"{kind}_energy_j"], status[f"{kind}_energy_reason"]
+        assert (joules is None) != (reason == ""), (kind, joules, reason)
+    assert status["gpu_energy_reason"] == "CPU trial: no GPU energy counter"

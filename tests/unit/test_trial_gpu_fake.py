@@ -1,0 +1,146 @@
+"""The trial's GPU path, with CPU torch posing as CUDA and as ROCm (tests/unit/fakegpu.py).
+
+These assert the calls the trial makes (synchronise, reset peaks, events per forward) and what it
+writes (batches.jsonl, status.json energy and device time); a real card is only exercised by
+tests/gpu (marker ``gpu``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakegpu import GPU_UUID, FakeModel, FakeNvml, FakeTokenizer, pose_as_gpu, write_corpus
+
+from protocol.records import TrialSpec, Variant, WarmupRule
+
+torch = pytest.importorskip("torch")
+
+BASE = Variant(variant_id="v", stack="cuda", device="cuda", precision="fp32", quantization="none", compile=False,
+               attention="sdpa", batch_size=4, padding="longest", max_length=16, length_grouping="none",
+               resume="none", threads=1, seed=0, deterministic=False)
+
+
+def make_spec(tmp_path: Path, lengths: list[int], buckets: dict[str, str] | None = None, **variant: Any) -> TrialSpec:
+    corpus = tmp_path / "corpus.jsonl"
+    ids = write_corpus(corpus, lengths)
+    if buckets is None:
+        buckets = {i: ("short" if n <= 5 else "long") for i, n in zip(ids, lengths, strict=True)}
+    return TrialSpec(trial_id="t1", campaign_id="c", study_sha256="s", variant=dataclasses.replace(BASE, **variant),
+                     repetition=1, order_index=1, attempt=1, corpus_path=str(corpus), corpus_fingerprint="x",
+                     model_path=str(tmp_path / "model"), model_fingerprint="y",
+                     warmup=WarmupRule("tuning", 2, 1, "warmup"), warmup_texts=("one two", "three"),
+                     launcher="process", input_buckets=buckets)
+
+
+def run_trial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spec: TrialSpec, backend: str | None = "cuda"):
+    """Run the trial's stages in this process; returns (trial, call log, fake model)."""
+    from runner.trial import model as model_module
+    from runner.trial.run import Trial
+
+    log = pose_as_gpu(monkeypatch, torch, backend) if backend else None
+    fake_model = FakeModel(torch, log or _NullLog())
+
+    def load(cls: Any, path: Path, variant: Variant, torch_: Any) -> Any:
+        return cls(tokenizer=FakeTokenizer(torch), model=fake_model, variant=variant, torch=torch,
+                   labels={0: "a", 1: "b"}, device=torch.device("cpu"))
+
+    monkeypatch.setattr(model_module.Classifier, "load", classmethod(load))
+    monkeypatch.setattr("runner.trial.energy.POWERCAP", tmp_path / "no-powercap")
+    out = tmp_path / "out"
+    out.mkdir()
+    trial = Trial(spec, out)
+    trial.base_manifest()
+    trial.setup_torch()
+    trial.run()
+    trial.write_status("ok")
+    return trial, log, fake_model
+
+
+class _NullLog:
+    calls: list[str] = []
+
+
+def batches(out: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (out / "batches.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("backend", ["cuda", "rocm"])
+def test_fake_gpu_writes_one_batch_record_per_batch_with_device_time_of_its_forwards(tmp_path, monkeypatch, backend):
+    FakeNvml().install(monkeypatch)
+    lengths = [3, 9, 4, 12, 2, 7, 5, 1, 10, 6]  # 10 inputs at batch 4: batches of 4, 4, 2
+    trial, log, model = run_trial(tmp_path, monkeypatch, make_spec(tmp_path, lengths), backend)
+    records = batches(trial.out)
+    assert [r["index"] for r in records] == [0, 1, 2]
+    assert [r["n_inputs"] for r in records] == [4, 4, 2]
+    # tokens: the ids fed to the model (words + 2 special tokens), after truncation at 16, before padding
+    fed = [min(n + 2, 16) for n in lengths]
+    assert [r["n_tokens"] for r in records] == [sum(fed[0:4]), sum(fed[4:8]), sum(fed[8:10])]
+    assert records[0]["inputs_by_bucket"] == {"short": 2, "long": 2}
+    assert records[0]["tokens_by_bucket"] == {"short": fed[0] + fed[2], "long": fed[1] + fed[3]}
+    assert sum(sum(r["inputs_by_bucket"].values()) for r in records) == len(lengths)
+    for r in records:
+        assert set(r) == {"index", "n_inputs", "n_tokens", "inputs_by_bucket", "tokens_by_bucket", "batch_s",
+                          "device_s"}
+        assert r["batch_s"] > 0
+        assert 0 < r["device_s"] < r["batch_s"]  # the forward alone, timed by its own events
+    status = json.loads((trial.out / "status.json").read_text())
+    assert status["schema_version"] == 2
+    # gpu_pass_s is device time of the forwards (summed), not a span around the whole pass
+    assert status["phases"]["gpu_pass_s"] == pytest.approx(sum(r["device_s"] for r in records))
+    assert status["phases"]["gpu_pass_s"] <= status["phases"]["pass_s"]
+    # warm-up forwards carry no events; after it, each forward sits between its own two events
+    calls = log.names("event.record", "forward", "reset_peak_memory_stats")
+    after = calls[calls.index("reset_peak_memory_stats") + 1:]
+    assert "event.record" not in calls[: calls.index("reset_peak_memory_stats")]
+    assert after == ["event.record", "forward", "event.record"] * 3
+
+
+def test_cpu_trial_batches_have_null_device_time_and_energy_reasons(tmp_path, monkeypatch):
+    spec = make_spec(tmp_path, [3, 4, 5], stack="cpu", device="cpu", batch_size=2)
+    trial, _, _ = run_trial(tmp_path, monkeypatch, spec, backend=None)
+    records = batches(trial.out)
+    assert [r["n_inputs"] for r in records] == [2, 1]
+    assert all(r["device_s"] is None for r in records)
+    status = json.loads((trial.out / "status.json").read_text())
+    assert status["gpu_energy_j"] is None and status["gpu_energy_reason"] == "CPU trial: no GPU energy counter"
+    assert status["cpu_energy_j"] is None and "no RAPL powercap interface" in status["cpu_energy_reason"]
+
+
+def test_study_without_buckets_puts_every_input_in_bucket_all(tmp_path, monkeypatch):
+    spec = make_spec(tmp_path, [3, 4, 5], buckets={}, stack="cpu", device="cpu", batch_size=8)
+    trial, _, _ = run_trial(tmp_path, monkeypatch, spec, backend=None)
+    assert batches(trial.out)[0]["inputs_by_bucket"] == {"all": 3}
+
+
+def test_gpu_energy_is_read_from_the_trials_card_around_the_pass(tmp_path, monkeypatch):
+    nvml = FakeNvml(energy_mj=[5_000_000, 5_012_345]).install(monkeypatch)
+    trial, _, _ = run_trial(tmp_path, monkeypatch, make_spec(tmp_path, [3, 4, 5]), "cuda")
+    status = json.loads((trial.out / "status.json").read_text())
+    assert status["gpu_energy_j"] == pytest.approx(12.345)
+    assert status["gpu_energy_reason"] == ""
+    assert nvml.energy_handles == [1, 1]  # the card whose UUID torch reported, not NVML device 0
+    assert trial.manifest["device"]["gpu_uuid"] == GPU_UUID
+
+
+def test_gpu_energy_without_nvml_is_null_with_reason(tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import fails
+    trial, _, _ = run_trial(tmp_path, monkeypatch, make_spec(tmp_path, [3]), "cuda")
+    status = json.loads((trial.out / "status.json").read_text())
+    assert status["gpu_energy_j"] is None
+    assert "nvidia-ml-py (pynvml) not installed" in status["gpu_energy_reason"]
+
+
+def test_oom_trial_reports_energy_not_measured(tmp_path, monkeypatch):
+    from runner.trial.run import Trial
+
+    trial = Trial(make_spec(tmp_path, [3]), tmp_path)
+    trial.write_status("oom", "boom")
+    status = json.loads((tmp_path / "status.json").read_text())
+    assert status["gpu_energy_j"] is None
+    assert status["gpu_energy_reason"] == "not measured: the measured pass did not complete (status oom)"
