@@ -222,6 +222,10 @@ def _memory(report: CheckReport, study: Study, target_memory_gib: float | None) 
 def _launcher(report: CheckReport, study: Study) -> None:
     from runner.launch.select import choose_launcher
 
+    missing = [str(p) for p in (study.corpus.path, study.model.path) if not p.exists()]
+    if missing:  # already a FAIL above; the launcher's input check would only repeat it
+        report.add("warn", "image", f"not checked: the inputs are missing ({', '.join(missing)})")
+        return
     try:
         choice = choose_launcher(study.path, "auto", None)
     except UserError as exc:
