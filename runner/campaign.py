@@ -31,7 +31,7 @@ from protocol.plans import default_catalog_path, load_catalog
 from protocol.records import RAW_COLUMNS, RawRow, TrialSpec, Variant
 from protocol.schedule import Slot, attempt_trial_id, rotated_schedule
 from protocol.study import Study, bucket_for, load_study
-from runner.gather import gather_trial, load_reference, read_input_buckets
+from runner.gather import gather_trial, load_reference, trial_inputs
 from runner.launch.base import HOST_STOP_NOTE, HostInterrupt, Launcher, LaunchResult, TrialPaths
 from runner.seen import check_and_record
 
@@ -445,7 +445,7 @@ def _run_one(
     trial_dir.mkdir(parents=True, exist_ok=False)
     trial_paths = TrialPaths(trial_dir=trial_dir, corpus=study.corpus.path, model=study.model.path)
     spec = _spec(study, description, slot, attempt, variant, launcher, trial_paths)
-    spec = dataclasses.replace(spec, input_buckets=read_input_buckets(paths.corpus_index))
+    spec = dataclasses.replace(spec, **trial_inputs(paths.corpus_index, variant))
     write_json_atomic(trial_dir / "spec.json", spec.to_dict())
     progress(f"[{slot.order_index}/{n_slots}] {trial_id}: running ({variant.variant_id}, "
              f"repetition {slot.repetition})")

@@ -95,6 +95,7 @@ class Trial:
         self.cpu_energy_j: float | None = None
         self.gpu_energy_reason = ""
         self.cpu_energy_reason = ""
+        self.pass_compilations: int | None = None
 
     # -- outputs ---------------------------------------------------------------------------
 
@@ -107,6 +108,10 @@ class Trial:
         for name in MemoryPeaks.__dataclass_fields__:
             if self.memory.get(name) is None and name not in reasons:
                 reasons[name] = f"not measured: trial ended with status {status}"
+        if self.pass_compilations is None and "pass_compilations" not in reasons:
+            reasons["pass_compilations"] = ("not counted: the variant does not use torch.compile" if
+                                            not self.variant.compile else
+                                            f"not counted: trial ended with status {status}")
         if self.truncated is None and "truncated_count" not in reasons:
             reasons["truncated_count"] = f"not counted: trial ended with status {status}"
         record = TrialStatus(
@@ -126,6 +131,7 @@ class Trial:
             cpu_energy_j=self.cpu_energy_j,
             gpu_energy_reason=self._energy_reason(self.gpu_energy_j, self.gpu_energy_reason, status),
             cpu_energy_reason=self._energy_reason(self.cpu_energy_j, self.cpu_energy_reason, status),
+            pass_compilations=self.pass_compilations,
         )
         write_json_atomic(self.out / "status.json", record.to_dict())
 
@@ -243,12 +249,20 @@ class Trial:
         self.manifest["model"] = classifier.describe()
         self.write_manifest()
 
+        # Warm-up: the tuning texts at the variant's batch size, then the measured pass's own padded shapes
+        # (longest, shortest, last batch) built from tuning tokens, so allocator growth, lazy kernel loading
+        # and (with compile) every recompilation land here, not in pass_s.
         with PhaseTimer(self.sync) as timer:
             texts = list(self.spec.warmup_texts)
+            shaped = shaped_batches(classifier.tokenize(texts), self.spec.warmup_shapes)
             for _ in range(self.spec.warmup.runs):
                 for start in range(0, len(texts), variant.batch_size):
                     classifier.predict(texts[start : start + variant.batch_size])
+                for features in shaped:
+                    classifier.predict_encoded(features)
         self.phases["warmup_s"] = timer.elapsed_s
+        self.manifest["warmup_shapes"] = [list(shape) for shape in self.spec.warmup_shapes]
+        compiled_before = self._compilations()
 
         if variant.device == "cuda":
             torch.cuda.reset_peak_memory_stats()
@@ -274,7 +288,7 @@ class Trial:
             encoded = classifier.tokenize([r.text for r in records])
             order = list(range(len(records)))
             if variant.length_grouping == "sort":
-                order.sort(key=lambda i: (len(encoded[i]), i))
+                order.sort(key=lambda i: (len(encoded[i]["input_ids"]), i))
             buckets = [self._bucket(r.id) for r in records]
 
             def run_batch(batch_no: int, index: list[int]) -> float:
@@ -319,6 +333,8 @@ class Trial:
             self.gpu_energy_j, self.gpu_energy_reason = gpu_meter.stop()
             self.cpu_energy_j, self.cpu_energy_reason = cpu_meter.stop()
         self.phases["pass_s"] = pass_total - write_s
+        if compiled_before is not None:
+            self.pass_compilations = (self._compilations() or 0) - compiled_before
         if variant.device == "cuda":
             self.phases["gpu_pass_s"] = device_s_total
             self.memory["peak_allocated_bytes"] = int(torch.cuda.max_memory_allocated())
@@ -351,6 +367,14 @@ class Trial:
             self.write_manifest()
         self.phases["write_s"] = write_s + (timer.elapsed_s or 0.0)
         return EXIT_OK
+
+    def _compilations(self) -> int | None:
+        """Graphs torch.compile (dynamo) has compiled so far in this process; None without compile."""
+        if not self.variant.compile:
+            return None
+        from torch._dynamo.utils import counters
+
+        return int(counters["stats"]["unique_graphs"])
 
     def _bucket(self, input_id: str) -> str:
         if not self.spec.input_buckets:
@@ -397,6 +421,28 @@ class Trial:
         if value == "truncate" and self.completed + lines.count("\n") >= self.expected:
             return lines[: len(lines) - 7]  # the last line is cut short, as by a crash mid-write
         return lines
+
+
+def shaped_batches(features: list[dict[str, list[int]]], shapes: tuple[tuple[int, int], ...]
+                   ) -> list[list[dict[str, list[int]]]]:
+    """One warm-up batch per (rows, length) shape, made of tuning tokens: each row keeps its input's first
+    and last token (e.g. [CLS] … [SEP]) and repeats its inner tokens to exactly ``length`` ids."""
+    if not features:
+        return []
+    batches = []
+    for rows, length in shapes:
+        batch = []
+        for r in range(rows):
+            source = features[r % len(features)]
+            ids = source["input_ids"]
+            inner = ids[1:-1] or ids[:1]
+            body = (inner * (length // len(inner) + 1))[: max(length - 2, 0)]
+            new_ids = ([ids[0], *body, ids[-1]] if length >= 2 else ids[:1])[:length]
+            row = {key: [values[0]] * length for key, values in source.items() if key != "input_ids"}
+            row["input_ids"] = new_ids
+            batch.append(row)
+        batches.append(batch)
+    return batches
 
 
 def batch_record(batch_no: int, index: list[int], encoded: list[dict[str, list[int]]], buckets: list[str],

@@ -131,16 +131,22 @@ class FakeTokenizer:
 class FakeModel:
     """Logs each forward with its padded shape; two labels, deterministic logits."""
 
-    def __init__(self, torch: Any, log: CallLog) -> None:
+    def __init__(self, torch: Any, log: CallLog, compiled: bool = False) -> None:
         self.torch = torch
         self.log = log
+        self.compiled = compiled  # pose as torch.compile with static shapes: each new shape compiles a graph
         self.shapes: list[tuple[int, int]] = []
         self.config = SimpleNamespace(id2label={0: "a", 1: "b"}, architectures=["Fake"], model_type="fake",
                                       _attn_implementation="sdpa")
 
     def __call__(self, input_ids: Any, attention_mask: Any) -> Any:
         self.log.calls.append("forward")
-        self.shapes.append(tuple(input_ids.shape))
+        shape = tuple(input_ids.shape)
+        if self.compiled and shape not in self.shapes:
+            from torch._dynamo.utils import counters
+
+            counters["stats"]["unique_graphs"] += 1
+        self.shapes.append(shape)
         logits = self.torch.stack([input_ids.sum(dim=1).float(), input_ids.shape[1] * self.torch.ones(
             input_ids.shape[0])], dim=1)
         return SimpleNamespace(logits=logits)

@@ -16,6 +16,7 @@ import pytest
 from fakegpu import GPU_UUID, FakeModel, FakeNvml, FakeTokenizer, pose_as_gpu, write_corpus
 
 from protocol.records import TrialSpec, Variant, WarmupRule
+from protocol.shapes import pass_shapes, warmup_shapes
 
 torch = pytest.importorskip("torch")
 
@@ -24,25 +25,31 @@ BASE = Variant(variant_id="v", stack="cuda", device="cuda", precision="fp32", qu
                resume="none", threads=1, seed=0, deterministic=False)
 
 
-def make_spec(tmp_path: Path, lengths: list[int], buckets: dict[str, str] | None = None, **variant: Any) -> TrialSpec:
+def make_spec(tmp_path: Path, lengths: list[int], buckets: dict[str, str] | None = None,
+              shapes: tuple[tuple[int, int], ...] | None = None, **variant: Any) -> TrialSpec:
     corpus = tmp_path / "corpus.jsonl"
     ids = write_corpus(corpus, lengths)
     if buckets is None:
         buckets = {i: ("short" if n <= 5 else "long") for i, n in zip(ids, lengths, strict=True)}
-    return TrialSpec(trial_id="t1", campaign_id="c", study_sha256="s", variant=dataclasses.replace(BASE, **variant),
+    chosen = dataclasses.replace(BASE, **variant)
+    if shapes is None:  # as the host computes them from corpus_index.csv (token counts with special tokens)
+        shapes = warmup_shapes([n + 2 for n in lengths], chosen.batch_size, chosen.padding, chosen.max_length,
+                               chosen.length_grouping)
+    return TrialSpec(trial_id="t1", campaign_id="c", study_sha256="s", variant=chosen, warmup_shapes=shapes,
                      repetition=1, order_index=1, attempt=1, corpus_path=str(corpus), corpus_fingerprint="x",
                      model_path=str(tmp_path / "model"), model_fingerprint="y",
                      warmup=WarmupRule("tuning", 2, 1, "warmup"), warmup_texts=("one two", "three"),
                      launcher="process", input_buckets=buckets)
 
 
-def run_trial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spec: TrialSpec, backend: str | None = "cuda"):
+def run_trial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spec: TrialSpec, backend: str | None = "cuda",
+              compiled: bool = False):
     """Run the trial's stages in this process; returns (trial, call log, fake model)."""
     from runner.trial import model as model_module
     from runner.trial.run import Trial
 
     log = pose_as_gpu(monkeypatch, torch, backend) if backend else None
-    fake_model = FakeModel(torch, log or _NullLog())
+    fake_model = FakeModel(torch, log or _NullLog(), compiled=compiled)
 
     def load(cls: Any, path: Path, variant: Variant, torch_: Any) -> Any:
         return cls(tokenizer=FakeTokenizer(torch), model=fake_model, variant=variant, torch=torch,
@@ -144,3 +151,61 @@ def test_oom_trial_reports_energy_not_measured(tmp_path, monkeypatch):
     status = json.loads((tmp_path / "status.json").read_text())
     assert status["gpu_energy_j"] is None
     assert status["gpu_energy_reason"] == "not measured: the measured pass did not complete (status oom)"
+
+
+def pass_and_warmup_shapes(model: FakeModel, n_pass_batches: int) -> tuple[list, list]:
+    return model.shapes[: -n_pass_batches], model.shapes[-n_pass_batches:]
+
+
+@pytest.mark.parametrize(("padding", "grouping"), [("longest", "none"), ("longest", "sort"), ("max_length", "none")])
+def test_warmup_runs_the_passs_longest_shortest_and_last_shapes_at_the_variants_batch(
+        tmp_path, monkeypatch, padding, grouping):
+    FakeNvml().install(monkeypatch)
+    lengths = [3, 30, 4, 12, 2, 7, 5, 1, 10, 6, 20]  # 11 inputs at batch 4: the last batch has 3 rows
+    spec = make_spec(tmp_path, lengths, padding=padding, length_grouping=grouping, max_length=24)
+    trial, _, model = run_trial(tmp_path, monkeypatch, spec)
+    expected = pass_shapes([n + 2 for n in lengths], 4, padding, 24, grouping)
+    warm, measured = pass_and_warmup_shapes(model, len(expected))
+    assert measured == expected  # the host's arithmetic matches what the trial really ran
+    longest = max(expected, key=lambda s: (s[1], s[0]))
+    shortest = min(expected, key=lambda s: (s[1], -s[0]))
+    for shape in (longest, shortest, expected[-1]):
+        assert shape in warm, (shape, warm)
+    assert expected[-1][0] == 3
+    assert trial.manifest["warmup_shapes"] == [list(s) for s in spec.warmup_shapes]
+
+
+def test_length_sorted_pass_really_runs_in_length_order(tmp_path, monkeypatch):
+    lengths = [9, 1, 5, 3, 7, 2]
+    spec = make_spec(tmp_path, lengths, length_grouping="sort", batch_size=2, stack="cpu", device="cpu")
+    trial, _, model = run_trial(tmp_path, monkeypatch, spec, backend=None)
+    assert model.shapes[-3:] == [(2, 2 + 2), (2, 5 + 2), (2, 9 + 2)]
+    ids = [json.loads(line)["id"] for line in (trial.out / "predictions.jsonl").read_text().splitlines()]
+    assert ids == ["t001", "t005", "t003", "t002", "t004", "t000"]
+
+
+def test_compilations_inside_the_pass_are_counted_and_flagged(tmp_path, monkeypatch):
+    FakeNvml().install(monkeypatch)
+    lengths = [3, 9, 4, 12, 2, 7, 5, 1, 10]
+    # a warm-up that misses the pass's shapes (as before issue 12): every new shape compiles inside the pass
+    spec = make_spec(tmp_path, lengths, shapes=(), compile=True)
+    trial, _, model = run_trial(tmp_path, monkeypatch, spec, compiled=True)
+    status = json.loads((trial.out / "status.json").read_text())
+    new_in_pass = {s for s in model.shapes[-3:]} - set(model.shapes[:-3])
+    assert status["pass_compilations"] == len(new_in_pass) > 0
+
+
+def test_warmup_covering_the_shapes_leaves_no_compilation_in_the_pass(tmp_path, monkeypatch):
+    FakeNvml().install(monkeypatch)
+    lengths = [3, 9, 4, 12, 2, 7, 5, 1, 10]  # three batches: longest, shortest and last are all of them
+    trial, _, _ = run_trial(tmp_path, monkeypatch, make_spec(tmp_path, lengths, compile=True), compiled=True)
+    status = json.loads((trial.out / "status.json").read_text())
+    assert status["pass_compilations"] == 0
+
+
+def test_pass_compilations_is_empty_with_reason_without_compile(tmp_path, monkeypatch):
+    FakeNvml().install(monkeypatch)
+    trial, _, _ = run_trial(tmp_path, monkeypatch, make_spec(tmp_path, [3, 4]))
+    status = json.loads((trial.out / "status.json").read_text())
+    assert status["pass_compilations"] is None
+    assert status["empty_reasons"]["pass_compilations"] == "not counted: the variant does not use torch.compile"
