@@ -187,8 +187,11 @@ class MemoryPeaks:
     peak_rss_bytes: int | None = None
     peak_allocated_bytes: int | None = None
     peak_reserved_bytes: int | None = None
+    #: Whole device (every process), ``torch.cuda.mem_get_info`` total − free: after the pass's last batch,
+    #: and the largest of the samples taken after each batch. Not this trial's own use: see the peaks.
     device_used_bytes: int | None = None
     device_total_bytes: int | None = None
+    device_used_max_bytes: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -284,6 +287,7 @@ RAW_COLUMNS: tuple[str, ...] = (
     "pass_compilations",  # torch.compile graphs compiled inside the pass (>0: the warm-up missed a shape)
     "gpu_energy_j",
     "cpu_energy_j",
+    "device_used_max_bytes",
 )
 
 

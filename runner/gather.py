@@ -169,6 +169,7 @@ def gather_trial(
         "pass_compilations": status.pass_compilations if status is not None else None,
         "gpu_energy_j": status.gpu_energy_j if status is not None else None,
         "cpu_energy_j": status.cpu_energy_j if status is not None else None,
+        "device_used_max_bytes": memory.device_used_max_bytes,
     }
     if status is not None:
         if status.pass_compilations:

@@ -219,24 +219,6 @@ def _amdsmi(facts: dict[str, Any], reasons: dict[str, str]) -> None:
         reasons["driver_version"] = f"amdsmi unavailable: {exc}"
 
 
-def device_memory_used_bytes(device: str) -> tuple[int | None, str]:
-    """Device memory in use as the driver sees it (NVML), or None and why."""
-    if device == "cpu":
-        return None, "CPU trial: no device memory"
-    try:
-        import pynvml  # type: ignore[import-not-found]
-    except ImportError:
-        return None, "nvidia-ml-py (pynvml) not installed"
-    try:
-        pynvml.nvmlInit()
-        try:
-            handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-            return int(pynvml.nvmlDeviceGetMemoryInfo(handle).used), ""
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception as exc:  # NVML raises its own error types
-        return None, f"NVML unavailable: {exc}"
-
 
 def gpu_energy_meter(facts: dict[str, Any]) -> Any:
     """An energy meter (``runner.trial.energy``) for the card in ``facts`` (from :func:`device_facts`)."""

@@ -57,6 +57,9 @@ NO_BUCKETS = "all"
 #: Bucket name for an input the spec's ``input_buckets`` does not list (should not happen).
 UNBUCKETED = "unbucketed"
 
+DEVICE_MEMORY_FIELDS = ("peak_allocated_bytes", "peak_reserved_bytes", "device_used_bytes", "device_used_max_bytes",
+                        "device_total_bytes")
+
 
 class Interrupted(Exception):
     """SIGTERM/SIGINT arrived during the trial."""
@@ -96,6 +99,7 @@ class Trial:
         self.gpu_energy_reason = ""
         self.cpu_energy_reason = ""
         self.pass_compilations: int | None = None
+        self.peaks_reset = False
 
     # -- outputs ---------------------------------------------------------------------------
 
@@ -231,7 +235,12 @@ class Trial:
             "cudnn_benchmark": False if variant.device == "cuda" else None,
             "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
             "threads": variant.threads,
+            # Read back from torch: what determinism really costs (extra work) in this run.
+            "deterministic_algorithms_enabled": bool(torch.are_deterministic_algorithms_enabled()),
+            "deterministic_warn_only": bool(torch.is_deterministic_algorithms_warn_only_enabled()),
+            "fill_uninitialized_memory": _fill_uninitialized_memory(torch),
         }
+        self.manifest["numerics"] = numerics_settings(torch, variant.device)
         self.write_manifest()
 
     def sync(self) -> None:
@@ -262,10 +271,19 @@ class Trial:
                     classifier.predict_encoded(features)
         self.phases["warmup_s"] = timer.elapsed_s
         self.manifest["warmup_shapes"] = [list(shape) for shape in self.spec.warmup_shapes]
+        from runner.trial.model import attention_ops
+
+        probe = shaped[0][:1] if shaped else classifier.tokenize(texts[:1])
+        ops, why = attention_ops(classifier, probe)  # one more forward, outside warmup_s and pass_s
+        self.manifest["attention_ops"] = ops
+        if why:
+            self.manifest["empty_reasons"]["attention_ops"] = why
+        self.write_manifest()
         compiled_before = self._compilations()
 
         if variant.device == "cuda":
             torch.cuda.reset_peak_memory_stats()
+            self.peaks_reset = True
             classifier.forward_events = []
         from runner.trial.energy import NoMeter, RaplMeter
         from runner.trial.env import gpu_energy_meter
@@ -293,13 +311,17 @@ class Trial:
 
             def run_batch(batch_no: int, index: list[int]) -> float:
                 """Predict one batch and write it; returns seconds spent writing."""
+                retry = False
                 try:
                     self._inject(batch_no, len(index))
                     labels, scores = classifier.predict_encoded([encoded[i] for i in index])
                 except BaseException as exc:
                     if variant.resume != "halve-batch-on-oom" or len(index) == 1 or not _is_oom(exc):
                         raise
-                    # A declared resume variant: retry this batch in halves; the time stays in the pass.
+                    retry = True
+                if retry:
+                    # A declared resume variant: retry this batch in halves; the time stays in the pass. Out of
+                    # the handler, so the failed batch's tensors (held by the traceback) are freed first.
                     self.oom_events += 1
                     if variant.device == "cuda":
                         torch.cuda.empty_cache()
@@ -321,6 +343,9 @@ class Trial:
                 batch_write_s = run_batch(batch_no, index)
                 batch_s = clock() - batch_start - batch_write_s
                 device_s = self._drain_forward_events(classifier)
+                probe_start = clock()
+                self._sample_device_memory()
+                write_s += clock() - probe_start  # excluded from pass_s, like the writes
                 if device_s_total is not None and device_s is not None:
                     device_s_total += device_s
                 line = json.dumps(batch_record(batch_no, index, encoded, buckets, batch_s, device_s)) + "\n"
@@ -337,20 +362,12 @@ class Trial:
             self.pass_compilations = (self._compilations() or 0) - compiled_before
         if variant.device == "cuda":
             self.phases["gpu_pass_s"] = device_s_total
-            self.memory["peak_allocated_bytes"] = int(torch.cuda.max_memory_allocated())
-            self.memory["peak_reserved_bytes"] = int(torch.cuda.max_memory_reserved())
-            from runner.trial.env import device_memory_used_bytes
-
-            used, why = device_memory_used_bytes(variant.device)
-            self.memory["device_used_bytes"] = used
-            if used is None:
-                self.reasons["device_used_bytes"] = why
-            self.memory["device_total_bytes"] = self.manifest["device"]["gpu_memory_bytes"]
+            self._record_device_peaks()
         else:
             why = "CPU trial: no GPU, so no device memory counters"
             for key in ("gpu_pass_s",):
                 self.reasons[key] = "CPU trial: no GPU events"
-            for key in ("peak_allocated_bytes", "peak_reserved_bytes", "device_used_bytes", "device_total_bytes"):
+            for key in DEVICE_MEMORY_FIELDS:
                 self.reasons[key] = why
         self.memory["peak_rss_bytes"] = peak_rss_bytes()
 
@@ -367,6 +384,35 @@ class Trial:
             self.write_manifest()
         self.phases["write_s"] = write_s + (timer.elapsed_s or 0.0)
         return EXIT_OK
+
+    def _sample_device_memory(self) -> None:
+        """Whole-device memory in use (all processes: total − free, ``torch.cuda.mem_get_info``, which CUDA
+        and ROCm builds both answer), kept as the largest sample; sampled after each batch."""
+        if self.variant.device != "cuda" or self.torch is None:
+            return
+        free, total = self.torch.cuda.mem_get_info()
+        used = int(total) - int(free)
+        self.memory["device_total_bytes"] = int(total)
+        self.memory["device_used_max_bytes"] = max(used, self.memory.get("device_used_max_bytes") or 0)
+        self.memory["device_used_bytes"] = used
+
+    def _record_device_peaks(self) -> None:
+        """Allocated and reserved peaks (this process, since the reset after the warm-up, or since the start
+        when the trial ended before it), kept apart; also called for a trial that ends in an error or oom."""
+        torch = self.torch
+        if self.variant.device != "cuda" or torch is None or not torch.cuda.is_available():
+            return
+        try:
+            self.memory["peak_allocated_bytes"] = int(torch.cuda.max_memory_allocated())
+            self.memory["peak_reserved_bytes"] = int(torch.cuda.max_memory_reserved())
+            self._sample_device_memory()
+        except Exception as exc:  # the device may be in a bad state after a failure  # noqa: BLE001
+            for key in DEVICE_MEMORY_FIELDS:
+                if self.memory.get(key) is None:
+                    self.reasons.setdefault(key, f"not readable after the failure: {type(exc).__name__}: {exc}")
+        if not self.peaks_reset:
+            for key in ("peak_allocated_bytes", "peak_reserved_bytes"):
+                self.reasons.setdefault(key, "peak since the trial started: it ended before the measured pass")
 
     def _compilations(self) -> int | None:
         """Graphs torch.compile (dynamo) has compiled so far in this process; None without compile."""
@@ -421,6 +467,32 @@ class Trial:
         if value == "truncate" and self.completed + lines.count("\n") >= self.expected:
             return lines[: len(lines) - 7]  # the last line is cut short, as by a crash mid-write
         return lines
+
+
+def _fill_uninitialized_memory(torch: Any) -> bool | None:
+    try:
+        return bool(torch.utils.deterministic.fill_uninitialized_memory)
+    except AttributeError:
+        return None
+
+
+def numerics_settings(torch: Any, device: str) -> dict[str, Any]:
+    """Settings that change GPU numbers and speed (TF32, reduced-precision reductions, SDPA kernels)."""
+    settings: dict[str, Any] = {"float32_matmul_precision": torch.get_float32_matmul_precision()}
+    cuda = torch.backends.cuda
+    settings["cuda_matmul_allow_tf32"] = bool(cuda.matmul.allow_tf32)
+    settings["cuda_matmul_fp32_precision"] = getattr(cuda.matmul, "fp32_precision", None)  # torch ≥ 2.9 API
+    settings["cudnn_allow_tf32"] = bool(torch.backends.cudnn.allow_tf32)
+    settings["cuda_matmul_allow_fp16_reduced_precision_reduction"] = bool(
+        cuda.matmul.allow_fp16_reduced_precision_reduction)
+    settings["cuda_matmul_allow_bf16_reduced_precision_reduction"] = bool(
+        cuda.matmul.allow_bf16_reduced_precision_reduction)
+    settings["sdpa_backends_enabled"] = {
+        name: bool(getattr(cuda, f"{name}_sdp_enabled")())
+        for name in ("flash", "mem_efficient", "math", "cudnn") if hasattr(cuda, f"{name}_sdp_enabled")
+    }
+    settings["applies_to"] = "GPU kernels" if device == "cuda" else "CPU trial: the TF32/SDPA switches are GPU-only"
+    return settings
 
 
 def shaped_batches(features: list[dict[str, list[int]]], shapes: tuple[tuple[int, int], ...]
@@ -505,5 +577,6 @@ def main(argv: list[str]) -> int:
     except BaseException as exc:  # every failure must leave a status behind
         traceback.print_exc()
         status = "oom" if _is_oom(exc) else "error"
+        trial._record_device_peaks()
         trial.write_status(status, f"{type(exc).__name__}: {exc}")
         return EXIT_FAILED

@@ -209,3 +209,140 @@ def test_pass_compilations_is_empty_with_reason_without_compile(tmp_path, monkey
     status = json.loads((trial.out / "status.json").read_text())
     assert status["pass_compilations"] is None
     assert status["empty_reasons"]["pass_compilations"] == "not counted: the variant does not use torch.compile"
+
+
+# -- memory (defect 5) and the OOM retry (defect 6) ----------------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["cuda", "rocm"])
+def test_device_memory_from_mem_get_info_sampled_per_batch_on_both_backends(tmp_path, monkeypatch, backend):
+    FakeNvml().install(monkeypatch)
+    monkeypatch.delitem(__import__("sys").modules, "pynvml")  # no NVML at all: ROCm hosts have none
+    from fakegpu import TOTAL_BYTES
+
+    frees = iter([70, 40, 55, 60, 60, 60] + [60] * 20)
+    trial, log, _ = run_trial_with_frees(tmp_path, monkeypatch, backend, frees)
+    status = json.loads((trial.out / "status.json").read_text())
+    memory = status["memory"]
+    assert memory["device_used_max_bytes"] == TOTAL_BYTES - 40 * 2**30  # the fullest sample, after batch 2
+    assert memory["device_total_bytes"] == TOTAL_BYTES
+    assert memory["device_used_bytes"] == TOTAL_BYTES - 60 * 2**30  # read once more after the pass
+    assert memory["peak_allocated_bytes"] == log.allocated_bytes
+    assert memory["peak_reserved_bytes"] == log.reserved_bytes  # kept apart, never summed
+    assert "device_used_bytes" not in status["empty_reasons"]
+    calls = log.names("reset_peak_memory_stats", "mem_get_info", "forward")
+    assert calls[calls.index("reset_peak_memory_stats") + 1:] == ["forward", "mem_get_info"] * 3 + ["mem_get_info"]
+
+
+def run_trial_with_frees(tmp_path, monkeypatch, backend, frees):
+    from runner.trial import model as model_module
+    from runner.trial.run import Trial
+
+    log = pose_as_gpu(monkeypatch, torch, backend)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda: (log.calls.append("mem_get_info"),
+                                                             (next(frees) * 2**30, TOTAL))[1])
+    fake_model = FakeModel(torch, log)
+    monkeypatch.setattr(model_module.Classifier, "load", classmethod(
+        lambda cls, path, variant, torch_: cls(tokenizer=FakeTokenizer(torch), model=fake_model, variant=variant,
+                                               torch=torch, labels={0: "a", 1: "b"}, device=torch.device("cpu"))))
+    monkeypatch.setattr("runner.trial.energy.POWERCAP", tmp_path / "no-powercap")
+    out = tmp_path / "out"
+    out.mkdir()
+    trial = Trial(make_spec(tmp_path, [3, 9, 4, 12, 2, 7, 5, 1, 10, 6]), out)
+    trial.base_manifest()
+    trial.setup_torch()
+    trial.run()
+    trial.write_status("ok")
+    return trial, log, fake_model
+
+
+TOTAL = 80 * 2**30
+
+
+def run_main(tmp_path, monkeypatch, spec, fake_model):
+    """The trial's entry point (``python -m runner.trial``), fingerprints not checked, fake model."""
+    from runner.trial import model as model_module
+    from runner.trial import run as run_module
+
+    monkeypatch.setattr(model_module.Classifier, "load", classmethod(
+        lambda cls, path, variant, torch_: cls(tokenizer=FakeTokenizer(torch), model=fake_model, variant=variant,
+                                               torch=torch, labels={0: "a", 1: "b"}, device=torch.device("cpu"))))
+    monkeypatch.setattr(run_module.Trial, "verify", lambda self: "")
+    monkeypatch.setattr("runner.trial.energy.POWERCAP", tmp_path / "no-powercap")
+    monkeypatch.setattr("signal.signal", lambda *a: None)
+    spec_path = tmp_path / "spec.json"
+    spec_path.write_text(json.dumps(spec.to_dict()))
+    out = tmp_path / "out"
+    code = run_module.main([str(spec_path), str(out)])
+    return code, json.loads((out / "status.json").read_text())
+
+
+@pytest.mark.parametrize("backend", ["cuda", "rocm"])
+def test_oom_row_keeps_allocated_and_reserved_peaks_apart(tmp_path, monkeypatch, backend):
+    log = pose_as_gpu(monkeypatch, torch, backend)
+    monkeypatch.setenv("ISOCOST_FAULT_INJECT", "oom-at-batch:1")
+    code, status = run_main(tmp_path, monkeypatch, make_spec(tmp_path, [3, 9, 4, 12, 2, 7]), FakeModel(torch, log))
+    assert code == 1 and status["status"] == "oom"
+    assert status["memory"]["peak_allocated_bytes"] == log.allocated_bytes
+    assert status["memory"]["peak_reserved_bytes"] == log.reserved_bytes
+    assert status["memory"]["device_used_max_bytes"] is not None
+
+
+class Held:
+    """Stands for a failed batch's activations: alive as long as something references it."""
+
+
+class OomModel(FakeModel):
+    def __init__(self, torch_: Any, log: Any, alive: Any) -> None:
+        super().__init__(torch_, log)
+        self.alive = alive
+
+    def __call__(self, input_ids: Any, attention_mask: Any) -> Any:
+        if input_ids.shape[0] > 2:
+            activations = Held()  # a local of the failing frame: the traceback keeps it alive
+            self.alive.add(activations)
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return super().__call__(input_ids, attention_mask)
+
+
+def test_oom_retry_frees_the_failed_batch_before_empty_cache(tmp_path, monkeypatch):
+    import gc
+    import weakref
+
+    log = pose_as_gpu(monkeypatch, torch, "cuda")
+    alive: weakref.WeakSet = weakref.WeakSet()
+    seen_at_empty_cache: list[int] = []
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: seen_at_empty_cache.append(len(alive)))
+    gc.disable()  # only references count here, as for CUDA tensors freed by refcount
+    try:
+        spec = make_spec(tmp_path, [3, 9, 4, 12], shapes=(), resume="halve-batch-on-oom")
+        code, status = run_main(tmp_path, monkeypatch, spec, OomModel(torch, log, alive))
+    finally:
+        gc.enable()
+    assert code == 0 and status["status"] == "ok" and status["oom_events"] == 1
+    assert seen_at_empty_cache == [0]  # the failed batch's tensors were already gone
+
+
+# -- settings that change GPU numbers (defect 7) -----------------------------------------------------
+
+
+def test_manifest_records_tf32_precision_attention_and_determinism(tmp_path, monkeypatch):
+    FakeNvml().install(monkeypatch)
+    torch.backends.cuda.matmul.allow_tf32 = True  # as a user's sitecustomize or a library might
+    try:
+        monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        trial, _, _ = run_trial(tmp_path, monkeypatch, make_spec(tmp_path, [3, 4], deterministic=True))
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.set_float32_matmul_precision("highest")
+        torch.use_deterministic_algorithms(False)
+    numerics = trial.manifest["numerics"]
+    assert numerics["float32_matmul_precision"] == "high"
+    assert numerics["cuda_matmul_allow_tf32"] is True
+    assert set(numerics["sdpa_backends_enabled"]) >= {"flash", "mem_efficient", "math"}
+    determinism = trial.manifest["determinism"]
+    assert determinism["deterministic_algorithms_enabled"] is True
+    assert determinism["fill_uninitialized_memory"] in (True, False)
+    assert determinism["cublas_workspace_config"] == ":4096:8"
+    assert trial.manifest["attention_ops"] == []  # the fake model has no attention operator
+    assert "no fused attention operator" in trial.manifest["empty_reasons"]["attention_ops"]
