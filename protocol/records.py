@@ -40,6 +40,11 @@ VARIANT_FIELDS: tuple[str, ...] = (
     "deterministic",
 )
 
+#: How a trial's error starts when a GPU variant finds no GPU (the campaign stops early on it).
+NO_GPU_ERROR = "no GPU visible to the trial"
+#: How a trial's error starts when its torch build is not the study's stack (a CPU torch for a cuda study...).
+WRONG_BUILD_ERROR = "torch build does not match the study's stack"
+
 #: Trial statuses. Only ``ok`` can lead to an accepted corpus.
 STATUSES: tuple[str, ...] = ("ok", "oom", "error", "interrupted", "timeout", "refused")
 

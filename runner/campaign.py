@@ -28,7 +28,7 @@ from protocol.fingerprint import fingerprint_path, tree_files
 from protocol.jsonio import read_json, write_json_atomic
 from protocol.paths import allowed_roots, check_allowed_root
 from protocol.plans import default_catalog_path, load_catalog
-from protocol.records import RAW_COLUMNS, RawRow, TrialSpec, Variant
+from protocol.records import NO_GPU_ERROR, RAW_COLUMNS, WRONG_BUILD_ERROR, RawRow, TrialSpec, Variant
 from protocol.schedule import Slot, attempt_trial_id, rotated_schedule
 from protocol.study import Study, bucket_for, load_study
 from runner.gather import gather_trial, load_reference, trial_inputs
@@ -382,8 +382,27 @@ def _run_slots(
         append_row(paths.raw, row)
         written += 1
         rows.append(dict(zip(RAW_COLUMNS, row.cells(), strict=False)))
+        stop_if_no_gpu(rows, len(slots), paths)
     log_event(paths, "trials_end")
     return CampaignOutcome(root=paths.root, rows_written=written, rows_total=len(rows), slots_total=len(slots))
+
+
+def stop_if_no_gpu(rows: list[dict[str, str]], n_slots: int, paths: CampaignPaths) -> None:
+    """Stop a GPU campaign early, its rows kept, when every trial so far (at least two) found no GPU (or a
+    torch build without the study's GPU stack): the other trials would only burn rented time the same way."""
+    def no_gpu(row: dict[str, str]) -> bool:
+        return row["status"] == "refused" and (NO_GPU_ERROR in row["notes"] or WRONG_BUILD_ERROR in row["notes"])
+
+    if len(rows) < min(2, n_slots) or not all(no_gpu(r) for r in rows):
+        return
+    why = next(p for p in rows[-1]["notes"].split(" | ") if NO_GPU_ERROR in p or WRONG_BUILD_ERROR in p)
+    raise UserError(
+        f"every trial so far ({len(rows)} of {n_slots}) found no GPU, so the campaign stops here (rows kept in "
+        f"raw.csv): {why}",
+        str(paths.raw),
+        "Check the host first: isocost hosts check --host local=local --stack cuda (or rocm) must show a container "
+        "that sees the GPU; then run the study again (new --out), or --resume to run only the passes left.",
+    )
 
 
 def _attempt_of(trial_id: str, slot: Slot) -> int | None:

@@ -40,7 +40,7 @@ from typing import Any
 from protocol.corpus import read_corpus
 from protocol.fingerprint import fingerprint_path
 from protocol.jsonio import read_json, write_json_atomic
-from protocol.records import MemoryPeaks, PhaseTimes, TrialSpec, TrialStatus
+from protocol.records import NO_GPU_ERROR, WRONG_BUILD_ERROR, MemoryPeaks, PhaseTimes, TrialSpec, TrialStatus
 from runner.trial.measure import PhaseTimer, clock, peak_rss_bytes
 
 PROCESS_START_S = clock()
@@ -63,6 +63,10 @@ DEVICE_MEMORY_FIELDS = ("peak_allocated_bytes", "peak_reserved_bytes", "device_u
 
 class Interrupted(Exception):
     """SIGTERM/SIGINT arrived during the trial."""
+
+
+class Refusal(Exception):
+    """The trial will not run here (wrong torch build for the study's stack, no GPU): status ``refused``."""
 
 
 class SimulatedOOM(MemoryError):
@@ -217,9 +221,8 @@ class Trial:
             torch.use_deterministic_algorithms(variant.deterministic, warn_only=False)
         self.phases["imports_s"] = timer.elapsed_s
         self.torch = torch
+        check_backend(torch, variant.stack, variant.device)
         if variant.device == "cuda":
-            if not torch.cuda.is_available():
-                raise RuntimeError("device 'cuda' requested but torch sees no GPU")
             torch.backends.cudnn.deterministic = variant.deterministic
             torch.backends.cudnn.benchmark = False
         from runner.trial.env import device_facts, software_facts
@@ -469,6 +472,25 @@ class Trial:
         return lines
 
 
+def detected_backend(torch: Any) -> str:
+    """Which build of torch this is: ``rocm`` (HIP), ``cuda`` or ``cpu``."""
+    if getattr(torch.version, "hip", None):
+        return "rocm"
+    return "cuda" if getattr(torch.version, "cuda", None) else "cpu"
+
+
+def check_backend(torch: Any, stack: str, device: str) -> None:
+    """Refuse to run a GPU study on the wrong torch build, or without a GPU (raises :class:`Refusal`)."""
+    build = detected_backend(torch)
+    if stack in ("cuda", "rocm") and build != stack:
+        raise Refusal(f"{WRONG_BUILD_ERROR}: the study's stack is {stack!r} but this torch {torch.__version__} is a "
+                      f"{build} build (run it in the {stack} image, or with a {stack} torch)")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise Refusal(f"{NO_GPU_ERROR}: torch {torch.__version__} ({build} build) sees no GPU "
+                      f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}, "
+                      f"HIP_VISIBLE_DEVICES={os.environ.get('HIP_VISIBLE_DEVICES')!r})")
+
+
 def _fill_uninitialized_memory(torch: Any) -> bool | None:
     try:
         return bool(torch.utils.deterministic.fill_uninitialized_memory)
@@ -574,6 +596,10 @@ def main(argv: list[str]) -> int:
     except Interrupted as exc:
         trial.write_status("interrupted", str(exc))
         return EXIT_FAILED
+    except Refusal as exc:
+        trial.write_status("refused", str(exc))
+        print(f"refused: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
     except BaseException as exc:  # every failure must leave a status behind
         traceback.print_exc()
         status = "oom" if _is_oom(exc) else "error"

@@ -79,7 +79,7 @@ def batches(out: Path) -> list[dict[str, Any]]:
 def test_fake_gpu_writes_one_batch_record_per_batch_with_device_time_of_its_forwards(tmp_path, monkeypatch, backend):
     FakeNvml().install(monkeypatch)
     lengths = [3, 9, 4, 12, 2, 7, 5, 1, 10, 6]  # 10 inputs at batch 4: batches of 4, 4, 2
-    trial, log, model = run_trial(tmp_path, monkeypatch, make_spec(tmp_path, lengths), backend)
+    trial, log, model = run_trial(tmp_path, monkeypatch, make_spec(tmp_path, lengths, stack=backend), backend)
     records = batches(trial.out)
     assert [r["index"] for r in records] == [0, 1, 2]
     assert [r["n_inputs"] for r in records] == [4, 4, 2]
@@ -248,7 +248,7 @@ def run_trial_with_frees(tmp_path, monkeypatch, backend, frees):
     monkeypatch.setattr("runner.trial.energy.POWERCAP", tmp_path / "no-powercap")
     out = tmp_path / "out"
     out.mkdir()
-    trial = Trial(make_spec(tmp_path, [3, 9, 4, 12, 2, 7, 5, 1, 10, 6]), out)
+    trial = Trial(make_spec(tmp_path, [3, 9, 4, 12, 2, 7, 5, 1, 10, 6], stack=backend), out)
     trial.base_manifest()
     trial.setup_torch()
     trial.run()
@@ -281,7 +281,8 @@ def run_main(tmp_path, monkeypatch, spec, fake_model):
 def test_oom_row_keeps_allocated_and_reserved_peaks_apart(tmp_path, monkeypatch, backend):
     log = pose_as_gpu(monkeypatch, torch, backend)
     monkeypatch.setenv("ISOCOST_FAULT_INJECT", "oom-at-batch:1")
-    code, status = run_main(tmp_path, monkeypatch, make_spec(tmp_path, [3, 9, 4, 12, 2, 7]), FakeModel(torch, log))
+    code, status = run_main(tmp_path, monkeypatch, make_spec(tmp_path, [3, 9, 4, 12, 2, 7], stack=backend),
+                            FakeModel(torch, log))
     assert code == 1 and status["status"] == "oom"
     assert status["memory"]["peak_allocated_bytes"] == log.allocated_bytes
     assert status["memory"]["peak_reserved_bytes"] == log.reserved_bytes
@@ -346,3 +347,25 @@ def test_manifest_records_tf32_precision_attention_and_determinism(tmp_path, mon
     assert determinism["cublas_workspace_config"] == ":4096:8"
     assert trial.manifest["attention_ops"] == []  # the fake model has no attention operator
     assert "no fused attention operator" in trial.manifest["empty_reasons"]["attention_ops"]
+
+
+# -- refusals (defect 8) ---------------------------------------------------------------------------
+
+
+def test_cuda_build_without_a_gpu_refuses_naming_it(tmp_path, monkeypatch):
+    log = pose_as_gpu(monkeypatch, torch, "cuda")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    code, status = run_main(tmp_path, monkeypatch, make_spec(tmp_path, [3]), FakeModel(torch, log))
+    assert code == 3 and status["status"] == "refused"
+    assert status["error"].startswith("no GPU visible to the trial: torch")
+    assert "forward" not in log.calls
+
+
+@pytest.mark.parametrize(("stack", "backend"), [("cuda", "rocm"), ("rocm", "cuda"), ("cuda", None)])
+def test_stack_other_than_the_detected_backend_refuses(tmp_path, monkeypatch, stack, backend):
+    log = pose_as_gpu(monkeypatch, torch, backend) if backend else None
+    code, status = run_main(tmp_path, monkeypatch, make_spec(tmp_path, [3], stack=stack),
+                            FakeModel(torch, log or _NullLog()))
+    assert code == 3 and status["status"] == "refused"
+    assert status["error"].startswith(f"torch build does not match the study's stack: the study's stack is '{stack}'")
+    assert f"is a {backend or 'cpu'} build" in status["error"]
