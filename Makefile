@@ -44,14 +44,20 @@ run-cpu: demo ## Build the CPU image if needed, run the demo study in containers
 	$(BIN)/isocost images build --stack cpu $(IMAGE_BASE_ARG)
 	$(BIN)/isocost run $(DEMO_DIR)/$(STUDY).toml --launcher docker --out $(RESULTS)/$(STUDY)-cpu-$$(date -u +%Y%m%dT%H%M%SZ)
 
-run-cuda: demo ## On an NVIDIA host: build the CUDA image, run the demo study on the GPU in containers
+# GPU runs: the plumbing is checked first (seconds), the demo and image are built, then one tiny container of
+# the image must see the GPU (hosts check --require-gpu) before any trial is timed.
+run-cuda: $(STAMP) ## On an NVIDIA host: build the CUDA image, run the demo study on the GPU in containers
 	$(BIN)/isocost hosts check --host local=local --stack cuda
+	$(MAKE) --no-print-directory demo
 	$(BIN)/isocost images build --stack cuda $(IMAGE_BASE_ARG)
+	$(BIN)/isocost hosts check --host local=local --stack cuda --require-gpu
 	$(BIN)/isocost run $(DEMO_DIR)/$(STUDY)-cuda.toml --launcher docker --out $(RESULTS)/$(STUDY)-cuda-$$(date -u +%Y%m%dT%H%M%SZ)
 
-run-rocm: demo ## On an AMD host: build the ROCm image, run the demo study on the GPU in containers
+run-rocm: $(STAMP) ## On an AMD host: build the ROCm image, run the demo study on the GPU in containers
 	$(BIN)/isocost hosts check --host local=local --stack rocm
+	$(MAKE) --no-print-directory demo
 	$(BIN)/isocost images build --stack rocm $(IMAGE_BASE_ARG)
+	$(BIN)/isocost hosts check --host local=local --stack rocm --require-gpu
 	$(BIN)/isocost run $(DEMO_DIR)/$(STUDY)-rocm.toml --launcher docker --out $(RESULTS)/$(STUDY)-rocm-$$(date -u +%Y%m%dT%H%M%SZ)
 
 test: $(STAMP) ## Run the whole test suite (unit, CLI, end-to-end with the real model)
