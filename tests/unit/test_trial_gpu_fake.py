@@ -369,3 +369,52 @@ def test_stack_other_than_the_detected_backend_refuses(tmp_path, monkeypatch, st
     assert code == 3 and status["status"] == "refused"
     assert status["error"].startswith(f"torch build does not match the study's stack: the study's stack is '{stack}'")
     assert f"is a {backend or 'cpu'} build" in status["error"]
+
+
+@pytest.mark.parametrize("backend", ["cuda", "rocm"])
+def test_sync_order_and_peak_reset_after_warmup(tmp_path, monkeypatch, backend):
+    nvml = FakeNvml().install(monkeypatch)
+    original = nvml._energy
+
+    def energy(handle):  # log the energy reads among the device calls
+        log.calls.append("energy")
+        return original(handle)
+
+    nvml._energy = energy
+    import sys
+
+    sys.modules["pynvml"].nvmlDeviceGetTotalEnergyConsumption = energy
+    log = pose_as_gpu(monkeypatch, torch, backend)
+    trial, _, model = run_trial_logged(tmp_path, monkeypatch, make_spec(tmp_path, [3, 9, 4, 12, 2], stack=backend),
+                                       log)
+    calls = log.names("synchronize", "reset_peak_memory_stats", "forward", "energy")
+    reset = calls.index("reset_peak_memory_stats")
+    warmup, measured = calls[:reset], calls[reset + 1:]
+    # warm-up: bracketed by synchronisations (its timer), then one untimed forward that reads the attention
+    # operators; every one of them before the reset of the peaks
+    assert warmup[0] == "synchronize" and warmup.count("forward") >= 2
+    assert warmup[-2:] == ["synchronize", "forward"]
+    # measured pass: sync, energy read, forwards, sync, energy read, in this order
+    first, last = measured.index("forward"), len(measured) - 1 - measured[::-1].index("forward")
+    assert measured[:first] == ["synchronize", "energy"] if backend == "cuda" else measured[:first] == ["synchronize"]
+    assert measured[last + 1:][:1] == ["synchronize"]
+    if backend == "cuda":
+        assert measured[last + 1:] == ["synchronize", "energy"]
+
+
+def run_trial_logged(tmp_path, monkeypatch, spec, log):
+    from runner.trial import model as model_module
+    from runner.trial.run import Trial
+
+    fake_model = FakeModel(torch, log)
+    monkeypatch.setattr(model_module.Classifier, "load", classmethod(
+        lambda cls, path, variant, torch_: cls(tokenizer=FakeTokenizer(torch), model=fake_model, variant=variant,
+                                               torch=torch, labels={0: "a", 1: "b"}, device=torch.device("cpu"))))
+    monkeypatch.setattr("runner.trial.energy.POWERCAP", tmp_path / "no-powercap")
+    out = tmp_path / "out"
+    out.mkdir()
+    trial = Trial(spec, out)
+    trial.base_manifest()
+    trial.setup_torch()
+    trial.run()
+    return trial, log, fake_model
