@@ -276,8 +276,9 @@ class Trial:
         self.manifest["warmup_shapes"] = [list(shape) for shape in self.spec.warmup_shapes]
         from runner.trial.model import attention_ops
 
-        probe = shaped[0][:1] if shaped else classifier.tokenize(texts[:1])
-        ops, why = attention_ops(classifier, probe)  # one more forward, outside warmup_s and pass_s
+        # One more forward, outside warmup_s and pass_s: tuning texts at the variant's batch size, padded like
+        # the pass's batches (the attention kernel can depend on whether a padding mask is present).
+        ops, why = attention_ops(classifier, classifier.tokenize(texts[: variant.batch_size]))
         self.manifest["attention_ops"] = ops
         if why:
             self.manifest["empty_reasons"]["attention_ops"] = why
