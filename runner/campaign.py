@@ -482,6 +482,10 @@ def _run_one(
         raise KeyboardInterrupt from None
     values = row.values
     shown = f"{values['pass_s']:.2f} s" if isinstance(values.get("pass_s"), float) else "no pass time"
+    if isinstance(values.get("device_busy_share"), float):  # the first thing a GPU user needs to see
+        shown += f" (device busy {values['device_busy_share']:.0%} of it)"
+    if values.get("pass_compilations"):
+        shown += f", RECOMPILED {values['pass_compilations']}x inside the pass"
     progress(f"[{slot.order_index}/{n_slots}] {trial_id}: {values['status']}, {shown}, "
              f"{values['quality_verdict']}")
     return row
