@@ -125,3 +125,23 @@ def test_cuda_without_a_choice_requests_card_0(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     [request] = gpu_options("cuda", FakeClient(runtimes={"nvidia": {}}))["device_requests"]
     assert request["DeviceIDs"] == ["0"]
+
+
+def test_shipping_launcher_create_call_on_a_fake_remote_has_numeric_groups(trial: TrialPaths) -> None:
+    from runner.launch.engines import EngineAddress
+    from runner.launch.remote import ShippedInputs, ShippingDockerLauncher
+
+    client = FakeRemote(HOST_GIDS)
+    client.api.api_version = "1.41"  # type: ignore[attr-defined]
+    launched = ShippingDockerLauncher(IMAGE_ID, host_name="mi300", address=EngineAddress("ssh://u@203.0.113.7"),
+                                      client=client, stack="rocm")
+    [helper] = client.containers.created
+    assert helper.kwargs["labels"]["org.isocost.kind"] == "gpu-groups"
+    assert helper.kwargs["user"] == launched.user  # the trial's own user, not root
+    launched.inputs = ShippedInputs(volume="isocost-inputs-x", corpus_name="corpus.jsonl", corpus_fingerprint="a",
+                                    model_fingerprint="b", shipped=True, ship_s=0.0, verify_s=0.0, bytes_sent=0)
+    kwargs = launched._create_kwargs(trial, trial.trial_dir, volume="isocost-out-x")
+    assert kwargs["group_add"] == ["44", "993"]
+    assert kwargs["devices"] == ["/dev/kfd:/dev/kfd:rwm", "/dev/dri:/dev/dri:rwm"]
+    assert "seccomp=unconfined" in kwargs["security_opt"]
+    assert launched.describe()["gpu_groups"] == "44,993"
