@@ -165,3 +165,28 @@ def write_corpus(path: Path, lengths: list[int]) -> list[str]:
             ids.append(f"t{i:03d}")
             handle.write(json.dumps({"id": ids[-1], "text": " ".join(["word"] * n), "label": "a"}) + "\n")
     return ids
+
+
+class FakeAmdsmi:
+    """The few amdsmi calls the trial makes, for two cards; the trial's card (PCI 65:00.0) is the SECOND one."""
+
+    def __init__(self, accumulators: list[int] | None = None) -> None:
+        self.accumulators = list(accumulators or [10_000, 30_000])
+        self.cards = [("amd-uuid-other", "0000:17:00.0"), ("amd-uuid-trial", "0000:65:00.0")]
+        self.energy_handles: list[int] = []
+
+    def install(self, monkeypatch: Any) -> FakeAmdsmi:
+        module = SimpleNamespace(
+            amdsmi_init=lambda: None, amdsmi_shut_down=lambda: None,
+            amdsmi_get_processor_handles=lambda: [0, 1],
+            amdsmi_get_gpu_device_bdf=lambda h: self.cards[h][1],
+            amdsmi_get_gpu_device_uuid=lambda h: self.cards[h][0],
+            amdsmi_get_gpu_driver_info=lambda h: {"driver_version": "6.12.12"},
+            amdsmi_get_energy_count=self._energy,
+        )
+        monkeypatch.setitem(sys.modules, "amdsmi", module)
+        return self
+
+    def _energy(self, handle: int) -> dict[str, Any]:
+        self.energy_handles.append(handle)
+        return {"energy_accumulator": self.accumulators.pop(0), "counter_resolution": 15.259}

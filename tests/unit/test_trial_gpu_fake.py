@@ -418,3 +418,16 @@ def run_trial_logged(tmp_path, monkeypatch, spec, log):
     trial.setup_torch()
     trial.run()
     return trial, log, fake_model
+
+
+def test_rocm_facts_and_energy_come_from_the_trials_card(tmp_path, monkeypatch):
+    from fakegpu import FakeAmdsmi
+
+    smi = FakeAmdsmi(accumulators=[10_000, 30_000]).install(monkeypatch)
+    trial, _, _ = run_trial(tmp_path, monkeypatch, make_spec(tmp_path, [3, 4, 5], stack="rocm"), "rocm")
+    device = trial.manifest["device"]
+    assert device["gpu_uuid"] == "amd-uuid-trial" and device["pci_bus_id"] == "00000000:65:00.0"
+    assert device["driver_version"] == "6.12.12"
+    assert smi.energy_handles == [1, 1]  # matched by PCI bus id, not processor 0
+    status = json.loads((trial.out / "status.json").read_text())
+    assert status["gpu_energy_j"] == pytest.approx(20_000 * 15.259 / 1e6)
