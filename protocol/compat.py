@@ -168,11 +168,11 @@ def check_rocm(rocm_version: str | None, gfx_arch: str | None, torch_version: st
     if not gfx_arch:
         return _result(UNKNOWN, table, "GPU target (gcnArchName) not detected", inputs)
     gfx = gfx_arch.split(":")[0]
-    targets = row["gfx_targets"].split(";")
+    targets = [t for t in row["gfx_targets"].split(";") if t]
     torch_mm = ".".join(str(p) for p in version_tuple(torch_version or "")[:2])
     pytorch = row["pytorch"].split(";")
     problems = []
-    if gfx not in targets:
+    if targets and gfx not in targets:
         problems.append(f"{gfx} is not a listed GPU target of ROCm {row['rocm']} ({', '.join(targets)})")
     if not torch_mm:
         return _result(UNKNOWN, table, "PyTorch version not detected", inputs)
@@ -180,6 +180,9 @@ def check_rocm(rocm_version: str | None, gfx_arch: str | None, torch_version: st
         problems.append(f"PyTorch {torch_mm} is not listed for ROCm {row['rocm']} ({', '.join(pytorch)})")
     if problems:
         return _result(NOT_LISTED, table, "; ".join(problems), inputs)
+    if not row["gfx_targets"]:
+        return _result(UNKNOWN, table, f"ROCm {row['rocm']} lists PyTorch {torch_mm}, but the shipped data has no GPU "
+                       f"target list for it ({gfx} not checked; source: {row.get('source', '?')})", inputs)
     return _result(LISTED, table, f"ROCm {row['rocm']} lists {gfx} and PyTorch {torch_mm} (amdgpu listed: "
                    f"{row['amdgpu_driver_supported']}; host OS not checked from inside the container)", inputs)
 

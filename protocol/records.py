@@ -3,8 +3,9 @@
 Every record carries ``schema_version``. History:
   1 (0.1.0): first version.
   2 (trial spec, trial status only): the spec carries each input's length bucket
-    (``input_buckets``); the status carries the measured pass's energy
-    (``gpu_energy_j``, ``cpu_energy_j`` and their reasons). Version 1 files still load.
+    (``input_buckets``) and the pass's shapes to warm up (``warmup_shapes``); the status carries
+    the measured pass's energy (``gpu_energy_j``, ``cpu_energy_j`` and their reasons) and the
+    compilations during the pass (``pass_compilations``). Version 1 files still load.
 Loaders reject any other version with a message that says what to do.
 """
 
@@ -38,6 +39,11 @@ VARIANT_FIELDS: tuple[str, ...] = (
     "seed",
     "deterministic",
 )
+
+#: How a trial's error starts when a GPU variant finds no GPU (the campaign stops early on it).
+NO_GPU_ERROR = "no GPU visible to the trial"
+#: How a trial's error starts when its torch build is not the study's stack (a CPU torch for a cuda study...).
+WRONG_BUILD_ERROR = "torch build does not match the study's stack"
 
 #: Trial statuses. Only ``ok`` can lead to an accepted corpus.
 STATUSES: tuple[str, ...] = ("ok", "oom", "error", "interrupted", "timeout", "refused")
@@ -138,12 +144,16 @@ class TrialSpec:
     #: Input id → the study's length-bucket name, copied from the campaign's ``corpus_index.csv``
     #: (bucketed by the untruncated token count). Empty: the study declares no buckets.
     input_buckets: dict[str, str] = field(default_factory=dict)
+    #: Padded (rows, length) shapes the warm-up runs besides its tuning texts: the measured pass's
+    #: longest, shortest and last batch (``protocol.shapes.warmup_shapes``), built from tuning tokens.
+    warmup_shapes: tuple[tuple[int, int], ...] = ()
     schema_version: int = TRIAL_SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["variant"] = self.variant.to_dict()
         data["warmup_texts"] = list(self.warmup_texts)
+        data["warmup_shapes"] = [list(shape) for shape in self.warmup_shapes]
         return data
 
     @classmethod
@@ -154,6 +164,7 @@ class TrialSpec:
         data["warmup"] = WarmupRule(**data["warmup"])
         data["warmup_texts"] = tuple(data["warmup_texts"])
         data["input_buckets"] = dict(data.get("input_buckets") or {})
+        data["warmup_shapes"] = tuple((int(r), int(n)) for r, n in data.get("warmup_shapes") or ())
         return _from_dict(cls, data, "trial spec", _TRIAL_READS)
 
 
@@ -181,8 +192,11 @@ class MemoryPeaks:
     peak_rss_bytes: int | None = None
     peak_allocated_bytes: int | None = None
     peak_reserved_bytes: int | None = None
+    #: Whole device (every process), ``torch.cuda.mem_get_info`` total − free: after the pass's last batch,
+    #: and the largest of the samples taken after each batch. Not this trial's own use: see the peaks.
     device_used_bytes: int | None = None
     device_total_bytes: int | None = None
+    device_used_max_bytes: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -209,6 +223,9 @@ class TrialStatus:
     cpu_energy_j: float | None = None
     gpu_energy_reason: str = ""
     cpu_energy_reason: str = ""
+    #: torch.compile graphs compiled during the measured pass (0 = the warm-up covered it); None + reason
+    #: in ``empty_reasons`` when the variant does not compile.
+    pass_compilations: int | None = None
     schema_version: int = TRIAL_SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -270,6 +287,12 @@ RAW_COLUMNS: tuple[str, ...] = (
     "ended_at",
     "predictions_path",
     "empty_reasons",
+    # issue 12 (GPU path), appended at the end:
+    "device_busy_share",  # gpu_pass_s / pass_s: the share of the measured pass the device was busy
+    "pass_compilations",  # torch.compile graphs compiled inside the pass (>0: the warm-up missed a shape)
+    "gpu_energy_j",
+    "cpu_energy_j",
+    "device_used_max_bytes",
     # Columns added by other changes go above this line: the chain digest is always the last column.
     "chain_sha256",
 )

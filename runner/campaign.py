@@ -32,10 +32,18 @@ from protocol.jsonio import read_json, write_json_atomic
 from protocol.labels import check_labels
 from protocol.paths import allowed_roots, check_allowed_root
 from protocol.plans import default_catalog_path, load_catalog
-from protocol.records import RAW_COLUMNS, RAW_SCHEMA_VERSION, RawRow, TrialSpec, Variant
+from protocol.records import (
+    NO_GPU_ERROR,
+    RAW_COLUMNS,
+    RAW_SCHEMA_VERSION,
+    WRONG_BUILD_ERROR,
+    RawRow,
+    TrialSpec,
+    Variant,
+)
 from protocol.schedule import Slot, attempt_trial_id, rotated_schedule
 from protocol.study import Study, bucket_for, load_study
-from runner.gather import gather_trial, load_reference, read_input_buckets, read_status
+from runner.gather import gather_trial, load_reference, read_status, trial_inputs
 from runner.launch.base import HOST_STOP_NOTE, HostInterrupt, Launcher, LaunchResult, TrialPaths, is_host_stopped
 from runner.rawtable import append_row, quarantine_partial, read_rows
 from runner.seen import check_and_record
@@ -417,8 +425,27 @@ def _run_slots(
         append_row(paths.raw, row)
         written += 1
         rows.append(dict(zip(RAW_COLUMNS, row.cells(), strict=False)))
+        stop_if_no_gpu(rows, len(slots), paths)
     log_event(paths, "trials_end")
     return CampaignOutcome(root=paths.root, rows_written=written, rows_total=len(rows), slots_total=len(slots))
+
+
+def stop_if_no_gpu(rows: list[dict[str, str]], n_slots: int, paths: CampaignPaths) -> None:
+    """Stop a GPU campaign early, its rows kept, when every trial so far (at least two) found no GPU (or a
+    torch build without the study's GPU stack): the other trials would only burn rented time the same way."""
+    def no_gpu(row: dict[str, str]) -> bool:
+        return row["status"] == "refused" and (NO_GPU_ERROR in row["notes"] or WRONG_BUILD_ERROR in row["notes"])
+
+    if len(rows) < min(2, n_slots) or not all(no_gpu(r) for r in rows):
+        return
+    why = next(p for p in rows[-1]["notes"].split(" | ") if NO_GPU_ERROR in p or WRONG_BUILD_ERROR in p)
+    raise UserError(
+        f"every trial so far ({len(rows)} of {n_slots}) found no GPU, so the campaign stops here (rows kept in "
+        f"raw.csv): {why}",
+        str(paths.raw),
+        "Check the host first: isocost hosts check --host local=local --stack cuda (or rocm) must show a container "
+        "that sees the GPU; then run the study again (new --out), or --resume to run only the passes left.",
+    )
 
 
 def _attempt_of(trial_id: str, slot: Slot) -> int | None:
@@ -475,7 +502,7 @@ def _run_one(
     trial_dir.mkdir(parents=True, exist_ok=False)
     trial_paths = TrialPaths(trial_dir=trial_dir, corpus=study.corpus.path, model=study.model.path)
     spec = _spec(study, description, slot, attempt, variant, launcher, trial_paths)
-    spec = dataclasses.replace(spec, input_buckets=read_input_buckets(paths.corpus_index))
+    spec = dataclasses.replace(spec, **trial_inputs(paths.corpus_index, variant))
     # The start event comes before spec.json: a trial with a spec (one --resume records) has its start event.
     log_event(paths, "trial_start", trial_id=trial_id)
     write_json_atomic(trial_dir / "spec.json", spec.to_dict())
@@ -494,6 +521,10 @@ def _run_one(
         raise KeyboardInterrupt from None
     values = row.values
     shown = f"{values['pass_s']:.2f} s" if isinstance(values.get("pass_s"), float) else "no pass time"
+    if isinstance(values.get("device_busy_share"), float):  # the first thing a GPU user needs to see
+        shown += f" (device busy {values['device_busy_share']:.0%} of it)"
+    if values.get("pass_compilations"):
+        shown += f", RECOMPILED {values['pass_compilations']}x inside the pass"
     progress(f"[{slot.order_index}/{n_slots}] {trial_id}: {values['status']}, {shown}, "
              f"{values['quality_verdict']}")
     return row

@@ -89,6 +89,9 @@ CHECKPOINT_CHECK_ATOL = 1e-4
 STUDY_TEMPLATES = Path(__file__).resolve().parent / "demo_studies"
 #: The quick demo study is also written for these stacks (ROCm's torch uses the "cuda" device name).
 GPU_STACKS = ("cuda", "rocm")
+#: The GPU demo study (``gpu-cuda.toml``, ``gpu-rocm.toml``): the 1,000-text corpus, batches up to 256,
+#: fp32/fp16/bf16, a length-sorted pass. Written when the classify-1000 corpus is built.
+GPU_STUDY, GPU_CORPUS = "gpu", "classify-1000"
 _PLACEHOLDER = re.compile(r"@[A-Z_]+@")
 
 
@@ -185,7 +188,8 @@ def build_demo(
         "sizes": {name: list(chosen[name]) for name in sorted(chosen)},
         "tuning_size": tuning_size,
         # A changed study template must rebuild the generated study files.
-        "templates": {name: sha256_file(STUDY_TEMPLATES / f"{name}.toml") for name in sorted(chosen)},
+        "templates": {name: sha256_file(STUDY_TEMPLATES / f"{name}.toml")
+                      for name in sorted({*chosen, *([GPU_STUDY] if GPU_CORPUS in chosen else [])})},
     }
     packages = _package_versions()
 
@@ -243,6 +247,18 @@ def build_demo(
             gpu_study = study.replace('stack = "cpu"\ndevice = "cpu"', f'stack = "{stack}"\ndevice = "cuda"')
             write_text_atomic(out_dir / f"{name}-{stack}.toml", gpu_study)
             files[f"{name}-{stack}.toml"] = fingerprint_path(out_dir / f"{name}-{stack}.toml")
+    for stack in GPU_STACKS if GPU_CORPUS in chosen else ():
+        gpu_study = render_study(
+            GPU_STUDY,
+            text_count=len(selection.corpora[GPU_CORPUS]),
+            corpus_fingerprint=files[f"corpus-{GPU_CORPUS}.jsonl"],
+            tuning_fingerprint=files["tuning.jsonl"],
+            model_fingerprint=files["model"],
+            minimum=minimum,
+            stack=stack,
+        )
+        write_text_atomic(out_dir / f"{GPU_STUDY}-{stack}.toml", gpu_study)
+        files[f"{GPU_STUDY}-{stack}.toml"] = fingerprint_path(out_dir / f"{GPU_STUDY}-{stack}.toml")
 
     record = {
         "schema_version": DEMO_SCHEMA_VERSION,
@@ -881,8 +897,9 @@ def render_study(
     tuning_fingerprint: str,
     model_fingerprint: str,
     minimum: str,
+    stack: str = "",
 ) -> str:
-    """Fill ``runner/demo_studies/<name>.toml`` by plain string replacement."""
+    """Fill ``runner/demo_studies/<name>.toml`` by plain string replacement (``@STACK@``: GPU template only)."""
     template = STUDY_TEMPLATES / f"{name}.toml"
     if not template.is_file():
         raise UserError(
@@ -897,6 +914,7 @@ def render_study(
         "@TUNING_FINGERPRINT@": tuning_fingerprint,
         "@MODEL_FINGERPRINT@": model_fingerprint,
         "@MINIMUM@": minimum,
+        **({"@STACK@": stack} if stack else {}),
     }.items():
         text = text.replace(placeholder, value)
     left = sorted(set(_PLACEHOLDER.findall(text)))

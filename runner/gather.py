@@ -8,7 +8,8 @@ from typing import Any
 
 from protocol.errors import UserError
 from protocol.jsonio import read_json
-from protocol.records import MemoryPeaks, PhaseTimes, RawRow, TrialSpec, TrialStatus, format_reasons
+from protocol.records import MemoryPeaks, PhaseTimes, RawRow, TrialSpec, TrialStatus, Variant, format_reasons
+from protocol.shapes import warmup_shapes
 from protocol.study import Study
 from protocol.validate import Reference, check_pass, parse_predictions
 from runner.launch.base import LaunchResult
@@ -30,11 +31,15 @@ def load_reference(root: Path, study: Study) -> Reference:
     return Reference(ids=ids, labels=labels, groups=groups)
 
 
-def read_input_buckets(corpus_index: Path) -> dict[str, str]:
-    """Input id → length bucket from ``corpus_index.csv`` (empty when the study declares no buckets)."""
+def trial_inputs(corpus_index: Path, variant: Variant) -> dict[str, Any]:
+    """What a trial spec needs from ``corpus_index.csv``: each input's length bucket (empty when the
+    study declares none) and the measured pass's shapes for the warm-up."""
     with open(corpus_index, encoding="utf-8", newline="") as handle:
-        pairs = {row["id"]: row["length_bucket"] for row in csv.DictReader(handle)}
-    return pairs if any(pairs.values()) else {}
+        rows = list(csv.DictReader(handle))
+    buckets = {row["id"]: row["length_bucket"] for row in rows}
+    shapes = warmup_shapes([int(row["n_tokens"]) for row in rows], variant.batch_size, variant.padding,
+                           variant.max_length, variant.length_grouping)
+    return {"input_buckets": buckets if any(buckets.values()) else {}, "warmup_shapes": shapes}
 
 
 def read_status(trial_dir: Path) -> tuple[TrialStatus | None, str]:
@@ -160,7 +165,23 @@ def gather_trial(
         "ended_at": status.ended_at if status is not None else None,
         "predictions_path": str((trial_dir / "predictions.jsonl").relative_to(trial_dir.parents[1])),
         "notes": " | ".join(notes),
+        "device_busy_share": _share(phases.gpu_pass_s, phases.pass_s),
+        "pass_compilations": status.pass_compilations if status is not None else None,
+        "gpu_energy_j": status.gpu_energy_j if status is not None else None,
+        "cpu_energy_j": status.cpu_energy_j if status is not None else None,
+        "device_used_max_bytes": memory.device_used_max_bytes,
     }
+    if status is not None:
+        if status.pass_compilations:
+            values["notes"] += (f" | recompiled during the measured pass: {status.pass_compilations} torch.compile "
+                                "graph(s) compiled inside pass_s (the warm-up did not cover that shape)")
+        for kind in ("gpu", "cpu"):
+            why = getattr(status, f"{kind}_energy_reason")
+            if why:
+                reasons[f"{kind}_energy_j"] = why
+    if values["device_busy_share"] is None:
+        reasons["device_busy_share"] = ("CPU trial: no device time" if spec.variant.device == "cpu" else
+                                        "needs both gpu_pass_s and pass_s")
     if values["started_at"] is None:
         reasons["started_at"] = reasons["ended_at"] = "no status from the trial"
     # Every empty cell carries its reason.
@@ -169,6 +190,12 @@ def gather_trial(
             reasons[name] = f"not available (status {final})"
     values["empty_reasons"] = format_reasons({k: v for k, v in reasons.items() if values.get(k) is None})
     return RawRow(values=values)
+
+
+def _share(part: float | None, whole: float | None) -> float | None:
+    if part is None or not whole:
+        return None
+    return part / whole
 
 
 def _last_log_line(path: Path) -> str:

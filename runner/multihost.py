@@ -427,24 +427,53 @@ class HostCheck:
     url: str
     identity: dict[str, Any]  # empty when the engine did not answer
     problem: str  # "" when the host is usable
+    gpu: str = ""  # the GPU pre-flight's one line (probe answer, or why it was not probed)
 
 
-def check_hosts(hosts: list[HostSpec], stack: str = "") -> list[HostCheck]:
-    """Connect to every host at once; read who answers (docker info) and whether it can run the stack."""
-    from runner.launch.docker import gpu_options
+def _check_stack(client: Any, stack: str, image: str, require_gpu: bool, lock_path: Path | None) -> tuple[str, str]:
+    """(problem, gpu line) for one engine and stack; raises UserError for missing GPU plumbing."""
+    from runner.gpucheck import judge, run_probe
+    from runner.images import locked_image
+    from runner.launch.docker import _is_local, gpu_options, resolve_image
 
+    if stack == "cpu":
+        gpu_options(stack, client)
+        return "", ""
+    if stack == "cuda" or _is_local(client):
+        gpu_options(stack, client)  # fast: the Container Toolkit / device nodes, before any image is touched
+    record = locked_image(stack, lock_path)
+    ref = image or (record.image_ref if record is not None else "")
+    if not ref:
+        why = (f"no {stack} image known to probe the GPU with (build one: isocost images build --stack {stack}; "
+               "or pass --image)")
+        return (why, "") if require_gpu else ("", f"GPU not probed: {why}")
+    resolved = resolve_image(client, ref, prefer_digest=record.repo_digest if record is not None and not image else "")
+    user = f"{resolved.uid}:{resolved.uid}"
+    gpu = gpu_options(stack, client, image_ref=resolved.ref, user=user)
+    result = judge(run_probe(client, resolved.ref, user, gpu), stack)
+    return ("" if result.ok else result.summary), result.summary
+
+
+def check_hosts(hosts: list[HostSpec], stack: str = "", *, image: str = "", require_gpu: bool = False,
+                lock_path: Path | None = None) -> list[HostCheck]:
+    """Connect to every host at once; read who answers (docker info) and whether it can run the stack.
+
+    For a GPU stack, when an image is known (``image``, else ``images/images.lock``), one tiny container
+    of it must see the GPU (:mod:`runner.gpucheck`); with ``require_gpu`` a host that could not be
+    probed is unusable too.
+    """
     found: dict[str, HostCheck] = {}
 
     def one(host: HostSpec) -> None:
         identity: dict[str, Any] = {}
-        problem = ""
+        problem = gpu_line = ""
         client = None
         try:
             client = connect(host.address, timeout_s=60)
             identity = engine_identity(client)
             wanted = host.stack or stack
             if wanted:
-                gpu_options(wanted, client)
+                problem, gpu_line = _check_stack(client, wanted, image, require_gpu, lock_path)
         except UserError as exc:
             problem = exc.message
         except Exception as exc:  # an engine answering in a way we do not know
@@ -452,7 +481,7 @@ def check_hosts(hosts: list[HostSpec], stack: str = "") -> list[HostCheck]:
         finally:
             if client is not None:
                 client.close()
-        found[host.name] = HostCheck(host.name, host.url, identity, problem)
+        found[host.name] = HostCheck(host.name, host.url, identity, problem, gpu_line)
 
     threads = [threading.Thread(target=one, args=(host,), daemon=True) for host in hosts]
     for thread in threads:

@@ -26,19 +26,28 @@ def hosts() -> None:
               default=None, help="TOML list of hosts (name, url, stack, rental, ssh_config).")
 @click.option("--stack", type=click.Choice(["cpu", "cuda", "rocm"]), default=None,
               help="Also check that every host can run this stack (hosts-file stacks win).")
-def check(host_options: tuple[str, ...], hosts_file: Path | None, stack: str | None) -> None:
+@click.option("--image", default="", metavar="REF",
+              help="GPU stacks: the trial image to probe the GPU with (default: the stack's entry in images.lock).")
+@click.option("--require-gpu", is_flag=True,
+              help="GPU stacks: a host whose GPU could not be probed (no image yet) is unusable too.")
+def check(host_options: tuple[str, ...], hosts_file: Path | None, stack: str | None, image: str,
+          require_gpu: bool) -> None:
     """Connect to every host's engine at once and say what answers: engine ID, version, machine.
 
     Exits with status 3 when a host is unusable (the line says why: ssh's or
-    the engine's own words). Nothing is pulled, shipped or run.
+    the engine's own words). For --stack cuda or rocm, once an image of that
+    stack is known, one tiny container of it must see the GPU (driver checked
+    against the shipped CUDA table or ROCm matrix, a small computation on the
+    device); that image may be pulled. Nothing else is shipped or run.
 
     \b
     Example: isocost hosts check --host local=local --host b200=ssh://ubuntu@203.0.113.7
+    Example: isocost hosts check --host local=local --stack cuda --require-gpu
     """
     hosts_list = merge_hosts(host_options, hosts_file)
     if not hosts_list:
         raise click.UsageError("name at least one host (--host NAME=URL or --hosts-file FILE)")
-    results = check_hosts(hosts_list, stack or "")
+    results = check_hosts(hosts_list, stack or "", image=image, require_gpu=require_gpu)
     width = max(len(r.name) for r in results)
     bad = 0
     for result in results:
@@ -50,6 +59,8 @@ def check(host_options: tuple[str, ...], hosts_file: Path | None, stack: str | N
         click.echo(f"{result.name:<{width}}  ok        {result.url}: engine {facts['engine_id']}, Docker "
                    f"{facts['engine_version']} on {facts['name']} ({facts['os']}, {facts['cpus']} CPUs, "
                    f"{facts['memory_bytes'] / 2**30:.1f} GiB, runtimes {', '.join(facts['runtimes'])})")
+        if result.gpu:
+            click.echo(f"{'':<{width}}  gpu       {result.gpu}")
     if bad:
         sys.exit(3)
 

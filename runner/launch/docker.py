@@ -27,6 +27,7 @@ only on an engine that answers, and the campaign stops with a clear message if n
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -217,8 +218,27 @@ def resolve_image(client: Any, ref: str, *, prefer_digest: str = "", pull: bool 
 # -- GPU access per stack -----------------------------------------------------------------------
 
 
-def gpu_options(stack: str, client: Any) -> dict[str, Any]:
-    """Container options that give the trial its GPUs; a UserError naming what the host lacks."""
+#: Read inside a helper container that was given the host's GPU device nodes: their numeric groups.
+GID_SCRIPT = (
+    "import glob, json, os\n"
+    "nodes = ['/dev/kfd', *sorted(glob.glob('/dev/dri/*'))]\n"
+    "print(json.dumps({n: os.stat(n).st_gid for n in nodes if os.path.exists(n) and not os.path.isdir(n)}))\n"
+)
+
+
+def cuda_device_choice() -> str:
+    """The one NVIDIA card a trial container gets: the first of the host's ``CUDA_VISIBLE_DEVICES``
+    (an index or a ``GPU-…`` UUID), else card 0. Inside the container it is the only card (index 0)."""
+    visible = [part.strip() for part in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if part.strip()]
+    return visible[0] if visible else "0"
+
+
+def gpu_options(stack: str, client: Any, *, image_ref: str = "", user: str = "") -> dict[str, Any]:
+    """Container options that give the trial its GPU; a UserError naming what the host lacks.
+
+    ``image_ref`` and ``user`` are needed for a remote ROCm engine: a short helper container of that
+    image reads the numeric groups of ``/dev/kfd`` and ``/dev/dri/*`` on that host.
+    """
     if stack == "cpu":
         return {}
     local = _is_local(client)
@@ -235,9 +255,13 @@ def gpu_options(stack: str, client: Any) -> dict[str, Any]:
                 "Install the NVIDIA Container Toolkit and configure dockerd (nvidia-ctk runtime configure "
                 "--runtime=docker, then restart dockerd), or run on a host with NVIDIA GPUs.",
             )
+        device = cuda_device_choice()
         return {
-            "device_requests": [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])],
+            "device_requests": [docker.types.DeviceRequest(device_ids=[device], capabilities=[["gpu"]])],
             "environment": {"NVIDIA_DRIVER_CAPABILITIES": "compute,utility"},
+            # The container sees exactly the requested card: a host index passed through would name another.
+            "drop_environment": ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"),
+            "gpu_devices": [device],
         }
     if stack == "rocm":
         kfd, dri = Path("/dev/kfd"), Path("/dev/dri")
@@ -252,16 +276,61 @@ def gpu_options(stack: str, client: Any) -> dict[str, Any]:
         if local and not dri.is_dir():
             raise UserError("the rocm stack needs /dev/dri, and this host has none", "stack rocm",
                             "Check the amdgpu driver on the host.")
-        # Groups by number, from the device nodes themselves: names like "render" may not exist, or
-        # differ, in the image's /etc/group.
-        nodes = [kfd, *sorted(dri.glob("renderD*"))] if local else []
-        groups = sorted({str(node.stat().st_gid) for node in nodes}) or ["video", "render"]
+        # Groups by number, from the device nodes themselves (on the engine's host): names like "render"
+        # may not exist in the image's /etc/group, and a name's id need not match the host's.
+        if local:
+            nodes = [kfd, *sorted(p for p in dri.iterdir() if not p.is_dir())]
+            gids = {node.stat().st_gid for node in nodes}
+        else:
+            gids = set(remote_device_gids(client, image_ref, user).values())
         return {
             "devices": ["/dev/kfd:/dev/kfd:rwm", "/dev/dri:/dev/dri:rwm"],
-            "group_add": groups,
+            "group_add": [str(g) for g in sorted(gids)],
             "security_opt": ["seccomp=unconfined"],
         }
     raise UserError(f"unknown stack {stack!r}", "study [base] stack", "Use cpu, cuda or rocm.")
+
+
+def remote_device_gids(client: Any, image_ref: str, user: str) -> dict[str, int]:
+    """Numeric group of each AMD GPU device node on the engine's host, read by a short helper container.
+
+    The helper gets the nodes as devices (the engine creates them with the host's owner and group),
+    runs as the trial's user with no network, a read-only root and no capabilities, and prints JSON.
+    """
+    where = "stack rocm, remote engine"
+    if not image_ref:
+        raise UserError("the rocm stack on a remote engine needs the trial image to read the GPU groups", where,
+                        "Resolve the image first (this is a bug in the caller).")
+    docker = _docker()
+    try:
+        helper = client.containers.create(
+            image=image_ref, name=f"isocost-gpu-groups-{uuid.uuid4().hex[:8]}", entrypoint=["python3"],
+            command=["-c", GID_SCRIPT], user=user or None,
+            network_mode="none", read_only=True, cap_drop=["ALL"], security_opt=["no-new-privileges"],
+            devices=["/dev/kfd:/dev/kfd:r", "/dev/dri:/dev/dri:r"], pids_limit=16, detach=True,
+            labels={"org.isocost.kind": "gpu-groups"},
+        )
+    except docker.errors.DockerException as exc:
+        raise UserError(f"the engine could not give a container /dev/kfd and /dev/dri: {_short(exc)}", where,
+                        "Check the amdgpu driver on that host (ls -l /dev/kfd /dev/dri), or run on a host with "
+                        "an AMD GPU supported by ROCm.") from None
+    try:
+        helper.start()
+        code = int(helper.wait(timeout=120).get("StatusCode", -1))
+        out = helper.logs(stdout=True, stderr=False).decode("utf-8", "replace").strip().splitlines()
+        gids = {str(k): int(v) for k, v in json.loads(out[-1]).items()} if code == 0 and out else {}
+    except (docker.errors.DockerException, ValueError, IndexError) as exc:
+        raise UserError(f"could not read the GPU device groups on the remote host: {_short(exc)}", where,
+                        "Check the amdgpu driver on that host (ls -ln /dev/kfd /dev/dri).") from None
+    finally:
+        try:
+            helper.remove(force=True)
+        except Exception:  # noqa: BLE001 - best effort: the helper is labelled for later cleanup
+            pass
+    if "/dev/kfd" not in gids:
+        raise UserError(f"the remote host has no readable /dev/kfd (helper saw {sorted(gids) or 'nothing'})", where,
+                        "Install amdgpu-dkms on that host and reboot, or run on a host with an AMD GPU.")
+    return gids
 
 
 # -- the launcher -------------------------------------------------------------------------------
@@ -304,7 +373,6 @@ class DockerLauncher:
                 "--image",
                 f"Use the {stack} image (isocost images build --stack {stack}).",
             )
-        self.gpu = gpu_options(stack, self.client)
         self._root_host = hasattr(os, "geteuid") and os.geteuid() == 0
         if user is not None:
             self.user = user
@@ -314,12 +382,21 @@ class DockerLauncher:
             self.user = f"{os.geteuid()}:{os.getegid()}"
         if self.user.split(":")[0] in ("0", "root"):
             raise UserError("trial containers never run as root", "user", "Use a non-root uid:gid.")
+        self.gpu = gpu_options(stack, self.client, image_ref=self.image.ref, user=self.user)
         self._engine = engine_facts(self.client)
         self._inputs_checked: set[tuple[Path, Path]] = set()
 
     # -- the Launcher protocol --------------------------------------------------------------
 
     def describe(self) -> dict[str, str]:
+        facts = self._describe()
+        if "gpu_devices" in self.gpu:
+            facts["gpu_devices"] = ",".join(self.gpu["gpu_devices"])
+        if "group_add" in self.gpu:
+            facts["gpu_groups"] = ",".join(self.gpu["group_add"])
+        return facts
+
+    def _describe(self) -> dict[str, str]:
         return {
             "kind": self.name,
             "engine": f"Docker {self._engine['version']} ({self._engine['storage_driver']}, "
@@ -504,7 +581,8 @@ class DockerLauncher:
         return f"{CONTAINER_IN}/corpus{paths.corpus.suffix}"
 
     def environment(self) -> dict[str, str]:
-        env = {key: os.environ[key] for key in CONTAINER_ENV_ALLOW if key in os.environ}
+        dropped = self.gpu.get("drop_environment", ())
+        env = {key: os.environ[key] for key in CONTAINER_ENV_ALLOW if key in os.environ and key not in dropped}
         env.update(ENV_FIXED)
         env.update({"HOME": "/tmp", "TMPDIR": "/tmp"})
         env.update(self.gpu.get("environment", {}))

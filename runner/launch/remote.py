@@ -174,8 +174,8 @@ class ShippingDockerLauncher(DockerLauncher):
         if self.image.stack and self.image.stack != stack:
             raise UserError(f"image {self.image.ref} is built for stack {self.image.stack!r}, host {host_name} "
                             f"runs {stack!r}", "--image", f"Use the {stack} image.")
-        self.gpu = gpu_options(stack, client)
         self.user = f"{self.image.uid}:{self.image.uid}"
+        self.gpu = gpu_options(stack, client, image_ref=self.image.ref, user=self.user)
         self._engine = engine_facts(client)
         self.identity = engine_identity(client)
         self.inputs: ShippedInputs | None = None

@@ -203,6 +203,21 @@ def _nvml(facts: dict[str, Any], reasons: dict[str, str]) -> None:
         reasons["driver_version"] = f"NVML unavailable: {exc}"
 
 
+def amdsmi_handle(amdsmi: Any, pci_bus_id: str | None) -> tuple[Any, str]:
+    """The amdsmi handle of the card torch uses: matched by PCI bus id (BDF); the only card if there is one."""
+    handles = list(amdsmi.amdsmi_get_processor_handles())
+    want = _pci_key(pci_bus_id)
+    seen = []
+    for handle in handles:
+        bdf = str(amdsmi.amdsmi_get_gpu_device_bdf(handle))
+        if want is not None and _pci_key(bdf) == want:
+            return handle, ""
+        seen.append(bdf)
+    if len(handles) == 1 and want is None:
+        return handles[0], ""
+    return None, f"no amdsmi device matches torch's card (PCI {pci_bus_id}); amdsmi sees {seen}"
+
+
 def _amdsmi(facts: dict[str, Any], reasons: dict[str, str]) -> None:
     try:
         import amdsmi  # type: ignore[import-not-found]
@@ -213,21 +228,29 @@ def _amdsmi(facts: dict[str, Any], reasons: dict[str, str]) -> None:
     try:
         amdsmi.amdsmi_init()
         try:
-            handle = amdsmi.amdsmi_get_processor_handles()[0]
-            facts["driver_version"] = str(amdsmi.amdsmi_get_gpu_driver_info(handle).get("driver_version"))
-            facts["gpu_uuid"] = str(amdsmi.amdsmi_get_gpu_device_uuid(handle))
+            handle, why = amdsmi_handle(amdsmi, facts.get("pci_bus_id"))
+            if handle is None:
+                reasons["gpu_uuid"] = why
+            else:
+                facts["driver_version"] = str(amdsmi.amdsmi_get_gpu_driver_info(handle).get("driver_version"))
+                facts["gpu_uuid"] = str(amdsmi.amdsmi_get_gpu_device_uuid(handle))
         finally:
             amdsmi.amdsmi_shut_down()
     except Exception as exc:  # amdsmi raises its own error types
         reasons["driver_version"] = f"amdsmi unavailable: {exc}"
 
 
+
 def device_memory_used_bytes(device: str) -> tuple[int | None, str]:
-    """Device memory in use as the driver sees it (NVML), or None and why."""
+    """Whole-device memory in use as NVML sees it (device 0), or None and why.
+
+    No longer used by the trial (it reads ``torch.cuda.mem_get_info`` on CUDA and ROCm); kept for
+    ``../shared/gpu-check/device_check.sh``, whose direct probe imports it.
+    """
     if device == "cpu":
         return None, "CPU trial: no device memory"
     try:
-        import pynvml  # type: ignore[import-not-found]
+        import pynvml
     except ImportError:
         return None, "nvidia-ml-py (pynvml) not installed"
     try:
@@ -264,14 +287,8 @@ def gpu_energy_meter(facts: dict[str, Any]) -> Any:
             return NoMeter("amdsmi not installed in this environment")
         try:
             amdsmi.amdsmi_init()
-            handles = amdsmi.amdsmi_get_processor_handles()
-            uuid = facts.get("gpu_uuid")
-            matched = [h for h in handles if uuid and str(amdsmi.amdsmi_get_gpu_device_uuid(h)) == uuid]
-            if not matched and len(handles) == 1:
-                matched = handles
+            handle, why = amdsmi_handle(amdsmi, facts.get("pci_bus_id"))
         except Exception as exc:  # amdsmi raises its own error types
             return NoMeter(f"amdsmi unavailable: {exc}")
-        if not matched:
-            return NoMeter(f"amdsmi sees {len(handles)} GPUs and none matches uuid {uuid}")
-        return AmdsmiEnergy(amdsmi, matched[0])
+        return AmdsmiEnergy(amdsmi, handle) if handle is not None else NoMeter(why)
     return NoMeter("CPU trial: no GPU energy counter")

@@ -103,3 +103,18 @@ class Classifier:
 
     def predict(self, texts: list[str]) -> tuple[list[str], list[float]]:
         return self.predict_encoded(self.tokenize(texts))
+
+
+def attention_ops(classifier: Classifier, features: list[dict[str, list[int]]]) -> tuple[list[str], str]:
+    """The attention operators one forward really dispatches (torch profiler, CPU-side op names, which also
+    name the CUDA/ROCm kernels' entry points: flash, efficient, cudnn, math). Returns (ops, reason-if-none)."""
+    try:
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            classifier.predict_encoded(features)
+        names = {event.key for event in prof.key_averages()}
+    except Exception as exc:  # the profiler is optional machinery  # noqa: BLE001
+        return [], f"profiler unavailable: {type(exc).__name__}: {exc}"
+    ops = sorted(n for n in names if "scaled_dot_product" in n or "attention" in n.lower())
+    return ops, "" if ops else "no fused attention operator dispatched (eager attention: matmul + softmax)"

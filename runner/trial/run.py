@@ -40,7 +40,7 @@ from typing import Any
 from protocol.corpus import read_corpus
 from protocol.fingerprint import fingerprint_path
 from protocol.jsonio import read_json, write_json_atomic
-from protocol.records import MemoryPeaks, PhaseTimes, TrialSpec, TrialStatus
+from protocol.records import NO_GPU_ERROR, WRONG_BUILD_ERROR, MemoryPeaks, PhaseTimes, TrialSpec, TrialStatus
 from runner.trial.measure import PhaseTimer, clock, peak_rss_bytes
 
 PROCESS_START_S = clock()
@@ -57,9 +57,16 @@ NO_BUCKETS = "all"
 #: Bucket name for an input the spec's ``input_buckets`` does not list (should not happen).
 UNBUCKETED = "unbucketed"
 
+DEVICE_MEMORY_FIELDS = ("peak_allocated_bytes", "peak_reserved_bytes", "device_used_bytes", "device_used_max_bytes",
+                        "device_total_bytes")
+
 
 class Interrupted(Exception):
     """SIGTERM/SIGINT arrived during the trial."""
+
+
+class Refusal(Exception):
+    """The trial will not run here (wrong torch build for the study's stack, no GPU): status ``refused``."""
 
 
 class SimulatedOOM(MemoryError):
@@ -95,6 +102,8 @@ class Trial:
         self.cpu_energy_j: float | None = None
         self.gpu_energy_reason = ""
         self.cpu_energy_reason = ""
+        self.pass_compilations: int | None = None
+        self.peaks_reset = False
 
     # -- outputs ---------------------------------------------------------------------------
 
@@ -107,6 +116,10 @@ class Trial:
         for name in MemoryPeaks.__dataclass_fields__:
             if self.memory.get(name) is None and name not in reasons:
                 reasons[name] = f"not measured: trial ended with status {status}"
+        if self.pass_compilations is None and "pass_compilations" not in reasons:
+            reasons["pass_compilations"] = ("not counted: the variant does not use torch.compile" if
+                                            not self.variant.compile else
+                                            f"not counted: trial ended with status {status}")
         if self.truncated is None and "truncated_count" not in reasons:
             reasons["truncated_count"] = f"not counted: trial ended with status {status}"
         record = TrialStatus(
@@ -126,6 +139,7 @@ class Trial:
             cpu_energy_j=self.cpu_energy_j,
             gpu_energy_reason=self._energy_reason(self.gpu_energy_j, self.gpu_energy_reason, status),
             cpu_energy_reason=self._energy_reason(self.cpu_energy_j, self.cpu_energy_reason, status),
+            pass_compilations=self.pass_compilations,
         )
         write_json_atomic(self.out / "status.json", record.to_dict())
 
@@ -207,9 +221,8 @@ class Trial:
             torch.use_deterministic_algorithms(variant.deterministic, warn_only=False)
         self.phases["imports_s"] = timer.elapsed_s
         self.torch = torch
+        check_backend(torch, variant.stack, variant.device)
         if variant.device == "cuda":
-            if not torch.cuda.is_available():
-                raise RuntimeError("device 'cuda' requested but torch sees no GPU")
             torch.backends.cudnn.deterministic = variant.deterministic
             torch.backends.cudnn.benchmark = False
         from runner.trial.env import device_facts, software_facts
@@ -225,7 +238,12 @@ class Trial:
             "cudnn_benchmark": False if variant.device == "cuda" else None,
             "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
             "threads": variant.threads,
+            # Read back from torch: what determinism really costs (extra work) in this run.
+            "deterministic_algorithms_enabled": bool(torch.are_deterministic_algorithms_enabled()),
+            "deterministic_warn_only": bool(torch.is_deterministic_algorithms_warn_only_enabled()),
+            "fill_uninitialized_memory": _fill_uninitialized_memory(torch),
         }
+        self.manifest["numerics"] = numerics_settings(torch, variant.device)
         self.write_manifest()
 
     def sync(self) -> None:
@@ -243,15 +261,33 @@ class Trial:
         self.manifest["model"] = classifier.describe()
         self.write_manifest()
 
+        # Warm-up: the tuning texts at the variant's batch size, then the measured pass's own padded shapes
+        # (longest, shortest, last batch) built from tuning tokens, so allocator growth, lazy kernel loading
+        # and (with compile) every recompilation land here, not in pass_s.
         with PhaseTimer(self.sync) as timer:
             texts = list(self.spec.warmup_texts)
+            shaped = shaped_batches(classifier.tokenize(texts), self.spec.warmup_shapes)
             for _ in range(self.spec.warmup.runs):
                 for start in range(0, len(texts), variant.batch_size):
                     classifier.predict(texts[start : start + variant.batch_size])
+                for features in shaped:
+                    classifier.predict_encoded(features)
         self.phases["warmup_s"] = timer.elapsed_s
+        self.manifest["warmup_shapes"] = [list(shape) for shape in self.spec.warmup_shapes]
+        from runner.trial.model import attention_ops
+
+        # One more forward, outside warmup_s and pass_s: tuning texts at the variant's batch size, padded like
+        # the pass's batches (the attention kernel can depend on whether a padding mask is present).
+        ops, why = attention_ops(classifier, classifier.tokenize(texts[: variant.batch_size]))
+        self.manifest["attention_ops"] = ops
+        if why:
+            self.manifest["empty_reasons"]["attention_ops"] = why
+        self.write_manifest()
+        compiled_before = self._compilations()
 
         if variant.device == "cuda":
             torch.cuda.reset_peak_memory_stats()
+            self.peaks_reset = True
             classifier.forward_events = []
         from runner.trial.energy import NoMeter, RaplMeter
         from runner.trial.env import gpu_energy_meter
@@ -274,18 +310,22 @@ class Trial:
             encoded = classifier.tokenize([r.text for r in records])
             order = list(range(len(records)))
             if variant.length_grouping == "sort":
-                order.sort(key=lambda i: (len(encoded[i]), i))
+                order.sort(key=lambda i: (len(encoded[i]["input_ids"]), i))
             buckets = [self._bucket(r.id) for r in records]
 
             def run_batch(batch_no: int, index: list[int]) -> float:
                 """Predict one batch and write it; returns seconds spent writing."""
+                retry = False
                 try:
                     self._inject(batch_no, len(index))
                     labels, scores = classifier.predict_encoded([encoded[i] for i in index])
                 except BaseException as exc:
                     if variant.resume != "halve-batch-on-oom" or len(index) == 1 or not _is_oom(exc):
                         raise
-                    # A declared resume variant: retry this batch in halves; the time stays in the pass.
+                    retry = True
+                if retry:
+                    # A declared resume variant: retry this batch in halves; the time stays in the pass. Out of
+                    # the handler, so the failed batch's tensors (held by the traceback) are freed first.
                     self.oom_events += 1
                     if variant.device == "cuda":
                         torch.cuda.empty_cache()
@@ -307,6 +347,9 @@ class Trial:
                 batch_write_s = run_batch(batch_no, index)
                 batch_s = clock() - batch_start - batch_write_s
                 device_s = self._drain_forward_events(classifier)
+                probe_start = clock()
+                self._sample_device_memory()
+                write_s += clock() - probe_start  # excluded from pass_s, like the writes
                 if device_s_total is not None and device_s is not None:
                     device_s_total += device_s
                 line = json.dumps(batch_record(batch_no, index, encoded, buckets, batch_s, device_s)) + "\n"
@@ -319,22 +362,16 @@ class Trial:
             self.gpu_energy_j, self.gpu_energy_reason = gpu_meter.stop()
             self.cpu_energy_j, self.cpu_energy_reason = cpu_meter.stop()
         self.phases["pass_s"] = pass_total - write_s
+        if compiled_before is not None:
+            self.pass_compilations = (self._compilations() or 0) - compiled_before
         if variant.device == "cuda":
             self.phases["gpu_pass_s"] = device_s_total
-            self.memory["peak_allocated_bytes"] = int(torch.cuda.max_memory_allocated())
-            self.memory["peak_reserved_bytes"] = int(torch.cuda.max_memory_reserved())
-            from runner.trial.env import device_memory_used_bytes
-
-            used, why = device_memory_used_bytes(variant.device)
-            self.memory["device_used_bytes"] = used
-            if used is None:
-                self.reasons["device_used_bytes"] = why
-            self.memory["device_total_bytes"] = self.manifest["device"]["gpu_memory_bytes"]
+            self._record_device_peaks()
         else:
             why = "CPU trial: no GPU, so no device memory counters"
             for key in ("gpu_pass_s",):
                 self.reasons[key] = "CPU trial: no GPU events"
-            for key in ("peak_allocated_bytes", "peak_reserved_bytes", "device_used_bytes", "device_total_bytes"):
+            for key in DEVICE_MEMORY_FIELDS:
                 self.reasons[key] = why
         self.memory["peak_rss_bytes"] = peak_rss_bytes()
 
@@ -351,6 +388,43 @@ class Trial:
             self.write_manifest()
         self.phases["write_s"] = write_s + (timer.elapsed_s or 0.0)
         return EXIT_OK
+
+    def _sample_device_memory(self) -> None:
+        """Whole-device memory in use (all processes: total − free, ``torch.cuda.mem_get_info``, which CUDA
+        and ROCm builds both answer), kept as the largest sample; sampled after each batch."""
+        if self.variant.device != "cuda" or self.torch is None:
+            return
+        free, total = self.torch.cuda.mem_get_info()
+        used = int(total) - int(free)
+        self.memory["device_total_bytes"] = int(total)
+        self.memory["device_used_max_bytes"] = max(used, self.memory.get("device_used_max_bytes") or 0)
+        self.memory["device_used_bytes"] = used
+
+    def _record_device_peaks(self) -> None:
+        """Allocated and reserved peaks (this process, since the reset after the warm-up, or since the start
+        when the trial ended before it), kept apart; also called for a trial that ends in an error or oom."""
+        torch = self.torch
+        if self.variant.device != "cuda" or torch is None or not torch.cuda.is_available():
+            return
+        try:
+            self.memory["peak_allocated_bytes"] = int(torch.cuda.max_memory_allocated())
+            self.memory["peak_reserved_bytes"] = int(torch.cuda.max_memory_reserved())
+            self._sample_device_memory()
+        except Exception as exc:  # the device may be in a bad state after a failure  # noqa: BLE001
+            for key in DEVICE_MEMORY_FIELDS:
+                if self.memory.get(key) is None:
+                    self.reasons.setdefault(key, f"not readable after the failure: {type(exc).__name__}: {exc}")
+        if not self.peaks_reset:
+            for key in ("peak_allocated_bytes", "peak_reserved_bytes"):
+                self.reasons.setdefault(key, "peak since the trial started: it ended before the measured pass")
+
+    def _compilations(self) -> int | None:
+        """Graphs torch.compile (dynamo) has compiled so far in this process; None without compile."""
+        if not self.variant.compile:
+            return None
+        from torch._dynamo.utils import counters
+
+        return int(counters["stats"]["unique_graphs"])
 
     def _bucket(self, input_id: str) -> str:
         if not self.spec.input_buckets:
@@ -397,6 +471,73 @@ class Trial:
         if value == "truncate" and self.completed + lines.count("\n") >= self.expected:
             return lines[: len(lines) - 7]  # the last line is cut short, as by a crash mid-write
         return lines
+
+
+def detected_backend(torch: Any) -> str:
+    """Which build of torch this is: ``rocm`` (HIP), ``cuda`` or ``cpu``."""
+    if getattr(torch.version, "hip", None):
+        return "rocm"
+    return "cuda" if getattr(torch.version, "cuda", None) else "cpu"
+
+
+def check_backend(torch: Any, stack: str, device: str) -> None:
+    """Refuse to run a GPU study on the wrong torch build, or without a GPU (raises :class:`Refusal`)."""
+    build = detected_backend(torch)
+    if stack in ("cuda", "rocm") and build != stack:
+        raise Refusal(f"{WRONG_BUILD_ERROR}: the study's stack is {stack!r} but this torch {torch.__version__} is a "
+                      f"{build} build (run it in the {stack} image, or with a {stack} torch)")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise Refusal(f"{NO_GPU_ERROR}: torch {torch.__version__} ({build} build) sees no GPU "
+                      f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}, "
+                      f"HIP_VISIBLE_DEVICES={os.environ.get('HIP_VISIBLE_DEVICES')!r})")
+
+
+def _fill_uninitialized_memory(torch: Any) -> bool | None:
+    try:
+        return bool(torch.utils.deterministic.fill_uninitialized_memory)
+    except AttributeError:
+        return None
+
+
+def numerics_settings(torch: Any, device: str) -> dict[str, Any]:
+    """Settings that change GPU numbers and speed (TF32, reduced-precision reductions, SDPA kernels)."""
+    settings: dict[str, Any] = {"float32_matmul_precision": torch.get_float32_matmul_precision()}
+    cuda = torch.backends.cuda
+    settings["cuda_matmul_allow_tf32"] = bool(cuda.matmul.allow_tf32)
+    settings["cuda_matmul_fp32_precision"] = getattr(cuda.matmul, "fp32_precision", None)  # torch ≥ 2.9 API
+    settings["cudnn_allow_tf32"] = bool(torch.backends.cudnn.allow_tf32)
+    settings["cuda_matmul_allow_fp16_reduced_precision_reduction"] = bool(
+        cuda.matmul.allow_fp16_reduced_precision_reduction)
+    settings["cuda_matmul_allow_bf16_reduced_precision_reduction"] = bool(
+        cuda.matmul.allow_bf16_reduced_precision_reduction)
+    settings["sdpa_backends_enabled"] = {
+        name: bool(getattr(cuda, f"{name}_sdp_enabled")())
+        for name in ("flash", "mem_efficient", "math", "cudnn") if hasattr(cuda, f"{name}_sdp_enabled")
+    }
+    settings["applies_to"] = "GPU kernels" if device == "cuda" else "CPU trial: the TF32/SDPA switches are GPU-only"
+    return settings
+
+
+def shaped_batches(features: list[dict[str, list[int]]], shapes: tuple[tuple[int, int], ...]
+                   ) -> list[list[dict[str, list[int]]]]:
+    """One warm-up batch per (rows, length) shape, made of tuning tokens: each row keeps its input's first
+    and last token (e.g. [CLS] … [SEP]) and repeats its inner tokens to exactly ``length`` ids."""
+    if not features:
+        return []
+    batches = []
+    for rows, length in shapes:
+        batch = []
+        for r in range(rows):
+            source = features[r % len(features)]
+            ids = source["input_ids"]
+            inner = ids[1:-1] or ids[:1]
+            body = (inner * (length // len(inner) + 1))[: max(length - 2, 0)]
+            new_ids = ([ids[0], *body, ids[-1]] if length >= 2 else ids[:1])[:length]
+            row = {key: [values[0]] * length for key, values in source.items() if key != "input_ids"}
+            row["input_ids"] = new_ids
+            batch.append(row)
+        batches.append(batch)
+    return batches
 
 
 def batch_record(batch_no: int, index: list[int], encoded: list[dict[str, list[int]]], buckets: list[str],
@@ -456,8 +597,13 @@ def main(argv: list[str]) -> int:
     except Interrupted as exc:
         trial.write_status("interrupted", str(exc))
         return EXIT_FAILED
+    except Refusal as exc:
+        trial.write_status("refused", str(exc))
+        print(f"refused: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
     except BaseException as exc:  # every failure must leave a status behind
         traceback.print_exc()
         status = "oom" if _is_oom(exc) else "error"
+        trial._record_device_peaks()
         trial.write_status(status, f"{type(exc).__name__}: {exc}")
         return EXIT_FAILED

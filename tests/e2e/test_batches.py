@@ -48,3 +48,25 @@ def test_batches_jsonl_accounts_for_every_input_and_token(make_workspace, tmp_pa
         joules, reason = status[f"{kind}_energy_j"], status[f"{kind}_energy_reason"]
         assert (joules is None) != (reason == ""), (kind, joules, reason)
     assert status["gpu_energy_reason"] == "CPU trial: no GPU energy counter"
+    manifest = json.loads((trial / "manifest.json").read_text())
+    # the real MiniLM with attention "sdpa" dispatches a scaled-dot-product operator, recorded by name
+    assert any("scaled_dot_product" in op for op in manifest["attention_ops"]), manifest["attention_ops"]
+    assert manifest["numerics"]["float32_matmul_precision"] in ("highest", "high", "medium")
+    assert manifest["warmup_shapes"]  # the pass's own shapes were warmed up
+    assert row["device_used_max_bytes"] == "" and "device_used_max_bytes: CPU trial" in row["empty_reasons"]
+    assert row["device_busy_share"] == "" and "device_busy_share: CPU trial" in row["empty_reasons"]
+    assert row["pass_compilations"] == ""
+    assert "pass_compilations: not counted: the variant does not use torch.compile" in row["empty_reasons"]
+
+
+def test_gpu_campaign_without_a_gpu_stops_after_two_refused_trials_keeping_rows(make_workspace, tmp_path):
+    study = make_workspace(n=4, repetitions=2, batches="[1, 2]",
+                           replace={'stack = "cpu"\ndevice = "cpu"': 'stack = "cuda"\ndevice = "cuda"'})
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["run", str(study), "--out", str(out), "--launcher", "process"])
+    assert result.exit_code == 2, result.output
+    assert "Error: every trial so far (2 of 4) found no GPU" in result.output
+    assert "isocost hosts check" in result.output and "Traceback" not in result.output
+    rows = read_raw(out / "raw.csv")
+    assert [r["status"] for r in rows] == ["refused", "refused"]
+    assert "torch build does not match the study's stack" in rows[0]["notes"]  # this machine's torch is CPU-only

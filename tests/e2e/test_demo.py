@@ -257,3 +257,27 @@ def test_largest_remainder_and_minimum() -> None:
     assert quality_minimum(Fraction(98, 120)) == "0.76"
     assert quality_minimum(Fraction(1, 1)) == "0.95"
     assert quality_minimum(Fraction(1, 100)) == "0.00"
+
+
+@pytest.mark.parametrize("stack", ["cuda", "rocm"])
+def test_gpu_demo_study_exercises_a_gpu(built: tuple[DemoResult, list[str]], stack: str) -> None:
+    from protocol.study import load_study
+
+    result, _ = built
+    study_path = result.out_dir / f"gpu-{stack}.toml"
+    text = study_path.read_text(encoding="utf-8")
+    assert "@" not in text
+    study = load_study(study_path)
+    assert study.corpus.path == result.out_dir / "corpus-classify-1000.jsonl"  # the 1,000-text corpus
+    assert study.corpus.fingerprint == fingerprint_path(study.corpus.path)
+    variants = study.variants()
+    assert {v.stack for v in variants} == {stack} and {v.device for v in variants} == {"cuda"}
+    assert max(v.batch_size for v in variants) >= 256
+    assert {v.precision for v in variants} == {"fp32", "fp16", "bf16"}
+    assert any(v.length_grouping == "sort" for v in variants)
+    record = json.loads(result.demo_json.read_text(encoding="utf-8"))
+    assert record["files"][f"gpu-{stack}.toml"] == fingerprint_path(study_path)
+    # the quick GPU study stays the CPU quick study with only stack and device changed
+    quick = (result.out_dir / "quick.toml").read_text(encoding="utf-8")
+    assert (result.out_dir / f"quick-{stack}.toml").read_text(encoding="utf-8") == quick.replace(
+        'stack = "cpu"\ndevice = "cpu"', f'stack = "{stack}"\ndevice = "cuda"')

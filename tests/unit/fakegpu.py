@@ -131,16 +131,22 @@ class FakeTokenizer:
 class FakeModel:
     """Logs each forward with its padded shape; two labels, deterministic logits."""
 
-    def __init__(self, torch: Any, log: CallLog) -> None:
+    def __init__(self, torch: Any, log: CallLog, compiled: bool = False) -> None:
         self.torch = torch
         self.log = log
+        self.compiled = compiled  # pose as torch.compile with static shapes: each new shape compiles a graph
         self.shapes: list[tuple[int, int]] = []
         self.config = SimpleNamespace(id2label={0: "a", 1: "b"}, architectures=["Fake"], model_type="fake",
                                       _attn_implementation="sdpa")
 
     def __call__(self, input_ids: Any, attention_mask: Any) -> Any:
         self.log.calls.append("forward")
-        self.shapes.append(tuple(input_ids.shape))
+        shape = tuple(input_ids.shape)
+        if self.compiled and shape not in self.shapes:
+            from torch._dynamo.utils import counters
+
+            counters["stats"]["unique_graphs"] += 1
+        self.shapes.append(shape)
         logits = self.torch.stack([input_ids.sum(dim=1).float(), input_ids.shape[1] * self.torch.ones(
             input_ids.shape[0])], dim=1)
         return SimpleNamespace(logits=logits)
@@ -159,3 +165,28 @@ def write_corpus(path: Path, lengths: list[int]) -> list[str]:
             ids.append(f"t{i:03d}")
             handle.write(json.dumps({"id": ids[-1], "text": " ".join(["word"] * n), "label": "a"}) + "\n")
     return ids
+
+
+class FakeAmdsmi:
+    """The few amdsmi calls the trial makes, for two cards; the trial's card (PCI 65:00.0) is the SECOND one."""
+
+    def __init__(self, accumulators: list[int] | None = None) -> None:
+        self.accumulators = list(accumulators or [10_000, 30_000])
+        self.cards = [("amd-uuid-other", "0000:17:00.0"), ("amd-uuid-trial", "0000:65:00.0")]
+        self.energy_handles: list[int] = []
+
+    def install(self, monkeypatch: Any) -> FakeAmdsmi:
+        module = SimpleNamespace(
+            amdsmi_init=lambda: None, amdsmi_shut_down=lambda: None,
+            amdsmi_get_processor_handles=lambda: [0, 1],
+            amdsmi_get_gpu_device_bdf=lambda h: self.cards[h][1],
+            amdsmi_get_gpu_device_uuid=lambda h: self.cards[h][0],
+            amdsmi_get_gpu_driver_info=lambda h: {"driver_version": "6.12.12"},
+            amdsmi_get_energy_count=self._energy,
+        )
+        monkeypatch.setitem(sys.modules, "amdsmi", module)
+        return self
+
+    def _energy(self, handle: int) -> dict[str, Any]:
+        self.energy_handles.append(handle)
+        return {"energy_accumulator": self.accumulators.pop(0), "counter_resolution": 15.259}

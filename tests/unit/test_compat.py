@@ -99,7 +99,22 @@ def test_rocm_not_listed_says_which_part() -> None:
 
 
 def test_rocm_unknown_names_coverage() -> None:
-    assert "6.1.0 to 7.1.0" in check_rocm("7.2.4", "gfx942", "2.10.0").detail
+    # Was 7.2.4 → "6.1.0 to 7.1.0": issue 12 extended the matrix to the pinned image's ROCm 7.2.4.
+    assert "6.1.0 to 7.2.4" in check_rocm("7.3.0", "gfx942", "2.10.0").detail
+
+
+def test_rocm_72_row_of_the_pinned_image_checks_pytorch_but_not_gpu_targets() -> None:
+    # The pinned rocm/pytorch image: ROCm 7.2.4 with PyTorch 2.10 (../shared/FACTS.md §6).
+    pinned = check_rocm("7.2.4", "gfx942", "2.10.0+rocm7.2.4")
+    assert pinned.status == UNKNOWN and "no GPU target list" in pinned.detail
+    assert "rocm7.2.4_ubuntu24.04_py3.12_pytorch_release_2.10.0" in pinned.detail  # cites its source
+    assert check_rocm("7.2.0", "gfx942", "2.12.0").status == UNKNOWN
+    off = check_rocm("7.2.4", "gfx942", "2.9.1")
+    assert off.status == NOT_LISTED and "PyTorch 2.9" in off.detail
+
+
+def test_every_rocm_row_names_its_source() -> None:
+    assert all(row["source"] for row in load_table(ROCM_TABLE).rows)
 
 
 def test_check_device_dispatch() -> None:

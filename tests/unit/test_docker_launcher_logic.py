@@ -350,10 +350,12 @@ def test_cuda_without_toolkit_fails_fast(monkeypatch: pytest.MonkeyPatch) -> Non
         gpu_options("cuda", FakeClient())
 
 
-def test_cuda_with_toolkit_requests_all_gpus() -> None:
+def test_cuda_with_toolkit_requests_one_specific_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Was "requests all GPUs" (Count -1): issue 12 defect 4, the trial's card must be one named card.
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     options = gpu_options("cuda", FakeClient(runtimes={"runc": {}, "nvidia": {}}))
     [request] = options["device_requests"]
-    assert request["Count"] == -1 and request["Capabilities"] == [["gpu"]]
+    assert request["DeviceIDs"] == ["0"] and request["Capabilities"] == [["gpu"]]
     assert options["environment"]["NVIDIA_DRIVER_CAPABILITIES"] == "compute,utility"
 
 

@@ -1,0 +1,43 @@
+"""``python -m runner.trial.probe``: what a container of this image sees of the GPU (``hosts check``).
+
+Prints one JSON line: the torch build, whether a GPU is visible, the device facts the trials record
+(``runner.trial.env.device_facts``, with the driver/backend compatibility check against the tables
+shipped in this image), and whether a tiny computation on the device gives the right answer.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+
+def probe() -> dict[str, Any]:
+    import torch
+
+    from runner.trial.env import device_facts
+    from runner.trial.run import detected_backend
+
+    result: dict[str, Any] = {"torch": torch.__version__, "build": detected_backend(torch)}
+    result["gpu_visible"] = bool(torch.cuda.is_available())
+    result["gpu_count"] = int(torch.cuda.device_count()) if result["gpu_visible"] else 0
+    if not result["gpu_visible"]:
+        return result
+    facts, reasons = device_facts(torch, "cuda")
+    result["facts"], result["reasons"] = facts, reasons
+    x = torch.arange(1024, device="cuda", dtype=torch.float32)
+    result["compute_ok"] = float(x.sum().item()) == 1023 * 1024 / 2
+    return result
+
+
+def main() -> int:
+    try:
+        print(json.dumps(probe(), default=str))
+    except Exception as exc:  # the probe reports; the host decides  # noqa: BLE001
+        print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
