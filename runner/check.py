@@ -61,7 +61,8 @@ def _fail(report: CheckReport, topic: str, exc: UserError) -> None:
 
 
 def check_study(study_path: Path, *, hosts: tuple[str, ...] = (), probe: bool = False,
-                target_memory_gib: float | None = None, ledger_dir: Path | None = None) -> CheckReport:
+                target_memory_gib: float | None = None, ledger_dir: Path | None = None,
+                launcher_kind: str = "auto") -> CheckReport:
     report = CheckReport()
     try:
         study = load_study(study_path)
@@ -80,7 +81,7 @@ def check_study(study_path: Path, *, hosts: tuple[str, ...] = (), probe: bool = 
         _content(report, study, ledger_dir)
     _quality(report, study)
     _memory(report, study, target_memory_gib)
-    _launcher(report, study)
+    _launcher(report, study, launcher_kind)
     if hosts:
         _hosts(report, study, hosts)
     _schedule(report, study, probe and inputs_ok and report.ok)
@@ -219,7 +220,7 @@ def _memory(report: CheckReport, study: Study, target_memory_gib: float | None) 
         report.add("ok", "memory", f"{text} within {target / 2**30:.1f} GiB ({source})")
 
 
-def _launcher(report: CheckReport, study: Study) -> None:
+def _launcher(report: CheckReport, study: Study, kind: str = "auto") -> None:
     from runner.launch.select import choose_launcher
 
     missing = [str(p) for p in (study.corpus.path, study.model.path) if not p.exists()]
@@ -227,7 +228,7 @@ def _launcher(report: CheckReport, study: Study) -> None:
         report.add("warn", "image", f"not checked: the inputs are missing ({', '.join(missing)})")
         return
     try:
-        choice = choose_launcher(study.path, "auto", None)
+        choice = choose_launcher(study.path, kind, None)
     except UserError as exc:
         _fail(report, "image", exc)
         return

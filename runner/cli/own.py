@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from protocol.study import STACKS
+from runner.launch.select import LAUNCHER_KINDS
 from runner.rentals import RENTALS_FILE, record_rental
 
 _FILE = click.Path(path_type=Path, dir_okay=False)
@@ -87,8 +88,11 @@ def tune(study: Path, ledger: Path | None, dry_run: bool) -> None:
               help="Memory of the target device (default: this machine's RAM for cpu, unknown for GPU stacks).")
 @click.option("--ledger", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Ledger directory of seen corpora (default: .isocost/ next to the study).")
+@click.option("--launcher", "launcher_kind", type=click.Choice(LAUNCHER_KINDS), default="auto", show_default=True,
+              help="Check the launcher `isocost run` would use with the same --launcher (docker: the image is known "
+                   "and the container's user can read the inputs).")
 def check(study: Path, host_options: tuple[str, ...], probe: bool, target_memory_gib: float | None,
-          ledger: Path | None) -> None:
+          ledger: Path | None, launcher_kind: str) -> None:
     """Everything that can fail before renting time is spent, without timing anything.
 
     The study's keys (all errors at once), paths, fingerprints, labels,
@@ -97,11 +101,12 @@ def check(study: Path, host_options: tuple[str, ...], probe: bool, target_memory
 
     \b
     Example: isocost check study.toml --probe
+    Example: isocost check study.toml --launcher process
     """
     from runner.check import check_study
 
     report = check_study(study, hosts=host_options, probe=probe, target_memory_gib=target_memory_gib,
-                         ledger_dir=ledger)
+                         ledger_dir=ledger, launcher_kind=launcher_kind)
     for line in report.lines():
         click.echo(line)
     if not report.ok:

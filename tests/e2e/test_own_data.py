@@ -67,7 +67,7 @@ def test_own_corpus_and_checkpoint_to_a_decision(own_data: Path, tmp_path: Path,
     text = text.replace("values = [1, 8, 32]", "values = [1]")
     study.write_text(text, encoding="utf-8")
 
-    code, out = cli("check", str(study))
+    code, out = cli("check", str(study), "--launcher", "process")  # the launcher the run below uses
     assert code == 0, out
     assert "isocost run would start." in out and "2 trials" in out
 
