@@ -51,8 +51,53 @@ class Outcome:
     detail: str
 
 
+#: Set to 1 where the container cases must run (CI): a missing engine is then a failure, not a skip.
+REQUIRE_DOCKER_ENV = "ISOCOST_REQUIRE_DOCKER"
+#: Set to 1 where mounting a tmpfs must work (CI, .ci/run): the disk-full case is then required.
+REQUIRE_MOUNT_ENV = "ISOCOST_REQUIRE_MOUNT"
+
+
 class NotRun(Exception):
-    """A case cannot run here (no engine, no image, not root): reported with this reason, never passed."""
+    """A case cannot run here (no engine, no image, mounting refused): reported with this reason, never passed.
+
+    ``required_by`` names the variable that, set to 1, turns this into a failure.
+    """
+
+    def __init__(self, reason: str, required_by: str = REQUIRE_DOCKER_ENV) -> None:
+        super().__init__(reason)
+        self.required_by = required_by
+
+    @property
+    def required(self) -> bool:
+        return os.environ.get(self.required_by) == "1"
+
+
+@functools.cache
+def mount_refused() -> str:
+    """Why a small tmpfs cannot be mounted here ("" when it can): tried, never guessed from the uid.
+
+    Root inside an unprivileged container cannot mount (``mount`` exits 32); a user with the
+    capability outside one can.
+    """
+    import tempfile
+
+    probe = tempfile.mkdtemp(prefix="isocost-mount-probe-")
+    try:
+        result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", probe], capture_output=True,
+                                text=True, timeout=30, check=False)
+        if result.returncode != 0:
+            detail = (result.stderr or result.stdout).strip().splitlines()
+            return (f"mounting a tmpfs is refused here (mount exit {result.returncode}"
+                    + (f": {detail[-1][:120]}" if detail else "") + ")")
+        subprocess.run(["umount", probe], capture_output=True, timeout=30, check=False)
+        return ""
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"mount cannot run here: {exc}"
+    finally:
+        try:
+            os.rmdir(probe)
+        except OSError:
+            pass
 
 
 @dataclass(frozen=True)
@@ -205,13 +250,15 @@ def _trial_containers(trial_dir: Path) -> list[Any]:
 def case_disk_full(ctx: Context) -> Outcome:
     study = ctx.study(n=12, repetitions=2, batches="[1]")
     out = ctx.root / "out"
+    why = mount_refused()
+    if why:
+        raise NotRun(why, REQUIRE_MOUNT_ENV)
     out.mkdir()
     try:
         subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(out)], check=True,
                        capture_output=True)
     except (OSError, subprocess.CalledProcessError) as exc:
-        return Outcome("output disk full", ctx.launcher_name, "error row, raw.csv intact", "not run",
-                       0, False, f"cannot mount a tmpfs here: {exc}")
+        raise NotRun(f"cannot mount a tmpfs here: {exc}", REQUIRE_MOUNT_ENV) from None
     try:
         ballast = out / "ballast"
 
