@@ -16,6 +16,7 @@ from typing import Any
 from protocol.errors import UserError
 from protocol.fingerprint import sha256_bytes
 from protocol.records import VARIANT_FIELDS, Variant, WarmupRule
+from protocol.safe_read import decode_text, read_bytes
 
 STUDY_SCHEMA_VERSION = 1
 
@@ -309,21 +310,25 @@ def _kind_name(kinds: tuple[type, ...]) -> str:
     return " or ".join(names.get(k, k.__name__) for k in kinds)
 
 
+#: A study is a page of TOML; a larger file is a mistake (or an attack on the parser).
+MAX_STUDY_BYTES = 2**20
+
+
 def load_study(path: Path | str) -> Study:
-    """Read and validate a study file."""
+    """Read and validate a study file (a regular file of UTF-8 TOML, BOM accepted, at most 1 MiB)."""
     path = Path(path)
+    fix = "Check the path, or run `isocost demo prepare`."
+    raw_bytes = read_bytes(path, "study file", max_bytes=MAX_STUDY_BYTES, fix=fix)
+    text = decode_text(raw_bytes, "study file", str(path))
     try:
-        raw_bytes = path.read_bytes()
-    except FileNotFoundError:
-        raise UserError("study file not found", str(path), "Check the path, or run `isocost demo prepare`.") from None
-    except IsADirectoryError:
-        raise UserError("expected a study file, got a directory", str(path)) from None
-    try:
-        data = tomllib.loads(raw_bytes.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise UserError("study file is not UTF-8 text", str(path)) from None
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"not valid TOML: {exc}", str(path), "Fix the syntax at that line.") from None
+    except RecursionError:
+        raise UserError("not valid TOML: nested too deeply", str(path), "A study nests tables a few levels deep.") \
+            from None
+    except ValueError as exc:  # an integer of thousands of digits (int max_str_digits), a date out of range
+        raise UserError(f"not valid TOML: {str(exc)[:160]}", str(path), "Fix the value.") from None
     return parse_study(data, path=path.resolve(), sha256=sha256_bytes(raw_bytes))
 
 
@@ -435,7 +440,7 @@ def _data_ref(top: _Reader, key: str, base_dir: Path) -> DataRef:
             "Compute it with `isocost fingerprint PATH`.",
         )
     table.finish({"path": "", "fingerprint": ""})
-    resolved = (base_dir / rel).resolve() if not Path(rel).is_absolute() else Path(rel)
+    resolved = _resolved(base_dir / rel, table.where("path")) if not Path(rel).is_absolute() else Path(rel)
     return DataRef(path=resolved, fingerprint=fingerprint)
 
 
@@ -540,7 +545,16 @@ def _costing(top: _Reader, base_dir: Path) -> Costing:
     c.finish()
     if catalog is None:
         return Costing(catalog=None)
-    return Costing(catalog=(base_dir / catalog).resolve())
+    return Costing(catalog=_resolved(base_dir / catalog, c.where("catalog")))
+
+
+def _resolved(path: Path, where: str) -> Path:
+    """``path.resolve()``, with a symlink loop (RuntimeError on Python 3.11) as a user error."""
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError) as exc:
+        raise UserError(f"the path {str(path)!r} cannot be resolved: {exc}", where,
+                        "Fix the path (a symbolic link loop?).") from None
 
 
 def _images(top: _Reader) -> tuple[tuple[str, str], ...]:
