@@ -343,6 +343,165 @@ def case_hang(ctx: Context) -> Outcome:
                    f"{row['status']}, completed {row['completed']}", rows_lost(out), ok, row["notes"][:120])
 
 
+# -- hostile inputs: refused before anything runs, nothing hangs, --out stays usable (issue 11) ---------
+
+
+class _Hung(Exception):
+    pass
+
+
+def _within(seconds: int, action: Callable[[], Any]) -> Any:
+    """Run ``action`` under an alarm: a read that blocks (a FIFO) fails the case instead of the suite."""
+    def expire(signum: int, frame: Any) -> None:
+        raise _Hung(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        return action()
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _refused_start(ctx: Context, study: Path, out: Path) -> tuple[str, float]:
+    """Run the campaign; return the refusal message ("" if it started) and the seconds it took."""
+    start = time.monotonic()
+    try:
+        _within(60, lambda: run_campaign(study, out, ctx.launcher_factory()))
+    except UserError as exc:
+        return exc.message, time.monotonic() - start
+    except _Hung as exc:
+        return f"HUNG: {exc}", time.monotonic() - start
+    return "", time.monotonic() - start
+
+
+def _out_usable(out: Path) -> bool:
+    return not out.exists() or not any(out.iterdir())
+
+
+def _special_corpus(kind: str) -> Callable[[Context], Outcome]:
+    def run(ctx: Context) -> Outcome:
+        study = ctx.study(n=4, repetitions=1, batches="[1]")
+        corpus = study.parent / "corpus.jsonl"
+        corpus.unlink()
+        if kind == "fifo":
+            os.mkfifo(corpus)
+        else:
+            corpus.symlink_to("/dev/zero")
+        out = ctx.root / "out"
+        message, seconds = _refused_start(ctx, study, out)
+        expected = "FIFO" if kind == "fifo" else "character device"
+        ok = expected in message and "refused, not read" in message and _out_usable(out) and seconds < 30
+        return Outcome(f"corpus is a {'FIFO' if kind == 'fifo' else 'link to /dev/zero'}", ctx.launcher_name,
+                       "refused without reading it, --out untouched",
+                       f"refused in {seconds:.1f} s" if ok else f"not refused as expected: {message[:60]}",
+                       rows_lost(out) if out.exists() else 0, ok, message[:160])
+
+    return run
+
+
+def case_invalid_utf8_corpus_then_retry(ctx: Context) -> Outcome:
+    study = ctx.study(n=4, repetitions=1, batches="[1]")
+    corpus = study.parent / "corpus.jsonl"
+    good = corpus.read_bytes()
+    corpus.write_bytes(good.replace(b'"text": "', b'"text": "caf\xe9 \xed\xa0\x80', 1))
+    study.write_text(study.read_text().replace(_fingerprint_text(study), _fingerprint(corpus)))
+    out = ctx.root / "out"
+    message, _ = _refused_start(ctx, study, out)
+    refused = "not UTF-8" in message and "line 1" in message and _out_usable(out)
+    corpus.write_bytes(good)
+    study.write_text(study.read_text().replace(_fingerprint_text(study), _fingerprint(corpus)))
+    run_campaign(study, out, ctx.launcher_factory())  # the same --out, once the corpus is fixed
+    rows = read_raw(out / "raw.csv")
+    ok = refused and len(rows) == 1 and rows[0]["status"] == "ok"
+    return Outcome("corpus not UTF-8, then fixed: same --out", ctx.launcher_name,
+                   "refused naming line and byte; the retry in the same --out runs",
+                   f"{'refused' if refused else 'NOT refused'}; retry: {len(rows)} row(s) "
+                   f"{rows[0]['status'] if rows else ''}", rows_lost(out), ok, message[:160])
+
+
+def _fingerprint(path: Path) -> str:
+    from protocol.fingerprint import fingerprint_path
+
+    return fingerprint_path(path)
+
+
+def _fingerprint_text(study: Path) -> str:
+    return study.read_text().split("[corpus]")[1].split('fingerprint = "')[1][:71]
+
+
+def case_study_number_out_of_bounds(ctx: Context) -> Outcome:
+    study = ctx.study(n=4, repetitions=1, batches="[1]")
+    study.write_text(study.read_text().replace("repetitions = 1", "repetitions = 1000000000"))
+    out = ctx.root / "out"
+    message, seconds = _refused_start(ctx, study, out)
+    ok = "between 1 and 1000" in message and "campaign.repetitions" in message and _out_usable(out)
+    return Outcome("study asks for 10^9 repetitions", ctx.launcher_name, "refused with the bound, --out untouched",
+                   f"refused in {seconds:.1f} s" if ok else f"not refused as expected: {message[:60]}", 0, ok,
+                   message[:160])
+
+
+def case_deeply_nested_corpus(ctx: Context) -> Outcome:
+    study = ctx.study(n=4, repetitions=1, batches="[1]")
+    corpus = study.parent / "corpus.jsonl"
+    corpus.write_bytes(corpus.read_bytes() + b"[" * 200_000 + b"\n")
+    study.write_text(study.read_text().replace(_fingerprint_text(study), _fingerprint(corpus)))
+    out = ctx.root / "out"
+    message, seconds = _refused_start(ctx, study, out)
+    ok = "nested too deeply" in message and "line 5" in message and _out_usable(out)
+    return Outcome("corpus line nested 200,000 deep", ctx.launcher_name, "refused naming the line, no traceback",
+                   f"refused in {seconds:.1f} s" if ok else f"not refused as expected: {message[:60]}", 0, ok,
+                   message[:160])
+
+
+def case_sparse_archive_verify(ctx: Context) -> Outcome:
+    """A PAX sparse member (1 GiB of holes in a few hundred bytes) is refused before anything is written."""
+    from runner.bundle import verify_bundle
+
+    source = ctx.root / "src" / "campaign" / "raw.csv"
+    source.parent.mkdir(parents=True)
+    with open(source, "wb") as handle:
+        handle.truncate(2**30)
+    archive = ctx.root / "sparse.tar.gz"
+    subprocess.run(["tar", "--format=posix", "--sparse", "-czf", str(archive), "-C", str(ctx.root / "src"),
+                    "campaign/raw.csv"], check=True, capture_output=True)
+    tmp_before = shutil.disk_usage("/tmp").used
+    report = verify_bundle(archive)
+    grew = shutil.disk_usage("/tmp").used - tmp_before
+    problem = report.first.message if report.first else ""
+    ok = not report.ok and "sparse" in problem and grew < 64 * 2**20
+    return Outcome(f"bundle with a PAX sparse member ({archive.stat().st_size} B, 1 GiB expanded)", "-",
+                   "verify refuses it; nothing expanded", f"refused: {problem[:60]}" if ok else "NOT refused",
+                   0, ok, f"temporary disk grew {grew} bytes")
+
+
+def case_archive_member_bound(ctx: Context) -> Outcome:
+    """More members than the bound: refused from the headers, before the first file is written."""
+    import io
+    import tarfile
+
+    from runner.safe_extract import ExtractLimits, UnsafeArchive, read_archive
+
+    archive = ctx.root / "many.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for i in range(300):
+            info = tarfile.TarInfo(f"campaign/f{i:04d}")
+            info.size = 1
+            tar.addfile(info, io.BytesIO(b"x"))
+    dest = ctx.root / "dest"
+    dest.mkdir()
+    message = ""
+    try:
+        read_archive(archive, dest=dest, limits=ExtractLimits(max_members=200))
+    except UnsafeArchive as exc:
+        message = exc.message
+    written = sum(1 for _ in dest.rglob("*"))
+    ok = "more than 200 members" in message and written == 0
+    return Outcome("archive of 300 members, bound 200", "-", "refused before the first file is written",
+                   f"refused, {written} files written", 0, ok, message[:160])
+
+
 PROCESS_CASES: dict[str, Callable[[Context], Outcome]] = {
     "oom-runner": case_oom_in_runner,
     "killed-mid-pass": case_killed_mid_pass,
@@ -355,6 +514,13 @@ PROCESS_CASES: dict[str, Callable[[Context], Outcome]] = {
     "corpus-changed": _changed_input("corpus"),
     "model-changed": _changed_input("model"),
     "hang": case_hang,
+    "fifo-corpus": _special_corpus("fifo"),
+    "device-corpus": _special_corpus("device"),
+    "invalid-utf8-corpus-retry": case_invalid_utf8_corpus_then_retry,
+    "study-number-bound": case_study_number_out_of_bounds,
+    "deeply-nested-corpus": case_deeply_nested_corpus,
+    "sparse-archive-verify": case_sparse_archive_verify,
+    "archive-member-bound": case_archive_member_bound,
 }
 
 
