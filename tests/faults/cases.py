@@ -697,11 +697,69 @@ def case_engine_restarted(ctx: Context) -> Outcome:
         shutil.rmtree(box.root, ignore_errors=True)
 
 
+OUTPUT_LIMIT_BYTES = 2**16  # the smallest output_file_limit_bytes a study may set
+
+
+def case_output_file_limit(ctx: Context) -> Outcome:
+    """A trial writes more than the container's file-size limit: the write fails (EFBIG), the row is kept."""
+    from runner.launch.select import choose_launcher
+
+    study = ctx.study(n=1300, repetitions=1, batches="[64]", replace={
+        "trial_timeout_s = 300": f"trial_timeout_s = 300\noutput_file_limit_bytes = {OUTPUT_LIMIT_BYTES}"})
+    out = ctx.root / "out"
+    launcher = choose_launcher(study, "docker", image=ctx.image).launcher
+    run_campaign(study, out, launcher)
+    rows = read_raw(out / "raw.csv")
+    sizes = [(d / "predictions.jsonl").stat().st_size for d in sorted((out / "trials").iterdir())
+             if (d / "predictions.jsonl").exists()]
+    first = rows[0] if rows else {}
+    ok = (len(rows) == 1 and all(r["status"] == "error" and "File too large" in r["notes"]
+                                 and r["corpus_accepted"] == "false" for r in rows)
+          and all(size <= OUTPUT_LIMIT_BYTES for size in sizes)
+          and launcher.describe()["file_size_limit_bytes"] == str(OUTPUT_LIMIT_BYTES))
+    return Outcome(f"trial output over the file-size limit ({OUTPUT_LIMIT_BYTES} B, ~85 KB of predictions)",
+                   ctx.launcher_name, "write stopped at the limit (EFBIG); row kept, not accepted; campaign goes on",
+                   f"{first.get('status', 'no row')}, completed {first.get('completed', '?')}; {len(rows)} rows; "
+                   f"largest file {max(sizes) if sizes else 0} B", rows_lost(out), ok,
+                   first.get("notes", "")[:160])
+
+
+def case_default_limits_recorded(ctx: Context) -> Outcome:
+    """No limit in the study: memory and CPU limits derived from the engine's machine, recorded and applied."""
+    import docker as docker_sdk
+
+    from runner.launch.select import choose_launcher
+
+    study = ctx.study(n=4, repetitions=1, batches="[1]")
+    out = ctx.root / "out"
+    launcher = choose_launcher(study, "docker", image=ctx.image).launcher
+    run_campaign(study, out, launcher)
+    facts = json.loads((out / "campaign.json").read_text())["launcher"]
+    trial = next((out / "trials").iterdir())
+    record = json.loads((trial / "launcher.json").read_text())
+    client = docker_sdk.from_env(timeout=60)
+    try:
+        info = client.info()
+    finally:
+        client.close()
+    memory = int(facts.get("mem_limit", "0") or 0) if facts.get("mem_limit", "none") != "none" else 0
+    recorded = record.get("limits", {}).get("mem_limit") == str(memory)
+    ok = (0 < memory < info["MemTotal"] and facts.get("cpus") == str(info["NCPU"]) and recorded
+          and "derived" in facts.get("mem_limit_source", "") and read_raw(out / "raw.csv")[0]["status"] == "ok")
+    return Outcome("no limits in the study: defaults from the engine machine", ctx.launcher_name,
+                   "memory < MemTotal and all CPUs, recorded in campaign.json and launcher.json; trial ok",
+                   f"memory {memory} of {info['MemTotal']} B, cpus {facts.get('cpus')}", rows_lost(out), ok,
+                   facts.get("mem_limit_source", "")[:160])
+
+
 SHARED_DOCKER_CASES = ("oom-runner", "killed-mid-pass", "host-killed-resume", "disk-full", "truncated-predictions",
-                       "duplicate-ids", "foreign-ids", "wrong-label-set", "corpus-changed", "model-changed", "hang")
+                       "duplicate-ids", "foreign-ids", "wrong-label-set", "corpus-changed", "model-changed", "hang",
+                       "fifo-corpus", "device-corpus", "invalid-utf8-corpus-retry", "study-number-bound")
 
 DOCKER_CASES: dict[str, Callable[[Context], Outcome]] = {
     **{name: PROCESS_CASES[name] for name in SHARED_DOCKER_CASES},
     "oom-memory-limit": case_oom_memory_limit,
     "engine-restart": case_engine_restarted,
+    "output-file-limit": case_output_file_limit,
+    "default-limits": case_default_limits_recorded,
 }
