@@ -717,8 +717,8 @@ def case_output_file_limit(ctx: Context) -> Outcome:
                                  and r["corpus_accepted"] == "false" for r in rows)
           and all(size <= OUTPUT_LIMIT_BYTES for size in sizes)
           and launcher.describe()["file_size_limit_bytes"] == str(OUTPUT_LIMIT_BYTES))
-    return Outcome(f"trial output over the file-size limit ({OUTPUT_LIMIT_BYTES} B, ~85 KB of predictions)",
-                   ctx.launcher_name, "write stopped at the limit (EFBIG); row kept, not accepted; campaign goes on",
+    return Outcome(f"trial output over the file-size limit ({OUTPUT_LIMIT_BYTES} B, ~75 KB of predictions)",
+                   ctx.launcher_name, "write stopped at the limit (EFBIG: 'File too large'); error row kept",
                    f"{first.get('status', 'no row')}, completed {first.get('completed', '?')}; {len(rows)} rows; "
                    f"largest file {max(sizes) if sizes else 0} B", rows_lost(out), ok,
                    first.get("notes", "")[:160])
