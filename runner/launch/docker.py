@@ -306,7 +306,9 @@ def study_limits(campaign: Any) -> ContainerLimits:
 def resolve_limits(limits: ContainerLimits, info: dict[str, Any]) -> ContainerLimits:
     """Fill the memory and CPU limits the study left open from the engine machine's ``docker info``."""
     memory, memory_source = limits.mem_limit, "study"
-    if memory is None:
+    if memory is None and info.get("MemoryLimit") is False:
+        memory_source = "none: the engine reports no memory-limit support (MemoryLimit false)"
+    elif memory is None:
         total = int(info.get("MemTotal") or 0)
         if total > 0:
             kept = max(RESERVED_MEMORY_BYTES, total // 8)
@@ -316,7 +318,9 @@ def resolve_limits(limits: ContainerLimits, info: dict[str, Any]) -> ContainerLi
         else:
             memory_source = "none: the engine reported no MemTotal"
     cpus, cpus_source = limits.cpus, "study"
-    if cpus is None:
+    if cpus is None and info.get("CpuCfsQuota") is False:
+        cpus_source = "none: the engine's kernel has no CPU CFS quota (CpuCfsQuota false)"
+    elif cpus is None:
         count = int(info.get("NCPU") or 0)
         if count > 0:
             cpus, cpus_source = float(count), f"derived: all {count} CPUs the engine reports (NCPU)"

@@ -237,6 +237,12 @@ def test_an_engine_that_reports_no_machine_gives_no_limit_with_the_reason(trial:
     assert "mem_limit" not in kw and "nano_cpus" not in kw  # never a made-up 0
     assert chosen.describe()["mem_limit"] == "none"
     assert "reported no" in chosen.describe()["mem_limit_source"]
+    unsupported = FakeClient()
+    unsupported.machine = {"NCPU": 4, "MemTotal": 2**34, "MemoryLimit": False, "CpuCfsQuota": False}
+    limited = launcher(unsupported)
+    assert limited.limits.mem_limit is None and limited.limits.cpus is None  # no create error on such a kernel
+    assert "MemoryLimit false" in limited.describe()["mem_limit_source"]
+    assert "CpuCfsQuota false" in limited.describe()["cpus_source"]
 
 
 def test_what_a_trial_may_write_is_bounded(trial: TrialPaths) -> None:
