@@ -405,6 +405,11 @@ def format_hours(hours: float) -> str:
     return "0" if text in ("-0", "") else text
 
 
+#: Years a window may lie in: beyond them offsets and zones overflow ``datetime`` (year 1..9999).
+MIN_YEAR = 1970
+MAX_YEAR = 2200
+
+
 def _resolve(
     value: str | datetime, zone: ZoneInfo | None, fold: int | None, label: str, notes: list[str]
 ) -> datetime:
@@ -422,6 +427,9 @@ def _resolve(
             ) from None
     else:
         raise TypeError(f"{label} must be a str or datetime, got {type(value).__name__}")
+    if not MIN_YEAR <= moment.year <= MAX_YEAR:  # year 1 or 9999 overflows once an offset is applied
+        raise UserError(f"{label} is in year {moment.year}, outside {MIN_YEAR}..{MAX_YEAR}", label,
+                        "A rental window lies in the present era: check the date.")
 
     if moment.utcoffset() is not None:
         if zone is None:

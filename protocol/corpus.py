@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import unicodedata
 from dataclasses import dataclass
@@ -11,8 +12,11 @@ from typing import Any
 
 from protocol.errors import UserError
 from protocol.fingerprint import sha256_bytes
+from protocol.safe_read import BOM, check_encodable, decode_text, open_binary, read_text
 
 MAX_ID_CHARS = 200
+#: A tokenizer.json of a real model is a few MiB (large vocabularies ~20 MiB).
+MAX_TOKENIZER_BYTES = 256 * 2**20
 
 
 @dataclass(frozen=True)
@@ -29,15 +33,14 @@ def read_corpus(path: Path) -> tuple[Record, ...]:
     every input must keep one stable identity for the whole campaign.
     """
     path = Path(path)
-    if not path.is_file():
-        raise UserError("corpus file not found", str(path), "Check [corpus] path in the study.")
     suffix = path.suffix.lower()
-    if suffix == ".jsonl":
-        rows = list(_read_jsonl(path))
-    elif suffix == ".csv":
-        rows = list(_read_csv(path))
-    else:
+    if suffix not in (".jsonl", ".csv"):
         raise UserError(f"unsupported corpus format {suffix!r}", str(path), "Use .jsonl or .csv with id, text, label.")
+    with open_binary(path, "corpus file", "Check [corpus] path in the study.") as handle:
+        data = handle.read()
+    if data.startswith(BOM):  # a byte-order mark is not part of the first id or header
+        data = data[len(BOM):]
+    rows = list(_read_jsonl(path, data) if suffix == ".jsonl" else _read_csv(path, data))
     if not rows:
         raise UserError("the corpus is empty", str(path), "A corpus needs at least one input.")
     seen: dict[str, int] = {}
@@ -56,26 +59,36 @@ def read_corpus(path: Path) -> tuple[Record, ...]:
     return tuple(records)
 
 
-def _read_jsonl(path: Path) -> Any:
-    with open(path, encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise UserError(f"not valid JSON: {exc.msg}", f"{path}, line {line_no}") from None
-            yield line_no, data
+def _read_jsonl(path: Path, data: bytes) -> Any:
+    for line_no, raw in enumerate(data.split(b"\n"), start=1):
+        where = f"{path}, line {line_no}"
+        line = decode_text(raw, "corpus line", where).removesuffix("\r")
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"not valid JSON: {exc.msg}", where) from None
+        except RecursionError:
+            raise UserError("not valid JSON here: nested too deeply", where, "Each line is one flat object.") \
+                from None
+        except ValueError as exc:  # an integer of thousands of digits
+            raise UserError(f"not valid JSON here: {str(exc)[:120]}", where) from None
+        yield line_no, item
 
 
-def _read_csv(path: Path) -> Any:
-    with open(path, encoding="utf-8", newline="") as handle:
-        reader = csv.DictReader(handle)
+def _read_csv(path: Path, data: bytes) -> Any:
+    text = decode_text(data, "corpus file", str(path))
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    try:
         missing = {"id", "text", "label"} - set(reader.fieldnames or [])
         if missing:
             raise UserError(f"CSV header lacks {sorted(missing)}", str(path), "The header must name id, text, label.")
-        for data in reader:
-            yield reader.line_num, data
+        for item in reader:
+            yield reader.line_num, item
+    except csv.Error as exc:
+        raise UserError(f"not valid CSV: {exc}", f"{path}, line {reader.line_num}",
+                        "Quote fields that hold commas or newlines; no NUL bytes.") from None
 
 
 def _record(data: Any, where: str) -> Record:
@@ -95,6 +108,8 @@ def _record(data: Any, where: str) -> Record:
         raise UserError(f"empty or non-text 'text' for id {ident!r}", where)
     if not isinstance(label, str) or not label:
         raise UserError(f"empty or non-string 'label' for id {ident!r}", where)
+    check_encodable(text, f"the text of id {ident!r}", where)
+    check_encodable(label, f"the label of id {ident!r}", where)
     return Record(id=ident, text=text, label=label)
 
 
@@ -143,13 +158,14 @@ def token_lengths(model_dir: Path, texts: list[str]) -> list[int]:
     from tokenizers import Tokenizer
 
     path = Path(model_dir) / "tokenizer.json"
-    if not path.is_file():
-        raise UserError(
-            "the model directory has no tokenizer.json",
-            str(model_dir),
-            "Save a fast tokenizer with the checkpoint (tokenizer.save_pretrained(DIR)).",
-        )
-    tokenizer = Tokenizer.from_file(str(path))
-    tokenizer.no_truncation()
-    tokenizer.no_padding()
-    return [len(encoding.ids) for encoding in tokenizer.encode_batch(texts)]
+    fix = "Save a fast tokenizer with the checkpoint (tokenizer.save_pretrained(DIR))."
+    if not path.exists() and not path.is_symlink():
+        raise UserError("the model directory has no tokenizer.json", str(model_dir), fix)
+    text = read_text(path, "the model's tokenizer.json", max_bytes=MAX_TOKENIZER_BYTES, fix=fix)
+    try:
+        tokenizer = Tokenizer.from_str(text)
+        tokenizer.no_truncation()
+        tokenizer.no_padding()
+        return [len(encoding.ids) for encoding in tokenizer.encode_batch(texts)]
+    except Exception as exc:  # the tokenizers library raises a bare Exception on a malformed file
+        raise UserError(f"the model's tokenizer.json cannot be used: {str(exc)[:160]}", str(path), fix) from None

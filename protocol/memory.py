@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from protocol.errors import UserError
+from protocol.safe_read import open_binary, read_text
 
 BYTES_PER_VALUE = {"fp32": 4, "bf16": 2, "fp16": 2}
 _MAX_HEADER_BYTES = 100 * 2**20
@@ -32,40 +33,70 @@ class ModelShape:
     @classmethod
     def read(cls, model_dir: Path) -> ModelShape:
         config_path = model_dir / "config.json"
-        try:
-            config = json.loads(config_path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise UserError("config.json not found", str(model_dir), "Point at a saved checkpoint.") from None
+        config = read_model_config(model_dir)
         files = sorted(model_dir.glob("*.safetensors"))
         if not files:
             raise UserError("no *.safetensors weights", str(model_dir), "Save the checkpoint with safetensors.")
+        where = str(config_path)
+        hidden = _dimension(config, "hidden_size", where)
+        layers = _dimension(config, "num_hidden_layers", where)
+        heads = _dimension(config, "num_attention_heads", where)
+        intermediate = _dimension(config, "intermediate_size", where, default=4 * hidden)
         parameters = linear = 0
         for path in files:
             for name, info in _safetensors_header(path).items():
                 if name == "__metadata__":
                     continue
+                shape = info.get("shape") if isinstance(info, dict) else None
+                if (not isinstance(shape, list) or len(shape) > 8
+                        or not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 2**40 for d in shape)):
+                    raise UserError(f"tensor {name[:80]!r} has no valid shape", str(path),
+                                    "The safetensors header is damaged: save the checkpoint again.")
                 count = 1
-                for dim in info["shape"]:
-                    count *= int(dim)
+                for dim in shape:
+                    count *= dim
                 parameters += count
-                if len(info["shape"]) == 2 and "embeddings" not in name:
+                if len(shape) == 2 and "embeddings" not in name:
                     linear += count
-        try:
-            return cls(
-                parameters=parameters,
-                linear_parameters=linear,
-                hidden_size=int(config["hidden_size"]),
-                layers=int(config["num_hidden_layers"]),
-                heads=int(config["num_attention_heads"]),
-                intermediate_size=int(config.get("intermediate_size", 4 * int(config["hidden_size"]))),
-            )
-        except KeyError as exc:
-            raise UserError(f"config.json lacks {exc.args[0]!r}", str(config_path),
-                            "The estimate needs an encoder config (hidden_size, num_hidden_layers, …).") from None
+        return cls(parameters=parameters, linear_parameters=linear, hidden_size=hidden, layers=layers, heads=heads,
+                   intermediate_size=intermediate)
+
+
+#: A model's config.json is a few KiB; anything beyond this is not one.
+MAX_CONFIG_BYTES = 16 * 2**20
+#: Largest dimension accepted from a config (hidden size, layers, heads…): far above any real model.
+MAX_DIMENSION = 2**24
+
+
+def read_model_config(model_dir: Path) -> dict[str, Any]:
+    """The model directory's config.json as a JSON object (a regular UTF-8 file, BOM accepted)."""
+    path = Path(model_dir) / "config.json"
+    text = read_text(path, "the model's config.json", max_bytes=MAX_CONFIG_BYTES, fix="Point at a saved checkpoint.")
+    try:
+        config = json.loads(text)
+    except RecursionError:
+        raise UserError("config.json is nested too deeply", str(path), "Save the checkpoint again.") from None
+    except ValueError as exc:  # JSONDecodeError, or an integer of thousands of digits
+        raise UserError(f"config.json is not valid JSON: {str(exc)[:120]}", str(path),
+                        "Save the checkpoint again.") from None
+    if not isinstance(config, dict):
+        raise UserError("config.json is not a JSON object", str(path), "Save the checkpoint again.")
+    return config
+
+
+def _dimension(config: dict[str, Any], key: str, where: str, default: int | None = None) -> int:
+    value = config.get(key, default)
+    if value is None:
+        raise UserError(f"config.json lacks {key!r}", where,
+                        "The estimate needs an encoder config (hidden_size, num_hidden_layers, …).")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_DIMENSION:
+        raise UserError(f"config.json {key} must be an integer from 1 to {MAX_DIMENSION}, got {str(value)[:40]!r}",
+                        f"{where}, key {key}", "Save the checkpoint again.")
+    return value
 
 
 def _safetensors_header(path: Path) -> dict[str, Any]:
-    with open(path, "rb") as handle:
+    with open_binary(path, "weights file") as handle:
         raw = handle.read(8)
         if len(raw) != 8:
             raise UserError("truncated safetensors file", str(path))
@@ -74,7 +105,7 @@ def _safetensors_header(path: Path) -> dict[str, Any]:
             raise UserError("implausible safetensors header size", str(path))
         try:
             header = json.loads(handle.read(length))
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON, not UTF-8, nested too deeply, a huge integer
             raise UserError("unreadable safetensors header", str(path)) from None
     if not isinstance(header, dict):
         raise UserError("unreadable safetensors header", str(path))

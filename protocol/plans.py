@@ -24,6 +24,7 @@ is ``Decimal("220.00")``.
 from __future__ import annotations
 
 import csv
+import io
 import re
 from dataclasses import dataclass
 from datetime import date
@@ -33,6 +34,7 @@ from typing import Any
 
 from protocol.errors import UserError
 from protocol.jsonio import check_schema
+from protocol.safe_read import check_encodable, read_text
 
 # Version history: 1 = first format (Plan, Catalog, Quote); 2 = Plan gains billing, minimum_s,
 # increment_s (version-1 records still load, as flat plans).
@@ -61,6 +63,8 @@ BILLINGS: tuple[str, ...] = (BILLING_FLAT, BILLING_HOURLY, BILLING_PER_SECOND, B
 METERED: tuple[str, ...] = (BILLING_HOURLY, BILLING_PER_SECOND)
 CATALOG_CURRENCY = "USD"
 DEFAULT_CATALOG_NAME = "catalog-2026-09-24.csv"
+#: A catalog is a few hundred rows; a larger file is refused before it is parsed.
+MAX_CATALOG_BYTES = 16 * 2**20
 
 CENT = Decimal("0.01")
 ROUNDING = ROUND_HALF_EVEN
@@ -71,6 +75,8 @@ PER_RESULT_NOT_REQUESTED = "not_requested"
 PER_RESULT_DEFINED = "defined"
 PER_RESULT_UNDEFINED = "undefined"
 
+#: Longest text accepted in each numeric column (12-digit prices, 6-digit counts): far above any real plan.
+_MAX_DIGITS = {"cards_per_lot": 6, "plan_days": 6, "price_usd_per_lot": 16}
 _DECIMAL_RE = re.compile(r"^[0-9]+(\.[0-9]+)?$")
 _INT_RE = re.compile(r"^[0-9]+$")
 _DATE_RE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
@@ -278,18 +284,16 @@ def load_catalog(path: str | Path) -> Catalog:
     Example: ``load_catalog("protocol/data/catalog-2026-09-24.csv").gpus == ("b200", "rtx-4090")``.
     """
     path = Path(path)
+    # A regular UTF-8 file (BOM accepted), never a FIFO or a device; invalid bytes named by line.
+    text = read_text(path, "catalog file", max_bytes=MAX_CATALOG_BYTES, fix="Check the path given with --catalog.")
     try:
-        with open(path, encoding="utf-8-sig", newline="") as handle:
-            reader = csv.reader(handle)
-            numbered = [(reader.line_num, row) for row in reader if any(c.strip() for c in row)]
-    except FileNotFoundError:
-        raise UserError(
-            "catalog file not found", str(path), "Check the path given with --catalog."
-        ) from None
-    except UnicodeDecodeError:
-        raise UserError("catalog is not UTF-8 text", str(path), "Save it as UTF-8 CSV.") from None
+        reader = csv.reader(io.StringIO(text, newline=""))
+        numbered = [(reader.line_num, row) for row in reader if any(c.strip() for c in row)]
     except csv.Error as exc:
         raise UserError(f"catalog is not valid CSV: {exc}", str(path)) from None
+    for line, row in numbered:
+        for cell in row:
+            check_encodable(cell, "a catalog cell", f"{path}:{line}")
 
     if not numbered:
         raise UserError(
@@ -437,6 +441,10 @@ def _parse_row(cells: dict[str, str], where: str) -> Plan:
     if not gpu:
         raise UserError("gpu is empty", where, "Name the GPU type, e.g. rtx-4090.")
 
+    for column, digits in _MAX_DIGITS.items():  # before int() or Decimal() sees them: a bound, not a traceback
+        if len(cells[column]) > digits:
+            raise UserError(f"{column} has more than {digits} characters ({len(cells[column])})", where,
+                            f"A catalog {column} is a short number.")
     cards_text = cells["cards_per_lot"]
     if not _INT_RE.match(cards_text) or int(cards_text) < 1:
         raise UserError(

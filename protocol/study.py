@@ -17,6 +17,7 @@ from protocol.errors import UserError
 from protocol.fingerprint import sha256_bytes
 from protocol.job import Job, parse_job
 from protocol.records import VARIANT_FIELDS, Variant, WarmupRule
+from protocol.safe_read import decode_text, read_bytes
 
 STUDY_SCHEMA_VERSION = 1
 
@@ -44,7 +45,8 @@ _TOP_KEYS = {
     "length_buckets": "array of tables: name, max_tokens",
     "quality": "table: the quality rule",
     "warmup": "table: the warm-up rule",
-    "campaign": "table: repetitions, order, trial_timeout_s",
+    "campaign": "table: repetitions, order, trial_timeout_s, seeds, memory_limit_bytes, cpu_limit, "
+                "output_file_limit_bytes",
     "base": "table: the base configuration",
     "series": "array of tables: name, field, values",
     "deadline": "table: start, end, tz, waiting_h (the access window the work must fit)",
@@ -81,6 +83,40 @@ class QualityRule:
     max_score_delta: float | None
 
 
+#: Upper bounds of every study number that sizes work or memory: a typo (an extra zero or six) is an
+#: error naming the bound, not a campaign that runs for a year or a trial that asks for a petabyte.
+BOUNDS: dict[str, tuple[float, float]] = {
+    "repetitions": (1, 1000),
+    "threads": (1, 1024),
+    "batch_size": (1, 65536),
+    "max_length": (1, 1_048_576),
+    "max_tokens": (1, 1_048_576),
+    "seed": (0, 2**32 - 1),  # numpy's seed range; torch and random accept it too
+    "seeds": (0, 100),  # how many common seeds
+    "warmup_inputs": (0, 100_000),
+    "warmup_runs": (0, 100),
+    "trial_timeout_s": (0, 7 * 86400),
+    "memory_limit_bytes": (6 * 2**20, 2**50),  # Docker's minimum .. 1 PiB
+    "cpu_limit": (0.01, 4096),
+    "output_file_limit_bytes": (2**16, 2**50),
+    "expected_artifacts": (1, 1_000_000),
+    "length_buckets": (0, 64),
+    "passes": (1, 100_000),  # variants x repetitions
+}
+
+
+def _check_bound(name: str, value: float, where: str, *, shown: str = "") -> None:
+    low, high = BOUNDS[name]
+    if not low <= value <= high:
+        raise UserError(f"{shown or name} must be between {_plain(low)} and {_plain(high)}, got {value!r}", where,
+                        f"Use a value from {_plain(low)} to {_plain(high)}.")
+
+
+def _plain(number: float) -> str:
+    return str(int(number)) if float(number).is_integer() else f"{number:g}"
+
+
+
 @dataclass(frozen=True)
 class CampaignRule:
     repetitions: int
@@ -88,6 +124,8 @@ class CampaignRule:
     trial_timeout_s: float | None
     seeds: tuple[int, ...] = ()  # common seeds: every variant runs under each, results kept apart
     memory_limit_bytes: int | None = None  # container memory limit (docker launcher)
+    cpu_limit: float | None = None  # container CPU limit in CPUs (docker launcher); None: derived from the host
+    output_file_limit_bytes: int | None = None  # largest file a trial container may write; None: the default
 
 
 @dataclass(frozen=True)
@@ -330,21 +368,25 @@ def _kind_name(kinds: tuple[type, ...]) -> str:
     return " or ".join(names.get(k, k.__name__) for k in kinds)
 
 
+#: A study is a page of TOML; a larger file is a mistake (or an attack on the parser).
+MAX_STUDY_BYTES = 2**20
+
+
 def load_study(path: Path | str) -> Study:
-    """Read and validate a study file."""
+    """Read and validate a study file (a regular file of UTF-8 TOML, BOM accepted, at most 1 MiB)."""
     path = Path(path)
+    fix = "Check the path, or run `isocost demo prepare`."
+    raw_bytes = read_bytes(path, "study file", max_bytes=MAX_STUDY_BYTES, fix=fix)
+    text = decode_text(raw_bytes, "study file", str(path))
     try:
-        raw_bytes = path.read_bytes()
-    except FileNotFoundError:
-        raise UserError("study file not found", str(path), "Check the path, or run `isocost demo prepare`.") from None
-    except IsADirectoryError:
-        raise UserError("expected a study file, got a directory", str(path)) from None
-    try:
-        data = tomllib.loads(raw_bytes.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise UserError("study file is not UTF-8 text", str(path)) from None
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"not valid TOML: {exc}", str(path), "Fix the syntax at that line.") from None
+    except RecursionError:
+        raise UserError("not valid TOML: nested too deeply", str(path), "A study nests tables a few levels deep.") \
+            from None
+    except ValueError as exc:  # an integer of thousands of digits (int max_str_digits), a date out of range
+        raise UserError(f"not valid TOML: {str(exc)[:160]}", str(path), "Fix the value.") from None
     return parse_study(data, path=path.resolve(), sha256=sha256_bytes(raw_bytes))
 
 
@@ -418,6 +460,10 @@ def parse_study(data: dict[str, Any], *, path: Path, sha256: str) -> Study:
             "Use one of them: common seeds for every variant, or a seed series.",
         )
     ids = [v.variant_id for v in study._series_variants()]
+    passes = len(ids) * max(1, len(campaign.seeds)) * campaign.repetitions
+    _check_bound("passes", passes, f"{source}, keys series and campaign.repetitions",
+                 shown=f"the planned passes ({len(ids)} variants x {max(1, len(campaign.seeds))} seeds x "
+                       f"{campaign.repetitions} repetitions)")
     if quality.reference_variant not in ids:
         raise UserError(
             f"reference variant {quality.reference_variant!r} is not one of the variants",
@@ -457,6 +503,7 @@ def _expected_artifacts(top: _Reader) -> int:
     expected_artifacts = top.get("expected_artifacts", int, 1)
     if expected_artifacts < 1:
         raise UserError("expected_artifacts must be at least 1", top.where("expected_artifacts"))
+    _check_bound("expected_artifacts", expected_artifacts, top.where("expected_artifacts"))
     return int(expected_artifacts)
 
 
@@ -479,12 +526,13 @@ def _data_ref(top: _Reader, key: str, base_dir: Path) -> DataRef:
             "Compute it with `isocost fingerprint PATH`.",
         )
     table.finish({"path": "", "fingerprint": ""})
-    resolved = (base_dir / rel).resolve() if not Path(rel).is_absolute() else Path(rel)
+    resolved = _resolved(base_dir / rel, table.where("path")) if not Path(rel).is_absolute() else Path(rel)
     return DataRef(path=resolved, fingerprint=fingerprint)
 
 
 def _length_buckets(top: _Reader) -> tuple[LengthBucket, ...]:
     items = top.get("length_buckets", list, [])
+    _check_bound("length_buckets", len(items), top.where("length_buckets"), shown="the number of length buckets")
     buckets: list[LengthBucket] = []
     previous = 0
     for i, item in enumerate(items):
@@ -496,6 +544,8 @@ def _length_buckets(top: _Reader) -> tuple[LengthBucket, ...]:
         reader.finish({"name": "", "max_tokens": ""})
         if max_tokens is None and i != len(items) - 1:
             raise UserError("only the last length bucket may be open-ended", reader.where("max_tokens"))
+        if max_tokens is not None:
+            _check_bound("max_tokens", max_tokens, reader.where("max_tokens"))
         if max_tokens is not None and max_tokens <= previous:
             raise UserError("length buckets must have increasing max_tokens", reader.where("max_tokens"))
         previous = max_tokens or previous
@@ -582,7 +632,16 @@ def _costing(top: _Reader, base_dir: Path) -> Costing:
     c.finish()
     if catalog is None:
         return Costing(catalog=None)
-    return Costing(catalog=(base_dir / catalog).resolve())
+    return Costing(catalog=_resolved(base_dir / catalog, c.where("catalog")))
+
+
+def _resolved(path: Path, where: str) -> Path:
+    """``path.resolve()``, with a symlink loop (RuntimeError on Python 3.11) as a user error."""
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError) as exc:
+        raise UserError(f"the path {str(path)!r} cannot be resolved: {exc}", where,
+                        "Fix the path (a symbolic link loop?).") from None
 
 
 def _images(top: _Reader) -> tuple[tuple[str, str], ...]:
@@ -615,6 +674,8 @@ def _warmup(top: _Reader) -> WarmupRule:
     w.finish()
     if inputs < 0 or runs < 0:
         raise UserError("warm-up inputs and runs must be >= 0", w.where("inputs"))
+    _check_bound("warmup_inputs", inputs, w.where("inputs"), shown="inputs")
+    _check_bound("warmup_runs", runs, w.where("runs"), shown="runs")
     return WarmupRule(source=source, inputs=inputs, runs=runs, recompilation=recompilation)
 
 
@@ -623,22 +684,35 @@ def _campaign(top: _Reader) -> CampaignRule:
     repetitions = c.get("repetitions", int, 5)
     if repetitions < 1:
         raise UserError("repetitions must be at least 1", c.where("repetitions"))
+    _check_bound("repetitions", repetitions, c.where("repetitions"))
     order = c.choice("order", ("rotate",), "rotate")
     timeout = c.get("trial_timeout_s", (int, float), None)
     if timeout is not None and (not math.isfinite(timeout) or timeout <= 0):
         raise UserError("trial_timeout_s must be a positive number of seconds", c.where("trial_timeout_s"))
+    if timeout is not None:
+        _check_bound("trial_timeout_s", timeout, c.where("trial_timeout_s"))
     seeds = c.get("seeds", list, [])
+    _check_bound("seeds", len(seeds), c.where("seeds"), shown="the number of seeds")
     for seed in seeds:
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise UserError(f"seeds must be non-negative integers, got {seed!r}", c.where("seeds"))
+        _check_bound("seed", seed, c.where("seeds"), shown="a seed")
     if len(set(seeds)) != len(seeds):
         raise UserError("a seed is listed twice", c.where("seeds"))
     memory = c.get("memory_limit_bytes", int, None)
     if memory is not None and memory < 6 * 2**20:
         raise UserError("memory_limit_bytes must be at least 6 MiB (Docker's minimum)", c.where("memory_limit_bytes"))
+    if memory is not None:
+        _check_bound("memory_limit_bytes", memory, c.where("memory_limit_bytes"))
+    cpus = c.number("cpu_limit", None)
+    if cpus is not None:
+        _check_bound("cpu_limit", cpus, c.where("cpu_limit"))
+    output_limit = c.get("output_file_limit_bytes", int, None)
+    if output_limit is not None:
+        _check_bound("output_file_limit_bytes", output_limit, c.where("output_file_limit_bytes"))
     c.finish()
     return CampaignRule(repetitions=repetitions, order=order, trial_timeout_s=timeout, seeds=tuple(seeds),
-                        memory_limit_bytes=memory)
+                        memory_limit_bytes=memory, cpu_limit=cpus, output_file_limit_bytes=output_limit)
 
 
 _FIELD_RULES: dict[str, Any] = {
@@ -664,6 +738,7 @@ def _check_field(key: str, value: Any, where: str) -> Any:
     if key == "seed":
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise UserError(f"expected a non-negative integer seed, got {value!r}", where)
+        _check_bound("seed", value, where)
     elif isinstance(rule, tuple):
         if value not in rule:
             raise UserError(f"{value!r} is not one of {', '.join(rule)}", where, f"Use one of: {', '.join(rule)}.")
@@ -673,6 +748,7 @@ def _check_field(key: str, value: Any, where: str) -> Any:
     else:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise UserError(f"expected a positive integer, got {value!r}", where)
+        _check_bound(key, value, where)
     return value
 
 

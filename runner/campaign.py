@@ -336,6 +336,7 @@ def run_campaign(
             str(out),
             "Choose a new or empty --out directory.",
         )
+    created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     with writer_lock(out):
         if not resume and paths.campaign.exists():  # another run started it while we waited for the lock
@@ -350,8 +351,12 @@ def run_campaign(
                 progress(f"raw.csv ended in a row cut while it was written: its bytes are kept in {side.name}; "
                          "that trial is recorded again from its directory")
         else:
-            started = log_event(paths, "setup_start")
-            description = freeze(study, paths, launcher, progress, rental, acknowledge_seen_corpus, started)
+            try:
+                started = log_event(paths, "setup_start")
+                description = freeze(study, paths, launcher, progress, rental, acknowledge_seen_corpus, started)
+            except BaseException:
+                _undo_refused_start(out, created)
+                raise
             log_event(paths, "setup_end")
         return _run_slots(study, paths, description, launcher, progress)
 
@@ -387,6 +392,24 @@ def _check_resume(study: Study, paths: CampaignPaths, launcher: Launcher, rental
             "Resume without --gpu/--lots, or start a new campaign for another host.",
         )
     return description
+
+
+def _undo_refused_start(out: Path, created: bool) -> None:
+    """A start refused before campaign.json exists leaves --out as it was: absent, or empty (issue 11).
+
+    Only what this start wrote is removed (the folder was checked empty before); a lock file
+    (a name starting with '.') is left to its owner.
+    """
+    if created and not any(child.name.startswith(".") for child in out.iterdir()):
+        shutil.rmtree(out, ignore_errors=True)
+        return
+    for child in out.iterdir():
+        if child.name.startswith("."):
+            continue
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child, ignore_errors=True)
+        else:
+            child.unlink(missing_ok=True)
 
 
 def _run_slots(

@@ -29,10 +29,15 @@ from pathlib import Path
 from typing import Any
 
 from protocol.errors import UserError
+from protocol.safe_read import read_text
 from runner.campaign import Rental
 from runner.launch.engines import EngineAddress, parse_engine_url
 
 HOSTS_FILE_SCHEMA_VERSION = 1
+#: A hosts file lists a few hosts; a larger file is refused before it is parsed.
+MAX_HOSTS_FILE_BYTES = 2**20
+MAX_LOTS = 1024
+MAX_RECONNECT_S = 86400.0
 STACKS = ("cpu", "cuda", "rocm")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 _RESERVED = {"hosts.json", "trials"}
@@ -91,12 +96,15 @@ def parse_host_option(text: str) -> HostSpec:
 def load_hosts_file(path: Path) -> list[HostSpec]:
     """Read a hosts file (see the module docstring)."""
     where = str(path)
+    text = read_text(path, "hosts file", max_bytes=MAX_HOSTS_FILE_BYTES, fix="Check the path given with --hosts-file.")
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError("hosts file not found", where, "Check the path given with --hosts-file.") from None
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"not valid TOML: {exc}", where, "Fix the syntax (see docs/hosts.md).") from None
+    except RecursionError:
+        raise UserError("not valid TOML: nested too deeply", where, "A hosts file is a list of flat tables.") from None
+    except ValueError as exc:  # an integer of thousands of digits
+        raise UserError(f"not valid TOML: {str(exc)[:120]}", where, "Fix the value.") from None
     if data.get("schema_version") != HOSTS_FILE_SCHEMA_VERSION:
         raise UserError(f"schema_version is {data.get('schema_version')!r}", where,
                         f"Write schema_version = {HOSTS_FILE_SCHEMA_VERSION} at the top.")
@@ -128,8 +136,8 @@ def _host(entry: Any, where: str, base: Path) -> HostSpec:
             raise UserError("rental must be { gpu = \"…\", lots = N }", f"{where}, key rental",
                             'Example: rental = { gpu = "rtx-4090", lots = 1 }.')
         lots = table.get("lots", 1)
-        if not isinstance(lots, int) or isinstance(lots, bool) or lots < 1:
-            raise UserError(f"lots must be a positive integer, not {lots!r}", f"{where}, key rental.lots",
+        if not isinstance(lots, int) or isinstance(lots, bool) or not 1 <= lots <= MAX_LOTS:
+            raise UserError(f"lots must be an integer from 1 to {MAX_LOTS}, not {lots!r}", f"{where}, key rental.lots",
                             "Write the number of lots rented (a B200 lot already holds its cards).")
         rental = Rental(gpu=table["gpu"].strip().lower(), lots=lots)
     ssh_config = entry.get("ssh_config")
@@ -141,8 +149,10 @@ def _host(entry: Any, where: str, base: Path) -> HostSpec:
     else:
         ssh_config_path = None
     reconnect_s = entry.get("reconnect_s", 60.0)
-    if not isinstance(reconnect_s, (int, float)) or isinstance(reconnect_s, bool) or reconnect_s < 0:
-        raise UserError(f"reconnect_s must be seconds >= 0, not {reconnect_s!r}", f"{where}, key reconnect_s",
+    if (not isinstance(reconnect_s, (int, float)) or isinstance(reconnect_s, bool)
+            or not 0 <= reconnect_s <= MAX_RECONNECT_S):
+        raise UserError(f"reconnect_s must be seconds from 0 to {MAX_RECONNECT_S:g}, not {reconnect_s!r}",
+                        f"{where}, key reconnect_s",
                         "Example: reconnect_s = 60.")
     return HostSpec(name=check_name(name, f"{where}, key name"), url=parse_engine_url(url, f"{where}, key url"),
                     stack=stack, rental=rental, ssh_config=ssh_config_path, reconnect_s=float(reconnect_s))

@@ -411,11 +411,10 @@ def _stack(study_path: Path) -> str:
 
 
 def _limits(study_path: Path) -> Any:
-    from runner.launch.docker import ContainerLimits
+    from runner.launch.docker import study_limits
 
     study = load_study(study_path)
-    return ContainerLimits(mem_limit=str(study.campaign.memory_limit_bytes)
-                           if study.campaign.memory_limit_bytes else None)
+    return study_limits(study.campaign)
 
 
 # -- checking hosts without running anything ----------------------------------------------------

@@ -8,12 +8,16 @@ of it is written:
   or control character, bounded length and depth;
 - its type: regular files and directories only. Symbolic links, hard links
   (all of them, wherever they point), character and block devices, FIFOs,
-  sparse and contiguous files are refused;
+  sparse and contiguous files are refused. Sparse means every tar format of it: old-GNU and GNU
+  type ``S`` headers, and the PAX formats 0.0, 0.1 and 1.0, which look like regular files but
+  carry ``GNU.sparse.*`` keys (a few hundred bytes that would expand to gigabytes of holes);
 - duplicates: a second member with the same name (which would silently replace
   the first, the one a verifier may have read), or a member below a name that
   is a file, is refused;
 - the archive's size: at most ``max_members`` members and ``max_total_bytes``
-  of declared content (a decompression bomb stops at the bound);
+  of declared content (a decompression bomb stops at the bound). Members, total
+  size and depth are counted from the headers of the whole archive before a
+  single file is written (every extraction reads the archive twice: headers, then content);
 - the standard library's ``filter="data"`` rules (``tarfile.data_filter``) run
   on top of these checks.
 
@@ -60,6 +64,11 @@ _TYPE_NAMES = {
     tarfile.GNUTYPE_SPARSE: "a sparse file",
 }
 
+
+#: What a hostile header can make ``tarfile`` raise while it parses (bad numbers in pax keys, bad
+#: encodings, a sparse map that does not add up): each is an unreadable archive, never a traceback.
+_CORRUPT = (tarfile.TarError, OSError, EOFError, zlib.error, ValueError, IndexError, KeyError, OverflowError,
+            RecursionError)
 
 #: ``tarfile.data_filter`` (Python >= 3.11.4); our own checks above are the same or stricter without it.
 _DATA_FILTER = getattr(tarfile, "data_filter", None)
@@ -140,6 +149,9 @@ class _Guard:
         if self.members > self.limits.max_members:
             raise UnsafeArchive(f"the archive has more than {self.limits.max_members} members", "archive",
                                 "Do not use this archive (or raise the bound if you trust its origin).")
+        if _is_sparse(member):
+            raise UnsafeArchive("member is a sparse file; only regular files and directories are accepted",
+                                repr(member.name)[:200], "Do not use this archive.")
         if member.type in _TYPE_NAMES or not (member.isreg() or member.isdir()):
             kind = _TYPE_NAMES.get(member.type, f"a member of tar type {member.type!r}")
             raise UnsafeArchive(f"member is {kind}; only regular files and directories are accepted",
@@ -172,12 +184,18 @@ class _Guard:
         return name
 
 
+def _is_sparse(member: tarfile.TarInfo) -> bool:
+    """Sparse in any tar format: a type ``S`` header, or PAX ``GNU.sparse.*`` keys (0.0, 0.1, 1.0)."""
+    return (member.type == tarfile.GNUTYPE_SPARSE or getattr(member, "sparse", None) is not None
+            or any(key.startswith("GNU.sparse.") for key in member.pax_headers))
+
+
 def _open(path: Path) -> tarfile.TarFile:
     if not path.is_file():
         raise ArchiveError("archive not found (or not a regular file)", str(path), "Check the path.")
     try:
         return tarfile.open(path, mode="r|*")
-    except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+    except _CORRUPT as exc:
         raise ArchiveError(f"not a readable tar archive: {exc}", str(path), "Check that it is a .tar.gz bundle.") \
             from None
 
@@ -204,7 +222,7 @@ def _members(tar: tarfile.TarFile, path: Path) -> Any:
             member = next(iterator)
         except StopIteration:
             return
-        except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+        except _CORRUPT as exc:
             raise ArchiveError(f"the archive is corrupt or truncated: {exc}", str(path),
                                "Fetch the bundle again; compare its sha256 with the sender's.") from None
         yield member
@@ -220,9 +238,17 @@ def read_archive(
     """Stream through the archive once: check every member, hash every file, write the selected ones.
 
     With ``dest`` None nothing is written (a pure verification pass). Otherwise
-    ``dest`` must already exist and be empty; selected files are created below it.
+    ``dest`` must already exist and be empty; selected files are created below it, and only after
+    every header of the archive passed :func:`scan` (members, total size, depth, types, names).
     Returns the digests of every regular file, by normalised name.
     """
+    if dest is not None:
+        scan(path, limits)
+    return _read(path, dest, select, limits)
+
+
+def _read(path: Path, dest: Path | None, select: Callable[[str], bool], limits: ExtractLimits) \
+        -> dict[str, FileDigest]:
     guard = _Guard(limits)
     digests: dict[str, FileDigest] = {}
     real_dest = Path(os.path.realpath(dest)) if dest is not None else None
@@ -245,7 +271,7 @@ def read_archive(
                 continue
             try:
                 source = tar.extractfile(member)
-            except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+            except _CORRUPT as exc:
                 raise ArchiveError(f"member unreadable: {exc}", repr(name), "Fetch the bundle again.") from None
             if source is None:  # not a regular file after all
                 raise UnsafeArchive("member has no readable content", repr(name), "Do not use this archive.")
@@ -267,7 +293,7 @@ def safe_extract(path: Path, dest: Path, limits: ExtractLimits = DEFAULT_LIMITS)
         raise UserError("the extraction folder exists and is not empty", str(dest), "Choose a new folder.")
     dest.mkdir(parents=True, exist_ok=True)
     try:
-        return read_archive(path, dest=dest, limits=limits)
+        return _read(path, dest, lambda name: True, limits)  # scanned above
     except BaseException:
         if created:
             shutil.rmtree(dest, ignore_errors=True)
@@ -322,7 +348,7 @@ def _copy(source: IO[bytes], sink: IO[bytes] | None, size: int, name: str, path:
         while remaining > 0:
             try:
                 chunk = source.read(min(_CHUNK_BYTES, remaining))
-            except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+            except _CORRUPT as exc:
                 raise ArchiveError(f"the archive is corrupt or truncated inside this member: {exc}", repr(name),
                                    "Fetch the bundle again.") from None
             if not chunk:

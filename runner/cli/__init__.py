@@ -20,7 +20,9 @@ class IsocostGroup(click.Group):
         try:
             return super().invoke(ctx)
         except UserError as exc:
-            click.echo(f"Error: {exc.message}", err=True)
+            # A message may quote what a hostile input held (a lone surrogate): shown escaped, never a traceback.
+            message = exc.message.encode("utf-8", "backslashreplace").decode("utf-8")
+            click.echo(f"Error: {message}", err=True)
             sys.exit(2)
 
 

@@ -5,8 +5,14 @@ One container per trial, through the Docker SDK:
 - no network (``network_mode="none"``), read-only root filesystem, a small tmpfs on /tmp;
 - the corpus file and the model directory bind-mounted read-only at fixed paths
   (``/in/corpus<suffix>``, ``/in/model``); only the trial directory is writable (``/out``);
-- a non-root user, every capability dropped, ``no-new-privileges``, a pids limit, an optional
-  memory limit, the study's time limit (SIGTERM, then SIGKILL after a grace period);
+- a non-root user, every capability dropped, ``no-new-privileges``, a pids limit, the study's
+  time limit (SIGTERM, then SIGKILL after a grace period);
+- a memory limit (no swap) and a CPU limit: the study's, else derived from the machine the engine
+  runs on (``docker info``: all its CPUs; its memory less max(1 GiB, 1/8) kept for the host CLI,
+  the engine and the kernel), recorded in the campaign's launcher facts with where they came from;
+- bounds on what a trial may write: every file at most ``file_size_bytes`` (``RLIMIT_FSIZE``: a
+  write past it fails with EFBIG, on any storage driver), /tmp a ``noexec`` tmpfs of
+  ``tmpfs_size``, the engine's copy of its output log at most ``log_max_bytes``;
 - an allow-list of environment variables (the offline switches of the process launcher, plus
   ``ISOCOST_FAULT_INJECT`` and a few thread/device variables when the host sets them);
 - GPU access per stack: NVIDIA through a device request (``--gpus all``), AMD through /dev/kfd
@@ -33,7 +39,7 @@ import re
 import shutil
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -336,12 +342,66 @@ def remote_device_gids(client: Any, image_ref: str, user: str) -> dict[str, int]
 # -- the launcher -------------------------------------------------------------------------------
 
 
+#: Every file a trial writes (predictions, logs, status) is at most this large unless the study says.
+DEFAULT_FILE_SIZE_BYTES = 4 * 2**30
+#: The engine keeps a trial's stdout/stderr (json-file log) up to this size; the host copies it to trial.log.
+DEFAULT_LOG_MAX_BYTES = 64 * 2**20
+#: Memory kept back from a derived limit: max(this, the machine's memory / 8).
+RESERVED_MEMORY_BYTES = 2**30
+
+
 @dataclass(frozen=True)
 class ContainerLimits:
     pids_limit: int = 512
-    mem_limit: str | None = None  # e.g. "8g"; None = no limit
+    mem_limit: str | None = None  # bytes, e.g. "8589934592"; None = derive from the engine's machine
     tmpfs_size: str = "256m"
     shm_size: str | None = None  # None = the engine's default (64 MiB)
+    cpus: float | None = None  # None = derive from the engine's machine (all its CPUs)
+    file_size_bytes: int = DEFAULT_FILE_SIZE_BYTES
+    log_max_bytes: int = DEFAULT_LOG_MAX_BYTES
+    mem_limit_source: str = ""  # "study", or how it was derived (set by resolve_limits)
+    cpus_source: str = ""
+
+
+def study_limits(campaign: Any) -> ContainerLimits:
+    """The container limits a study's ``[campaign]`` table sets (memory, CPUs, largest file); the rest default."""
+    return ContainerLimits(
+        mem_limit=str(campaign.memory_limit_bytes) if campaign.memory_limit_bytes else None,
+        cpus=campaign.cpu_limit,
+        file_size_bytes=campaign.output_file_limit_bytes or DEFAULT_FILE_SIZE_BYTES,
+    )
+
+
+def resolve_limits(limits: ContainerLimits, info: dict[str, Any]) -> ContainerLimits:
+    """Fill the memory and CPU limits the study left open from the engine machine's ``docker info``."""
+    memory, memory_source = limits.mem_limit, "study"
+    if memory is None and info.get("MemoryLimit") is False:
+        memory_source = "none: the engine reports no memory-limit support (MemoryLimit false)"
+    elif memory is None:
+        total = int(info.get("MemTotal") or 0)
+        if total > 0:
+            kept = max(RESERVED_MEMORY_BYTES, total // 8)
+            memory = str(total - kept if total - kept >= 256 * 2**20 else max(total // 2, 6 * 2**20))
+            memory_source = (f"derived: the engine machine's MemTotal {total} bytes less {total - int(memory)} "
+                             "kept for the host CLI, the engine and the kernel")
+        else:
+            memory_source = "none: the engine reported no MemTotal"
+    cpus, cpus_source = limits.cpus, "study"
+    if cpus is None and info.get("CpuCfsQuota") is False:
+        cpus_source = "none: the engine's kernel has no CPU CFS quota (CpuCfsQuota false)"
+    elif cpus is None:
+        count = int(info.get("NCPU") or 0)
+        if count > 0:
+            cpus, cpus_source = float(count), f"derived: all {count} CPUs the engine reports (NCPU)"
+        else:
+            cpus_source = "none: the engine reported no NCPU"
+    return replace(limits, mem_limit=memory, cpus=cpus, mem_limit_source=memory_source, cpus_source=cpus_source)
+
+
+def _cpus_text(cpus: float | None) -> str:
+    if cpus is None:
+        return "none"
+    return str(int(cpus)) if float(cpus).is_integer() else str(cpus)
 
 
 class DockerLauncher:
@@ -364,7 +424,7 @@ class DockerLauncher:
         self.client = client or connect_engine()
         self.reconnect_s = reconnect_s
         self.stack = stack
-        self.limits = limits
+        self.limits = resolve_limits(limits, self.client.info())
         self.kill_grace_s = kill_grace_s
         self.image = resolve_image(self.client, image, prefer_digest=prefer_digest)
         if self.image.stack and self.image.stack != stack:
@@ -410,9 +470,24 @@ class DockerLauncher:
             "user": self.user,
             "isolation": "network none, read-only root, tmpfs /tmp, inputs read-only, cap-drop ALL, "
                          "no-new-privileges",
+            **self.limit_facts(),
+        }
+
+    def limit_facts(self) -> dict[str, str]:
+        """The container limits every trial ran under, with where the memory and CPU limits came from."""
+        return {
             "pids_limit": str(self.limits.pids_limit),
             "mem_limit": self.limits.mem_limit or "none",
+            "mem_limit_source": self.limits.mem_limit_source,
+            "cpus": _cpus_text(self.limits.cpus),
+            "cpus_source": self.limits.cpus_source,
+            "file_size_limit_bytes": str(self.limits.file_size_bytes),
+            "log_max_bytes": str(self.limits.log_max_bytes),
+            "tmpfs": self._tmpfs_options(),
         }
+
+    def _tmpfs_options(self) -> str:
+        return f"rw,noexec,nosuid,nodev,size={self.limits.tmpfs_size},mode=1777"
 
     def trial_view(self, paths: TrialPaths) -> tuple[str, str, str]:
         self._require_engine(paths.trial_dir.name)
@@ -452,7 +527,7 @@ class DockerLauncher:
     def run(self, paths: TrialPaths, timeout_s: float | None) -> LaunchResult:
         trial_dir = paths.trial_dir.resolve()
         record: dict[str, Any] = {"image_ref": self.image.ref, "image_id": self.image.image_id,
-                                  "user": self.user, "times": {}}
+                                  "user": self.user, "limits": self.limit_facts(), "times": {}}
         times = record["times"]
         owner = self._lend_trial_dir(trial_dir)
         try:
@@ -606,7 +681,11 @@ class DockerLauncher:
             "user": self.user,
             "network_mode": "none",
             "read_only": True,
-            "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={self.limits.tmpfs_size},mode=1777"},
+            "tmpfs": {"/tmp": self._tmpfs_options()},
+            "ulimits": [docker.types.Ulimit(name="fsize", soft=self.limits.file_size_bytes,
+                                            hard=self.limits.file_size_bytes)],
+            "log_config": docker.types.LogConfig(type="json-file", config={
+                "max-size": str(self.limits.log_max_bytes), "max-file": "1"}),
             "mounts": mounts,
             "cap_drop": ["ALL"],
             "security_opt": ["no-new-privileges", *self.gpu.get("security_opt", [])],
@@ -617,6 +696,8 @@ class DockerLauncher:
         if self.limits.mem_limit:
             kwargs["mem_limit"] = self.limits.mem_limit
             kwargs["memswap_limit"] = self.limits.mem_limit  # no swap: an OOM is an OOM
+        if self.limits.cpus:
+            kwargs["nano_cpus"] = int(round(self.limits.cpus * 10**9))
         if self.limits.shm_size:
             kwargs["shm_size"] = self.limits.shm_size
         for key in ("device_requests", "devices", "group_add"):

@@ -82,6 +82,8 @@ def parse_engine_url(url: str, where: str) -> str:
     url = url.strip()
     if url in ("local", ""):
         return "local"
+    if any(ord(c) < 32 or ord(c) == 127 for c in url):
+        raise UserError(f"{url!r} holds a control character or NUL", where, "Write the URL on one plain line.")
     parts = urlsplit(url)
     if parts.scheme == "unix" and parts.path:
         return url

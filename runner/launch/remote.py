@@ -57,6 +57,7 @@ from runner.launch.docker import (
     engine_facts,
     gpu_options,
     resolve_image,
+    resolve_limits,
 )
 from runner.launch.engines import EngineAddress, engine_identity
 from runner.trial.measure import clock
@@ -158,7 +159,7 @@ class ShippingDockerLauncher(DockerLauncher):
         self.host_name = host_name
         self.address = address
         self.stack = stack
-        self.limits = limits or ContainerLimits()
+        self.limits = resolve_limits(limits or ContainerLimits(), client.info())  # the remote machine's
         self.kill_grace_s = kill_grace_s
         self.reconnect_s = reconnect_s
         self.poll_s = poll_s
@@ -413,7 +414,8 @@ class ShippingDockerLauncher(DockerLauncher):
         trial_dir = paths.trial_dir.resolve()
         record: dict[str, Any] = {"host": self.host_name, "host_url": self.address.url,
                                   "engine_id": self.identity["engine_id"], "image_ref": self.image.ref,
-                                  "image_id": self.image.image_id, "user": self.user, "times": {}, "transfer": {}}
+                                  "image_id": self.image.image_id, "user": self.user, "limits": self.limit_facts(),
+                                  "times": {}, "transfer": {}}
         times = record["times"]
         start = clock()
         times["create_at"] = _now()

@@ -65,17 +65,16 @@ def choose_launcher(
     study = load_study(study_path)
     from runner.images import default_lock_path, locked_image
     from runner.launch.docker import (
-        ContainerLimits,
         DockerLauncher,
         connect_engine,
         engine_answers,
         resolve_image,
+        study_limits,
     )
 
     stack = study_stack(study_path)
     image = image or study.image_for(stack) or None  # the study may name its image by digest
-    limits = ContainerLimits(mem_limit=str(study.campaign.memory_limit_bytes)
-                             if study.campaign.memory_limit_bytes else None)
+    limits = study_limits(study.campaign)
     lock_path = lock_path or default_lock_path()
     ok, why = (answers or engine_answers)(engine_timeout_s)
     record = locked_image(stack, lock_path)

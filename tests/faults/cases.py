@@ -51,8 +51,53 @@ class Outcome:
     detail: str
 
 
+#: Set to 1 where the container cases must run (CI): a missing engine is then a failure, not a skip.
+REQUIRE_DOCKER_ENV = "ISOCOST_REQUIRE_DOCKER"
+#: Set to 1 where mounting a tmpfs must work (CI, .ci/run): the disk-full case is then required.
+REQUIRE_MOUNT_ENV = "ISOCOST_REQUIRE_MOUNT"
+
+
 class NotRun(Exception):
-    """A case cannot run here (no engine, no image, not root): reported with this reason, never passed."""
+    """A case cannot run here (no engine, no image, mounting refused): reported with this reason, never passed.
+
+    ``required_by`` names the variable that, set to 1, turns this into a failure.
+    """
+
+    def __init__(self, reason: str, required_by: str = REQUIRE_DOCKER_ENV) -> None:
+        super().__init__(reason)
+        self.required_by = required_by
+
+    @property
+    def required(self) -> bool:
+        return os.environ.get(self.required_by) == "1"
+
+
+@functools.cache
+def mount_refused() -> str:
+    """Why a small tmpfs cannot be mounted here ("" when it can): tried, never guessed from the uid.
+
+    Root inside an unprivileged container cannot mount (``mount`` exits 32); a user with the
+    capability outside one can.
+    """
+    import tempfile
+
+    probe = tempfile.mkdtemp(prefix="isocost-mount-probe-")
+    try:
+        result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", probe], capture_output=True,
+                                text=True, timeout=30, check=False)
+        if result.returncode != 0:
+            detail = (result.stderr or result.stdout).strip().splitlines()
+            return (f"mounting a tmpfs is refused here (mount exit {result.returncode}"
+                    + (f": {detail[-1][:120]}" if detail else "") + ")")
+        subprocess.run(["umount", probe], capture_output=True, timeout=30, check=False)
+        return ""
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"mount cannot run here: {exc}"
+    finally:
+        try:
+            os.rmdir(probe)
+        except OSError:
+            pass
 
 
 @dataclass(frozen=True)
@@ -205,13 +250,15 @@ def _trial_containers(trial_dir: Path) -> list[Any]:
 def case_disk_full(ctx: Context) -> Outcome:
     study = ctx.study(n=12, repetitions=2, batches="[1]")
     out = ctx.root / "out"
+    why = mount_refused()
+    if why:
+        raise NotRun(why, REQUIRE_MOUNT_ENV)
     out.mkdir()
     try:
         subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(out)], check=True,
                        capture_output=True)
     except (OSError, subprocess.CalledProcessError) as exc:
-        return Outcome("output disk full", ctx.launcher_name, "error row, raw.csv intact", "not run",
-                       0, False, f"cannot mount a tmpfs here: {exc}")
+        raise NotRun(f"cannot mount a tmpfs here: {exc}", REQUIRE_MOUNT_ENV) from None
     try:
         ballast = out / "ballast"
 
@@ -296,6 +343,165 @@ def case_hang(ctx: Context) -> Outcome:
                    f"{row['status']}, completed {row['completed']}", rows_lost(out), ok, row["notes"][:120])
 
 
+# -- hostile inputs: refused before anything runs, nothing hangs, --out stays usable (issue 11) ---------
+
+
+class _Hung(Exception):
+    pass
+
+
+def _within(seconds: int, action: Callable[[], Any]) -> Any:
+    """Run ``action`` under an alarm: a read that blocks (a FIFO) fails the case instead of the suite."""
+    def expire(signum: int, frame: Any) -> None:
+        raise _Hung(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        return action()
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _refused_start(ctx: Context, study: Path, out: Path) -> tuple[str, float]:
+    """Run the campaign; return the refusal message ("" if it started) and the seconds it took."""
+    start = time.monotonic()
+    try:
+        _within(60, lambda: run_campaign(study, out, ctx.launcher_factory()))
+    except UserError as exc:
+        return exc.message, time.monotonic() - start
+    except _Hung as exc:
+        return f"HUNG: {exc}", time.monotonic() - start
+    return "", time.monotonic() - start
+
+
+def _out_usable(out: Path) -> bool:
+    return not out.exists() or not any(out.iterdir())
+
+
+def _special_corpus(kind: str) -> Callable[[Context], Outcome]:
+    def run(ctx: Context) -> Outcome:
+        study = ctx.study(n=4, repetitions=1, batches="[1]")
+        corpus = study.parent / "corpus.jsonl"
+        corpus.unlink()
+        if kind == "fifo":
+            os.mkfifo(corpus)
+        else:
+            corpus.symlink_to("/dev/zero")
+        out = ctx.root / "out"
+        message, seconds = _refused_start(ctx, study, out)
+        expected = "FIFO" if kind == "fifo" else "character device"
+        ok = expected in message and "refused, not read" in message and _out_usable(out) and seconds < 30
+        return Outcome(f"corpus is a {'FIFO' if kind == 'fifo' else 'link to /dev/zero'}", ctx.launcher_name,
+                       "refused without reading it, --out untouched",
+                       f"refused in {seconds:.1f} s" if ok else f"not refused as expected: {message[:60]}",
+                       rows_lost(out) if out.exists() else 0, ok, message[:160])
+
+    return run
+
+
+def case_invalid_utf8_corpus_then_retry(ctx: Context) -> Outcome:
+    study = ctx.study(n=4, repetitions=1, batches="[1]")
+    corpus = study.parent / "corpus.jsonl"
+    good = corpus.read_bytes()
+    corpus.write_bytes(good.replace(b'"text": "', b'"text": "caf\xe9 \xed\xa0\x80', 1))
+    study.write_text(study.read_text().replace(_fingerprint_text(study), _fingerprint(corpus)))
+    out = ctx.root / "out"
+    message, _ = _refused_start(ctx, study, out)
+    refused = "not UTF-8" in message and "line 1" in message and _out_usable(out)
+    corpus.write_bytes(good)
+    study.write_text(study.read_text().replace(_fingerprint_text(study), _fingerprint(corpus)))
+    run_campaign(study, out, ctx.launcher_factory())  # the same --out, once the corpus is fixed
+    rows = read_raw(out / "raw.csv")
+    ok = refused and len(rows) == 1 and rows[0]["status"] == "ok"
+    return Outcome("corpus not UTF-8, then fixed: same --out", ctx.launcher_name,
+                   "refused naming line and byte; the retry in the same --out runs",
+                   f"{'refused' if refused else 'NOT refused'}; retry: {len(rows)} row(s) "
+                   f"{rows[0]['status'] if rows else ''}", rows_lost(out), ok, message[:160])
+
+
+def _fingerprint(path: Path) -> str:
+    from protocol.fingerprint import fingerprint_path
+
+    return fingerprint_path(path)
+
+
+def _fingerprint_text(study: Path) -> str:
+    return study.read_text().split("[corpus]")[1].split('fingerprint = "')[1][:71]
+
+
+def case_study_number_out_of_bounds(ctx: Context) -> Outcome:
+    study = ctx.study(n=4, repetitions=1, batches="[1]")
+    study.write_text(study.read_text().replace("repetitions = 1", "repetitions = 1000000000"))
+    out = ctx.root / "out"
+    message, seconds = _refused_start(ctx, study, out)
+    ok = "between 1 and 1000" in message and "campaign.repetitions" in message and _out_usable(out)
+    return Outcome("study asks for 10^9 repetitions", ctx.launcher_name, "refused with the bound, --out untouched",
+                   f"refused in {seconds:.1f} s" if ok else f"not refused as expected: {message[:60]}", 0, ok,
+                   message[:160])
+
+
+def case_deeply_nested_corpus(ctx: Context) -> Outcome:
+    study = ctx.study(n=4, repetitions=1, batches="[1]")
+    corpus = study.parent / "corpus.jsonl"
+    corpus.write_bytes(corpus.read_bytes() + b"[" * 200_000 + b"\n")
+    study.write_text(study.read_text().replace(_fingerprint_text(study), _fingerprint(corpus)))
+    out = ctx.root / "out"
+    message, seconds = _refused_start(ctx, study, out)
+    ok = "nested too deeply" in message and "line 5" in message and _out_usable(out)
+    return Outcome("corpus line nested 200,000 deep", ctx.launcher_name, "refused naming the line, no traceback",
+                   f"refused in {seconds:.1f} s" if ok else f"not refused as expected: {message[:60]}", 0, ok,
+                   message[:160])
+
+
+def case_sparse_archive_verify(ctx: Context) -> Outcome:
+    """A PAX sparse member (1 GiB of holes in a few hundred bytes) is refused before anything is written."""
+    from runner.bundle import verify_bundle
+
+    source = ctx.root / "src" / "campaign" / "raw.csv"
+    source.parent.mkdir(parents=True)
+    with open(source, "wb") as handle:
+        handle.truncate(2**30)
+    archive = ctx.root / "sparse.tar.gz"
+    subprocess.run(["tar", "--format=posix", "--sparse", "-czf", str(archive), "-C", str(ctx.root / "src"),
+                    "campaign/raw.csv"], check=True, capture_output=True)
+    tmp_before = shutil.disk_usage("/tmp").used
+    report = verify_bundle(archive)
+    grew = shutil.disk_usage("/tmp").used - tmp_before
+    problem = report.first.message if report.first else ""
+    ok = not report.ok and "sparse" in problem and grew < 64 * 2**20
+    return Outcome(f"bundle with a PAX sparse member ({archive.stat().st_size} B, 1 GiB expanded)", "-",
+                   "verify refuses it; nothing expanded", f"refused: {problem[:60]}" if ok else "NOT refused",
+                   0, ok, f"temporary disk grew {grew} bytes")
+
+
+def case_archive_member_bound(ctx: Context) -> Outcome:
+    """More members than the bound: refused from the headers, before the first file is written."""
+    import io
+    import tarfile
+
+    from runner.safe_extract import ExtractLimits, UnsafeArchive, read_archive
+
+    archive = ctx.root / "many.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for i in range(300):
+            info = tarfile.TarInfo(f"campaign/f{i:04d}")
+            info.size = 1
+            tar.addfile(info, io.BytesIO(b"x"))
+    dest = ctx.root / "dest"
+    dest.mkdir()
+    message = ""
+    try:
+        read_archive(archive, dest=dest, limits=ExtractLimits(max_members=200))
+    except UnsafeArchive as exc:
+        message = exc.message
+    written = sum(1 for _ in dest.rglob("*"))
+    ok = "more than 200 members" in message and written == 0
+    return Outcome("archive of 300 members, bound 200", "-", "refused before the first file is written",
+                   f"refused, {written} files written", 0, ok, message[:160])
+
+
 PROCESS_CASES: dict[str, Callable[[Context], Outcome]] = {
     "oom-runner": case_oom_in_runner,
     "killed-mid-pass": case_killed_mid_pass,
@@ -308,6 +514,13 @@ PROCESS_CASES: dict[str, Callable[[Context], Outcome]] = {
     "corpus-changed": _changed_input("corpus"),
     "model-changed": _changed_input("model"),
     "hang": case_hang,
+    "fifo-corpus": _special_corpus("fifo"),
+    "device-corpus": _special_corpus("device"),
+    "invalid-utf8-corpus-retry": case_invalid_utf8_corpus_then_retry,
+    "study-number-bound": case_study_number_out_of_bounds,
+    "deeply-nested-corpus": case_deeply_nested_corpus,
+    "sparse-archive-verify": case_sparse_archive_verify,
+    "archive-member-bound": case_archive_member_bound,
 }
 
 
@@ -484,11 +697,69 @@ def case_engine_restarted(ctx: Context) -> Outcome:
         shutil.rmtree(box.root, ignore_errors=True)
 
 
+OUTPUT_LIMIT_BYTES = 2**16  # the smallest output_file_limit_bytes a study may set
+
+
+def case_output_file_limit(ctx: Context) -> Outcome:
+    """A trial writes more than the container's file-size limit: the write fails (EFBIG), the row is kept."""
+    from runner.launch.select import choose_launcher
+
+    study = ctx.study(n=1300, repetitions=1, batches="[64]", replace={
+        "trial_timeout_s = 300": f"trial_timeout_s = 300\noutput_file_limit_bytes = {OUTPUT_LIMIT_BYTES}"})
+    out = ctx.root / "out"
+    launcher = choose_launcher(study, "docker", image=ctx.image).launcher
+    run_campaign(study, out, launcher)
+    rows = read_raw(out / "raw.csv")
+    sizes = [(d / "predictions.jsonl").stat().st_size for d in sorted((out / "trials").iterdir())
+             if (d / "predictions.jsonl").exists()]
+    first = rows[0] if rows else {}
+    ok = (len(rows) == 1 and all(r["status"] == "error" and "File too large" in r["notes"]
+                                 and r["corpus_accepted"] == "false" for r in rows)
+          and all(size <= OUTPUT_LIMIT_BYTES for size in sizes)
+          and launcher.describe()["file_size_limit_bytes"] == str(OUTPUT_LIMIT_BYTES))
+    return Outcome(f"trial output over the file-size limit ({OUTPUT_LIMIT_BYTES} B, ~75 KB of predictions)",
+                   ctx.launcher_name, "write stopped at the limit (EFBIG: 'File too large'); error row kept",
+                   f"{first.get('status', 'no row')}, completed {first.get('completed', '?')}; {len(rows)} rows; "
+                   f"largest file {max(sizes) if sizes else 0} B", rows_lost(out), ok,
+                   first.get("notes", "")[:160])
+
+
+def case_default_limits_recorded(ctx: Context) -> Outcome:
+    """No limit in the study: memory and CPU limits derived from the engine's machine, recorded and applied."""
+    import docker as docker_sdk
+
+    from runner.launch.select import choose_launcher
+
+    study = ctx.study(n=4, repetitions=1, batches="[1]")
+    out = ctx.root / "out"
+    launcher = choose_launcher(study, "docker", image=ctx.image).launcher
+    run_campaign(study, out, launcher)
+    facts = json.loads((out / "campaign.json").read_text())["launcher"]
+    trial = next((out / "trials").iterdir())
+    record = json.loads((trial / "launcher.json").read_text())
+    client = docker_sdk.from_env(timeout=60)
+    try:
+        info = client.info()
+    finally:
+        client.close()
+    memory = int(facts.get("mem_limit", "0") or 0) if facts.get("mem_limit", "none") != "none" else 0
+    recorded = record.get("limits", {}).get("mem_limit") == str(memory)
+    ok = (0 < memory < info["MemTotal"] and facts.get("cpus") == str(info["NCPU"]) and recorded
+          and "derived" in facts.get("mem_limit_source", "") and read_raw(out / "raw.csv")[0]["status"] == "ok")
+    return Outcome("no limits in the study: defaults from the engine machine", ctx.launcher_name,
+                   "memory < MemTotal and all CPUs, recorded in campaign.json and launcher.json; trial ok",
+                   f"memory {memory} of {info['MemTotal']} B, cpus {facts.get('cpus')}", rows_lost(out), ok,
+                   facts.get("mem_limit_source", "")[:160])
+
+
 SHARED_DOCKER_CASES = ("oom-runner", "killed-mid-pass", "host-killed-resume", "disk-full", "truncated-predictions",
-                       "duplicate-ids", "foreign-ids", "wrong-label-set", "corpus-changed", "model-changed", "hang")
+                       "duplicate-ids", "foreign-ids", "wrong-label-set", "corpus-changed", "model-changed", "hang",
+                       "fifo-corpus", "device-corpus", "invalid-utf8-corpus-retry", "study-number-bound")
 
 DOCKER_CASES: dict[str, Callable[[Context], Outcome]] = {
     **{name: PROCESS_CASES[name] for name in SHARED_DOCKER_CASES},
     "oom-memory-limit": case_oom_memory_limit,
     "engine-restart": case_engine_restarted,
+    "output-file-limit": case_output_file_limit,
+    "default-limits": case_default_limits_recorded,
 }

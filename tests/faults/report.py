@@ -3,7 +3,10 @@
 The cases run with trials as local processes, then, where a Docker engine answers, in
 containers of this checkout's CPU image (built once; seconds with the layer cache). Without an
 engine the container cases are listed as not run, with the reason; with
-``ISOCOST_REQUIRE_DOCKER=1`` (CI) that is a failure. Names given as arguments run only those
+``ISOCOST_REQUIRE_DOCKER=1`` (CI) that is a failure. A case that mounts a tmpfs (disk-full) is
+not run, with the reason, where mounting is refused (probed by trying it); with
+``ISOCOST_REQUIRE_MOUNT=1`` (CI) that is a failure too. The table never passes by skipping:
+the last line says how many cases did not run and why. Names given as arguments run only those
 cases (``python tests/faults/report.py hang engine-restart``); ``--containers`` or ``--processes``
 runs only that half.
 """
@@ -25,6 +28,7 @@ sys.path.insert(0, str(HERE.parents[1]))
 from cases import (  # noqa: E402
     DOCKER_CASES,
     PROCESS_CASES,
+    REQUIRE_DOCKER_ENV,
     NotRun,
     Outcome,
     docker_context,
@@ -33,25 +37,28 @@ from cases import (  # noqa: E402
 )
 from workspace import build_tiny_model  # noqa: E402
 
-REQUIRE_ENV = "ISOCOST_REQUIRE_DOCKER"
 LAUNCHER_COLUMN = {"process": "process", "docker": "containers"}
 
 
+Result = tuple[Outcome | None, str, float, bool]  # outcome (None: not run), name or why, seconds, required
+
+
 def run_cases(cases: dict[str, Callable[[Any], Outcome]], make_context: Callable[[Path, Path], Any], work: Path,
-              model: Path, launcher: str) -> list[tuple[Outcome | None, str, float]]:
-    results: list[tuple[Outcome | None, str, float]] = []
+              model: Path, launcher: str) -> list[Result]:
+    results: list[Result] = []
     for name, case in cases.items():
         root = work / launcher / name
         root.mkdir(parents=True)
         os.environ["ISOCOST_HOME"] = str(root / "isocost-home")  # each case is its own user: no shared ledger
         start = time.monotonic()
+        required = False
         try:
             outcome: Outcome | None = case(make_context(root, model))
             why = ""
         except NotRun as exc:
-            outcome, why = None, f"{name}: {exc}"
+            outcome, why, required = None, f"{name}: {exc}", exc.required
         seconds = time.monotonic() - start
-        results.append((outcome, why or name, seconds))
+        results.append((outcome, why or name, seconds, required))
         mark = "not run" if outcome is None else ("ok  " if outcome.passed and not outcome.rows_lost else "FAIL")
         print(f"{mark} [{LAUNCHER_COLUMN[launcher]}] {outcome.case if outcome else why} ({seconds:.0f} s)",
               file=sys.stderr, flush=True)
@@ -79,8 +86,8 @@ def main(argv: list[str]) -> int:
     why_not = docker_unavailable() if docker_cases else ""
     if why_not:
         print(f"not run [containers]: {why_not}", file=sys.stderr, flush=True)
-        docker_results: list[tuple[Outcome | None, str, float]] = [(None, f"{name}: {why_not}", 0.0)
-                                                                     for name in docker_cases]
+        required = os.environ.get(REQUIRE_DOCKER_ENV) == "1"
+        docker_results: list[Result] = [(None, f"{name}: {why_not}", 0.0, required) for name in docker_cases]
     else:
         docker_results = run_cases(docker_cases, docker_context, work, model, "docker")
     docker_s = time.monotonic() - engine_start
@@ -88,7 +95,7 @@ def main(argv: list[str]) -> int:
     print()
     print("| case | launcher | expected | observed | rows lost | verdict | s |")
     print("|---|---|---|---|---|---|---|")
-    for (outcome, why, seconds), launcher in [*((r, "process") for r in results),
+    for (outcome, why, seconds, _), launcher in [*((r, "process") for r in results),
                                               *((r, "docker") for r in docker_results)]:
         if outcome is None:
             print(f"| {why.split(':', 1)[0]} | {LAUNCHER_COLUMN[launcher]} | - | not run: "
@@ -96,17 +103,18 @@ def main(argv: list[str]) -> int:
             continue
         print(f"| {outcome.case} | {LAUNCHER_COLUMN[launcher]} | {outcome.expected} | {outcome.observed} | "
               f"{outcome.rows_lost} | {'as expected' if outcome.passed else 'UNEXPECTED'} | {seconds:.0f} |")
-    ran = [o for o, _, _ in [*results, *docker_results] if o is not None]
-    not_run = [why for o, why, _ in [*results, *docker_results] if o is None]
+    everything = [*results, *docker_results]
+    ran = [o for o, _, _, _ in everything if o is not None]
+    not_run = [(why, required) for o, why, _, required in everything if o is None]
     failed = [o for o in ran if not o.passed or o.rows_lost]
-    print(f"\n{len(ran) - len(failed)} passed, {len(failed)} failed, {len(not_run)} not run"
+    required_missing = [why for why, required in not_run if required]
+    print(f"\n{len(ran)} cases ran: {len(ran) - len(failed)} passed, {len(failed)} failed; {len(not_run)} not run"
+          + (f" ({len(required_missing)} of them required here)" if required_missing else "")
           + (f" (containers: {docker_s:.0f} s in all)" if docker_cases and not why_not else ""))
-    for why in not_run:
-        print(f"not run: {why}")
+    for why, required in not_run:
+        print(f"not run{' (REQUIRED)' if required else ''}: {why}")
     print(f"(campaigns kept in {work})")
-    if failed:
-        return 1
-    return 1 if not_run and os.environ.get(REQUIRE_ENV) == "1" else 0
+    return 1 if failed or required_missing else 0
 
 
 if __name__ == "__main__":

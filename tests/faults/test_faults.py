@@ -10,18 +10,35 @@ from __future__ import annotations
 import os
 
 import pytest
-from cases import DOCKER_CASES, PROCESS_CASES, NotRun, docker_context, process_context
+from cases import (
+    DOCKER_CASES,
+    PROCESS_CASES,
+    REQUIRE_DOCKER_ENV,
+    REQUIRE_MOUNT_ENV,
+    NotRun,
+    docker_context,
+    mount_refused,
+    process_context,
+)
 
 pytestmark = pytest.mark.e2e
 
-REQUIRE_ENV = "ISOCOST_REQUIRE_DOCKER"
+#: Cases that mount a small tmpfs: they need the capability, probed by trying it (not by the uid).
+MOUNTING_CASES = ("disk-full",)
 
 
-def unavailable(reason: str) -> None:
-    """Skip, or fail when CI demands the engine (the pattern of tests/docker/conftest.py)."""
-    if os.environ.get(REQUIRE_ENV) == "1":
-        pytest.fail(f"{REQUIRE_ENV}=1 but {reason}", pytrace=False)
+def unavailable(reason: str, required_by: str = REQUIRE_DOCKER_ENV) -> None:
+    """Skip, or fail when CI demands it (the pattern of tests/docker/conftest.py)."""
+    if os.environ.get(required_by) == "1":
+        pytest.fail(f"{required_by}=1 but {reason}", pytrace=False)
     pytest.skip(reason)
+
+
+def require_mount(name: str) -> None:
+    if name in MOUNTING_CASES:
+        why = mount_refused()
+        if why:
+            unavailable(why, REQUIRE_MOUNT_ENV)
 
 
 @pytest.fixture(scope="session")
@@ -41,9 +58,11 @@ def fault_image() -> str:
 
 @pytest.mark.parametrize("name", sorted(PROCESS_CASES))
 def test_fault_case_in_processes(name, tmp_path, tiny_model):
-    if name == "disk-full" and os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root")
-    outcome = PROCESS_CASES[name](process_context(tmp_path, tiny_model))
+    require_mount(name)
+    try:
+        outcome = PROCESS_CASES[name](process_context(tmp_path, tiny_model))
+    except NotRun as exc:
+        unavailable(str(exc), exc.required_by)
     assert outcome.rows_lost == 0, outcome
     assert outcome.passed, outcome
 
@@ -51,11 +70,12 @@ def test_fault_case_in_processes(name, tmp_path, tiny_model):
 @pytest.mark.docker
 @pytest.mark.parametrize("name", sorted(DOCKER_CASES))
 def test_fault_case_in_containers(name, tmp_path, tiny_model, fault_image):
-    if name in ("disk-full", "engine-restart") and os.geteuid() != 0:
-        unavailable("mounting a small tmpfs, or starting a second dockerd, needs root")
+    require_mount(name)
+    if name == "engine-restart" and os.geteuid() != 0:
+        unavailable("starting a second dockerd needs root")
     try:
         outcome = DOCKER_CASES[name](docker_context(tmp_path, tiny_model, image=fault_image))
     except NotRun as exc:
-        unavailable(str(exc))
+        unavailable(str(exc), exc.required_by)
     assert outcome.rows_lost == 0, outcome
     assert outcome.passed, outcome

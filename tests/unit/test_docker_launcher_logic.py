@@ -124,10 +124,11 @@ class FakeClient:
         self.exit_code = 0
         self.final_state: dict[str, Any] = {"Status": "exited", "ExitCode": 0}
         self.ping_ok = True
+        self.machine: dict[str, Any] = {"NCPU": 4, "MemTotal": 16 * 2**30}
 
     def info(self) -> dict[str, Any]:
         return {"ServerVersion": "20.10.24", "Driver": "overlay2", "Runtimes": self.runtimes, "DriverStatus": [],
-                "CgroupDriver": "cgroupfs", "CgroupVersion": "1"}
+                "CgroupDriver": "cgroupfs", "CgroupVersion": "1", **self.machine}
 
     def ping(self) -> bool:
         if not self.ping_ok:
@@ -193,6 +194,71 @@ def test_create_options_lock_the_container_down(trial: TrialPaths, monkeypatch: 
     assert (trial.trial_dir / "trial.log").read_bytes() == b"trial output\n"
     record = json.loads((trial.trial_dir / "launcher.json").read_text())
     assert record["container_id"] == container.id and record["state"]["ExitCode"] == 0
+
+
+def test_default_limits_are_derived_from_the_engine_machine(trial: TrialPaths) -> None:
+    """No limit in the study: memory and CPUs come from `docker info` of the engine that runs the trial."""
+    client = FakeClient()
+    client.machine = {"NCPU": 4, "MemTotal": 16 * 2**30}
+    chosen = launcher(client)
+    chosen.run(trial, None)
+    kw = client.containers.created[0].kwargs
+    expected_memory = 16 * 2**30 - 2 * 2**30  # keeps max(1 GiB, 1/8) for the host CLI, engine and kernel
+    assert kw["mem_limit"] == kw["memswap_limit"] == str(expected_memory)
+    assert kw["nano_cpus"] == 4 * 10**9
+    facts = chosen.describe()
+    assert facts["mem_limit"] == str(expected_memory)
+    assert "derived" in facts["mem_limit_source"] and str(16 * 2**30) in facts["mem_limit_source"]
+    assert facts["cpus"] == "4" and "derived" in facts["cpus_source"]
+    record = json.loads((trial.trial_dir / "launcher.json").read_text())
+    assert record["limits"]["mem_limit"] == str(expected_memory) and record["limits"]["cpus"] == "4"
+    small = FakeClient()
+    small.machine = {"NCPU": 1, "MemTotal": 1536 * 2**20}
+    assert launcher(small).limits.mem_limit == str(1536 * 2**20 - 2**30)
+
+
+def test_the_study_limits_win_over_the_derived_ones(trial: TrialPaths) -> None:
+    client = FakeClient()
+    chosen = launcher(client, limits=ContainerLimits(mem_limit="2147483648", cpus=1.5, file_size_bytes=2**20))
+    chosen.run(trial, None)
+    kw = client.containers.created[0].kwargs
+    assert kw["mem_limit"] == "2147483648" and kw["nano_cpus"] == 1_500_000_000
+    assert chosen.describe()["mem_limit_source"] == "study" and chosen.describe()["cpus_source"] == "study"
+    [fsize] = [u for u in kw["ulimits"] if u["Name"] == "fsize"]
+    assert fsize["Soft"] == fsize["Hard"] == 2**20
+
+
+def test_an_engine_that_reports_no_machine_gives_no_limit_with_the_reason(trial: TrialPaths) -> None:
+    client = FakeClient()
+    client.machine = {}
+    chosen = launcher(client)
+    chosen.run(trial, None)
+    kw = client.containers.created[0].kwargs
+    assert "mem_limit" not in kw and "nano_cpus" not in kw  # never a made-up 0
+    assert chosen.describe()["mem_limit"] == "none"
+    assert "reported no" in chosen.describe()["mem_limit_source"]
+    unsupported = FakeClient()
+    unsupported.machine = {"NCPU": 4, "MemTotal": 2**34, "MemoryLimit": False, "CpuCfsQuota": False}
+    limited = launcher(unsupported)
+    assert limited.limits.mem_limit is None and limited.limits.cpus is None  # no create error on such a kernel
+    assert "MemoryLimit false" in limited.describe()["mem_limit_source"]
+    assert "CpuCfsQuota false" in limited.describe()["cpus_source"]
+
+
+def test_what_a_trial_may_write_is_bounded(trial: TrialPaths) -> None:
+    client = FakeClient()
+    chosen = launcher(client)
+    chosen.run(trial, None)
+    kw = client.containers.created[0].kwargs
+    options = kw["tmpfs"]["/tmp"].split(",")
+    assert {"noexec", "nosuid", "nodev", "size=256m"} <= set(options)
+    [fsize] = [u for u in kw["ulimits"] if u["Name"] == "fsize"]
+    assert fsize["Soft"] == fsize["Hard"] == ContainerLimits().file_size_bytes > 0
+    assert kw["log_config"]["Type"] == "json-file"
+    assert kw["log_config"]["Config"]["max-size"] == str(ContainerLimits().log_max_bytes)
+    facts = chosen.describe()
+    assert facts["file_size_limit_bytes"] == str(ContainerLimits().file_size_bytes)
+    assert "noexec" in facts["tmpfs"]
 
 
 def test_trial_view_uses_fixed_container_paths(trial: TrialPaths) -> None:

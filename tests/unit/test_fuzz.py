@@ -311,3 +311,151 @@ def test_verify_survives_hostile_campaign_files(tmp_path):
         assert not report.ok
 
     run()
+
+
+# -- every other reader: hostile bytes spliced into valid content (issue 11) ---------------------
+#
+# Each reader gets its valid input with hostile pieces spliced in at random places, or plain
+# random bytes. Through the CLI (CliRunner) where a command reads the file without starting a
+# campaign; through the library function otherwise. Anything but a result or a UserError
+# (``Error: … (where). fix``, exit 2) is a failure. A few seconds per reader.
+
+READER_FUZZ = settings(FUZZ, max_examples=60)
+
+HOSTILE_PIECES = [
+    b"\xef\xbb\xbf", b"\xff", b"\xed\xa0\x80", b"\xc3", b"\x00", b"\r", b"\n", b'"', b",", b"\\ud800", b"\\udfff",
+    b"[" * 3000, b"{" * 3000, b"1" + b"0" * 5000, b"1e999999", b"-1e999999", b"NaN", b"Infinity", b"\t",
+    b"9999-12-31T23:59:59+23:59", b"0001-01-01T00:00:00-23:59", b"=", b"[[", b"]]", b"true",
+]
+
+
+def hostile_variants(valid: bytes) -> st.SearchStrategy[bytes]:
+    def splice(pieces: list[tuple[int, bytes]]) -> bytes:
+        data = valid
+        for position, piece in pieces:
+            at = position % (len(data) + 1)
+            data = data[:at] + piece + data[at:]
+        return data
+
+    return st.one_of(
+        st.binary(max_size=300),
+        st.lists(st.tuples(st.integers(0, 10**6), st.sampled_from(HOSTILE_PIECES)), min_size=1, max_size=3).map(splice),
+        st.integers(0, max(0, len(valid) - 1)).map(lambda cut: valid[:cut]),  # truncated anywhere
+    )
+
+
+def _cli(args: list[str]) -> Any:
+    from click.testing import CliRunner
+
+    from runner.cli import main
+
+    result = CliRunner().invoke(main, args, catch_exceptions=True)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    assert "Traceback" not in result.output
+    if result.exit_code != 0:
+        assert result.exit_code == 2 and "Error: " in result.output, result.output
+    return result
+
+
+VALID_JSONL = b"".join(json.dumps({"id": f"a{i}", "text": f"market vote {i}", "label": "xy"[i % 2]}).encode() + b"\n"
+                       for i in range(3))
+VALID_CSV = b"id,text,label\na0,market vote,x\na1,\"film, match\",y\n"
+
+
+@pytest.mark.parametrize("suffix, valid", [(".jsonl", VALID_JSONL), (".csv", VALID_CSV)])
+def test_the_corpus_reader_raises_only_user_errors(tmp_path, suffix, valid):
+    from protocol.corpus import read_corpus
+
+    path = tmp_path / f"corpus{suffix}"
+
+    @READER_FUZZ
+    @given(hostile_variants(valid))
+    @example(valid)
+    def run(content: bytes) -> None:
+        path.write_bytes(content)
+        try:
+            records = read_corpus(path)
+        except UserError as exc:
+            assert exc.where
+            return
+        for record in records:  # what is accepted can be written back as UTF-8
+            (record.id + record.text + record.label).encode("utf-8")
+
+    run()
+
+
+def test_the_catalog_reader_raises_only_user_errors_through_the_cli(tmp_path):
+    from protocol.plans import default_catalog_path
+
+    path = tmp_path / "catalog.csv"
+    valid = Path(default_catalog_path()).read_bytes()
+
+    @READER_FUZZ
+    @given(hostile_variants(valid))
+    @example(valid)
+    def run(content: bytes) -> None:
+        path.write_bytes(content)
+        _cli(["cost", "--catalog", str(path), "--gpu", "rtx-4090", "--days", "7", "--lots", "1"])
+
+    run()
+
+
+def test_the_hosts_file_reader_raises_only_user_errors(tmp_path):
+    from runner.hosts import load_hosts_file
+
+    path = tmp_path / "hosts.toml"
+    valid = (b'schema_version = 1\n[[host]]\nname = "b200"\nurl = "ssh://ubuntu@203.0.113.7:22"\nstack = "cuda"\n'
+             b'rental = { gpu = "b200", lots = 1 }\nreconnect_s = 60\n')
+
+    @READER_FUZZ
+    @given(hostile_variants(valid))
+    @example(valid)
+    def run(content: bytes) -> None:
+        path.write_bytes(content)
+        try:
+            load_hosts_file(path)
+        except UserError as exc:
+            assert exc.where
+
+    run()
+
+
+def test_the_model_config_reader_raises_only_user_errors_through_the_cli(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    header = json.dumps({"w": {"dtype": "F32", "shape": [3, 8], "data_offsets": [0, 96]}}).encode()
+    (model / "model.safetensors").write_bytes(len(header).to_bytes(8, "little") + header + b"\0" * 96)
+    valid = json.dumps({"hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
+                        "intermediate_size": 16, "max_position_embeddings": 64}).encode()
+
+    @READER_FUZZ
+    @given(st.one_of(hostile_variants(valid), json_documents))
+    @example(valid)
+    def run(content: bytes) -> None:
+        (model / "config.json").write_bytes(content)
+        _cli(["memory", "estimate", "--model", str(model)])
+
+    run()
+
+
+def test_window_arguments_raise_only_user_errors_through_the_cli():
+    moments = st.one_of(
+        st.datetimes().map(lambda d: d.isoformat()),
+        st.datetimes(timezones=st.timezones()).map(lambda d: d.isoformat()),
+        st.text(max_size=30),
+        st.sampled_from(["0001-01-01T00:00", "9999-12-31T23:59", "9999-12-31T23:59-23:59", "2026-02-29T09:00",
+                         "2026-03-29T02:30", "2026-10-25T02:30"]),
+    )
+    zones = st.one_of(st.none(), st.timezone_keys(), st.text(max_size=20),
+                      st.sampled_from(["UTC", "Europe/Paris", "../../etc/passwd", "Etc/GMT+14"]))
+
+    @READER_FUZZ
+    @given(moments, moments, zones, st.sampled_from([None, "0", "1"]))
+    def run(start: str, end: str, tz: str | None, fold: str | None) -> None:
+        if "\x00" in start + end + (tz or ""):
+            return  # a NUL never reaches a command line argument
+        _cli(["window", "--start", start, "--end", end] + (["--tz", tz] if tz is not None else [])
+             + (["--fold", fold] if fold is not None else []))
+
+    run()

@@ -191,3 +191,97 @@ def test_selected_members_only_are_written(tmp_path):
     digests = read_archive(archive, dest=dest, select=lambda name: name.startswith("keep/"))
     assert set(digests) == {"keep/a.txt", "skip/b.txt"}  # every file hashed
     assert (dest / "keep" / "a.txt").exists() and not (dest / "skip").exists()
+
+
+# -- sparse members and bounds counted before any write (issue 11, defect 4) ----------------------
+
+#: Apparent size of the sparse test file: large enough to show the expansion, small enough that the
+#: test cannot fill a disk if the check regresses (the defect wrote 3 GB from a 347-byte archive).
+SPARSE_APPARENT_BYTES = 64 * 2**20
+
+
+def _sparse_source(folder: Path) -> Path:
+    """A sparse file of 64 MiB apparent size, a few bytes of data, next to nothing on disk."""
+    folder.mkdir(parents=True, exist_ok=True)
+    source = folder / "campaign" / "big.bin"
+    source.parent.mkdir(exist_ok=True)
+    with open(source, "wb") as handle:
+        handle.truncate(SPARSE_APPARENT_BYTES)
+        handle.seek(SPARSE_APPARENT_BYTES // 2)
+        handle.write(b"payload")
+    return source
+
+
+TAR_SPARSE_FORMATS = {
+    "pax-0.0": ["--format=posix", "--sparse-version=0.0"],
+    "pax-0.1": ["--format=posix", "--sparse-version=0.1"],
+    "pax-1.0": ["--format=posix", "--sparse-version=1.0"],
+    "gnu": ["--format=gnu"],
+    "oldgnu": ["--format=oldgnu"],
+}
+
+
+def _tar_sparse(tmp_path: Path, options: list[str]) -> Path:
+    import shutil
+    import subprocess
+
+    if shutil.which("tar") is None:
+        pytest.skip("GNU tar is not installed (it writes the sparse formats)")
+    source = _sparse_source(tmp_path / "src")
+    archive = tmp_path / "sparse.tar.gz"
+    subprocess.run(["tar", *options, "--sparse", "-czf", str(archive), "-C", str(source.parents[1]),
+                    "campaign/big.bin"], check=True, capture_output=True)
+    assert archive.stat().st_size < 4096  # tiny on disk, 64 MiB once expanded
+    return archive
+
+
+@pytest.mark.parametrize("fmt", sorted(TAR_SPARSE_FORMATS))
+def test_sparse_members_of_every_tar_format_are_refused(tmp_path, fmt):
+    archive = _tar_sparse(tmp_path, TAR_SPARSE_FORMATS[fmt])
+    dest = tmp_path / "out"
+    with pytest.raises(UnsafeArchive, match="sparse"):
+        scan(archive)
+    with pytest.raises(UnsafeArchive, match="sparse"):
+        safe_extract(archive, dest)
+    assert not dest.exists()
+    dest.mkdir()
+    with pytest.raises(UnsafeArchive, match="sparse"):
+        read_archive(archive, dest=dest)  # the verification path: nothing written either
+    assert list(dest.iterdir()) == []
+
+
+def test_a_pax_sparse_header_written_by_hand_is_refused(tmp_path):
+    """No GNU tar needed: the GNU.sparse.* pax keys alone make a member sparse."""
+    info = tarfile.TarInfo("GNUSparseFile.0/a.bin")
+    info.size = 4
+    info.pax_headers = {"GNU.sparse.map": "0,4", "GNU.sparse.size": str(2**33), "GNU.sparse.name": "a.bin",
+                        "GNU.sparse.numblocks": "1"}
+    archive = make_tar(tmp_path / "hand.tar.gz", [(info, b"data")])
+    with pytest.raises(UnsafeArchive, match="sparse"):
+        scan(archive)
+
+
+def test_verify_refuses_a_sparse_bundle_member_without_expanding_it(tmp_path):
+    from runner.bundle import verify_bundle
+
+    archive = _tar_sparse(tmp_path, TAR_SPARSE_FORMATS["pax-1.0"])
+    report = verify_bundle(archive)
+    assert not report.ok
+    assert "sparse" in report.first.message
+
+
+def test_bounds_are_counted_before_the_first_file_is_written(tmp_path):
+    archive = make_tar(tmp_path / "many.tar.gz", [_file(f"f{i}") for i in range(5)])
+    dest = tmp_path / "out"
+    dest.mkdir()
+    with pytest.raises(UnsafeArchive, match="more than 4 members"):
+        read_archive(archive, dest=dest, limits=ExtractLimits(max_members=4))
+    assert list(dest.iterdir()) == []
+    big = make_tar(tmp_path / "big.tar.gz", [_file("a", b"x" * 10), _file("b", b"y" * 10)])
+    with pytest.raises(UnsafeArchive, match="expands to more than 15 bytes"):
+        read_archive(big, dest=dest, limits=ExtractLimits(max_total_bytes=15))
+    assert list(dest.iterdir()) == []
+    deep = make_tar(tmp_path / "deep.tar.gz", [_file("ok"), _file("a/b/c/d")])
+    with pytest.raises(UnsafeArchive, match="deeper than 3 levels"):
+        read_archive(deep, dest=dest, limits=ExtractLimits(max_depth=3))
+    assert list(dest.iterdir()) == []

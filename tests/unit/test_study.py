@@ -96,3 +96,54 @@ def test_bucket_for_uses_inclusive_upper_bounds(tmp_path, study_text):
     assert bucket_for(16, study.length_buckets) == "short"
     assert bucket_for(17, study.length_buckets) == "long"
     assert bucket_for(10_000, study.length_buckets) == "long"
+
+
+# -- every number that sizes work or memory is bounded, and the bound is in the error (issue 11) ------
+
+@pytest.mark.parametrize("old, new, key, bound", [
+    ("repetitions = 5", "repetitions = 1000001", "campaign.repetitions", "1000"),
+    ("threads = 1", "threads = 100000", "base.threads", "1024"),
+    ("batch_size = 1\n", "batch_size = 99999999\n", "base.batch_size", "65536"),
+    ("values = [1, 4, 8]", "values = [1, 4, 8000000]", "series[0].values", "65536"),
+    ("max_length = 32", "max_length = 123456789", "base.max_length", "1048576"),
+    ("seed = 0", "seed = 99999999999999", "base.seed", "4294967295"),
+    ("inputs = 2", "inputs = 10000000", "warmup.inputs", "100000"),
+    ("runs = 1", "runs = 100000", "warmup.runs", "100"),
+    ("max_tokens = 16", "max_tokens = 999999999", "length_buckets[0].max_tokens", "1048576"),
+    ("trial_timeout_s = 60", "trial_timeout_s = 1e12", "campaign.trial_timeout_s", "604800"),
+    ("trial_timeout_s = 60", "trial_timeout_s = 60\nseeds = [" + ", ".join(map(str, range(101))) + "]",
+     "campaign.seeds", "100"),
+    ("trial_timeout_s = 60", "trial_timeout_s = 60\nseeds = [99999999999]", "campaign.seeds", "4294967295"),
+    ("trial_timeout_s = 60", "trial_timeout_s = 60\nmemory_limit_bytes = " + str(2**62), "campaign.memory_limit_bytes",
+     str(2**50)),
+    ("trial_timeout_s = 60", "trial_timeout_s = 60\ncpu_limit = 100000", "campaign.cpu_limit", "4096"),
+    ("trial_timeout_s = 60", "trial_timeout_s = 60\ncpu_limit = 0", "campaign.cpu_limit", "0.01"),
+    ("trial_timeout_s = 60", "trial_timeout_s = 60\noutput_file_limit_bytes = 10", "campaign.output_file_limit_bytes",
+     "65536"),
+])
+def test_numbers_that_size_work_are_bounded_with_the_bound_in_the_error(tmp_path, study_text, old, new, key, bound):
+    text = study_text()
+    assert old in text
+    path = write(tmp_path, text.replace(old, new, 1))
+    with pytest.raises(UserError) as caught:
+        load_study(path)
+    assert key in caught.value.where
+    assert bound in caught.value.what or bound in caught.value.fix
+
+
+def test_the_container_limits_a_study_may_set(tmp_path, study_text):
+    text = study_text().replace("trial_timeout_s = 60",
+                                "trial_timeout_s = 60\ncpu_limit = 1.5\noutput_file_limit_bytes = 1048576")
+    study = load_study(write(tmp_path, text))
+    assert study.campaign.cpu_limit == 1.5
+    assert study.campaign.output_file_limit_bytes == 2**20
+    (tmp_path / "plain").mkdir()
+    plain = load_study(write(tmp_path / "plain", study_text()))
+    assert plain.campaign.cpu_limit is None and plain.campaign.output_file_limit_bytes is None
+
+
+def test_a_study_that_plans_too_many_passes_is_refused(tmp_path, study_text):
+    values = "[" + ", ".join(str(i) for i in range(1, 1002)) + "]"
+    path = write(tmp_path, study_text(batches=values, repetitions=200))
+    with pytest.raises(UserError, match="100000"):
+        load_study(path)

@@ -1,0 +1,478 @@
+"""No traceback, anywhere a user can reach: every reader, through the CLI, on hostile content.
+
+Each reader (study, corpus JSONL and CSV, model directory, catalog, hosts file, bundle, window
+arguments) gets the same hostile inputs: invalid UTF-8, a lone surrogate, a byte-order mark,
+deep nesting, enormous numbers, a huge line, a FIFO, a device behind a symlink, a directory, a
+symlink loop. Every one ends in ``Error: <what> (<where>). <fix>`` and exit 2 (a BOM may be
+accepted instead), in bounded time: a FIFO or a device is refused, never opened. A refused
+``run`` leaves ``--out`` usable. No model weights: a word-level tokenizer is enough, since every
+refusal comes before the first trial.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+from workspace import STUDY_TEMPLATE, write_corpus
+
+from protocol.fingerprint import fingerprint_path
+from runner.cli import main as cli
+
+#: Seconds a refusal may take; a reader that opened a FIFO would block for ever.
+TIME_LIMIT_S = int(os.environ.get("ISOCOST_TEST_HANG_S", "60"))
+
+
+class Hung(Exception):
+    """The command was still running at the time limit (a blocking read of a FIFO or a device?)."""
+
+
+def invoke(args: list[str]) -> Result:
+    """Run the CLI in this (main) thread under an alarm: a hang fails the test instead of blocking the suite."""
+    def expire(signum: int, frame: Any) -> None:
+        raise Hung(f"isocost {' '.join(args)[:200]} still running after {TIME_LIMIT_S} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(TIME_LIMIT_S)
+    try:
+        result = CliRunner().invoke(cli, args, catch_exceptions=True)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert not isinstance(result.exception, Hung), str(result.exception)
+    return result
+
+
+def assert_user_error(result: Result, *fragments: str) -> None:
+    text = result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), (
+        f"traceback: {result.exception!r}\n{text}")
+    assert "Traceback" not in text
+    assert result.exit_code == 2, text
+    assert "Error: " in text, text
+    line = text[text.index("Error: "):].splitlines()[0]
+    if "Invalid value for" not in line:  # click's own argument check names the argument instead
+        assert "(" in line and ")" in line, f"no <where> in: {line}"
+    for fragment in fragments:
+        assert fragment in text, f"{fragment!r} not in {text!r}"
+
+
+def make_model(folder: Path) -> Path:
+    """A model directory with a config.json and a real word-level tokenizer.json (no weights)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    folder.mkdir(parents=True)
+    vocab = {"[UNK]": 0, "[CLS]": 1, "[SEP]": 2}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.save(str(folder / "tokenizer.json"))
+    (folder / "config.json").write_text(json.dumps({
+        "model_type": "bert", "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
+        "intermediate_size": 16, "vocab_size": 3, "max_position_embeddings": 64,
+        "id2label": {"0": "x", "1": "y"}, "label2id": {"x": 0, "y": 1}}))
+    header = json.dumps({"embeddings.word": {"dtype": "F32", "shape": [3, 8], "data_offsets": [0, 96]}}).encode()
+    (folder / "model.safetensors").write_bytes(len(header).to_bytes(8, "little") + header + b"\0" * 96)
+    return folder
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    root.mkdir()
+    write_corpus(root / "corpus.jsonl", "c", 6, seed=1)
+    write_corpus(root / "tuning.jsonl", "t", 4, seed=2)
+    make_model(root / "model")
+    return root
+
+
+def write_study(root: Path, corpus: str = "corpus.jsonl", model: str = "model", extra: str = "",
+                fingerprints: dict[str, str] | None = None, text: str | None = None) -> Path:
+    """A study over ``root``'s files; fingerprints computed where the input is a readable file."""
+    def fp(name: str) -> str:
+        path = root / name
+        if fingerprints and name in fingerprints:
+            return fingerprints[name]
+        try:
+            return fingerprint_path(path)
+        except Exception:  # a FIFO, a device, a loop: the study names any fingerprint
+            return "sha256:" + "0" * 64
+
+    study_text = text if text is not None else STUDY_TEMPLATE.format(
+        corpus_fp=fp(corpus), tuning_fp=fp("tuning.jsonl"), model_fp=fp(model), minimum=0.0, repetitions=1,
+        batches="[1]", timeout=60, reference=1,
+    ).replace('path = "corpus.jsonl"', f'path = "{corpus}"').replace('path = "model"', f'path = "{model}"')
+    study = root / "study.toml"
+    study.write_text(study_text + extra, encoding="utf-8")
+    return study
+
+
+# -- hostile file contents -----------------------------------------------------------------------
+
+def _jsonl_line(**overrides: Any) -> str:
+    item = {"id": "h-1", "text": "market vote", "label": "x"}
+    item.update(overrides)
+    return json.dumps(item)
+
+
+#: name -> (bytes of the hostile corpus.jsonl, True if the reader may accept it)
+HOSTILE_JSONL: dict[str, tuple[bytes, bool]] = {
+    "invalid-utf8": (b'{"id": "a", "text": "caf\xe9", "label": "x"}\n', False),
+    "utf8-encoded-surrogate": (b'{"id": "a", "text": "x\xed\xa0\x80y", "label": "x"}\n', False),
+    "escaped-lone-surrogate": (b'{"id": "a", "text": "x\\ud800y", "label": "x"}\n', False),
+    "surrogate-in-id": (b'{"id": "\\udfff", "text": "t", "label": "x"}\n', False),
+    "surrogate-in-label": (b'{"id": "a", "text": "t", "label": "\\ud83d"}\n', False),
+    "bom": (b"\xef\xbb\xbf" + _jsonl_line().encode() + b"\n", True),
+    "deep-nesting": (b"[" * 200_000 + b"\n", False),
+    "deep-object": (b'{"id": "a", "text": ' + b'{"a": ' * 50_000 + b"1" + b"}" * 50_000 + b', "label": "x"}\n',
+                    False),
+    "enormous-integer-id": (b'{"id": 1' + b"0" * 6000 + b', "text": "t", "label": "x"}\n', False),
+    "enormous-float": (b'{"id": "a", "text": "t", "label": "x", "score": 1e999999}\n', True),
+    "nan": (b'{"id": "a", "text": NaN, "label": "x"}\n', False),
+    "nul-bytes": (b'{"id": "a\\u0000", "text": "t", "label": "x"}\n', False),
+    "not-an-object": (b'"just a string"\n', False),
+    "huge-line": (b'{"id": "a", "text": "' + b"w " * 1_000_000 + b'", "label": "x"}\n', True),
+    "empty": (b"", False),
+    "only-bom": (b"\xef\xbb\xbf", False),
+}
+
+HOSTILE_CSV: dict[str, tuple[bytes, bool]] = {
+    "invalid-utf8": (b"id,text,label\na,caf\xe9,x\n", False),
+    "utf8-encoded-surrogate": (b"id,text,label\na,x\xed\xa0\x80,x\n", False),
+    "bom": (b"\xef\xbb\xbfid,text,label\na,market vote,x\n", True),
+    "nul-byte": (b"id,text,label\na,t\x00t,x\n", True),  # a NUL inside a text is content
+    "huge-field": (b"id,text,label\na," + b"w" * 300_000 + b",x\n", True),
+    "unclosed-quote": (b'id,text,label\na,"never closed,x\n', False),
+    "no-header": (b"a,b,c\n", False),
+    "empty": (b"", False),
+}
+
+
+def special_file(kind: str, path: Path) -> None:
+    """Make ``path`` a FIFO, a link to a device, a directory or a link loop."""
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        path.symlink_to("/dev/zero")
+    elif kind == "directory":
+        path.mkdir()
+    elif kind == "symlink-loop":
+        path.symlink_to(path.name)
+    elif kind == "dangling-symlink":
+        path.symlink_to(path.parent / "nowhere")
+    else:
+        raise AssertionError(kind)
+
+
+SPECIAL_KINDS = ("fifo", "device", "directory", "symlink-loop", "dangling-symlink")
+
+
+def run_args(study: Path, out: Path) -> list[str]:
+    return ["run", str(study), "--out", str(out), "--launcher", "process"]
+
+
+def assert_out_usable(out: Path) -> None:
+    """A refused start leaves --out absent or empty: the same --out works once the input is fixed."""
+    assert not out.exists() or not any(out.iterdir()), sorted(p.name for p in out.iterdir())
+
+
+# -- study ---------------------------------------------------------------------------------------
+
+HOSTILE_STUDY: dict[str, bytes] = {
+    "invalid-utf8": b'schema_version = 1\nname = "caf\xe9"\n',
+    "utf8-encoded-surrogate": b'schema_version = 1\nname = "\xed\xa0\x80"\n',
+    "escaped-surrogate": b'schema_version = 1\nname = "\\ud800"\n',
+    "deep-nesting": b"a = " + b"[" * 100_000 + b"]" * 100_000 + b"\n",
+    "deep-tables": b"a = " + b"{b = " * 5000 + b"1" + b"}" * 5000 + b"\n",
+    "enormous-integer": b"schema_version = 1" + b"0" * 6000 + b"\n",
+    "enormous-float": b"schema_version = 1e999999\n",
+    "extreme-date": b"schema_version = 1\nname = 9999-12-31T23:59:59.999999+23:59\n",
+    "nul": b'schema_version = 1\nname = "a\x00b"\n',
+    "huge": b"# " + b"x" * (3 * 2**20) + b"\n",
+    "empty": b"",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(HOSTILE_STUDY))
+def test_hostile_study_files(ws, tmp_path, kind):
+    study = ws / "study.toml"
+    study.write_bytes(HOSTILE_STUDY[kind])
+    out = tmp_path / "out"
+    assert_user_error(invoke(run_args(study, out)), str(study))
+    assert_out_usable(out)
+
+
+@pytest.mark.parametrize("kind", SPECIAL_KINDS)
+def test_special_study_files_are_refused_without_reading(ws, tmp_path, kind):
+    study = ws / "study.toml"
+    special_file(kind, study)
+    out = tmp_path / "out"
+    assert_user_error(invoke(run_args(study, out)), "study")
+    assert_out_usable(out)
+
+
+def test_a_study_with_a_bom_is_accepted_or_named(ws, tmp_path):
+    study = write_study(ws)
+    study.write_bytes(b"\xef\xbb\xbf" + study.read_bytes())
+    from protocol.study import load_study
+
+    assert load_study(study).name == "tiny"  # accepted: the mark is not part of the first key
+
+
+# -- corpus --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", sorted(HOSTILE_JSONL))
+def test_hostile_jsonl_corpus(ws, tmp_path, kind):
+    content, may_accept = HOSTILE_JSONL[kind]
+    (ws / "corpus.jsonl").write_bytes(content)
+    study = write_study(ws)
+    out = tmp_path / "out"
+    if may_accept:
+        _accepted_or_refused(ws / "corpus.jsonl")
+        return
+    assert_user_error(invoke(run_args(study, out)), "corpus.jsonl")
+    assert_out_usable(out)
+
+
+@pytest.mark.parametrize("kind", sorted(HOSTILE_CSV))
+def test_hostile_csv_corpus(ws, tmp_path, kind):
+    content, may_accept = HOSTILE_CSV[kind]
+    (ws / "corpus.csv").write_bytes(content)
+    study = write_study(ws, corpus="corpus.csv")
+    out = tmp_path / "out"
+    if may_accept:
+        _accepted_or_refused(ws / "corpus.csv")
+        return
+    assert_user_error(invoke(run_args(study, out)), "corpus.csv")
+    assert_out_usable(out)
+
+
+def _accepted_or_refused(path: Path) -> None:
+    """An input the reader may accept (a BOM, a long line): read as text, or refused with a UserError.
+
+    Read directly rather than through `run`, which would go on to start a trial."""
+    from protocol.corpus import read_corpus
+    from protocol.errors import UserError
+
+    try:
+        records = read_corpus(path)
+    except UserError as exc:
+        assert exc.where and str(path) in exc.where
+        return
+    assert records and all(not r.id.startswith("\ufeff") for r in records)
+
+
+@pytest.mark.parametrize("kind", SPECIAL_KINDS)
+@pytest.mark.parametrize("command", ["run", "fingerprint"])
+def test_special_corpus_files_are_refused_without_reading(ws, tmp_path, kind, command):
+    corpus = ws / "special.jsonl"
+    special_file(kind, corpus)
+    out = tmp_path / "out"
+    # The study resolves links: a refusal names the link's target (/dev/zero, the missing file).
+    named = {"device": "character device", "dangling-symlink": "not found"}.get(kind, "special.jsonl")
+    if command == "fingerprint":
+        if kind == "directory":
+            pytest.skip("a directory is fingerprinted as a tree (a model folder)")
+        assert_user_error(invoke(["fingerprint", str(corpus)]), "special.jsonl")
+        return
+    study = write_study(ws, corpus="special.jsonl")
+    assert_user_error(invoke(run_args(study, out)), named)
+    assert_out_usable(out)
+
+
+# -- model directory -----------------------------------------------------------------------------
+
+HOSTILE_CONFIG: dict[str, bytes] = {
+    "invalid-utf8": b'{"model_type": "b\xe9rt"}',
+    "deep-nesting": b"[" * 200_000,
+    "enormous-number": b'{"hidden_size": 1' + b"0" * 6000 + b"}",
+    "not-an-object": b"[1, 2]",
+    "wrong-types": b'{"hidden_size": "eight", "num_hidden_layers": null, "vocab_size": [], "id2label": 5}',
+    "negative": b'{"hidden_size": -8, "num_hidden_layers": -1, "num_attention_heads": 0, "vocab_size": -3,'
+                b' "intermediate_size": 16, "max_position_embeddings": 64}',
+    "huge-values": b'{"hidden_size": 1e300, "num_hidden_layers": 1e300, "num_attention_heads": 2,'
+                   b' "vocab_size": 1e300, "intermediate_size": 1e300, "max_position_embeddings": 1e300}',
+    "empty": b"",
+}
+
+
+def test_the_fake_model_passes_the_memory_estimate(ws):
+    result = invoke(["memory", "estimate", "--model", str(ws / "model")])
+    assert result.exit_code == 0, result.output  # so that each hostile config below is what is refused
+
+
+@pytest.mark.parametrize("kind", sorted(HOSTILE_CONFIG))
+def test_hostile_model_config(ws, kind):
+    (ws / "model" / "config.json").write_bytes(HOSTILE_CONFIG[kind])
+    result = invoke(["memory", "estimate", "--model", str(ws / "model")])
+    assert_user_error(result, "config.json")
+
+
+@pytest.mark.parametrize("kind", SPECIAL_KINDS)
+def test_special_model_config_is_refused_without_reading(ws, kind):
+    (ws / "model" / "config.json").unlink()
+    special_file(kind, ws / "model" / "config.json")
+    assert_user_error(invoke(["memory", "estimate", "--model", str(ws / "model")]), "config.json")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_special_files_inside_a_model_directory_are_refused(ws, tmp_path, kind):
+    special_file(kind, ws / "model" / "extra.bin")
+    assert_user_error(invoke(["fingerprint", str(ws / "model")]), "extra.bin")
+    out = tmp_path / "out"
+    assert_user_error(invoke(run_args(write_study(ws), out)), "extra.bin")
+    assert_out_usable(out)
+
+
+@pytest.mark.parametrize("content", [b"\xff\xfe", b"[" * 100_000, b'{"model": 5}', b""])
+def test_hostile_tokenizer_json(ws, tmp_path, content):
+    (ws / "model" / "tokenizer.json").write_bytes(content)
+    out = tmp_path / "out"
+    assert_user_error(invoke(run_args(write_study(ws), out)), "tokenizer.json")
+    assert_out_usable(out)
+
+
+# -- catalog -------------------------------------------------------------------------------------
+
+def _catalog_rows() -> list[list[str]]:
+    from protocol.plans import default_catalog_path
+
+    with open(default_catalog_path(), encoding="utf-8", newline="") as handle:
+        return list(csv.reader(handle))
+
+
+def _catalog_bytes(mutate: Callable[[list[list[str]]], None]) -> bytes:
+    rows = _catalog_rows()
+    mutate(rows)
+    return "".join(",".join(row) + "\n" for row in rows).encode("utf-8", "surrogatepass")
+
+
+def _set_cell(column: str, value: str) -> Callable[[list[list[str]]], None]:
+    def mutate(rows: list[list[str]]) -> None:
+        rows[1][rows[0].index(column)] = value
+    return mutate
+
+
+def _catalog_cases() -> dict[str, bytes]:
+    header = _catalog_rows()[0]
+    cases = {
+        "invalid-utf8": b"\xff\xfe" + _catalog_bytes(lambda rows: None),
+        "surrogate": _catalog_bytes(_set_cell(header[0], "\ud800")),
+        "nul": _catalog_bytes(lambda rows: None).replace(b",", b"\x00,", 1),
+        "huge-field": _catalog_bytes(lambda rows: None).replace(b",", b"," + b"9" * 200_000 + b",", 1),
+        "unclosed-quote": _catalog_bytes(lambda rows: None) + b'"never,closed\n',
+        "empty": b"",
+    }
+    for column in header:
+        if "price" in column or "date" in column or "_at" in column or "days" in column or "lots" in column:
+            cases[f"enormous-{column}"] = _catalog_bytes(_set_cell(column, "9" * 5000))
+            cases[f"extreme-{column}"] = _catalog_bytes(_set_cell(column, "9999-12-31T23:59:59+23:59"))
+            cases[f"negative-{column}"] = _catalog_bytes(_set_cell(column, "-1e308"))
+            cases[f"nan-{column}"] = _catalog_bytes(_set_cell(column, "NaN"))
+    return cases
+
+
+@pytest.mark.parametrize("kind", sorted(_catalog_cases()))
+def test_hostile_catalogs(tmp_path, kind):
+    catalog = tmp_path / "catalog.csv"
+    catalog.write_bytes(_catalog_cases()[kind])
+    result = invoke(["cost", "--catalog", str(catalog), "--gpu", "rtx-4090", "--days", "7", "--lots", "1"])
+    assert_user_error(result, "catalog.csv")
+
+
+@pytest.mark.parametrize("kind", SPECIAL_KINDS)
+def test_special_catalogs_are_refused_without_reading(tmp_path, kind):
+    catalog = tmp_path / "catalog.csv"
+    special_file(kind, catalog)
+    result = invoke(["cost", "--catalog", str(catalog), "--gpu", "rtx-4090", "--days", "7", "--lots", "1"])
+    assert_user_error(result, "catalog")
+
+
+# -- hosts file ----------------------------------------------------------------------------------
+
+HOSTILE_HOSTS: dict[str, bytes] = {
+    "invalid-utf8": b'schema_version = 1\n[[host]]\nname = "\xff"\nurl = "local"\n',
+    "escaped-surrogate": b'schema_version = 1\n[[host]]\nname = "\\ud800"\nurl = "local"\n',
+    "deep-nesting": b"a = " + b"[" * 100_000 + b"]" * 100_000 + b"\n",
+    "enormous-number": b"schema_version = 1" + b"0" * 6000 + b"\n",
+    "enormous-reconnect": b'schema_version = 1\n[[host]]\nname = "a"\nurl = "local"\nreconnect_s = 1e999\n',
+    "huge-lots": b'schema_version = 1\n[[host]]\nname = "a"\nurl = "local"\nrental = { gpu = "x", lots = '
+                 + b"9" * 18 + b" }\n",
+    "nul-url": b'schema_version = 1\n[[host]]\nname = "a"\nurl = "ssh://u@h\\u0000x"\n',
+    "empty": b"",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(HOSTILE_HOSTS))
+def test_hostile_hosts_files(tmp_path, kind):
+    hosts = tmp_path / "hosts.toml"
+    hosts.write_bytes(HOSTILE_HOSTS[kind])
+    assert_user_error(invoke(["hosts", "check", "--hosts-file", str(hosts)]), "hosts.toml")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_special_hosts_files_are_refused_without_reading(tmp_path, kind):
+    hosts = tmp_path / "hosts.toml"
+    special_file(kind, hosts)
+    assert_user_error(invoke(["hosts", "check", "--hosts-file", str(hosts)]), "hosts")
+
+
+# -- bundle --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", SPECIAL_KINDS)
+def test_special_bundles_are_refused_without_reading(tmp_path, kind):
+    bundle = tmp_path / "b.tar.gz"
+    special_file(kind, bundle)
+    for args in (["verify", str(bundle)], ["replay", str(bundle), "--out", str(tmp_path / "replay")]):
+        result = invoke(args)
+        assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+        assert result.exit_code != 0 and "Traceback" not in result.output
+        assert "Error: " in result.output or "FAILED" in result.output or "not" in result.output
+
+
+# -- window and calendar arguments ---------------------------------------------------------------
+
+@pytest.mark.parametrize("start, end, tz", [
+    ("0001-01-01T00:00", "0001-01-02T00:00", "UTC"),
+    ("9999-12-31T00:00", "9999-12-31T23:59", "Pacific/Kiritimati"),
+    ("9999-12-31T23:59+00:00", "9999-12-31T23:59-23:59", None),
+    ("0001-01-01T00:00+23:59", "0001-01-01T00:01", None),
+    ("2026-11-02T09:00", "2026-11-02T10:00", "../../../etc/passwd"),
+    ("2026-11-02T09:00", "2026-11-02T10:00", "Europe/\x00Paris"),
+    ("2026-11-02T09:00", "2026-11-02T10:00", "\ud800"),
+    ("2026-11-02T09:00", "2026-11-02T10:00", "x" * 10_000),
+    ("2026-11-02T09:00\ud800", "2026-11-02T10:00", "UTC"),
+    ("9" * 5000, "2026-11-02T10:00", "UTC"),
+    ("+275760-09-13T00:00", "2026-11-02T10:00", "UTC"),
+    ("2026-02-30T09:00", "2026-03-01T09:00", "UTC"),
+    ("2026-11-02T09:00", "2026-11-02T08:00", "UTC"),
+])
+def test_hostile_window_arguments(start, end, tz):
+    args = ["window", "--start", start, "--end", end] + (["--tz", tz] if tz is not None else [])
+    result = invoke(args)
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert "Traceback" not in result.output
+    assert result.exit_code in (0, 2), result.output
+    if result.exit_code == 2:
+        assert_user_error(result)
+
+
+# -- a refused start leaves --out usable: the same --out works once the input is fixed ------------
+
+def test_a_refused_start_leaves_out_usable_for_a_clean_retry(ws, tmp_path):
+    out = tmp_path / "out"
+    (ws / "corpus.jsonl").write_bytes(HOSTILE_JSONL["invalid-utf8"][0])
+    assert_user_error(invoke(run_args(write_study(ws), out)), "not UTF-8")
+    assert_out_usable(out)
+    bad_catalog = ws / "catalog.csv"
+    bad_catalog.write_bytes(b"\xff")
+    write_corpus(ws / "corpus.jsonl", "c", 6, seed=1)
+    study = write_study(ws, extra=f'\n[costing]\ncatalog = "{bad_catalog}"\n')
+    assert_user_error(invoke(run_args(study, out)), "catalog")
+    assert_out_usable(out)  # refused after the inputs were read: still nothing left behind
