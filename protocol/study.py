@@ -417,7 +417,7 @@ def parse_study(data: dict[str, Any], *, path: Path, sha256: str) -> Study:
             top.where("tuning.path"),
             "Tuning data must stay separate from the final comparison corpus.",
         ))
-    buckets = check.attempt(_length_buckets, top, default=())
+    buckets = check.attempt(_length_buckets, top)  # None: the buckets are wrong, already reported
     warmup = check.attempt(_warmup, top)
     campaign = check.attempt(_campaign, top)
     base = check.attempt(_base, top)
@@ -555,7 +555,7 @@ def _length_buckets(top: _Reader) -> tuple[LengthBucket, ...]:
     return tuple(buckets)
 
 
-def _quality(top: _Reader, buckets: tuple[LengthBucket, ...]) -> QualityRule:
+def _quality(top: _Reader, buckets: tuple[LengthBucket, ...] | None) -> QualityRule:
     q = _table(top, "quality")
     q.require(("metric", "minimum", "tuned_on", "reference_variant"))
     metric = q.choice("metric", METRICS)
@@ -575,7 +575,8 @@ def _quality(top: _Reader, buckets: tuple[LengthBucket, ...]) -> QualityRule:
     if drop < 0 or not 0.0 <= agreement <= 1.0:
         raise UserError("max_metric_drop must be >= 0 and min_agreement in [0, 1]", q.where("max_metric_drop"))
     subgroups = tuple(q.get("subgroups", list, []))
-    allowed = {"label"} | ({"length_bucket"} if buckets else set())
+    # buckets None: [[length_buckets]] failed its own check (reported there): do not add a derived error.
+    allowed = {"label"} | ({"length_bucket"} if buckets is None or buckets else set())
     for group in subgroups:
         if not isinstance(group, str) or group not in allowed:
             raise UserError(

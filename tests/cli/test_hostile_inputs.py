@@ -178,8 +178,11 @@ def run_args(study: Path, out: Path) -> list[str]:
 
 
 def assert_out_usable(out: Path) -> None:
-    """A refused start leaves --out absent or empty: the same --out works once the input is fixed."""
-    assert not out.exists() or not any(out.iterdir()), sorted(p.name for p in out.iterdir())
+    """A refused start leaves --out absent or empty (but for the writer lock, which a retry takes again):
+    the same --out works once the input is fixed."""
+    from runner.campaign import LOCK_NAME
+
+    assert not out.exists() or not [p for p in out.iterdir() if p.name != LOCK_NAME], sorted(p.name for p in out.iterdir())
 
 
 # -- study ---------------------------------------------------------------------------------------
