@@ -182,7 +182,8 @@ def assert_out_usable(out: Path) -> None:
     the same --out works once the input is fixed."""
     from runner.campaign import LOCK_NAME
 
-    assert not out.exists() or not [p for p in out.iterdir() if p.name != LOCK_NAME], sorted(p.name for p in out.iterdir())
+    left = [p.name for p in out.iterdir() if p.name != LOCK_NAME] if out.exists() else []
+    assert not left, left
 
 
 # -- study ---------------------------------------------------------------------------------------

@@ -502,6 +502,108 @@ def case_archive_member_bound(ctx: Context) -> Outcome:
                    f"refused, {written} files written", 0, ok, message[:160])
 
 
+# -- the sealed campaign directory (one writer, chained rows, exact resume) ------------------
+
+
+def _host_cli(ctx: Context, study: Path, out: Path, *, resume: bool = False) -> list[str]:
+    return [sys.executable, "-m", "runner.cli", "run", str(study), "--out", str(out),
+            *(["--resume"] if resume else []), *ctx.cli_launcher_args()]
+
+
+def _host_env(sleep_s: float) -> dict[str, str]:
+    return {**os.environ, "ISOCOST_FAULT_INJECT": f"sleep-per-batch:{sleep_s}", "PYTHONPATH": str(ROOT)}
+
+
+def _wait_path(path: Path, timeout_s: float = 300) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if path.exists():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _final(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    from runner.launch.base import is_host_stopped
+
+    return [r for r in rows if not is_host_stopped(r)]
+
+
+def case_second_writer(ctx: Context) -> Outcome:
+    """A second `run --resume` on a campaign another CLI is writing: refused with its pid and host."""
+    study = ctx.study(n=12, repetitions=1, batches="[1, 4]")
+    out = ctx.root / "out"
+    first = subprocess.Popen(_host_cli(ctx, study, out), env=_host_env(0.3), stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    _wait_path(out / "trials" / "001-r1-batch_size-1" / "spec.json")
+    second = subprocess.run(_host_cli(ctx, study, out, resume=True), env=_host_env(0.0), capture_output=True,
+                            text=True, timeout=300, check=False)
+    first_code = first.wait(timeout=600)
+    rows = read_raw(out / "raw.csv")
+    message = next((line for line in second.stderr.splitlines() if line.startswith("Error:")), "")
+    refused = second.returncode == 2 and "another isocost run is writing this campaign" in message \
+        and f"pid {first.pid}" in message
+    ok = refused and first_code == 0 and sorted(r["order_index"] for r in rows) == ["1", "2"] \
+        and len({r["trial_id"] for r in rows}) == len(rows)
+    return Outcome("second writer on a running campaign", ctx.launcher_name,
+                   "second refused (exit 2, pid and host); first finishes alone, one row per pass",
+                   f"second exit {second.returncode}; first exit {first_code}; {len(rows)} rows for 2 passes",
+                   rows_lost(out), ok, message[:160])
+
+
+def case_cut_raw_row(ctx: Context) -> Outcome:
+    """raw.csv cut inside its last row's trial id: readers refuse; --resume keeps the bytes and re-derives."""
+    study = ctx.study(n=6, repetitions=1, batches="[1, 4]")
+    out = ctx.root / "out"
+    run_campaign(study, out, ctx.launcher_factory())
+    raw = out / "raw.csv"
+    data = raw.read_bytes()
+    start = data.rindex(b"\n002-r1-b") + 1
+    at = start + len("002-r1-ba")
+    raw.write_bytes(data[:at])
+    message = ""
+    try:
+        read_raw(raw)
+    except UserError as exc:
+        message = exc.what
+    run_campaign(study, out, ctx.launcher_factory(), resume=True)
+    rows = read_raw(raw)
+    kept = (out / "raw.csv.partial-1").read_bytes() == data[start:at] if (out / "raw.csv.partial-1").exists() \
+        else False
+    ok = ("partial row" in message and kept and raw.read_bytes()[:start] == data[:start]
+          and [r["trial_id"] for r in rows] == ["001-r1-batch_size-1", "002-r1-batch_size-4"]
+          and rows[1]["status"] == "ok" and not (out / "trials" / "002-r1-batch_size-4-a2").exists())
+    return Outcome("raw.csv cut inside its last row", ctx.launcher_name,
+                   "every reader refuses; --resume keeps the cut bytes aside and re-derives the row, no rerun",
+                   f"{'refused' if message else 'NOT refused'}; cut bytes {'kept' if kept else 'LOST'}; "
+                   f"{len(rows)} rows for 2 passes", rows_lost(out), ok, message[:160])
+
+
+def case_finished_after_host_death(ctx: Context) -> Outcome:
+    """The host CLI dies while trial 2 runs, the trial finishes alone: --resume records it, never reruns it."""
+    study = ctx.study(n=8, repetitions=1, batches="[1, 4]")
+    out = ctx.root / "out"
+    host = subprocess.Popen(_host_cli(ctx, study, out), env=_host_env(0.3), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    second = out / "trials" / "002-r1-batch_size-4"
+    _wait_path(second / ("predictions.jsonl" if ctx.launcher_name == "docker" else "launcher.json"))
+    host.kill()
+    host.wait()
+    finished = _wait_path(second / "status.json", timeout_s=300)  # the trial goes on alone
+    time.sleep(0.5)
+    run_campaign(study, out, ctx.launcher_factory(), resume=True)
+    rows = read_raw(out / "raw.csv")
+    last = rows[-1] if rows else {"status": "", "notes": ""}
+    ok = (finished and [r["trial_id"] for r in rows] == ["001-r1-batch_size-1", "002-r1-batch_size-4"]
+          and last["status"] == "ok" and "ended by itself" in last["notes"]
+          and not (out / "trials" / "002-r1-batch_size-4-a2").exists())
+    return Outcome("host CLI killed, trial 2 finishes alone, then --resume", ctx.launcher_name,
+                   "recorded from its directory as ok, not run again",
+                   f"{len(rows)} rows for 2 passes, last {last['status']}"
+                   + ("" if not (out / "trials" / "002-r1-batch_size-4-a2").exists() else ", RERUN"),
+                   rows_lost(out), ok, last["notes"][:160])
+
+
 PROCESS_CASES: dict[str, Callable[[Context], Outcome]] = {
     "oom-runner": case_oom_in_runner,
     "killed-mid-pass": case_killed_mid_pass,
@@ -521,6 +623,9 @@ PROCESS_CASES: dict[str, Callable[[Context], Outcome]] = {
     "deeply-nested-corpus": case_deeply_nested_corpus,
     "sparse-archive-verify": case_sparse_archive_verify,
     "archive-member-bound": case_archive_member_bound,
+    "second-writer": case_second_writer,
+    "cut-raw-row": case_cut_raw_row,
+    "finished-after-host-death": case_finished_after_host_death,
 }
 
 
@@ -754,7 +859,8 @@ def case_default_limits_recorded(ctx: Context) -> Outcome:
 
 SHARED_DOCKER_CASES = ("oom-runner", "killed-mid-pass", "host-killed-resume", "disk-full", "truncated-predictions",
                        "duplicate-ids", "foreign-ids", "wrong-label-set", "corpus-changed", "model-changed", "hang",
-                       "fifo-corpus", "device-corpus", "invalid-utf8-corpus-retry", "study-number-bound")
+                       "fifo-corpus", "device-corpus", "invalid-utf8-corpus-retry", "study-number-bound",
+                       "second-writer", "cut-raw-row", "finished-after-host-death")
 
 DOCKER_CASES: dict[str, Callable[[Context], Outcome]] = {
     **{name: PROCESS_CASES[name] for name in SHARED_DOCKER_CASES},
