@@ -318,10 +318,11 @@ class RawRow:
             raise ValueError(f"unknown raw columns: {sorted(unknown)}")
 
     def cells(self) -> list[str]:
-        return [_cell(self.values.get(name)) for name in RAW_COLUMNS]
+        return [csv_cell(self.values.get(name)) for name in RAW_COLUMNS]
 
 
-def _cell(value: Any) -> str:
+def csv_cell(value: Any) -> str:
+    """One raw-table cell: empty for None, true/false, floats by repr (round-trips exactly)."""
     if value is None:
         return ""
     if isinstance(value, bool):

@@ -51,6 +51,7 @@ from protocol.fingerprint import sha256_bytes, sha256_file
 from protocol.jsonio import dumps, read_json, write_json_atomic, write_text_atomic
 from protocol.paths import check_allowed_root, check_safe_name
 from protocol.records import TrialSpec
+from protocol.records import csv_cell as _cell
 from protocol.schedule import Slot
 from protocol.study import Study, parse_study
 from protocol.validate import (
@@ -63,7 +64,6 @@ from protocol.validate import (
 )
 from runner.integrity import MALFORMED as _MALFORMED
 from runner.integrity import Discrepancy, check_campaign, unfinished_slots
-from runner.integrity import csv_cell as _cell
 from runner.integrity import planned_slots as _slots
 from runner.integrity import read_csv_rows as _read_csv_rows
 from runner.integrity import read_event_lines as _events

@@ -42,7 +42,7 @@ from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path, sha256_bytes
 from protocol.jsonio import read_json
 from protocol.paths import check_safe_name
-from protocol.records import TrialSpec, TrialStatus, Variant
+from protocol.records import TrialSpec, TrialStatus, Variant, csv_cell
 from protocol.schedule import Slot, rotated_schedule
 from protocol.study import Study, parse_study
 from protocol.validate import Reference, check_pass, parse_predictions
@@ -111,16 +111,6 @@ def unfinished_slots(rows: list[dict[str, str]], slots: tuple[Slot, ...]) -> lis
         if slot is not None and not is_host_stopped(row):
             finished.add(slot.trial_id)
     return [slot.trial_id for slot in slots if slot.trial_id not in finished]
-
-
-def csv_cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return repr(value)
-    return str(value)
 
 
 _STATUS_MISSING_NOTE = "the trial wrote no status.json"
