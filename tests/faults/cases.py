@@ -285,8 +285,11 @@ def case_disk_full(ctx: Context) -> Outcome:
         first = failed[0] if failed else {}
         stopped = f"; the host stopped cleanly: {error[:70]}" if error else ""
         observed = f"{first.get('status', 'no row')} row for the trial that hit the full disk{stopped}"
-        ok = (len(intact_rows) >= 1 and first.get("status") in ("error", "interrupted")
-              and "No space left" in first.get("notes", "") and rows_lost(out) == 0)
+        # The full disk is named either in the trial's row (it wrote its status) or in the host's clean stop
+        # (it could not even append the row, which --resume then recorded from the trial directory).
+        named = "No space left" in first.get("notes", "") or "No space left" in error
+        ok = (len(intact_rows) >= 1 and first.get("status") in ("error", "interrupted") and named
+              and rows_lost(out) == 0)
         return Outcome("output disk full (4 MiB tmpfs)", ctx.launcher_name,
                        "error row, raw.csv never corrupt, campaign resumable", observed, rows_lost(out), ok,
                        first.get("notes", "")[:160])
@@ -377,7 +380,10 @@ def _refused_start(ctx: Context, study: Path, out: Path) -> tuple[str, float]:
 
 
 def _out_usable(out: Path) -> bool:
-    return not out.exists() or not any(out.iterdir())
+    """Absent or empty but for the writer lock (a retry takes it again)."""
+    from runner.campaign import LOCK_NAME
+
+    return not out.exists() or not any(p.name != LOCK_NAME for p in out.iterdir())
 
 
 def _special_corpus(kind: str) -> Callable[[Context], Outcome]:
