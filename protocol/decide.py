@@ -1,6 +1,6 @@
 """Campaigns of one study × dated plan catalog × deadline → the decision (pure; money is ``Decimal``).
 
-The question (SPEC R12): which configuration processes ALL documents, meets
+The question: which configuration processes ALL documents, meets
 the quality rule, finishes before the deadline and costs the least budget?
 
 A **configuration** is one variant on one campaign's hardware: the same

@@ -1,8 +1,9 @@
 """The real job a study is benchmarked for: the optional ``[job]`` table (parsing and validation only).
 
-Without a ``[job]`` table ``decide`` prices the campaign itself, as the seed
-does. With one, it also projects the declared job from the measured batches
-(:mod:`protocol.projection`) and prices it under every billing model.
+Without a ``[job]`` table ``decide`` prices the campaign itself (its own
+measured period and rental). With one, it also projects the declared job from
+the measured batches (:mod:`protocol.projection`) and prices it under every
+billing model.
 
 Keys (every error names the study file and the key):
 

@@ -1,7 +1,7 @@
 """Memory estimate for one variant: parameters × bytes + activations + attention scores.
 
-An estimate is shown NEXT TO the measured peaks and never replaces them
-(SPEC R8): allocator overheads, kernels' workspaces, the framework's own
+An estimate is shown NEXT TO the measured peaks and never replaces them:
+allocator overheads, kernels' workspaces, the framework's own
 runtime and fragmentation are not in it. Throughput, interconnect or sharding
 cannot be inferred from it either.
 """

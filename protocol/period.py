@@ -4,7 +4,7 @@ A pure function of the campaign's timestamps (``events.jsonl`` and the raw
 table's ``started_at``/``ended_at``) plus the waiting periods the study
 declares. Nothing here reads a file or a clock.
 
-What counts (R9: the needed period is the whole access window):
+What counts (the period a rental must cover is the whole access window):
 
 - **sessions**: each run of ``isocost run`` on the host, from ``setup_start``
   (or ``resume``) to ``trials_end``. A session that never logged

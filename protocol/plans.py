@@ -2,7 +2,7 @@
 
 A plan is a rental offer for a GPU type and the cards one lot holds, under one
 billing model (the optional ``billing`` column; a catalog without it holds
-only flat plans, as the seed's):
+only flat plans, like the shipped 2026-09-24 snapshot):
 
 - ``flat``: a length in days and a price per lot for the whole plan. The
   rental budget is the price per lot times the lots; a short run still pays
@@ -41,7 +41,7 @@ from protocol.safe_read import check_encodable, read_text
 SCHEMA_VERSION = 2
 _READABLE_VERSIONS = (1, 2)
 
-# The plan lengths the calculator offers (the seed: 3, 7 and 30 days).
+# The plan lengths the calculator offers (those the original problem statement names: 3, 7 and 30 days).
 PLAN_LENGTHS_DAYS: tuple[int, ...] = (3, 7, 30)
 
 CATALOG_COLUMNS: tuple[str, ...] = (

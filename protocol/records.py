@@ -246,7 +246,7 @@ class TrialStatus:
         return _from_dict(cls, data, "trial status", _TRIAL_READS)
 
 
-#: Columns of ``raw.csv``, in order. The first eleven are the seed's.
+#: Columns of ``raw.csv``, in order. New columns are only ever appended at the end.
 RAW_COLUMNS: tuple[str, ...] = (
     "trial_id",
     "variant_id",
@@ -287,7 +287,7 @@ RAW_COLUMNS: tuple[str, ...] = (
     "ended_at",
     "predictions_path",
     "empty_reasons",
-    # issue 12 (GPU path), appended at the end:
+    # GPU path (device share, compilations, energy), appended at the end:
     "device_busy_share",  # gpu_pass_s / pass_s: the share of the measured pass the device was busy
     "pass_compilations",  # torch.compile graphs compiled inside the pass (>0: the warm-up missed a shape)
     "gpu_energy_j",

@@ -395,7 +395,7 @@ def _check_resume(study: Study, paths: CampaignPaths, launcher: Launcher, rental
 
 
 def _undo_refused_start(out: Path, created: bool) -> None:
-    """A start refused before campaign.json exists leaves --out as it was: absent, or empty (issue 11).
+    """A start refused before campaign.json exists leaves --out as it was: absent, or empty.
 
     Only what this start wrote is removed (the folder was checked empty before); a lock file
     (a name starting with '.') is left to its owner.

@@ -8,8 +8,9 @@ tuning split, an ``AutoModelForSequenceClassification`` checkpoint directory
 and study files, exactly like a user's own.
 
 Nothing is downloaded and no article text is stored in the repository: the
-texts are read from the installed package at run time. torch and transformers
-are imported inside functions only, so that the CLI starts fast.
+texts are read from the installed package at run time. Token counts use the
+``tokenizers`` library; the classifier is trained in a fresh process
+(``runner.trial.demo_train``), so this module never imports torch or transformers.
 
 Example::
 
@@ -22,7 +23,6 @@ Example::
 
 from __future__ import annotations
 
-import contextlib
 import importlib.metadata
 import importlib.util
 import json
@@ -31,13 +31,17 @@ import os
 import random
 import re
 import shutil
+import subprocess
+import sys
+import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from protocol.corpus import token_lengths
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path, sha256_file
 from protocol.jsonio import write_json_atomic, write_text_atomic
@@ -75,16 +79,8 @@ DEFAULT_SIZES: dict[str, tuple[int, int, int]] = {
 DEFAULT_TUNING_SIZE = 600
 DEFAULT_OUT_DIR = Path(".isocost-demo")
 
-MAX_LENGTH = 256
-FEATURE_BATCH = 32
 HELDOUT_FRACTION = Fraction(1, 5)
 MINIMUM_MARGIN = Fraction(5, 100)
-HEAD_STEPS = 300
-HEAD_LEARNING_RATE = 1e-3
-HEAD_WEIGHT_DECAY = 1e-2
-TORCH_THREADS = 2
-CHECKPOINT_CHECK_TEXTS = 16
-CHECKPOINT_CHECK_ATOL = 1e-4
 
 STUDY_TEMPLATES = Path(__file__).resolve().parent / "demo_studies"
 #: The quick demo study is also written for these stacks (ROCm's torch uses the "cuda" device name).
@@ -205,18 +201,9 @@ def build_demo(
     out_dir.mkdir(parents=True, exist_ok=True)
     _remove_outputs(out_dir, chosen)
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    import torch
-
-    previous_threads = torch.get_num_threads()
-    torch.set_num_threads(TORCH_THREADS)
-    try:
-        with _quiet_transformers():
-            selection, head = _build_texts_and_model(
-                out_dir, source_dir, model_src, chosen, tuning_size, seed, progress
-            )
-    finally:
-        torch.set_num_threads(previous_threads)
+    selection, head = _build_texts_and_model(
+        out_dir, source_dir, model_src, chosen, tuning_size, seed, progress
+    )
 
     accuracy = Fraction(head["heldout"]["correct"], head["heldout"]["texts"])
     minimum = quality_minimum(accuracy)
@@ -304,18 +291,12 @@ def _build_texts_and_model(
     progress: Callable[[str], None],
 ) -> tuple[Selection, dict[str, Any]]:
     """Read the articles, select and write the texts, train and save the classifier."""
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(str(model_src), local_files_only=True)
-    if not tokenizer.is_fast:
-        raise RuntimeError("the MiniLM tokenizer did not load as a fast tokenizer")
-
     articles, source_summary = read_articles(source_dir)
     progress(
         f"Read {source_summary['files']} BBC News files, "
         f"{len(articles)} unique articles in {len(source_summary['unique_articles'])} classes."
     )
-    counts = {b: count_tokens(tokenizer, [a.text(b) for a in articles]) for b in BUCKETS}
+    counts = {b: token_lengths(model_src, [a.text(b) for a in articles]) for b in BUCKETS}
     selection = select_texts(articles, counts, sizes, tuning_size, seed)
     selection = Selection(
         corpora=selection.corpora,
@@ -332,27 +313,8 @@ def _build_texts_and_model(
 
     labels = sorted({row.label for row in selection.tuning} | _corpus_labels(selection))
     progress("Training the classifier head on frozen MiniLM [CLS] features ...")
-    head = train_classifier(
-        model_src, tokenizer, selection.tuning, labels, out_dir / "model", seed, progress
-    )
+    head = train_classifier(model_src, selection.tuning, labels, out_dir / "model", seed, progress)
     return selection, head
-
-
-@contextlib.contextmanager
-def _quiet_transformers() -> Iterator[None]:
-    """Silence transformers' load reports and progress bars; restore them afterwards."""
-    from transformers.utils import logging as hf_logging
-
-    verbosity = hf_logging.get_verbosity()
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        hf_logging.set_verbosity(verbosity)
-        if bars:
-            hf_logging.enable_progress_bar()
 
 
 # --------------------------------------------------------------------------- source
@@ -469,16 +431,6 @@ def read_articles(data_dir: Path) -> tuple[list[Article], dict[str, Any]]:
         "unique_articles": dict(sorted(unique.items())),
     }
     return articles, summary
-
-
-def count_tokens(tokenizer: Any, texts: Sequence[str]) -> list[int]:
-    """Token counts with the fast tokenizer: special tokens included, no truncation."""
-    if not texts:
-        return []
-    encoded = tokenizer(
-        list(texts), add_special_tokens=True, truncation=False, padding=False, verbose=False
-    )
-    return [len(ids) for ids in encoded["input_ids"]]
 
 
 def bucket_of(n_tokens: int) -> str:
@@ -683,201 +635,50 @@ def stratified_heldout(rows: Sequence[DemoText], seed: int) -> set[str]:
 
 def train_classifier(
     model_src: Path,
-    tokenizer: Any,
     tuning: Sequence[DemoText],
     labels: Sequence[str],
     model_out: Path,
     seed: int,
     progress: Callable[[str], None],
 ) -> dict[str, Any]:
-    """Train the pooler and classifier of MiniLM on frozen [CLS] features; save the checkpoint.
+    """Train the classifier head in a fresh process (``runner.trial.demo_train``); its record.
 
-    The checkpoint computes ``classifier(tanh(pooler.dense(h_cls)))`` at
-    inference (dropout is off in eval mode); the head is trained on exactly
-    that function of the frozen encoder's ``last_hidden_state[:, 0]``.
+    torch and transformers are imported there only: the host side of isocost
+    never imports them. The process's progress lines are passed to ``progress``.
     """
-    import torch
-    from transformers import AutoModelForSequenceClassification, BertForSequenceClassification
-
-    torch.manual_seed(seed)
-    id2label = dict(enumerate(labels))
-    label2id = {label: i for i, label in id2label.items()}
-    model = BertForSequenceClassification.from_pretrained(
-        str(model_src),
-        num_labels=len(labels),
-        id2label=id2label,
-        label2id=label2id,
-        local_files_only=True,
-    )
-    model.eval()
-
-    texts = [row.text for row in tuning]
-    started = time.monotonic()
-    features = _cls_features(model, tokenizer, texts)
-    feature_seconds = time.monotonic() - started
-    progress(f"Encoded {len(texts)} tuning texts in {feature_seconds:.1f} s.")
-    targets = torch.tensor([label2id[row.label] for row in tuning], dtype=torch.long)
-
-    heldout_ids = stratified_heldout(tuning, seed)
-    mask = torch.tensor([row.id in heldout_ids for row in tuning], dtype=torch.bool)
-    pooler = model.bert.pooler
-    if pooler is None:
-        raise RuntimeError("the MiniLM classifier was built without its pooler")
-    init = {
-        "dense_weight": pooler.dense.weight.detach().clone(),
-        "dense_bias": pooler.dense.bias.detach().clone(),
-    }
-    fit = _fit_head(features[~mask], targets[~mask], init, len(labels), seed)
-    with torch.no_grad():
-        predicted = _head_logits(fit, features[mask]).argmax(dim=1)
-    correct = int((predicted == targets[mask]).sum())
-    per_bucket = {}
-    for bucket in BUCKETS:
-        sel = torch.tensor(
-            [
-                row.length_bucket == bucket
-                for row, m in zip(tuning, mask.tolist(), strict=True)
-                if m
-            ],
-            dtype=torch.bool,
-        )
-        per_bucket[bucket] = {
-            "texts": int(sel.sum()),
-            "correct": int((predicted[sel] == targets[mask][sel]).sum()),
-        }
-
-    final = _fit_head(features, targets, init, len(labels), seed)
-    with torch.no_grad():
-        pooler.dense.weight.copy_(final["dense_weight"])
-        pooler.dense.bias.copy_(final["dense_bias"])
-        model.classifier.weight.copy_(final["classifier_weight"])
-        model.classifier.bias.copy_(final["classifier_bias"])
-        train_accuracy = float(
-            (_head_logits(final, features).argmax(dim=1) == targets).float().mean()
-        )
-
-    if model_out.exists():
-        shutil.rmtree(model_out)
-    model.save_pretrained(str(model_out), safe_serialization=True)
-    from transformers import AutoTokenizer
-
-    AutoTokenizer.from_pretrained(str(model_src), local_files_only=True).save_pretrained(
-        str(model_out)
-    )
-
-    # The saved checkpoint, loaded the way a user's own is, must compute the trained head.
-    check_rows = sorted(tuning, key=lambda r: r.id)[:CHECKPOINT_CHECK_TEXTS]
-    loaded = AutoModelForSequenceClassification.from_pretrained(
-        str(model_out), local_files_only=True
-    )
-    loaded.eval()
-    loaded_tokenizer = AutoTokenizer.from_pretrained(str(model_out), local_files_only=True)
-    position = {row.id: i for i, row in enumerate(tuning)}
-    with torch.inference_mode():
-        encoded = loaded_tokenizer(
-            [row.text for row in check_rows],
-            padding=True,
-            truncation=True,
-            max_length=MAX_LENGTH,
-            return_tensors="pt",
-        )
-        logits = loaded(**encoded).logits
-        expected = _head_logits(final, features[[position[r.id] for r in check_rows]])
-    max_diff = float((logits - expected).abs().max())
-    if max_diff > CHECKPOINT_CHECK_ATOL:
-        raise RuntimeError(
-            f"the saved checkpoint's logits differ from the trained head by {max_diff:.2e}"
-        )
-
-    return {
-        "architecture": "BertForSequenceClassification",
-        "trained_parameters": ["bert.pooler.dense", "classifier"],
-        "frozen": "all other parameters, as in the MiniLM package",
-        "features": "encoder last_hidden_state[:, 0] ([CLS]), frozen, computed once",
-        "max_length": MAX_LENGTH,
-        "truncation": True,
-        "labels": list(labels),
-        "optimizer": "AdamW, full batch",
-        "learning_rate": HEAD_LEARNING_RATE,
-        "weight_decay": HEAD_WEIGHT_DECAY,
-        "steps": HEAD_STEPS,
+    request = {
+        "model_src": str(model_src),
+        "model_out": str(model_out),
         "seed": seed,
-        "init": "pooler.dense from the MiniLM checkpoint; classifier N(0, 0.02), bias 0",
-        "heldout": {
-            "fraction": str(float(HELDOUT_FRACTION)),
-            "stratified_by": ["label", "length_bucket"],
-            "texts": int(mask.sum()),
-            "correct": correct,
-            "accuracy": correct / int(mask.sum()) if int(mask.sum()) else None,
-            "per_bucket": per_bucket,
-            "trained_on": int((~mask).sum()),
-        },
-        "final_fit": {"texts": len(tuning), "train_accuracy": train_accuracy},
-        "checkpoint_check": {
-            "texts": len(check_rows),
-            "max_abs_logit_difference": max_diff,
-            "tolerance": CHECKPOINT_CHECK_ATOL,
-        },
+        "labels": list(labels),
+        "rows": [row.to_dict() for row in tuning],
+        "heldout": sorted(stratified_heldout(tuning, seed)),
+        "heldout_fraction": str(float(HELDOUT_FRACTION)),
     }
-
-
-def _cls_features(model: Any, tokenizer: Any, texts: Sequence[str]) -> Any:
-    """The frozen encoder's [CLS] hidden states, batched by sorted length."""
-    import torch
-
-    lengths = count_tokens(tokenizer, texts)
-    order = sorted(range(len(texts)), key=lambda i: (lengths[i], i))
-    chunks = []
-    with torch.inference_mode():
-        for start in range(0, len(order), FEATURE_BATCH):
-            batch = [texts[i] for i in order[start : start + FEATURE_BATCH]]
-            encoded = tokenizer(
-                batch, padding=True, truncation=True, max_length=MAX_LENGTH, return_tensors="pt"
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"), "PYTHONUNBUFFERED": "1"}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+    with tempfile.TemporaryDirectory(prefix="isocost-demo-train-") as scratch:
+        request_path, head_path = Path(scratch) / "request.json", Path(scratch) / "head.json"
+        write_json_atomic(request_path, request)
+        command = [sys.executable, "-m", "runner.trial.demo_train", str(request_path), str(head_path)]
+        log_path = Path(scratch) / "stderr.txt"
+        with log_path.open("w", encoding="utf-8") as log, subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=log, text=True, env=env
+        ) as child:
+            assert child.stdout is not None
+            for line in child.stdout:
+                progress(line.rstrip("\n"))
+        errors = log_path.read_text(encoding="utf-8", errors="replace")
+        if child.returncode != 0 or not head_path.is_file():
+            last = (errors.strip().splitlines() or ["no message"])[-1]
+            raise UserError(
+                f"training the demo classifier failed (exit {child.returncode}): {last[:300]}",
+                "isocost demo prepare",
+                "Check that torch and transformers are installed: make setup.",
             )
-            hidden = model.bert(**encoded).last_hidden_state
-            chunks.append(hidden[:, 0])
-        sorted_features = torch.cat(chunks)
-    features = torch.empty_like(sorted_features)
-    features[torch.tensor(order)] = sorted_features
-    # A tensor made under inference_mode cannot take part in autograd; clone it outside.
-    return features.clone()
-
-
-def _fit_head(
-    features: Any, targets: Any, init: Mapping[str, Any], n_labels: int, seed: int
-) -> Any:
-    import torch
-
-    generator = torch.Generator().manual_seed(seed)
-    hidden = features.shape[1]
-    dense_weight = init["dense_weight"].clone().requires_grad_(True)
-    dense_bias = init["dense_bias"].clone().requires_grad_(True)
-    classifier_weight = (torch.randn(n_labels, hidden, generator=generator) * 0.02).requires_grad_(
-        True
-    )
-    classifier_bias = torch.zeros(n_labels, requires_grad=True)
-    params = {
-        "dense_weight": dense_weight,
-        "dense_bias": dense_bias,
-        "classifier_weight": classifier_weight,
-        "classifier_bias": classifier_bias,
-    }
-    optimizer = torch.optim.AdamW(
-        list(params.values()), lr=HEAD_LEARNING_RATE, weight_decay=HEAD_WEIGHT_DECAY
-    )
-    for _ in range(HEAD_STEPS):
-        optimizer.zero_grad()
-        loss = torch.nn.functional.cross_entropy(_head_logits(params, features), targets)
-        loss.backward()
-        optimizer.step()
-    return {key: value.detach().clone() for key, value in params.items()}
-
-
-def _head_logits(params: Mapping[str, Any], features: Any) -> Any:
-    import torch
-
-    pooled = torch.tanh(features @ params["dense_weight"].T + params["dense_bias"])
-    return pooled @ params["classifier_weight"].T + params["classifier_bias"]
+        head: dict[str, Any] = json.loads(head_path.read_text(encoding="utf-8"))
+    return head
 
 
 def quality_minimum(accuracy: Fraction) -> str:

@@ -1,6 +1,6 @@
 """One trial: verify inputs, load, warm up, run the measured pass, write the outputs.
 
-Measured boundary (SPEC R4, offline): corpus read, tokenization, host→device
+Measured boundary (offline): corpus read, tokenization, host→device
 transfer, inference and materialisation of predictions on the host (their JSON
 lines included). The incremental writes and flushes of ``predictions.jsonl`` are
 timed apart and excluded from ``pass_s``; ``write_s`` is those writes plus the

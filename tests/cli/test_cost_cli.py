@@ -9,10 +9,7 @@ from click.testing import CliRunner, Result
 
 from runner.cli import main
 
-SOURCE = (
-    "IteraGPU catalog snapshot (2026-09-24 edition) as quoted in the mission seed "
-    "(seed/mission-seed-ja.txt)"
-)
+SOURCE = "IteraGPU catalog snapshot (2026-09-24 edition) as quoted in the original problem statement"
 HEADER = "gpu,cards_per_lot,plan_days,price_usd_per_lot,currency,catalog_date,source"
 
 

@@ -37,7 +37,7 @@ bootstrap_seed = 7
 """
 
 MADE_UP = "MADE-UP hourly price for the isocost test (not a real offer)"
-SEED = "IteraGPU catalog snapshot (2026-09-24 edition) as quoted in the mission seed"
+SEED = "IteraGPU catalog snapshot (2026-09-24 edition) as quoted in the original problem statement"
 CATALOG = (
     "gpu,cards_per_lot,billing,plan_days,price_usd_per_lot,minimum_s,increment_s,currency,catalog_date,source\n"
     f"rtx-4090,1,flat,7,110.00,,,USD,2026-09-24,{SEED}\n"
