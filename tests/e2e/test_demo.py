@@ -281,3 +281,13 @@ def test_gpu_demo_study_exercises_a_gpu(built: tuple[DemoResult, list[str]], sta
     quick = (result.out_dir / "quick.toml").read_text(encoding="utf-8")
     assert (result.out_dir / f"quick-{stack}.toml").read_text(encoding="utf-8") == quick.replace(
         'stack = "cpu"\ndevice = "cpu"', f'stack = "{stack}"\ndevice = "cuda"')
+
+
+def test_a_failed_training_process_is_a_user_error(tmp_path: Path) -> None:
+    """The classifier is trained in a fresh process; its failure is one `Error:` line, not a traceback."""
+    rows = [demo_module.DemoText(id=f"t{i}", text="a text", label="sport", length_bucket="short", n_tokens=4)
+            for i in range(5)]
+    with pytest.raises(UserError) as caught:
+        demo_module.train_classifier(tmp_path / "no-model", rows, ["sport"], tmp_path / "model", 0, lambda s: None)
+    assert "training the demo classifier failed (exit 1)" in str(caught.value)
+    assert not (tmp_path / "model").exists()
