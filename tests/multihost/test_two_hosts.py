@@ -77,8 +77,8 @@ def test_two_hosts_complete_in_parallel_and_rows_name_their_host(
             transfer = launched["transfer"]
             assert transfer["verified"] is True
             assert transfer["host_sha256"] == transfer["arrived_sha256"]
-            assert set(transfer["arrived_sha256"]) == {"spec.json", "predictions.jsonl", "manifest.json",
-                                                       "status.json"}
+            assert set(transfer["arrived_sha256"]) == {"spec.json", "predictions.jsonl", "batches.jsonl",
+                                                       "manifest.json", "status.json"}
             assert transfer["spec_read_back"] == transfer["sent"]["spec.json"]
         description = read_json(out / host["name"] / "campaign.json")
         assert description["launcher"]["host_name"] == host["name"]
