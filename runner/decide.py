@@ -19,7 +19,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from protocol import rentals as rental_log
 from protocol.calendar import format_hours
 from protocol.decide import CampaignEvidence, Decision, Ledger, TrialCapacity, decide, parse_ledger, plan_cost
 from protocol.errors import UserError
@@ -123,9 +122,6 @@ def load_evidence(root: Path, allow_inconsistent: bool = False) -> tuple[Campaig
     corpus = description.get("corpus") or {}
     launcher = description.get("launcher") or {}
     host = description.get("host") or {}
-    recorded_rental = rental_log.latest_rental(root)  # DIR/rentals.jsonl, latest line, wins over `run --gpu`
-    if recorded_rental is not None:
-        rental = recorded_rental
     evidence = CampaignEvidence(
         label=str(root),
         campaign_id=str(description["campaign_id"]),
