@@ -1,6 +1,6 @@
 """Benchmarks 3 and 4: what a trial costs around its work, and what share of a campaign is measured.
 
-Real campaigns (``runner.campaign.run_campaign`` then ``summarize_campaign``, as ``isocost run``
+Real campaigns (``runner.campaign.run.run_campaign`` then ``summarize_campaign``, as ``isocost run``
 does), one per launcher, over slices of the demo study.
 
 Benchmark 3 (overhead per trial) uses a small corpus, so many trials are cheap: the overhead
@@ -104,8 +104,8 @@ def _process_launcher() -> tuple[Any, list[str], dict[str, str]]:
 
 def _docker_launcher(workspace: Workspace, image: str | None) -> tuple[Any, list[str], dict[str, str] | None]:
     """The campaign's Docker launcher, chosen as `isocost run --launcher docker` would; UserError if none."""
+    from runner.campaign.launcher_choice import choose_launcher
     from runner.launch.base import TrialPaths
-    from runner.launch.select import choose_launcher
 
     launcher: Any = choose_launcher(workspace.study_path, "docker", image).launcher
     study = workspace.study()
@@ -151,8 +151,8 @@ def docker_run_command(kwargs: dict[str, Any]) -> list[str]:
 def run_campaign_with(kind: str, workspace: Workspace, out: Path, image: str | None, progress: Any,
                       baselines: bool = True, deadline: float | None = None) -> dict[str, Any]:
     """Run one campaign (with bracketing baselines if asked); every timing, raw."""
-    import runner.campaign as campaign_module
-    from runner.summary import summarize_campaign
+    import runner.campaign.run as campaign_module
+    from runner.analysis.summary import summarize_campaign
 
     written: dict[str, float] = {}
     original = campaign_module.append_row

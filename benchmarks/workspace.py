@@ -96,7 +96,7 @@ def make_workspace(root: Path, inputs: int, repetitions: int, source: Path | Non
 
 
 def trial_spec(study: Study, variant: Variant, trial_id: str) -> TrialSpec:
-    """The spec a process-launched campaign would hand this variant (see runner.campaign._spec)."""
+    """The spec a process-launched campaign would hand this variant (see runner.campaign.run._spec)."""
     from protocol.corpus import read_corpus
 
     tuning = read_corpus(study.tuning.path)

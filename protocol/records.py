@@ -298,7 +298,7 @@ RAW_COLUMNS: tuple[str, ...] = (
 )
 
 #: The raw table's format. History: 1 (0.1.0): first version; 2: ``chain_sha256`` (last column),
-#: sha256 over the previous row's digest and this row's cells (see ``runner.rawtable``).
+#: sha256 over the previous row's digest and this row's cells (see ``runner.campaign_dir.rawtable``).
 RAW_SCHEMA_VERSION = 2
 
 

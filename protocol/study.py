@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from protocol.costing.job import Job, parse_job
 from protocol.errors import UserError
 from protocol.fingerprint import sha256_bytes
-from protocol.job import Job, parse_job
 from protocol.records import VARIANT_FIELDS, Variant, WarmupRule
 from protocol.safe_read import decode_text, read_bytes
 
@@ -52,7 +52,7 @@ _TOP_KEYS = {
     "deadline": "table: start, end, tz, waiting_h (the access window the work must fit)",
     "costing": "table: catalog (optional path to a dated plan catalog CSV)",
     "images": "table: stack = \"REPO@sha256:…\" (run exactly this image for that stack)",
-    "job": "table: the real job to project and price (see protocol/job.py)",
+    "job": "table: the real job to project and price (see protocol/costing/job.py)",
 }
 
 
@@ -172,7 +172,7 @@ class Study:
     deadline: Deadline | None = None
     costing: Costing = Costing(catalog=None)
     images: tuple[tuple[str, str], ...] = ()  # (stack, image reference by digest)
-    job: Job | None = None  # the real job to project (protocol/job.py); None: price the campaign only
+    job: Job | None = None  # the real job to project (protocol/costing/job.py); None: price the campaign only
 
     def image_for(self, stack: str) -> str:
         return dict(self.images).get(stack, "")
@@ -615,7 +615,7 @@ def _deadline(top: _Reader) -> Deadline | None:
     d.finish()
     if waiting < 0:
         raise UserError("waiting_h must be >= 0", d.where("waiting_h"))
-    from protocol.calendar import access_window
+    from protocol.costing.calendar import access_window
 
     try:
         access_window(start, end, tz)

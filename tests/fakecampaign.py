@@ -1,6 +1,6 @@
 """Fast fake campaigns for the campaign-directory tests: real host code, fake trials.
 
-The host side (freeze, schedule, raw table, lock, resume) is the real ``runner.campaign``;
+The host side (freeze, schedule, raw table, lock, resume) is the real ``runner.campaign.run``;
 only the trial is fake: a small Python process that writes the same files a real trial
 writes (``manifest.json``, ``predictions.jsonl`` flushed per input, ``status.json``) with
 every prediction correct, in about ``ISOCOST_FAKE_TRIAL_S`` seconds. The model directory holds
@@ -120,7 +120,7 @@ def fake_trial(spec_path: Path, out: Path) -> int:
 
 def fake_host(study: Path, out: Path, resume: bool) -> int:
     from protocol.errors import UserError
-    from runner.campaign import run_campaign
+    from runner.campaign.run import run_campaign
 
     try:
         outcome = run_campaign(study, out, FakeLauncher(), resume=resume,

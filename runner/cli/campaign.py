@@ -12,11 +12,11 @@ import click
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
 from protocol.jsonio import read_json
-from runner.campaign import Rental, load_campaign, run_campaign
-from runner.integrity import require_evidence
-from runner.launch.select import LAUNCHER_KINDS, choose_launcher
-from runner.summary import summarize_campaign
-from runner.verdicts import validate_campaign
+from runner.analysis.summary import summarize_campaign
+from runner.analysis.verdicts import validate_campaign
+from runner.campaign.launcher_choice import LAUNCHER_KINDS, choose_launcher
+from runner.campaign.run import Rental, load_campaign, run_campaign
+from runner.campaign_dir.integrity import require_evidence
 
 
 def _progress(message: str) -> None:
@@ -102,10 +102,10 @@ def run(study: Path, out: Path, resume: bool, launcher_kind: str, image: str | N
 def _run_hosts(study: Path, out: Path, resume: bool, launcher_kind: str, image: str | None, gpu: str | None,
                lots: int | None, acknowledge_seen_corpus: bool, allowed_root: tuple[str, ...],
                host_options: tuple[str, ...], hosts_file: Path | None) -> None:
-    """``run`` with --host/--hosts-file: one campaign per host, in parallel (runner.multihost)."""
-    from runner.hostboard import HostBoard
-    from runner.hosts import merge_hosts
-    from runner.multihost import load_hosts_json, run_hosts
+    """``run`` with --host/--hosts-file: one campaign per host, in parallel (runner.hosts.parallel)."""
+    from runner.hosts.board import HostBoard
+    from runner.hosts.parallel import load_hosts_json, run_hosts
+    from runner.hosts.spec import merge_hosts
 
     if launcher_kind == "process":
         raise UserError("--host runs trials in containers on each host's engine", "--launcher process",

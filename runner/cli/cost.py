@@ -1,6 +1,6 @@
 """``isocost cost`` and ``isocost window``: the plan calculator and the calendar.
 
-Thin commands: parse the options, call ``protocol.plans`` / ``protocol.calendar``,
+Thin commands: parse the options, call ``protocol.costing.plans`` / ``protocol.costing.calendar``,
 render the result as text or sorted JSON.
 
 Example: ``isocost cost --gpu rtx-4090 --days 7 --lots 2`` prints ``total: 220.00 USD …``.
@@ -13,8 +13,8 @@ from pathlib import Path
 import click
 
 from protocol import jsonio
-from protocol.calendar import SCHEMA_VERSION as CALENDAR_SCHEMA_VERSION
-from protocol.calendar import (
+from protocol.costing.calendar import SCHEMA_VERSION as CALENDAR_SCHEMA_VERSION
+from protocol.costing.calendar import (
     Coverage,
     OffsetChange,
     Window,
@@ -23,8 +23,7 @@ from protocol.calendar import (
     format_hours,
     format_offset,
 )
-from protocol.errors import UserError
-from protocol.plans import (
+from protocol.costing.plans import (
     PER_RESULT_DEFINED,
     PER_RESULT_UNDEFINED,
     PLAN_LENGTHS_DAYS,
@@ -35,6 +34,7 @@ from protocol.plans import (
     load_catalog,
     quote,
 )
+from protocol.errors import UserError
 
 _CHANGE_LABELS = {
     "dst_starts": "DST starts",

@@ -1,6 +1,6 @@
 """``isocost decide`` and ``isocost period``: the decision over campaigns, and one campaign's measured period.
 
-Thin commands: parse the options, call ``runner.decide``, render the memo or JSON.
+Thin commands: parse the options, call ``runner.decision.memo``, render the memo or JSON.
 
 Example: ``isocost decide results/rtx4090 results/b200 --expenses ledger.csv`` writes
 ``results/rtx4090/decision.md``, ``decision.json`` and ``report.html``.
@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from protocol import jsonio
-from runner.decide import campaign_period, render_csv, render_period, run_decide
+from runner.decision.memo import campaign_period, render_csv, render_period, run_decide
 
 _DIR = click.Path(path_type=Path, file_okay=False, exists=True)
 _FILE = click.Path(path_type=Path, dir_okay=False)

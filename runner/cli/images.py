@@ -1,4 +1,4 @@
-"""``isocost images``: lock, build, push and list the pinned trial images (thin over runner.images)."""
+"""``isocost images``: lock, build, push and list the pinned trial images (thin over runner.images.build)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from runner.images import STACKS, build_image, default_lock_path, list_images, lock_requirements, push_image
+from runner.images.build import STACKS, build_image, default_lock_path, list_images, lock_requirements, push_image
 
 _STACK = click.Choice(sorted(STACKS))
 

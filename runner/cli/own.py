@@ -1,7 +1,7 @@
 """Your own data to a first decision: ``init``, ``tune``, ``check``, ``rental``.
 
-Thin commands over :mod:`runner.init`, :mod:`runner.tune`, :mod:`runner.check` and
-:mod:`runner.rentals`.
+Thin commands over :mod:`runner.own.init`, :mod:`runner.own.tune`, :mod:`runner.own.check` and
+:mod:`runner.campaign_dir.rentals`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 import click
 
 from protocol.study import STACKS
-from runner.launch.select import LAUNCHER_KINDS
-from runner.rentals import RENTALS_FILE, record_rental
+from runner.campaign.launcher_choice import LAUNCHER_KINDS
+from runner.campaign_dir.rentals import RENTALS_FILE, record_rental
 
 _FILE = click.Path(path_type=Path, dir_okay=False)
 
@@ -38,7 +38,7 @@ def init(corpus: Path, model: Path, tuning: Path | None, out: Path, stack: str, 
     \b
     Example: isocost init reports.jsonl weather-model --tuning reports-tuning.jsonl --out study.toml
     """
-    from runner.init import init_study
+    from runner.own.init import init_study
 
     report = init_study(corpus, model, out=out, tuning=tuning, stack=stack, force=force)
     for path in report.written:
@@ -72,7 +72,7 @@ def tune(study: Path, ledger: Path | None, dry_run: bool) -> None:
     \b
     Example: isocost tune study.toml
     """
-    from runner.tune import tune_study
+    from runner.own.tune import tune_study
 
     result = tune_study(study, ledger_dir=ledger, write=not dry_run, progress=lambda m: click.echo(m, err=True))
     for line in result.lines():
@@ -103,7 +103,7 @@ def check(study: Path, host_options: tuple[str, ...], probe: bool, target_memory
     Example: isocost check study.toml --probe
     Example: isocost check study.toml --launcher process
     """
-    from runner.check import check_study
+    from runner.own.check import check_study
 
     report = check_study(study, hosts=host_options, probe=probe, target_memory_gib=target_memory_gib,
                          ledger_dir=ledger, launcher_kind=launcher_kind)

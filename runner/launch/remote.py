@@ -14,7 +14,7 @@ rented host reached as ``ssh://user@host`` runs exactly the same trial:
 - **each trial** gets a fresh volume at ``/out`` with ``trial/spec.json`` in it; the spec is read
   back from the host and compared by sha256 before the container starts;
 - **outputs** come back after the exit: a helper hashes ``/out/trial`` on the host, the files
-  are fetched (``get_archive``), checked by :mod:`runner.safe_extract` and compared by sha256 on
+  are fetched (``get_archive``), checked by :mod:`runner.bundle.safe_extract` and compared by sha256 on
   arrival; a file whose hashes differ is not kept (the row then says why). The exchange is
   recorded in the trial's ``launcher.json`` (``transfer``);
 - **the engine going away** (a dropped ssh link, a killed or restarting engine) is waited out for
@@ -365,7 +365,7 @@ class ShippingDockerLauncher(DockerLauncher):
         ``status.json`` yet are fetched and verified as usual, so that ``--resume`` records that
         trial from its real outputs.
         """
-        from runner.campaign import read_raw
+        from runner.campaign.run import read_raw
 
         label = f"{LABEL_CAMPAIGN}={self.campaign_dir}"
         recorded = {row["trial_id"] for row in read_raw(campaign_root / "raw.csv")}
@@ -605,7 +605,7 @@ class ShippingDockerLauncher(DockerLauncher):
 
     def _fetch_outputs(self, volume: str, trial_dir: Path, record: dict[str, Any]) -> list[str]:
         """Hash the trial's outputs on the host, fetch them, check them on arrival; keep what verifies."""
-        from runner.safe_extract import read_archive
+        from runner.bundle.safe_extract import read_archive
 
         transfer = record["transfer"]
         start = clock()

@@ -1,6 +1,6 @@
 """Train the demo classifier: the torch/transformers half of ``isocost demo prepare``.
 
-Run as a fresh process by ``runner.demo`` (the host side never imports torch
+Run as a fresh process by ``runner.demo.build`` (the host side never imports torch
 or transformers)::
 
     python -m runner.trial.demo_train REQUEST.json HEAD.json

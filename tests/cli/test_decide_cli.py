@@ -20,9 +20,9 @@ from click.testing import CliRunner, Result
 from protocol.fingerprint import sha256_bytes
 from protocol.records import RAW_COLUMNS, RawRow
 from protocol.study import load_study
+from runner.campaign_dir.rawtable import append_row
 from runner.cli import IsocostGroup, main
 from runner.cli.decide import COMMANDS
-from runner.rawtable import append_row
 
 IDS = [f"c-{i:03d}" for i in range(6)]
 LABELS = ["x", "y", "x", "x", "y", "y"]

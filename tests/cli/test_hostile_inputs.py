@@ -180,7 +180,7 @@ def run_args(study: Path, out: Path) -> list[str]:
 def assert_out_usable(out: Path) -> None:
     """A refused start leaves --out absent or empty (but for the writer lock, which a retry takes again):
     the same --out works once the input is fixed."""
-    from runner.campaign import LOCK_NAME
+    from runner.campaign.run import LOCK_NAME
 
     left = [p.name for p in out.iterdir() if p.name != LOCK_NAME] if out.exists() else []
     assert not left, left
@@ -345,7 +345,7 @@ def test_hostile_tokenizer_json(ws, tmp_path, content):
 # -- catalog -------------------------------------------------------------------------------------
 
 def _catalog_rows() -> list[list[str]]:
-    from protocol.plans import default_catalog_path
+    from protocol.costing.plans import default_catalog_path
 
     with open(default_catalog_path(), encoding="utf-8", newline="") as handle:
         return list(csv.reader(handle))

@@ -10,9 +10,9 @@ from pathlib import Path
 from click.testing import CliRunner
 from workspace import write_corpus
 
-from protocol.plans import default_catalog_path
+from protocol.costing.plans import default_catalog_path
 from protocol.study_keys import KEYS
-from runner.campaign import CAMPAIGN_SCHEMA_VERSION
+from runner.campaign.run import CAMPAIGN_SCHEMA_VERSION
 from runner.cli import main
 
 
@@ -144,7 +144,7 @@ def test_check_asks_each_host(tmp_path: Path, study_text) -> None:
 
 
 def test_length_buckets_count_every_input() -> None:
-    from runner.init import length_buckets
+    from runner.own.init import length_buckets
 
     lengths = [5] * 60 + [20] * 30 + [90] * 10
     buckets = length_buckets(lengths)

@@ -58,7 +58,7 @@ def cpu_image(docker_client: Any, images_lock: Path) -> Any:
     """The CPU image, built once (the engine's layer cache makes a rebuild take seconds)."""
     import docker.errors
 
-    from runner.images import build_image
+    from runner.images.build import build_image
 
     base = BASE_IMAGE
     try:

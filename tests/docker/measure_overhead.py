@@ -34,7 +34,7 @@ def _ts(text: str) -> float:
 
 
 def run(study: Path, out: Path, launcher: Any) -> dict[str, float]:
-    import runner.campaign as campaign
+    import runner.campaign.run as campaign
 
     written: dict[str, float] = {}
     original = campaign.append_row

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.docker
 
 def test_memory_limit_oom_is_recorded(cpu_image: Any, workspace: Any, tmp_path: Path, files: Any,
                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    from runner.campaign import run_campaign
+    from runner.campaign.run import run_campaign
     from runner.launch.docker import ContainerLimits, DockerLauncher
 
     monkeypatch.delenv("ISOCOST_FAULT_INJECT", raising=False)
@@ -29,7 +29,7 @@ def test_memory_limit_oom_is_recorded(cpu_image: Any, workspace: Any, tmp_path: 
 
 def test_time_limit_stops_the_container(cpu_image: Any, workspace: Any, tmp_path: Path, files: Any,
                                         monkeypatch: pytest.MonkeyPatch, docker_client: Any) -> None:
-    from runner.campaign import run_campaign
+    from runner.campaign.run import run_campaign
     from runner.launch.docker import DockerLauncher
 
     monkeypatch.setenv("ISOCOST_FAULT_INJECT", "hang-at-batch:0")

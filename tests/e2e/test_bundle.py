@@ -20,7 +20,8 @@ from workspace import write_workspace
 from protocol.errors import UserError
 from protocol.fingerprint import sha256_bytes
 from protocol.validate import ParsedPredictions, Prediction, compare_predictions
-from runner.bundle import (
+from runner.analysis.summary import summarize_campaign
+from runner.bundle.pack import (
     MANIFEST_NAME,
     BundleManifest,
     PackedFile,
@@ -30,11 +31,10 @@ from runner.bundle import (
     verify_bundle,
     write_deterministic_tar,
 )
-from runner.campaign import read_raw, run_campaign
+from runner.campaign.run import read_raw, run_campaign
 from runner.cli import IsocostGroup
 from runner.cli.bundle import COMMANDS
 from runner.launch.process import ProcessLauncher
-from runner.summary import summarize_campaign
 
 pytestmark = pytest.mark.e2e
 

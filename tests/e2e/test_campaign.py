@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from protocol.errors import UserError
-from runner.campaign import read_raw, run_campaign
+from runner.campaign.run import read_raw, run_campaign
 from runner.cli import main
 from runner.launch.base import HOST_STOP_NOTE
 from runner.launch.process import ProcessLauncher

@@ -12,10 +12,10 @@ import pytest
 from click.testing import CliRunner, Result
 from fakecampaign import FakeLauncher, fake_workspace
 
-from runner.campaign import run_campaign
+from runner.analysis.summary import summarize_campaign
+from runner.campaign.run import run_campaign
+from runner.campaign_dir.integrity import INCONSISTENT_BANNER, check_evidence
 from runner.cli import main
-from runner.integrity import INCONSISTENT_BANNER, check_evidence
-from runner.summary import summarize_campaign
 
 pytestmark = pytest.mark.e2e
 

@@ -20,8 +20,8 @@ from click.testing import CliRunner
 
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
-from runner import demo as demo_module
-from runner.demo import DemoResult, build_demo, largest_remainder, normalise, quality_minimum
+from runner.demo import build as demo_module
+from runner.demo.build import DemoResult, build_demo, largest_remainder, normalise, quality_minimum
 
 pytestmark = pytest.mark.e2e
 

@@ -7,15 +7,15 @@ import re
 
 import pytest
 
-from runner.campaign import run_campaign
+from runner.analysis.summary import summarize_campaign
+from runner.campaign.run import run_campaign
 from runner.launch.process import ProcessLauncher
-from runner.summary import summarize_campaign
 
 pytestmark = pytest.mark.e2e
 
 
 def test_int8_dynamic_changes_predictions_and_is_judged_by_the_rule(tmp_path):
-    demo = pytest.importorskip("runner.demo")
+    demo = pytest.importorskip("runner.demo.build")
     built = tmp_path / "demo"
     demo.build_demo(built, sizes={"quick": (40, 16, 4)}, tuning_size=60)
     study = built / "quick.toml"

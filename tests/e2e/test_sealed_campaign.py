@@ -15,7 +15,7 @@ import pytest
 from fakecampaign import FakeLauncher, fake_workspace, host_command, host_env
 
 from protocol.errors import UserError
-from runner.campaign import read_raw, run_campaign
+from runner.campaign.run import read_raw, run_campaign
 
 pytestmark = pytest.mark.e2e
 
@@ -90,7 +90,7 @@ def test_a_trial_left_running_without_launcher_json_is_stopped_before_it_is_reco
     rows = read_raw(out / "raw.csv")
     assert [(r["trial_id"], r["status"]) for r in rows] == [
         ("001-r1-batch_size-1", "ok"), ("002-r1-batch_size-4", "interrupted"), ("002-r1-batch_size-4-a2", "ok")]
-    from runner.integrity import check_evidence
+    from runner.campaign_dir.integrity import check_evidence
 
     assert check_evidence(out).ok, check_evidence(out).headline()
 
@@ -134,8 +134,8 @@ def test_a_cut_last_row_is_quarantined_and_rederived_on_resume(tmp_path, cut):
     if cut == "inside the trial id":  # the kept bytes travel in the bundle, and it verifies
         import tarfile
 
-        from runner.bundle import create_bundle, verify_bundle
-        from runner.summary import summarize_campaign
+        from runner.analysis.summary import summarize_campaign
+        from runner.bundle.pack import create_bundle, verify_bundle
 
         summarize_campaign(out)
         create_bundle(out, tmp_path / "b.tar.gz")

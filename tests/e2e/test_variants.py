@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from runner.campaign import read_raw, run_campaign
+from runner.analysis.summary import summarize_campaign
+from runner.campaign.run import read_raw, run_campaign
 from runner.launch.process import ProcessLauncher
-from runner.summary import summarize_campaign
 
 pytestmark = pytest.mark.e2e
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from protocol.errors import UserError
-from runner.campaign import read_raw, run_campaign
+from runner.campaign.run import read_raw, run_campaign
 from runner.launch.base import HOST_STOP_NOTE
 from runner.launch.process import ProcessLauncher
 
@@ -381,7 +381,7 @@ def _refused_start(ctx: Context, study: Path, out: Path) -> tuple[str, float]:
 
 def _out_usable(out: Path) -> bool:
     """Absent or empty but for the writer lock (a retry takes it again)."""
-    from runner.campaign import LOCK_NAME
+    from runner.campaign.run import LOCK_NAME
 
     return not out.exists() or not any(p.name != LOCK_NAME for p in out.iterdir())
 
@@ -463,7 +463,7 @@ def case_deeply_nested_corpus(ctx: Context) -> Outcome:
 
 def case_sparse_archive_verify(ctx: Context) -> Outcome:
     """A PAX sparse member (1 GiB of holes in a few hundred bytes) is refused before anything is written."""
-    from runner.bundle import verify_bundle
+    from runner.bundle.pack import verify_bundle
 
     source = ctx.root / "src" / "campaign" / "raw.csv"
     source.parent.mkdir(parents=True)
@@ -487,7 +487,7 @@ def case_archive_member_bound(ctx: Context) -> Outcome:
     import io
     import tarfile
 
-    from runner.safe_extract import ExtractLimits, UnsafeArchive, read_archive
+    from runner.bundle.safe_extract import ExtractLimits, UnsafeArchive, read_archive
 
     archive = ctx.root / "many.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
@@ -674,7 +674,7 @@ def cpu_image() -> str:
     import docker.errors
 
     from protocol.errors import UserError
-    from runner.images import build_image, locked_image
+    from runner.images.build import build_image, locked_image
 
     if os.environ.get(IMAGE_ENV):
         return os.environ[IMAGE_ENV]
@@ -719,7 +719,7 @@ MEMORY_LIMIT_MIB = 600  # a trial of the tiny model peaks near 430 MB
 
 def case_oom_memory_limit(ctx: Context) -> Outcome:
     """The container's memory limit (the study's ``memory_limit_bytes``) kills a trial that takes more."""
-    from runner.launch.select import choose_launcher
+    from runner.campaign.launcher_choice import choose_launcher
 
     study = ctx.study(n=8, repetitions=2, batches="[4]", replace={
         "trial_timeout_s = 300": f"trial_timeout_s = 300\nmemory_limit_bytes = {MEMORY_LIMIT_MIB * 2**20}"})
@@ -813,7 +813,7 @@ OUTPUT_LIMIT_BYTES = 2**16  # the smallest output_file_limit_bytes a study may s
 
 def case_output_file_limit(ctx: Context) -> Outcome:
     """A trial writes more than the container's file-size limit: the write fails (EFBIG), the row is kept."""
-    from runner.launch.select import choose_launcher
+    from runner.campaign.launcher_choice import choose_launcher
 
     study = ctx.study(n=1300, repetitions=1, batches="[64]", replace={
         "trial_timeout_s = 300": f"trial_timeout_s = 300\noutput_file_limit_bytes = {OUTPUT_LIMIT_BYTES}"})
@@ -839,7 +839,7 @@ def case_default_limits_recorded(ctx: Context) -> Outcome:
     """No limit in the study: memory and CPU limits derived from the engine's machine, recorded and applied."""
     import docker as docker_sdk
 
-    from runner.launch.select import choose_launcher
+    from runner.campaign.launcher_choice import choose_launcher
 
     study = ctx.study(n=4, repetitions=1, batches="[1]")
     out = ctx.root / "out"

@@ -92,7 +92,7 @@ def pushed_image(local_engine: Any, tmp_path_factory: pytest.TempPathFactory) ->
     """The CPU image of this checkout, built (layer cache) and pushed once: hosts pull it by digest."""
     import docker.errors
 
-    from runner.images import build_image, push_image
+    from runner.images.build import build_image, push_image
 
     try:
         local_engine.images.get(BASE_IMAGE)

@@ -93,7 +93,7 @@ def test_two_hosts_complete_in_parallel_and_rows_name_their_host(
     finally:
         remote.close()
 
-    from runner.multihost import expand_campaign_dirs
+    from runner.hosts.parallel import expand_campaign_dirs
 
     assert expand_campaign_dirs([out]) == [out / "a", out / "b"]
 
@@ -101,9 +101,9 @@ def test_two_hosts_complete_in_parallel_and_rows_name_their_host(
 def test_killed_engine_is_one_hosts_problem_and_resume_completes_it(
     loopback: Loopback, pushed_image: Any, mh_workspace: Any, tmp_path: Path,
 ) -> None:
-    from runner.hostboard import HostBoard
-    from runner.hosts import load_hosts_file
-    from runner.multihost import run_hosts
+    from runner.hosts.board import HostBoard
+    from runner.hosts.parallel import run_hosts
+    from runner.hosts.spec import load_hosts_file
 
     study = mh_workspace.study("engine-killed")
     hosts = load_hosts_file(mh_workspace.hosts_file("engine-killed", loopback, reconnect_s=3))
@@ -185,9 +185,9 @@ def test_unreachable_host_does_not_stop_the_others(
 def test_dropped_ssh_connections_mid_trial_are_ridden_out(
     loopback: Loopback, pushed_image: Any, mh_workspace: Any, tmp_path: Path,
 ) -> None:
-    from runner.hostboard import HostBoard
-    from runner.hosts import load_hosts_file
-    from runner.multihost import run_hosts
+    from runner.hosts.board import HostBoard
+    from runner.hosts.parallel import run_hosts
+    from runner.hosts.spec import load_hosts_file
 
     study = mh_workspace.study("ssh-dropped", batches="[4]")
     [b] = [h for h in load_hosts_file(mh_workspace.hosts_file("ssh-dropped", loopback, reconnect_s=30))

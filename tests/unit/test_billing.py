@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from protocol.errors import UserError
-from protocol.plans import (
+from protocol.costing.plans import (
     BILLING_FLAT,
     Plan,
     charge,
     default_catalog_path,
     load_catalog,
 )
+from protocol.errors import UserError
 
 HEADER = "gpu,cards_per_lot,billing,plan_days,price_usd_per_lot,minimum_s,increment_s,currency,catalog_date,source"
 MADE_UP = "MADE-UP test catalog (not a real offer)"

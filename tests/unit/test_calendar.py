@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from protocol.calendar import (
+from protocol.costing.calendar import (
     Coverage,
     OffsetChange,
     PlanFit,

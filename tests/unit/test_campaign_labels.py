@@ -10,7 +10,7 @@ from workspace import STUDY_TEMPLATE, write_corpus
 
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
-from runner.campaign import run_campaign
+from runner.campaign.run import run_campaign
 
 
 class RecordingLauncher:

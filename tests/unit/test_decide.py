@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from protocol.calendar import access_window
-from protocol.decide import (
+from protocol.costing.calendar import access_window
+from protocol.costing.plans import Catalog, default_catalog_path, load_catalog
+from protocol.decision.rank import (
     ARTIFACT_RULE,
     CampaignEvidence,
     Decision,
@@ -29,7 +30,6 @@ from protocol.decide import (
     rank_key,
 )
 from protocol.errors import UserError
-from protocol.plans import Catalog, default_catalog_path, load_catalog
 from protocol.records import RAW_COLUMNS
 from protocol.stats import summarize
 from protocol.study import Study, load_study

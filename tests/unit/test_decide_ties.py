@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 from test_decide import CATALOG, FIVE_OK, campaign
 
-from protocol.decide import break_cost_ties, decide, plan_cost, really_faster
+from protocol.decision.rank import break_cost_ties, decide, plan_cost, really_faster
 from protocol.study import Study, load_study
 
 

@@ -18,6 +18,7 @@ docker = pytest.importorskip("docker")
 requests = pytest.importorskip("requests")
 
 from protocol.errors import UserError  # noqa: E402
+from runner.campaign.launcher_choice import choose_launcher  # noqa: E402
 from runner.launch.base import HOST_STOP_NOTE, HostInterrupt, TrialPaths  # noqa: E402
 from runner.launch.docker import (  # noqa: E402
     ContainerLimits,
@@ -26,7 +27,6 @@ from runner.launch.docker import (  # noqa: E402
     resolve_image,
     unreadable_for,
 )
-from runner.launch.select import choose_launcher  # noqa: E402
 
 IMAGE_ID = "sha256:" + "a" * 64
 OTHER_ID = "sha256:" + "b" * 64

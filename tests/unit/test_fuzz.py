@@ -261,7 +261,7 @@ def _tar(members: dict[str, bytes]) -> bytes:
 
 
 def test_verify_reports_and_never_raises_on_arbitrary_bundles(tmp_path):
-    from runner.bundle import verify_bundle
+    from runner.bundle.pack import verify_bundle
 
     path = tmp_path / "fuzz.tar.gz"
 
@@ -290,7 +290,7 @@ def _valid_manifest(extra: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_verify_survives_hostile_campaign_files(tmp_path):
-    from runner.bundle import verify_bundle
+    from runner.bundle.pack import verify_bundle
 
     path = tmp_path / "fuzz.tar.gz"
 
@@ -386,7 +386,7 @@ def test_the_corpus_reader_raises_only_user_errors(tmp_path, suffix, valid):
 
 
 def test_the_catalog_reader_raises_only_user_errors_through_the_cli(tmp_path):
-    from protocol.plans import default_catalog_path
+    from protocol.costing.plans import default_catalog_path
 
     path = tmp_path / "catalog.csv"
     valid = Path(default_catalog_path()).read_bytes()
@@ -402,7 +402,7 @@ def test_the_catalog_reader_raises_only_user_errors_through_the_cli(tmp_path):
 
 
 def test_the_hosts_file_reader_raises_only_user_errors(tmp_path):
-    from runner.hosts import load_hosts_file
+    from runner.hosts.spec import load_hosts_file
 
     path = tmp_path / "hosts.toml"
     valid = (b'schema_version = 1\n[[host]]\nname = "b200"\nurl = "ssh://ubuntu@203.0.113.7:22"\nstack = "cuda"\n'

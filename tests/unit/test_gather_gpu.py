@@ -8,7 +8,7 @@ import json
 from protocol.records import MemoryPeaks, PhaseTimes, TrialSpec, TrialStatus, Variant, WarmupRule
 from protocol.study import load_study
 from protocol.validate import Reference
-from runner.gather import gather_trial, trial_inputs
+from runner.campaign.gather import gather_trial, trial_inputs
 from runner.launch.base import LaunchResult
 
 VARIANT = Variant(variant_id="batch_size=4", stack="cuda", device="cuda", precision="fp32", quantization="none",

@@ -13,7 +13,7 @@ docker = pytest.importorskip("docker")
 from fakegpu import GPU_UUID, FakeNvml, pose_as_gpu  # noqa: E402
 from test_docker_launcher_logic import IMAGE_ID, FakeClient, FakeContainer, FakeImage  # noqa: E402
 
-from runner.gpucheck import judge, run_probe  # noqa: E402
+from runner.hosts.gpucheck import judge, run_probe  # noqa: E402
 
 
 class ProbeContainer(FakeContainer):
@@ -101,8 +101,8 @@ def test_probe_module_under_a_fake_gpu(monkeypatch, backend) -> None:
 def test_hosts_check_cli_probes_the_gpu_with_the_given_image(monkeypatch) -> None:
     from click.testing import CliRunner
 
-    from runner import multihost
     from runner.cli import main
+    from runner.hosts import parallel as multihost
 
     monkeypatch.setattr(multihost, "connect", lambda address, timeout_s=60: ProbeClient(answer()))
     monkeypatch.setattr(multihost, "engine_identity", lambda client: {
@@ -121,8 +121,8 @@ def test_hosts_check_cli_probes_the_gpu_with_the_given_image(monkeypatch) -> Non
 
 
 def test_require_gpu_without_an_image_is_unusable(monkeypatch, tmp_path) -> None:
-    from runner import multihost
-    from runner.hosts import parse_host_option
+    from runner.hosts import parallel as multihost
+    from runner.hosts.spec import parse_host_option
 
     monkeypatch.setattr(multihost, "connect", lambda address, timeout_s=60: ProbeClient(answer()))
     monkeypatch.setattr(multihost, "engine_identity", lambda client: {})

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 from test_decide import campaign
 
-from protocol.decide import CampaignEvidence, decide
+from protocol.costing.job_cost import compare, price_options
+from protocol.costing.plans import default_catalog_path, load_catalog
+from protocol.costing.projection import Batch, PassEvidence, TrialRecord, project
+from protocol.decision.rank import CampaignEvidence, decide
 from protocol.errors import UserError
-from protocol.jobcost import compare, price_options
-from protocol.plans import default_catalog_path, load_catalog
-from protocol.projection import Batch, PassEvidence, TrialRecord, project
 from protocol.study import Study, load_study
 
 MADE_UP = "MADE-UP test catalog (not a real offer)"
@@ -165,7 +165,7 @@ def test_not_yet_decisive_estimates_the_extra_passes(made_up_catalog) -> None:
                 resamples=400)
     b = project(passes([1.05, 1.2, 0.9]), job_inputs=100_000, corpora=1, workers=1, mix=None, seed="1:b",
                 resamples=400)
-    from protocol.jobcost import JobConfiguration
+    from protocol.costing.job_cost import JobConfiguration
 
     def config(name: str, projection: Any) -> JobConfiguration:
         options, best, reason = price_options(made_up_catalog, "rtx-4090", 1, projection, 0.95)
@@ -186,8 +186,8 @@ def test_memo_report_and_csv_show_the_job(job_study, made_up_catalog) -> None:
     import io
 
     from protocol import jsonio
-    from runner.decide import render_csv, render_memo
-    from runner.report import render_report
+    from runner.decision.html_report import render_report
+    from runner.decision.memo import render_csv, render_memo
 
     study = job_study()
     data = json_round_trip(decide([two_variants(study)], study, made_up_catalog, now=NOW).to_dict(), jsonio)

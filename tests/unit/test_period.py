@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from protocol.costing.period import CampaignPeriod, PeriodComponent, measure_period, parse_instant, trial_intervals
 from protocol.errors import UserError
-from protocol.period import CampaignPeriod, PeriodComponent, measure_period, parse_instant, trial_intervals
 
 
 def ev(at: str, event: str, trial_id: str | None = None) -> dict[str, str]:

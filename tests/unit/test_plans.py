@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from protocol.errors import UserError
-from protocol.plans import (
+from protocol.costing.plans import (
     CATALOG_COLUMNS,
     PER_RESULT_DEFINED,
     PER_RESULT_NOT_REQUESTED,
@@ -22,6 +21,7 @@ from protocol.plans import (
     load_catalog,
     quote,
 )
+from protocol.errors import UserError
 
 HEADER = ",".join(CATALOG_COLUMNS)
 

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from protocol.errors import UserError
-from protocol.projection import (
+from protocol.costing.projection import (
     Batch,
     PassEvidence,
     fit_batches,
@@ -19,6 +18,7 @@ from protocol.projection import (
     setup_seconds,
     solve,
 )
+from protocol.errors import UserError
 
 BUCKETS = ("long", "short")
 
@@ -150,8 +150,8 @@ def test_setup_seconds_and_helpers() -> None:
 
 
 def test_energy_per_input_and_per_validated_corpus_or_empty_with_reason() -> None:
-    from protocol.projection import TrialRecord, energy_fields, energy_figures
-    from runner.summary import _energy_lines
+    from protocol.costing.projection import TrialRecord, energy_fields, energy_figures
+    from runner.analysis.summary import _energy_lines
 
     cpu_only = [TrialRecord(None, **energy_fields({"gpu_energy_j": None, "gpu_energy_reason": "CPU trial: no GPU "
                                                    "energy counter", "cpu_energy_j": joules, "cpu_energy_reason": ""}))

@@ -7,7 +7,7 @@ import pytest
 
 from protocol.errors import UserError
 from protocol.records import RawRow
-from runner.campaign import append_row, read_raw
+from runner.campaign.run import append_row, read_raw
 
 
 def test_rows_are_appended_with_one_header(tmp_path):
@@ -52,7 +52,7 @@ def _table(tmp_path, n=3):
 
 def test_every_row_carries_a_chain_digest_in_the_last_column(tmp_path):
     from protocol.records import RAW_COLUMNS
-    from runner.rawtable import genesis, row_digest
+    from runner.campaign_dir.rawtable import genesis, row_digest
 
     path = _table(tmp_path)
     rows = read_raw(path)
@@ -65,7 +65,7 @@ def test_every_row_carries_a_chain_digest_in_the_last_column(tmp_path):
 
 
 def test_every_cut_inside_the_last_row_is_a_partial_row_and_quarantined_byte_for_byte(tmp_path):
-    from runner.rawtable import quarantine_partial, scan
+    from runner.campaign_dir.rawtable import quarantine_partial, scan
 
     path = _table(tmp_path)
     data = path.read_bytes()
@@ -84,7 +84,7 @@ def test_every_cut_inside_the_last_row_is_a_partial_row_and_quarantined_byte_for
 
 
 def test_a_quarantine_interrupted_before_the_truncation_is_not_kept_twice(tmp_path):
-    from runner.rawtable import quarantine_partial
+    from runner.campaign_dir.rawtable import quarantine_partial
 
     path = _table(tmp_path)
     data = path.read_bytes()

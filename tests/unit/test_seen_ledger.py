@@ -8,7 +8,7 @@ import pytest
 
 from protocol.errors import UserError
 from protocol.study import load_study
-from runner.seen import check_and_record, ledger_path, seen_entries
+from runner.campaign.seen import check_and_record, ledger_path, seen_entries
 
 
 def study_at(root: Path, text: str) -> Path:

@@ -34,9 +34,9 @@ from protocol.study_keys import KEYS
 from protocol.tomledit import set_table_keys
 from protocol.tuning import RULE, Proposal, propose
 from protocol.validate import Reference, check_pass, parse_predictions
+from runner.campaign.seen import describe_entry, ledger_path, seen_entries
 from runner.launch.base import TrialPaths
 from runner.launch.process import ProcessLauncher
-from runner.seen import describe_entry, ledger_path, seen_entries
 
 
 @dataclass(frozen=True)

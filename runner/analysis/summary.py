@@ -5,22 +5,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from protocol.costing.projection import TrialRecord, energy_fields, energy_figures
 from protocol.errors import UserError
 from protocol.jsonio import read_json, write_json_atomic, write_text_atomic
 from protocol.memory import MemoryEstimate, ModelShape, estimate
-from protocol.projection import TrialRecord, energy_fields, energy_figures
 from protocol.stats import Summary, VariantSummary, summarize
 from protocol.study import load_study
-from runner.campaign import CampaignPaths, load_campaign, log_event, read_raw
-from runner.integrity import refuse_less_evidence, require_evidence
-from runner.verdicts import validate_campaign
+from runner.analysis.verdicts import validate_campaign
+from runner.campaign.run import CampaignPaths, load_campaign, log_event, read_raw
+from runner.campaign_dir.integrity import refuse_less_evidence, require_evidence
 
 
 def summarize_campaign(root: Path, *, record_events: bool = False, allow_inconsistent: bool = False) -> Summary:
     """Validate and summarize. ``record_events``: log the evaluation in events.jsonl (the campaign's own
     evaluation on the rented host, as `isocost run` does; a later re-reading elsewhere is not rental time).
 
-    The evidence checks (runner.integrity) run first; with ``allow_inconsistent`` an inconsistent directory
+    The evidence checks (runner.campaign_dir.integrity) run first; with ``allow_inconsistent`` an inconsistent directory
     is read anyway and summary.md's first line says so.
     """
     paths = CampaignPaths(root)

@@ -92,7 +92,7 @@ def stack_spec(stack: str) -> StackSpec:
 
 def repo_root(root: Path | None = None) -> Path:
     """The source checkout images are built from (the directory holding pyproject.toml and images/)."""
-    candidate = root or Path(__file__).resolve().parents[1]
+    candidate = root or Path(__file__).resolve().parents[2]
     if not (candidate / "pyproject.toml").exists() or not (candidate / "images").is_dir():
         raise UserError(
             "images are built from a source checkout, and none was found",
@@ -105,7 +105,7 @@ def repo_root(root: Path | None = None) -> Path:
 def default_lock_path(root: Path | None = None) -> Path:
     if os.environ.get(LOCK_ENV):
         return Path(os.environ[LOCK_ENV])
-    base = root or Path(__file__).resolve().parents[1]
+    base = root or Path(__file__).resolve().parents[2]
     return base / "images" / "images.lock"
 
 

@@ -15,12 +15,12 @@ For each configuration this module states, from measured evidence only:
 - the accepted artifacts, counted by :func:`count_artifacts` (the rule is in
   :data:`ARTIFACT_RULE`): repetitions of one benchmark are not production
   corpora;
-- the campaign period (:mod:`protocol.period`), the plan lengths that cover
+- the campaign period (:mod:`protocol.costing.period`), the plan lengths that cover
   it, the contracted plan (the cheapest priced one that covers it; the whole
   plan price, never prorated), the cost per validated corpus (undefined with
   zero accepted corpora: the spend still stands);
 - whether the period plus declared waiting fits the study's deadline window
-  (measured on a real calendar by :mod:`protocol.calendar`).
+  (measured on a real calendar by :mod:`protocol.costing.calendar`).
 
 Acceptable configurations are ranked by contracted cost, then failures, then
 remaining uncertainty (spread warnings, relative spread), then median pass
@@ -45,17 +45,17 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from protocol.calendar import Window, access_window, covering_plans, format_hours, merge_intervals
+from protocol.costing.calendar import Window, access_window, covering_plans, format_hours, merge_intervals
+from protocol.costing.period import CampaignPeriod, measure_period, trial_intervals
+from protocol.costing.plans import PLAN_LENGTHS_DAYS, Catalog, Quote, format_usd, quote
+from protocol.decision.job_rank import job_decision
 from protocol.errors import UserError
-from protocol.jobdecide import job_decision
 from protocol.jsonio import check_schema
-from protocol.period import CampaignPeriod, measure_period, trial_intervals
-from protocol.plans import PLAN_LENGTHS_DAYS, Catalog, Quote, format_usd, quote
 from protocol.stats import Summary, VariantSummary
 
 if TYPE_CHECKING:
-    from protocol.jobcost import JobDecision
-    from protocol.projection import TrialRecord
+    from protocol.costing.job_cost import JobDecision
+    from protocol.costing.projection import TrialRecord
 
 # Version history: 1 = first format (Decision and the records inside it; Ledger, Expense).
 SCHEMA_VERSION = 1
@@ -422,7 +422,7 @@ class Decision:
     uncertain: tuple[str, ...]
     ledger: Ledger | None
     artifact_rule: str = ARTIFACT_RULE
-    job: JobDecision | None = None  # the declared [job], projected and priced (protocol/jobcost.py)
+    job: JobDecision | None = None  # the declared [job], projected and priced (protocol/costing/job_cost.py)
     schema_version: int = SCHEMA_VERSION
 
     def configuration(self, configuration_id: str) -> Configuration:
@@ -708,7 +708,7 @@ def decide(
     ``deadline`` and ``quality.reference_variant`` are used).
 
     With a ``[job]`` table in the study, the decision also carries the job's projection, priced under
-    every billing option and ranked (:func:`protocol.jobdecide.job_decision`); ``now`` (default: the
+    every billing option and ranked (:func:`protocol.decision.job_rank.job_decision`); ``now`` (default: the
     clock) refuses a deadline already past.
 
     Example: ``decide([evidence], study, catalog).chosen == "batch_size=8 on rtx-4090 ×2 lots"``.

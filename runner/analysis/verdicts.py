@@ -14,9 +14,9 @@ from typing import Any
 from protocol.jsonio import write_json_atomic
 from protocol.study import load_study
 from protocol.validate import ParsedPredictions, check_pass, compare_predictions, parse_predictions
-from runner.campaign import CampaignPaths, load_campaign, read_raw
-from runner.gather import load_reference
-from runner.integrity import refuse_less_evidence, require_evidence
+from runner.campaign.gather import load_reference
+from runner.campaign.run import CampaignPaths, load_campaign, read_raw
+from runner.campaign_dir.integrity import refuse_less_evidence, require_evidence
 
 VERDICT_COLUMNS = (
     "trial_id", "variant_id", "status", "expected_ids", "observed_ids", "ids_match", "duplicate_ids",
@@ -26,7 +26,7 @@ VERDICT_COLUMNS = (
 
 
 def validate_campaign(root: Path, *, allow_inconsistent: bool = False, checked: bool = False) -> list[dict[str, Any]]:
-    """Re-derive every verdict; ``checked``: the caller already ran the evidence checks (runner.integrity)."""
+    """Re-derive every verdict; ``checked``: the caller already ran the evidence checks."""
     paths = CampaignPaths(root)
     description = load_campaign(root)
     banner = "" if checked else require_evidence(root, allow_inconsistent)

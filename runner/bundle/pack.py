@@ -62,13 +62,20 @@ from protocol.validate import (
     compare_predictions,
     parse_predictions,
 )
-from runner.integrity import MALFORMED as _MALFORMED
-from runner.integrity import Discrepancy, check_campaign, unfinished_slots
-from runner.integrity import planned_slots as _slots
-from runner.integrity import read_csv_rows as _read_csv_rows
-from runner.integrity import read_event_lines as _events
+from runner.bundle.safe_extract import (
+    DEFAULT_LIMITS,
+    ArchiveError,
+    ExtractLimits,
+    FileDigest,
+    read_archive,
+    safe_extract,
+)
+from runner.campaign_dir.integrity import MALFORMED as _MALFORMED
+from runner.campaign_dir.integrity import Discrepancy, check_campaign, unfinished_slots
+from runner.campaign_dir.integrity import planned_slots as _slots
+from runner.campaign_dir.integrity import read_csv_rows as _read_csv_rows
+from runner.campaign_dir.integrity import read_event_lines as _events
 from runner.launch.base import Launcher
-from runner.safe_extract import DEFAULT_LIMITS, ArchiveError, ExtractLimits, FileDigest, read_archive, safe_extract
 
 #: BUNDLE.json format. History: 1 (0.1.0): first version.
 BUNDLE_SCHEMA_VERSION = 1
@@ -87,7 +94,7 @@ CAMPAIGN_FILES = (
 #: Decision memo and report files, bundled when present.
 OPTIONAL_PATTERNS = (
     "decision*.md", "decision*.json", "decision*.html", "memo*.md", "report*.md", "report*.html", "report*.json",
-    "raw.csv.partial-*",  # a last row cut while it was written, kept by --resume (runner.rawtable)
+    "raw.csv.partial-*",  # a last row cut while it was written, kept by --resume (runner.campaign_dir.rawtable)
     "rentals.jsonl",  # rentals recorded after the campaign (`isocost rental`): decide prices from them
 )
 #: Every member's mtime (2000-01-01T00:00:00Z): the archive's bytes depend on content only.
@@ -294,7 +301,7 @@ def create_bundle(
     progress: Progress = _quiet,
 ) -> BundleManifest:
     """Pack ``campaign_dir`` into ``output`` (a new file). The result is verified before it is kept."""
-    from runner.campaign import load_campaign
+    from runner.campaign.run import load_campaign
 
     root = campaign_dir
     description = load_campaign(root)
@@ -457,7 +464,7 @@ def _entry(source: PackedFile) -> FileEntry:
 
 def _default_lock_path() -> Path | None:
     try:
-        from runner.images import default_lock_path
+        from runner.images.build import default_lock_path
 
         return default_lock_path()
     except ImportError:  # the images module needs nothing extra today; be robust if that changes
@@ -466,7 +473,7 @@ def _default_lock_path() -> Path | None:
 
 def _catalog_path(study: Study | None, root: Path) -> Path | None:
     """The catalog `decide` used (decision.json), else the study's ``[costing] catalog``, else the shipped one."""
-    from protocol.plans import default_catalog_path
+    from protocol.costing.plans import default_catalog_path
 
     decision = root / "decision.json"
     if decision.is_file():
@@ -1055,7 +1062,7 @@ def _replay_one(
 ) -> tuple[TrialReplay, bool]:
     """Rerun one trial with its original spec (inputs and image as this host sees them); compare. Returns
     the comparison and whether the user interrupted it."""
-    from runner.gather import decide_status, read_status
+    from runner.campaign.gather import decide_status, read_status
     from runner.launch.base import HostInterrupt, TrialPaths
 
     trial_dir = out / "trials" / check_safe_name(original.trial_id, what="trial id")

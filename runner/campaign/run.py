@@ -26,12 +26,12 @@ from typing import Any
 
 from protocol import __version__
 from protocol.corpus import check_disjoint, content_fingerprint, read_corpus, token_lengths
+from protocol.costing.plans import default_catalog_path, load_catalog
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path, tree_files
 from protocol.jsonio import read_json, write_json_atomic
 from protocol.labels import check_labels
 from protocol.paths import allowed_roots, check_allowed_root
-from protocol.plans import default_catalog_path, load_catalog
 from protocol.records import (
     NO_GPU_ERROR,
     RAW_COLUMNS,
@@ -43,10 +43,10 @@ from protocol.records import (
 )
 from protocol.schedule import Slot, attempt_trial_id, rotated_schedule
 from protocol.study import Study, bucket_for, load_study
-from runner.gather import gather_trial, load_reference, read_status, trial_inputs
+from runner.campaign.gather import gather_trial, load_reference, read_status, trial_inputs
+from runner.campaign.seen import check_and_record
+from runner.campaign_dir.rawtable import append_row, quarantine_partial, read_rows
 from runner.launch.base import HOST_STOP_NOTE, HostInterrupt, Launcher, LaunchResult, TrialPaths, is_host_stopped
-from runner.rawtable import append_row, quarantine_partial, read_rows
-from runner.seen import check_and_record
 
 CAMPAIGN_SCHEMA_VERSION = 1
 
@@ -115,7 +115,7 @@ class CampaignOutcome:
 
 
 def read_raw(path: Path, *, allow_inconsistent: bool = False) -> list[dict[str, str]]:
-    """Every row of raw.csv with its chain checked (see :mod:`runner.rawtable`); [] when there is none yet.
+    """Every row of raw.csv with its chain checked (see :mod:`runner.campaign_dir.rawtable`); [] when there is none yet.
 
     ``allow_inconsistent`` (forensics): rows that break the chain are read as they are.
     """

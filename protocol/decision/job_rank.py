@@ -1,9 +1,9 @@
 """The declared job over the decision's configurations: project, price, rank, compare (pure).
 
-Called by :func:`protocol.decide.decide` when the study has a ``[job]`` table.
+Called by :func:`protocol.decision.rank.decide` when the study has a ``[job]`` table.
 Each configuration's accepted passes, with their per-batch records, are
-projected (:mod:`protocol.projection`), priced under every billing option of
-its GPU (:mod:`protocol.jobcost`), and ranked by expected cost among those
+projected (:mod:`protocol.costing.projection`), priced under every billing option of
+its GPU (:mod:`protocol.costing.job_cost`), and ranked by expected cost among those
 whose probability of fitting the deadline meets the job's level.
 
 Example: ``job_decision(study.job, configs, campaigns, catalog, window, 0.0, now).chosen``.
@@ -16,10 +16,9 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from protocol.calendar import Window
-from protocol.errors import UserError
-from protocol.job import Job
-from protocol.jobcost import (
+from protocol.costing.calendar import Window
+from protocol.costing.job import Job
+from protocol.costing.job_cost import (
     TOP_COMPARED,
     JobConfiguration,
     JobDecision,
@@ -29,11 +28,12 @@ from protocol.jobcost import (
     price_options,
     rank_job,
 )
-from protocol.plans import CENT, ROUNDING, Catalog
-from protocol.projection import ASSUMPTIONS, PassEvidence, energy_figures, project, refusal
+from protocol.costing.plans import CENT, ROUNDING, Catalog
+from protocol.costing.projection import ASSUMPTIONS, PassEvidence, energy_figures, project, refusal
+from protocol.errors import UserError
 
 if TYPE_CHECKING:
-    from protocol.decide import CampaignEvidence, Configuration
+    from protocol.decision.rank import CampaignEvidence, Configuration
 
 METHOD = (
     "fit: least squares of each batch's time on a per-batch constant and its tokens per length bucket (batches.jsonl "

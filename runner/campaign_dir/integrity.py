@@ -8,7 +8,7 @@ The evidence checks:
 - ``study.toml`` hashes to the ``study_sha256`` of ``campaign.json``;
 - ``corpus_index.csv`` hashes to the ``corpus.index_sha256`` recorded at the start, and, where the
   corpus file is readable with its frozen fingerprint, holds exactly its ids and labels;
-- ``raw.csv``: every row matches its chain digest (:mod:`runner.rawtable`), no cut last row,
+- ``raw.csv``: every row matches its chain digest (:mod:`runner.campaign_dir.rawtable`), no cut last row,
   trial ids safe and unique;
 - trial directories ↔ rows: each row has its directory, each directory its row;
 - ``events.jsonl``: well-formed, in time order, starting with the set-up the campaign recorded,
@@ -46,8 +46,8 @@ from protocol.records import TrialSpec, TrialStatus, Variant, csv_cell
 from protocol.schedule import Slot, rotated_schedule
 from protocol.study import Study, parse_study
 from protocol.validate import Reference, check_pass, parse_predictions
+from runner.campaign_dir.rawtable import scan
 from runner.launch.base import is_host_stopped
-from runner.rawtable import scan
 
 #: Clocks of a remote host or a container may differ from the host CLI's by this much.
 CLOCK_SKEW = timedelta(minutes=10)

@@ -9,7 +9,7 @@ No scheduler, no agent: every host runs Docker Engine, reached as ``local``, a u
    are what its rows record;
 3. ship the corpus and model into a data volume and verify them ON THE HOST by sha256
    (:meth:`ShippingDockerLauncher.ship_inputs`): no trial starts on unverified inputs;
-4. :func:`runner.campaign.run_campaign` into ``OUT/<host>/``: the study's every variant and
+4. :func:`runner.campaign.run.run_campaign` into ``OUT/<host>/``: the study's every variant and
    repetition, rotated, one fresh container per trial, one row per attempt, exactly as on one
    host. Trials of one variant never mix hosts: different hardware is a different
    configuration, and each host directory is its own campaign.
@@ -42,9 +42,9 @@ from protocol.fingerprint import fingerprint_path
 from protocol.jsonio import read_json, write_json_atomic
 from protocol.paths import allowed_roots, check_allowed_root
 from protocol.study import load_study
-from runner.campaign import read_raw, run_campaign
-from runner.hostboard import HostBoard
-from runner.hosts import HostSpec
+from runner.campaign.run import read_raw, run_campaign
+from runner.hosts.board import HostBoard
+from runner.hosts.spec import HostSpec
 from runner.launch.base import is_host_stopped
 from runner.launch.engines import connect, engine_identity
 
@@ -169,7 +169,7 @@ def run_hosts(
     stop: threading.Event | None = None,
 ) -> MultiHostOutcome:
     """Run (or resume) one campaign per host in parallel; returns when every host has finished or failed."""
-    from runner.launch.select import study_stack
+    from runner.campaign.launcher_choice import study_stack
 
     started = time.monotonic()
     study = load_study(study_path)
@@ -292,7 +292,7 @@ def _prepare_record(study: Any, out: Path, hosts: list[HostSpec], stack: str, im
 
 def _choose_image(study: Any, stack: str, image: str | None, lock_path: Path | None) -> tuple[str, str, str]:
     """(reference, repo digest or '', image ID or '') from --image, the study's [images], or the lock."""
-    from runner.images import default_lock_path, locked_image
+    from runner.images.build import default_lock_path, locked_image
 
     record = locked_image(stack, lock_path or default_lock_path())
     ref = image or study.image_for(stack) or (record.image_ref if record is not None else "")
@@ -405,7 +405,7 @@ def _image_present(client: Any, ref: str) -> bool:
 
 
 def _stack(study_path: Path) -> str:
-    from runner.launch.select import study_stack
+    from runner.campaign.launcher_choice import study_stack
 
     return study_stack(study_path)
 
@@ -431,8 +431,8 @@ class HostCheck:
 
 def _check_stack(client: Any, stack: str, image: str, require_gpu: bool, lock_path: Path | None) -> tuple[str, str]:
     """(problem, gpu line) for one engine and stack; raises UserError for missing GPU plumbing."""
-    from runner.gpucheck import judge, run_probe
-    from runner.images import locked_image
+    from runner.hosts.gpucheck import judge, run_probe
+    from runner.images.build import locked_image
     from runner.launch.docker import _is_local, gpu_options, resolve_image
 
     if stack == "cpu":
@@ -458,7 +458,7 @@ def check_hosts(hosts: list[HostSpec], stack: str = "", *, image: str = "", requ
     """Connect to every host at once; read who answers (docker info) and whether it can run the stack.
 
     For a GPU stack, when an image is known (``image``, else ``images/images.lock``), one tiny container
-    of it must see the GPU (:mod:`runner.gpucheck`); with ``require_gpu`` a host that could not be
+    of it must see the GPU (:mod:`runner.hosts.gpucheck`); with ``require_gpu`` a host that could not be
     probed is unusable too.
     """
     found: dict[str, HostCheck] = {}

@@ -2,7 +2,7 @@
 
 Without a ``[job]`` table ``decide`` prices the campaign itself (its own
 measured period and rental). With one, it also projects the declared job from
-the measured batches (:mod:`protocol.projection`) and prices it under every
+the measured batches (:mod:`protocol.costing.projection`) and prices it under every
 billing model.
 
 Keys (every error names the study file and the key):

@@ -1,10 +1,10 @@
 """The declared job priced under every billing option, ranked, compared and plotted (money is ``Decimal``).
 
 For each configuration (one variant on one campaign's hardware) with a
-projection (:mod:`protocol.projection`):
+projection (:mod:`protocol.costing.projection`):
 
 - every billing option the catalog has for its GPU is charged for every
-  bootstrap resample of the job's hours (:func:`protocol.plans.charge`): the
+  bootstrap resample of the job's hours (:func:`protocol.costing.plans.charge`): the
   probability that the option covers the job (a flat plan is too short when
   the job outlasts it; metered and monthly billing always cover), the
   expected cost (mean over the resamples it covers, rounded to the cent) and
@@ -34,8 +34,8 @@ from decimal import Decimal
 from statistics import NormalDist
 from typing import Any
 
-from protocol.plans import CENT, METERED, ROUNDING, Catalog, Plan, charge, format_usd
-from protocol.projection import Projection, percentile
+from protocol.costing.plans import CENT, METERED, ROUNDING, Catalog, Plan, charge, format_usd
+from protocol.costing.projection import Projection, percentile
 
 # Version history: 1 = first format (BillingOption, JobConfiguration, Comparison, JobDecision).
 SCHEMA_VERSION = 1

@@ -16,7 +16,7 @@ What counts (the period a rental must cover is the whole access window):
   The trial's own clock (``started_at``/``ended_at`` in ``raw.csv``) is
   merged in, so a trial whose end event was lost still counts.
 - **used** = the union of sessions and phases, overlaps counted once
-  (:func:`protocol.calendar.merge_intervals`). Host work between phases
+  (:func:`protocol.costing.calendar.merge_intervals`). Host work between phases
   (gathering and validating each trial) is used time too.
 - **idle** = span minus used: gaps between sessions (a campaign stopped and
   resumed later). Reported, not counted as used: a rental held across the
@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from protocol.calendar import merge_intervals
+from protocol.costing.calendar import merge_intervals
 from protocol.errors import UserError
 from protocol.jsonio import check_schema
 

@@ -3,7 +3,7 @@
 Reads each results directory (campaign.json, raw.csv, events.jsonl, the
 trials' status and manifest files), re-runs the validate and summarize stages
 there (so every verdict is re-derived from the stored prediction files, as
-``isocost summarize`` does), then calls :func:`protocol.decide.decide` and
+``isocost summarize`` does), then calls :func:`protocol.decision.rank.decide` and
 writes the memo, the JSON record and the HTML report into the first
 directory, or ``out``.
 
@@ -19,19 +19,19 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from protocol.calendar import format_hours
-from protocol.decide import CampaignEvidence, Decision, Ledger, TrialCapacity, decide, parse_ledger, plan_cost
+from protocol.costing.calendar import format_hours
+from protocol.costing.period import CampaignPeriod, measure_period
+from protocol.costing.plans import Catalog, default_catalog_path, load_catalog
+from protocol.costing.projection import trial_record
+from protocol.decision.rank import CampaignEvidence, Decision, Ledger, TrialCapacity, decide, parse_ledger, plan_cost
 from protocol.errors import UserError
 from protocol.jsonio import read_json, write_json_atomic, write_text_atomic
-from protocol.period import CampaignPeriod, measure_period
-from protocol.plans import Catalog, default_catalog_path, load_catalog
-from protocol.projection import trial_record
 from protocol.study import Study, load_study
-from runner.campaign import FROZEN_CATALOG, CampaignPaths, load_campaign, read_raw
-from runner.integrity import INCONSISTENT_BANNER, require_evidence
-from runner.multihost import expand_campaign_dirs, hosts_without_campaign
-from runner.rentals import RENTALS_FILE, latest_rental, read_rentals
-from runner.summary import summarize_campaign
+from runner.analysis.summary import summarize_campaign
+from runner.campaign.run import FROZEN_CATALOG, CampaignPaths, load_campaign, read_raw
+from runner.campaign_dir.integrity import INCONSISTENT_BANNER, require_evidence
+from runner.campaign_dir.rentals import RENTALS_FILE, latest_rental, read_rentals
+from runner.hosts.parallel import expand_campaign_dirs, hosts_without_campaign
 
 DECISION_JSON = "decision.json"
 DECISION_MD = "decision.md"
@@ -203,7 +203,7 @@ def run_decide(
     allow_inconsistent: bool = False,
 ) -> DecideOutcome:
     """Decide over ``roots`` (campaigns of one study) and write the memo, JSON and report."""
-    from runner.report import render_report  # keeps the CLI import light
+    from runner.decision.html_report import render_report  # keeps the CLI import light
 
     if not roots:
         raise UserError("no results directory given", "isocost decide", "Pass at least one DIR.")

@@ -24,8 +24,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from protocol.costing.plans import load_catalog
 from protocol.errors import UserError
-from protocol.plans import load_catalog
 
 RENTALS_FILE = "rentals.jsonl"
 RENTAL_SCHEMA_VERSION = 1
@@ -61,7 +61,7 @@ class RentalRecord:
 
 
 def _frozen_catalog_gpus(root: Path) -> tuple[str, ...]:
-    from runner.campaign import FROZEN_CATALOG
+    from runner.campaign.run import FROZEN_CATALOG
 
     path = root / FROZEN_CATALOG
     return load_catalog(path).gpus if path.is_file() else ()
@@ -70,7 +70,7 @@ def _frozen_catalog_gpus(root: Path) -> tuple[str, ...]:
 def record_rental(root: Path, gpu: str, lots: int, plan_start: str | None = None, host: str | None = None,
                   now: datetime | None = None) -> RentalRecord:
     """Append a rental to ``root/rentals.jsonl`` (fsync'd). ``root`` must hold a campaign."""
-    from runner.campaign import load_campaign
+    from runner.campaign.run import load_campaign
 
     load_campaign(root)
     gpu = gpu.strip().lower()

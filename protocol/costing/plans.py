@@ -87,7 +87,7 @@ def default_catalog_path() -> Path:
 
     Example: ``default_catalog_path().name == "catalog-2026-09-24.csv"``.
     """
-    return Path(__file__).resolve().parent / "data" / DEFAULT_CATALOG_NAME
+    return Path(__file__).resolve().parents[1] / "data" / DEFAULT_CATALOG_NAME
 
 
 def format_usd(amount: Decimal) -> str:

@@ -24,17 +24,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from protocol.corpus import check_disjoint, content_fingerprint, read_corpus, token_lengths
+from protocol.costing.plans import default_catalog_path, load_catalog
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
 from protocol.jsonio import read_json, write_json_atomic
 from protocol.labels import check_labels
 from protocol.memory import ModelShape, estimate
 from protocol.paths import allowed_roots, check_allowed_root
-from protocol.plans import default_catalog_path, load_catalog
 from protocol.records import TrialSpec
 from protocol.schedule import rotated_schedule
 from protocol.study import Study, StudyErrors, bucket_for, load_study, split_seeded_id
-from runner.seen import ledger_path, quality_rule, raise_if_conflict, seen_entries
+from runner.campaign.seen import ledger_path, quality_rule, raise_if_conflict, seen_entries
 
 
 @dataclass
@@ -221,7 +221,7 @@ def _memory(report: CheckReport, study: Study, target_memory_gib: float | None) 
 
 
 def _launcher(report: CheckReport, study: Study, kind: str = "auto") -> None:
-    from runner.launch.select import choose_launcher
+    from runner.campaign.launcher_choice import choose_launcher
 
     missing = [str(p) for p in (study.corpus.path, study.model.path) if not p.exists()]
     if missing:  # already a FAIL above; the launcher's input check would only repeat it
@@ -240,8 +240,8 @@ def _launcher(report: CheckReport, study: Study, kind: str = "auto") -> None:
 
 
 def _hosts(report: CheckReport, study: Study, host_options: tuple[str, ...]) -> None:
-    from runner.hosts import merge_hosts
-    from runner.multihost import check_hosts
+    from runner.hosts.parallel import check_hosts
+    from runner.hosts.spec import merge_hosts
 
     try:
         hosts = merge_hosts(host_options, None)
