@@ -12,8 +12,8 @@ from protocol.memory import MemoryEstimate, ModelShape, estimate
 from protocol.stats import Summary, VariantSummary, summarize
 from protocol.study import load_study
 from runner.analysis.verdicts import validate_campaign
-from runner.campaign.run import CampaignPaths, load_campaign, log_event, read_raw
 from runner.campaign_dir.integrity import refuse_less_evidence, require_evidence
+from runner.campaign_dir.layout import CampaignPaths, load_campaign, log_event, read_raw
 
 
 def summarize_campaign(root: Path, *, record_events: bool = False, allow_inconsistent: bool = False) -> Summary:

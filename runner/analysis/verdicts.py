@@ -15,8 +15,8 @@ from protocol.jsonio import write_json_atomic
 from protocol.study import load_study
 from protocol.validate import ParsedPredictions, check_pass, compare_predictions, parse_predictions
 from runner.campaign.gather import load_reference
-from runner.campaign.run import CampaignPaths, load_campaign, read_raw
 from runner.campaign_dir.integrity import refuse_less_evidence, require_evidence
+from runner.campaign_dir.layout import CampaignPaths, load_campaign, read_raw
 
 VERDICT_COLUMNS = (
     "trial_id", "variant_id", "status", "expected_ids", "observed_ids", "ids_match", "duplicate_ids",

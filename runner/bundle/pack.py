@@ -301,7 +301,7 @@ def create_bundle(
     progress: Progress = _quiet,
 ) -> BundleManifest:
     """Pack ``campaign_dir`` into ``output`` (a new file). The result is verified before it is kept."""
-    from runner.campaign.run import load_campaign
+    from runner.campaign_dir.layout import load_campaign
 
     root = campaign_dir
     description = load_campaign(root)

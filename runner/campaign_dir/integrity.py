@@ -46,8 +46,7 @@ from protocol.records import TrialSpec, TrialStatus, Variant, csv_cell
 from protocol.schedule import Slot, rotated_schedule
 from protocol.study import Study, parse_study
 from protocol.validate import Reference, check_pass, parse_predictions
-from runner.campaign_dir.rawtable import scan
-from runner.launch.base import is_host_stopped
+from runner.campaign_dir.rawtable import is_host_stopped, scan
 
 #: Clocks of a remote host or a container may differ from the host CLI's by this much.
 CLOCK_SKEW = timedelta(minutes=10)

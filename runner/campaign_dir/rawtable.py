@@ -246,3 +246,19 @@ def _fsync_dir(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+#: Written into the notes of a trial the host stopped (Ctrl-C, host crash); such a
+#: row does not finish its slot, and ``--resume`` runs the slot again.
+HOST_STOP_NOTE = "host CLI stopped"
+
+
+def is_host_stopped(row: dict[str, str]) -> bool:
+    """Does this raw row leave its pass to be run again? Only a pass the host stopped before it completed.
+
+    A row with status ``ok`` is a completed pass whatever its notes say (the host may have been
+    stopping just as the trial finished): its pass is never run again.
+    """
+    return HOST_STOP_NOTE in row.get("notes", "") and row.get("status") != "ok"
+
+

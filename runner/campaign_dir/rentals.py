@@ -61,7 +61,7 @@ class RentalRecord:
 
 
 def _frozen_catalog_gpus(root: Path) -> tuple[str, ...]:
-    from runner.campaign.run import FROZEN_CATALOG
+    from runner.campaign_dir.layout import FROZEN_CATALOG
 
     path = root / FROZEN_CATALOG
     return load_catalog(path).gpus if path.is_file() else ()
@@ -70,7 +70,7 @@ def _frozen_catalog_gpus(root: Path) -> tuple[str, ...]:
 def record_rental(root: Path, gpu: str, lots: int, plan_start: str | None = None, host: str | None = None,
                   now: datetime | None = None) -> RentalRecord:
     """Append a rental to ``root/rentals.jsonl`` (fsync'd). ``root`` must hold a campaign."""
-    from runner.campaign.run import load_campaign
+    from runner.campaign_dir.layout import load_campaign
 
     load_campaign(root)
     gpu = gpu.strip().lower()

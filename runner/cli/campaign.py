@@ -15,8 +15,9 @@ from protocol.jsonio import read_json
 from runner.analysis.summary import summarize_campaign
 from runner.analysis.verdicts import validate_campaign
 from runner.campaign.launcher_choice import LAUNCHER_KINDS, choose_launcher
-from runner.campaign.run import Rental, load_campaign, run_campaign
+from runner.campaign.run import run_campaign
 from runner.campaign_dir.integrity import require_evidence
+from runner.campaign_dir.layout import Rental, load_campaign
 
 
 def _progress(message: str) -> None:

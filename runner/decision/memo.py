@@ -28,8 +28,8 @@ from protocol.errors import UserError
 from protocol.jsonio import read_json, write_json_atomic, write_text_atomic
 from protocol.study import Study, load_study
 from runner.analysis.summary import summarize_campaign
-from runner.campaign.run import FROZEN_CATALOG, CampaignPaths, load_campaign, read_raw
 from runner.campaign_dir.integrity import INCONSISTENT_BANNER, require_evidence
+from runner.campaign_dir.layout import FROZEN_CATALOG, CampaignPaths, load_campaign, read_raw
 from runner.campaign_dir.rentals import RENTALS_FILE, latest_rental, read_rentals
 from runner.hosts.parallel import expand_campaign_dirs, hosts_without_campaign
 

@@ -42,10 +42,11 @@ from protocol.fingerprint import fingerprint_path
 from protocol.jsonio import read_json, write_json_atomic
 from protocol.paths import allowed_roots, check_allowed_root
 from protocol.study import load_study
-from runner.campaign.run import read_raw, run_campaign
+from runner.campaign.run import run_campaign
+from runner.campaign_dir.layout import read_raw
+from runner.campaign_dir.rawtable import is_host_stopped
 from runner.hosts.board import HostBoard
 from runner.hosts.spec import HostSpec
-from runner.launch.base import is_host_stopped
 from runner.launch.engines import connect, engine_identity
 
 HOSTS_JSON = "hosts.json"

@@ -46,7 +46,8 @@ from typing import Any
 
 from protocol.errors import UserError
 from protocol.jsonio import read_json, write_json_atomic
-from runner.launch.base import HOST_STOP_NOTE, HostInterrupt, LaunchResult, TrialPaths
+from runner.campaign_dir.rawtable import HOST_STOP_NOTE
+from runner.launch.base import HostInterrupt, LaunchResult, TrialPaths
 from runner.launch.process import ENV_ALLOW, ENV_FIXED
 from runner.trial.measure import clock
 

@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 
 from protocol.jsonio import write_json_atomic
-from runner.launch.base import HOST_STOP_NOTE, HostInterrupt, LaunchResult, TrialPaths
+from runner.campaign_dir.rawtable import HOST_STOP_NOTE
+from runner.launch.base import HostInterrupt, LaunchResult, TrialPaths
 from runner.trial.measure import clock
 
 #: Environment variables a trial may inherit; everything else is dropped.

@@ -44,7 +44,8 @@ from typing import Any
 from protocol.errors import UserError
 from protocol.fingerprint import sha256_bytes
 from protocol.jsonio import write_json_atomic
-from runner.launch.base import HOST_STOP_NOTE, HostInterrupt, LaunchResult, TrialPaths
+from runner.campaign_dir.rawtable import HOST_STOP_NOTE
+from runner.launch.base import HostInterrupt, LaunchResult, TrialPaths
 from runner.launch.docker import (
     CONTAINER_IN,
     CONTAINER_MODEL,
@@ -365,7 +366,7 @@ class ShippingDockerLauncher(DockerLauncher):
         ``status.json`` yet are fetched and verified as usual, so that ``--resume`` records that
         trial from its real outputs.
         """
-        from runner.campaign.run import read_raw
+        from runner.campaign_dir.layout import read_raw
 
         label = f"{LABEL_CAMPAIGN}={self.campaign_dir}"
         recorded = {row["trial_id"] for row in read_raw(campaign_root / "raw.csv")}

@@ -180,7 +180,7 @@ def run_args(study: Path, out: Path) -> list[str]:
 def assert_out_usable(out: Path) -> None:
     """A refused start leaves --out absent or empty (but for the writer lock, which a retry takes again):
     the same --out works once the input is fixed."""
-    from runner.campaign.run import LOCK_NAME
+    from runner.campaign_dir.layout import LOCK_NAME
 
     left = [p.name for p in out.iterdir() if p.name != LOCK_NAME] if out.exists() else []
     assert not left, left

@@ -12,7 +12,7 @@ from workspace import write_corpus
 
 from protocol.costing.plans import default_catalog_path
 from protocol.study_keys import KEYS
-from runner.campaign.run import CAMPAIGN_SCHEMA_VERSION
+from runner.campaign_dir.layout import CAMPAIGN_SCHEMA_VERSION
 from runner.cli import main
 
 

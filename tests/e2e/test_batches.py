@@ -8,7 +8,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from runner.campaign.run import read_raw
+from runner.campaign_dir.layout import read_raw
 from runner.cli import main
 
 pytestmark = pytest.mark.e2e

@@ -31,7 +31,8 @@ from runner.bundle.pack import (
     verify_bundle,
     write_deterministic_tar,
 )
-from runner.campaign.run import read_raw, run_campaign
+from runner.campaign.run import run_campaign
+from runner.campaign_dir.layout import read_raw
 from runner.cli import IsocostGroup
 from runner.cli.bundle import COMMANDS
 from runner.launch.process import ProcessLauncher

@@ -16,9 +16,10 @@ import pytest
 from click.testing import CliRunner
 
 from protocol.errors import UserError
-from runner.campaign.run import read_raw, run_campaign
+from runner.campaign.run import run_campaign
+from runner.campaign_dir.layout import read_raw
+from runner.campaign_dir.rawtable import HOST_STOP_NOTE
 from runner.cli import main
-from runner.launch.base import HOST_STOP_NOTE
 from runner.launch.process import ProcessLauncher
 
 pytestmark = pytest.mark.e2e

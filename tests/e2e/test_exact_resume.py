@@ -29,10 +29,9 @@ from fakecampaign import fake_workspace, host_command, host_env
 
 from protocol.schedule import attempt_trial_id
 from runner.analysis.summary import summarize_campaign
-from runner.campaign.run import read_raw
 from runner.campaign_dir.integrity import check_campaign, planned_slots, slot_of
-from runner.campaign_dir.rawtable import scan
-from runner.launch.base import is_host_stopped
+from runner.campaign_dir.layout import read_raw
+from runner.campaign_dir.rawtable import is_host_stopped, scan
 
 pytestmark = pytest.mark.e2e
 

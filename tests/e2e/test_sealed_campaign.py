@@ -15,7 +15,8 @@ import pytest
 from fakecampaign import FakeLauncher, fake_workspace, host_command, host_env
 
 from protocol.errors import UserError
-from runner.campaign.run import read_raw, run_campaign
+from runner.campaign.run import run_campaign
+from runner.campaign_dir.layout import read_raw
 
 pytestmark = pytest.mark.e2e
 
@@ -29,7 +30,7 @@ def _wait_for(path: Path, timeout_s: float = 60) -> None:
 
 
 def _final_rows(rows: list[dict[str, str]]) -> list[dict[str, str]]:
-    from runner.launch.base import is_host_stopped
+    from runner.campaign_dir.rawtable import is_host_stopped
 
     return [r for r in rows if not is_host_stopped(r)]
 

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from runner.analysis.summary import summarize_campaign
-from runner.campaign.run import read_raw, run_campaign
+from runner.campaign.run import run_campaign
+from runner.campaign_dir.layout import read_raw
 from runner.launch.process import ProcessLauncher
 
 pytestmark = pytest.mark.e2e

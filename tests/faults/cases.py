@@ -30,8 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from protocol.errors import UserError
-from runner.campaign.run import read_raw, run_campaign
-from runner.launch.base import HOST_STOP_NOTE
+from runner.campaign.run import run_campaign
+from runner.campaign_dir.layout import read_raw
+from runner.campaign_dir.rawtable import HOST_STOP_NOTE
 from runner.launch.process import ProcessLauncher
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -381,7 +382,7 @@ def _refused_start(ctx: Context, study: Path, out: Path) -> tuple[str, float]:
 
 def _out_usable(out: Path) -> bool:
     """Absent or empty but for the writer lock (a retry takes it again)."""
-    from runner.campaign.run import LOCK_NAME
+    from runner.campaign_dir.layout import LOCK_NAME
 
     return not out.exists() or not any(p.name != LOCK_NAME for p in out.iterdir())
 
@@ -530,7 +531,7 @@ def _wait_path(path: Path, timeout_s: float = 300) -> bool:
 
 
 def _final(rows: list[dict[str, str]]) -> list[dict[str, str]]:
-    from runner.launch.base import is_host_stopped
+    from runner.campaign_dir.rawtable import is_host_stopped
 
     return [r for r in rows if not is_host_stopped(r)]
 

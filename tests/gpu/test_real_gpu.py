@@ -28,7 +28,7 @@ def gpu_workspace(make_workspace, **options):
 
 
 def run(study: Path, out: Path) -> list[dict[str, str]]:
-    from runner.campaign.run import read_raw
+    from runner.campaign_dir.layout import read_raw
     from runner.cli import main
 
     result = CliRunner().invoke(main, ["run", str(study), "--out", str(out), "--launcher", "process"])

@@ -19,7 +19,8 @@ requests = pytest.importorskip("requests")
 
 from protocol.errors import UserError  # noqa: E402
 from runner.campaign.launcher_choice import choose_launcher  # noqa: E402
-from runner.launch.base import HOST_STOP_NOTE, HostInterrupt, TrialPaths  # noqa: E402
+from runner.campaign_dir.rawtable import HOST_STOP_NOTE  # noqa: E402
+from runner.launch.base import HostInterrupt, TrialPaths  # noqa: E402
 from runner.launch.docker import (  # noqa: E402
     ContainerLimits,
     DockerLauncher,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runner.launch.base import HOST_STOP_NOTE, is_host_stopped
+from runner.campaign_dir.rawtable import HOST_STOP_NOTE, is_host_stopped
 
 
 @pytest.mark.parametrize(("status", "notes", "stopped"), [
