@@ -52,6 +52,14 @@ from protocol.jsonio import dumps, read_json, write_json_atomic, write_text_atom
 from protocol.paths import check_allowed_root, check_safe_name
 from protocol.records import TrialSpec
 from protocol.records import csv_cell as _cell
+from protocol.safe_extract import (
+    DEFAULT_LIMITS,
+    ArchiveError,
+    ExtractLimits,
+    FileDigest,
+    read_archive,
+    safe_extract,
+)
 from protocol.schedule import Slot
 from protocol.study import Study, parse_study
 from protocol.validate import (
@@ -61,14 +69,6 @@ from protocol.validate import (
     check_pass,
     compare_predictions,
     parse_predictions,
-)
-from runner.bundle.safe_extract import (
-    DEFAULT_LIMITS,
-    ArchiveError,
-    ExtractLimits,
-    FileDigest,
-    read_archive,
-    safe_extract,
 )
 from runner.campaign_dir.integrity import MALFORMED as _MALFORMED
 from runner.campaign_dir.integrity import Discrepancy, check_campaign, unfinished_slots

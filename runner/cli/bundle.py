@@ -15,8 +15,8 @@ import click
 from protocol import jsonio
 from protocol.fingerprint import sha256_file
 from protocol.paths import allowed_roots
+from protocol.safe_extract import DEFAULT_MAX_MEMBERS, DEFAULT_MAX_TOTAL_BYTES, ExtractLimits
 from runner.bundle.pack import REPLAY_LAUNCHERS, create_bundle, replay_bundle, verify_bundle
-from runner.bundle.safe_extract import DEFAULT_MAX_MEMBERS, DEFAULT_MAX_TOTAL_BYTES, ExtractLimits
 
 #: Exit status when a bundle does not verify or a replay does not match (UserErrors exit 2).
 EXIT_MISMATCH = 1

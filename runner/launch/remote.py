@@ -14,7 +14,7 @@ rented host reached as ``ssh://user@host`` runs exactly the same trial:
 - **each trial** gets a fresh volume at ``/out`` with ``trial/spec.json`` in it; the spec is read
   back from the host and compared by sha256 before the container starts;
 - **outputs** come back after the exit: a helper hashes ``/out/trial`` on the host, the files
-  are fetched (``get_archive``), checked by :mod:`runner.bundle.safe_extract` and compared by sha256 on
+  are fetched (``get_archive``), checked by :mod:`protocol.safe_extract` and compared by sha256 on
   arrival; a file whose hashes differ is not kept (the row then says why). The exchange is
   recorded in the trial's ``launcher.json`` (``transfer``);
 - **the engine going away** (a dropped ssh link, a killed or restarting engine) is waited out for
@@ -606,7 +606,7 @@ class ShippingDockerLauncher(DockerLauncher):
 
     def _fetch_outputs(self, volume: str, trial_dir: Path, record: dict[str, Any]) -> list[str]:
         """Hash the trial's outputs on the host, fetch them, check them on arrival; keep what verifies."""
-        from runner.bundle.safe_extract import read_archive
+        from protocol.safe_extract import read_archive
 
         transfer = record["transfer"]
         start = clock()

@@ -488,7 +488,7 @@ def case_archive_member_bound(ctx: Context) -> Outcome:
     import io
     import tarfile
 
-    from runner.bundle.safe_extract import ExtractLimits, UnsafeArchive, read_archive
+    from protocol.safe_extract import ExtractLimits, UnsafeArchive, read_archive
 
     archive = ctx.root / "many.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:

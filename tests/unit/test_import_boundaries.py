@@ -105,3 +105,95 @@ def test_the_host_cli_starts_without_torch():
                               timeout=120, check=False)
     assert help_run.returncode == 0, help_run.stderr
     assert "Usage:" in help_run.stdout and "demo" in help_run.stdout
+
+
+# --------------------------------------------------------------------------- layers
+#: The host side's packages, lowest first (ARCHITECTURE.md draws them). A module may import its own
+#: package, ``protocol`` and any package on a lower layer; never one on its own layer or above.
+LAYERS: tuple[frozenset[str], ...] = (
+    frozenset({"protocol", "runner"}),
+    frozenset({"runner.trial"}),
+    frozenset({"runner.campaign_dir"}),
+    frozenset({"runner.launch"}),
+    frozenset({"runner.images"}),
+    frozenset({"runner.campaign"}),
+    frozenset({"runner.analysis", "runner.hosts"}),
+    frozenset({"runner.decision", "runner.bundle", "runner.own", "runner.demo"}),
+    frozenset({"runner.cli"}),
+)
+
+
+def _package(module: str) -> str:
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "runner" and len(parts) > 1 else parts[0]
+
+
+def _layer(module: str) -> int:
+    package = _package(module)
+    for index, layer in enumerate(LAYERS):
+        if package in layer:
+            return index
+    raise AssertionError(f"{module}: package {package} is on no layer; add it to LAYERS and ARCHITECTURE.md")
+
+
+def project_imports(path: Path) -> set[str]:
+    """The project modules ``path`` imports (``from a.b import c`` counts as ``a.b``), at any depth."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        found.update(name for name in names if name.split(".")[0] in {"protocol", "runner"})
+    return found
+
+
+def test_every_package_is_on_a_layer():
+    for path in PROTOCOL + RUNNER:
+        _layer(_module(path))
+
+
+def test_the_layer_check_sees_an_upward_import():
+    assert _layer("runner.launch.docker") < _layer("runner.images.build")
+    assert _layer("runner.campaign_dir.layout") < _layer("runner.campaign.run")
+
+
+@pytest.mark.parametrize("path", PROTOCOL + RUNNER, ids=_name)
+def test_no_import_runs_back_up_a_layer(path):
+    here = _module(path)
+    upward = sorted(
+        target for target in project_imports(path)
+        if _package(target) != _package(here) and _layer(target) >= _layer(here)
+    )
+    assert upward == [], f"{here} imports from its own layer or above: {upward}"
+
+
+def test_no_module_level_import_cycle():
+    """Module-level imports (not those inside functions) form no cycle between modules."""
+    graph: dict[str, set[str]] = {}
+    modules = {_module(p): p for p in PROTOCOL + RUNNER}
+    for name, path in modules.items():
+        targets: set[str] = set()
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in modules:
+                targets.add(node.module)
+                targets.update(f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}" in modules)
+            elif isinstance(node, ast.Import):
+                targets.update(a.name for a in node.names if a.name in modules)
+        graph[name] = targets - {name}
+    state: dict[str, int] = {}
+
+    def visit(node: str, trail: list[str]) -> None:
+        state[node] = 1
+        for target in sorted(graph[node]):
+            if state.get(target) == 1:
+                raise AssertionError("import cycle: " + " -> ".join([*trail[trail.index(target):], target]))
+            if target not in state:
+                visit(target, [*trail, target])
+        state[node] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])

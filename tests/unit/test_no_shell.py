@@ -89,7 +89,7 @@ def problems_in(source: str) -> list[str]:
         if name[-2:] in FORBIDDEN_ATTRIBUTE_CALLS:
             found.append(f"line {node.lineno}: calls {'.'.join(name)}()")
         if name and name[-1] == "extractall":
-            found.append(f"line {node.lineno}: calls extractall() (use runner.bundle.safe_extract)")
+            found.append(f"line {node.lineno}: calls extractall() (use protocol.safe_extract)")
         if name and name[-1] == "load" and "torch" in name[:-1]:
             if not any(k.arg == "weights_only" and isinstance(k.value, ast.Constant) and k.value.value is True
                        for k in node.keywords):
