@@ -116,13 +116,7 @@ def build_demo(
     out_dir = Path(out_dir)
     chosen = dict(DEFAULT_SIZES if sizes is None else sizes)
     _check_parameters(chosen, tuning_size)
-    parameters = {
-        "seed": seed,
-        "sizes": {name: list(chosen[name]) for name in sorted(chosen)},
-        "tuning_size": tuning_size,
-        # A changed study template must rebuild the generated study files.
-        "templates": template_hashes(chosen),
-    }
+    parameters = _parameters(chosen, tuning_size, seed)
     packages = package_versions()
 
     previous = reusable_record(out_dir, parameters, packages)
@@ -136,17 +130,7 @@ def build_demo(
     out_dir.mkdir(parents=True, exist_ok=True)
     remove_outputs(out_dir, chosen)
     selection = _select_and_write_texts(out_dir, sources, chosen, tuning_size, seed, progress)
-    progress("Training the classifier head on frozen MiniLM [CLS] features ...")
-    head = train_classifier(
-        sources.model, selection.tuning, selection_labels(selection), out_dir / "model", seed, progress
-    )
-    accuracy = Fraction(head["heldout"]["correct"], head["heldout"]["texts"])
-    minimum = quality_minimum(accuracy)
-    progress(
-        f"Held-out tuning accuracy {float(accuracy):.4f} "
-        f"({head['heldout']['correct']}/{head['heldout']['texts']}); "
-        f"study minimum {minimum}."
-    )
+    head, accuracy, minimum = _train_and_score(out_dir, sources, selection, seed, progress)
     files = _input_fingerprints(out_dir, chosen)
     files.update(write_studies(out_dir, {n: len(rows) for n, rows in selection.corpora.items()}, files, minimum))
     record = _demo_record(parameters, packages, sources, selection, head, accuracy, minimum, files)
@@ -155,6 +139,17 @@ def build_demo(
     seconds = time.monotonic() - started
     progress(f"Built the demo in {seconds:.1f} s.")
     return _result(out_dir, record, reused=False, seconds=seconds)
+
+
+def _parameters(sizes: Mapping[str, tuple[int, int, int]], tuning_size: int, seed: int) -> dict[str, Any]:
+    """What a build is made from, besides the packages: an earlier build with other parameters is rebuilt."""
+    return {
+        "seed": seed,
+        "sizes": {name: list(sizes[name]) for name in sorted(sizes)},
+        "tuning_size": tuning_size,
+        # A changed study template must rebuild the generated study files.
+        "templates": template_hashes(sizes),
+    }
 
 
 def _check_parameters(sizes: Mapping[str, tuple[int, int, int]], tuning_size: int) -> None:
@@ -203,6 +198,24 @@ def _select_and_write_texts(
         write_jsonl(out_dir / f"corpus-{name}.jsonl", selection.corpora[name])
     write_jsonl(out_dir / "tuning.jsonl", selection.tuning)
     return selection
+
+
+def _train_and_score(
+    out_dir: Path, sources: _Sources, selection: Selection, seed: int, progress: Callable[[str], None]
+) -> tuple[dict[str, Any], Fraction, str]:
+    """Train the classifier into ``out_dir/model``; its record, held-out accuracy and the study's minimum."""
+    progress("Training the classifier head on frozen MiniLM [CLS] features ...")
+    head = train_classifier(
+        sources.model, selection.tuning, selection_labels(selection), out_dir / "model", seed, progress
+    )
+    accuracy = Fraction(head["heldout"]["correct"], head["heldout"]["texts"])
+    minimum = quality_minimum(accuracy)
+    progress(
+        f"Held-out tuning accuracy {float(accuracy):.4f} "
+        f"({head['heldout']['correct']}/{head['heldout']['texts']}); "
+        f"study minimum {minimum}."
+    )
+    return head, accuracy, minimum
 
 
 def _input_fingerprints(out_dir: Path, names: Iterable[str]) -> dict[str, str]:
