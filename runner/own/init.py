@@ -119,16 +119,41 @@ def _toml(value: Any) -> str:
     return str(value)
 
 
+@dataclass(frozen=True)
+class _Facts:
+    """What ``init`` computed, everything the study text is written from."""
+
+    out: Path
+    corpus: Path
+    tuning: Path
+    model: Path
+    stack: str
+    records: int  # corpus inputs
+    tuning_inputs: int
+    labels: tuple[str, ...]
+    extra_model_labels: tuple[str, ...]
+    lengths: tuple[int, ...]
+    buckets: tuple[tuple[str, int | None, int], ...]
+    limit: int  # the model's own maximum length
+    max_length: int
+
+    @property
+    def series(self) -> dict[str, Any]:
+        return STACK_SERIES[self.stack]
+
+    @property
+    def reference(self) -> str:
+        return f"precision={self.series['precisions'][0]}"
+
+    def rel(self, path: Path) -> str:
+        """``path`` relative to the study file's folder."""
+        return os.path.relpath(Path(path).resolve(), self.out.parent)
+
+
 def init_study(corpus: Path, model: Path, *, out: Path, tuning: Path | None = None, stack: str = "cpu",
                force: bool = False) -> InitReport:
     """Write a complete study to ``out`` for this corpus and checkpoint; return what was computed."""
-    if stack not in STACK_SERIES:
-        raise UserError(f"unknown stack {stack!r}", "--stack", f"Use one of: {', '.join(STACK_SERIES)}.")
-    if out.exists() and not force:
-        raise UserError("the study file already exists", str(out), "Choose another --out, or pass --force.")
-    if not model.is_dir():
-        raise UserError("the model is not a checkpoint directory", str(model),
-                        "Pass the directory written by save_pretrained.")
+    _check_arguments(model, out, stack, force)
     out = out.resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
     records = read_corpus(corpus)
@@ -137,61 +162,93 @@ def init_study(corpus: Path, model: Path, *, out: Path, tuning: Path | None = No
         corpus, tuning = _split(corpus, records, out.parent)
         written = (corpus, tuning)
         records = read_corpus(corpus)
+    facts = _facts(out, corpus, tuning, model, stack, records)
+    lines = [*_header_lines(facts), *_input_lines(facts), *_bucket_lines(facts), *_quality_lines(facts),
+             *_base_lines(facts), *_series_lines(facts), *_optional_lines(facts)]
+    out.write_text("\n".join(lines), encoding="utf-8")
+    study = load_study(out)  # what init writes must be a valid study
+    return InitReport(study=out, buckets=facts.buckets, labels=facts.labels,
+                      extra_model_labels=facts.extra_model_labels, written=written,
+                      reference_variant=facts.reference, variants=len(study.variants()))
+
+
+def _check_arguments(model: Path, out: Path, stack: str, force: bool) -> None:
+    if stack not in STACK_SERIES:
+        raise UserError(f"unknown stack {stack!r}", "--stack", f"Use one of: {', '.join(STACK_SERIES)}.")
+    if out.exists() and not force:
+        raise UserError("the study file already exists", str(out), "Choose another --out, or pass --force.")
+    if not model.is_dir():
+        raise UserError("the model is not a checkpoint directory", str(model),
+                        "Pass the directory written by save_pretrained.")
+
+
+def _facts(out: Path, corpus: Path, tuning: Path, model: Path, stack: str, records: tuple[Record, ...]) -> _Facts:
+    """Labels against the model, token lengths and buckets, the maximum length."""
     tuning_records = read_corpus(tuning)
     extra = check_labels([r.label for r in (*records, *tuning_records)], model, f"{corpus} and {tuning}")
     lengths = token_lengths(model, [r.text for r in records])
-    buckets = length_buckets(lengths)
     limit = _model_limit(model)
-    max_length = min(limit, 8 * math.ceil(max(lengths) / 8))
-    series = STACK_SERIES[stack]
-    batches, precisions = series["batches"], series["precisions"]
-    labels = tuple(sorted({r.label for r in records}))
-    name = "".join(c if c.isalnum() or c in "-_." else "-" for c in corpus.stem).strip("-") or "study"
-    rel = lambda p: os.path.relpath(Path(p).resolve(), out.parent)  # noqa: E731
-    truncated = sum(1 for n in lengths if n > max_length)
-    threads = os.cpu_count() or 1
-    lines = [
+    return _Facts(
+        out=out, corpus=corpus, tuning=tuning, model=model, stack=stack, records=len(records),
+        tuning_inputs=len(tuning_records), labels=tuple(sorted({r.label for r in records})),
+        extra_model_labels=tuple(extra), lengths=tuple(lengths), buckets=tuple(length_buckets(lengths)),
+        limit=limit, max_length=min(limit, 8 * math.ceil(max(lengths) / 8)),
+    )
+
+
+def _header_lines(f: _Facts) -> list[str]:
+    name = "".join(c if c.isalnum() or c in "-_." else "-" for c in f.corpus.stem).strip("-") or "study"
+    question = (f"Which configuration classifies all {f.records} inputs of {f.corpus.name}, meets the quality "
+                "rule, finishes before the deadline and costs the least?")
+    return [
         "# Study written by `isocost init`: every key with its default and meaning (README: study keys).",
         "# Paths are relative to this file. Next: `isocost tune` sets the quality minimum on the tuning split,",
         "# `isocost check` checks everything without timing, `isocost run` runs the campaign.",
         f"schema_version = 1{_c('schema_version')}",
         f"name = {_toml(name)}{_c('name')}",
-        f"question = {_toml(f'Which configuration classifies all {len(records)} inputs of {corpus.name}, meets the quality rule, finishes before the deadline and costs the least?')}{_c('question')}",  # noqa: E501
+        f"question = {_toml(question)}{_c('question')}",
         f'scenario = "offline"{_c("scenario")}',
         f"expected_artifacts = 1{_c('expected_artifacts')}",
         "",
-        "[corpus]",
-        f"path = {_toml(rel(corpus))}{_c('corpus.path')}",
-        f"fingerprint = {_toml(fingerprint_path(corpus))}{_c('corpus.fingerprint')}",
-        "",
-        "[tuning]",
-        f"path = {_toml(rel(tuning))}{_c('tuning.path')}",
-        f"fingerprint = {_toml(fingerprint_path(tuning))}{_c('tuning.fingerprint')}",
-        "",
-        "[model]",
-        f"path = {_toml(rel(model))}{_c('model.path')}",
-        f"fingerprint = {_toml(fingerprint_path(model))}{_c('model.fingerprint')}",
-        f"# labels: {', '.join(labels)} (all known to the model's id2label)",
     ]
-    if extra:
-        lines.append(f"# warning: the model also predicts {', '.join(extra)}, absent from the corpus: "
-                     "any such prediction rejects a pass")
-    lines += ["", f"# Length buckets, tokens of the model's tokenizer over the {len(records)} corpus inputs "
-                  f"(short ≤ 60th percentile, medium ≤ 90th, long open-ended; longest input {max(lengths)} tokens):"]
-    for bucket_name, max_tokens, count in buckets:
+
+
+def _input_lines(f: _Facts) -> list[str]:
+    lines = []
+    for table, path in (("corpus", f.corpus), ("tuning", f.tuning), ("model", f.model)):
+        lines += [
+            f"[{table}]",
+            f"path = {_toml(f.rel(path))}{_c(f'{table}.path')}",
+            f"fingerprint = {_toml(fingerprint_path(path))}{_c(f'{table}.fingerprint')}",
+            "",
+        ]
+    lines[-1] = f"# labels: {', '.join(f.labels)} (all known to the model's id2label)"
+    if f.extra_model_labels:
+        lines.append(f"# warning: the model also predicts {', '.join(f.extra_model_labels)}, absent from the "
+                     "corpus: any such prediction rejects a pass")
+    return lines
+
+
+def _bucket_lines(f: _Facts) -> list[str]:
+    lines = ["", f"# Length buckets, tokens of the model's tokenizer over the {f.records} corpus inputs "
+                 f"(short ≤ 60th percentile, medium ≤ 90th, long open-ended; longest input {max(f.lengths)} tokens):"]
+    for bucket_name, max_tokens, count in f.buckets:
         lines += ["[[length_buckets]]", f"name = {_toml(bucket_name)}{_c('length_buckets[].name')}"]
         if max_tokens is not None:
             lines.append(f"max_tokens = {max_tokens}{_c('length_buckets[].max_tokens')}: {count} inputs")
         else:
             lines.append(f"# max_tokens omitted: open-ended  ({count} inputs)")
         lines.append("")
-    reference = f"precision={precisions[0]}"
-    lines += [
+    return lines
+
+
+def _quality_lines(f: _Facts) -> list[str]:
+    return [
         "[quality]",
         f'metric = "accuracy"{_c("quality.metric")}',
         f"minimum = 0.0{_c('quality.minimum')}; NOT TUNED YET",
         f'tuned_on = "not tuned yet"{_c("quality.tuned_on")}',
-        f"reference_variant = {_toml(reference)}{_c('quality.reference_variant')}",
+        f"reference_variant = {_toml(f.reference)}{_c('quality.reference_variant')}",
         f"max_metric_drop = 0.0{_c('quality.max_metric_drop')}",
         f"min_agreement = 0.0{_c('quality.min_agreement')}",
         f'subgroups = ["label", "length_bucket"]{_c("quality.subgroups")}',
@@ -200,7 +257,7 @@ def init_study(corpus: Path, model: Path, *, out: Path, tuning: Path | None = No
         "",
         "[warmup]",
         f'source = "tuning"{_c("warmup.source")}',
-        f"inputs = {min(8, len(tuning_records))}{_c('warmup.inputs')}",
+        f"inputs = {min(8, f.tuning_inputs)}{_c('warmup.inputs')}",
         f"runs = 1{_c('warmup.runs')}",
         f'recompilation = "warmup"{_c("warmup.recompilation")}',
         "",
@@ -211,16 +268,23 @@ def init_study(corpus: Path, model: Path, *, out: Path, tuning: Path | None = No
         f"seeds = []{_c('campaign.seeds')}",
         f"# memory_limit_bytes = 8589934592{_c('campaign.memory_limit_bytes')}",
         "",
+    ]
+
+
+def _base_lines(f: _Facts) -> list[str]:
+    truncated = sum(1 for n in f.lengths if n > f.max_length)
+    threads = os.cpu_count() or 1
+    return [
         "[base]",
-        f"stack = {_toml(stack)}{_c('base.stack')}",
-        f"device = {_toml(series['device'])}{_c('base.device')}",
-        f"precision = {_toml(precisions[0])}{_c('base.precision')}",
+        f"stack = {_toml(f.stack)}{_c('base.stack')}",
+        f"device = {_toml(f.series['device'])}{_c('base.device')}",
+        f"precision = {_toml(f.series['precisions'][0])}{_c('base.precision')}",
         f'quantization = "none"{_c("base.quantization")}',
         f"compile = false{_c('base.compile')}",
         f'attention = "sdpa"{_c("base.attention")}',
-        f"batch_size = {batches[0]}{_c('base.batch_size')}",
+        f"batch_size = {f.series['batches'][0]}{_c('base.batch_size')}",
         f'padding = "longest"{_c("base.padding")}',
-        f"max_length = {max_length}{_c('base.max_length')}; model limit {limit}, "
+        f"max_length = {f.max_length}{_c('base.max_length')}; model limit {f.limit}, "
         f"{truncated} corpus input(s) longer",
         f'length_grouping = "none"{_c("base.length_grouping")}',
         f'resume = "none"{_c("base.resume")}',
@@ -228,16 +292,27 @@ def init_study(corpus: Path, model: Path, *, out: Path, tuning: Path | None = No
         f"seed = 0{_c('base.seed')}",
         f"deterministic = true{_c('base.deterministic')}",
         "",
+    ]
+
+
+def _series_lines(f: _Facts) -> list[str]:
+    return [
         "[[series]]",
         f'name = "precision"{_c("series[].name")}',
         f'field = "precision"{_c("series[].field")}',
-        f"values = {_toml(list(precisions))}{_c('series[].values')}",
+        f"values = {_toml(list(f.series['precisions']))}{_c('series[].values')}",
         "",
         "[[series]]",
         'name = "batch"',
         'field = "batch_size"',
-        f"values = {_toml(list(batches))}",
+        f"values = {_toml(list(f.series['batches']))}",
         "",
+    ]
+
+
+def _optional_lines(f: _Facts) -> list[str]:
+    """Tables left out (commented), with their keys and meanings: deadline, costing, images."""
+    return [
         "# [deadline]  # the access window the whole campaign must fit (omitted: no deadline check)",
         f'# start = "2026-12-07T09:00"{_c("deadline.start")}',
         f'# end = "2026-12-11T09:00"{_c("deadline.end")}',
@@ -248,10 +323,6 @@ def init_study(corpus: Path, model: Path, *, out: Path, tuning: Path | None = No
         f'# catalog = "my-catalog.csv"{_c("costing.catalog")}',
         "",
         "# [images]",
-        f'# {stack} = "REPO@sha256:…"{_c("images.cpu / images.cuda / images.rocm")}',
+        f'# {f.stack} = "REPO@sha256:…"{_c("images.cpu / images.cuda / images.rocm")}',
         "",
     ]
-    out.write_text("\n".join(lines), encoding="utf-8")
-    study = load_study(out)  # what init writes must be a valid study
-    return InitReport(study=out, buckets=tuple(buckets), labels=labels, extra_model_labels=extra, written=written,
-                      reference_variant=reference, variants=len(study.variants()))

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from protocol.corpus import content_fingerprint, read_corpus, token_lengths
+from protocol.corpus import Record, content_fingerprint, read_corpus, token_lengths
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
 from protocol.jsonio import read_json, write_json_atomic
@@ -87,8 +87,37 @@ def _refuse_if_seen(study: Study, ledger_dir: Path | None) -> None:
 
 def tune_study(study_path: Path, *, ledger_dir: Path | None = None, write: bool = True,
                progress: Callable[[str], None] = lambda message: None) -> TuneResult:
+    """Measure the reference variant on the tuning split and propose the quality rule.
+
+    With ``write`` (the default) the rule goes into the study's ``[quality]`` table.
+    """
     study = load_study(study_path)
     _refuse_if_seen(study, ledger_dir)
+    _check_inputs(study)
+    tuning = read_corpus(study.tuning.path)
+    check_labels([r.label for r in tuning], study.model.path, f"{study.tuning.path}, tuning labels")
+    variant = _reference_variant(study)
+    trial_dir = _run_reference(study, variant, tuning, progress)
+    reference = _tuning_reference(study, tuning)
+    checked = check_pass(parse_predictions(trial_dir / "predictions.jsonl"), reference, study.quality.metric, 0.0)
+    if checked.metric_value is None:
+        raise UserError(f"the tuning predictions could not be scored ({'; '.join(checked.reasons)})",
+                        str(trial_dir / "predictions.jsonl"), "Read trial.log next to it.")
+    proposal = propose(checked.metric_value, len(tuning))
+    flagged = tuple(f"subgroup {group}={name}: {study.quality.metric} {value:.4f} on the tuning split is below the "
+                    f"proposed minimum {proposal.minimum}"
+                    for group, values in checked.subgroups.items() for name, value in values.items()
+                    if value < proposal.minimum)
+    if write:
+        _write_rule(study, proposal, checked.metric_value, len(tuning),
+                    [g for g in ("label", "length_bucket") if g in reference.groups])
+    return TuneResult(study=study.path, variant_id=variant.variant_id, metric=study.quality.metric,
+                      proposal=proposal, subgroups=checked.subgroups, trial_dir=trial_dir, written=write,
+                      flagged=flagged)
+
+
+def _check_inputs(study: Study) -> None:
+    """The tuning split and the model exist and have the study's fingerprints."""
     for kind, ref in (("tuning", study.tuning), ("model", study.model)):
         if not ref.path.exists():
             raise UserError(f"{kind} not found at {ref.path}", str(study.path), f"Fix [{kind}] path in the study.")
@@ -96,9 +125,11 @@ def tune_study(study_path: Path, *, ledger_dir: Path | None = None, write: bool 
         if actual != ref.fingerprint:
             raise UserError(f"{kind} fingerprint {actual} differs from the study's {ref.fingerprint}",
                             str(study.path), f"Restore the {kind}, or update [{kind}] fingerprint knowingly.")
-    tuning = read_corpus(study.tuning.path)
-    check_labels([r.label for r in tuning], study.model.path, f"{study.tuning.path}, tuning labels")
-    variant = _reference_variant(study)
+
+
+def _run_reference(study: Study, variant: Variant, tuning: tuple[Record, ...],
+                   progress: Callable[[str], None]) -> Path:
+    """Run ``variant`` over the tuning split in a fresh process, like a trial; its trial directory."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
     trial_dir = study.path.parent / ".isocost" / "tune" / stamp
     trial_dir.mkdir(parents=True)
@@ -119,6 +150,11 @@ def tune_study(study_path: Path, *, ledger_dir: Path | None = None, write: bool 
         raise UserError(f"the tuning run ended {status.get('status', 'without a status')}"
                         f"{': ' + status['error'] if status.get('error') else ''}",
                         str(trial_dir / "trial.log"), "Read the log; fix the study or the checkpoint, then tune again.")
+    return trial_dir
+
+
+def _tuning_reference(study: Study, tuning: tuple[Record, ...]) -> Reference:
+    """The tuning labels, with the subgroups (label, length bucket) the study scores by."""
     groups: dict[str, dict[str, str]] = {}
     if "label" in study.quality.subgroups or not study.length_buckets:
         groups["label"] = {r.id: r.label for r in tuning}
@@ -127,28 +163,18 @@ def tune_study(study_path: Path, *, ledger_dir: Path | None = None, write: bool 
         groups["length_bucket"] = {r.id: bucket_for(n, study.length_buckets) for r, n in zip(tuning, lengths,
                                                                                                 strict=True)}
         groups.setdefault("label", {r.id: r.label for r in tuning})
-    reference = Reference(ids=tuple(r.id for r in tuning), labels={r.id: r.label for r in tuning}, groups=groups)
-    checked = check_pass(parse_predictions(trial_dir / "predictions.jsonl"), reference, study.quality.metric, 0.0)
-    if checked.metric_value is None:
-        raise UserError(f"the tuning predictions could not be scored ({'; '.join(checked.reasons)})",
-                        str(trial_dir / "predictions.jsonl"), "Read trial.log next to it.")
-    proposal = propose(checked.metric_value, len(tuning))
-    flagged = tuple(f"subgroup {group}={name}: {study.quality.metric} {value:.4f} on the tuning split is below the "
-                    f"proposed minimum {proposal.minimum}"
-                    for group, values in checked.subgroups.items() for name, value in values.items()
-                    if value < proposal.minimum)
-    if write:
-        subgroups = [g for g in ("label", "length_bucket") if g in groups]
-        when = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        note = (f"{KEYS['quality.minimum'].meaning}; tuned {when}: {study.quality.metric} "
-                f"{checked.metric_value:.4f} on {len(tuning)} tuning inputs, rule m − 2·se")
-        text = study.path.read_text(encoding="utf-8")
-        text = set_table_keys(text, "quality", {
-            "minimum": proposal.minimum, "tuned_on": "tuning", "max_metric_drop": proposal.max_metric_drop,
-            "min_agreement": proposal.min_agreement, "subgroups": subgroups,
-        }, {"minimum": note})
-        study.path.write_text(text, encoding="utf-8")
-        load_study(study.path)  # still a valid study
-    return TuneResult(study=study.path, variant_id=variant.variant_id, metric=study.quality.metric,
-                      proposal=proposal, subgroups=checked.subgroups, trial_dir=trial_dir, written=write,
-                      flagged=flagged)
+    return Reference(ids=tuple(r.id for r in tuning), labels={r.id: r.label for r in tuning}, groups=groups)
+
+
+def _write_rule(study: Study, proposal: Proposal, metric_value: float, n_tuning: int, subgroups: list[str]) -> None:
+    """Write the proposed rule into the study's ``[quality]`` table (comments kept); the study stays valid."""
+    when = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    note = (f"{KEYS['quality.minimum'].meaning}; tuned {when}: {study.quality.metric} "
+            f"{metric_value:.4f} on {n_tuning} tuning inputs, rule m − 2·se")
+    text = study.path.read_text(encoding="utf-8")
+    text = set_table_keys(text, "quality", {
+        "minimum": proposal.minimum, "tuned_on": "tuning", "max_metric_drop": proposal.max_metric_drop,
+        "min_agreement": proposal.min_agreement, "subgroups": subgroups,
+    }, {"minimum": note})
+    study.path.write_text(text, encoding="utf-8")
+    load_study(study.path)  # still a valid study

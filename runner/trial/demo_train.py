@@ -1,6 +1,6 @@
 """Train the demo classifier: the torch/transformers half of ``isocost demo prepare``.
 
-Run as a fresh process by ``runner.demo.build`` (the host side never imports torch
+Run as a fresh process by ``runner.demo.training`` (the host side never imports torch
 or transformers)::
 
     python -m runner.trial.demo_train REQUEST.json HEAD.json
@@ -87,6 +87,15 @@ def _quiet_transformers() -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
+@dataclass(frozen=True)
+class _Encoded:
+    """The tuning texts as the head sees them: frozen [CLS] features, label ids, the held-out mask."""
+
+    features: Any  # float tensor, one row per tuning text
+    targets: Any  # long tensor of label ids
+    heldout: Any  # bool tensor: True for a held-out text
+
+
 def train_classifier(
     model_src: Path,
     tuning: Sequence[TuningRow],
@@ -101,69 +110,137 @@ def train_classifier(
 
     The checkpoint computes ``classifier(tanh(pooler.dense(h_cls)))`` at
     inference (dropout is off in eval mode); the head is trained on exactly
-    that function of the frozen encoder's ``last_hidden_state[:, 0]``.
+    that function of the frozen encoder's ``last_hidden_state[:, 0]``. The head
+    is first fitted without the held-out texts (to score them), then on all
+    tuning texts (the saved head). Same seed, same head.
     """
+    model, tokenizer = _load_base_model(model_src, labels, seed)
+    encoded = _encode_tuning(model, tokenizer, tuning, labels, heldout_ids, progress)
+    init = _pooler_init(model)
+    heldout = _score_heldout(encoded, tuning, init, len(labels), seed)
+    final = _fit_head(encoded.features, encoded.targets, init, len(labels), seed)
+    train_accuracy = _install_head(model, final, encoded)
+    _save_checkpoint(model, model_src, model_out)
+    check = _check_checkpoint(model_out, tuning, encoded.features, final)
+    return {
+        "architecture": "BertForSequenceClassification",
+        "trained_parameters": ["bert.pooler.dense", "classifier"],
+        "frozen": "all other parameters, as in the MiniLM package",
+        "features": "encoder last_hidden_state[:, 0] ([CLS]), frozen, computed once",
+        "max_length": MAX_LENGTH,
+        "truncation": True,
+        "labels": list(labels),
+        "optimizer": "AdamW, full batch",
+        "learning_rate": HEAD_LEARNING_RATE,
+        "weight_decay": HEAD_WEIGHT_DECAY,
+        "steps": HEAD_STEPS,
+        "seed": seed,
+        "init": "pooler.dense from the MiniLM checkpoint; classifier N(0, 0.02), bias 0",
+        "heldout": {"fraction": heldout_fraction, "stratified_by": ["label", "length_bucket"], **heldout},
+        "final_fit": {"texts": len(tuning), "train_accuracy": train_accuracy},
+        "checkpoint_check": check,
+    }
+
+
+def _load_base_model(model_src: Path, labels: Sequence[str], seed: int) -> tuple[Any, Any]:
+    """The MiniLM classifier (eval mode) with ``labels`` as its id2label, and its fast tokenizer."""
     import torch
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer, BertForSequenceClassification
+    from transformers import AutoTokenizer, BertForSequenceClassification
 
     tokenizer = AutoTokenizer.from_pretrained(str(model_src), local_files_only=True)
     if not tokenizer.is_fast:
         raise RuntimeError("the MiniLM tokenizer did not load as a fast tokenizer")
     torch.manual_seed(seed)
     id2label = dict(enumerate(labels))
-    label2id = {label: i for i, label in id2label.items()}
     model = BertForSequenceClassification.from_pretrained(
         str(model_src),
         num_labels=len(labels),
         id2label=id2label,
-        label2id=label2id,
+        label2id={label: i for i, label in id2label.items()},
         local_files_only=True,
     )
     model.eval()
+    return model, tokenizer
+
+
+def _encode_tuning(
+    model: Any,
+    tokenizer: Any,
+    tuning: Sequence[TuningRow],
+    labels: Sequence[str],
+    heldout_ids: set[str],
+    progress: Callable[[str], None],
+) -> _Encoded:
+    """Encode every tuning text once with the frozen encoder."""
+    import torch
 
     texts = [row.text for row in tuning]
     started = time.monotonic()
     features = _cls_features(model, tokenizer, texts)
-    feature_seconds = time.monotonic() - started
-    progress(f"Encoded {len(texts)} tuning texts in {feature_seconds:.1f} s.")
+    progress(f"Encoded {len(texts)} tuning texts in {time.monotonic() - started:.1f} s.")
+    label2id = {label: i for i, label in enumerate(labels)}
     targets = torch.tensor([label2id[row.label] for row in tuning], dtype=torch.long)
-
     mask = torch.tensor([row.id in heldout_ids for row in tuning], dtype=torch.bool)
+    return _Encoded(features=features, targets=targets, heldout=mask)
+
+
+def _pooler_init(model: Any) -> dict[str, Any]:
+    """The checkpoint's pooler weights: where every fit of the head starts."""
     pooler = model.bert.pooler
     if pooler is None:
         raise RuntimeError("the MiniLM classifier was built without its pooler")
-    init = {
+    return {
         "dense_weight": pooler.dense.weight.detach().clone(),
         "dense_bias": pooler.dense.bias.detach().clone(),
     }
-    fit = _fit_head(features[~mask], targets[~mask], init, len(labels), seed)
+
+
+def _score_heldout(
+    encoded: _Encoded, tuning: Sequence[TuningRow], init: Mapping[str, Any], n_labels: int, seed: int
+) -> dict[str, Any]:
+    """Fit the head without the held-out texts and score it on them, overall and per length bucket."""
+    import torch
+
+    mask = encoded.heldout
+    fit = _fit_head(encoded.features[~mask], encoded.targets[~mask], init, n_labels, seed)
     with torch.no_grad():
-        predicted = _head_logits(fit, features[mask]).argmax(dim=1)
-    correct = int((predicted == targets[mask]).sum())
+        predicted = _head_logits(fit, encoded.features[mask]).argmax(dim=1)
+    expected = encoded.targets[mask]
+    correct = int((predicted == expected).sum())
+    heldout_rows = [row for row, m in zip(tuning, mask.tolist(), strict=True) if m]
     per_bucket = {}
     for bucket in BUCKETS:
-        sel = torch.tensor(
-            [
-                row.length_bucket == bucket
-                for row, m in zip(tuning, mask.tolist(), strict=True)
-                if m
-            ],
-            dtype=torch.bool,
-        )
+        sel = torch.tensor([row.length_bucket == bucket for row in heldout_rows], dtype=torch.bool)
         per_bucket[bucket] = {
             "texts": int(sel.sum()),
-            "correct": int((predicted[sel] == targets[mask][sel]).sum()),
+            "correct": int((predicted[sel] == expected[sel]).sum()),
         }
+    texts = int(mask.sum())
+    return {
+        "texts": texts,
+        "correct": correct,
+        "accuracy": correct / texts if texts else None,
+        "per_bucket": per_bucket,
+        "trained_on": int((~mask).sum()),
+    }
 
-    final = _fit_head(features, targets, init, len(labels), seed)
+
+def _install_head(model: Any, head: Mapping[str, Any], encoded: _Encoded) -> float:
+    """Copy the fitted head into the model's pooler and classifier; its accuracy on all tuning texts."""
+    import torch
+
+    pooler = model.bert.pooler
     with torch.no_grad():
-        pooler.dense.weight.copy_(final["dense_weight"])
-        pooler.dense.bias.copy_(final["dense_bias"])
-        model.classifier.weight.copy_(final["classifier_weight"])
-        model.classifier.bias.copy_(final["classifier_bias"])
-        train_accuracy = float(
-            (_head_logits(final, features).argmax(dim=1) == targets).float().mean()
-        )
+        pooler.dense.weight.copy_(head["dense_weight"])
+        pooler.dense.bias.copy_(head["dense_bias"])
+        model.classifier.weight.copy_(head["classifier_weight"])
+        model.classifier.bias.copy_(head["classifier_bias"])
+        return float((_head_logits(head, encoded.features).argmax(dim=1) == encoded.targets).float().mean())
+
+
+def _save_checkpoint(model: Any, model_src: Path, model_out: Path) -> None:
+    """Save the model (safetensors) and the source tokenizer to ``model_out``, replacing what is there."""
+    from transformers import AutoTokenizer
 
     if model_out.exists():
         shutil.rmtree(model_out)
@@ -172,7 +249,14 @@ def train_classifier(
         str(model_out)
     )
 
-    # The saved checkpoint, loaded the way a user's own is, must compute the trained head.
+
+def _check_checkpoint(
+    model_out: Path, tuning: Sequence[TuningRow], features: Any, head: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The saved checkpoint, loaded the way a user's own is, must compute the trained head."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
     check_rows = sorted(tuning, key=lambda r: r.id)[:CHECKPOINT_CHECK_TEXTS]
     loaded = AutoModelForSequenceClassification.from_pretrained(
         str(model_out), local_files_only=True
@@ -189,42 +273,16 @@ def train_classifier(
             return_tensors="pt",
         )
         logits = loaded(**encoded).logits
-        expected = _head_logits(final, features[[position[r.id] for r in check_rows]])
+        expected = _head_logits(head, features[[position[r.id] for r in check_rows]])
     max_diff = float((logits - expected).abs().max())
     if max_diff > CHECKPOINT_CHECK_ATOL:
         raise RuntimeError(
             f"the saved checkpoint's logits differ from the trained head by {max_diff:.2e}"
         )
-
     return {
-        "architecture": "BertForSequenceClassification",
-        "trained_parameters": ["bert.pooler.dense", "classifier"],
-        "frozen": "all other parameters, as in the MiniLM package",
-        "features": "encoder last_hidden_state[:, 0] ([CLS]), frozen, computed once",
-        "max_length": MAX_LENGTH,
-        "truncation": True,
-        "labels": list(labels),
-        "optimizer": "AdamW, full batch",
-        "learning_rate": HEAD_LEARNING_RATE,
-        "weight_decay": HEAD_WEIGHT_DECAY,
-        "steps": HEAD_STEPS,
-        "seed": seed,
-        "init": "pooler.dense from the MiniLM checkpoint; classifier N(0, 0.02), bias 0",
-        "heldout": {
-            "fraction": heldout_fraction,
-            "stratified_by": ["label", "length_bucket"],
-            "texts": int(mask.sum()),
-            "correct": correct,
-            "accuracy": correct / int(mask.sum()) if int(mask.sum()) else None,
-            "per_bucket": per_bucket,
-            "trained_on": int((~mask).sum()),
-        },
-        "final_fit": {"texts": len(tuning), "train_accuracy": train_accuracy},
-        "checkpoint_check": {
-            "texts": len(check_rows),
-            "max_abs_logit_difference": max_diff,
-            "tolerance": CHECKPOINT_CHECK_ATOL,
-        },
+        "texts": len(check_rows),
+        "max_abs_logit_difference": max_diff,
+        "tolerance": CHECKPOINT_CHECK_ATOL,
     }
 
 

@@ -1,4 +1,4 @@
-"""init, check and rental without a model run (issue 13): every friction point, CLI level."""
+"""init, check and rental without a model run (your own data to a first decision): every friction point, CLI level."""
 
 from __future__ import annotations
 

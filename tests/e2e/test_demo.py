@@ -20,8 +20,11 @@ from click.testing import CliRunner
 
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
-from runner.demo import build as demo_module
-from runner.demo.build import DemoResult, build_demo, largest_remainder, normalise, quality_minimum
+from runner.demo.build import DemoResult, build_demo
+from runner.demo.reuse import reusable_record
+from runner.demo.selection import DemoText, largest_remainder
+from runner.demo.source import normalise
+from runner.demo.training import quality_minimum, train_classifier
 
 pytestmark = pytest.mark.e2e
 
@@ -216,15 +219,15 @@ def test_second_call_reuses_and_tampering_is_noticed(
     record = json.loads(result.demo_json.read_text(encoding="utf-8"))
     parameters, packages = record["parameters"], record["packages"]
     other = {**parameters, "seed": 1}
-    assert demo_module._reusable(result.out_dir, other, packages) is None
+    assert reusable_record(result.out_dir, other, packages) is None
     study = result.out_dir / "quick.toml"
     original = study.read_bytes()
     try:
         study.write_bytes(original + b"\n")
-        assert demo_module._reusable(result.out_dir, parameters, packages) is None
+        assert reusable_record(result.out_dir, parameters, packages) is None
     finally:
         study.write_bytes(original)
-    assert demo_module._reusable(result.out_dir, parameters, packages) is not None
+    assert reusable_record(result.out_dir, parameters, packages) is not None
 
 
 def test_cli_prepare_prints_the_study_paths(
@@ -285,9 +288,9 @@ def test_gpu_demo_study_exercises_a_gpu(built: tuple[DemoResult, list[str]], sta
 
 def test_a_failed_training_process_is_a_user_error(tmp_path: Path) -> None:
     """The classifier is trained in a fresh process; its failure is one `Error:` line, not a traceback."""
-    rows = [demo_module.DemoText(id=f"t{i}", text="a text", label="sport", length_bucket="short", n_tokens=4)
+    rows = [DemoText(id=f"t{i}", text="a text", label="sport", length_bucket="short", n_tokens=4)
             for i in range(5)]
     with pytest.raises(UserError) as caught:
-        demo_module.train_classifier(tmp_path / "no-model", rows, ["sport"], tmp_path / "model", 0, lambda s: None)
+        train_classifier(tmp_path / "no-model", rows, ["sport"], tmp_path / "model", 0, lambda s: None)
     assert "training the demo classifier failed (exit 1)" in str(caught.value)
     assert not (tmp_path / "model").exists()

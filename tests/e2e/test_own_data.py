@@ -1,4 +1,4 @@
-"""Issue 13, done means: a corpus and checkpoint isocost never saw → init, tune, check, run, rental, decide.
+"""Your own data, end to end: a corpus and checkpoint isocost never saw → init, tune, check, run, rental, decide.
 
 The checkpoint is trained here on made-up labels (tests/ownmodel.py): nothing comes from the demo.
 """

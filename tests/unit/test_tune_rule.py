@@ -1,4 +1,4 @@
-"""The tuning rule (hand-computed) and the comment-keeping TOML edit that writes it (issue 13)."""
+"""The tuning rule (hand-computed) and the comment-keeping TOML edit that writes it (`isocost tune`)."""
 
 from __future__ import annotations
 
