@@ -100,6 +100,14 @@ def format_usd(amount: Decimal) -> str:
     return str(amount)
 
 
+def format_optional_usd(amount: Decimal | None) -> str | None:
+    """:func:`format_usd`, or ``None`` for an unknown amount.
+
+    Example: ``format_optional_usd(None) is None``; ``format_optional_usd(Decimal("7.5")) == "7.50"``.
+    """
+    return None if amount is None else format_usd(amount)
+
+
 @dataclass(frozen=True)
 class Plan:
     """One catalog row. Example: ``load_catalog(default_catalog_path()).plans[1].gpu == "b200"``."""

@@ -33,7 +33,8 @@ from protocol.costing.projection import ASSUMPTIONS, PassEvidence, energy_figure
 from protocol.errors import UserError
 
 if TYPE_CHECKING:
-    from protocol.decision.rank import CampaignEvidence, Configuration
+    from protocol.decision.evidence import CampaignEvidence
+    from protocol.decision.records import Configuration
 
 METHOD = (
     "fit: least squares of each batch's time on a per-batch constant and its tokens per length bucket (batches.jsonl "

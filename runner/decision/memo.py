@@ -23,7 +23,11 @@ from protocol.costing.calendar import format_hours
 from protocol.costing.period import CampaignPeriod, measure_period
 from protocol.costing.plans import Catalog, default_catalog_path, load_catalog
 from protocol.costing.projection import trial_record
-from protocol.decision.rank import CampaignEvidence, Decision, Ledger, TrialCapacity, decide, parse_ledger, plan_cost
+from protocol.decision.evidence import CampaignEvidence, TrialCapacity
+from protocol.decision.ledger import parse_ledger
+from protocol.decision.plan_fit import plan_cost
+from protocol.decision.rank import decide
+from protocol.decision.records import Decision, Ledger
 from protocol.errors import UserError
 from protocol.jsonio import read_json, write_json_atomic, write_text_atomic
 from protocol.study import Study, load_study

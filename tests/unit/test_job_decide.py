@@ -19,7 +19,8 @@ from test_decide import campaign
 from protocol.costing.job_cost import compare, price_options
 from protocol.costing.plans import default_catalog_path, load_catalog
 from protocol.costing.projection import Batch, PassEvidence, TrialRecord, project
-from protocol.decision.rank import CampaignEvidence, decide
+from protocol.decision.evidence import CampaignEvidence
+from protocol.decision.rank import decide
 from protocol.errors import UserError
 from protocol.study import Study, load_study
 
