@@ -22,7 +22,8 @@ from typing import Any
 
 from protocol import __version__
 from protocol.corpus import check_disjoint, content_fingerprint, read_corpus, token_lengths
-from protocol.costing.plans import default_catalog_path, load_catalog
+from protocol.costing.catalog_file import load_catalog
+from protocol.costing.plans import default_catalog_path
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path, tree_files
 from protocol.jsonio import read_json, write_json_atomic

@@ -23,6 +23,7 @@ from protocol.costing.calendar import (
     format_hours,
     format_offset,
 )
+from protocol.costing.catalog_file import load_catalog
 from protocol.costing.plans import (
     PER_RESULT_DEFINED,
     PER_RESULT_UNDEFINED,
@@ -31,7 +32,6 @@ from protocol.costing.plans import (
     Quote,
     default_catalog_path,
     format_usd,
-    load_catalog,
     quote,
 )
 from protocol.errors import UserError

@@ -24,7 +24,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from protocol.corpus import check_disjoint, content_fingerprint, read_corpus, token_lengths
-from protocol.costing.plans import default_catalog_path, load_catalog
+from protocol.costing.catalog_file import load_catalog
+from protocol.costing.plans import default_catalog_path
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
 from protocol.jsonio import read_json, write_json_atomic

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from protocol.costing.calendar import access_window
-from protocol.costing.plans import Catalog, default_catalog_path, load_catalog
+from protocol.costing.catalog_file import load_catalog
+from protocol.costing.plans import Catalog, default_catalog_path
 from protocol.decision.configuration import count_artifacts
 from protocol.decision.evidence import CampaignEvidence, TrialCapacity, check_same_study
 from protocol.decision.ledger import parse_ledger

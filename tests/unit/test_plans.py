@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from protocol.costing.catalog_file import CATALOG_COLUMNS, load_catalog
 from protocol.costing.plans import (
-    CATALOG_COLUMNS,
     PER_RESULT_DEFINED,
     PER_RESULT_NOT_REQUESTED,
     PER_RESULT_UNDEFINED,
@@ -18,7 +18,6 @@ from protocol.costing.plans import (
     Plan,
     Quote,
     default_catalog_path,
-    load_catalog,
     quote,
 )
 from protocol.errors import UserError
