@@ -11,7 +11,8 @@ Example: ``plan_cost(catalog, "rtx-4090", 2, 1.2, 1).total_usd == Decimal("220.0
 
 from __future__ import annotations
 
-from protocol.costing.calendar import PlanFit, Window, covering_plans, format_hours
+from protocol.costing.calendar import Window, format_hours
+from protocol.costing.coverage import PlanFit, covering_plans
 from protocol.costing.plans import PLAN_LENGTHS_DAYS, Catalog, Quote, quote
 from protocol.decision.records import CostResult, PlanOption
 from protocol.errors import UserError
