@@ -18,7 +18,7 @@ from protocol.errors import UserError
 from protocol.stats import Summary
 
 if TYPE_CHECKING:
-    from protocol.costing.projection import TrialRecord
+    from protocol.costing.trial_files import TrialRecord
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from protocol.costing.batch_fit import PassEvidence
 from protocol.costing.calendar import Window
 from protocol.costing.job import Job
 from protocol.costing.job_cost import (
@@ -29,7 +30,8 @@ from protocol.costing.job_cost import (
     rank_job,
 )
 from protocol.costing.plans import CENT, ROUNDING, Catalog
-from protocol.costing.projection import ASSUMPTIONS, PassEvidence, energy_figures, project, refusal
+from protocol.costing.projection import ASSUMPTIONS, project, refusal
+from protocol.costing.trial_files import energy_figures
 from protocol.errors import UserError
 
 if TYPE_CHECKING:

@@ -23,7 +23,7 @@ from protocol.costing.calendar import format_hours
 from protocol.costing.catalog_file import load_catalog
 from protocol.costing.period import CampaignPeriod, measure_period
 from protocol.costing.plans import Catalog, default_catalog_path
-from protocol.costing.projection import trial_record
+from protocol.costing.trial_files import trial_record
 from protocol.decision.evidence import CampaignEvidence, TrialCapacity
 from protocol.decision.ledger import parse_ledger
 from protocol.decision.plan_fit import plan_cost
