@@ -43,7 +43,8 @@ from datetime import datetime
 from typing import Any
 
 from protocol.costing.calendar import Window, access_window
-from protocol.costing.period import CampaignPeriod, measure_period, trial_intervals
+from protocol.costing.period import CampaignPeriod, measure_period
+from protocol.costing.timeline import trial_intervals
 from protocol.costing.plans import Catalog
 from protocol.decision.configuration import DecisionTerms, build_configuration, configuration_labels, with_rank
 from protocol.decision.evidence import CampaignEvidence, check_same_study
