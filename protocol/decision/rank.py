@@ -44,8 +44,8 @@ from typing import Any
 
 from protocol.costing.calendar import Window, access_window
 from protocol.costing.period import CampaignPeriod, measure_period
-from protocol.costing.timeline import trial_intervals
 from protocol.costing.plans import Catalog
+from protocol.costing.timeline import trial_intervals
 from protocol.decision.configuration import DecisionTerms, build_configuration, configuration_labels, with_rank
 from protocol.decision.evidence import CampaignEvidence, check_same_study
 from protocol.decision.explain import deadline_note, uncertain_lines, why_chosen
