@@ -8,7 +8,7 @@ campaign's measured period (:func:`protocol.decision.plan_fit.plan_cost`),
 the deadline fit, the spread warnings that name the variant, the memory peaks
 beside their capacities, and the reasons that exclude it from the ranking.
 
-Example: ``build_configuration(evidence, variant, "batch_size=8 on rtx-4090 ×2 lots", period, spans, terms)``
+Example: ``build_configuration(evidence, variant, "threads=4 on rtx-4090 ×2 lots", period, spans, terms)``
 is acceptable when its quality is equivalent, a corpus was accepted, the cost is known and the deadline fits.
 """
 
@@ -64,7 +64,7 @@ def count_artifacts(accepted_corpora: set[str] | frozenset[str], expected_artifa
 
 
 def configuration_labels(campaigns: Sequence[CampaignEvidence]) -> dict[tuple[str, str], str]:
-    """``(campaign_id, variant_id)`` → a name a reader tells apart: ``"batch_size=8 on rtx-4090 ×2 lots"``.
+    """``(campaign_id, variant_id)`` → a name a reader tells apart: ``"threads=4 on rtx-4090 ×2 lots"``.
 
     The same variant on the same rented GPU type twice is told apart by its host, or else by its campaign.
     """

@@ -114,7 +114,7 @@ def check_same_study(campaigns: Sequence[CampaignEvidence]) -> None:
 def names_variant(warning: str, variant_id: str) -> bool:
     """Does a summary warning name this variant (``"v1: …"``, ``"v1 vs v2: …"``, ``"v2 vs v1: …"``)?
 
-    Example: ``names_variant("batch_size=8 vs batch_size=1: spread …", "batch_size=1")`` is True.
+    Example: ``names_variant("threads=4 vs threads=1: spread …", "threads=1")`` is True.
     """
     return (warning.startswith(f"{variant_id}:") or warning.startswith(f"{variant_id} vs ")
             or f" vs {variant_id}:" in warning)

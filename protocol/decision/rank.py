@@ -72,7 +72,7 @@ def decide(
     every billing option and ranked (:func:`protocol.decision.job_rank.job_decision`); ``now`` (default: the
     clock) refuses a deadline already past.
 
-    Example: ``decide([evidence], study, catalog).chosen == "batch_size=8 on rtx-4090 ×2 lots"``.
+    Example: ``decide([evidence], study, catalog).chosen == "threads=4 on rtx-4090 ×2 lots"``.
     """
     check_same_study(campaigns)
     window, waiting_h, deadline_reason = _deadline_terms(study)

@@ -53,7 +53,8 @@ from protocol.paths import check_allowed_root, check_safe_name
 from protocol.records import TrialSpec
 from protocol.records import csv_cell as _cell
 from protocol.schedule import Slot
-from protocol.study import Study, parse_study
+from protocol.study import parse_study
+from protocol.study_records import Study
 from protocol.validate import (
     Agreement,
     ParsedPredictions,

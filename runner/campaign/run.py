@@ -39,7 +39,8 @@ from protocol.records import (
     Variant,
 )
 from protocol.schedule import Slot, attempt_trial_id, rotated_schedule
-from protocol.study import Study, bucket_for, load_study
+from protocol.study import load_study
+from protocol.study_records import Study, bucket_for
 from runner.campaign.gather import gather_trial, load_reference, read_status, trial_inputs
 from runner.campaign.seen import check_and_record
 from runner.campaign_dir.layout import (

@@ -31,7 +31,8 @@ from protocol.decision.rank import decide
 from protocol.decision.records import Decision, Ledger
 from protocol.errors import UserError
 from protocol.jsonio import read_json, write_json_atomic, write_text_atomic
-from protocol.study import Study, load_study
+from protocol.study import load_study
+from protocol.study_records import Study
 from runner.analysis.summary import summarize_campaign
 from runner.campaign_dir.integrity import INCONSISTENT_BANNER, require_evidence
 from runner.campaign_dir.layout import FROZEN_CATALOG, CampaignPaths, load_campaign, read_raw

@@ -34,7 +34,9 @@ from protocol.memory import ModelShape, estimate
 from protocol.paths import allowed_roots, check_allowed_root
 from protocol.records import TrialSpec
 from protocol.schedule import rotated_schedule
-from protocol.study import Study, StudyErrors, bucket_for, load_study, split_seeded_id
+from protocol.study import load_study
+from protocol.study_reader import StudyErrors
+from protocol.study_records import Study, bucket_for, split_seeded_id
 from runner.campaign.seen import ledger_path, quality_rule, raise_if_conflict, seen_entries
 
 

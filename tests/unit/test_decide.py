@@ -25,7 +25,8 @@ from protocol.decision.records import ARTIFACT_RULE, Decision, Expense, Ledger
 from protocol.errors import UserError
 from protocol.records import RAW_COLUMNS
 from protocol.stats import summarize
-from protocol.study import Study, load_study
+from protocol.study import load_study
+from protocol.study_records import Study
 
 CATALOG = load_catalog(default_catalog_path())
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)  # Monday 09:00 UTC

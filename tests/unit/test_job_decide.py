@@ -25,7 +25,8 @@ from protocol.costing.trial_files import TrialRecord
 from protocol.decision.evidence import CampaignEvidence
 from protocol.decision.rank import decide
 from protocol.errors import UserError
-from protocol.study import Study, load_study
+from protocol.study import load_study
+from protocol.study_records import Study
 
 MADE_UP = "MADE-UP test catalog (not a real offer)"
 CATALOG_TEXT = (
