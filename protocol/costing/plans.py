@@ -38,7 +38,7 @@ from protocol.jsonio import check_schema
 SCHEMA_VERSION = 2
 _READABLE_VERSIONS = (1, 2)
 
-# The plan lengths the calculator offers (those the original problem statement names: 3, 7 and 30 days).
+# The plan lengths the calculator offers: the rental plans sold for 3, 7 and 30 days (a catalog may price only some).
 PLAN_LENGTHS_DAYS: tuple[int, ...] = (3, 7, 30)
 
 BILLING_FLAT = "flat"
