@@ -16,7 +16,8 @@ from pathlib import Path
 
 from protocol.fingerprint import fingerprint_path
 from protocol.records import TrialSpec, Variant
-from protocol.study import Study, load_study
+from protocol.study import load_study
+from protocol.study_records import Study
 
 DEMO_DIR_ENV = "ISOCOST_DEMO_DIR"
 

@@ -46,6 +46,15 @@ def read_json(path: Path) -> Any:
         raise UserError(f"not valid JSON: {exc.msg} at line {exc.lineno}", str(path)) from None
 
 
+def record_dict(record: Any, schema_version: int, **fields: Any) -> dict[str, Any]:
+    """A frozen dataclass as a JSON-ready dict: its fields, ``fields`` replacing some of them (nested records
+    as dicts, tuples as lists, money as text), and its ``schema_version``.
+
+    Example: ``record_dict(option, 1, plan=option.plan.to_dict())["schema_version"] == 1``.
+    """
+    return {**record.__dict__, **fields, "schema_version": schema_version}
+
+
 def check_schema(data: dict[str, Any], kind: str, supported: int, where: str) -> None:
     """Reject records whose ``schema_version`` this version cannot read."""
     version = data.get("schema_version")

@@ -34,8 +34,9 @@ from decimal import Decimal
 from statistics import NormalDist
 from typing import Any
 
-from protocol.costing.plans import CENT, METERED, ROUNDING, Catalog, Plan, charge, format_usd
+from protocol.costing.plans import CENT, METERED, ROUNDING, Catalog, Plan, charge, format_optional_usd, format_usd
 from protocol.costing.projection import Projection, percentile
+from protocol.jsonio import record_dict
 
 # Version history: 1 = first format (BillingOption, JobConfiguration, Comparison, JobDecision).
 SCHEMA_VERSION = 1
@@ -71,8 +72,10 @@ class BillingOption:
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION, "label": self.label, "plan": self.plan.to_dict(), "lots": self.lots,
-            "p_covers": self.p_covers, "point_usd": _money(self.point_usd), "expected_usd": _money(self.expected_usd),
-            "interval_usd": [_money(self.low_usd), _money(self.high_usd)], "fits": self.fits, "reason": self.reason,
+            "p_covers": self.p_covers, "point_usd": format_optional_usd(self.point_usd),
+            "expected_usd": format_optional_usd(self.expected_usd),
+            "interval_usd": [format_optional_usd(self.low_usd), format_optional_usd(self.high_usd)],
+            "fits": self.fits, "reason": self.reason,
         }
 
 
@@ -107,13 +110,11 @@ class JobConfiguration:
         return next((o for o in self.options if o.label == self.chosen_option), None)
 
     def to_dict(self) -> dict[str, Any]:
-        data = dict(self.__dict__)
-        data["projection"] = None if self.projection is None else self.projection.to_dict()
-        data["options"] = [o.to_dict() for o in self.options]
-        data["expected_usd"] = _money(self.expected_usd)
-        data["per_corpus_usd"] = _money(self.per_corpus_usd)
-        data["exclusions"] = list(self.exclusions)
-        return {"schema_version": SCHEMA_VERSION, **data}
+        return record_dict(
+            self, SCHEMA_VERSION, projection=None if self.projection is None else self.projection.to_dict(),
+            options=[o.to_dict() for o in self.options], expected_usd=format_optional_usd(self.expected_usd),
+            per_corpus_usd=format_optional_usd(self.per_corpus_usd), exclusions=list(self.exclusions),
+        )
 
 
 @dataclass(frozen=True)
@@ -130,7 +131,7 @@ class Comparison:
     note: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema_version": SCHEMA_VERSION, **self.__dict__}
+        return record_dict(self, SCHEMA_VERSION)
 
 
 @dataclass(frozen=True)
@@ -289,10 +290,6 @@ def rank_job(configs: list[JobConfiguration], level: float) -> tuple[list[JobCon
     else:
         why.append("it is the only configuration that meets the level")
     return ranked, why
-
-
-def _money(value: Decimal | None) -> str | None:
-    return None if value is None else format_usd(value)
 
 
 def percentile_h(samples: Sequence[float], q: float) -> float:

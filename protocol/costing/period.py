@@ -2,7 +2,8 @@
 
 A pure function of the campaign's timestamps (``events.jsonl`` and the raw
 table's ``started_at``/``ended_at``) plus the waiting periods the study
-declares. Nothing here reads a file or a clock.
+declares. Nothing here reads a file or a clock; the timestamps become
+intervals in :mod:`protocol.costing.timeline`.
 
 What counts (the period a rental must cover is the whole access window):
 
@@ -42,6 +43,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from protocol.costing.calendar import merge_intervals
+from protocol.costing.timeline import (
+    Interval,
+    host_sessions,
+    iso_utc,
+    parsed_events,
+    phase_intervals,
+    row_interval,
+)
 from protocol.errors import UserError
 from protocol.jsonio import check_schema
 
@@ -50,9 +59,6 @@ SCHEMA_VERSION = 1
 
 _HOUR_S = 3600.0
 
-#: Events that open a session on the host, and the one that closes it.
-SESSION_OPENERS = ("setup_start", "resume")
-SESSION_CLOSER = "trials_end"
 
 #: Phases reported even when absent, so a reader sees what was not recorded.
 EXPECTED_PHASES = ("setup", "trial", "evaluation", "export")
@@ -179,8 +185,8 @@ class CampaignPeriod:
         """Example: ``CampaignPeriod.from_dict(p.to_dict()) == p``."""
         return {
             "schema_version": self.schema_version,
-            "start": _iso(self.start),
-            "end": _iso(self.end),
+            "start": iso_utc(self.start),
+            "end": iso_utc(self.end),
             "span_s": self.span_s,
             "span_h": self.span_h,
             "used_s": self.used_s,
@@ -231,50 +237,6 @@ class CampaignPeriod:
         )
 
 
-Interval = tuple[datetime, datetime]
-
-
-def parse_instant(text: str, where: str) -> datetime:
-    """An ISO 8601 timestamp WITH a UTC offset, as an aware UTC datetime.
-
-    Example: ``parse_instant("2026-11-02T09:00:00+01:00", "x").hour == 8``.
-    """
-    try:
-        moment = datetime.fromisoformat(str(text).strip())
-    except ValueError:
-        raise UserError(
-            f"timestamp {text!r} is not ISO 8601",
-            where,
-            "Campaign timestamps are written by `isocost run`; restore the file from the results bundle.",
-        ) from None
-    if moment.utcoffset() is None:
-        raise UserError(
-            f"timestamp {text!r} has no UTC offset",
-            where,
-            "A campaign timestamp must carry its offset (isocost writes UTC, e.g. 2026-11-02T09:00:00+00:00).",
-        )
-    return moment.astimezone(UTC)
-
-
-def trial_intervals(
-    events: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]]
-) -> dict[str, list[Interval]]:
-    """Every trial's intervals: its start/end events and its own clock from the raw table.
-
-    Example: a trial with events 09:30 → 11:30 and raw times 09:31 → 11:29 yields both intervals
-    (they merge to 2 h).
-    """
-    found: dict[str, list[Interval]] = {}
-    for (phase, key), spans in _phase_intervals(_parsed_events(events), [])[0].items():
-        if phase == "trial" and key:
-            found.setdefault(key, []).extend(spans)
-    for index, row in enumerate(rows):
-        span = _row_interval(row, index)
-        if span is not None:
-            found.setdefault(str(row.get("trial_id", "")), []).append(span)
-    return found
-
-
 def measure_period(
     events: Sequence[Mapping[str, Any]],
     rows: Sequence[Mapping[str, Any]],
@@ -288,86 +250,27 @@ def measure_period(
 
     Example: ``measure_period(events, rows, 10).needed_h == 12.5`` for the module example.
     """
-    if waiting_h is None:
-        waiting_s = 0.0
-        waiting_source = waiting_source or "the study declares no deadline table: no waiting period"
-    else:
-        if waiting_h < 0:
-            raise UserError(f"waiting_h must be >= 0, got {waiting_h}", "deadline.waiting_h")
-        waiting_s = float(waiting_h) * _HOUR_S
-        waiting_source = waiting_source or "study deadline.waiting_h"
-
-    parsed = _parsed_events(events)
+    waiting = _waiting(waiting_h, waiting_source)
+    parsed = parsed_events(events)
     notes: list[str] = []
-    phases, unmatched = _phase_intervals(parsed, notes)
-    raw_spans: list[Interval] = []
-    for index, row in enumerate(rows):
-        span = _row_interval(row, index, notes)
-        if span is not None:
-            raw_spans.append(span)
-    timed_trials = {str(r.get("trial_id", "")) for i, r in enumerate(rows) if _row_interval(r, i) is not None}
-    open_ended: list[tuple[str, str, datetime]] = []
-    for phase, key, started in unmatched:
-        label = f"{phase} {key}".strip()
-        if phase == "trial" and key in timed_trials:
-            notes.append(f"{label} started at {_iso(started)} without an end event (the host stopped?): its own "
-                         "clock in raw.csv is counted instead")
-        else:
-            open_ended.append((phase, key, started))
-            notes.append(f"{label} started at {_iso(started)} without an end event: counted up to the end of its "
-                         "session")
-    sessions, resumes = _sessions(parsed, raw_spans, unmatched, notes)
-
-    by_phase: dict[str, list[Interval]] = {}
-    for (phase, _key), spans in phases.items():
-        by_phase.setdefault(phase, []).extend(spans)
-    if raw_spans:
-        by_phase.setdefault("trial", []).extend(raw_spans)
-    # An end event lost with the host: count the phase to the end of the session that holds its start.
-    for phase, _key, started in open_ended:
-        close = next((end for begin, end in sessions if begin <= started <= end), started)
-        by_phase.setdefault(phase, []).append((started, close))
-
-    components: list[PeriodComponent] = []
-    for phase in (*EXPECTED_PHASES, *sorted(set(by_phase) - set(EXPECTED_PHASES))):
-        spans = by_phase.get(phase, [])
-        name = "trials" if phase == "trial" else phase
-        if not spans:
-            components.append(PeriodComponent(name, None, _NOT_RECORDED.get(phase, "not recorded"), False))
-            continue
-        source = _PHASE_SOURCES.get(phase, f"events.jsonl {phase}_start → {phase}_end")
-        components.append(PeriodComponent(name, merge_intervals(spans), source, True, len(spans)))
-
+    phases, unmatched = phase_intervals(parsed, notes)
+    raw_spans = [span for index, row in enumerate(rows) if (span := row_interval(row, index, notes)) is not None]
+    open_ended = _open_ended(unmatched, rows, notes)
+    sessions, resumes = host_sessions(parsed, raw_spans, unmatched, notes)
+    by_phase = _spans_by_phase(phases, raw_spans, open_ended, sessions)
+    components = _phase_components(by_phase)
     all_phase_spans = [span for spans in by_phase.values() for span in spans]
     everything = all_phase_spans + sessions
-    empty: dict[str, str] = {}
     if not everything:
-        empty["used_s"] = empty["needed_s"] = empty["span_s"] = empty["idle_s"] = (
-            "no timestamps: events.jsonl is empty or missing and raw.csv has no started_at/ended_at"
-        )
-        components.append(PeriodComponent("host work between phases", None, empty["used_s"], False))
-        components.append(PeriodComponent("waiting (declared)", waiting_s, waiting_source, True))
-        return CampaignPeriod(
-            start=None, end=None, span_s=None, used_s=None, idle_s=None, waiting_s=waiting_s,
-            waiting_source=waiting_source, needed_s=None, overlap_s=0.0, sessions=0, resumes=resumes,
-            components=tuple(components), notes=tuple(notes), empty_reasons=empty,
-        )
+        return _without_timestamps(components, waiting, resumes, notes)
 
     phases_union_s = merge_intervals(all_phase_spans) if all_phase_spans else 0.0
     used_s = merge_intervals(everything)
     overlap_s = sum(c.seconds for c in components if c.counted and c.seconds is not None) - phases_union_s
     if overlap_s > 1e-6:
         notes.append(f"phases overlap by {overlap_s:.3f} s; the overlap is counted once")
-    between_s = used_s - phases_union_s
-    components.append(PeriodComponent(
-        "host work between phases",
-        between_s if sessions else None,
-        "sessions in events.jsonl (setup_start/resume → trials_end) minus the phases above: gathering and "
-        "validating each trial, host bookkeeping" if sessions else "no session events (setup_start/resume)",
-        bool(sessions),
-        len(sessions),
-    ))
-    components.append(PeriodComponent("waiting (declared)", waiting_s, waiting_source, True))
+    components.append(_between_phases(used_s - phases_union_s, len(sessions)))
+    components.append(PeriodComponent("waiting (declared)", waiting.seconds, waiting.source, True))
 
     start = min(begin for begin, _ in everything)
     end = max(finish for _, finish in everything)
@@ -384,9 +287,9 @@ def measure_period(
         span_s=span_s,
         used_s=used_s,
         idle_s=idle_s,
-        waiting_s=waiting_s,
-        waiting_source=waiting_source,
-        needed_s=used_s + waiting_s,
+        waiting_s=waiting.seconds,
+        waiting_source=waiting.source,
+        needed_s=used_s + waiting.seconds,
         overlap_s=max(overlap_s, 0.0),
         sessions=len(sessions),
         resumes=resumes,
@@ -395,97 +298,95 @@ def measure_period(
     )
 
 
-# -- helpers --------------------------------------------------------------------------------
+# -- the steps of measure_period ------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class _Event:
-    at: datetime
-    kind: str
-    key: str
-    index: int
+class _Waiting:
+    seconds: float
+    source: str
 
 
-def _parsed_events(events: Sequence[Mapping[str, Any]]) -> list[_Event]:
-    parsed = []
-    for index, event in enumerate(events):
-        where = f"events.jsonl line {index + 1}"
-        if "at" not in event or "event" not in event:
-            raise UserError("event lacks 'at' or 'event'", where, "Restore events.jsonl from the results bundle.")
-        parsed.append(_Event(parse_instant(event["at"], where), str(event["event"]),
-                             str(event.get("trial_id", "") or ""), index))
-    parsed.sort(key=lambda e: (e.at, e.index))
-    return parsed
+def _waiting(waiting_h: float | None, source: str) -> _Waiting:
+    """The declared waiting in seconds and where it comes from (none without a deadline table)."""
+    if waiting_h is None:
+        return _Waiting(0.0, source or "the study declares no deadline table: no waiting period")
+    if waiting_h < 0:
+        raise UserError(f"waiting_h must be >= 0, got {waiting_h}", "deadline.waiting_h")
+    return _Waiting(float(waiting_h) * _HOUR_S, source or "study deadline.waiting_h")
 
 
-def _phase_intervals(
-    events: list[_Event], notes: list[str]
-) -> tuple[dict[tuple[str, str], list[Interval]], list[tuple[str, str, datetime]]]:
-    """Pair ``X_start`` with the next ``X_end`` of the same key (trial id)."""
-    open_: dict[tuple[str, str], datetime] = {}
-    spans: dict[tuple[str, str], list[Interval]] = {}
-    for event in events:
-        if event.kind in SESSION_OPENERS[1:] or event.kind == SESSION_CLOSER:
+def _open_ended(
+    unmatched: list[tuple[str, str, datetime]], rows: Sequence[Mapping[str, Any]], notes: list[str],
+) -> list[tuple[str, str, datetime]]:
+    """Phases started without an end event that no raw.csv clock covers: counted to the end of their session."""
+    timed_trials = {str(r.get("trial_id", "")) for i, r in enumerate(rows) if row_interval(r, i) is not None}
+    open_ended: list[tuple[str, str, datetime]] = []
+    for phase, key, started in unmatched:
+        label = f"{phase} {key}".strip()
+        if phase == "trial" and key in timed_trials:
+            notes.append(f"{label} started at {iso_utc(started)} without an end event (the host stopped?): its own "
+                         "clock in raw.csv is counted instead")
+        else:
+            open_ended.append((phase, key, started))
+            notes.append(f"{label} started at {iso_utc(started)} without an end event: counted up to the end of its "
+                         "session")
+    return open_ended
+
+
+def _spans_by_phase(
+    phases: dict[tuple[str, str], list[Interval]], raw_spans: list[Interval],
+    open_ended: list[tuple[str, str, datetime]], sessions: list[Interval],
+) -> dict[str, list[Interval]]:
+    """Every phase's intervals: its event pairs, the trials' own clocks, and open-ended phases to session end."""
+    by_phase: dict[str, list[Interval]] = {}
+    for (phase, _key), spans in phases.items():
+        by_phase.setdefault(phase, []).extend(spans)
+    if raw_spans:
+        by_phase.setdefault("trial", []).extend(raw_spans)
+    # An end event lost with the host: count the phase to the end of the session that holds its start.
+    for phase, _key, started in open_ended:
+        close = next((end for begin, end in sessions if begin <= started <= end), started)
+        by_phase.setdefault(phase, []).append((started, close))
+    return by_phase
+
+
+def _phase_components(by_phase: dict[str, list[Interval]]) -> list[PeriodComponent]:
+    """One component per expected phase (not recorded ones say so), then any other phase, by name."""
+    components: list[PeriodComponent] = []
+    for phase in (*EXPECTED_PHASES, *sorted(set(by_phase) - set(EXPECTED_PHASES))):
+        spans = by_phase.get(phase, [])
+        name = "trials" if phase == "trial" else phase
+        if not spans:
+            components.append(PeriodComponent(name, None, _NOT_RECORDED.get(phase, "not recorded"), False))
             continue
-        if event.kind.endswith("_start"):
-            key = (event.kind.removesuffix("_start"), event.key)
-            if key in open_:
-                notes.append(f"{key[0]} {key[1]} started twice without an end; the first start is kept".strip())
-                continue
-            open_[key] = event.at
-        elif event.kind.endswith("_end"):
-            key = (event.kind.removesuffix("_end"), event.key)
-            if key not in open_:
-                notes.append(f"{event.kind} {event.key} at {_iso(event.at)} has no start event; ignored".replace(
-                    "  ", " "))
-                continue
-            spans.setdefault(key, []).append((open_.pop(key), event.at))
-    unmatched = [(phase, key, at) for (phase, key), at in open_.items()]
-    return spans, unmatched
+        source = _PHASE_SOURCES.get(phase, f"events.jsonl {phase}_start → {phase}_end")
+        components.append(PeriodComponent(name, merge_intervals(spans), source, True, len(spans)))
+    return components
 
 
-def _sessions(
-    events: list[_Event], raw_spans: list[Interval], unmatched: list[tuple[str, str, datetime]], notes: list[str]
-) -> tuple[list[Interval], int]:
-    """Sessions of the host CLI: opener → trials_end; a session cut short ends at its last timestamp."""
-    stamps = sorted([e.at for e in events] + [end for _, end in raw_spans] + [at for _, _, at in unmatched])
-    sessions: list[Interval] = []
-    resumes = sum(1 for e in events if e.kind == "resume")
-    current: datetime | None = None
-    for event in events:
-        if event.kind in SESSION_OPENERS:
-            if current is not None:
-                last = max((s for s in stamps if current <= s < event.at), default=current)
-                sessions.append((current, last))
-                notes.append(f"session started {_iso(current)} has no trials_end (the host stopped); it is counted "
-                             f"up to its last timestamp {_iso(last)}")
-            current = event.at
-        elif event.kind == SESSION_CLOSER and current is not None:
-            sessions.append((current, event.at))
-            current = None
-    if current is not None:
-        last = max((s for s in stamps if s >= current), default=current)
-        sessions.append((current, last))
-        notes.append(f"the last session (from {_iso(current)}) has no trials_end: the campaign is unfinished or the "
-                     f"host stopped; counted up to its last timestamp {_iso(last)}")
-    return sessions, resumes
+def _between_phases(between_s: float, sessions: int) -> PeriodComponent:
+    """Host work between phases: the sessions minus the phases (gathering, validating, bookkeeping)."""
+    if not sessions:
+        return PeriodComponent("host work between phases", None, "no session events (setup_start/resume)", False,
+                               sessions)
+    return PeriodComponent(
+        "host work between phases", between_s,
+        "sessions in events.jsonl (setup_start/resume → trials_end) minus the phases above: gathering and "
+        "validating each trial, host bookkeeping", True, sessions,
+    )
 
 
-def _row_interval(row: Mapping[str, Any], index: int, notes: list[str] | None = None) -> Interval | None:
-    started, ended = row.get("started_at") or "", row.get("ended_at") or ""
-    if not started or not ended:
-        return None
-    where = f"raw.csv row {index + 2} ({row.get('trial_id', '?')})"
-    begin, end = parse_instant(str(started), where), parse_instant(str(ended), where)
-    if end < begin:
-        if notes is not None:
-            notes.append(f"{where}: ended_at is before started_at (clock change?); not counted")
-        return None
-    return begin, end
-
-
-def _iso(moment: datetime | None) -> str | None:
-    if moment is None:
-        return None
-    spec = "milliseconds" if moment.microsecond % 1000 == 0 else "microseconds"
-    return moment.astimezone(UTC).isoformat(timespec=spec).replace("+00:00", "Z")
+def _without_timestamps(
+    components: list[PeriodComponent], waiting: _Waiting, resumes: int, notes: list[str],
+) -> CampaignPeriod:
+    """The period of a campaign that recorded no timestamp at all: every measured figure empty, with the reason."""
+    reason = "no timestamps: events.jsonl is empty or missing and raw.csv has no started_at/ended_at"
+    empty = {"used_s": reason, "needed_s": reason, "span_s": reason, "idle_s": reason}
+    components.append(PeriodComponent("host work between phases", None, reason, False))
+    components.append(PeriodComponent("waiting (declared)", waiting.seconds, waiting.source, True))
+    return CampaignPeriod(
+        start=None, end=None, span_s=None, used_s=None, idle_s=None, waiting_s=waiting.seconds,
+        waiting_source=waiting.source, needed_s=None, overlap_s=0.0, sessions=0, resumes=resumes,
+        components=tuple(components), notes=tuple(notes), empty_reasons=empty,
+    )

@@ -13,7 +13,8 @@ only flat plans, like the shipped 2026-09-24 snapshot):
 - ``monthly``: ``price_usd_per_lot`` buys one lot for ``plan_days`` days (a
   month as the catalog defines it); every started month is paid whole.
 
-See :func:`charge` for the arithmetic. The cost per validated corpus is
+See :func:`charge` for the arithmetic; the catalog CSV is read and validated by
+:func:`protocol.costing.catalog_file.load_catalog`. The cost per validated corpus is
 that budget divided by the corpora actually accepted, and is undefined (not
 0, not infinity) when none was accepted: the spend still stands.
 
@@ -23,9 +24,6 @@ is ``Decimal("220.00")``.
 
 from __future__ import annotations
 
-import csv
-import io
-import re
 from dataclasses import dataclass
 from datetime import date
 from decimal import ROUND_CEILING, ROUND_HALF_EVEN, Decimal
@@ -34,27 +32,15 @@ from typing import Any
 
 from protocol.errors import UserError
 from protocol.jsonio import check_schema
-from protocol.safe_read import check_encodable, read_text
 
 # Version history: 1 = first format (Plan, Catalog, Quote); 2 = Plan gains billing, minimum_s,
 # increment_s (version-1 records still load, as flat plans).
 SCHEMA_VERSION = 2
 _READABLE_VERSIONS = (1, 2)
 
-# The plan lengths the calculator offers (those the original problem statement names: 3, 7 and 30 days).
+# The plan lengths the calculator offers: the rental plans sold for 3, 7 and 30 days (a catalog may price only some).
 PLAN_LENGTHS_DAYS: tuple[int, ...] = (3, 7, 30)
 
-CATALOG_COLUMNS: tuple[str, ...] = (
-    "gpu",
-    "cards_per_lot",
-    "plan_days",
-    "price_usd_per_lot",
-    "currency",
-    "catalog_date",
-    "source",
-)
-#: Optional columns (an old catalog without them holds flat plans only).
-OPTIONAL_COLUMNS: tuple[str, ...] = ("billing", "minimum_s", "increment_s")
 BILLING_FLAT = "flat"
 BILLING_HOURLY = "hourly"
 BILLING_PER_SECOND = "per-second"
@@ -63,8 +49,6 @@ BILLINGS: tuple[str, ...] = (BILLING_FLAT, BILLING_HOURLY, BILLING_PER_SECOND, B
 METERED: tuple[str, ...] = (BILLING_HOURLY, BILLING_PER_SECOND)
 CATALOG_CURRENCY = "USD"
 DEFAULT_CATALOG_NAME = "catalog-2026-09-24.csv"
-#: A catalog is a few hundred rows; a larger file is refused before it is parsed.
-MAX_CATALOG_BYTES = 16 * 2**20
 
 CENT = Decimal("0.01")
 ROUNDING = ROUND_HALF_EVEN
@@ -75,11 +59,6 @@ PER_RESULT_NOT_REQUESTED = "not_requested"
 PER_RESULT_DEFINED = "defined"
 PER_RESULT_UNDEFINED = "undefined"
 
-#: Longest text accepted in each numeric column (12-digit prices, 6-digit counts): far above any real plan.
-_MAX_DIGITS = {"cards_per_lot": 6, "plan_days": 6, "price_usd_per_lot": 16}
-_DECIMAL_RE = re.compile(r"^[0-9]+(\.[0-9]+)?$")
-_INT_RE = re.compile(r"^[0-9]+$")
-_DATE_RE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
 
 
 def default_catalog_path() -> Path:
@@ -98,6 +77,14 @@ def format_usd(amount: Decimal) -> str:
     if amount == amount.quantize(CENT):
         return str(amount.quantize(CENT))
     return str(amount)
+
+
+def format_optional_usd(amount: Decimal | None) -> str | None:
+    """:func:`format_usd`, or ``None`` for an unknown amount.
+
+    Example: ``format_optional_usd(None) is None``; ``format_optional_usd(Decimal("7.5")) == "7.50"``.
+    """
+    return None if amount is None else format_usd(amount)
 
 
 @dataclass(frozen=True)
@@ -186,7 +173,7 @@ class Catalog:
 
     def plans_for(self, gpu: str) -> tuple[Plan, ...]:
         """The flat plans. Example: ``[p.plan_days for p in catalog.plans_for("b200")] == [7]``."""
-        key = _gpu_key(gpu)
+        key = gpu_key(gpu)
         return tuple(sorted((p for p in self.plans if p.gpu == key and p.billing == BILLING_FLAT),
                             key=lambda p: p.plan_days))
 
@@ -195,7 +182,7 @@ class Catalog:
 
         Example: ``[p.billing for p in catalog.options_for("b200")] == ["flat"]`` for the shipped snapshot.
         """
-        key = _gpu_key(gpu)
+        key = gpu_key(gpu)
         return tuple(sorted((p for p in self.plans if p.gpu == key),
                             key=lambda p: (BILLINGS.index(p.billing), p.plan_days)))
 
@@ -278,71 +265,6 @@ class Quote:
         )
 
 
-def load_catalog(path: str | Path) -> Catalog:
-    """Read and validate a dated catalog CSV.
-
-    Example: ``load_catalog("protocol/data/catalog-2026-09-24.csv").gpus == ("b200", "rtx-4090")``.
-    """
-    path = Path(path)
-    # A regular UTF-8 file (BOM accepted), never a FIFO or a device; invalid bytes named by line.
-    text = read_text(path, "catalog file", max_bytes=MAX_CATALOG_BYTES, fix="Check the path given with --catalog.")
-    try:
-        reader = csv.reader(io.StringIO(text, newline=""))
-        numbered = [(reader.line_num, row) for row in reader if any(c.strip() for c in row)]
-    except csv.Error as exc:
-        raise UserError(f"catalog is not valid CSV: {exc}", str(path)) from None
-    for line, row in numbered:
-        for cell in row:
-            check_encodable(cell, "a catalog cell", f"{path}:{line}")
-
-    if not numbered:
-        raise UserError(
-            "catalog is empty",
-            str(path),
-            f"The first line must name the columns: {','.join(CATALOG_COLUMNS)}.",
-        )
-    header_line, header = numbered[0]
-    columns = [cell.strip() for cell in header]
-    _check_header(columns, f"{path}:{header_line}")
-
-    plans: list[Plan] = []
-    first_line: dict[tuple[str, str, int], int] = {}
-    first_currency: tuple[str, int] | None = None
-    for line, row in numbered[1:]:
-        where = f"{path}:{line}"
-        if len(row) != len(columns):
-            raise UserError(
-                f"row has {len(row)} fields, the header has {len(columns)}",
-                where,
-                "Give every row the header's columns; quote a source text that contains commas.",
-            )
-        cells = {name: cell.strip() for name, cell in zip(columns, row, strict=True)}
-        if first_currency is None:
-            first_currency = (cells["currency"], line)
-        elif cells["currency"] != first_currency[0]:
-            raise UserError(
-                f"catalog mixes currencies: {first_currency[0]!r} on line {first_currency[1]}, "
-                f"{cells['currency']!r} on line {line}",
-                f"{where}, column currency",
-                "One catalog holds one currency; convert with a dated rate recorded elsewhere.",
-            )
-        plan = _parse_row(cells, where)
-        key = (plan.gpu, plan.billing, plan.plan_days)
-        if key in first_line:
-            billing = "" if plan.billing == BILLING_FLAT else f" ({plan.billing})"
-            raise UserError(
-                f"duplicate plan {plan.gpu} for {plan.length_text}{billing} on lines "
-                f"{first_line[key]} and {line}",
-                str(path),
-                "Keep one price per (gpu, billing, plan_days); a catalog never holds two rows for one plan.",
-            )
-        first_line[key] = line
-        plans.append(plan)
-    if not plans:
-        raise UserError(
-            "catalog has a header but no plans", str(path), "Add one row per (gpu, plan_days)."
-        )
-    return Catalog(path=str(path), plans=tuple(plans))
 
 
 def quote(
@@ -361,7 +283,7 @@ def quote(
         raise UserError(
             f"plan length must be a positive whole number of days, got {days!r}",
             "days",
-            f"The calculator offers {_join_days(PLAN_LENGTHS_DAYS)} days.",
+            f"The calculator offers {join_days(PLAN_LENGTHS_DAYS)} days.",
         )
     if not _is_int(lots) or lots < 1:
         raise UserError(
@@ -400,7 +322,7 @@ def quote(
 
 
 def _find_plan(catalog: Catalog, gpu: str, days: int) -> Plan:
-    key = _gpu_key(gpu)
+    key = gpu_key(gpu)
     where = f"catalog dated {catalog.dates_text}, {catalog.path}"
     if key not in catalog.gpus:
         raise UserError(
@@ -411,7 +333,7 @@ def _find_plan(catalog: Catalog, gpu: str, days: int) -> Plan:
         )
     plan = catalog.find(key, days)
     if plan is None:
-        existing = _join_days([p.plan_days for p in catalog.plans_for(key)])
+        existing = join_days([p.plan_days for p in catalog.plans_for(key)])
         raise UserError(
             f"no price for {key} for {days} days",
             where,
@@ -422,132 +344,10 @@ def _find_plan(catalog: Catalog, gpu: str, days: int) -> Plan:
     return plan
 
 
-def _check_header(columns: list[str], where: str) -> None:
-    missing = [name for name in CATALOG_COLUMNS if name not in columns]
-    unknown = [name for name in columns if name not in CATALOG_COLUMNS + OPTIONAL_COLUMNS]
-    repeated = sorted({name for name in columns if columns.count(name) > 1})
-    expected = (f"The header must be exactly: {','.join(CATALOG_COLUMNS)} (optionally also "
-                f"{','.join(OPTIONAL_COLUMNS)}).")
-    if missing:
-        raise UserError(f"catalog lacks column(s) {', '.join(missing)}", where, expected)
-    if unknown:
-        raise UserError(f"catalog has unknown column(s) {', '.join(unknown)}", where, expected)
-    if repeated:
-        raise UserError(f"catalog repeats column(s) {', '.join(repeated)}", where, expected)
 
 
-def _parse_row(cells: dict[str, str], where: str) -> Plan:
-    gpu = _gpu_key(cells["gpu"])
-    if not gpu:
-        raise UserError("gpu is empty", where, "Name the GPU type, e.g. rtx-4090.")
-
-    for column, digits in _MAX_DIGITS.items():  # before int() or Decimal() sees them: a bound, not a traceback
-        if len(cells[column]) > digits:
-            raise UserError(f"{column} has more than {digits} characters ({len(cells[column])})", where,
-                            f"A catalog {column} is a short number.")
-    cards_text = cells["cards_per_lot"]
-    if not _INT_RE.match(cards_text) or int(cards_text) < 1:
-        raise UserError(
-            f"cards_per_lot must be a whole number of at least 1, got {cards_text!r}",
-            where,
-            "Give the cards one lot holds (a B200 lot holds 2).",
-        )
-
-    billing = cells.get("billing", "") or BILLING_FLAT
-    if billing not in BILLINGS:
-        raise UserError(
-            f"unknown billing {billing!r}", f"{where}, column billing", f"Use one of: {', '.join(BILLINGS)}."
-        )
-    minimum_s, increment_s = _metered_terms(cells, billing, gpu, where)
-    days_text = cells["plan_days"]
-    if billing in METERED and days_text == "":
-        days_text = "0"
-    elif not _INT_RE.match(days_text) or int(days_text) < 1:
-        raise UserError(
-            f"plan_days must be a positive whole number, got {days_text!r}",
-            where,
-            f"Give the plan length in days, e.g. {_join_days(PLAN_LENGTHS_DAYS)}.",
-        )
-
-    price_text = cells["price_usd_per_lot"]
-    if price_text.startswith("-"):
-        raise UserError(
-            f"negative price {price_text!r}", where, "A plan price per lot is 0 or more."
-        )
-    if not _DECIMAL_RE.match(price_text):
-        raise UserError(
-            f"price_usd_per_lot is not a decimal number: {price_text!r}",
-            where,
-            "Write the price per lot with a dot and no thousands separator, e.g. 2071.00.",
-        )
-
-    currency = cells["currency"]
-    if currency != CATALOG_CURRENCY:
-        raise UserError(
-            f"unknown currency {currency!r}",
-            where,
-            f"Only {CATALOG_CURRENCY} prices are supported; convert with a dated rate "
-            "recorded elsewhere.",
-        )
-
-    date_text = cells["catalog_date"]
-    if not date_text:
-        raise UserError(
-            "catalog_date is missing", where, "Every price needs its catalog date (YYYY-MM-DD)."
-        )
-    try:
-        if not _DATE_RE.match(date_text):
-            raise ValueError(date_text)
-        catalog_date = date.fromisoformat(date_text)
-    except ValueError:
-        raise UserError(
-            f"catalog_date is not a valid date: {date_text!r}",
-            where,
-            "Write it as YYYY-MM-DD, e.g. 2026-09-24.",
-        ) from None
-
-    if not cells["source"]:
-        raise UserError(
-            "source is empty", where, "Say where the price comes from (catalog name and edition)."
-        )
-
-    return Plan(
-        gpu=gpu,
-        cards_per_lot=int(cards_text),
-        plan_days=int(days_text),
-        price_usd_per_lot=Decimal(price_text),
-        catalog_date=catalog_date,
-        source=cells["source"],
-        billing=billing,
-        minimum_s=minimum_s,
-        increment_s=increment_s,
-    )
 
 
-def _metered_terms(cells: dict[str, str], billing: str, gpu: str, where: str) -> tuple[int | None, int | None]:
-    """``(minimum_s, increment_s)`` of an hourly or per-second row; ``(None, None)`` otherwise."""
-    minimum_text, increment_text = cells.get("minimum_s", ""), cells.get("increment_s", "")
-    if billing not in METERED:
-        if minimum_text or increment_text:
-            raise UserError(
-                f"minimum_s/increment_s given on a {billing} row", f"{where}, column minimum_s",
-                "Only hourly and per-second rows have a minimum charge and a billing increment; leave them empty.",
-            )
-        return None, None
-    if not minimum_text:
-        raise UserError(
-            f"{billing} row for {gpu} has no minimum charge", f"{where}, column minimum_s",
-            "Give the minimum billed time in seconds from the offer (e.g. 60); nothing is guessed.",
-        )
-    default_increment = "3600" if billing == BILLING_HOURLY else "1"
-    increment_text = increment_text or default_increment
-    for name, text in (("minimum_s", minimum_text), ("increment_s", increment_text)):
-        if not _INT_RE.match(text) or (name == "increment_s" and int(text) < 1):
-            raise UserError(
-                f"{name} must be a whole number of seconds{' of at least 1' if name == 'increment_s' else ''}, "
-                f"got {text!r}", f"{where}, column {name}", "Write whole seconds, e.g. 60.",
-            )
-    return int(minimum_text), int(increment_text)
 
 
 def charge(plan: Plan, hours: float | Decimal, lots: int) -> Decimal | None:
@@ -576,7 +376,8 @@ def charge(plan: Plan, hours: float | Decimal, lots: int) -> Decimal | None:
     return (plan.price_usd_per_lot * billed_s / 3600 * lots).quantize(CENT, rounding=ROUNDING)
 
 
-def _gpu_key(gpu: str) -> str:
+def gpu_key(gpu: str) -> str:
+    """How a GPU name is looked up in a catalog. Example: ``gpu_key(" RTX-4090 ") == "rtx-4090"``."""
     return gpu.strip().lower()
 
 
@@ -584,7 +385,8 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _join_days(days: Any) -> str:
+def join_days(days: Any) -> str:
+    """Example: ``join_days([3, 7, 30]) == "3, 7 or 30"``."""
     values = [str(day) for day in days]
     if len(values) <= 1:
         return "".join(values)

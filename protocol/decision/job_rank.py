@@ -16,10 +16,12 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from protocol.costing.batch_fit import PassEvidence
 from protocol.costing.calendar import Window
 from protocol.costing.job import Job
 from protocol.costing.job_cost import (
     TOP_COMPARED,
+    BillingOption,
     JobConfiguration,
     JobDecision,
     compare,
@@ -29,11 +31,13 @@ from protocol.costing.job_cost import (
     rank_job,
 )
 from protocol.costing.plans import CENT, ROUNDING, Catalog
-from protocol.costing.projection import ASSUMPTIONS, PassEvidence, energy_figures, project, refusal
+from protocol.costing.projection import ASSUMPTIONS, project, refusal
+from protocol.costing.trial_files import energy_figures
 from protocol.errors import UserError
 
 if TYPE_CHECKING:
-    from protocol.decision.rank import CampaignEvidence, Configuration
+    from protocol.decision.evidence import CampaignEvidence
+    from protocol.decision.records import Configuration
 
 METHOD = (
     "fit: least squares of each batch's time on a per-batch constant and its tokens per length bucket (batches.jsonl "
@@ -88,6 +92,7 @@ def job_decision(
 
 def _one(job: Job, config: Configuration, evidence: CampaignEvidence, catalog: Catalog, window: Window | None,
          waiting_h: float) -> JobConfiguration:
+    """One configuration against the job: refused with the reason, or projected, priced and checked."""
     gpu, lots = evidence.rental_gpu, evidence.rental_lots or 1
     accepted = [p for p in config.passes if p.accepted]
     records = [evidence.trials[p.trial_id] for p in accepted if p.trial_id in evidence.trials]
@@ -101,14 +106,7 @@ def _one(job: Job, config: Configuration, evidence: CampaignEvidence, catalog: C
         per_corpus_usd=None, p_fits_plan=None, p_fits_deadline=None, deadline_reason="", energy=energy,
         exclusions=(),
     )
-    refused = refusal(config.accepted_passes, config.failures, config.statuses, config.equivalent)
-    missing = [evidence.trials[p.trial_id].batches_reason if p.trial_id in evidence.trials
-               else f"trial {p.trial_id}: no per-trial record read" for p in accepted
-               if p.trial_id not in evidence.trials or evidence.trials[p.trial_id].batches is None]
-    if not refused and missing:
-        refused = "no per-batch record: " + "; ".join(missing)
-    if not refused and gpu is None:
-        refused = "no rental recorded: " + (evidence.rental_empty_reason or "the GPU is unknown")
+    refused = _refusal(config, evidence)
     if refused:
         return replace(base, refused=refused, exclusions=("not projected: " + refused,))
     assert gpu is not None
@@ -125,21 +123,13 @@ def _one(job: Job, config: Configuration, evidence: CampaignEvidence, catalog: C
     p_deadline = p_fits_deadline(projection.samples_h, window.elapsed_h if window else None, waiting_h)
     deadline_reason = ("no deadline declared" if window is None else
                        f"job hours + {waiting_h:g} h waiting against the window's {window.elapsed_h:.1f} h")
-    exclusions = []
-    if not priced:
-        exclusions.append(f"no price for ({gpu}, any billing, any length) in the catalog dated {catalog.dates_text}: "
-                          "nothing is guessed")
-    elif best is None:
-        exclusions.append("no billing option covers the job with P >= "
-                          f"{job.fit_level:g}: " + "; ".join(f"{o.label}: {o.reason}" for o in priced))
+    exclusions = _price_exclusions(job, gpu, catalog, priced, best)
     if p_deadline is not None and p_deadline < job.fit_level:
         exclusions.append(f"P(fits deadline) {p_deadline:.1%} < {job.fit_level:g} ({deadline_reason})")
-    keeps_up = None
-    if job.days is not None:
-        keeps_up = p_fits_deadline(projection.samples_h, job.days * 24.0, 0.0)
-        if keeps_up is not None and keeps_up < job.fit_level:
-            exclusions.append(f"does not keep up with {job.inputs_per_day:,} inputs a day: P(job hours <= "
-                              f"{job.days} days × 24 h) {keeps_up:.1%} < {job.fit_level:g}")
+    keeps_up = None if job.days is None else p_fits_deadline(projection.samples_h, job.days * 24.0, 0.0)
+    if keeps_up is not None and keeps_up < job.fit_level:
+        exclusions.append(f"does not keep up with {job.inputs_per_day:,} inputs a day: P(job hours <= "
+                          f"{job.days} days × 24 h) {keeps_up:.1%} < {job.fit_level:g}")
     expected = best.expected_usd if best else None
     return replace(
         base, projection=projection, options=priced, chosen_option=best.label if best else None,
@@ -148,6 +138,33 @@ def _one(job: Job, config: Configuration, evidence: CampaignEvidence, catalog: C
         p_fits_plan=best.p_covers if best else None, p_fits_deadline=p_deadline, deadline_reason=deadline_reason,
         exclusions=tuple(exclusions), p_keeps_up=keeps_up,
     )
+
+
+def _refusal(config: Configuration, evidence: CampaignEvidence) -> str:
+    """Why the configuration is not projected (``""`` when it is): the measured record, batches, rental."""
+    refused = refusal(config.accepted_passes, config.failures, config.statuses, config.equivalent)
+    accepted = [p for p in config.passes if p.accepted]
+    missing = [evidence.trials[p.trial_id].batches_reason if p.trial_id in evidence.trials
+               else f"trial {p.trial_id}: no per-trial record read" for p in accepted
+               if p.trial_id not in evidence.trials or evidence.trials[p.trial_id].batches is None]
+    if not refused and missing:
+        refused = "no per-batch record: " + "; ".join(missing)
+    if not refused and evidence.rental_gpu is None:
+        refused = "no rental recorded: " + (evidence.rental_empty_reason or "the GPU is unknown")
+    return refused
+
+
+def _price_exclusions(
+    job: Job, gpu: str, catalog: Catalog, priced: Sequence[BillingOption], best: BillingOption | None,
+) -> list[str]:
+    """No price for the GPU at all, or no billing option that covers the job at the declared level."""
+    if not priced:
+        return [f"no price for ({gpu}, any billing, any length) in the catalog dated {catalog.dates_text}: "
+                "nothing is guessed"]
+    if best is None:
+        return ["no billing option covers the job with P >= "
+                f"{job.fit_level:g}: " + "; ".join(f"{o.label}: {o.reason}" for o in priced)]
+    return []
 
 
 def _refuse_oversized(job: Job, results: Sequence[JobConfiguration]) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from protocol.costing.projection import TrialRecord, energy_fields, energy_figures
+from protocol.costing.trial_files import TrialRecord, energy_fields, energy_figures
 from protocol.errors import UserError
 from protocol.jsonio import read_json, write_json_atomic, write_text_atomic
 from protocol.memory import MemoryEstimate, ModelShape, estimate

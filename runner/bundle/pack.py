@@ -61,7 +61,8 @@ from protocol.safe_extract import (
     safe_extract,
 )
 from protocol.schedule import Slot
-from protocol.study import Study, parse_study
+from protocol.study import parse_study
+from protocol.study_records import Study
 from protocol.validate import (
     Agreement,
     ParsedPredictions,

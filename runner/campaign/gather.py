@@ -10,7 +10,7 @@ from protocol.errors import UserError
 from protocol.jsonio import read_json
 from protocol.records import MemoryPeaks, PhaseTimes, RawRow, TrialSpec, TrialStatus, Variant, format_reasons
 from protocol.shapes import warmup_shapes
-from protocol.study import Study
+from protocol.study_records import Study
 from protocol.validate import Reference, check_pass, parse_predictions
 from runner.launch.base import LaunchResult
 

@@ -22,7 +22,8 @@ from typing import Any
 
 from protocol import __version__
 from protocol.corpus import check_disjoint, content_fingerprint, read_corpus, token_lengths
-from protocol.costing.plans import default_catalog_path, load_catalog
+from protocol.costing.catalog_file import load_catalog
+from protocol.costing.plans import default_catalog_path
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path, tree_files
 from protocol.jsonio import read_json, write_json_atomic
@@ -38,7 +39,8 @@ from protocol.records import (
     Variant,
 )
 from protocol.schedule import Slot, attempt_trial_id, rotated_schedule
-from protocol.study import Study, bucket_for, load_study
+from protocol.study import load_study
+from protocol.study_records import Study, bucket_for
 from runner.campaign.gather import gather_trial, load_reference, read_status, trial_inputs
 from runner.campaign.seen import check_and_record
 from runner.campaign_dir.layout import (

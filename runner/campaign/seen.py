@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from protocol.errors import UserError
-from protocol.study import Study
+from protocol.study_records import Study
 
 LEDGER_FILE = "evaluations.jsonl"
 

@@ -44,7 +44,8 @@ from protocol.jsonio import read_json
 from protocol.paths import check_safe_name
 from protocol.records import TrialSpec, TrialStatus, Variant, csv_cell
 from protocol.schedule import Slot, rotated_schedule
-from protocol.study import Study, parse_study
+from protocol.study import parse_study
+from protocol.study_records import Study
 from protocol.validate import Reference, check_pass, parse_predictions
 from runner.campaign_dir.rawtable import is_host_stopped, scan
 

@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from protocol.costing.plans import load_catalog
+from protocol.costing.catalog_file import load_catalog
 from protocol.errors import UserError
 
 RENTALS_FILE = "rentals.jsonl"

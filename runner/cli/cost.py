@@ -14,15 +14,9 @@ import click
 
 from protocol import jsonio
 from protocol.costing.calendar import SCHEMA_VERSION as CALENDAR_SCHEMA_VERSION
-from protocol.costing.calendar import (
-    Coverage,
-    OffsetChange,
-    Window,
-    access_window,
-    covering_plans,
-    format_hours,
-    format_offset,
-)
+from protocol.costing.calendar import OffsetChange, Window, access_window, format_hours, format_offset
+from protocol.costing.catalog_file import load_catalog
+from protocol.costing.coverage import Coverage, covering_plans
 from protocol.costing.plans import (
     PER_RESULT_DEFINED,
     PER_RESULT_UNDEFINED,
@@ -31,7 +25,6 @@ from protocol.costing.plans import (
     Quote,
     default_catalog_path,
     format_usd,
-    load_catalog,
     quote,
 )
 from protocol.errors import UserError

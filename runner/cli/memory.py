@@ -9,7 +9,8 @@ import click
 
 from protocol.errors import UserError
 from protocol.memory import ModelShape, estimate
-from protocol.study import ATTENTIONS, PRECISIONS, QUANTIZATIONS, load_study
+from protocol.study import load_study
+from protocol.study_records import ATTENTIONS, PRECISIONS, QUANTIZATIONS
 
 
 def _mib(value: int | None) -> str:

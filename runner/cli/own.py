@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from protocol.study import STACKS
+from protocol.study_records import STACKS
 from runner.campaign.launcher_choice import LAUNCHER_KINDS
 from runner.campaign_dir.rentals import RENTALS_FILE, record_rental
 

@@ -20,13 +20,19 @@ from pathlib import Path
 from typing import Any
 
 from protocol.costing.calendar import format_hours
+from protocol.costing.catalog_file import load_catalog
 from protocol.costing.period import CampaignPeriod, measure_period
-from protocol.costing.plans import Catalog, default_catalog_path, load_catalog
-from protocol.costing.projection import trial_record
-from protocol.decision.rank import CampaignEvidence, Decision, Ledger, TrialCapacity, decide, parse_ledger, plan_cost
+from protocol.costing.plans import Catalog, default_catalog_path
+from protocol.costing.trial_files import trial_record
+from protocol.decision.evidence import CampaignEvidence, TrialCapacity
+from protocol.decision.ledger import parse_ledger
+from protocol.decision.plan_fit import plan_cost
+from protocol.decision.rank import decide
+from protocol.decision.records import Decision, Ledger
 from protocol.errors import UserError
 from protocol.jsonio import read_json, write_json_atomic, write_text_atomic
-from protocol.study import Study, load_study
+from protocol.study import load_study
+from protocol.study_records import Study
 from runner.analysis.summary import summarize_campaign
 from runner.campaign_dir.integrity import INCONSISTENT_BANNER, require_evidence
 from runner.campaign_dir.layout import FROZEN_CATALOG, CampaignPaths, load_campaign, read_raw

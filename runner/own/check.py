@@ -24,7 +24,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from protocol.corpus import check_disjoint, content_fingerprint, read_corpus, token_lengths
-from protocol.costing.plans import default_catalog_path, load_catalog
+from protocol.costing.catalog_file import load_catalog
+from protocol.costing.plans import default_catalog_path
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
 from protocol.jsonio import read_json, write_json_atomic
@@ -33,7 +34,9 @@ from protocol.memory import ModelShape, estimate
 from protocol.paths import allowed_roots, check_allowed_root
 from protocol.records import TrialSpec
 from protocol.schedule import rotated_schedule
-from protocol.study import Study, StudyErrors, bucket_for, load_study, split_seeded_id
+from protocol.study import load_study
+from protocol.study_reader import StudyErrors
+from protocol.study_records import Study, bucket_for, split_seeded_id
 from runner.campaign.seen import ledger_path, quality_rule, raise_if_conflict, seen_entries
 
 

@@ -29,8 +29,9 @@ from protocol.fingerprint import fingerprint_path
 from protocol.jsonio import read_json, write_json_atomic
 from protocol.labels import check_labels
 from protocol.records import TrialSpec, Variant
-from protocol.study import Study, bucket_for, load_study, split_seeded_id
+from protocol.study import load_study
 from protocol.study_keys import KEYS
+from protocol.study_records import Study, bucket_for, split_seeded_id
 from protocol.tomledit import set_table_keys
 from protocol.tuning import RULE, Proposal, propose
 from protocol.validate import Reference, check_pass, parse_predictions

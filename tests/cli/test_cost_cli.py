@@ -9,7 +9,7 @@ from click.testing import CliRunner, Result
 
 from runner.cli import main
 
-SOURCE = "IteraGPU catalog snapshot (2026-09-24 edition) as quoted in the original problem statement"
+SOURCE = "IteraGPU catalog snapshot (2026-09-24 edition)"
 HEADER = "gpu,cards_per_lot,plan_days,price_usd_per_lot,currency,catalog_date,source"
 
 

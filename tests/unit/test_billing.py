@@ -11,13 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from protocol.costing.plans import (
-    BILLING_FLAT,
-    Plan,
-    charge,
-    default_catalog_path,
-    load_catalog,
-)
+from protocol.costing.catalog_file import load_catalog
+from protocol.costing.plans import BILLING_FLAT, Plan, charge, default_catalog_path
 from protocol.errors import UserError
 
 HEADER = "gpu,cards_per_lot,billing,plan_days,price_usd_per_lot,minimum_s,increment_s,currency,catalog_date,source"

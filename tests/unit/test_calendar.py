@@ -8,17 +8,15 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from protocol.costing.calendar import (
-    Coverage,
     OffsetChange,
-    PlanFit,
     Window,
     access_window,
-    covering_plans,
     format_hours,
     format_offset,
     merge_intervals,
     parse_offset,
 )
+from protocol.costing.coverage import Coverage, PlanFit, covering_plans
 from protocol.errors import UserError
 
 PARIS = "Europe/Paris"

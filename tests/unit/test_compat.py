@@ -104,7 +104,7 @@ def test_rocm_unknown_names_coverage() -> None:
 
 
 def test_rocm_72_row_of_the_pinned_image_checks_pytorch_but_not_gpu_targets() -> None:
-    # The pinned rocm/pytorch image: ROCm 7.2.4 with PyTorch 2.10 (../shared/FACTS.md §6).
+    # The pinned image rocm/pytorch:rocm7.2.4_ubuntu24.04_py3.12_pytorch_release_2.10.0 (ROCm 7.2.4, PyTorch 2.10).
     pinned = check_rocm("7.2.4", "gfx942", "2.10.0+rocm7.2.4")
     assert pinned.status == UNKNOWN and "no GPU target list" in pinned.detail
     assert "rocm7.2.4_ubuntu24.04_py3.12_pytorch_release_2.10.0" in pinned.detail  # cites its source

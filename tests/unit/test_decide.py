@@ -13,26 +13,20 @@ from typing import Any
 import pytest
 
 from protocol.costing.calendar import access_window
-from protocol.costing.plans import Catalog, default_catalog_path, load_catalog
-from protocol.decision.rank import (
-    ARTIFACT_RULE,
-    CampaignEvidence,
-    Decision,
-    Expense,
-    Ledger,
-    TrialCapacity,
-    check_same_study,
-    count_artifacts,
-    deadline_fit,
-    decide,
-    parse_ledger,
-    plan_cost,
-    rank_key,
-)
+from protocol.costing.catalog_file import load_catalog
+from protocol.costing.plans import Catalog, default_catalog_path
+from protocol.decision.configuration import count_artifacts
+from protocol.decision.evidence import CampaignEvidence, TrialCapacity, check_same_study
+from protocol.decision.ledger import parse_ledger
+from protocol.decision.order import rank_key
+from protocol.decision.plan_fit import deadline_fit, plan_cost
+from protocol.decision.rank import decide
+from protocol.decision.records import ARTIFACT_RULE, Decision, Expense, Ledger
 from protocol.errors import UserError
 from protocol.records import RAW_COLUMNS
 from protocol.stats import summarize
-from protocol.study import Study, load_study
+from protocol.study import load_study
+from protocol.study_records import Study
 
 CATALOG = load_catalog(default_catalog_path())
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)  # Monday 09:00 UTC

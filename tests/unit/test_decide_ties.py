@@ -8,8 +8,11 @@ from collections.abc import Callable
 import pytest
 from test_decide import CATALOG, FIVE_OK, campaign
 
-from protocol.decision.rank import break_cost_ties, decide, plan_cost, really_faster
-from protocol.study import Study, load_study
+from protocol.decision.order import break_cost_ties, really_faster
+from protocol.decision.plan_fit import plan_cost
+from protocol.decision.rank import decide
+from protocol.study import load_study
+from protocol.study_records import Study
 
 
 @pytest.fixture

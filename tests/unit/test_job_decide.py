@@ -16,12 +16,17 @@ from typing import Any
 import pytest
 from test_decide import campaign
 
+from protocol.costing.batch_fit import Batch, PassEvidence
+from protocol.costing.catalog_file import load_catalog
 from protocol.costing.job_cost import compare, price_options
-from protocol.costing.plans import default_catalog_path, load_catalog
-from protocol.costing.projection import Batch, PassEvidence, TrialRecord, project
-from protocol.decision.rank import CampaignEvidence, decide
+from protocol.costing.plans import default_catalog_path
+from protocol.costing.projection import project
+from protocol.costing.trial_files import TrialRecord
+from protocol.decision.evidence import CampaignEvidence
+from protocol.decision.rank import decide
 from protocol.errors import UserError
-from protocol.study import Study, load_study
+from protocol.study import load_study
+from protocol.study_records import Study
 
 MADE_UP = "MADE-UP test catalog (not a real offer)"
 CATALOG_TEXT = (

@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from protocol.costing.period import CampaignPeriod, PeriodComponent, measure_period, parse_instant, trial_intervals
+from protocol.costing.period import CampaignPeriod, PeriodComponent, measure_period
+from protocol.costing.timeline import parse_instant, trial_intervals
 from protocol.errors import UserError
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from protocol.costing.catalog_file import CATALOG_COLUMNS, load_catalog
 from protocol.costing.plans import (
-    CATALOG_COLUMNS,
     PER_RESULT_DEFINED,
     PER_RESULT_NOT_REQUESTED,
     PER_RESULT_UNDEFINED,
@@ -18,7 +18,6 @@ from protocol.costing.plans import (
     Plan,
     Quote,
     default_catalog_path,
-    load_catalog,
     quote,
 )
 from protocol.errors import UserError
@@ -46,7 +45,7 @@ def test_shipped_catalog_holds_exactly_the_two_seed_prices(catalog: Catalog) -> 
     assert (rtx.cards_per_lot, rtx.price_usd_per_lot) == (1, Decimal("110.00"))
     assert (b200.cards_per_lot, b200.price_usd_per_lot) == (2, Decimal("2071.00"))
     assert len(catalog.plans) == 2
-    assert all("as quoted in the original problem statement" in plan.source for plan in catalog.plans)
+    assert all(plan.source == "IteraGPU catalog snapshot (2026-09-24 edition)" for plan in catalog.plans)
 
 
 def test_shipped_catalog_csv_has_the_exact_columns() -> None:

@@ -7,17 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from protocol.costing.projection import (
-    Batch,
-    PassEvidence,
-    fit_batches,
-    percentile,
-    project,
-    read_batches,
-    refusal,
-    setup_seconds,
-    solve,
-)
+from protocol.costing.batch_fit import Batch, PassEvidence, fit_batches, solve
+from protocol.costing.projection import percentile, project, refusal
+from protocol.costing.trial_files import read_batches, setup_seconds
 from protocol.errors import UserError
 
 BUCKETS = ("long", "short")
@@ -150,7 +142,7 @@ def test_setup_seconds_and_helpers() -> None:
 
 
 def test_energy_per_input_and_per_validated_corpus_or_empty_with_reason() -> None:
-    from protocol.costing.projection import TrialRecord, energy_fields, energy_figures
+    from protocol.costing.trial_files import TrialRecord, energy_fields, energy_figures
     from runner.analysis.summary import _energy_lines
 
     cpu_only = [TrialRecord(None, **energy_fields({"gpu_energy_j": None, "gpu_energy_reason": "CPU trial: no GPU "

@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 
 from protocol.errors import UserError
-from protocol.study import bucket_for, load_study
+from protocol.study import load_study
+from protocol.study_records import bucket_for
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -1,0 +1,73 @@
+"""The expenses ledger: other project costs (storage, egress, …), each with its evidence, read from a CSV.
+
+The ledger is shown beside the decision and never added to a configuration's
+cost. Its header is exactly ``date,description,amount_usd,evidence``; amounts
+are decimal USD (a credit may be negative) and every line names its evidence.
+
+Example: ``parse_ledger("date,description,amount_usd,evidence\\n2026-09-30,storage,12.50,inv 17\\n",
+"ledger.csv").total_usd == Decimal("12.50")``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from datetime import date
+from decimal import Decimal
+
+from protocol.decision.records import Expense, Ledger
+from protocol.errors import UserError
+
+LEDGER_COLUMNS: tuple[str, ...] = ("date", "description", "amount_usd", "evidence")
+
+_AMOUNT_RE = re.compile(r"^-?[0-9]+(\.[0-9]+)?$")
+
+_DATE_RE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
+
+
+def parse_ledger(text: str, path: str) -> Ledger:
+    """Read an expenses ledger CSV: ``date,description,amount_usd,evidence`` (one expense a line).
+
+    Amounts are decimal USD (a credit may be negative); every line needs its evidence.
+
+    Example: ``parse_ledger("date,description,amount_usd,evidence\\n2026-09-30,storage,12.50,inv 17\\n",
+    "ledger.csv").expenses[0].amount_usd == Decimal("12.50")``.
+    """
+    try:
+        reader = csv.reader(io.StringIO(text))
+        numbered = [(reader.line_num, row) for row in reader if any(cell.strip() for cell in row)]
+    except csv.Error as exc:
+        raise UserError(f"expenses ledger is not valid CSV: {exc}", path) from None
+    expected = f"The first line must be exactly: {','.join(LEDGER_COLUMNS)}."
+    if not numbered:
+        raise UserError("expenses ledger is empty", path, expected)
+    header_line, header = numbered[0]
+    columns = tuple(cell.strip() for cell in header)
+    if columns != LEDGER_COLUMNS:
+        raise UserError(f"expenses ledger header is {','.join(columns)!r}", f"{path}:{header_line}", expected)
+    expenses = []
+    for line, row in numbered[1:]:
+        where = f"{path}:{line}"
+        if len(row) != len(LEDGER_COLUMNS):
+            raise UserError(f"line has {len(row)} fields, expected {len(LEDGER_COLUMNS)}", where,
+                            "Quote a description or evidence that contains commas.")
+        day_text, description, amount_text, evidence = (cell.strip() for cell in row)
+        try:
+            if not _DATE_RE.match(day_text):
+                raise ValueError(day_text)
+            day = date.fromisoformat(day_text)
+        except ValueError:
+            raise UserError(f"date is not YYYY-MM-DD: {day_text!r}", where, "Write it like 2026-09-30.") from None
+        if not description:
+            raise UserError("description is empty", where, "Say what the expense was.")
+        if not _AMOUNT_RE.match(amount_text):
+            raise UserError(f"amount_usd is not a decimal number: {amount_text!r}", where,
+                            "Write USD with a dot and no currency sign or thousands separator, e.g. 1250.00.")
+        if not evidence:
+            raise UserError("evidence is empty", where,
+                            "Every expense needs its evidence (invoice number, receipt file, ledger reference).")
+        expenses.append(Expense(day, description, Decimal(amount_text), evidence, line))
+    return Ledger(path=path, expenses=tuple(expenses))
+
+

@@ -1,0 +1,200 @@
+"""Reading a study's TOML tables key by key, keeping every error instead of stopping at the first.
+
+:class:`TableReader` reads one table (type checks, finite numbers, choices,
+paths) and remembers the keys it used so that :meth:`TableReader.finish`
+refuses the unknown ones; :class:`ErrorCollector` runs one check after
+another and keeps each :class:`~protocol.errors.UserError`;
+:class:`StudyErrors` reports them together. :data:`BOUNDS` caps every number
+that sizes work or memory (:func:`check_bound`).
+
+Example: ``TableReader("study.toml", {"repetitions": 0}, "campaign.").get("repetitions", int)`` is ``0``;
+``check_bound("repetitions", 0, "here")`` raises ``UserError("repetitions must be between 1 and 1000 …")``.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from protocol.errors import UserError
+
+#: Upper bounds of every study number that sizes work or memory: a typo (an extra zero or six) is an
+#: error naming the bound, not a campaign that runs for a year or a trial that asks for a petabyte.
+BOUNDS: dict[str, tuple[float, float]] = {
+    "repetitions": (1, 1000),
+    "threads": (1, 1024),
+    "batch_size": (1, 65536),
+    "max_length": (1, 1_048_576),
+    "max_tokens": (1, 1_048_576),
+    "seed": (0, 2**32 - 1),  # numpy's seed range; torch and random accept it too
+    "seeds": (0, 100),  # how many common seeds
+    "warmup_inputs": (0, 100_000),
+    "warmup_runs": (0, 100),
+    "trial_timeout_s": (0, 7 * 86400),
+    "memory_limit_bytes": (6 * 2**20, 2**50),  # Docker's minimum .. 1 PiB
+    "cpu_limit": (0.01, 4096),
+    "output_file_limit_bytes": (2**16, 2**50),
+    "expected_artifacts": (1, 1_000_000),
+    "length_buckets": (0, 64),
+    "passes": (1, 100_000),  # variants x repetitions
+}
+
+
+def check_bound(name: str, value: float, where: str, *, shown: str = "") -> None:
+    low, high = BOUNDS[name]
+    if not low <= value <= high:
+        raise UserError(f"{shown or name} must be between {_plain(low)} and {_plain(high)}, got {value!r}", where,
+                        f"Use a value from {_plain(low)} to {_plain(high)}.")
+
+
+def _plain(number: float) -> str:
+    return str(int(number)) if float(number).is_integer() else f"{number:g}"
+
+
+class StudyErrors(UserError):
+    """Several problems in one study file, reported together (one line each)."""
+
+    def __init__(self, errors: list[UserError], source: str) -> None:
+        self.errors = tuple(errors)
+        lines = "\n".join(f"  - {error.message}" for error in errors)
+        super().__init__(f"{len(errors)} problems in the study", source,
+                         f"Fix each of these (then `isocost check STUDY` lists what is left):\n{lines}")
+
+
+#: Tables and arrays of tables at the top level: a missing one is hinted as a table, never as a scalar.
+TABLE_HINTS = {
+    "corpus": 'Add a table `[corpus]` with path = "…" and fingerprint = "sha256:…" (or start from `isocost init`).',
+    "tuning": 'Add a table `[tuning]` with path = "…" and fingerprint = "sha256:…" (or start from `isocost init`).',
+    "model": 'Add a table `[model]` with path = "…" and fingerprint = "sha256:…" (or start from `isocost init`).',
+    "quality": "Add a table `[quality]` with metric, minimum, tuned_on and reference_variant "
+               "(`isocost tune` proposes the minimum).",
+    "base": "Add a table `[base]` declaring every variant field (the README lists them).",
+    "series": "Add at least one array table `[[series]]` with name, field and values.",
+}
+
+
+class ErrorCollector:
+    """Runs each part of the study check, keeping every UserError instead of stopping at the first."""
+
+    def __init__(self) -> None:
+        self.errors: list[UserError] = []
+
+    def attempt(self, check: Any, *args: Any, default: Any = None) -> Any:
+        try:
+            return check(*args)
+        except StudyErrors as exc:
+            self.errors.extend(exc.errors)
+        except UserError as exc:
+            self.errors.append(exc)
+        return default
+
+
+class TableReader:
+    """Reads one table, remembering which keys were used, to reject the rest."""
+
+    def __init__(self, source: str, table: dict[str, Any], prefix: str) -> None:
+        self.source = source
+        self.table = table
+        self.prefix = prefix
+        self.used: set[str] = set()
+
+    def where(self, key: str) -> str:
+        return f"{self.source}, key {self.prefix}{key}"
+
+    def get(self, key: str, kind: type | tuple[type, ...], default: Any = ..., fix: str = "") -> Any:
+        self.used.add(key)
+        if key not in self.table:
+            if default is ...:
+                hint = TABLE_HINTS.get(self.prefix + key, f"Add `{key} = …`.")
+                raise UserError("missing required key", self.where(key), fix or hint)
+            return default
+        value = self.table[key]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if isinstance(value, bool) and bool not in kinds:
+            raise UserError(f"expected {kind_name(kinds)}, got a boolean", self.where(key), fix)
+        if int in kinds and float in kinds and isinstance(value, int):
+            return value
+        if not isinstance(value, kinds):
+            raise UserError(
+                f"expected {kind_name(kinds)}, got {type(value).__name__} {value!r}", self.where(key), fix
+            )
+        return value
+
+    def number(self, key: str, default: Any = ..., *, minimum: float | None = None) -> Any:
+        """A finite number (an integer is accepted), at least ``minimum`` when given."""
+        value = self.get(key, (int, float), default)
+        if value is None:
+            return None
+        try:
+            number = float(value)
+        except OverflowError:
+            raise UserError(f"{value!r} is too large", self.where(key)) from None
+        if not math.isfinite(number):
+            raise UserError(f"expected a finite number, got {value!r}", self.where(key))
+        if minimum is not None and number < minimum:
+            raise UserError(f"must be at least {minimum:g}, got {value!r}", self.where(key))
+        return number
+
+    def path(self, key: str, default: Any = ...) -> str | None:
+        value = self.get(key, str, default)
+        if value is not None and ("\x00" in value or not value.strip()):
+            raise UserError("a path must be non-empty and contain no NUL byte", self.where(key))
+        return value
+
+    def choice(self, key: str, choices: tuple[str, ...], default: Any = ...) -> str:
+        value = self.get(key, str, default)
+        if value not in choices:
+            raise UserError(
+                f"{value!r} is not one of {', '.join(choices)}", self.where(key), f"Use one of: {', '.join(choices)}."
+            )
+        return str(value)
+
+    def require(self, keys: tuple[str, ...], fix: str = "") -> None:
+        """Report every missing key of ``keys`` at once (not one per run)."""
+        missing = [key for key in keys if key not in self.table]
+        self.used.update(keys)
+        errors = [UserError("missing required key", self.where(key),
+                            fix or TABLE_HINTS.get(self.prefix + key, f"Add `{key} = …`."))
+                  for key in missing]
+        if len(errors) == 1:
+            raise errors[0]
+        if errors:
+            raise StudyErrors(errors, self.source)
+
+    def finish(self, known: dict[str, str] | None = None) -> None:
+        unknown = sorted(set(self.table) - self.used)
+        if unknown:
+            expected = ", ".join(sorted(known or self.used))
+            raise StudyErrors([UserError(
+                f"unknown key {key!r}",
+                self.where(key),
+                f"Remove it or fix its spelling; this table accepts: {expected}.",
+            ) for key in unknown], self.source) if len(unknown) > 1 else UserError(
+                f"unknown key {unknown[0]!r}",
+                self.where(unknown[0]),
+                f"Remove it or fix its spelling; this table accepts: {expected}.",
+            )
+
+
+def kind_name(kinds: tuple[type, ...]) -> str:
+    names = {
+        str: "a string", int: "an integer", float: "a number", bool: "true or false", list: "an array", dict: "a table"
+    }
+    return " or ".join(names.get(k, k.__name__) for k in kinds)
+
+
+def sub_table(top: TableReader, key: str, optional: bool = False) -> TableReader:
+    table = top.get(key, dict, {} if optional else ...)
+    return TableReader(top.source, table, f"{key}.")
+
+
+def resolved_path(path: Path, where: str) -> Path:
+    """``path.resolve()``, with a symlink loop (RuntimeError on Python 3.11) as a user error."""
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError) as exc:
+        raise UserError(f"the path {str(path)!r} cannot be resolved: {exc}", where,
+                        "Fix the path (a symbolic link loop?).") from None
+
+

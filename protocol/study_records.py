@@ -1,0 +1,194 @@
+"""The records of a validated study, and how its series expand into variants.
+
+:class:`Study` is frozen: the file's sha256, the data it depends on
+(:class:`DataRef`), the length buckets, the quality, warm-up and campaign
+rules, the base configuration and the series. :meth:`Study.variants` expands
+the series (one field varied at a time, identical configurations merged,
+each common seed its own variant ``<id>@seed=<n>``). The choices a variant
+field accepts (``STACKS``, ``PRECISIONS``…) are listed here too.
+
+Example: a series over ``threads = [1, 2]`` expands to the variants ``threads=1`` and ``threads=2``; with
+``campaign.seeds = [0, 1]`` to ``threads=1@seed=0``, ``threads=1@seed=1``, ``threads=2@seed=0``, ``threads=2@seed=1``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from protocol.costing.job import Job
+from protocol.errors import UserError
+from protocol.records import VARIANT_FIELDS, Variant, WarmupRule
+
+METRICS = ("accuracy", "macro_f1")
+REPLAY_KINDS = ("identical", "bounded", "quality")
+STACKS = ("cpu", "cuda", "rocm")
+PRECISIONS = ("fp32", "bf16", "fp16")
+QUANTIZATIONS = ("none", "int8-dynamic")
+PADDINGS = ("longest", "max_length")
+GROUPINGS = ("none", "sort")
+ATTENTIONS = ("sdpa", "eager")
+#: ``halve-batch-on-oom``: after an out-of-memory error the failed batch is retried with half the
+#: batch size (down to 1) inside the same measured pass; its time and OOM attempts count.
+RESUMES = ("none", "halve-batch-on-oom")
+
+
+@dataclass(frozen=True)
+class DataRef:
+    """A file or directory the study depends on, and its expected fingerprint."""
+
+    path: Path
+    fingerprint: str
+
+
+@dataclass(frozen=True)
+class LengthBucket:
+    name: str
+    max_tokens: int | None  # None: open-ended last bucket
+
+
+@dataclass(frozen=True)
+class QualityRule:
+    metric: str
+    minimum: float
+    tuned_on: str
+    reference_variant: str
+    max_metric_drop: float
+    min_agreement: float
+    subgroups: tuple[str, ...]
+    replay: str
+    max_score_delta: float | None
+
+
+@dataclass(frozen=True)
+class CampaignRule:
+    repetitions: int
+    order: str
+    trial_timeout_s: float | None
+    seeds: tuple[int, ...] = ()  # common seeds: every variant runs under each, results kept apart
+    memory_limit_bytes: int | None = None  # container memory limit (docker launcher)
+    cpu_limit: float | None = None  # container CPU limit in CPUs (docker launcher); None: derived from the host
+    output_file_limit_bytes: int | None = None  # largest file a trial container may write; None: the default
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """The access window the whole campaign must fit, as local times in ``tz``."""
+
+    start: str
+    end: str
+    tz: str
+    waiting_h: float  # declared waiting periods the rental must be held for
+
+
+@dataclass(frozen=True)
+class Costing:
+    catalog: Path | None  # None: the shipped dated snapshot
+
+
+@dataclass(frozen=True)
+class Series:
+    name: str
+    field: str
+    values: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class Study:
+    """A validated study. ``sha256`` is the hash of the file's exact bytes."""
+
+    path: Path
+    sha256: str
+    name: str
+    question: str
+    scenario: str
+    expected_artifacts: int
+    corpus: DataRef
+    tuning: DataRef
+    model: DataRef
+    length_buckets: tuple[LengthBucket, ...]
+    quality: QualityRule
+    warmup: WarmupRule
+    campaign: CampaignRule
+    base: dict[str, Any]
+    series: tuple[Series, ...]
+    deadline: Deadline | None = None
+    costing: Costing = Costing(catalog=None)
+    images: tuple[tuple[str, str], ...] = ()  # (stack, image reference by digest)
+    job: Job | None = None  # the real job to project (protocol/costing/job.py); None: price the campaign only
+
+    def image_for(self, stack: str) -> str:
+        return dict(self.images).get(stack, "")
+
+    def variants(self) -> tuple[Variant, ...]:
+        """Expand the series into variants, in declaration order, merging identical configs.
+
+        With ``campaign.seeds``, every variant runs under each common seed as its own variant
+        (``<id>@seed=<n>``): results per seed are kept apart, never pooled.
+        """
+        variants = self.series_variants()
+        if not self.campaign.seeds:
+            return variants
+        return tuple(
+            Variant(**{**_variant_kwargs(v), "variant_id": seeded_id(v.variant_id, seed), "seed": seed,
+                       "series": v.series})
+            for v in variants
+            for seed in self.campaign.seeds
+        )
+
+    def reference_for(self, variant_id: str) -> str:
+        """The reference variant a variant is compared with (the same seed, when seeds are declared)."""
+        _, seed = split_seeded_id(variant_id)
+        reference = self.quality.reference_variant
+        return seeded_id(reference, seed) if seed is not None else reference
+
+    def series_variants(self) -> tuple[Variant, ...]:
+        found: dict[tuple[Any, ...], Variant] = {}
+        for series in self.series:
+            for value in series.values:
+                config = dict(self.base)
+                config[series.field] = value
+                key = tuple(config[name] for name in VARIANT_FIELDS)
+                if key in found:
+                    old = found[key]
+                    found[key] = Variant(**{**_variant_kwargs(old), "series": (*old.series, series.name)})
+                    continue
+                variant_id = f"{series.field}={_value_text(value)}"
+                found[key] = Variant(variant_id=variant_id, series=(series.name,), **config)
+        return tuple(found.values())
+
+
+def seeded_id(variant_id: str, seed: int | None) -> str:
+    return variant_id if seed is None else f"{variant_id}@seed={seed}"
+
+
+def split_seeded_id(variant_id: str) -> tuple[str, int | None]:
+    base, sep, seed = variant_id.rpartition("@seed=")
+    if sep and seed.isdigit():
+        return base, int(seed)
+    return variant_id, None
+
+
+def _variant_kwargs(variant: Variant) -> dict[str, Any]:
+    return {"variant_id": variant.variant_id, **variant.config()}
+
+
+def _value_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def bucket_for(n_tokens: int, buckets: tuple[LengthBucket, ...]) -> str:
+    """Name of the length bucket holding ``n_tokens`` (upper bounds inclusive)."""
+    for bucket in buckets:
+        if bucket.max_tokens is None or n_tokens <= bucket.max_tokens:
+            return bucket.name
+    raise UserError(
+        f"an input of {n_tokens} tokens is longer than every length bucket",
+        "length_buckets",
+        "Leave the last bucket open-ended (no max_tokens).",
+    )
+
+

@@ -1,0 +1,349 @@
+"""One parser per table of a study file: each reads its table, checks it and returns its record.
+
+``parse_data_ref`` ([corpus], [tuning], [model]), ``parse_length_buckets``,
+``parse_quality``, ``parse_deadline``, ``parse_costing``, ``parse_images``,
+``parse_warmup``, ``parse_campaign``, ``parse_base`` and ``parse_series``;
+:func:`check_field` and :func:`check_config` are the rules of a variant's
+fields and of their combinations (a CPU stack runs on the CPU, fp16 is
+GPU-only…). :func:`protocol.study.parse_study` runs them in order.
+
+Example: ``parse_campaign(TableReader("study.toml", {"campaign": {}}, "")).repetitions == 5`` (the default).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from protocol.errors import UserError
+from protocol.records import VARIANT_FIELDS, WarmupRule
+from protocol.study_reader import (
+    ErrorCollector,
+    StudyErrors,
+    TableReader,
+    check_bound,
+    resolved_path,
+    sub_table,
+)
+from protocol.study_records import (
+    ATTENTIONS,
+    GROUPINGS,
+    METRICS,
+    PADDINGS,
+    PRECISIONS,
+    QUANTIZATIONS,
+    REPLAY_KINDS,
+    RESUMES,
+    STACKS,
+    CampaignRule,
+    Costing,
+    DataRef,
+    Deadline,
+    LengthBucket,
+    QualityRule,
+    Series,
+)
+
+
+def parse_data_ref(top: TableReader, key: str, base_dir: Path) -> DataRef:
+    table = sub_table(top, key)
+    table.require(("path", "fingerprint"))
+    rel = str(table.path("path"))
+    fingerprint = table.get(
+        "fingerprint", str, fix="Add the expected `fingerprint = \"sha256:…\"` (see `isocost fingerprint PATH`)."
+    )
+    if not fingerprint.startswith("sha256:") or len(fingerprint) != 71:
+        raise UserError(
+            "fingerprint must be 'sha256:' followed by 64 hex digits",
+            table.where("fingerprint"),
+            "Compute it with `isocost fingerprint PATH`.",
+        )
+    table.finish({"path": "", "fingerprint": ""})
+    resolved = resolved_path(base_dir / rel, table.where("path")) if not Path(rel).is_absolute() else Path(rel)
+    return DataRef(path=resolved, fingerprint=fingerprint)
+
+
+def parse_length_buckets(top: TableReader) -> tuple[LengthBucket, ...]:
+    items = top.get("length_buckets", list, [])
+    check_bound("length_buckets", len(items), top.where("length_buckets"), shown="the number of length buckets")
+    buckets: list[LengthBucket] = []
+    previous = 0
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise UserError("each length bucket must be a table", top.where(f"length_buckets[{i}]"))
+        reader = TableReader(top.source, item, f"length_buckets[{i}].")
+        name = reader.get("name", str)
+        max_tokens = reader.get("max_tokens", int, None)
+        reader.finish({"name": "", "max_tokens": ""})
+        if max_tokens is None and i != len(items) - 1:
+            raise UserError("only the last length bucket may be open-ended", reader.where("max_tokens"))
+        if max_tokens is not None:
+            check_bound("max_tokens", max_tokens, reader.where("max_tokens"))
+        if max_tokens is not None and max_tokens <= previous:
+            raise UserError("length buckets must have increasing max_tokens", reader.where("max_tokens"))
+        previous = max_tokens or previous
+        buckets.append(LengthBucket(name=name, max_tokens=max_tokens))
+    if len({b.name for b in buckets}) != len(buckets):
+        raise UserError("length bucket names must be unique", top.where("length_buckets"))
+    return tuple(buckets)
+
+
+def parse_quality(top: TableReader, buckets: tuple[LengthBucket, ...] | None) -> QualityRule:
+    q = sub_table(top, "quality")
+    q.require(("metric", "minimum", "tuned_on", "reference_variant"))
+    metric = q.choice("metric", METRICS)
+    minimum = q.number("minimum")
+    if not 0.0 <= minimum <= 1.0:
+        raise UserError("minimum must be between 0 and 1", q.where("minimum"))
+    tuned_on = q.get("tuned_on", str, fix='Say which data set the threshold was tuned on, e.g. "tuning".')
+    if tuned_on == "corpus":
+        raise UserError(
+            "the threshold was tuned on the final comparison corpus",
+            q.where("tuned_on"),
+            "Tune thresholds on the tuning corpus, or declare a new independent evaluation corpus.",
+        )
+    reference = q.get("reference_variant", str)
+    drop = q.number("max_metric_drop", 0.0, minimum=0.0)
+    agreement = q.number("min_agreement", 0.0)
+    if drop < 0 or not 0.0 <= agreement <= 1.0:
+        raise UserError("max_metric_drop must be >= 0 and min_agreement in [0, 1]", q.where("max_metric_drop"))
+    subgroups = tuple(q.get("subgroups", list, []))
+    # buckets None: [[length_buckets]] failed its own check (reported there): do not add a derived error.
+    allowed = {"label"} | ({"length_bucket"} if buckets is None or buckets else set())
+    for group in subgroups:
+        if not isinstance(group, str) or group not in allowed:
+            raise UserError(
+                f"unknown subgroup {group!r}",
+                q.where("subgroups"),
+                f"Use {', '.join(sorted(allowed))} (length_bucket needs [[length_buckets]]).",
+            )
+    replay = q.choice("replay", REPLAY_KINDS, "identical")
+    delta = q.number("max_score_delta", None, minimum=0.0) if "max_score_delta" in q.table else None
+    q.used.add("max_score_delta")
+    if replay == "bounded" and delta is None:
+        raise UserError('replay = "bounded" needs a bound', q.where("max_score_delta"), "Add `max_score_delta = …`.")
+    q.finish()
+    return QualityRule(
+        metric=metric,
+        minimum=minimum,
+        tuned_on=tuned_on,
+        reference_variant=reference,
+        max_metric_drop=drop,
+        min_agreement=agreement,
+        subgroups=subgroups,
+        replay=replay,
+        max_score_delta=float(delta) if delta is not None else None,
+    )
+
+
+def parse_deadline(top: TableReader) -> Deadline | None:
+    if "deadline" not in top.table:
+        top.used.add("deadline")
+        return None
+    d = sub_table(top, "deadline")
+    start = d.get("start", str, fix='Write a local time such as "2026-12-07T09:00".')
+    end = d.get("end", str, fix='Write a local time such as "2026-12-11T09:00".')
+    tz = d.get("tz", str, fix='Name an IANA time zone such as "Europe/Paris".')
+    waiting = d.number("waiting_h", 0, minimum=0.0)
+    d.finish()
+    if waiting < 0:
+        raise UserError("waiting_h must be >= 0", d.where("waiting_h"))
+    from protocol.costing.calendar import access_window
+
+    try:
+        access_window(start, end, tz)
+    except UserError as exc:
+        raise UserError(exc.what, d.where("start/end/tz"), exc.fix) from None
+    return Deadline(start=start, end=end, tz=tz, waiting_h=waiting)
+
+
+def parse_costing(top: TableReader, base_dir: Path) -> Costing:
+    if "costing" not in top.table:
+        top.used.add("costing")
+        return Costing(catalog=None)
+    c = sub_table(top, "costing")
+    catalog = c.path("catalog", None)
+    c.finish()
+    if catalog is None:
+        return Costing(catalog=None)
+    return Costing(catalog=resolved_path(base_dir / catalog, c.where("catalog")))
+
+
+def parse_images(top: TableReader) -> tuple[tuple[str, str], ...]:
+    if "images" not in top.table:
+        top.used.add("images")
+        return ()
+    table = sub_table(top, "images")
+    found = []
+    for stack in sorted(table.table):
+        if stack not in STACKS:
+            raise UserError(f"unknown stack {stack!r}", table.where(stack), f"Use one of: {', '.join(STACKS)}.")
+        ref = table.get(stack, str)
+        if "@sha256:" not in ref and not ref.startswith("sha256:"):
+            raise UserError(
+                f"image {ref!r} is not pinned by digest",
+                table.where(stack),
+                "Name it as REPO@sha256:<64 hex> (or a local image ID sha256:…) so every trial runs exactly it.",
+            )
+        found.append((stack, ref))
+    table.finish()
+    return tuple(found)
+
+
+def parse_warmup(top: TableReader) -> WarmupRule:
+    w = sub_table(top, "warmup", optional=True)
+    source = w.choice("source", ("tuning",), "tuning")
+    inputs = w.get("inputs", int, 8)
+    runs = w.get("runs", int, 1)
+    recompilation = w.choice("recompilation", ("warmup",), "warmup")
+    w.finish()
+    if inputs < 0 or runs < 0:
+        raise UserError("warm-up inputs and runs must be >= 0", w.where("inputs"))
+    check_bound("warmup_inputs", inputs, w.where("inputs"), shown="inputs")
+    check_bound("warmup_runs", runs, w.where("runs"), shown="runs")
+    return WarmupRule(source=source, inputs=inputs, runs=runs, recompilation=recompilation)
+
+
+def parse_campaign(top: TableReader) -> CampaignRule:
+    c = sub_table(top, "campaign", optional=True)
+    repetitions = c.get("repetitions", int, 5)
+    if repetitions < 1:
+        raise UserError("repetitions must be at least 1", c.where("repetitions"))
+    check_bound("repetitions", repetitions, c.where("repetitions"))
+    order = c.choice("order", ("rotate",), "rotate")
+    timeout = c.get("trial_timeout_s", (int, float), None)
+    if timeout is not None and (not math.isfinite(timeout) or timeout <= 0):
+        raise UserError("trial_timeout_s must be a positive number of seconds", c.where("trial_timeout_s"))
+    if timeout is not None:
+        check_bound("trial_timeout_s", timeout, c.where("trial_timeout_s"))
+    seeds = c.get("seeds", list, [])
+    check_bound("seeds", len(seeds), c.where("seeds"), shown="the number of seeds")
+    for seed in seeds:
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise UserError(f"seeds must be non-negative integers, got {seed!r}", c.where("seeds"))
+        check_bound("seed", seed, c.where("seeds"), shown="a seed")
+    if len(set(seeds)) != len(seeds):
+        raise UserError("a seed is listed twice", c.where("seeds"))
+    memory = c.get("memory_limit_bytes", int, None)
+    if memory is not None and memory < 6 * 2**20:
+        raise UserError("memory_limit_bytes must be at least 6 MiB (Docker's minimum)", c.where("memory_limit_bytes"))
+    if memory is not None:
+        check_bound("memory_limit_bytes", memory, c.where("memory_limit_bytes"))
+    cpus = c.number("cpu_limit", None)
+    if cpus is not None:
+        check_bound("cpu_limit", cpus, c.where("cpu_limit"))
+    output_limit = c.get("output_file_limit_bytes", int, None)
+    if output_limit is not None:
+        check_bound("output_file_limit_bytes", output_limit, c.where("output_file_limit_bytes"))
+    c.finish()
+    return CampaignRule(repetitions=repetitions, order=order, trial_timeout_s=timeout, seeds=tuple(seeds),
+                        memory_limit_bytes=memory, cpu_limit=cpus, output_file_limit_bytes=output_limit)
+
+
+FIELD_RULES: dict[str, Any] = {
+    "stack": STACKS,
+    "device": ("cpu", "cuda"),
+    "precision": PRECISIONS,
+    "quantization": QUANTIZATIONS,
+    "compile": bool,
+    "attention": ATTENTIONS,
+    "batch_size": int,
+    "padding": PADDINGS,
+    "max_length": int,
+    "length_grouping": GROUPINGS,
+    "resume": RESUMES,
+    "threads": int,
+    "seed": int,
+    "deterministic": bool,
+}
+
+
+def check_field(key: str, value: Any, where: str) -> Any:
+    rule = FIELD_RULES[key]
+    if key == "seed":
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise UserError(f"expected a non-negative integer seed, got {value!r}", where)
+        check_bound("seed", value, where)
+    elif isinstance(rule, tuple):
+        if value not in rule:
+            raise UserError(f"{value!r} is not one of {', '.join(rule)}", where, f"Use one of: {', '.join(rule)}.")
+    elif rule is bool:
+        if not isinstance(value, bool):
+            raise UserError(f"expected true or false, got {value!r}", where)
+    else:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise UserError(f"expected a positive integer, got {value!r}", where)
+        check_bound(key, value, where)
+    return value
+
+
+def parse_base(top: TableReader) -> dict[str, Any]:
+    b = sub_table(top, "base")
+    check = ErrorCollector()
+    check.attempt(b.require, VARIANT_FIELDS, "Every variant field must be declared in [base].")
+    config: dict[str, Any] = {}
+    for key in VARIANT_FIELDS:
+        if key in b.table:
+            config[key] = check.attempt(check_field, key, b.table[key], b.where(key))
+    check.attempt(b.finish, {k: "" for k in VARIANT_FIELDS})
+    if not check.errors:
+        check.attempt(check_config, b, config)
+    if check.errors:
+        raise check.errors[0] if len(check.errors) == 1 else StudyErrors(check.errors, top.source)
+    return config
+
+
+def check_config(reader: TableReader, config: dict[str, Any]) -> None:
+    if config["stack"] == "cpu" and config["device"] != "cpu":
+        raise UserError('stack "cpu" runs on device "cpu"', reader.where("device"))
+    if config["stack"] in ("cuda", "rocm") and config["device"] != "cuda":
+        raise UserError('GPU stacks run on device "cuda" (ROCm uses the same torch device)', reader.where("device"))
+    if config["quantization"] == "int8-dynamic" and config["device"] != "cpu":
+        raise UserError(
+            "int8-dynamic quantization (torch dynamic quantization) runs on CPU only",
+            reader.where("quantization"),
+            "Use it in a CPU variant, or compare fp16/bf16 on the GPU.",
+        )
+    if config["device"] == "cpu" and config["precision"] == "fp16":
+        raise UserError(
+            "fp16 is GPU-only and is refused on CPU",
+            reader.where("precision"),
+            "Use fp32 or bf16 on CPU, or run this variant on a GPU stack.",
+        )
+
+
+def parse_series(top: TableReader, base: dict[str, Any] | None) -> tuple[Series, ...]:
+    items = top.get("series", list, fix="Add at least one array table `[[series]]` that varies one field "
+                                        "(name, field, values).")
+    if not items:
+        raise UserError("no series declared", top.where("series"), "Declare at least one [[series]].")
+    result: list[Series] = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise UserError("each series must be a table", top.where(f"series[{i}]"))
+        s = TableReader(top.source, item, f"series[{i}].")
+        name = s.get("name", str)
+        field_name = s.get("field", str)
+        if field_name not in VARIANT_FIELDS:
+            raise UserError(
+                f"unknown variant field {field_name!r}",
+                s.where("field"),
+                f"A series varies exactly one of: {', '.join(VARIANT_FIELDS)}.",
+            )
+        values = s.get("values", list)
+        s.finish({"name": "", "field": "", "values": ""})
+        if not values:
+            raise UserError("a series needs at least one value", s.where("values"))
+        if len(set(map(repr, values))) != len(values):
+            raise UserError("a series lists the same value twice", s.where("values"))
+        for value in values:
+            check_field(field_name, value, s.where("values"))
+            if base is not None:  # a broken [base] is reported on its own
+                check_config(s, {**base, field_name: value})
+        result.append(Series(name=name, field=field_name, values=tuple(values)))
+    if len({s.name for s in result}) != len(result):
+        raise UserError("series names must be unique", top.where("series"))
+    return tuple(result)
+
+
