@@ -5,7 +5,7 @@ No scheduler, no agent: every host runs Docker Engine, reached as ``local``, a u
 
 1. connect; read the engine's identity (``docker info``: ID, version, machine);
 2. find the image there by digest, pulling it from the registry if absent
-   (:func:`~runner.launch.docker.resolve_image`); the image ID and repo digest the host reports
+   (:func:`~runner.launch.engine.resolve_image`); the image ID and repo digest the host reports
    are what its rows record;
 3. ship the corpus and model into a data volume and verify them ON THE HOST by sha256
    (:meth:`ShippingDockerLauncher.ship_inputs`): no trial starts on unverified inputs;
@@ -47,7 +47,8 @@ from runner.campaign_dir.layout import read_raw
 from runner.campaign_dir.rawtable import is_host_stopped
 from runner.hosts.board import HostBoard
 from runner.hosts.spec import HostSpec
-from runner.launch.engines import connect, engine_identity
+from runner.launch.engine import engine_identity
+from runner.launch.engine_url import connect
 
 HOSTS_JSON = "hosts.json"
 #: 1: first version (hosts, dirs, engines, images, inputs, states).
@@ -412,7 +413,7 @@ def _stack(study_path: Path) -> str:
 
 
 def _limits(study_path: Path) -> Any:
-    from runner.launch.docker import study_limits
+    from runner.launch.limits import study_limits
 
     study = load_study(study_path)
     return study_limits(study.campaign)
@@ -434,12 +435,13 @@ def _check_stack(client: Any, stack: str, image: str, require_gpu: bool, lock_pa
     """(problem, gpu line) for one engine and stack; raises UserError for missing GPU plumbing."""
     from runner.hosts.gpucheck import judge, run_probe
     from runner.images.build import locked_image
-    from runner.launch.docker import _is_local, gpu_options, resolve_image
+    from runner.launch.engine import is_local_engine, resolve_image
+    from runner.launch.gpu import gpu_options
 
     if stack == "cpu":
         gpu_options(stack, client)
         return "", ""
-    if stack == "cuda" or _is_local(client):
+    if stack == "cuda" or is_local_engine(client):
         gpu_options(stack, client)  # fast: the Container Toolkit / device nodes, before any image is touched
     record = locked_image(stack, lock_path)
     ref = image or (record.image_ref if record is not None else "")

@@ -39,7 +39,7 @@ from typing import Any
 
 from protocol.errors import UserError
 from protocol.jsonio import read_json, write_json_atomic
-from runner.launch.docker import connect_engine, engine_facts, image_store
+from runner.launch.engine import connect_engine, engine_facts, image_store
 
 #: images.lock format. History: 1 (0.1.0): first version.
 LOCK_SCHEMA_VERSION = 1

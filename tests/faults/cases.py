@@ -649,7 +649,7 @@ IMAGE_ENV = "ISOCOST_FAULTS_IMAGE"
 
 def docker_unavailable() -> str:
     """Why the docker cases cannot run here ("" when they can)."""
-    from runner.launch.docker import engine_answers
+    from runner.launch.engine import engine_answers
 
     ok, why = engine_answers(timeout_s=10)
     if not ok:

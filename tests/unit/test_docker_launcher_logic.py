@@ -21,13 +21,11 @@ from protocol.errors import UserError  # noqa: E402
 from runner.campaign.launcher_choice import choose_launcher  # noqa: E402
 from runner.campaign_dir.rawtable import HOST_STOP_NOTE  # noqa: E402
 from runner.launch.base import HostInterrupt, TrialPaths  # noqa: E402
-from runner.launch.docker import (  # noqa: E402
-    ContainerLimits,
-    DockerLauncher,
-    gpu_options,
-    resolve_image,
-    unreadable_for,
-)
+from runner.launch.bind_mounts import unreadable_for  # noqa: E402
+from runner.launch.docker import DockerLauncher  # noqa: E402
+from runner.launch.engine import resolve_image  # noqa: E402
+from runner.launch.gpu import gpu_options  # noqa: E402
+from runner.launch.limits import ContainerLimits  # noqa: E402
 
 IMAGE_ID = "sha256:" + "a" * 64
 OTHER_ID = "sha256:" + "b" * 64

@@ -31,6 +31,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from protocol.errors import UserError
+from runner.launch.engine import docker_sdk, short_error
 
 #: What the SDK is told before the engine's own API version is read (docker 7 supports >= 1.24).
 _BOOT_API_VERSION = "1.24"
@@ -229,9 +230,7 @@ def _make_adapter(address: EngineAddress, timeout_s: int, max_pool_size: int) ->
 
 def connect(address: EngineAddress, *, timeout_s: int = 600) -> Any:
     """A docker SDK client for the engine at ``address``; a UserError saying why if it does not answer."""
-    from runner.launch.docker import _docker, _short
-
-    docker = _docker()
+    docker = docker_sdk()
     try:
         if address.kind == "local":
             client = docker.from_env(timeout=timeout_s)
@@ -250,7 +249,7 @@ def connect(address: EngineAddress, *, timeout_s: int = 600) -> Any:
         raise
     except Exception as exc:  # the SDK raises several unrelated types when an engine half-answers
         raise UserError(
-            f"the Docker engine at {address.url} does not answer ({diagnose(address) or _short(exc)})",
+            f"the Docker engine at {address.url} does not answer ({diagnose(address) or short_error(exc)})",
             address.url,
             fix_for(address),
         ) from None
@@ -280,25 +279,3 @@ def diagnose(address: EngineAddress, timeout_s: float = 30) -> str:
         return ""
     lines = [line.strip() for line in (done.stderr or done.stdout).splitlines() if line.strip()]
     return "; ".join(lines[-2:])[:300] or f"ssh exited with status {done.returncode}"
-
-
-def engine_identity(client: Any) -> dict[str, Any]:
-    """Facts that name an engine and its machine, read from the engine itself (docker info)."""
-    from runner.launch.docker import image_store
-
-    info = client.info()
-    return {
-        "engine_id": str(info.get("ID", "")),
-        "engine_version": str(info.get("ServerVersion", "")),
-        "api_version": str(client.api.api_version),
-        "name": str(info.get("Name", "")),
-        "os": str(info.get("OperatingSystem", "")),
-        "kernel": str(info.get("KernelVersion", "")),
-        "architecture": str(info.get("Architecture", "")),
-        "cpus": int(info.get("NCPU") or 0),
-        "memory_bytes": int(info.get("MemTotal") or 0),
-        "storage_driver": str(info.get("Driver", "")),
-        "image_store": image_store(client),
-        "runtimes": sorted((info.get("Runtimes") or {}).keys()),
-        "cgroup": f"{info.get('CgroupDriver', '')} v{info.get('CgroupVersion', '')}",
-    }
