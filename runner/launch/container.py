@@ -7,6 +7,9 @@ The local launcher (:mod:`runner.launch.docker`) and the shipping launcher
 - :func:`collect_container`: the container's logs appended to ``trial.log`` and its final state;
 - :func:`remove_container`;
 - :func:`save_record`: the trial's ``launcher.json`` (a full disk must not lose the row);
+- :func:`remove_leftover_containers`: on ``--resume``, the containers of a trial that outlived
+  the host CLI, found by id and by label (so also one created just before the host died, before
+  launcher.json named it);
 - :func:`finish_trial`: the record written, the exit code and OOM state read, the
   :class:`~runner.launch.base.LaunchResult` built (and :class:`HostInterrupt` raised when the host
   stopped the trial).
@@ -21,11 +24,15 @@ from typing import Any
 from protocol.errors import UserError
 from protocol.jsonio import read_json, write_json_atomic
 from runner.launch.base import HostInterrupt, LaunchResult
+from runner.launch.engine import docker_sdk
 
 #: Where the trial sees its inputs and its output directory.
 CONTAINER_IN = "/in"
 CONTAINER_MODEL = "/in/model"
 CONTAINER_OUT = "/out"
+
+#: The label every trial container carries: its trial directory on the host CLI's machine.
+TRIAL_DIR_LABEL = "org.isocost.trial_dir"
 
 #: The parts of the engine's ``State`` a trial's launcher.json keeps.
 STATE_FIELDS = ("Status", "ExitCode", "OOMKilled", "Error", "StartedAt", "FinishedAt")
@@ -126,3 +133,35 @@ def finish_trial(trial_dir: Path, record: dict[str, Any], outcome: dict[str, Any
     if outcome.get("interrupted"):
         raise HostInterrupt(result)
     return result
+
+
+def remove_leftover_containers(trial_dir: Path, container_id: str = "", *, client: Any = None) -> list[str]:
+    """Stop and remove the containers of a trial that outlived the host CLI; their logs go to trial.log.
+
+    They are found by ``container_id`` (from launcher.json) and by the :data:`TRIAL_DIR_LABEL` every
+    trial container carries, so a container created just before the host died (launcher.json not
+    yet written) is found too. Best effort: returns the ids removed; an engine that does not answer
+    removes nothing.
+    """
+    trial_dir = trial_dir.resolve()
+    try:
+        client = client or docker_sdk().from_env(timeout=10)
+        found = {c.id: c for c in client.containers.list(all=True, filters={"label": f"{TRIAL_DIR_LABEL}={trial_dir}"})}
+        if container_id and not any(cid.startswith(container_id) for cid in found):
+            try:
+                named = client.containers.get(container_id)
+                found[named.id] = named
+            except Exception:  # already removed  # noqa: BLE001
+                pass
+    except Exception:  # no SDK, or no engine answers  # noqa: BLE001
+        return []
+    removed = []
+    for cid, container in sorted(found.items()):
+        try:
+            with open(trial_dir / "trial.log", "ab") as log:
+                log.write(container.logs(stdout=True, stderr=True))
+        except Exception:  # logs are a courtesy here  # noqa: BLE001
+            pass
+        if remove_container(container):  # kills it if running; also removes a created, never started one
+            removed.append(cid)
+    return removed

@@ -48,6 +48,7 @@ from runner.launch.container import (
     CONTAINER_IN,
     CONTAINER_MODEL,
     CONTAINER_OUT,
+    TRIAL_DIR_LABEL,
     collect_container,
     exit_code_after_stop,
     finish_trial,
@@ -326,7 +327,7 @@ class DockerLauncher:
         return [f"{CONTAINER_OUT}/spec.json", CONTAINER_OUT]
 
     def _labels(self, trial_dir: Path) -> dict[str, str]:
-        return {"org.isocost.trial_id": trial_dir.name, "org.isocost.trial_dir": str(trial_dir)}
+        return {"org.isocost.trial_id": trial_dir.name, TRIAL_DIR_LABEL: str(trial_dir)}
 
     # -- pieces ------------------------------------------------------------------------------
 

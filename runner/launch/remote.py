@@ -45,20 +45,18 @@ from protocol.fingerprint import sha256_bytes
 from runner.campaign_dir.rawtable import HOST_STOP_NOTE
 from runner.launch.base import HostInterrupt, LaunchResult, TrialPaths
 from runner.launch.container import CONTAINER_IN, CONTAINER_MODEL, now_iso, save_record
-from runner.launch.docker import ISOLATION, DockerLauncher
+from runner.launch.docker import DockerLauncher
 from runner.launch.engine import docker_sdk, engine_identity, short_error, transport_errors
 from runner.launch.engine_url import EngineAddress
 from runner.launch.limits import ContainerLimits
 from runner.launch.transfer import (
     CONTAINER_OUT_ROOT,
     CONTAINER_TRIAL_DIR,
-    HASH_SCRIPT,
     LABEL_CAMPAIGN,
     LABEL_KIND,
     HostVolumes,
     ShippedInputs,
     read_back,
-    tree_fingerprint,
     trial_tar,
 )
 from runner.trial.measure import clock
@@ -149,8 +147,8 @@ class ShippingDockerLauncher(DockerLauncher):
             "image_s": f"{self.image_s:.3f}",
             "inputs_ship_s": f"{self.inputs.ship_s:.3f}" if self.inputs else "",
             "inputs_verify_s": f"{self.inputs.verify_s:.3f}" if self.inputs else "",
-            "isolation": ISOLATION.replace("inputs read-only", "inputs volume read-only, one fresh output volume "
-                                                               "per trial"),
+            "isolation": "network none, read-only root, tmpfs /tmp, inputs volume read-only, one fresh output "
+                         "volume per trial, cap-drop ALL, no-new-privileges",
         })
         return facts
 
@@ -405,4 +403,4 @@ class ShippingDockerLauncher(DockerLauncher):
                                          image_digest=self.image.repo_digest, notes=(self.tag(), note)))
 
 
-__all__ = ["HASH_SCRIPT", "ShippedInputs", "ShippingDockerLauncher", "tree_fingerprint"]
+__all__ = ["HostLost", "ShippingDockerLauncher", "trial_volume"]

@@ -128,7 +128,8 @@ def test_cuda_without_a_choice_requests_card_0(monkeypatch: pytest.MonkeyPatch) 
 
 def test_shipping_launcher_create_call_on_a_fake_remote_has_numeric_groups(trial: TrialPaths) -> None:
     from runner.launch.engine_url import EngineAddress
-    from runner.launch.remote import ShippedInputs, ShippingDockerLauncher
+    from runner.launch.remote import ShippingDockerLauncher
+    from runner.launch.transfer import ShippedInputs
 
     client = FakeRemote(HOST_GIDS)
     client.api.api_version = "1.41"  # type: ignore[attr-defined]
