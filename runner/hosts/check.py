@@ -32,7 +32,7 @@ class HostCheck:
 def _check_stack(client: Any, stack: str, image: str, require_gpu: bool, lock_path: Path | None) -> tuple[str, str]:
     """(problem, gpu line) for one engine and stack; raises UserError for missing GPU plumbing."""
     from runner.hosts.gpucheck import judge, run_probe
-    from runner.images.build import locked_image
+    from runner.images.lock import locked_image
     from runner.launch.engine import is_local_engine, resolve_image
     from runner.launch.gpu import gpu_options
 

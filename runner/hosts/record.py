@@ -177,7 +177,7 @@ def _new_record(study: Any, out: Path, hosts: list[HostSpec], stack: str, image:
 
 def _choose_image(study: Any, stack: str, image: str | None, lock_path: Path | None) -> tuple[str, str, str]:
     """(reference, repo digest or '', image ID or '') from --image, the study's [images], or the lock."""
-    from runner.images.build import default_lock_path, locked_image
+    from runner.images.lock import default_lock_path, locked_image
 
     record = locked_image(stack, lock_path or default_lock_path())
     ref = image or study.image_for(stack) or (record.image_ref if record is not None else "")

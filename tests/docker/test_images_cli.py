@@ -30,7 +30,8 @@ def test_gpu_stack_without_reachable_base_fails_clearly(docker_client: Any, tmp_
     import docker.errors
 
     from protocol.errors import UserError
-    from runner.images.build import build_image, default_base, repo_root
+    from runner.images.build import build_image
+    from runner.images.stacks import default_base, repo_root
 
     base = default_base("rocm", repo_root())
     try:

@@ -675,7 +675,8 @@ def cpu_image() -> str:
     import docker.errors
 
     from protocol.errors import UserError
-    from runner.images.build import build_image, locked_image
+    from runner.images.build import build_image
+    from runner.images.lock import locked_image
 
     if os.environ.get(IMAGE_ENV):
         return os.environ[IMAGE_ENV]
