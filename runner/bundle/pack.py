@@ -465,7 +465,7 @@ def _entry(source: PackedFile) -> FileEntry:
 
 def _default_lock_path() -> Path | None:
     try:
-        from runner.images.build import default_lock_path
+        from runner.images.lock import default_lock_path
 
         return default_lock_path()
     except ImportError:  # the images module needs nothing extra today; be robust if that changes

@@ -63,14 +63,10 @@ def choose_launcher(
         return LauncherChoice(ProcessLauncher(), "trials run as local processes (--launcher process): no container "
                                                  "image, so no image digest in the manifests")
     study = load_study(study_path)
-    from runner.images.build import default_lock_path, locked_image
-    from runner.launch.docker import (
-        DockerLauncher,
-        connect_engine,
-        engine_answers,
-        resolve_image,
-        study_limits,
-    )
+    from runner.images.lock import default_lock_path, locked_image
+    from runner.launch.docker import DockerLauncher
+    from runner.launch.engine import connect_engine, engine_answers, resolve_image
+    from runner.launch.limits import study_limits
 
     stack = study_stack(study_path)
     image = image or study.image_for(stack) or None  # the study may name its image by digest

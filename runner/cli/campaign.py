@@ -105,7 +105,8 @@ def _run_hosts(study: Path, out: Path, resume: bool, launcher_kind: str, image: 
                host_options: tuple[str, ...], hosts_file: Path | None) -> None:
     """``run`` with --host/--hosts-file: one campaign per host, in parallel (runner.hosts.parallel)."""
     from runner.hosts.board import HostBoard
-    from runner.hosts.parallel import load_hosts_json, run_hosts
+    from runner.hosts.parallel import run_hosts
+    from runner.hosts.record import load_hosts_json
     from runner.hosts.spec import merge_hosts
 
     if launcher_kind == "process":

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from runner.hosts.parallel import check_hosts
+from runner.hosts.check import check_hosts
 from runner.hosts.spec import merge_hosts
 
 

@@ -6,7 +6,10 @@ from pathlib import Path
 
 import click
 
-from runner.images.build import STACKS, build_image, default_lock_path, list_images, lock_requirements, push_image
+from runner.images.build import build_image, push_image
+from runner.images.lock import default_lock_path, list_images
+from runner.images.requirements import lock_requirements
+from runner.images.stacks import STACKS
 
 _STACK = click.Choice(sorted(STACKS))
 

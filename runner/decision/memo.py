@@ -37,7 +37,7 @@ from runner.analysis.summary import summarize_campaign
 from runner.campaign_dir.integrity import INCONSISTENT_BANNER, require_evidence
 from runner.campaign_dir.layout import FROZEN_CATALOG, CampaignPaths, load_campaign, read_raw
 from runner.campaign_dir.rentals import RENTALS_FILE, latest_rental, read_rentals
-from runner.hosts.parallel import expand_campaign_dirs, hosts_without_campaign
+from runner.hosts.record import expand_campaign_dirs, hosts_without_campaign
 
 DECISION_JSON = "decision.json"
 DECISION_MD = "decision.md"

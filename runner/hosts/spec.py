@@ -31,7 +31,7 @@ from typing import Any
 from protocol.errors import UserError
 from protocol.safe_read import read_text
 from runner.campaign_dir.layout import Rental
-from runner.launch.engines import EngineAddress, parse_engine_url
+from runner.launch.engine_url import EngineAddress, parse_engine_url
 
 HOSTS_FILE_SCHEMA_VERSION = 1
 #: A hosts file lists a few hosts; a larger file is refused before it is parsed.

@@ -25,111 +25,53 @@ rented host reached as ``ssh://user@host`` runs exactly the same trial:
 
 Every row this launcher produces starts its notes with the host: ``host NAME (URL): engine
 <ID>, Docker <version>``.
+
+The trial itself runs through :meth:`DockerLauncher.run`; this launcher overrides its hooks:
+the record (host, engine, transfer), the launch (trial volume, spec shipped and read back), the
+wait (polling, riding out short outages) and what follows the exit (outputs fetched, volume
+removed). The transfers themselves are in :mod:`runner.launch.transfer`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
-import json
-import shutil
-import tarfile
-import tempfile
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from protocol.errors import UserError
 from protocol.fingerprint import sha256_bytes
-from protocol.jsonio import write_json_atomic
 from runner.campaign_dir.rawtable import HOST_STOP_NOTE
 from runner.launch.base import HostInterrupt, LaunchResult, TrialPaths
-from runner.launch.docker import (
-    CONTAINER_IN,
-    CONTAINER_MODEL,
-    ContainerLimits,
-    DockerLauncher,
-    _docker,
-    _now,
-    _overhead,
-    _short,
-    engine_facts,
-    gpu_options,
-    resolve_image,
-    resolve_limits,
+from runner.launch.container import CONTAINER_IN, CONTAINER_MODEL, now_iso, save_record
+from runner.launch.docker import DockerLauncher
+from runner.launch.engine import docker_sdk, engine_identity, short_error, transport_errors
+from runner.launch.engine_url import EngineAddress
+from runner.launch.limits import ContainerLimits
+from runner.launch.transfer import (
+    CONTAINER_OUT_ROOT,
+    CONTAINER_TRIAL_DIR,
+    LABEL_CAMPAIGN,
+    LABEL_KIND,
+    HostVolumes,
+    ShippedInputs,
+    read_back,
+    trial_tar,
 )
-from runner.launch.engines import EngineAddress, engine_identity
 from runner.trial.measure import clock
-
-#: Inside each trial container: the trial volume at /out, the trial's directory below it (a
-#: volume's root belongs to root; the directory we ship belongs to the trial's user).
-CONTAINER_OUT_ROOT = "/out"
-TRIAL_SUBDIR = "trial"
-CONTAINER_TRIAL_DIR = f"{CONTAINER_OUT_ROOT}/{TRIAL_SUBDIR}"
-
-LABEL_KIND = "org.isocost.kind"
-LABEL_CAMPAIGN = "org.isocost.campaign_dir"
-
-#: Runs in a helper container (the trial image's python3, no isocost import needed): prints a
-#: JSON listing {relative path: [sha256 hex, size]} of the regular files under argv[1].
-HASH_SCRIPT = r"""
-import hashlib, json, os, stat, sys
-root = sys.argv[1]
-out = {}
-for base, dirs, files in os.walk(root):
-    dirs.sort()
-    for name in files:
-        path = os.path.join(base, name)
-        info = os.lstat(path)
-        if not stat.S_ISREG(info.st_mode):
-            out[os.path.relpath(path, root)] = ["not a regular file", -1]
-            continue
-        digest = hashlib.sha256()
-        with open(path, "rb") as handle:
-            for chunk in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(chunk)
-        out[os.path.relpath(path, root).replace(os.sep, "/")] = [digest.hexdigest(), info.st_size]
-print(json.dumps(out, sort_keys=True))
-"""
 
 _POLL_S = 1.0
 _RECONNECT_S = 60.0
 
 
-@dataclass(frozen=True)
-class ShippedInputs:
-    """The inputs as they sit on one host, and the proof that they are the study's."""
-
-    volume: str
-    corpus_name: str  # file name inside the volume, e.g. corpus.jsonl
-    corpus_fingerprint: str
-    model_fingerprint: str
-    shipped: bool  # False when a verified volume was already there
-    ship_s: float
-    verify_s: float
-    bytes_sent: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"volume": self.volume, "corpus_name": self.corpus_name,
-                "corpus_fingerprint": self.corpus_fingerprint, "model_fingerprint": self.model_fingerprint,
-                "shipped": self.shipped, "ship_s": round(self.ship_s, 3), "verify_s": round(self.verify_s, 3),
-                "bytes_sent": self.bytes_sent,
-                "verified": "sha256 of every file computed on the host by a helper container; the corpus hash "
-                            "and the model tree hash equal the study's fingerprints"}
-
-
-def tree_fingerprint(listing: dict[str, list[Any]], prefix: str) -> str:
-    """``protocol.fingerprint.sha256_tree`` of the files under ``prefix/`` in a host's hash listing."""
-    lines = []
-    for name in sorted(n for n in listing if n.startswith(prefix + "/")):
-        lines.append(f"{listing[name][0]}  {name[len(prefix) + 1:]}\n")
-    return sha256_bytes("".join(lines).encode("utf-8"))
-
-
 class HostLost(Exception):
     """The engine stopped answering for longer than the reconnect window."""
+
+
+def trial_volume(trial_dir: Path) -> str:
+    """The name of a trial's output volume on the host (one per trial directory)."""
+    return f"isocost-trial-{hashlib.sha256(str(trial_dir).encode()).hexdigest()[:12]}-{trial_dir.name}"[:200]
 
 
 class ShippingDockerLauncher(DockerLauncher):
@@ -155,34 +97,30 @@ class ShippingDockerLauncher(DockerLauncher):
         extra_env: dict[str, str] | None = None,
         progress: Any = None,
     ) -> None:
-        # No super().__init__(): that one assumes a local engine (user ids, bind mounts).
-        self.client = client
         self.host_name = host_name
         self.address = address
-        self.stack = stack
-        self.limits = resolve_limits(limits or ContainerLimits(), client.info())  # the remote machine's
-        self.kill_grace_s = kill_grace_s
-        self.reconnect_s = reconnect_s
         self.poll_s = poll_s
         self.campaign_dir = str(campaign_dir.resolve()) if campaign_dir is not None else ""
         self.stop_event = stop or threading.Event()
         self.extra_env = dict(extra_env or {})
         self.progress = progress or (lambda message: None)
         self.lost = ""
-        self.setup_started_at = _now()
-        pull_start = clock()
-        self.image = resolve_image(client, image, prefer_digest=prefer_digest)
-        self.image_s = clock() - pull_start
-        if self.image.stack and self.image.stack != stack:
-            raise UserError(f"image {self.image.ref} is built for stack {self.image.stack!r}, host {host_name} "
-                            f"runs {stack!r}", "--image", f"Use the {stack} image.")
-        self.user = f"{self.image.uid}:{self.image.uid}"
-        self.gpu = gpu_options(stack, client, image_ref=self.image.ref, user=self.user)
-        self._engine = engine_facts(client)
+        self.setup_started_at = now_iso()
+        super().__init__(image, stack=stack, client=client, limits=limits, prefer_digest=prefer_digest,
+                         kill_grace_s=kill_grace_s, reconnect_s=reconnect_s)
         self.identity = engine_identity(client)
+        self.volumes = HostVolumes(client, image_ref=self.image.ref, user=self.user, host_name=host_name,
+                                   url=address.url, campaign_dir=self.campaign_dir, progress=self.progress)
         self.inputs: ShippedInputs | None = None
-        self._inputs_checked: set[tuple[Path, Path]] = set()
         self._local_inputs: tuple[Path, Path] | None = None
+
+    def _stack_mismatch(self, stack: str) -> UserError:
+        return UserError(f"image {self.image.ref} is built for stack {self.image.stack!r}, host {self.host_name} "
+                         f"runs {stack!r}", "--image", f"Use the {stack} image.")
+
+    def _trial_user(self, user: str | None) -> str:
+        """The image's own non-root user: nothing on the host is ours to match."""
+        return f"{self.image.uid}:{self.image.uid}"
 
     # -- what the campaign records ------------------------------------------------------------
 
@@ -223,129 +161,9 @@ class ShippingDockerLauncher(DockerLauncher):
 
     def ship_inputs(self, corpus: Path, model: Path, corpus_fingerprint: str, model_fingerprint: str) -> ShippedInputs:
         """Put the corpus and model on the host (once per content) and verify them there by hash."""
-        docker = _docker()
-        corpus, model = corpus.resolve(), model.resolve()
-        corpus_name = f"corpus{corpus.suffix}"
-        key = hashlib.sha256(f"{corpus_fingerprint}\n{model_fingerprint}\n{corpus_name}".encode()).hexdigest()[:24]
-        volume = f"isocost-inputs-{key}"
-        labels = {LABEL_KIND: "inputs", "org.isocost.corpus_fingerprint": corpus_fingerprint,
-                  "org.isocost.model_fingerprint": model_fingerprint}
-        start = clock()
-        shipped, sent = False, 0
-        existing = self._volume_exists(volume)
-        if existing:
-            self.progress(f"inputs volume {volume} already on the host: verifying it by hash")
-            ok, why, verify_s = self._verify_inputs(volume, corpus_name, corpus_fingerprint, model_fingerprint)
-            if not ok:
-                self.progress(f"inputs volume {volume} does not verify ({why}): shipping again")
-                self._remove_volume(volume)
-                existing = False
-        if not existing:
-            try:
-                self.client.volumes.create(name=volume, labels=labels)
-            except docker.errors.DockerException as exc:
-                raise UserError(f"host {self.host_name}: the engine could not create volume {volume}: {_short(exc)}",
-                                self.address.url, "Check the engine's disk space and permissions.") from None
-            with tempfile.TemporaryFile() as archive:
-                sent = _write_inputs_tar(archive, corpus, corpus_name, model)
-                archive.seek(0)
-                self.progress(f"shipping inputs ({sent / 2**20:.1f} MiB) to volume {volume}")
-                self._fill_volume(volume, archive)
-            shipped = True
-            ship_s = clock() - start
-            ok, why, verify_s = self._verify_inputs(volume, corpus_name, corpus_fingerprint, model_fingerprint)
-            if not ok:
-                self._remove_volume(volume)
-                raise UserError(f"host {self.host_name}: the inputs shipped to volume {volume} do not verify on the "
-                                f"host ({why})", self.address.url,
-                                "Check the host's disk (and the link): run again to ship them anew.")
-        else:
-            ship_s = 0.0
-        self.inputs = ShippedInputs(volume=volume, corpus_name=corpus_name, corpus_fingerprint=corpus_fingerprint,
-                                    model_fingerprint=model_fingerprint, shipped=shipped, ship_s=ship_s,
-                                    verify_s=verify_s, bytes_sent=sent)
-        self._local_inputs = (corpus, model)
-        self.progress(f"inputs verified on the host by sha256 (corpus {corpus_fingerprint[:19]}…, "
-                      f"model {model_fingerprint[:19]}…)")
+        self.inputs = self.volumes.ship_inputs(corpus, model, corpus_fingerprint, model_fingerprint)
+        self._local_inputs = (corpus.resolve(), model.resolve())
         return self.inputs
-
-    def _volume_exists(self, name: str) -> bool:
-        docker = _docker()
-        try:
-            self.client.volumes.get(name)
-            return True
-        except docker.errors.NotFound:
-            return False
-
-    def _remove_volume(self, name: str) -> bool:
-        try:
-            self.client.api.remove_volume(name, force=True)
-            return True
-        except Exception:  # gone already, or the engine is
-            return False
-
-    def _helper(self, mounts: list[Any], command: list[str], *, label: str, read_only_root: bool = True) -> Any:
-        """A short-lived, locked-down container of the trial image (its python3), not started yet."""
-        return self.client.containers.create(
-            image=self.image.ref, entrypoint=["python3"], command=command, user=self.user, network_mode="none",
-            read_only=read_only_root, mounts=mounts, cap_drop=["ALL"], security_opt=["no-new-privileges"],
-            pids_limit=64, labels={LABEL_KIND: label, LABEL_CAMPAIGN: self.campaign_dir}, detach=True,
-            environment={"HOME": "/tmp"}, tmpfs={"/tmp": "rw,nosuid,nodev,size=16m"},
-        )
-
-    def _fill_volume(self, volume: str, archive: Any) -> None:
-        docker = _docker()
-        mount = docker.types.Mount(CONTAINER_IN, volume, type="volume", read_only=False)
-        helper = self._helper([mount], ["-c", "pass"], label="inputs-fill")
-        try:
-            if not helper.put_archive(CONTAINER_IN, archive):
-                raise UserError(f"host {self.host_name}: the engine refused the inputs archive", self.address.url,
-                                "Check the engine's disk space.")
-        finally:
-            self._remove(helper)
-
-    def _hash_listing(self, volume: str, path: str, archive: Path | None = None) -> dict[str, list[Any]]:
-        """Hash the files under ``path`` of a volume ON THE HOST; with ``archive``, also fetch them there."""
-        docker = _docker()
-        target = CONTAINER_OUT_ROOT if path.startswith(CONTAINER_OUT_ROOT) else CONTAINER_IN
-        mount = docker.types.Mount(target, volume, type="volume", read_only=True)
-        helper = self._helper([mount], ["-c", HASH_SCRIPT, path], label="hash")
-        try:
-            helper.start()
-            code = int(helper.wait(timeout=600).get("StatusCode", -1))
-            if code != 0:
-                err = helper.logs(stdout=False, stderr=True).decode("utf-8", "replace").strip().splitlines()
-                raise RuntimeError(f"the hashing helper exited with {code}: {err[-1:] or ''}")
-            out = helper.logs(stdout=True, stderr=False).decode("utf-8", "replace")
-            listing = dict(json.loads(out.strip().splitlines()[-1]))
-            if archive is not None:
-                bits, _ = helper.get_archive(path)
-                with open(archive, "wb") as handle:
-                    for chunk in bits:
-                        handle.write(chunk)
-            return listing
-        finally:
-            self._remove(helper)
-
-    def _verify_inputs(self, volume: str, corpus_name: str, corpus_fp: str, model_fp: str) -> tuple[bool, str, float]:
-        start = clock()
-        try:
-            listing = self._hash_listing(volume, CONTAINER_IN)
-        except Exception as exc:  # the helper, or the engine, failed: the volume is not verified
-            return False, f"could not hash it: {_short(exc)}", clock() - start
-        problems = []
-        corpus_entry = listing.get(corpus_name)
-        if corpus_entry is None:
-            problems.append(f"{corpus_name} missing")
-        elif "sha256:" + str(corpus_entry[0]) != corpus_fp:
-            problems.append(f"{corpus_name} hashes to sha256:{corpus_entry[0]}, the study says {corpus_fp}")
-        model_here = tree_fingerprint(listing, "model")
-        if model_here != model_fp:
-            problems.append(f"model/ hashes to {model_here}, the study says {model_fp}")
-        unexpected = sorted(n for n in listing if n != corpus_name and not n.startswith("model/"))
-        if unexpected:
-            problems.append(f"unexpected files {unexpected[:3]}")
-        return not problems, "; ".join(problems), clock() - start
 
     def check_inputs(self, corpus: Path, model: Path) -> None:
         """The trial's inputs must be the ones shipped (and verified) to this host."""
@@ -394,175 +212,106 @@ class ShippingDockerLauncher(DockerLauncher):
                 record: dict[str, Any] = {"transfer": {"sent": {"spec.json": sha256_bytes(spec.read_bytes())}
                                                        if spec.exists() else {}}}
                 try:
-                    notes = self._fetch_outputs(volume.name, trial_dir, record)
+                    notes = self.volumes.fetch_outputs(volume.name, trial_dir, record)
                     found.append(f"outputs of trial {trial_id} fetched from the host"
                                  + (f" ({'; '.join(notes)})" if notes else ""))
                 except Exception as exc:  # nothing to fetch, or unreadable: the row will say so
-                    found.append(f"outputs of trial {trial_id} not fetched: {_short(exc)}")
-            self._remove_volume(volume.name)
+                    found.append(f"outputs of trial {trial_id} not fetched: {short_error(exc)}")
+            self.volumes.remove(volume.name)
         return found
 
-    # -- one trial --------------------------------------------------------------------------
+    # -- hooks of DockerLauncher.run --------------------------------------------------------
 
-    def run(self, paths: TrialPaths, timeout_s: float | None) -> LaunchResult:
-        tag = self.tag()
+    def _lend_trial_dir(self, trial_dir: Path) -> tuple[int, int] | None:
+        """Nothing to lend: the trial directory travels to the host as a tar owned by the trial's user."""
+        return None
+
+    def _new_record(self, trial_dir: Path) -> dict[str, Any]:
+        return {"host": self.host_name, "host_url": self.address.url, "engine_id": self.identity["engine_id"],
+                **super()._new_record(trial_dir), "transfer": {}, "volume": trial_volume(trial_dir)}
+
+    def _launch(self, paths: TrialPaths, trial_dir: Path, record: dict[str, Any]) -> Any:
+        """Refuse on a lost or stopping host; else launch (a LaunchResult tagged with the host on failure)."""
         if self.lost or self.stop_event.is_set():
             why = (f"host {self.host_name} was lost earlier in this campaign ({self.lost})" if self.lost
                    else "the host CLI was asked to stop (Ctrl-C or SIGTERM) before the trial started")
             raise HostInterrupt(LaunchResult(exit_code=None, interrupted=True, image_id=self.image.image_id,
                                              image_digest=self.image.repo_digest,
-                                             notes=(tag, f"{HOST_STOP_NOTE}: {why}; not started")))
-        trial_dir = paths.trial_dir.resolve()
-        record: dict[str, Any] = {"host": self.host_name, "host_url": self.address.url,
-                                  "engine_id": self.identity["engine_id"], "image_ref": self.image.ref,
-                                  "image_id": self.image.image_id, "user": self.user, "limits": self.limit_facts(),
-                                  "times": {}, "transfer": {}}
-        times = record["times"]
-        start = clock()
-        times["create_at"] = _now()
-        volume = f"isocost-trial-{hashlib.sha256(str(trial_dir).encode()).hexdigest()[:12]}-{trial_dir.name}"[:200]
-        record["volume"] = volume
+                                             notes=(self.tag(), f"{HOST_STOP_NOTE}: {why}; not started")))
         try:
-            launched = self._launch_remote(paths, trial_dir, volume, record)
+            launched = self._launch_remote(paths, trial_dir, record["volume"], record)
         except HostLost as exc:
-            return self._lost(str(exc), record, trial_dir, tag, container=None)
+            return self._lost(str(exc), record, trial_dir, container=None)
         if isinstance(launched, LaunchResult):
-            self._remove_volume(volume)
+            self.volumes.remove(record["volume"])
             return LaunchResult(exit_code=None, image_id=launched.image_id, image_digest=launched.image_digest,
-                                notes=(tag, *launched.notes))
-        times["started_at"] = _now()
-        outcome = self._wait(launched, start, timeout_s)
-        wall = clock() - start
-        times["exit_seen_at"] = _now()
-        if outcome.get("engine_lost"):
-            return self._lost(str(outcome.get("reason")), record, trial_dir, tag, container=launched)
-        notes: list[str] = [tag]
-        if outcome.get("vanished"):
-            notes.append("the container disappeared from the engine during the trial (removed by someone else)")
-        if outcome.get("gap_s"):
-            notes.append(f"the engine did not answer for {outcome['gap_s']:.0f} s during the trial "
-                         f"({outcome.get('gap_reason')}); it answered again")
-        try:
-            notes.extend(self._fetch_outputs(volume, trial_dir, record))
-        except Exception as exc:  # the engine went away between the exit and the transfer
-            notes.append(f"outputs not fetched from the host: {_short(exc)} (volume {volume} kept there)")
-            record["transfer"]["error"] = _short(exc)
-        times["fetched_at"] = _now()
-        state, collect_notes = self._collect(launched, paths, outcome)
-        notes.extend(collect_notes)
-        times["collected_at"] = _now()
-        if not record["transfer"].get("error"):
-            self._remove_volume(volume)
-        record["state"] = state
-        record["outcome"] = outcome
-        write_json_atomic(trial_dir / "launcher.json", record)
-        exit_code = outcome.get("exit_code")
-        if exit_code is None and state.get("ExitCode") is not None:
-            exit_code = int(state["ExitCode"])
-        oom = bool(state.get("OOMKilled"))
-        if oom:
-            notes.append("the container was killed for memory (State.OOMKilled"
-                         + (f", memory limit {self.limits.mem_limit})" if self.limits.mem_limit else ")"))
-        result = LaunchResult(
-            exit_code=exit_code,
-            timed_out=bool(outcome.get("timed_out")),
-            interrupted=bool(outcome.get("interrupted")),
-            oom_killed=oom,
-            launch_overhead_s=_overhead(trial_dir, times["create_at"]),
-            wall_s=wall,
-            image_id=self.image.image_id,
-            image_digest=self.image.repo_digest,
-            notes=tuple(notes),
-        )
-        if outcome.get("interrupted"):
-            raise HostInterrupt(result)
-        return result
+                                notes=(self.tag(), *launched.notes))
+        return launched
 
     def _launch_remote(self, paths: TrialPaths, trial_dir: Path, volume: str, record: dict[str, Any]) -> Any:
         """Volume, container, spec shipped and read back, start; a LaunchResult instead when that fails."""
-        docker = _docker()
+        docker = docker_sdk()
         container = None
         try:
             self.client.volumes.create(name=volume, labels={LABEL_KIND: "trial", LABEL_CAMPAIGN: self.campaign_dir,
                                                             "org.isocost.trial_id": trial_dir.name})
-            container = self.client.containers.create(**self._create_kwargs(paths, trial_dir, volume))
+            container = self.client.containers.create(**self._create_kwargs(paths, trial_dir))
         except docker.errors.DockerException as exc:
             if container is not None:
                 self._remove(container)
             self._raise_if_lost(exc)
-            return self._result_without_container(f"the engine could not create the container: {_short(exc)}",
+            return self._result_without_container(f"the engine could not create the container: {short_error(exc)}",
                                                   record, trial_dir)
-        except _transport_errors() as exc:
+        except transport_errors() as exc:
             self._raise_if_lost(exc)
             raise
         record["container_id"] = container.id
         record["container_name"] = container.name
-        write_json_atomic(trial_dir / "launcher.json", record)
+        save_record(trial_dir, record)
         try:
-            running_image = (container.attrs or {}).get("Image", "")
-            if running_image != self.image.image_id:
-                self._remove(container)
-                return self._result_without_container(
-                    f"the container's image {running_image} differs from the requested {self.image.ref} "
-                    f"({self.image.image_id}): not run", record, trial_dir)
-            sent = _trial_tar(trial_dir, self.image.uid)
-            record["transfer"]["sent"] = sent.digests
-            if not container.put_archive(CONTAINER_OUT_ROOT, sent.data):
-                self._remove(container)
-                return self._result_without_container("the engine refused the trial's spec archive", record, trial_dir)
-            back = _read_back(container, f"{CONTAINER_TRIAL_DIR}/spec.json")
-            record["transfer"]["spec_read_back"] = back
-            if back != sent.digests["spec.json"]:
-                self._remove(container)
-                return self._result_without_container(
-                    f"spec.json read back from the host hashes to {back}, not {sent.digests['spec.json']}: not run",
-                    record, trial_dir)
+            refused = self._refuse_other_image(container, record, trial_dir) or self._ship_spec(container, record,
+                                                                                                trial_dir)
+            if refused is not None:
+                return refused
             container.start()
-        except (docker.errors.DockerException, *_transport_errors()) as exc:
+        except (docker.errors.DockerException, *transport_errors()) as exc:
             self._remove(container)
             self._raise_if_lost(exc)
-            return self._result_without_container(f"the engine could not start the container: {_short(exc)}",
+            return self._result_without_container(f"the engine could not start the container: {short_error(exc)}",
                                                   record, trial_dir)
         return container
 
-    def _raise_if_lost(self, exc: BaseException) -> None:
-        if not self._answers_within(self.reconnect_s):
-            raise HostLost(f"the engine stopped answering ({_short(exc)})")
+    def _ship_spec(self, container: Any, record: dict[str, Any], trial_dir: Path) -> LaunchResult | None:
+        """Put the trial's files (spec.json) into its volume and read spec.json back; None when it matches."""
+        sent = trial_tar(trial_dir, self.image.uid)
+        record["transfer"]["sent"] = sent.digests
+        if not container.put_archive(CONTAINER_OUT_ROOT, sent.data):
+            self._remove(container)
+            return self._result_without_container("the engine refused the trial's spec archive", record, trial_dir)
+        back = read_back(container, f"{CONTAINER_TRIAL_DIR}/spec.json")
+        record["transfer"]["spec_read_back"] = back
+        if back != sent.digests["spec.json"]:
+            self._remove(container)
+            return self._result_without_container(
+                f"spec.json read back from the host hashes to {back}, not {sent.digests['spec.json']}: not run",
+                record, trial_dir)
+        return None
 
-    def _answers_within(self, seconds: float) -> bool:
-        deadline = clock() + seconds
-        while True:
-            if self._engine_answers():
-                return True
-            if clock() >= deadline or self.stop_event.is_set():
-                return False
-            time.sleep(min(self.poll_s * 2, 5.0))
-
-    def _lost(self, reason: str, record: dict[str, Any], trial_dir: Path, tag: str, container: Any) -> LaunchResult:
-        """The host is gone: record the trial as interrupted by that, and stop this host's campaign."""
-        self.lost = reason
-        cid = f" (container {container.id[:12]} may still run there)" if container is not None else ""
-        note = (f"host {self.host_name} lost during the trial: {reason}; no answer for {self.reconnect_s:g} s"
-                f"{cid}; outputs not fetched; {HOST_STOP_NOTE} for this host: its campaign stops here and "
-                "--resume runs this pass again")
-        record["error"] = note
-        write_json_atomic(trial_dir / "launcher.json", record)
-        self.progress(f"LOST: {reason}")
-        raise HostInterrupt(LaunchResult(exit_code=None, interrupted=True, image_id=self.image.image_id,
-                                         image_digest=self.image.repo_digest, notes=(tag, note)))
-
-    def _create_kwargs(self, paths: TrialPaths, trial_dir: Path, volume: str = "") -> dict[str, Any]:  # type: ignore[override]
-        docker = _docker()
-        kwargs = super()._create_kwargs(paths, trial_dir)
+    def _mounts(self, paths: TrialPaths, trial_dir: Path) -> list[Any]:
+        """The verified inputs volume read-only at /in, the trial's own fresh volume at /out."""
+        Mount = docker_sdk().types.Mount
         assert self.inputs is not None
-        kwargs["mounts"] = [
-            docker.types.Mount(CONTAINER_IN, self.inputs.volume, type="volume", read_only=True),
-            docker.types.Mount(CONTAINER_OUT_ROOT, volume, type="volume", read_only=False),
+        return [
+            Mount(CONTAINER_IN, self.inputs.volume, type="volume", read_only=True),
+            Mount(CONTAINER_OUT_ROOT, trial_volume(trial_dir), type="volume", read_only=False),
         ]
-        kwargs["command"] = [f"{CONTAINER_TRIAL_DIR}/spec.json", CONTAINER_TRIAL_DIR]
-        kwargs["labels"] = {**kwargs["labels"], LABEL_KIND: "trial", LABEL_CAMPAIGN: self.campaign_dir,
-                            "org.isocost.host": self.host_name}
-        return kwargs
+
+    def _command(self) -> list[str]:
+        return [f"{CONTAINER_TRIAL_DIR}/spec.json", CONTAINER_TRIAL_DIR]
+
+    def _labels(self, trial_dir: Path) -> dict[str, str]:
+        return {**super()._labels(trial_dir), LABEL_KIND: "trial", LABEL_CAMPAIGN: self.campaign_dir,
+                "org.isocost.host": self.host_name}
 
     def _wait(self, container: Any, start: float, timeout_s: float | None) -> dict[str, Any]:
         """Poll the container's state (a blocking wait has no timeout over ssh); ride out short outages."""
@@ -582,12 +331,12 @@ class ShippingDockerLauncher(DockerLauncher):
                         "gap_reason": gap_reason}
             try:
                 state = self.client.api.inspect_container(container.id).get("State") or {}
-            except _docker().errors.NotFound:
+            except docker_sdk().errors.NotFound:
                 return {"exit_code": None, "vanished": True, "gap_s": gap, "gap_reason": gap_reason}
             except Exception as exc:  # the link or the engine: wait for it, up to reconnect_s
                 now = clock()
                 if silent_since is None:
-                    silent_since, reason = now, _short(exc)
+                    silent_since, reason = now, short_error(exc)
                     self.progress(f"the engine does not answer ({reason}); waiting up to {self.reconnect_s:g} s")
                 elif now - silent_since >= self.reconnect_s:
                     return {"engine_lost": True, "exit_code": None, "reason": reason}
@@ -602,115 +351,56 @@ class ShippingDockerLauncher(DockerLauncher):
                 return {"exit_code": state.get("ExitCode"), "gap_s": gap, "gap_reason": gap_reason}
             time.sleep(self.poll_s)
 
-    # -- outputs ----------------------------------------------------------------------------
+    def _after_exit(self, container: Any, paths: TrialPaths, outcome: dict[str, Any],
+                    record: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        """Outputs fetched and verified, the container collected, the trial volume removed once fetched."""
+        trial_dir = paths.trial_dir.resolve()
+        if outcome.get("engine_lost"):
+            self._lost(str(outcome.get("reason")), record, trial_dir, container=container)
+        notes: list[str] = [self.tag()]
+        if outcome.get("vanished"):
+            notes.append("the container disappeared from the engine during the trial (removed by someone else)")
+        if outcome.get("gap_s"):
+            notes.append(f"the engine did not answer for {outcome['gap_s']:.0f} s during the trial "
+                         f"({outcome.get('gap_reason')}); it answered again")
+        try:
+            notes.extend(self.volumes.fetch_outputs(record["volume"], trial_dir, record))
+        except Exception as exc:  # the engine went away between the exit and the transfer
+            notes.append(f"outputs not fetched from the host: {short_error(exc)} (volume {record['volume']} kept "
+                         "there)")
+            record["transfer"]["error"] = short_error(exc)
+        record["times"]["fetched_at"] = now_iso()
+        state, collect_notes = self._collect(container, paths, outcome)
+        notes.extend(collect_notes)
+        if not record["transfer"].get("error"):
+            self.volumes.remove(record["volume"])
+        return state, notes
 
-    def _fetch_outputs(self, volume: str, trial_dir: Path, record: dict[str, Any]) -> list[str]:
-        """Hash the trial's outputs on the host, fetch them, check them on arrival; keep what verifies."""
-        from protocol.safe_extract import read_archive
+    def _raise_if_lost(self, exc: BaseException) -> None:
+        if not self._answers_within(self.reconnect_s):
+            raise HostLost(f"the engine stopped answering ({short_error(exc)})")
 
-        transfer = record["transfer"]
-        start = clock()
-        notes: list[str] = []
-        with tempfile.TemporaryDirectory(prefix="isocost-fetch-") as scratch:
-            archive = Path(scratch) / "out.tar"
-            listing = self._hash_listing(volume, CONTAINER_TRIAL_DIR, archive)
-            transfer["host_sha256"] = {name: f"sha256:{entry[0]}" for name, entry in sorted(listing.items())}
-            landed = Path(scratch) / "landed"
-            landed.mkdir()
-            digests = read_archive(archive, dest=landed)
-            prefix = TRIAL_SUBDIR + "/"
-            arrived = {name[len(prefix):]: d.sha256 for name, d in digests.items() if name.startswith(prefix)}
-            transfer["arrived_sha256"] = dict(sorted(arrived.items()))
-            transfer["fetch_s"] = round(clock() - start, 3)
-            sent = transfer.get("sent", {})
-            bad = []
-            for name in sorted(set(arrived) | set(transfer["host_sha256"])):
-                host_hash = transfer["host_sha256"].get(name)
-                if arrived.get(name) != host_hash:
-                    bad.append(name)
-                    continue
-                if name in sent:
-                    if sent[name] != host_hash:
-                        bad.append(name)
-                    continue  # our own file (spec.json): already here
-                target = trial_dir / name
-                if target.exists():
-                    notes.append(f"output {name} not kept: a file of that name is already in the trial directory")
-                    continue
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.move(str(landed / TRIAL_SUBDIR / name), target)
-            transfer["verified"] = not bad
-            if bad:
-                transfer["mismatched"] = bad
-                notes.append(f"outputs whose hash on arrival differs from the host's (not kept): {', '.join(bad)}")
-        return notes
+    def _answers_within(self, seconds: float) -> bool:
+        deadline = clock() + seconds
+        while True:
+            if self._engine_answers():
+                return True
+            if clock() >= deadline or self.stop_event.is_set():
+                return False
+            time.sleep(min(self.poll_s * 2, 5.0))
 
-
-class _Sent:
-    def __init__(self, data: bytes, digests: dict[str, str]) -> None:
-        self.data = data
-        self.digests = digests
-
-
-def _trial_tar(trial_dir: Path, uid: int) -> _Sent:
-    """``trial/`` (owned by the trial's user) and the files already in the trial directory (spec.json)."""
-    buffer = io.BytesIO()
-    digests: dict[str, str] = {}
-    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        top = tarfile.TarInfo(TRIAL_SUBDIR)
-        top.type, top.mode, top.uid, top.gid, top.mtime = tarfile.DIRTYPE, 0o755, uid, uid, int(time.time())
-        tar.addfile(top)
-        for path in sorted(p for p in trial_dir.iterdir() if p.is_file() and p.name not in ("launcher.json",
-                                                                                             "trial.log")):
-            data = path.read_bytes()
-            info = tarfile.TarInfo(f"{TRIAL_SUBDIR}/{path.name}")
-            info.size, info.mode, info.uid, info.gid, info.mtime = len(data), 0o644, uid, uid, int(time.time())
-            tar.addfile(info, io.BytesIO(data))
-            digests[path.name] = sha256_bytes(data)
-    return _Sent(buffer.getvalue(), digests)
+    def _lost(self, reason: str, record: dict[str, Any], trial_dir: Path, container: Any) -> LaunchResult:
+        """The host is gone: record the trial as interrupted by that, and stop this host's campaign."""
+        self.lost = reason
+        cid = f" (container {container.id[:12]} may still run there)" if container is not None else ""
+        note = (f"host {self.host_name} lost during the trial: {reason}; no answer for {self.reconnect_s:g} s"
+                f"{cid}; outputs not fetched; {HOST_STOP_NOTE} for this host: its campaign stops here and "
+                "--resume runs this pass again")
+        record["error"] = note
+        save_record(trial_dir, record)
+        self.progress(f"LOST: {reason}")
+        raise HostInterrupt(LaunchResult(exit_code=None, interrupted=True, image_id=self.image.image_id,
+                                         image_digest=self.image.repo_digest, notes=(self.tag(), note)))
 
 
-def _read_back(container: Any, path: str) -> str:
-    """sha256 of one file as the engine holds it (read back through the archive API)."""
-    bits, _ = container.get_archive(path)
-    with tarfile.open(fileobj=io.BytesIO(b"".join(bits))) as tar:
-        for member in tar:
-            if member.isfile():
-                handle = tar.extractfile(member)
-                if handle is not None:
-                    return sha256_bytes(handle.read())
-    return ""
-
-
-def _write_inputs_tar(handle: Any, corpus: Path, corpus_name: str, model: Path) -> int:
-    """corpus<suffix> and model/… as a tar, readable by anyone (modes are not part of a fingerprint)."""
-    with tarfile.open(fileobj=handle, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        def add(path: Path, name: str) -> None:
-            info = tar.gettarinfo(str(path), arcname=name)
-            info.uid = info.gid = 0
-            info.uname = info.gname = ""
-            info.mode = 0o755 if path.is_dir() else 0o644
-            if path.is_dir():
-                tar.addfile(info)
-            else:
-                with open(path, "rb") as source:
-                    tar.addfile(info, source)
-
-        add(corpus, corpus_name)
-        add(model, "model")
-        for path in sorted(model.rglob("*"), key=lambda p: p.relative_to(model).as_posix()):
-            if path.is_symlink() or not (path.is_dir() or path.is_file()):
-                raise UserError("the model directory holds a link or a special file", str(path),
-                                "Replace it by the file itself: a fingerprint describes bytes that are there.")
-            add(path, f"model/{path.relative_to(model).as_posix()}")
-    size = handle.tell()
-    return int(size)
-
-
-def _transport_errors() -> tuple[type[BaseException], ...]:
-    import requests
-
-    return (requests.exceptions.RequestException, OSError, ConnectionError)
-
-
-__all__ = ["HASH_SCRIPT", "ShippedInputs", "ShippingDockerLauncher", "tree_fingerprint"]
+__all__ = ["HostLost", "ShippingDockerLauncher", "trial_volume"]

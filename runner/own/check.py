@@ -243,7 +243,7 @@ def _launcher(report: CheckReport, study: Study, kind: str = "auto") -> None:
 
 
 def _hosts(report: CheckReport, study: Study, host_options: tuple[str, ...]) -> None:
-    from runner.hosts.parallel import check_hosts
+    from runner.hosts.check import check_hosts
     from runner.hosts.spec import merge_hosts
 
     try:

@@ -13,7 +13,8 @@ pytestmark = pytest.mark.docker
 def test_memory_limit_oom_is_recorded(cpu_image: Any, workspace: Any, tmp_path: Path, files: Any,
                                       monkeypatch: pytest.MonkeyPatch) -> None:
     from runner.campaign.run import run_campaign
-    from runner.launch.docker import ContainerLimits, DockerLauncher
+    from runner.launch.docker import DockerLauncher
+    from runner.launch.limits import ContainerLimits
 
     monkeypatch.delenv("ISOCOST_FAULT_INJECT", raising=False)
     # Importing torch alone needs more than this: the kernel kills the trial, the engine says OOMKilled.

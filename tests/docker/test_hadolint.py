@@ -48,7 +48,7 @@ def test_dockerfile_contract(stack: str) -> None:
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_requirements_lock_is_complete_and_hashed(stack: str) -> None:
-    from runner.images.build import parse_lock
+    from runner.images.requirements import parse_lock
 
     folder = ROOT / "images" / stack
     packages = {p.name: p for p in parse_lock((folder / "requirements.lock").read_text())}

@@ -30,7 +30,8 @@ def test_gpu_stack_without_reachable_base_fails_clearly(docker_client: Any, tmp_
     import docker.errors
 
     from protocol.errors import UserError
-    from runner.images.build import build_image, default_base, repo_root
+    from runner.images.build import build_image
+    from runner.images.stacks import default_base, repo_root
 
     base = default_base("rocm", repo_root())
     try:
@@ -47,7 +48,7 @@ def test_gpu_stack_without_reachable_base_fails_clearly(docker_client: Any, tmp_
 
 def test_gpu_access_refused_without_the_stack(docker_client: Any) -> None:
     from protocol.errors import UserError
-    from runner.launch.docker import gpu_options
+    from runner.launch.gpu import gpu_options
 
     if "nvidia" in (docker_client.info().get("Runtimes") or {}):
         pytest.skip("this engine has the NVIDIA runtime")

@@ -39,7 +39,8 @@ print(json.dumps(report))
 
 def test_the_kernel_enforces_the_launchers_limits(cpu_image: Any, docker_client: Any, tmp_path: Path) -> None:
     from runner.launch.base import TrialPaths
-    from runner.launch.docker import ContainerLimits, DockerLauncher
+    from runner.launch.docker import DockerLauncher
+    from runner.launch.limits import ContainerLimits
 
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text('{"id": "a", "text": "x", "label": "y"}\n')

@@ -20,7 +20,8 @@ def test_push_pull_by_digest_and_replay(cpu_image: Any, images_lock: Path, regis
 
     from runner.campaign.run import run_campaign
     from runner.cli import main
-    from runner.images.build import push_image, read_lock
+    from runner.images.build import push_image
+    from runner.images.lock import read_lock
     from runner.launch.docker import DockerLauncher
 
     monkeypatch.delenv("ISOCOST_FAULT_INJECT", raising=False)

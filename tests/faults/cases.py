@@ -649,7 +649,7 @@ IMAGE_ENV = "ISOCOST_FAULTS_IMAGE"
 
 def docker_unavailable() -> str:
     """Why the docker cases cannot run here ("" when they can)."""
-    from runner.launch.docker import engine_answers
+    from runner.launch.engine import engine_answers
 
     ok, why = engine_answers(timeout_s=10)
     if not ok:
@@ -675,7 +675,8 @@ def cpu_image() -> str:
     import docker.errors
 
     from protocol.errors import UserError
-    from runner.images.build import build_image, locked_image
+    from runner.images.build import build_image
+    from runner.images.lock import locked_image
 
     if os.environ.get(IMAGE_ENV):
         return os.environ[IMAGE_ENV]

@@ -93,7 +93,7 @@ def test_two_hosts_complete_in_parallel_and_rows_name_their_host(
     finally:
         remote.close()
 
-    from runner.hosts.parallel import expand_campaign_dirs
+    from runner.hosts.record import expand_campaign_dirs
 
     assert expand_campaign_dirs([out]) == [out / "a", out / "b"]
 

@@ -21,13 +21,11 @@ from protocol.errors import UserError  # noqa: E402
 from runner.campaign.launcher_choice import choose_launcher  # noqa: E402
 from runner.campaign_dir.rawtable import HOST_STOP_NOTE  # noqa: E402
 from runner.launch.base import HostInterrupt, TrialPaths  # noqa: E402
-from runner.launch.docker import (  # noqa: E402
-    ContainerLimits,
-    DockerLauncher,
-    gpu_options,
-    resolve_image,
-    unreadable_for,
-)
+from runner.launch.bind_mounts import unreadable_for  # noqa: E402
+from runner.launch.docker import DockerLauncher  # noqa: E402
+from runner.launch.engine import resolve_image  # noqa: E402
+from runner.launch.gpu import gpu_options  # noqa: E402
+from runner.launch.limits import ContainerLimits  # noqa: E402
 
 IMAGE_ID = "sha256:" + "a" * 64
 OTHER_ID = "sha256:" + "b" * 64
@@ -550,3 +548,49 @@ def test_ctrl_c_before_the_trial_started_removes_the_container(trial: TrialPaths
         launcher(client).run(trial, None)
     [container] = client.containers.created
     assert container.removed and caught.value.result.interrupted and caught.value.result.exit_code is None
+
+
+def test_a_leftover_container_is_found_by_its_label_when_launcher_json_never_named_it(tmp_path: Path) -> None:
+    """The host died between create and launcher.json: --resume still finds the container by label."""
+    from runner.launch.container import TRIAL_DIR_LABEL, remove_leftover_containers
+
+    trial_dir = tmp_path / "trials" / "t1"
+    trial_dir.mkdir(parents=True)
+
+    class Leftover:
+        def __init__(self, cid: str, labels: dict[str, str]) -> None:
+            self.id, self.labels, self.removed = cid, labels, False
+
+        def logs(self, stdout: bool = True, stderr: bool = True) -> bytes:
+            return f"output of {self.id[:4]}\n".encode()
+
+        def remove(self, force: bool = False) -> None:
+            assert force  # a running leftover is killed, not waited for
+            self.removed = True
+
+    mine = Leftover("a" * 64, {TRIAL_DIR_LABEL: str(trial_dir.resolve())})
+    other = Leftover("b" * 64, {TRIAL_DIR_LABEL: str(tmp_path / "trials" / "t2")})
+
+    class Containers:
+        def list(self, all: bool = False, filters: dict[str, Any] | None = None) -> list[Leftover]:
+            assert all  # created-but-never-started containers count too
+            wanted = (filters or {})["label"]
+            return [c for c in (mine, other) if f"{TRIAL_DIR_LABEL}={c.labels[TRIAL_DIR_LABEL]}" == wanted]
+
+        def get(self, cid: str) -> Leftover:
+            raise docker.errors.NotFound(cid)
+
+    class Client:
+        containers = Containers()
+
+    assert remove_leftover_containers(trial_dir, client=Client()) == ["a" * 64]
+    assert mine.removed and not other.removed
+    assert (trial_dir / "trial.log").read_bytes() == b"output of aaaa\n"
+
+
+def test_every_trial_container_carries_its_trial_directory_label(trial: TrialPaths) -> None:
+    from runner.launch.container import TRIAL_DIR_LABEL
+
+    client = FakeClient()
+    DockerLauncher(IMAGE_ID, client=client, user="10001:10001").run(trial, None)
+    assert client.containers.created[-1].kwargs["labels"][TRIAL_DIR_LABEL] == str(trial.trial_dir.resolve())

@@ -13,7 +13,8 @@ docker = pytest.importorskip("docker")
 from test_docker_launcher_logic import IMAGE_ID, FakeClient, FakeContainer, FakeImage  # noqa: E402
 
 from runner.launch.base import TrialPaths  # noqa: E402
-from runner.launch.docker import DockerLauncher, gpu_options  # noqa: E402
+from runner.launch.docker import DockerLauncher  # noqa: E402
+from runner.launch.gpu import gpu_options  # noqa: E402
 
 HOST_GIDS = {"/dev/kfd": 993, "/dev/dri/card0": 44, "/dev/dri/renderD128": 993}
 
@@ -73,10 +74,8 @@ def test_remote_rocm_groups_are_the_hosts_numeric_gids_read_on_that_host(trial: 
 
 
 def test_shipping_launcher_reads_remote_groups_before_any_trial() -> None:
-    from runner.launch import remote
-
     client = FakeRemote(HOST_GIDS)
-    options = remote.gpu_options("rocm", client, image_ref=IMAGE_ID, user="10001:10001")
+    options = gpu_options("rocm", client, image_ref=IMAGE_ID, user="10001:10001")
     assert options["group_add"] == ["44", "993"]
 
 
@@ -102,7 +101,7 @@ def test_local_rocm_groups_come_from_the_device_nodes(monkeypatch: pytest.Monkey
     def fake_path(text: str = "", *more: str) -> Path:
         return real(str(dev) + text[len("/dev"):]) if text.startswith("/dev/") else real(text, *more)
 
-    monkeypatch.setattr("runner.launch.docker.Path", fake_path)
+    monkeypatch.setattr("runner.launch.gpu.Path", fake_path)
     options = gpu_options("rocm", FakeClient())
     assert options["group_add"] == ["44", "993"]  # card0 (video) included: some stacks open it
 
@@ -128,8 +127,9 @@ def test_cuda_without_a_choice_requests_card_0(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_shipping_launcher_create_call_on_a_fake_remote_has_numeric_groups(trial: TrialPaths) -> None:
-    from runner.launch.engines import EngineAddress
-    from runner.launch.remote import ShippedInputs, ShippingDockerLauncher
+    from runner.launch.engine_url import EngineAddress
+    from runner.launch.remote import ShippingDockerLauncher
+    from runner.launch.transfer import ShippedInputs
 
     client = FakeRemote(HOST_GIDS)
     client.api.api_version = "1.41"  # type: ignore[attr-defined]
@@ -140,7 +140,7 @@ def test_shipping_launcher_create_call_on_a_fake_remote_has_numeric_groups(trial
     assert helper.kwargs["user"] == launched.user  # the trial's own user, not root
     launched.inputs = ShippedInputs(volume="isocost-inputs-x", corpus_name="corpus.jsonl", corpus_fingerprint="a",
                                     model_fingerprint="b", shipped=True, ship_s=0.0, verify_s=0.0, bytes_sent=0)
-    kwargs = launched._create_kwargs(trial, trial.trial_dir, volume="isocost-out-x")
+    kwargs = launched._create_kwargs(trial, trial.trial_dir)
     assert kwargs["group_add"] == ["44", "993"]
     assert kwargs["devices"] == ["/dev/kfd:/dev/kfd:rwm", "/dev/dri:/dev/dri:rwm"]
     assert "seccomp=unconfined" in kwargs["security_opt"]

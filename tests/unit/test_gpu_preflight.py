@@ -46,7 +46,7 @@ def answer(**overrides: Any) -> dict[str, Any]:
 
 def test_probe_container_gets_the_gpu_like_a_trial_and_is_locked_down(monkeypatch) -> None:
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    from runner.launch.docker import gpu_options
+    from runner.launch.gpu import gpu_options
 
     client = ProbeClient(answer())
     gpu = gpu_options("cuda", client)
@@ -102,7 +102,7 @@ def test_hosts_check_cli_probes_the_gpu_with_the_given_image(monkeypatch) -> Non
     from click.testing import CliRunner
 
     from runner.cli import main
-    from runner.hosts import parallel as multihost
+    from runner.hosts import check as multihost
 
     monkeypatch.setattr(multihost, "connect", lambda address, timeout_s=60: ProbeClient(answer()))
     monkeypatch.setattr(multihost, "engine_identity", lambda client: {
@@ -121,7 +121,7 @@ def test_hosts_check_cli_probes_the_gpu_with_the_given_image(monkeypatch) -> Non
 
 
 def test_require_gpu_without_an_image_is_unusable(monkeypatch, tmp_path) -> None:
-    from runner.hosts import parallel as multihost
+    from runner.hosts import check as multihost
     from runner.hosts.spec import parse_host_option
 
     monkeypatch.setattr(multihost, "connect", lambda address, timeout_s=60: ProbeClient(answer()))

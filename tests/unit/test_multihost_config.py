@@ -13,10 +13,10 @@ import pytest
 from protocol.errors import UserError
 from protocol.fingerprint import sha256_tree
 from runner.hosts.board import HostBoard
-from runner.hosts.parallel import HOSTS_JSON, expand_campaign_dirs, hosts_without_campaign
+from runner.hosts.record import HOSTS_JSON, expand_campaign_dirs, hosts_without_campaign
 from runner.hosts.spec import load_hosts_file, merge_hosts, parse_host_option
-from runner.launch.engines import EngineAddress, parse_engine_url
-from runner.launch.remote import HASH_SCRIPT, tree_fingerprint
+from runner.launch.engine_url import EngineAddress, parse_engine_url
+from runner.launch.transfer import HASH_SCRIPT, tree_fingerprint
 
 
 def test_host_option_and_engine_urls():

@@ -31,6 +31,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from protocol.errors import UserError
+from runner.launch.engine import docker_sdk, short_error
 
 #: What the SDK is told before the engine's own API version is read (docker 7 supports >= 1.24).
 _BOOT_API_VERSION = "1.24"
@@ -137,9 +138,28 @@ class _KeepOpen:
         return getattr(self._stream, name)
 
 
-def _make_adapter(address: EngineAddress, timeout_s: int, max_pool_size: int) -> Any:
-    SSHConnection, SSHConnectionPool, SSHHTTPAdapter, SSHSocket = _transport_classes()
+def _reap(proc: subprocess.Popen[bytes]) -> None:
+    """End an ``ssh … dial-stdio`` process: close its stdin, terminate (kill if it lingers), close its stdout."""
+    try:
+        if proc.stdin and not proc.stdin.closed:
+            proc.stdin.close()
+    except OSError:
+        pass
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)
+    try:
+        if proc.stdout:
+            proc.stdout.close()
+    except OSError:
+        pass
 
+
+def _socket_class(address: EngineAddress, SSHSocket: Any) -> Any:
     class OptionsSocket(SSHSocket):  # type: ignore[misc, valid-type]
         """``ssh OPTIONS -- HOST docker system dial-stdio``; quiet, and reaped when closed."""
 
@@ -155,8 +175,8 @@ def _make_adapter(address: EngineAddress, timeout_s: int, max_pool_size: int) ->
             # urllib3 polls this to see whether a pooled connection was dropped: the pipe from ssh
             # is readable between responses only when ssh has exited (EOF), which is exactly that.
             if self.proc is not None and self.proc.stdout is not None and not self.proc.stdout.closed:
-                return self.proc.stdout.fileno()
-            return super().fileno()
+                return int(self.proc.stdout.fileno())
+            return int(super().fileno())
 
         def makefile(self, mode: str, *args: Any, **kwargs: Any) -> Any:
             if self.proc is None:
@@ -165,31 +185,16 @@ def _make_adapter(address: EngineAddress, timeout_s: int, max_pool_size: int) ->
 
         def close(self) -> None:
             socket.socket.close(self)
-            proc = self.proc
-            if proc is None:
-                return
-            try:
-                if proc.stdin and not proc.stdin.closed:
-                    proc.stdin.close()
-            except OSError:
-                pass
-            if proc.poll() is None:
-                proc.terminate()
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
-            for stream in (proc.stdout,):
-                try:
-                    if stream:
-                        stream.close()
-                except OSError:
-                    pass
+            if self.proc is not None:
+                _reap(self.proc)
 
+    return OptionsSocket
+
+
+def _pool_class(SSHConnection: Any, SSHConnectionPool: Any, socket_class: Any) -> Any:
     class OptionsConnection(SSHConnection):  # type: ignore[misc, valid-type]
         def connect(self) -> None:
-            sock = OptionsSocket(self.ssh_host)
+            sock = socket_class(self.ssh_host)
             sock.settimeout(self.timeout)
             sock.connect()
             self.sock = sock
@@ -197,6 +202,14 @@ def _make_adapter(address: EngineAddress, timeout_s: int, max_pool_size: int) ->
     class OptionsPool(SSHConnectionPool):  # type: ignore[misc, valid-type]
         def _new_conn(self) -> Any:
             return OptionsConnection(None, self.timeout, self.ssh_host)
+
+    return OptionsPool
+
+
+def _make_adapter(address: EngineAddress, timeout_s: int, max_pool_size: int) -> Any:
+    """The SDK's ssh adapter, with our ssh options, one pooled ``ssh`` process per connection."""
+    SSHConnection, SSHConnectionPool, SSHHTTPAdapter, SSHSocket = _transport_classes()
+    pool_class = _pool_class(SSHConnection, SSHConnectionPool, _socket_class(address, SSHSocket))
 
     class OptionsAdapter(SSHHTTPAdapter):  # type: ignore[misc, valid-type]
         """One pool for the engine (the SDK's shell-out path makes a new ssh process per call)."""
@@ -209,8 +222,8 @@ def _make_adapter(address: EngineAddress, timeout_s: int, max_pool_size: int) ->
         def get_connection(self, url: Any, proxies: Any = None) -> Any:
             with self._pool_lock:
                 if self._pool is None:
-                    self._pool = OptionsPool(None, timeout=self.timeout, maxsize=self.max_pool_size,
-                                             host=self.ssh_host)
+                    self._pool = pool_class(None, timeout=self.timeout, maxsize=self.max_pool_size,
+                                            host=self.ssh_host)
                 return self._pool
 
         def get_connection_with_tls_context(self, request: Any, verify: Any, proxies: Any = None,
@@ -229,9 +242,7 @@ def _make_adapter(address: EngineAddress, timeout_s: int, max_pool_size: int) ->
 
 def connect(address: EngineAddress, *, timeout_s: int = 600) -> Any:
     """A docker SDK client for the engine at ``address``; a UserError saying why if it does not answer."""
-    from runner.launch.docker import _docker, _short
-
-    docker = _docker()
+    docker = docker_sdk()
     try:
         if address.kind == "local":
             client = docker.from_env(timeout=timeout_s)
@@ -250,7 +261,7 @@ def connect(address: EngineAddress, *, timeout_s: int = 600) -> Any:
         raise
     except Exception as exc:  # the SDK raises several unrelated types when an engine half-answers
         raise UserError(
-            f"the Docker engine at {address.url} does not answer ({diagnose(address) or _short(exc)})",
+            f"the Docker engine at {address.url} does not answer ({diagnose(address) or short_error(exc)})",
             address.url,
             fix_for(address),
         ) from None
@@ -280,25 +291,3 @@ def diagnose(address: EngineAddress, timeout_s: float = 30) -> str:
         return ""
     lines = [line.strip() for line in (done.stderr or done.stdout).splitlines() if line.strip()]
     return "; ".join(lines[-2:])[:300] or f"ssh exited with status {done.returncode}"
-
-
-def engine_identity(client: Any) -> dict[str, Any]:
-    """Facts that name an engine and its machine, read from the engine itself (docker info)."""
-    from runner.launch.docker import image_store
-
-    info = client.info()
-    return {
-        "engine_id": str(info.get("ID", "")),
-        "engine_version": str(info.get("ServerVersion", "")),
-        "api_version": str(client.api.api_version),
-        "name": str(info.get("Name", "")),
-        "os": str(info.get("OperatingSystem", "")),
-        "kernel": str(info.get("KernelVersion", "")),
-        "architecture": str(info.get("Architecture", "")),
-        "cpus": int(info.get("NCPU") or 0),
-        "memory_bytes": int(info.get("MemTotal") or 0),
-        "storage_driver": str(info.get("Driver", "")),
-        "image_store": image_store(client),
-        "runtimes": sorted((info.get("Runtimes") or {}).keys()),
-        "cgroup": f"{info.get('CgroupDriver', '')} v{info.get('CgroupVersion', '')}",
-    }

@@ -1,0 +1,195 @@
+"""``OUT/hosts.json``: the record of a multi-host campaign, and reading a multi-host directory.
+
+hosts.json (schema 1) lists the hosts, their folders, engines, images, inputs and states.
+:func:`prepare_hosts_record` starts it (hosts checked, image chosen) or takes it up again on
+``--resume``; :class:`HostsRecord` rewrites it atomically as each host's state changes;
+:func:`expand_campaign_dirs` turns a multi-host directory into its hosts' campaign directories.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from protocol.errors import UserError
+from protocol.jsonio import read_json, write_json_atomic
+from runner.hosts.spec import HostSpec
+
+HOSTS_JSON = "hosts.json"
+#: 1: first version (hosts, dirs, engines, images, inputs, states).
+HOSTS_SCHEMA_VERSION = 1
+
+#: Final states of a host in hosts.json.
+HOST_STATES = ("pending", "running", "complete", "unreachable", "lost", "stopped", "error")
+
+
+def now_iso() -> str:
+    """The current UTC time, ISO 8601 with milliseconds (the times in hosts.json)."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def is_multihost(root: Path) -> bool:
+    return (root / HOSTS_JSON).is_file()
+
+
+def load_hosts_json(root: Path) -> dict[str, Any]:
+    path = root / HOSTS_JSON
+    data = read_json(path)
+    if not isinstance(data, dict) or data.get("schema_version") != HOSTS_SCHEMA_VERSION:
+        version = data.get("schema_version") if isinstance(data, dict) else None
+        raise UserError(f"hosts.json has schema_version {version!r}",
+                        str(path), f"This isocost reads {HOSTS_SCHEMA_VERSION}; use the version that wrote it.")
+    return data
+
+
+def expand_campaign_dirs(roots: list[Path]) -> list[Path]:
+    """Replace each multi-host directory (``hosts.json``) by its hosts' campaign directories, in order.
+
+    Hosts that never started a campaign (unreachable from the start) have no directory to
+    read: :func:`hosts_without_campaign` names them and says why.
+    """
+    expanded: list[Path] = []
+    for root in roots:
+        if is_multihost(root) and not (root / "campaign.json").exists():
+            data = load_hosts_json(root)
+            dirs = [root / h["dir"] for h in data["hosts"] if (root / h["dir"] / "campaign.json").exists()]
+            if not dirs:
+                raise UserError("no host of this multi-host campaign has started its campaign", str(root),
+                                "See hosts.json for each host's state; continue with isocost run --resume.")
+            expanded.extend(dirs)
+        else:
+            expanded.append(root)
+    return expanded
+
+
+def hosts_without_campaign(root: Path) -> list[tuple[str, str, str]]:
+    """(host, state, reason) for hosts of a multi-host directory that have no campaign to read."""
+    if not is_multihost(root):
+        return []
+    data = load_hosts_json(root)
+    return [(h["name"], h.get("state", ""), h.get("reason", "")) for h in data["hosts"]
+            if not (root / h["dir"] / "campaign.json").exists()]
+
+
+class HostsRecord:
+    """hosts.json, rewritten atomically whenever a host's state changes (threads share it)."""
+
+    def __init__(self, root: Path, data: dict[str, Any]) -> None:
+        self.path = root / HOSTS_JSON
+        self.data = data
+        self.lock = threading.Lock()
+        self.by_name = {h["name"]: h for h in data["hosts"]}
+
+    def update(self, name: str, **fields: Any) -> None:
+        with self.lock:
+            self.by_name[name].update(fields)
+            write_json_atomic(self.path, self.data)
+
+    def save(self) -> None:
+        with self.lock:
+            write_json_atomic(self.path, self.data)
+
+
+def prepare_hosts_record(study: Any, out: Path, hosts: list[HostSpec], stack: str, image: str | None,
+                         resume: bool, lock_path: Path | None) -> tuple[dict[str, Any], list[HostSpec]]:
+    """New: check the hosts, pick the image, write hosts.json. Resume: the recorded hosts and image."""
+    if (out / "campaign.json").exists():
+        raise UserError("this results directory holds a single-host campaign", str(out),
+                        "Resume it without --host/--hosts-file, or choose another --out.")
+    if (out / HOSTS_JSON).exists():
+        if not resume:
+            raise UserError("the results directory already holds a multi-host campaign", str(out),
+                            "Use --resume to continue it, or choose another --out.")
+        return _resumed_record(study, out, hosts, image)
+    if resume:
+        raise UserError("nothing to resume: no hosts.json", str(out), "Run without --resume to start one.")
+    return _new_record(study, out, hosts, stack, image, lock_path), hosts
+
+
+def _resumed_record(study: Any, out: Path, hosts: list[HostSpec],
+                    image: str | None) -> tuple[dict[str, Any], list[HostSpec]]:
+    """The recorded hosts (with a new address where one is given) and image of a campaign to resume."""
+    path = out / HOSTS_JSON
+    data = load_hosts_json(out)
+    if data.get("study_sha256") != study.sha256:
+        raise UserError(f"the study changed since this campaign started ({data.get('study_sha256')} at start, "
+                        f"{study.sha256} now)", str(study.path),
+                        "Restore the study, or start a new campaign in another --out.")
+    recorded = [HostSpec.from_dict(h["spec"], f"{path}, host {h['name']}") for h in data["hosts"]]
+    if hosts and sorted(h.name for h in hosts) != sorted(h.name for h in recorded):
+        raise UserError(f"this campaign's hosts are {', '.join(h.name for h in recorded)}, not "
+                        f"{', '.join(h.name for h in hosts)}", str(path),
+                        "Resume without --host/--hosts-file (the recorded hosts are used), or name the same hosts.")
+    if hosts:  # a host's address may have changed (new IP): its engine ID is checked on connection
+        by_name = {h.name: h for h in hosts}
+        recorded = [HostSpec(name=h.name, url=by_name[h.name].url, stack=h.stack, rental=h.rental,
+                             ssh_config=by_name[h.name].ssh_config or h.ssh_config, reconnect_s=h.reconnect_s)
+                    for h in recorded]
+        for entry, host in zip(data["hosts"], recorded, strict=True):
+            entry["spec"] = host.to_dict()
+    if image and image not in (data["image"]["ref"], data["image"].get("repo_digest")):
+        raise UserError(f"this campaign runs image {data['image']['ref']}, not {image}", "--image",
+                        "Resume with the same image (or without --image): trials never mix images.")
+    data.setdefault("resumed_at", []).append(now_iso())
+    data.pop("ended_at", None)
+    return data, recorded
+
+
+def _new_record(study: Any, out: Path, hosts: list[HostSpec], stack: str, image: str | None,
+                lock_path: Path | None) -> dict[str, Any]:
+    """Check the hosts and the image for a new campaign; write its hosts.json."""
+    if out.exists() and any(out.iterdir()):
+        raise UserError("the results directory is not empty and holds no campaign", str(out),
+                        "Choose a new or empty --out directory.")
+    if not hosts:
+        raise UserError("no host given", "--host / --hosts-file", "Example: --host local=local --host b=ssh://u@h.")
+    wrong = [h.name for h in hosts if h.stack and h.stack != stack]
+    if wrong:
+        raise UserError(f"host(s) {', '.join(wrong)} run another stack than the study's {stack!r}", "--hosts-file",
+                        "One study runs one stack (one image): give those hosts their own study, or fix their stack.")
+    image_ref, repo_digest, image_id = _choose_image(study, stack, image, lock_path)
+    remote = [h.name for h in hosts if h.address.kind == "ssh"]
+    if remote and not repo_digest:
+        raise UserError(
+            f"hosts {', '.join(remote)} pull the image by digest, and {image_ref} has no repo digest (never pushed)",
+            "--image (or images/images.lock)",
+            f"Push it once to a registry every host reaches (isocost images push --stack {stack} --registry "
+            "HOST:PORT), then run again; or pass --image REPO@sha256:….",
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    data = {
+        "schema_version": HOSTS_SCHEMA_VERSION,
+        "about": "one campaign per host, each in its own folder (dir); isocost decide reads this directory",
+        "created_at": now_iso(),
+        "study_name": study.name,
+        "study_sha256": study.sha256,
+        "stack": stack,
+        "image": {"ref": repo_digest or image_ref, "repo_digest": repo_digest, "image_id": image_id,
+                  "how": "pulled by repo digest on each host (or found there by image ID)"},
+        "hosts": [{"name": h.name, "dir": h.name, "url": h.url, "spec": h.to_dict(), "state": "pending",
+                   "reason": ""} for h in hosts],
+    }
+    write_json_atomic(out / HOSTS_JSON, data)
+    return data
+
+
+def _choose_image(study: Any, stack: str, image: str | None, lock_path: Path | None) -> tuple[str, str, str]:
+    """(reference, repo digest or '', image ID or '') from --image, the study's [images], or the lock."""
+    from runner.images.lock import default_lock_path, locked_image
+
+    record = locked_image(stack, lock_path or default_lock_path())
+    ref = image or study.image_for(stack) or (record.image_ref if record is not None else "")
+    if not ref:
+        raise UserError(f"no {stack} image is known (none in the lock, no --image)", "--image",
+                        f"Build and push one (isocost images build --stack {stack}; isocost images push --stack "
+                        f"{stack} --registry HOST:PORT) or pass --image REPO@sha256:….")
+    if "@sha256:" in ref:
+        image_id = record.image_id if record is not None and record.repo_digest == ref else ""
+        return ref, ref, image_id
+    if record is not None and ref in (record.image_id, record.image_id.removeprefix("sha256:")):
+        return record.image_id, record.repo_digest, record.image_id
+    return ref, "", ref
+
+

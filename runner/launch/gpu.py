@@ -1,0 +1,134 @@
+"""GPU access per stack: the container options that give a trial its GPU, checked before any trial.
+
+NVIDIA through a device request for one card (the host's first ``CUDA_VISIBLE_DEVICES``, else
+card 0); AMD through /dev/kfd and /dev/dri with the device nodes' numeric groups (read on the
+engine's own host: from the nodes when local, by a short helper container when remote) and
+``seccomp=unconfined``. A host without the stack gets a UserError that names what it lacks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any
+
+from protocol.errors import UserError
+from runner.launch.engine import docker_sdk, is_local_engine, short_error
+
+#: Read inside a helper container that was given the host's GPU device nodes: their numeric groups.
+GID_SCRIPT = (
+    "import glob, json, os\n"
+    "nodes = ['/dev/kfd', *sorted(glob.glob('/dev/dri/*'))]\n"
+    "print(json.dumps({n: os.stat(n).st_gid for n in nodes if os.path.exists(n) and not os.path.isdir(n)}))\n"
+)
+
+
+def cuda_device_choice() -> str:
+    """The one NVIDIA card a trial container gets: the first of the host's ``CUDA_VISIBLE_DEVICES``
+    (an index or a ``GPU-…`` UUID), else card 0. Inside the container it is the only card (index 0)."""
+    visible = [part.strip() for part in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if part.strip()]
+    return visible[0] if visible else "0"
+
+
+def gpu_options(stack: str, client: Any, *, image_ref: str = "", user: str = "") -> dict[str, Any]:
+    """Container options that give the trial its GPU; a UserError naming what the host lacks.
+
+    ``image_ref`` and ``user`` are needed for a remote ROCm engine: a short helper container of that
+    image reads the numeric groups of ``/dev/kfd`` and ``/dev/dri/*`` on that host.
+    """
+    if stack == "cpu":
+        return {}
+    local = is_local_engine(client)
+    if stack == "cuda":
+        docker = docker_sdk()
+        runtimes = client.info().get("Runtimes") or {}
+        hook = shutil.which("nvidia-container-runtime-hook") if local else None
+        if "nvidia" not in runtimes and not hook:
+            raise UserError(
+                "the cuda stack needs NVIDIA GPUs inside containers, and this engine has no NVIDIA Container "
+                f"Toolkit (docker info lists runtimes {sorted(runtimes)}, no 'nvidia'; no "
+                "nvidia-container-runtime-hook on PATH)",
+                "stack cuda, --launcher docker",
+                "Install the NVIDIA Container Toolkit and configure dockerd (nvidia-ctk runtime configure "
+                "--runtime=docker, then restart dockerd), or run on a host with NVIDIA GPUs.",
+            )
+        device = cuda_device_choice()
+        return {
+            "device_requests": [docker.types.DeviceRequest(device_ids=[device], capabilities=[["gpu"]])],
+            "environment": {"NVIDIA_DRIVER_CAPABILITIES": "compute,utility"},
+            # The container sees exactly the requested card: a host index passed through would name another.
+            "drop_environment": ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"),
+            "gpu_devices": [device],
+        }
+    if stack == "rocm":
+        kfd, dri = Path("/dev/kfd"), Path("/dev/dri")
+        if local and not kfd.exists():
+            raise UserError(
+                "the rocm stack needs /dev/kfd, and this host has none (the amdgpu kernel driver is not loaded, "
+                "or there is no AMD GPU)",
+                "stack rocm, --launcher docker",
+                "Install amdgpu-dkms on the host (containers share its kernel driver) and reboot, or run on a "
+                "host with an AMD Instinct/Radeon GPU supported by ROCm.",
+            )
+        if local and not dri.is_dir():
+            raise UserError("the rocm stack needs /dev/dri, and this host has none", "stack rocm",
+                            "Check the amdgpu driver on the host.")
+        # Groups by number, from the device nodes themselves (on the engine's host): names like "render"
+        # may not exist in the image's /etc/group, and a name's id need not match the host's.
+        if local:
+            nodes = [kfd, *sorted(p for p in dri.iterdir() if not p.is_dir())]
+            gids = {node.stat().st_gid for node in nodes}
+        else:
+            gids = set(remote_device_gids(client, image_ref, user).values())
+        return {
+            "devices": ["/dev/kfd:/dev/kfd:rwm", "/dev/dri:/dev/dri:rwm"],
+            "group_add": [str(g) for g in sorted(gids)],
+            "security_opt": ["seccomp=unconfined"],
+        }
+    raise UserError(f"unknown stack {stack!r}", "study [base] stack", "Use cpu, cuda or rocm.")
+
+
+def remote_device_gids(client: Any, image_ref: str, user: str) -> dict[str, int]:
+    """Numeric group of each AMD GPU device node on the engine's host, read by a short helper container.
+
+    The helper gets the nodes as devices (the engine creates them with the host's owner and group),
+    runs as the trial's user with no network, a read-only root and no capabilities, and prints JSON.
+    """
+    where = "stack rocm, remote engine"
+    if not image_ref:
+        raise UserError("the rocm stack on a remote engine needs the trial image to read the GPU groups", where,
+                        "Resolve the image first (this is a bug in the caller).")
+    docker = docker_sdk()
+    try:
+        helper = client.containers.create(
+            image=image_ref, name=f"isocost-gpu-groups-{uuid.uuid4().hex[:8]}", entrypoint=["python3"],
+            command=["-c", GID_SCRIPT], user=user or None,
+            network_mode="none", read_only=True, cap_drop=["ALL"], security_opt=["no-new-privileges"],
+            devices=["/dev/kfd:/dev/kfd:r", "/dev/dri:/dev/dri:r"], pids_limit=16, detach=True,
+            labels={"org.isocost.kind": "gpu-groups"},
+        )
+    except docker.errors.DockerException as exc:
+        raise UserError(f"the engine could not give a container /dev/kfd and /dev/dri: {short_error(exc)}", where,
+                        "Check the amdgpu driver on that host (ls -l /dev/kfd /dev/dri), or run on a host with "
+                        "an AMD GPU supported by ROCm.") from None
+    try:
+        helper.start()
+        code = int(helper.wait(timeout=120).get("StatusCode", -1))
+        out = helper.logs(stdout=True, stderr=False).decode("utf-8", "replace").strip().splitlines()
+        gids = {str(k): int(v) for k, v in json.loads(out[-1]).items()} if code == 0 and out else {}
+    except (docker.errors.DockerException, ValueError, IndexError) as exc:
+        raise UserError(f"could not read the GPU device groups on the remote host: {short_error(exc)}", where,
+                        "Check the amdgpu driver on that host (ls -ln /dev/kfd /dev/dri).") from None
+    finally:
+        try:
+            helper.remove(force=True)
+        except Exception:  # noqa: BLE001 - best effort: the helper is labelled for later cleanup
+            pass
+    if "/dev/kfd" not in gids:
+        raise UserError(f"the remote host has no readable /dev/kfd (helper saw {sorted(gids) or 'nothing'})", where,
+                        "Install amdgpu-dkms on that host and reboot, or run on a host with an AMD GPU.")
+    return gids
+
