@@ -179,26 +179,8 @@ def run_campaign_with(kind: str, workspace: Workspace, out: Path, image: str | N
     wall = time.perf_counter() - wall_start
     validate_s = time.perf_counter() - trials_done
 
-    trials = []
-    for trial_dir in sorted((out / "trials").iterdir()):
-        status = json.loads((trial_dir / "status.json").read_text(encoding="utf-8"))
-        phases = status["phases"]
-        launched = bracketed.launched_at[trial_dir.name]
-        row_at = written[trial_dir.name]
-        work = sum(phases[k] or 0.0 for k in ("load_s", "warmup_s", "pass_s"))
-        total = row_at - launched
-        record = {
-            "trial_id": trial_dir.name, "status": status["status"], "phases": phases,
-            "launch_to_row_s": total, "overhead_s": total - work,
-            "start_s": _epoch(status["started_at"]) - launched,
-            "in_runner_s": (phases["trial_s"] or 0.0) - work,
-            "in_runner_unattributed_s": (phases["trial_s"] or 0.0) - sum(
-                phases[k] or 0.0 for k in ("imports_s", "verify_s", "load_s", "warmup_s", "pass_s", "write_s")),
-            "end_s": row_at - _epoch(status["ended_at"]),
-        }
-        if kind == "docker":
-            record["container"] = _container_parts(trial_dir, status, launched, row_at)
-        trials.append(record)
+    trials = [_trial_timing(trial_dir, kind, bracketed.launched_at[trial_dir.name], written[trial_dir.name])
+              for trial_dir in sorted((out / "trials").iterdir())]
     bare_total = sum(bracketed.baseline_s)
     passes = sum(t["phases"]["pass_s"] or 0.0 for t in trials)
     events = [json.loads(line) for line in (out / "events.jsonl").read_text(encoding="utf-8").splitlines()]
@@ -212,6 +194,26 @@ def run_campaign_with(kind: str, workspace: Workspace, out: Path, image: str | N
         "validate_and_summary_s": validate_s, "pass_s_total": passes,
         "share_in_passes": passes / (wall - bare_total), "events": events,
     }
+
+
+def _trial_timing(trial_dir: Path, kind: str, launched: float, row_at: float) -> dict[str, Any]:
+    """One trial's timings: launch → row written, and the overhead around its work (load, warm-up, pass)."""
+    status = json.loads((trial_dir / "status.json").read_text(encoding="utf-8"))
+    phases = status["phases"]
+    work = sum(phases[k] or 0.0 for k in ("load_s", "warmup_s", "pass_s"))
+    total = row_at - launched
+    record = {
+        "trial_id": trial_dir.name, "status": status["status"], "phases": phases,
+        "launch_to_row_s": total, "overhead_s": total - work,
+        "start_s": _epoch(status["started_at"]) - launched,
+        "in_runner_s": (phases["trial_s"] or 0.0) - work,
+        "in_runner_unattributed_s": (phases["trial_s"] or 0.0) - sum(
+            phases[k] or 0.0 for k in ("imports_s", "verify_s", "load_s", "warmup_s", "pass_s", "write_s")),
+        "end_s": row_at - _epoch(status["ended_at"]),
+    }
+    if kind == "docker":
+        record["container"] = _container_parts(trial_dir, status, launched, row_at)
+    return record
 
 
 def _container_parts(trial_dir: Path, status: dict[str, Any], launched: float, row_at: float) -> dict[str, float]:

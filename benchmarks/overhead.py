@@ -3,7 +3,7 @@
 Both run in ONE fresh process started like a process-launched trial (same interpreter, same
 environment: ``runner.launch.process.trial_env``), after the same set-up as
 ``runner.trial.run.main`` (manifest, fingerprint check, ``Trial.setup_torch``: threads, seed,
-determinism). Then, in ABBA order:
+determinism as ``runner.trial.torch_settings.apply_determinism`` applies it). Then, in ABBA order:
 
 - runner side: a new ``runner.trial.run.Trial`` for the same spec, ``base_manifest`` +
   ``setup_torch`` + ``run()`` -- model load, warm-up, the measured pass, the prediction file --
@@ -15,8 +15,9 @@ Each pair gives ``bare_s / runner_pass_s`` = runner throughput / bare throughput
 predictions are compared, so the two loops are known to do the same work.
 
 The pairs run twice: first on the runner's wall clock (``pass_s`` as a campaign records it), then
-with the runner's clock switched to ``time.process_time`` (same code, CPU seconds of the process),
-which other processes on a shared machine cannot inflate. The model is loaded afresh on both
+with the measured pass's clock (``runner.trial.measured_pass.clock``) switched to
+``time.process_time`` (same code, CPU seconds of the process), which other processes on a shared
+machine cannot inflate. The model is loaded afresh on both
 sides for every pass, so neither side inherits the other's memory layout.
 """
 
@@ -112,78 +113,18 @@ def _row(mode: str, pairs: list[dict[str, Any]], title: str, variant: Any, works
 
 
 def worker(spec_path: Path, out: Path, pairs: int) -> int:
-    import gc
-
-    from benchmarks.bare_loop import BareClassifier
     from protocol.jsonio import read_json
     from protocol.records import TrialSpec
-    from runner.trial.run import Trial
 
     spec = TrialSpec.from_dict(read_json(spec_path))
-    variant = spec.variant
-    # The set-up of runner.trial.run.main(), once: manifest, fingerprints, torch settings.
-    first = Trial(spec, out / "setup")
-    (out / "setup").mkdir()
-    first.base_manifest()
-    first.write_manifest()
-    problem = first.verify()
-    if problem:
-        print(problem, file=sys.stderr)
+    torch = _set_up(spec, out)
+    if torch is None:
         return 1
-    first.setup_torch()
-    torch = first.torch
-
-    def sync() -> None:
-        if variant.device == "cuda":
-            torch.cuda.synchronize()
-
-    def runner_side(index: str) -> tuple[dict[str, Any], list[Any]]:
-        trial_dir = out / f"runner-{index}"
-        trial_dir.mkdir()
-        trial = Trial(spec, trial_dir)
-        trial.base_manifest()
-        trial.setup_torch()
-        trial.run()
-        lines = (trial_dir / "predictions.jsonl").read_text(encoding="utf-8").splitlines()
-        outputs = [(d["id"], d["label"], d["score"]) for d in map(json.loads, lines)]
-        return dict(trial.phases), outputs
-
-    def bare_side(clock: Any) -> tuple[float, list[Any]]:
-        # The same torch settings a trial applies (threads, seed, determinism), then a load of its own.
-        torch.set_num_threads(variant.threads)
-        torch.manual_seed(variant.seed)
-        torch.use_deterministic_algorithms(variant.deterministic, warn_only=False)
-        bare = BareClassifier(spec.model_path, variant.device, variant.precision, variant.attention,
-                              variant.max_length, torch)
-        bare.warm_up(list(spec.warmup_texts), spec.warmup.runs, variant.batch_size)
-        seconds, outputs = bare.timed_pass(spec.corpus_path, variant.batch_size, sync, clock)
-        del bare
-        return seconds, outputs
-
-    import runner.trial.run as run_module
-
-    results = []
+    sides = _Sides(spec, out, torch)
     # Wall time (what pass_s is), then CPU time of the process: the runner's own code with its clock
     # switched to time.process_time, which other processes on the machine cannot inflate.
-    for mode, clock in (("wall", time.perf_counter), ("cpu", time.process_time)):
-        run_module.clock = clock  # type: ignore[assignment]
-        for index in range(pairs):
-            record: dict[str, Any] = {"clock": mode, "pair": index + 1,
-                                      "order": "runner-bare" if index % 2 == 0 else "bare-runner",
-                                      "load_average": list(os.getloadavg())}
-            for side in (("runner", "bare") if index % 2 == 0 else ("bare", "runner")):
-                gc.collect()
-                if side == "runner":
-                    phases, runner_out = runner_side(f"{mode}-{index}")
-                    record.update(runner_pass_s=phases["pass_s"], runner_write_s=phases["write_s"],
-                                  runner_load_s=phases["load_s"], runner_warmup_s=phases["warmup_s"])
-                else:
-                    record["bare_s"], bare_out = bare_side(clock)
-            record["same_outputs"] = runner_out == bare_out
-            results.append(record)
-            print(f"{mode} pair {index + 1}: runner {record['runner_pass_s']:.3f} s, bare {record['bare_s']:.3f} s",
-                  flush=True)
-    run_module.clock = time.perf_counter  # type: ignore[assignment]
+    results = [record for mode, clock in (("wall", time.perf_counter), ("cpu", time.process_time))
+               for record in _pairs(sides, mode, clock, pairs)]
     (out / "overhead.json").write_text(json.dumps({
         "pairs": results,
         "process": {"python": sys.executable, "torch_threads": torch.get_num_threads(),
@@ -192,6 +133,92 @@ def worker(spec_path: Path, out: Path, pairs: int) -> int:
                                                            "MKL_NUM_THREADS", "PYTHONHASHSEED")}},
     }, indent=1), encoding="utf-8")
     return 0
+
+
+def _set_up(spec: Any, out: Path) -> Any:
+    """The set-up of ``runner.trial.run.main()``, once: manifest, fingerprints, torch settings; torch, or None."""
+    from runner.trial.run import Trial
+
+    first = Trial(spec, out / "setup")
+    (out / "setup").mkdir()
+    first.base_manifest()
+    first.write_manifest()
+    problem = first.verify()
+    if problem:
+        print(problem, file=sys.stderr)
+        return None
+    first.setup_torch()
+    return first.torch
+
+
+class _Sides:
+    """The two sides of a pair: the runner's Trial, and the bare loop under the same torch settings."""
+
+    def __init__(self, spec: Any, out: Path, torch: Any) -> None:
+        self.spec, self.out, self.torch = spec, out, torch
+
+    def sync(self) -> None:
+        if self.spec.variant.device == "cuda":
+            self.torch.cuda.synchronize()
+
+    def runner(self, index: str) -> tuple[dict[str, Any], list[Any]]:
+        from runner.trial.run import Trial
+
+        trial_dir = self.out / f"runner-{index}"
+        trial_dir.mkdir()
+        trial = Trial(self.spec, trial_dir)
+        trial.base_manifest()
+        trial.setup_torch()
+        trial.run()
+        lines = (trial_dir / "predictions.jsonl").read_text(encoding="utf-8").splitlines()
+        outputs = [(d["id"], d["label"], d["score"]) for d in map(json.loads, lines)]
+        return dict(trial.phases), outputs
+
+    def bare(self, clock: Any) -> tuple[float, list[Any]]:
+        """The same torch settings a trial applies (threads, seed, determinism), then a load of its own."""
+        from benchmarks.bare_loop import BareClassifier
+        from runner.trial.torch_settings import apply_determinism
+
+        spec, variant, torch = self.spec, self.spec.variant, self.torch
+        torch.set_num_threads(variant.threads)
+        torch.manual_seed(variant.seed)
+        apply_determinism(torch, variant)
+        bare = BareClassifier(spec.model_path, variant.device, variant.precision, variant.attention,
+                              variant.max_length, torch)
+        bare.warm_up(list(spec.warmup_texts), spec.warmup.runs, variant.batch_size)
+        seconds, outputs = bare.timed_pass(spec.corpus_path, variant.batch_size, self.sync, clock)
+        del bare
+        return seconds, outputs
+
+
+def _pairs(sides: _Sides, mode: str, clock: Any, pairs: int) -> list[dict[str, Any]]:
+    """``pairs`` runner/bare pairs in ABBA order, the runner's pass timed on ``clock``."""
+    import gc
+
+    import runner.trial.measured_pass as pass_module
+
+    results = []
+    pass_module.clock = clock  # type: ignore[assignment]
+    try:
+        for index in range(pairs):
+            record: dict[str, Any] = {"clock": mode, "pair": index + 1,
+                                      "order": "runner-bare" if index % 2 == 0 else "bare-runner",
+                                      "load_average": list(os.getloadavg())}
+            for side in (("runner", "bare") if index % 2 == 0 else ("bare", "runner")):
+                gc.collect()
+                if side == "runner":
+                    phases, runner_out = sides.runner(f"{mode}-{index}")
+                    record.update(runner_pass_s=phases["pass_s"], runner_write_s=phases["write_s"],
+                                  runner_load_s=phases["load_s"], runner_warmup_s=phases["warmup_s"])
+                else:
+                    record["bare_s"], bare_out = sides.bare(clock)
+            record["same_outputs"] = runner_out == bare_out
+            results.append(record)
+            print(f"{mode} pair {index + 1}: runner {record['runner_pass_s']:.3f} s, bare {record['bare_s']:.3f} s",
+                  flush=True)
+    finally:
+        pass_module.clock = time.perf_counter  # type: ignore[assignment]
+    return results
 
 
 if __name__ == "__main__":

@@ -3,38 +3,24 @@
 A written file is not yet an accepted result: the expected id set must be
 found exactly (no duplicates, none missing, none unexpected), every line must
 be well-formed, and the main metric must meet the study's minimum. Wrong
-predictions are kept: they are the quality measurement.
+predictions are kept: they are the quality measurement. Reading the file is
+``protocol.predictions``; its names are re-exported here.
 """
 
 from __future__ import annotations
 
-import gc
-import json
-import math
-import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
-from operator import eq, itemgetter
-from pathlib import Path
+from operator import ne
 from typing import Any
 
 from protocol.errors import UserError
+from protocol.predictions import ParsedPredictions, Prediction, parse_predictions
 
-
-@dataclass(frozen=True)
-class Prediction:
-    id: str
-    label: str
-    score: float
-
-
-@dataclass(frozen=True)
-class ParsedPredictions:
-    predictions: tuple[Prediction, ...]
-    format_errors: tuple[str, ...]
+__all__ = ["Agreement", "ParsedPredictions", "PassCheck", "Prediction", "Reference", "check_pass",
+           "compare_predictions", "compute_metric", "parse_predictions"]
 
 
 @dataclass(frozen=True)
@@ -86,234 +72,83 @@ class PassCheck:
         }
 
 
-def parse_predictions(path: Path) -> ParsedPredictions:
-    """Read ``predictions.jsonl``; malformed lines are counted and described, never fatal."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return ParsedPredictions((), ("prediction file missing",))
-    text = data.decode("utf-8", errors="replace")
-    del data
-    complete = text.rfind("\n") + 1  # text[:complete] is whole lines; anything after is a truncated line
-    with _gc_paused():
-        predictions, errors, lines_read = _parse_complete_lines(text, complete)
-    if complete < len(text):
-        errors.append(f"line {lines_read + 1}: truncated (no final newline)")
-    return ParsedPredictions(tuple(predictions), tuple(errors))
+@dataclass(frozen=True)
+class _IdCheck:
+    """How the observed ids compare with the corpus's."""
+
+    in_corpus_order: bool  # every expected id exactly once, in corpus order
+    duplicates: frozenset[str]
+    missing: frozenset[str]
+    unexpected: frozenset[str]
+
+    @property
+    def ids_match(self) -> bool:
+        return not self.missing and not self.unexpected
 
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a pass is parsed.
-
-    Parsing allocates about two objects per line, none in a reference cycle; while they pile up,
-    the collector would traverse the growing heap again and again for nothing (at 1,000,000 lines
-    that tripled the parse time). Reference counting still frees everything as usual.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
+def _check_ids(observed: Sequence[str], reference: Reference) -> _IdCheck:
+    expected_ids = tuple(reference.ids)
+    # The usual pass: every expected id exactly once, in corpus order (one sequence comparison).
+    if tuple(observed) == expected_ids and _all_distinct(expected_ids, reference.labels):
+        return _IdCheck(True, frozenset(), frozenset(), frozenset())
+    expected = set(expected_ids)
+    seen = set(observed)
+    duplicates: frozenset[str] = frozenset()
+    if len(seen) != len(observed):
+        duplicates = frozenset(ident for ident, count in Counter(observed).items() if count > 1)
+    return _IdCheck(False, duplicates, frozenset(expected - seen), frozenset(seen - expected))
 
 
-#: Characters per chunk on the fast path (about 70,000 runner-written lines; bounds the memory).
-_CHUNK_CHARS = 4 * 2**20
-
-
-def _parse_complete_lines(text: str, complete: int) -> tuple[list[Prediction], list[str], int]:
-    """Predictions, format errors and the number of lines in ``text[:complete]`` (whole lines).
-
-    The text is taken in chunks of whole lines. A chunk of lines exactly as the runner writes them
-    is read by one regular expression; another well-formed chunk by one ``json.loads`` and checks
-    by column; a chunk with any problem line by line, which describes every problem exactly as a
-    line-by-line reader does.
-    """
-    predictions: list[Prediction] = []
-    errors: list[str] = []
-    lines_before = 0
-    start = 0
-    while start < complete:
-        stop = text.find("\n", min(start + _CHUNK_CHARS, complete) - 1) + 1
-        body = text[start : stop - 1]  # the chunk's lines, without the last newline
-        count = body.count("\n") + 1
-        runner_written = _runner_lines(body, count)
-        if runner_written is not None:
-            predictions.extend(runner_written)
-            lines_before += count
-            start = stop
-            continue
-        items = _parse_chunk(body, count)
-        fast = _predictions_from_items(items) if items is not None else None
-        if fast is not None:
-            predictions.extend(fast)
-        else:
-            for number, line in enumerate(body.split("\n"), start=lines_before + 1):
-                if items is not None:
-                    item = items[number - lines_before - 1]  # what json.loads(line) gives (see _parse_chunk)
-                else:
-                    try:
-                        item = json.loads(line)
-                    except (ValueError, RecursionError):  # bad JSON, integers over the digit limit, deep nesting
-                        errors.append(f"line {number}: not valid JSON")
-                        continue
-                problem = _prediction_problem(item)
-                if problem:
-                    errors.append(f"line {number}: {problem}")
-                    continue
-                predictions.append(Prediction(id=item["id"], label=item["label"], score=float(item["score"])))
-        lines_before += count
-        start = stop
-    return predictions, errors, lines_before
-
-
-#: One line exactly as the runner writes it (``json.dumps`` of id, label, score): strings without
-#: escapes or control characters (so the text between the quotes IS the value), and a JSON number
-#: without a sign (so it is >= 0, and ``float`` of its text is what ``json.loads`` makes of it).
-_RUNNER_LINE = re.compile(
-    r'^\{"id": "([^"\\\x00-\x1f]*)", "label": "([^"\\\x00-\x1f]*)", '
-    r'"score": ((?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)\}$',
-    re.MULTILINE,
-)
-
-
-def _runner_lines(body: str, count: int) -> list[Prediction] | None:
-    """Predictions when all ``count`` lines are runner-written and well-formed; else None."""
-    rows = _RUNNER_LINE.findall(body)
-    if len(rows) != count:  # a line can match at most once, so every line matched
-        return None
-    ids, labels, numbers = zip(*rows, strict=True)
-    scores = list(map(float, numbers))
-    if not all(map(math.isfinite, scores)) or max(scores) > 1.0:
-        return None  # the general path describes the problem
-    return list(map(Prediction, ids, labels, scores))
-
-
-def _parse_chunk(body: str, count: int) -> list[Any] | None:
-    """Parse ``count`` newline-separated JSON lines with one ``json.loads``, or None when not exact.
-
-    The lines become one array with ``",\n"`` between them. When every line starts with ``{`` and
-    the text holds no ``[``, each separator can only be read as a top-level array comma: a string
-    cannot run across it (strict JSON refuses a raw newline inside a string), numbers and literals
-    end at a comma, and inside an object a comma must be followed by a key, never by the ``{``
-    that starts the next line. So if the array parses and has exactly one item per line, item k
-    is exactly what ``json.loads`` of line k returns; otherwise None, and the caller reads line
-    by line.
-    """
-    if not body.startswith("{") or body.count("\n{") != count - 1 or "[" in body:
-        return None
-    try:
-        items = json.loads("[" + body.replace("\n", ",\n") + "]")
-    except (ValueError, RecursionError):
-        return None
-    if len(items) != count:
-        return None
-    return items
-
-
-def _predictions_from_items(items: list[Any]) -> tuple[Prediction, ...] | None:
-    """Predictions from parsed lines when every line is well-formed, else None (checked item by item)."""
-    try:
-        ids = list(map(itemgetter("id"), items))
-        labels = list(map(itemgetter("label"), items))
-        scores = list(map(itemgetter("score"), items))
-    except (KeyError, TypeError):  # a missing key, or not an object
-        return None
-    if set(map(type, ids)) != {str} or set(map(type, labels)) != {str}:
-        return None
-    score_types = set(map(type, scores))
-    if not score_types <= {float, int}:  # bool is its own type here, as in _prediction_problem
-        return None
-    try:
-        if not all(map(math.isfinite, scores)):
-            return None
-    except OverflowError:  # an integer too large for a float: the item-by-item path describes it
-        return None
-    if min(scores) < 0.0 or max(scores) > 1.0:
-        return None
-    if int in score_types:
-        scores = list(map(float, scores))
-    return tuple(map(Prediction, ids, labels, scores))
-
-
-def _finite(score: int | float) -> bool:
-    try:
-        return math.isfinite(score)
-    except OverflowError:  # an integer beyond the float range
-        return False
-
-
-def _prediction_problem(item: Any) -> str:
-    if not isinstance(item, dict):
-        return "not a JSON object"
-    if not isinstance(item.get("id"), str):
-        return "missing or non-string id"
-    if not isinstance(item.get("label"), str):
-        return "missing or non-string label"
-    score = item.get("score")
-    if isinstance(score, bool) or not isinstance(score, (int, float)) or not _finite(score):
-        return "missing or non-finite score"
-    if not 0.0 <= score <= 1.0:
-        return f"score {score} outside [0, 1]"
-    return ""
-
-
-def check_pass(parsed: ParsedPredictions, reference: Reference, metric: str, minimum: float) -> PassCheck:
-    observed_ids = [p.id for p in parsed.predictions]
-    observed_labels = [p.label for p in parsed.predictions]
-    expected_ids = list(reference.ids)
-    duplicates: set[str] = set()
-    # The usual pass: every expected id exactly once, in corpus order (one list comparison).
-    in_corpus_order = observed_ids == expected_ids and _all_distinct(expected_ids, reference.labels)
-    if in_corpus_order:
-        missing: set[str] = set()
-        unexpected: set[str] = set()
-    else:
-        expected = set(expected_ids)
-        seen = set(observed_ids)
-        if len(seen) != len(observed_ids):
-            duplicates = {ident for ident, count in Counter(observed_ids).items() if count > 1}
-        missing = expected - seen
-        unexpected = seen - expected
-    label_set = reference.label_set
-    bad_labels = sorted(set(observed_labels) - label_set)
+def _problems(parsed: ParsedPredictions, ids: _IdCheck, bad_labels: list[str]) -> list[str]:
+    """Why the pass is incomplete or malformed, one reason per kind of problem (empty when none)."""
     reasons: list[str] = []
     if parsed.format_errors:
         reasons.append(f"{len(parsed.format_errors)} format error(s), first: {parsed.format_errors[0]}")
-    if duplicates:
-        reasons.append(f"{len(duplicates)} duplicate id(s), e.g. {sorted(duplicates)[0]!r}")
-    if missing:
-        reasons.append(f"{len(missing)} missing id(s), e.g. {sorted(missing)[0]!r}")
-    if unexpected:
-        reasons.append(f"{len(unexpected)} id(s) not in the corpus, e.g. {sorted(unexpected)[0]!r}")
+    if ids.duplicates:
+        reasons.append(f"{len(ids.duplicates)} duplicate id(s), e.g. {sorted(ids.duplicates)[0]!r}")
+    if ids.missing:
+        reasons.append(f"{len(ids.missing)} missing id(s), e.g. {sorted(ids.missing)[0]!r}")
+    if ids.unexpected:
+        reasons.append(f"{len(ids.unexpected)} id(s) not in the corpus, e.g. {sorted(ids.unexpected)[0]!r}")
     if bad_labels:
         reasons.append(f"label(s) outside the corpus label set: {bad_labels[:3]}")
-    ids_match = not missing and not unexpected
-    complete = ids_match and not duplicates and not parsed.format_errors and not bad_labels
+    return reasons
+
+
+def _quality(parsed: ParsedPredictions, ids: _IdCheck, reference: Reference,
+             metric: str) -> tuple[float, dict[str, dict[str, float]]]:
+    """The metric over the whole pass and within each subgroup (of a complete pass)."""
+    if ids.in_corpus_order:
+        outcome = _Outcomes(metric, reference.ids, reference.labels, in_order=parsed.labels)
+    else:
+        predicted = dict(zip(parsed.ids, parsed.labels, strict=True))
+        outcome = _Outcomes(metric, reference.ids, reference.labels, predicted)
+    subgroups = {group_name: outcome.by_group(membership) for group_name, membership in reference.groups.items()}
+    return outcome.metric(), subgroups
+
+
+def check_pass(parsed: ParsedPredictions, reference: Reference, metric: str, minimum: float) -> PassCheck:
+    """The verdict on one pass: ids exactly the corpus's, every line well-formed, labels in the corpus label
+    set, and the metric at least ``minimum``; every reason for a rejection is listed."""
+    ids = _check_ids(parsed.ids, reference)
+    bad_labels = sorted(set(parsed.labels) - reference.label_set)
+    reasons = _problems(parsed, ids, bad_labels)
+    complete = not reasons
     metric_value: float | None = None
     subgroups: dict[str, dict[str, float]] = {}
     if complete:
-        if in_corpus_order:
-            outcome = _Outcomes(metric, expected_ids, reference.labels, in_order=observed_labels)
-        else:
-            predicted = dict(zip(observed_ids, observed_labels, strict=True))
-            outcome = _Outcomes(metric, expected_ids, reference.labels, predicted)
-        metric_value = outcome.metric()
-        for group_name, membership in reference.groups.items():
-            subgroups[group_name] = outcome.by_group(list(outcome.lookup(membership)))
+        metric_value, subgroups = _quality(parsed, ids, reference, metric)
         if metric_value < minimum:
             reasons.append(f"{metric} {metric_value:.4f} below the study's minimum {minimum}")
     else:
         reasons.append("incomplete or malformed pass: quality not computed")
     return PassCheck(
         expected_ids=len(reference.ids),
-        observed_ids=len(parsed.predictions),
-        ids_match=ids_match,
-        duplicate_ids=len(duplicates),
-        missing_ids=len(missing),
-        unexpected_ids=len(unexpected),
+        observed_ids=len(parsed.ids),
+        ids_match=ids.ids_match,
+        duplicate_ids=len(ids.duplicates),
+        missing_ids=len(ids.missing),
+        unexpected_ids=len(ids.unexpected),
         format_errors=len(parsed.format_errors),
         metric=metric,
         metric_value=metric_value,
@@ -323,9 +158,9 @@ def check_pass(parsed: ParsedPredictions, reference: Reference, metric: str, min
     )
 
 
-def _all_distinct(ids: list[str], keyed: dict[str, str]) -> bool:
+def _all_distinct(ids: tuple[str, ...], keyed: dict[str, str]) -> bool:
     """True if no id repeats; cheap when ``keyed`` (the reference labels) has exactly these keys in order."""
-    if len(keyed) == len(ids) and list(keyed) == ids:
+    if len(keyed) == len(ids) and tuple(keyed) == ids:
         return True  # dictionary keys are distinct
     return len(set(ids)) == len(ids)
 
@@ -343,7 +178,7 @@ class _Outcomes:
     """
 
     def __init__(self, metric: str, ids: Sequence[str], truth: dict[str, str], predicted: dict[str, str] | None = None,
-                 in_order: list[str] | None = None) -> None:
+                 in_order: Sequence[str] | None = None) -> None:
         """``predicted`` maps id → label; or ``in_order[k]`` is the label predicted for ``ids[k]``."""
         if not ids:
             raise ValueError("metric over an empty set")
@@ -359,7 +194,9 @@ class _Outcomes:
         else:
             raise TypeError("_Outcomes needs predicted or in_order")
         if metric == "accuracy":
-            self.correct = list(map(eq, labels, self.lookup(truth)))
+            # The wrong ones (about a tenth of a usual pass) are what the group counts go through.
+            self.wrong = list(map(ne, labels, self.lookup(truth)))
+            self.n_wrong = sum(self.wrong)
         elif metric == "macro_f1":
             self.truth = list(self.lookup(truth))
             self.predicted = list(labels)
@@ -381,16 +218,16 @@ class _Outcomes:
 
     def metric(self) -> float:
         if self.metric_name == "accuracy":
-            return sum(self.correct) / self.n
+            return (self.n - self.n_wrong) / self.n
         return _macro_f1(Counter(zip(self.truth, self.predicted, strict=True)))
 
-    def by_group(self, values: list[str]) -> dict[str, float]:
-        """The metric within each group value (``values[k]`` is the group of input k), sorted by value."""
+    def by_group(self, membership: dict[str, str]) -> dict[str, float]:
+        """The metric within each group value (``membership[id]`` is the group of input ``id``), sorted by value."""
         if self.metric_name == "accuracy":
-            totals = Counter(values)
-            correct = Counter(compress(values, self.correct))
-            return {value: correct[value] / totals[value] for value in sorted(totals)}
-        triples = Counter(zip(values, self.truth, self.predicted, strict=True))
+            totals = Counter(self.lookup(membership))
+            wrong = Counter(compress(self.lookup(membership), self.wrong))
+            return {value: (totals[value] - wrong[value]) / totals[value] for value in sorted(totals)}
+        triples = Counter(zip(self.lookup(membership), self.truth, self.predicted, strict=True))
         pairs: dict[str, Counter[tuple[str, str]]] = {}
         for (value, truth, predicted), count in triples.items():
             pairs.setdefault(value, Counter())[(truth, predicted)] += count
@@ -420,11 +257,12 @@ class Agreement:
 
 
 def compare_predictions(candidate: ParsedPredictions, reference: ParsedPredictions) -> Agreement:
-    ours = {p.id: p for p in candidate.predictions}
-    theirs = {p.id: p for p in reference.predictions}
-    if not ours or set(ours) != set(theirs):
+    """Agreement of labels, largest score difference and identity, over the same ids (else all None)."""
+    ours = dict(zip(candidate.ids, zip(candidate.labels, candidate.scores, strict=True), strict=True))
+    theirs = dict(zip(reference.ids, zip(reference.labels, reference.scores, strict=True), strict=True))
+    if not ours or ours.keys() != theirs.keys():
         return Agreement(None, None, None)
-    same = sum(1 for i, p in ours.items() if p.label == theirs[i].label)
-    delta = max(abs(p.score - theirs[i].score) for i, p in ours.items())
-    identical = all(p.label == theirs[i].label and p.score == theirs[i].score for i, p in ours.items())
+    same = sum(1 for i, (label, _) in ours.items() if label == theirs[i][0])
+    delta = max(abs(score - theirs[i][1]) for i, (_, score) in ours.items())
+    identical = all(label == theirs[i][0] and score == theirs[i][1] for i, (label, score) in ours.items())
     return Agreement(same / len(ours), delta, identical)

@@ -16,7 +16,7 @@ def probe() -> dict[str, Any]:
     import torch
 
     from runner.trial.env import device_facts
-    from runner.trial.run import detected_backend
+    from runner.trial.torch_settings import detected_backend
 
     result: dict[str, Any] = {"torch": torch.__version__, "build": detected_backend(torch)}
     result["gpu_visible"] = bool(torch.cuda.is_available())

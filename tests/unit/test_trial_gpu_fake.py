@@ -345,6 +345,9 @@ def test_manifest_records_tf32_precision_attention_and_determinism(tmp_path, mon
     assert determinism["deterministic_algorithms_enabled"] is True
     assert determinism["fill_uninitialized_memory"] in (True, False)
     assert determinism["cublas_workspace_config"] == ":4096:8"
+    assert determinism["deterministic_api"] == "torch.set_deterministic_debug_mode"  # eager: Inductor not loaded
+    assert determinism["inductor_deterministic"] is None
+    assert "does not use torch.compile" in trial.manifest["empty_reasons"]["inductor_deterministic"]
     assert trial.manifest["attention_ops"] == []  # the fake model has no attention operator
     assert "no fused attention operator" in trial.manifest["empty_reasons"]["attention_ops"]
 

@@ -1,0 +1,69 @@
+"""Fault injection for tests (``ISOCOST_FAULT_INJECT=KIND:VALUE``), never set in real campaigns.
+
+Recorded in the manifest when present. Kinds: ``sleep-per-batch:S``, ``oom-at-batch:N``,
+``oom-if-batch-over:N``, ``hang-at-batch:N``, ``allocate-mib:M`` (at the first batch) and
+``corrupt:duplicate|foreign-id|bad-label|truncate`` (the prediction file a buggy runner would write).
+Also: :func:`is_oom`, how the trial tells an out-of-memory failure from others.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+#: Test hook, never set in real campaigns; recorded in the manifest when present.
+FAULT_ENV = "ISOCOST_FAULT_INJECT"
+
+
+class SimulatedOOM(MemoryError):
+    """Raised by the fault-injection hook to exercise the OOM path."""
+
+
+def is_oom(exc: BaseException) -> bool:
+    """True for an out-of-memory failure: ``MemoryError``, torch's ``OutOfMemoryError`` or a message saying so."""
+    if isinstance(exc, MemoryError):
+        return True
+    name = type(exc).__name__
+    return name == "OutOfMemoryError" or "out of memory" in str(exc).lower()
+
+
+class FaultInjector:
+    """The fault this trial was asked to simulate (none unless :data:`FAULT_ENV` is set)."""
+
+    def __init__(self, text: str | None = None) -> None:
+        self.text = os.environ.get(FAULT_ENV, "") if text is None else text
+        kind, _, value = self.text.partition(":")
+        self.kind, self.value = kind, value
+        self._ballast: bytearray | None = None
+
+    def before_batch(self, batch_no: int, batch_size: int) -> None:
+        """Sleep, fail, hang or allocate before a measured batch, as the fault says."""
+        kind, value = self.kind, self.value
+        if kind == "sleep-per-batch":
+            time.sleep(float(value))
+        elif kind == "oom-at-batch" and batch_no >= int(value):
+            raise SimulatedOOM(f"simulated out-of-memory at batch {batch_no} ({FAULT_ENV})")
+        elif kind == "oom-if-batch-over" and batch_size > int(value):
+            raise SimulatedOOM(f"simulated out-of-memory for a batch of {batch_size} > {value} ({FAULT_ENV})")
+        elif kind == "hang-at-batch" and batch_no >= int(value):
+            while True:
+                time.sleep(1)
+        elif kind == "allocate-mib" and batch_no == 0:
+            self._ballast = bytearray(int(value) * 2**20)  # touches real memory: a container limit kills us
+
+    def corrupt(self, lines: str, completed: int, expected: int) -> str:
+        """Make this trial write a faulty prediction file, as a buggy runner would (``lines``: one batch's)."""
+        if self.kind != "corrupt" or not lines:
+            return lines
+        value = self.value
+        if value == "duplicate":
+            return lines + lines.splitlines(keepends=True)[0]
+        if value == "foreign-id":
+            return lines.replace('{"id": "', '{"id": "not-in-corpus-', 1)
+        if value == "bad-label":
+            item = json.loads(lines.splitlines()[0])
+            return lines.replace(json.dumps(item["label"]), '"__no_such_label__"', 1)
+        if value == "truncate" and completed + lines.count("\n") >= expected:
+            return lines[: len(lines) - 7]  # the last line is cut short, as by a crash mid-write
+        return lines

@@ -1,0 +1,142 @@
+"""The measured pass: corpus in, ``predictions.jsonl`` and ``batches.jsonl`` out, ``pass_s`` timed.
+
+Measured boundary (offline): corpus read, tokenization, host→device transfer, inference and
+materialisation of predictions on the host (their JSON lines included). The incremental writes and
+flushes of ``predictions.jsonl`` are timed apart and excluded from ``pass_s``; so are the writes of
+``batches.jsonl`` and the device-memory probe after each batch. On a GPU the device is synchronised
+before the timer starts and before it stops; ``gpu_pass_s`` is device time: the sum, over the
+pass's forwards, of CUDA events recorded just before and after each forward.
+
+Per-batch record (``batches.jsonl``, one line per batch, flushed per batch): see
+:func:`runner.trial.batches.batch_record`; ``batch_s`` is host wall time of the batch inside the
+measured boundary (its writes excluded), ``device_s`` the CUDA-event time of its forwards (null on
+CPU). With ``halve-batch-on-oom`` a batch retried in halves is still one record (the retry's time
+included).
+
+Energy: counters read right before the pass's start and right after its end
+(``runner.trial.energy``); ``None`` with a reason when not readable.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from protocol.corpus import Record, read_corpus
+from runner.trial.batches import batch_record
+from runner.trial.faults import is_oom
+from runner.trial.measure import clock
+
+if TYPE_CHECKING:
+    from runner.trial.run import Trial
+
+
+class MeasuredPass:
+    """One measured pass of ``classifier`` over the spec's corpus, filling the trial's phases and counters."""
+
+    def __init__(self, trial: Trial, classifier: Any) -> None:
+        self.trial = trial
+        self.classifier = classifier
+        self.variant = trial.variant
+        self.write_s = 0.0
+        self.device_s_total: float | None = 0.0 if self.variant.device == "cuda" else None
+        self.records: tuple[Record, ...] = ()
+        self.encoded: list[dict[str, list[int]]] = []
+        self.buckets: list[str] = []
+
+    def run(self) -> tuple[Record, ...]:
+        """Run the pass; returns the corpus records read inside it."""
+        trial = self.trial
+        gpu_meter, cpu_meter = self._meters()
+        out = trial.out
+        with open(out / "predictions.jsonl", "w", encoding="utf-8") as sink, \
+                open(out / "batches.jsonl", "w", encoding="utf-8") as batch_sink:
+            trial.sync()
+            gpu_meter.start()
+            cpu_meter.start()
+            pass_start = clock()
+            order = self._read_corpus(Path(trial.spec.corpus_path))
+            for batch_no, start in enumerate(range(0, len(order), self.variant.batch_size)):
+                self._batch(batch_no, order[start : start + self.variant.batch_size], sink, batch_sink)
+            trial.sync()
+            pass_total = clock() - pass_start
+            trial.gpu_energy_j, trial.gpu_energy_reason = gpu_meter.stop()
+            trial.cpu_energy_j, trial.cpu_energy_reason = cpu_meter.stop()
+        trial.phases["pass_s"] = pass_total - self.write_s
+        trial.pass_write_s = self.write_s
+        if self.variant.device == "cuda":
+            trial.phases["gpu_pass_s"] = self.device_s_total
+        return self.records
+
+    def _meters(self) -> tuple[Any, Any]:
+        """Energy meters for the pass (GPU: the card's counter; CPU: RAPL); on a GPU, peaks reset and events on."""
+        from runner.trial.energy import NoMeter, RaplMeter
+        from runner.trial.env import gpu_energy_meter
+
+        trial = self.trial
+        if self.variant.device != "cuda":
+            return NoMeter("CPU trial: no GPU energy counter"), RaplMeter()
+        trial.torch.cuda.reset_peak_memory_stats()
+        trial.peaks_reset = True
+        self.classifier.forward_events = []
+        return gpu_energy_meter(trial.manifest["device"]), RaplMeter()
+
+    def _read_corpus(self, path: Path) -> list[int]:
+        """Read and tokenize the corpus (inside the pass); returns the order the inputs run in."""
+        self.records = read_corpus(path)
+        self.trial.expected = len(self.records)
+        self.encoded = self.classifier.tokenize([r.text for r in self.records])
+        self.buckets = [self.trial.bucket(r.id) for r in self.records]
+        order = list(range(len(self.records)))
+        if self.variant.length_grouping == "sort":
+            order.sort(key=lambda i: (len(self.encoded[i]["input_ids"]), i))
+        return order
+
+    def _batch(self, batch_no: int, index: list[int], sink: IO[str], batch_sink: IO[str]) -> None:
+        """One batch: predict and write it, probe device memory, write its record; only the prediction counts."""
+        trial = self.trial
+        batch_start = clock()
+        batch_write_s = self._predict_and_write(batch_no, index, sink)
+        batch_s = clock() - batch_start - batch_write_s
+        device_s = trial.drain_forward_events(self.classifier)
+        probe_start = clock()
+        trial.sample_device_memory()
+        self.write_s += clock() - probe_start  # excluded from pass_s, like the writes
+        if self.device_s_total is not None and device_s is not None:
+            self.device_s_total += device_s
+        line = json.dumps(batch_record(batch_no, index, self.encoded, self.buckets, batch_s, device_s)) + "\n"
+        write_start = clock()
+        batch_sink.write(line)
+        batch_sink.flush()
+        self.write_s += batch_write_s + (clock() - write_start)
+
+    def _predict_and_write(self, batch_no: int, index: list[int], sink: IO[str]) -> float:
+        """Predict one batch and write it; returns seconds spent writing."""
+        trial = self.trial
+        retry = False
+        try:
+            trial.fault.before_batch(batch_no, len(index))
+            labels, scores = self.classifier.predict_encoded([self.encoded[i] for i in index])
+        except BaseException as exc:
+            if self.variant.resume != "halve-batch-on-oom" or len(index) == 1 or not is_oom(exc):
+                raise
+            retry = True
+        if retry:
+            # A declared resume variant: retry this batch in halves; the time stays in the pass. Out of
+            # the handler, so the failed batch's tensors (held by the traceback) are freed first.
+            trial.oom_events += 1
+            if self.variant.device == "cuda":
+                trial.torch.cuda.empty_cache()
+            half = (len(index) + 1) // 2
+            return (self._predict_and_write(batch_no, index[:half], sink)
+                    + self._predict_and_write(batch_no, index[half:], sink))
+        lines = trial.fault.corrupt("".join(
+            json.dumps({"id": self.records[i].id, "label": label, "score": score}) + "\n"
+            for i, label, score in zip(index, labels, scores, strict=True)
+        ), trial.completed, trial.expected)
+        write_start = clock()
+        sink.write(lines)
+        sink.flush()
+        trial.completed += len(index)
+        return clock() - write_start

@@ -1,0 +1,27 @@
+"""benchmarks.scale at a tiny size: both rows side by side with their baselines, judged on the ratio."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import scale
+
+
+def test_validation_row_measures_ours_and_the_baseline_in_the_same_run():
+    row = scale.validation_row(predictions=2_000, pairs=2, progress=lambda message: None)
+    assert row.key == "5a" and "2,000 predictions" in row.title and "json.loads per line" in row.title
+    assert row.ratio.endswith("ours/baseline") and row.baseline.endswith("json.loads/line + sets")
+    assert row.target == "≤ 0.5 × baseline"
+    details = row.details
+    assert details["ours_s"]["n"] == details["baseline_s"]["n"] == 2
+    ratios = details["ratio_ours_over_baseline"]["samples"]
+    assert ratios == pytest.approx([o / b for o, b in zip(details["ours_s"]["samples"],
+                                                          details["baseline_s"]["samples"], strict=True)])
+
+
+def test_summary_row_measures_ours_and_pandas_in_the_same_run():
+    pytest.importorskip("pandas")
+    row = scale.summary_row(variants=20, repetitions=2, pairs=2, progress=lambda message: None)
+    assert row.key == "5b" and "40 raw rows" in row.title and "pandas" in row.baseline
+    assert row.target == "≤ 1 × baseline" and row.ratio.endswith("ours/baseline")
+    assert row.details["absolute_target_s"] == scale.SUMMARY_TARGET_S
