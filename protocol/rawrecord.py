@@ -120,6 +120,13 @@ class RawRecord:
             return list(cells)
         return [csv_cell(getattr(self, name)) for name in RAW_COLUMNS]
 
+    def cell(self, column: str) -> str:
+        """The text of one column as raw.csv holds it (what integrity checks compare)."""
+        cells = self.__dict__.get("_cells")
+        if cells is not None:
+            return str(cells[_INDEX[column]])
+        return csv_cell(getattr(self, column))
+
     def empty_reason(self, column: str) -> str:
         """Why ``column`` is empty in this row, from ``empty_reasons`` (``column: reason; …``); "" if unsaid."""
         for part in self.empty_reasons.split("; "):
@@ -170,6 +177,7 @@ _FIELDS = dataclasses.fields(RawRecord)
 if tuple(f.name for f in _FIELDS) != RAW_COLUMNS:
     raise RuntimeError("RawRecord's fields must be RAW_COLUMNS, in order")  # a new column goes in both
 _COLUMN_SET = frozenset(RAW_COLUMNS)
+_INDEX = {name: index for index, name in enumerate(RAW_COLUMNS)}
 #: Typed columns: name → (cell index, converter); text columns are set when the row is read.
 _CONVERTERS = {f.name: (i, _READERS[str(f.type)][0]) for i, f in enumerate(_FIELDS) if f.type != "str"}
 _KIND = {f.name: _READERS[str(f.type)][1] for f in _FIELDS if f.type != "str"}

@@ -14,6 +14,7 @@ Example::
 
 from __future__ import annotations
 
+import csv
 import fcntl
 import json
 import os
@@ -27,7 +28,12 @@ from typing import Any
 from protocol.errors import UserError
 from protocol.jsonio import read_json
 from protocol.rawrecord import RawRecord
-from protocol.records import CAMPAIGN_SCHEMA_VERSION, RAW_COLUMNS, CampaignRecord, check_campaign_version
+from protocol.records import (
+    CAMPAIGN_SCHEMA_VERSION,
+    RAW_COLUMNS,
+    CampaignRecord,
+    check_campaign_version,
+)
 from runner.campaign_dir.rawtable import read_records
 
 __all__ = ["CAMPAIGN_SCHEMA_VERSION"]  # campaign.json's version, read here (defined beside its record)
@@ -166,5 +172,37 @@ def load_campaign(root: Path) -> dict[str, Any]:
 def now_iso() -> str:
     """The time now, UTC, ISO-8601 to the millisecond: how campaign files stamp events."""
     return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def read_csv_rows(path: Path) -> list[dict[str, str]]:
+    with open(path, encoding="utf-8", newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def read_event_lines(path: Path) -> list[Any]:
+    events: list[Any] = []
+    if not path.exists():
+        return events
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            events.append(json.loads(line))
+        except json.JSONDecodeError:
+            events.append(None)
+    return events
+
+
+def writer_active(root: Path) -> bool:
+    """Is an ``isocost run`` writing this directory now (its writer lock held)?"""
+    try:
+        fd = os.open(root / ".lock", os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
 
 
