@@ -120,6 +120,12 @@ class RawRecord:
             return list(cells)
         return [csv_cell(getattr(self, name)) for name in RAW_COLUMNS]
 
+    @property
+    def values(self) -> dict[str, Any]:
+        """Column name → typed value (None for an empty cell): for code that handles every column alike; read a
+        known column as an attribute."""
+        return {name: getattr(self, name) for name in RAW_COLUMNS}
+
     def cell(self, column: str) -> str:
         """The text of one column as raw.csv holds it (what integrity checks compare)."""
         cells = self.__dict__.get("_cells")

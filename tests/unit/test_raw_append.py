@@ -7,8 +7,8 @@ import pytest
 
 from protocol.errors import UserError
 from protocol.records import RawRow
-from runner.campaign.run import append_row
 from runner.campaign_dir.layout import read_raw
+from runner.campaign_dir.rawtable import append_row
 
 
 def test_rows_are_appended_with_one_header(tmp_path):
