@@ -22,7 +22,7 @@ Example::
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
@@ -33,6 +33,8 @@ from protocol.records import RAW_COLUMNS, csv_cell
 @dataclass(frozen=True)
 class RawRecord:
     """One attempted pass, as the raw table holds it (columns in :data:`protocol.records.RAW_COLUMNS` order)."""
+
+    __slots__ = ("_cells", *RAW_COLUMNS)  # a slot per column (set when converted) and the cells read
 
     trial_id: str
     variant_id: str
@@ -95,14 +97,12 @@ class RawRecord:
 
     @classmethod
     def from_cells(cls, cells: Sequence[str]) -> RawRecord:
-        """A row as read from raw.csv (one cell per column). Typed columns convert when first read:
-        a malformed cell raises ``ValueError`` there, naming the column."""
+        """A row as read from raw.csv (one cell per column). Each column converts when first read: a malformed
+        cell raises ``ValueError`` there, naming the column."""
         if len(cells) != len(RAW_COLUMNS):
             raise ValueError(f"a raw row has {len(RAW_COLUMNS)} cells, not {len(cells)}")
         record = object.__new__(cls)
-        state = record.__dict__
-        state["_cells"] = cells = tuple(cells)
-        state.update(zip(_TEXT_NAMES, _text_cells(cells), strict=True))
+        _set_cells(record, tuple(cells))
         return record
 
     @classmethod
@@ -113,9 +113,17 @@ class RawRecord:
             raise ValueError(f"unknown raw columns: {sorted(unknown)}")
         return cls(**{name: _value(name, values.get(name)) for name in RAW_COLUMNS})
 
+    @classmethod
+    def from_text(cls, cells: Mapping[str, str]) -> RawRecord:
+        """A row from cell text by column name (what csv.DictReader gives); a missing column is an empty cell."""
+        unknown = set(cells) - _COLUMN_SET
+        if unknown:
+            raise ValueError(f"unknown raw columns: {sorted(unknown)}")
+        return cls.from_cells([cells.get(name) or "" for name in RAW_COLUMNS])
+
     def cells(self) -> list[str]:
         """The row's cells in column order, as written to raw.csv (exactly the cells it was read from)."""
-        cells = self.__dict__.get("_cells")
+        cells = _cells_of(self)
         if cells is not None:
             return list(cells)
         return [csv_cell(getattr(self, name)) for name in RAW_COLUMNS]
@@ -128,7 +136,7 @@ class RawRecord:
 
     def cell(self, column: str) -> str:
         """The text of one column as raw.csv holds it (what integrity checks compare)."""
-        cells = self.__dict__.get("_cells")
+        cells = _cells_of(self)
         if cells is not None:
             return str(cells[_INDEX[column]])
         return csv_cell(getattr(self, column))
@@ -141,20 +149,21 @@ class RawRecord:
                 return reason
         return ""
 
-    if not TYPE_CHECKING:  # the lazy conversion of typed columns; type checkers see the fields above
+    if not TYPE_CHECKING:  # the lazy conversion of the columns; type checkers see the fields above
 
         def __getattr__(self, name: str) -> Any:
-            cells = self.__dict__.get("_cells")
             converter = _CONVERTERS.get(name)
+            cells = _cells_of(self) if converter is not None else None
             if cells is None or converter is None:
                 raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-            index, convert = converter
+            index, convert, kind = converter
             try:
                 value = convert(cells[index])
             except ValueError:
-                raise ValueError(f"raw.csv column {name} of trial {self.trial_id}: {cells[index][:40]!r} is "
-                                 f"not {_KIND[name]}") from None
-            self.__dict__[name] = value
+                trial_id = cells[0]
+                raise ValueError(f"raw.csv column {name} of trial {trial_id}: {cells[index][:40]!r} is "
+                                 f"not {kind}") from None
+            _SETTERS[name](self, value)
             return value
 
 
@@ -176,22 +185,83 @@ def _bool(cell: str) -> bool | None:
         raise ValueError(cell) from None
 
 
-_READERS: dict[str, tuple[Callable[[str], Any], str]] = {
-    "int | None": (_int, "an integer"), "float | None": (_float, "a number"), "bool | None": (_bool, "true or false"),
+def _text(cell: str) -> str:
+    return cell
+
+
+#: How a cell of each column type becomes its value (one cell, and a whole column at once), and what it must be.
+_READERS: dict[str, tuple[Callable[[str], Any], Callable[[list[str]], list[Any]], str]] = {
+    "str": (_text, lambda cells: cells, "text"),
+    "int | None": (_int, lambda cells: [int(c) if c else None for c in cells], "an integer"),
+    "float | None": (_float, lambda cells: [float(c) if c else None for c in cells], "a number"),
+    "bool | None": (_bool, lambda cells: [_BOOLS[c] for c in cells], "true or false"),
 }
 _FIELDS = dataclasses.fields(RawRecord)
 if tuple(f.name for f in _FIELDS) != RAW_COLUMNS:
     raise RuntimeError("RawRecord's fields must be RAW_COLUMNS, in order")  # a new column goes in both
 _COLUMN_SET = frozenset(RAW_COLUMNS)
 _INDEX = {name: index for index, name in enumerate(RAW_COLUMNS)}
-#: Typed columns: name → (cell index, converter); text columns are set when the row is read.
-_CONVERTERS = {f.name: (i, _READERS[str(f.type)][0]) for i, f in enumerate(_FIELDS) if f.type != "str"}
-_KIND = {f.name: _READERS[str(f.type)][1] for f in _FIELDS if f.type != "str"}
-_TEXT_NAMES = tuple(f.name for f in _FIELDS if f.type == "str")
-_text_cells = itemgetter(*(i for i, f in enumerate(_FIELDS) if f.type == "str"))
+#: Column → (cell index, converter, what the cell must be).
+_CONVERTERS = {f.name: (i, _READERS[str(f.type)][0], _READERS[str(f.type)][2]) for i, f in enumerate(_FIELDS)}
+_BULK = {f.name: _READERS[str(f.type)][1] for f in _FIELDS}
+_TEXT = frozenset(f.name for f in _FIELDS if f.type == "str")
+#: Slot setters: they fill a frozen record's converted columns (the same value a read would cache).
+_SETTERS: dict[str, Callable[[RawRecord, Any], None]] = {
+    name: vars(RawRecord)[name].__set__ for name in RAW_COLUMNS}
+#: The ``_cells`` slot holds the cells read (a tuple) or, for a row read from a plain line, the line itself,
+#: split into cells the first time one is needed (a reader of a few columns never holds every cell).
+_set_cells: Callable[[RawRecord, tuple[str, ...] | str], None] = vars(RawRecord)["_cells"].__set__
+_get_cells = vars(RawRecord)["_cells"].__get__
+
+
+def _source(record: RawRecord) -> tuple[str, ...] | str | None:
+    try:
+        return _get_cells(record, RawRecord)  # type: ignore[no-any-return]
+    except AttributeError:
+        return None  # built from values
+
+
+def _cells_of(record: RawRecord) -> tuple[str, ...] | None:
+    """The cells a record was read from (None: built from values)."""
+    source = _source(record)
+    if isinstance(source, str):
+        source = tuple(source.split(","))
+        _set_cells(record, source)
+    return source
+
+
+def records_from_lines(lines: Iterable[str]) -> list[RawRecord]:
+    """Rows from lines of plain CSV (no quoted cell, no line break), each with one cell per column: the common
+    raw.csv, read without the csv module. The caller checked the cell counts."""
+    new, cls, set_cells = object.__new__, RawRecord, _set_cells
+    records = []
+    for line in lines:
+        record = new(cls)
+        set_cells(record, line)
+        records.append(record)
+    return records
+
+
+def column_values(rows: Sequence[RawRecord], columns: Sequence[str]) -> dict[str, list[Any]]:
+    """The typed values of these columns for every row, one list per column (item i is row i's): what a reader
+    of many rows uses, converting a column at a time without an attribute lookup per cell. The rows are left
+    as they are; a malformed cell raises the error reading its attribute gives, naming the row."""
+    sources = [_source(row) for row in rows]
+    if None in sources or not columns:  # rows built from values: read them attribute by attribute
+        return {name: [getattr(row, name) for row in rows] for name in columns}
+    pick = itemgetter(*(_INDEX[name] for name in columns), 0)  # the trial id last: a pick is always a tuple
+    picked = [pick(source.split(",") if source.__class__ is str else source)  # type: ignore[union-attr,arg-type]
+              for source in sources]
+    found: dict[str, list[Any]] = {}
+    for name, cells in zip(columns, zip(*picked, strict=True), strict=False):
+        try:
+            found[name] = _BULK[name](list(cells))
+        except (ValueError, KeyError):
+            found[name] = [getattr(row, name) for row in rows]
+    return found
 
 
 def _value(name: str, value: Any) -> Any:
-    if name in _CONVERTERS:
+    if name not in _TEXT:
         return value
     return "" if value is None else str(value)

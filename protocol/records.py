@@ -6,7 +6,9 @@ Every record carries ``schema_version``. History:
     (``input_buckets``) and the pass's shapes to warm up (``warmup_shapes``); the status carries
     the measured pass's energy (``gpu_energy_j``, ``cpu_energy_j`` and their reasons) and the
     compilations during the pass (``pass_compilations``). Version 1 files still load.
-Loaders reject any other version with a message that says what to do.
+Loaders reject any other version with a message that says what to do. ``campaign.json`` is
+:class:`CampaignRecord` (its own version, :data:`CAMPAIGN_SCHEMA_VERSION`); a raw-table row, typed,
+is :class:`protocol.rawrecord.RawRecord`.
 """
 
 from __future__ import annotations
@@ -24,20 +26,8 @@ _TRIAL_READS = (1, 2)
 
 #: Fields that make up one variant. Changing any of them makes a NEW variant.
 VARIANT_FIELDS: tuple[str, ...] = (
-    "stack",
-    "device",
-    "precision",
-    "quantization",
-    "compile",
-    "attention",
-    "batch_size",
-    "padding",
-    "max_length",
-    "length_grouping",
-    "resume",
-    "threads",
-    "seed",
-    "deterministic",
+    "stack", "device", "precision", "quantization", "compile", "attention", "batch_size", "padding", "max_length",
+    "length_grouping", "resume", "threads", "seed", "deterministic",
 )
 
 #: How a trial's error starts when a GPU variant finds no GPU (the campaign stops early on it).
@@ -248,51 +238,17 @@ class TrialStatus:
 
 #: Columns of ``raw.csv``, in order. New columns are only ever appended at the end.
 RAW_COLUMNS: tuple[str, ...] = (
-    "trial_id",
-    "variant_id",
-    "repetition",
-    "order_index",
-    "status",
-    "pass_s",
-    "expected_ids",
-    "observed_ids",
-    "ids_match",
-    "corpus_accepted",
-    "notes",
-    "attempt",
-    "completed",
-    "metric",
-    "metric_value",
-    "quality_verdict",
+    "trial_id", "variant_id", "repetition", "order_index", "status", "pass_s", "expected_ids", "observed_ids",
+    "ids_match", "corpus_accepted", "notes", "attempt", "completed", "metric", "metric_value", "quality_verdict",
     *VARIANT_FIELDS,
-    "verify_s",
-    "imports_s",
-    "load_s",
-    "warmup_s",
-    "gpu_pass_s",
-    "write_s",
-    "trial_s",
-    "launch_overhead_s",
-    "peak_rss_bytes",
-    "peak_allocated_bytes",
-    "peak_reserved_bytes",
-    "device_used_bytes",
-    "truncated_count",
-    "oom_events",
-    "launcher",
-    "image_id",
-    "image_digest",
-    "exit_code",
-    "started_at",
-    "ended_at",
-    "predictions_path",
+    "verify_s", "imports_s", "load_s", "warmup_s", "gpu_pass_s", "write_s", "trial_s", "launch_overhead_s",
+    "peak_rss_bytes", "peak_allocated_bytes", "peak_reserved_bytes", "device_used_bytes", "truncated_count",
+    "oom_events", "launcher", "image_id", "image_digest", "exit_code", "started_at", "ended_at", "predictions_path",
     "empty_reasons",
     # GPU path (device share, compilations, energy), appended at the end:
     "device_busy_share",  # gpu_pass_s / pass_s: the share of the measured pass the device was busy
     "pass_compilations",  # torch.compile graphs compiled inside the pass (>0: the warm-up missed a shape)
-    "gpu_energy_j",
-    "cpu_energy_j",
-    "device_used_max_bytes",
+    "gpu_energy_j", "cpu_energy_j", "device_used_max_bytes",
     # Columns added by other changes go above this line: the chain digest is always the last column.
     "chain_sha256",
 )

@@ -27,14 +27,17 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import itertools
 import json
 import os
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import accumulate, chain
 from pathlib import Path
 
 from protocol.errors import UserError
-from protocol.rawrecord import RawRecord
+from protocol.rawrecord import RawRecord, records_from_lines
 from protocol.records import RAW_COLUMNS, RawRow
 
 CHAIN_COLUMN = RAW_COLUMNS[-1]
@@ -70,33 +73,53 @@ def genesis(path: Path) -> str:
     return hashlib.sha256(json.dumps(anchor, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
+#: A cell without these characters is written by JSON as itself in quotes, and by CSV without quotes.
+_PLAIN = re.compile(r'[\x00-\x1f"\\]')
+_canonical = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
 def row_digest(previous: str, cells: Sequence[str]) -> str:
     """The chain digest of a row whose cells (without the digest column) are ``cells``."""
-    canonical = json.dumps(list(cells), ensure_ascii=False, separators=(",", ":"))
+    if _PLAIN.search("".join(cells)) is None:  # the common row: its JSON list is its cells in quotes
+        canonical = '["' + '","'.join(cells) + '"]' if cells else "[]"
+    else:
+        canonical = _canonical(list(cells))
     return hashlib.sha256(f"{previous}\n{canonical}".encode()).hexdigest()
 
 
 def _records(data: bytes) -> Iterator[tuple[int, int, list[str] | None]]:
-    """(start byte, end byte, cells or None when unparseable) of each CSV record in ``data``."""
+    """(start byte, end byte, cells or None when unparseable) of each CSV record in ``data``.
+
+    A whole line without quotes, backslashes or control characters is one record of comma-separated cells
+    (what the csv module would read, read faster); any other line is read by the csv module, with the lines
+    after it when a quoted cell runs on.
+    """
     lines = data.splitlines(keepends=True)
-    offsets = [0]
-    for line in lines:
-        offsets.append(offsets[-1] + len(line))
-    texts = (line.decode("utf-8", errors="replace") for line in lines)
-    reader = csv.reader(texts, strict=True)
-    consumed = 0
-    while consumed < len(lines):
-        start = offsets[consumed]
+    offsets = list(accumulate(map(len, lines), initial=0))
+    remaining = iter(lines)
+    index = 0
+    for line in remaining:
+        text = line.decode("utf-8", errors="replace")
+        body = text[:-1]
+        if text[-1:] == "\n" and body and _PLAIN.search(body) is None:
+            yield offsets[index], offsets[index + 1], body.split(",")
+            index += 1
+            continue
+        reader = csv.reader(_decoded(chain((line,), remaining)), strict=True)
         try:
             cells: list[str] | None = next(reader)
-        except StopIteration:
-            return
         except csv.Error:
             cells = None
-        consumed = max(reader.line_num, consumed + 1)
-        yield start, offsets[consumed], cells
+        consumed = max(reader.line_num, 1)
+        yield offsets[index], offsets[index + consumed], cells
         if cells is None:
             return
+        index += consumed
+
+
+def _decoded(lines: Iterator[bytes]) -> Iterator[str]:
+    for line in lines:
+        yield line.decode("utf-8", errors="replace")
 
 
 def scan(path: Path, verify: bool = True) -> RawTable:
@@ -110,13 +133,51 @@ def scan(path: Path, verify: bool = True) -> RawTable:
         data = path.read_bytes()
     except FileNotFoundError:
         return empty
-    where = str(path)
+    return _scan_plain(data, empty.last_digest, verify) or _scan_records(data, empty.last_digest, verify, str(path))
+
+
+#: Bytes that make a table not plain: it is then read record by record (quotes, escapes, other line ends).
+_NOT_PLAIN_BYTES = bytes([*range(0x0a), *range(0x0b, 0x20), ord('"'), ord("\\")])
+_HEADER_LINE = ",".join(RAW_COLUMNS)
+
+
+def _scan_plain(data: bytes, previous: str, verify: bool) -> RawTable | None:
+    """The common table, read whole: valid UTF-8, no quoted cell, every row complete and chained. None for
+    any other table: :func:`_scan_records` then reads it row by row and names what is wrong."""
+    if not data.endswith(b"\n") or len(data.translate(None, _NOT_PLAIN_BYTES)) != len(data):
+        return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    lines = text.split("\n")
+    lines.pop()  # after the final line break
+    if lines[0] != _HEADER_LINE:
+        return None
+    commas = len(RAW_COLUMNS) - 1
+    sha256 = hashlib.sha256
+    for line in itertools.islice(lines, 1, None):
+        body, _, digest = line.rpartition(",")
+        if line.count(",") != commas:
+            return None
+        expected = sha256(f'{previous}\n["{body.replace(",", _QUOTED_COMMA)}"]'.encode()).hexdigest()
+        if digest != expected and verify:
+            return None
+        previous = expected if verify else digest
+    rows = tuple(records_from_lines(itertools.islice(lines, 1, None)))
+    return RawTable(rows, len(data), b"", 0, previous)
+
+
+_QUOTED_COMMA = '","'
+
+
+def _scan_records(data: bytes, previous: str, verify: bool, where: str) -> RawTable:
     rows: list[RawRecord] = []
-    previous = empty.last_digest
     intact = 0
+    all_valid = _utf8(data)  # then every row is (rows end at a line break)
     for number, (start, end, cells) in enumerate(_records(data)):
         whole = data[start:end].endswith(b"\n") and cells is not None
-        valid_text = _utf8(data[start:end])
+        valid_text = all_valid or _utf8(data[start:end])
         if number == 0:
             if not whole:
                 return RawTable((), 0, data, 0, previous)
