@@ -149,17 +149,7 @@ def render_markdown(
         f"{summary.reference_variant} | peak RSS |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for v in summary.variants:
-        rejected = v.statuses.get("ok", 0) - v.accepted
-        failures = ", ".join([f"{k} {n}" for k, n in sorted(v.statuses.items()) if k != "ok"]
-                             + ([f"rejected {rejected}"] if rejected else [])) or "0"
-        equivalent = {True: "yes", False: "NO", None: "unknown"}[v.equivalent]
-        metric = f"{v.median_metric:.4f}" if v.median_metric is not None else "—"
-        lines.append(
-            f"| {v.variant_id} | {_times(v)} | {_seconds(v.median_pass_s)} | {_seconds(v.min_pass_s)} | "
-            f"{_seconds(v.max_pass_s)} | {v.accepted} / {v.attempts} | {failures} | {metric} | {equivalent} | "
-            f"{_bytes(v.peak_rss_bytes)} |"
-        )
+    lines += [_table_line(v) for v in summary.variants]
     lines += ["", "## Quality by subgroup (median over accepted passes)", ""]
     for v in summary.variants:
         for group, values in v.subgroups.items():
@@ -179,14 +169,28 @@ def render_markdown(
             lines.append(f"- {v.variant_id}: INFEASIBLE, no accepted pass ({statuses}); excluded from the cost "
                          "comparison")
     lines += ["", "## Memory (measured peaks; the estimate is shown beside them and never replaces them)", ""]
-    for v in summary.variants:
-        gpu = (f"device allocated {_bytes(v.peak_allocated_bytes)}, reserved {_bytes(v.peak_reserved_bytes)} "
-               "(separate counters, never summed)"
-               if v.peak_allocated_bytes is not None
-               else f"device counters empty: {v.empty_reasons.get('peak_allocated_bytes', 'not measured')}")
-        est = estimates.get(v.variant_id)
-        shown = f"estimate {_bytes(est.total_bytes)} (weights + activations + scores)" if est else "no estimate"
-        lines.append(f"- {v.variant_id}: host peak RSS {_bytes(v.peak_rss_bytes)}; {gpu}; {shown}")
+    lines += [_memory_line(v, estimates.get(v.variant_id)) for v in summary.variants]
     lines += ["", "## Warnings", ""]
     lines += [f"- {w}" for w in summary.warnings] or ["- none"]
     return "\n".join(lines) + "\n"
+
+
+def _table_line(v: VariantSummary) -> str:
+    """One variant's row of the summary table."""
+    rejected = v.statuses.get("ok", 0) - v.accepted
+    failures = ", ".join([f"{k} {n}" for k, n in sorted(v.statuses.items()) if k != "ok"]
+                         + ([f"rejected {rejected}"] if rejected else [])) or "0"
+    equivalent = {True: "yes", False: "NO", None: "unknown"}[v.equivalent]
+    metric = f"{v.median_metric:.4f}" if v.median_metric is not None else "—"
+    return (f"| {v.variant_id} | {_times(v)} | {_seconds(v.median_pass_s)} | {_seconds(v.min_pass_s)} | "
+            f"{_seconds(v.max_pass_s)} | {v.accepted} / {v.attempts} | {failures} | {metric} | {equivalent} | "
+            f"{_bytes(v.peak_rss_bytes)} |")
+
+
+def _memory_line(v: VariantSummary, est: MemoryEstimate | None) -> str:
+    gpu = (f"device allocated {_bytes(v.peak_allocated_bytes)}, reserved {_bytes(v.peak_reserved_bytes)} "
+           "(separate counters, never summed)"
+           if v.peak_allocated_bytes is not None
+           else f"device counters empty: {v.empty_reasons.get('peak_allocated_bytes', 'not measured')}")
+    shown = f"estimate {_bytes(est.total_bytes)} (weights + activations + scores)" if est else "no estimate"
+    return f"- {v.variant_id}: host peak RSS {_bytes(v.peak_rss_bytes)}; {gpu}; {shown}"
