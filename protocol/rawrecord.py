@@ -249,11 +249,15 @@ def column_values(rows: Sequence[RawRecord], columns: Sequence[str]) -> dict[str
     sources = [_source(row) for row in rows]
     if None in sources or not columns:  # rows built from values: read them attribute by attribute
         return {name: [getattr(row, name) for row in rows] for name in columns}
-    pick = itemgetter(*(_INDEX[name] for name in columns), 0)  # the trial id last: a pick is always a tuple
-    picked = [pick(source.split(",") if source.__class__ is str else source)  # type: ignore[union-attr,arg-type]
-              for source in sources]
+    if any(source.__class__ is str for source in sources):  # rows read from plain lines: split each once,
+        pick = itemgetter(*(_INDEX[name] for name in columns), 0)  # keeping only the cells asked for
+        picked = [pick(source.split(",") if source.__class__ is str else source)  # type: ignore[union-attr,arg-type]
+                  for source in sources]
+        table: list[Sequence[str]] = [list(cells) for cells in zip(*picked, strict=True)]
+    else:
+        table = [list(map(itemgetter(_INDEX[name]), sources)) for name in columns]  # type: ignore[arg-type]
     found: dict[str, list[Any]] = {}
-    for name, cells in zip(columns, zip(*picked, strict=True), strict=False):
+    for name, cells in zip(columns, table, strict=False):
         try:
             found[name] = _BULK[name](list(cells))
         except (ValueError, KeyError):
