@@ -9,10 +9,14 @@ medians the summary says the series cannot yet discriminate them.
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
+
+from protocol.rawrecord import RawRecord, column_values
+from protocol.records import Variant
 
 SUMMARY_SCHEMA_VERSION = 1
 
@@ -45,12 +49,23 @@ class VariantSummary:
     oom_events: int = 0
     empty_reasons: dict[str, str] = field(default_factory=dict)
 
+    @classmethod
+    def of(cls, **fields: Any) -> VariantSummary:
+        """The summary with these fields, every one given: made without a call per field (a sweep makes tens of
+        thousands); the same record ``VariantSummary(**fields)`` makes."""
+        summary = object.__new__(cls)
+        summary.__dict__.update({name: fields[name] for name in _SUMMARY_FIELDS})
+        return summary
+
     def to_dict(self) -> dict[str, Any]:
         data = dict(self.__dict__)
         data["series"] = list(self.series)
         data["pass_s"] = list(self.pass_s)
         data["pass_s_labels"] = list(self.pass_s_labels)
         return data
+
+
+_SUMMARY_FIELDS = tuple(f.name for f in dataclasses.fields(VariantSummary))
 
 
 @dataclass(frozen=True)
@@ -68,42 +83,40 @@ class Summary:
         }
 
 
-def _float(text: str) -> float | None:
-    return float(text) if text not in ("", None) else None
-
-
-def _int(text: str) -> int | None:
-    return int(text) if text not in ("", None) else None
-
-
 def summarize(
-    rows: list[dict[str, str]],
+    rows: Sequence[RawRecord] | Sequence[Mapping[str, str]],
     verdicts: dict[str, dict[str, Any]],
-    variant_order: list[dict[str, Any]],
+    variant_order: Sequence[Variant] | Sequence[Mapping[str, Any]],
     quality: Any,
     reference_for: Callable[[str], str] | None = None,
 ) -> Summary:
-    """``rows``: raw.csv rows; ``verdicts``: trial_id → verdict dict from validation.
+    """``rows``: raw.csv rows (:class:`RawRecord`); ``verdicts``: trial_id → verdict dict from validation;
+    ``variant_order``: the campaign's variants, in the order to report them.
 
     ``reference_for`` maps a variant to its reference variant (the same seed when the study
     declares common seeds); by default every variant is compared with ``quality.reference_variant``.
+    (Rows as dicts of cells and variants as dicts are still read, for callers not yet converted.)
     """
-    by_variant: dict[str, list[dict[str, str]]] = {v["variant_id"]: [] for v in variant_order}
-    order_keys = [(int(r["order_index"]), int(r["attempt"])) for r in rows]
-    for index in sorted(range(len(rows)), key=order_keys.__getitem__):  # stable, as sorted(rows, key=…)
-        row = rows[index]
-        by_variant.setdefault(row["variant_id"], []).append(row)
+    table = _read_table(rows)
+    variants = [_variant_entry(v) for v in variant_order]
+    by_variant: dict[str, list[int]] = {entry[0]: [] for entry in variants}  # row numbers, in run order
+    order_keys = list(zip(table.order_index, table.attempt, strict=True))
+    variant_of = table.variant_id
+    for index in sorted(range(len(order_keys)), key=order_keys.__getitem__):  # stable, as sorted(rows, key=…)
+        group = by_variant.get(variant_of[index])
+        if group is None:
+            group = by_variant[variant_of[index]] = []
+        group.append(index)
 
     reference_id = quality.reference_variant
     pick = reference_for or (lambda variant_id: reference_id)
     reference_metrics: dict[str, float | None] = {}  # a pure function of the reference's rows: computed once
     summaries = []
-    for variant in variant_order:
-        vid = variant["variant_id"]
-        ref = pick(vid)
+    for entry in variants:
+        ref = pick(entry[0])
         if ref not in reference_metrics:
-            reference_metrics[ref] = _median_metric(by_variant.get(ref, []), verdicts)
-        summaries.append(_summarize_variant(variant, by_variant.get(vid, []), verdicts, quality,
+            reference_metrics[ref] = _median_metric(by_variant.get(ref, []), table, verdicts)
+        summaries.append(_summarize_variant(entry, by_variant.get(entry[0], []), table, verdicts, quality,
                                             reference_metrics[ref], ref))
     warnings = list(_spread_warnings(summaries))
     for summary in summaries:
@@ -117,13 +130,47 @@ def summarize(
     return Summary(variants=tuple(summaries), warnings=tuple(warnings), reference_variant=reference_id)
 
 
-def _median_metric(rows: list[dict[str, str]], verdicts: dict[str, dict[str, Any]]) -> float | None:
-    values = [verdicts[r["trial_id"]]["metric_value"] for r in rows
-              if r["trial_id"] in verdicts and verdicts[r["trial_id"]]["corpus_accepted"]]
+class _Table(NamedTuple):
+    """The raw columns a summary reads, typed, one list per column (item i of each is row i of the table)."""
+
+    trial_id: list[str]
+    variant_id: list[str]
+    status: list[str]
+    order_index: list[int]
+    attempt: list[int]
+    pass_s: list[float | None]
+    peak_rss_bytes: list[int | None]
+    peak_allocated_bytes: list[int | None]
+    peak_reserved_bytes: list[int | None]
+    truncated_count: list[int | None]
+    oom_events: list[int | None]
+    empty_reasons: list[str]
+
+
+def _read_table(rows: Sequence[RawRecord] | Sequence[Mapping[str, str]]) -> _Table:
+    typed = [row if isinstance(row, RawRecord) else RawRecord.from_text(row) for row in rows]
+    return _Table(**column_values(typed, _Table._fields))
+
+
+#: (variant_id, series, configuration) of one variant, whichever form it came in.
+_VariantEntry = tuple[str, tuple[str, ...], dict[str, Any]]
+
+
+def _variant_entry(variant: Variant | Mapping[str, Any]) -> _VariantEntry:
+    if isinstance(variant, Variant):
+        return variant.variant_id, variant.series, variant.config()
+    return (variant["variant_id"], tuple(variant.get("series", ())),
+            {k: variant[k] for k in variant if k not in ("variant_id", "series", "schema_version")})
+
+
+def _median_metric(rows: list[int], table: _Table, verdicts: dict[str, dict[str, Any]]) -> float | None:
+    trial_ids = table.trial_id
+    values = [verdicts[trial_ids[i]]["metric_value"] for i in rows
+              if trial_ids[i] in verdicts and verdicts[trial_ids[i]]["corpus_accepted"]]
     return statistics.median(values) if values else None
 
 
-def _median(values: list[float]) -> float:
+def _median(values: Sequence[float]) -> float:
     """``statistics.median`` without its per-call overhead (same arithmetic, same result)."""
     data = sorted(values)
     n = len(data)
@@ -133,113 +180,130 @@ def _median(values: list[float]) -> float:
     return (data[i - 1] + data[i]) / 2
 
 
-def _summarize_variant(
-    variant: dict[str, Any], rows: list[dict[str, str]], verdicts: dict[str, dict[str, Any]],
-    quality: Any, ref_metric: float | None, reference_id: str,
-) -> VariantSummary:
+class _Passes(NamedTuple):
+    """What the verdicts say about one variant's passes, in run order."""
+
+    statuses: dict[str, int]
+    times: list[float | None]  # every attempt; None = no accepted pass time
+    good: list[float]  # accepted pass times
+    metrics: list[Any]
+    subgroup_tables: list[dict[str, dict[str, float]]]  # one per accepted pass
+    agreements: list[float]
+    deltas: list[float]
+
+
+def _passes(rows: list[int], table: _Table, verdicts: dict[str, dict[str, Any]]) -> _Passes:
     # One pass over the rows: this runs once per variant, and a big sweep has tens of thousands.
-    reasons: dict[str, str] = {}
-    statuses: dict[str, int] = {}
-    times: list[float | None] = []
-    good: list[float] = []
-    metrics: list[Any] = []
-    subgroup_tables: list[dict[str, dict[str, float]]] = []
-    agreements_known: list[float] = []
-    deltas_known: list[float] = []
-    rss: list[int] = []
-    allocated: list[int] = []
-    reserved: list[int] = []
-    truncated: list[int] = []
-    oom_events = 0
+    found = _Passes({}, [], [], [], [], [], [])
+    statuses, times, good, metrics, tables, agreements, deltas = found
     get_verdict = verdicts.get
-    for row in rows:
-        status = row["status"]
+    status_of, trial_of, pass_s = table.status, table.trial_id, table.pass_s
+    for i in rows:
+        status = status_of[i]
         statuses[status] = statuses.get(status, 0) + 1
-        verdict = get_verdict(row["trial_id"])
+        verdict = get_verdict(trial_of[i])
         if verdict is None:
             times.append(None)
+            continue
+        if verdict["corpus_accepted"]:
+            seconds = pass_s[i]
+            times.append(seconds)
+            if seconds is not None:
+                good.append(seconds)
+            tables.append(verdict.get("subgroups", {}))
+            metrics.append(verdict["metric_value"])
         else:
-            if verdict.get("corpus_accepted"):
-                text = row["pass_s"]
-                seconds = float(text) if text not in ("", None) else None
-                times.append(seconds)
-                if seconds is not None:
-                    good.append(seconds)
-                subgroup_tables.append(verdict.get("subgroups", {}))
-            else:
-                times.append(None)
-            if verdict["corpus_accepted"]:
-                metrics.append(verdict["metric_value"])
-            # Agreement is measured on every complete pass, accepted or not: part of the quality reading.
-            agreement = verdict.get("agreement")
-            if agreement is not None:
-                agreements_known.append(agreement)
-            delta = verdict.get("max_score_delta")
-            if delta is not None:
-                deltas_known.append(delta)
-        if row.get("peak_rss_bytes"):
-            rss.append(int(row["peak_rss_bytes"]))
-        if row.get("peak_allocated_bytes"):
-            allocated.append(int(row["peak_allocated_bytes"]))
-        if row.get("peak_reserved_bytes"):
-            reserved.append(int(row["peak_reserved_bytes"]))
-        if row.get("truncated_count"):
-            truncated.append(int(row["truncated_count"]))
-        events = row.get("oom_events", "")
-        if events not in ("", None):
-            oom_events += int(events) or 0
-    accepted = len(subgroup_tables)
+            times.append(None)
+        # Agreement is measured on every complete pass, accepted or not: part of the quality reading.
+        agreement = verdict.get("agreement")
+        if agreement is not None:
+            agreements.append(agreement)
+        delta = verdict.get("max_score_delta")
+        if delta is not None:
+            deltas.append(delta)
+    return found
+
+
+def _subgroup_medians(tables: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
+    """Per subgroup value, the median score over the accepted passes (groups and values in first-seen order)."""
+    if not tables:
+        return {}
+    first = tables[0]
+    if [table.keys() for table in tables].count(first.keys()) == len(tables):
+        shapes = [(group, tuple(values)) for group, values in first.items()]
+        if all([tuple(table[group]) for table in tables].count(keys) == len(tables) for group, keys in shapes):
+            # The usual case, every pass scored the same subgroups: one column of scores per value.
+            return {group: dict(zip(keys, _medians(zip(*(table[group].values() for table in tables), strict=True),
+                                                   len(tables)), strict=True))
+                    for group, keys in shapes}
     collected: dict[str, dict[str, list[float]]] = {}
-    for table in subgroup_tables:
+    for table in tables:
         for group, values in table.items():
-            per_group = collected.get(group)
-            if per_group is None:
-                per_group = collected[group] = {}
+            per_group = collected.setdefault(group, {})
             for value, score in values.items():
-                scores = per_group.get(value)
-                if scores is None:
-                    per_group[value] = [score]
-                else:
-                    scores.append(score)
+                per_group.setdefault(value, []).append(score)
+    return {g: {k: _median(v) for k, v in d.items()} for g, d in collected.items()}
+
+
+def _medians(columns: Iterable[Sequence[float]], n: int) -> list[float]:
+    """:func:`_median` of each column of ``n`` values (the same arithmetic, without a call per column)."""
+    mid = n // 2
+    if n % 2 == 1:
+        return [sorted(column)[mid] for column in columns]
+    return [(data[mid - 1] + data[mid]) / 2 for data in map(sorted, columns)]
+
+
+def _peaks(rows: list[int], table: _Table, reasons: dict[str, str]) -> dict[str, int | None]:
+    """The largest measured memory peaks and truncation count; an empty peak gets its reason in ``reasons``."""
+    found: dict[str, int | None] = {}
+    for column in ("peak_rss_bytes", "peak_allocated_bytes", "peak_reserved_bytes", "truncated_count"):
+        cells: list[int | None] = getattr(table, column)
+        values = [value for value in map(cells.__getitem__, rows) if value is not None]
+        found[column] = max(values) if values else None
+        if not values and column != "truncated_count":
+            first_reason = next((table.empty_reasons[i] for i in rows if table.empty_reasons[i]), "")
+            reasons[column] = _reason_for(column, first_reason) or "not measured"
+    return found
+
+
+def _summarize_variant(
+    variant: _VariantEntry, rows: list[int], table: _Table, verdicts: dict[str, dict[str, Any]],
+    quality: Any, ref_metric: float | None, reference_id: str,
+) -> VariantSummary:
+    """One variant's summary; ``rows``: its row numbers in ``table``, in run order."""
+    variant_id, series, config = variant
+    found = _passes(rows, table, verdicts)
+    reasons: dict[str, str] = {}
+    good = found.good
+    accepted = len(found.subgroup_tables)
     if not good:
         reasons["median_pass_s"] = "no accepted pass"
-    metric = _median(metrics) if metrics else None
-    subgroups = {g: {k: _median(v) for k, v in d.items()} for g, d in collected.items()}
-    equivalent, why = _equivalence(reference_id, quality, metric, ref_metric, agreements_known, accepted)
-
-    def peak(column: str, values: list[int]) -> int | None:
-        if not values:
-            first_reason = next((r["empty_reasons"] for r in rows if r.get("empty_reasons")), "")
-            reasons[column] = _reason_for(column, first_reason) or "not measured"
-            return None
-        return max(values)
-
-    return VariantSummary(
-        variant_id=variant["variant_id"],
-        series=tuple(variant.get("series", ())),
-        config={k: variant[k] for k in variant if k not in ("variant_id", "series", "schema_version")},
+    metric = _median(found.metrics) if found.metrics else None
+    equivalent, why = _equivalence(reference_id, quality, metric, ref_metric, found.agreements, accepted)
+    peaks = _peaks(rows, table, reasons)
+    return VariantSummary.of(
+        variant_id=variant_id,
+        series=series,
+        config=config,
         attempts=len(rows),
-        statuses=statuses,
+        statuses=found.statuses,
         accepted=accepted,
         failed=len(rows) - accepted,
-        pass_s=tuple(times),
-        pass_s_labels=tuple(r["trial_id"] for r in rows),
+        pass_s=tuple(found.times),
+        pass_s_labels=tuple(map(table.trial_id.__getitem__, rows)),
         median_pass_s=_median(good) if good else None,
         min_pass_s=min(good) if good else None,
         max_pass_s=max(good) if good else None,
         metric=quality.metric,
         median_metric=metric,
-        subgroups=subgroups,
-        min_agreement=min(agreements_known) if agreements_known else None,
-        max_score_delta=max(deltas_known) if deltas_known else None,
+        subgroups=_subgroup_medians(found.subgroup_tables),
+        min_agreement=min(found.agreements) if found.agreements else None,
+        max_score_delta=max(found.deltas) if found.deltas else None,
         equivalent=equivalent,
         equivalence_reason=why,
-        peak_rss_bytes=peak("peak_rss_bytes", rss),
-        peak_allocated_bytes=peak("peak_allocated_bytes", allocated),
-        peak_reserved_bytes=peak("peak_reserved_bytes", reserved),
-        truncated_count=max(truncated) if truncated else None,
-        oom_events=oom_events,
+        oom_events=sum(table.oom_events[i] or 0 for i in rows),
         empty_reasons=reasons,
+        **peaks,
     )
 
 

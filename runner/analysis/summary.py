@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -9,32 +10,34 @@ from protocol.costing.trial_files import TrialRecord, energy_fields, energy_figu
 from protocol.errors import UserError
 from protocol.jsonio import read_json, write_json_atomic, write_text_atomic
 from protocol.memory import MemoryEstimate, ModelShape, estimate
+from protocol.rawrecord import RawRecord
+from protocol.records import CampaignRecord
 from protocol.stats import Summary, VariantSummary, summarize
-from protocol.study import load_study
-from runner.analysis.verdicts import validate_campaign
+from protocol.study import Study, load_study
+from runner.analysis.verdicts import write_verdicts
 from runner.campaign_dir.integrity import refuse_less_evidence, require_evidence
-from runner.campaign_dir.layout import CampaignPaths, load_campaign, log_event, read_raw
+from runner.campaign_dir.layout import CampaignPaths, load_record, log_event, read_rows
 
 
 def summarize_campaign(root: Path, *, record_events: bool = False, allow_inconsistent: bool = False) -> Summary:
     """Validate and summarize. ``record_events``: log the evaluation in events.jsonl (the campaign's own
     evaluation on the rented host, as `isocost run` does; a later re-reading elsewhere is not rental time).
 
-    The evidence checks (runner.campaign_dir.integrity) run first; with ``allow_inconsistent`` an inconsistent directory
-    is read anyway and summary.md's first line says so.
+    The evidence checks (runner.campaign_dir.integrity) run first; with ``allow_inconsistent`` an inconsistent
+    directory is read anyway and summary.md's first line says so. campaign.json, the study and raw.csv are
+    read once, here, and handed to the validation.
     """
     paths = CampaignPaths(root)
-    description = load_campaign(root)
+    campaign = load_record(root)
     banner = require_evidence(root, allow_inconsistent)
     study = load_study(paths.study)
-    rows = read_raw(paths.raw, allow_inconsistent=allow_inconsistent)
+    rows = read_rows(paths.raw, allow_inconsistent=allow_inconsistent)
     refuse_less_evidence(root / "summary.json", len(rows), "summary")
     if record_events:
         log_event(paths, "evaluation_start")
-    verdicts = {v["trial_id"]: v for v in validate_campaign(root, allow_inconsistent=allow_inconsistent,
-                                                            checked=True)}
-    summary = summarize(rows, verdicts, description["variants"], study.quality, study.reference_for)
-    reuse = description.get("seen_corpus_reuse")
+    verdicts = {v["trial_id"]: v for v in write_verdicts(root, campaign, study, rows)}
+    summary = summarize(rows, verdicts, campaign.variants, study.quality, study.reference_for)
+    reuse = campaign.seen_corpus_reuse
     if reuse:
         summary = Summary(
             variants=summary.variants,
@@ -47,52 +50,50 @@ def summarize_campaign(root: Path, *, record_events: bool = False, allow_inconsi
             ),
         )
     data = summary.to_dict()
-    data["campaign_id"] = description["campaign_id"]
-    data["study_sha256"] = description["study_sha256"]
-    data["slots_planned"] = len(description["variants"]) * description["repetitions"]
+    data["campaign_id"] = campaign.campaign_id
+    data["study_sha256"] = campaign.study_sha256
+    data["slots_planned"] = campaign.slots_planned
     data["rows_total"] = len(rows)
     if banner:
         data["inconsistent"] = banner
-    estimates = _estimates(study, description)
+    estimates = _estimates(study, campaign)
     data["memory_estimates"] = {k: v.to_dict() if v else None for k, v in estimates.items()}
-    energy = _energy(paths, rows, verdicts, int((description.get("corpus") or {}).get("inputs", 0)))
+    energy = _energy(paths, rows, verdicts, campaign.corpus_inputs)
     data["energy"] = energy
     write_json_atomic(root / "summary.json", data)
     write_text_atomic(root / "summary.md", (banner + "\n\n" if banner else "")
-                      + render_markdown(summary, description, estimates) + _energy_lines(energy))
+                      + render_markdown(summary, campaign, estimates) + _energy_lines(energy))
     if record_events:
         log_event(paths, "evaluation_end")
     return summary
 
 
-def _estimates(study: Any, description: dict[str, Any]) -> dict[str, MemoryEstimate | None]:
+def _estimates(study: Study, campaign: CampaignRecord) -> dict[str, MemoryEstimate | None]:
     # The frozen study copy sits in the results directory, so its relative paths do not point at
     # the model: use the absolute path recorded when the campaign started.
     try:
-        shape = ModelShape.read(Path((description.get("model") or {}).get("path") or study.model.path))
+        shape = ModelShape.read(Path((campaign.model.path if campaign.model else "") or study.model.path))
     except (UserError, OSError):
-        return {v["variant_id"]: None for v in description["variants"]}
+        return {v.variant_id: None for v in campaign.variants}
     return {
-        v["variant_id"]: estimate(shape, v["precision"], v["quantization"], v["batch_size"], v["max_length"],
-                                  v["attention"])
-        for v in description["variants"]
+        v.variant_id: estimate(shape, v.precision, v.quantization, v.batch_size, v.max_length, v.attention)
+        for v in campaign.variants
     }
 
 
-def _energy(paths: CampaignPaths, rows: list[dict[str, str]], verdicts: dict[str, Any], inputs: int) -> \
+def _energy(paths: CampaignPaths, rows: Sequence[RawRecord], verdicts: dict[str, Any], inputs: int) -> \
         dict[str, dict[str, Any]]:
     """Per variant: joules per input and per validated corpus from the accepted trials' status.json."""
     by_variant: dict[str, list[TrialRecord]] = {}
     for row in rows:
-        if not (verdicts.get(row["trial_id"]) or {}).get("corpus_accepted"):
+        if not (verdicts.get(row.trial_id) or {}).get("corpus_accepted"):
             continue
-        status_path = paths.trial_dir(row["trial_id"]) / "status.json"
+        status_path = paths.trial_dir(row.trial_id) / "status.json"
         try:
             status = read_json(status_path) if status_path.exists() else {}
         except UserError:
             status = {}
-        by_variant.setdefault(row["variant_id"], []).append(
-            TrialRecord(batches=None, **energy_fields(status)))
+        by_variant.setdefault(row.variant_id, []).append(TrialRecord(batches=None, **energy_fields(status)))
     return {variant: energy_figures(records, inputs, None) for variant, records in sorted(by_variant.items())}
 
 
@@ -128,17 +129,17 @@ def _times(v: VariantSummary) -> str:
 
 
 def render_markdown(
-    summary: Summary, description: dict[str, Any], estimates: dict[str, MemoryEstimate | None] | None = None
+    summary: Summary, campaign: CampaignRecord, estimates: dict[str, MemoryEstimate | None] | None = None
 ) -> str:
     estimates = estimates or {}
     lines = [
-        f"# Summary: {description['study_name']}",
+        f"# Summary: {campaign.study_name}",
         "",
-        f"Question: {description['question']}",
+        f"Question: {campaign.question}",
         "",
-        f"Campaign `{description['campaign_id']}`, study sha256 `{description['study_sha256']}`, "
-        f"{description['corpus']['inputs']} inputs, {description['repetitions']} passes per variant "
-        f"in rotated order, launcher `{description['launcher']['kind']}`.",
+        f"Campaign `{campaign.campaign_id}`, study sha256 `{campaign.study_sha256}`, "
+        f"{campaign.corpus.inputs if campaign.corpus else None} inputs, {campaign.repetitions} passes per variant "
+        f"in rotated order, launcher `{campaign.launcher['kind']}`.",
         "",
         "Pass times are seconds per full pass over the corpus (✗ = attempt without an accepted pass). "
         "Median, min and max are over accepted passes only; no percentile is computed from a handful of runs.",
@@ -148,17 +149,7 @@ def render_markdown(
         f"{summary.reference_variant} | peak RSS |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for v in summary.variants:
-        rejected = v.statuses.get("ok", 0) - v.accepted
-        failures = ", ".join([f"{k} {n}" for k, n in sorted(v.statuses.items()) if k != "ok"]
-                             + ([f"rejected {rejected}"] if rejected else [])) or "0"
-        equivalent = {True: "yes", False: "NO", None: "unknown"}[v.equivalent]
-        metric = f"{v.median_metric:.4f}" if v.median_metric is not None else "—"
-        lines.append(
-            f"| {v.variant_id} | {_times(v)} | {_seconds(v.median_pass_s)} | {_seconds(v.min_pass_s)} | "
-            f"{_seconds(v.max_pass_s)} | {v.accepted} / {v.attempts} | {failures} | {metric} | {equivalent} | "
-            f"{_bytes(v.peak_rss_bytes)} |"
-        )
+    lines += [_table_line(v) for v in summary.variants]
     lines += ["", "## Quality by subgroup (median over accepted passes)", ""]
     for v in summary.variants:
         for group, values in v.subgroups.items():
@@ -178,14 +169,28 @@ def render_markdown(
             lines.append(f"- {v.variant_id}: INFEASIBLE, no accepted pass ({statuses}); excluded from the cost "
                          "comparison")
     lines += ["", "## Memory (measured peaks; the estimate is shown beside them and never replaces them)", ""]
-    for v in summary.variants:
-        gpu = (f"device allocated {_bytes(v.peak_allocated_bytes)}, reserved {_bytes(v.peak_reserved_bytes)} "
-               "(separate counters, never summed)"
-               if v.peak_allocated_bytes is not None
-               else f"device counters empty: {v.empty_reasons.get('peak_allocated_bytes', 'not measured')}")
-        est = estimates.get(v.variant_id)
-        shown = f"estimate {_bytes(est.total_bytes)} (weights + activations + scores)" if est else "no estimate"
-        lines.append(f"- {v.variant_id}: host peak RSS {_bytes(v.peak_rss_bytes)}; {gpu}; {shown}")
+    lines += [_memory_line(v, estimates.get(v.variant_id)) for v in summary.variants]
     lines += ["", "## Warnings", ""]
     lines += [f"- {w}" for w in summary.warnings] or ["- none"]
     return "\n".join(lines) + "\n"
+
+
+def _table_line(v: VariantSummary) -> str:
+    """One variant's row of the summary table."""
+    rejected = v.statuses.get("ok", 0) - v.accepted
+    failures = ", ".join([f"{k} {n}" for k, n in sorted(v.statuses.items()) if k != "ok"]
+                         + ([f"rejected {rejected}"] if rejected else [])) or "0"
+    equivalent = {True: "yes", False: "NO", None: "unknown"}[v.equivalent]
+    metric = f"{v.median_metric:.4f}" if v.median_metric is not None else "—"
+    return (f"| {v.variant_id} | {_times(v)} | {_seconds(v.median_pass_s)} | {_seconds(v.min_pass_s)} | "
+            f"{_seconds(v.max_pass_s)} | {v.accepted} / {v.attempts} | {failures} | {metric} | {equivalent} | "
+            f"{_bytes(v.peak_rss_bytes)} |")
+
+
+def _memory_line(v: VariantSummary, est: MemoryEstimate | None) -> str:
+    gpu = (f"device allocated {_bytes(v.peak_allocated_bytes)}, reserved {_bytes(v.peak_reserved_bytes)} "
+           "(separate counters, never summed)"
+           if v.peak_allocated_bytes is not None
+           else f"device counters empty: {v.empty_reasons.get('peak_allocated_bytes', 'not measured')}")
+    shown = f"estimate {_bytes(est.total_bytes)} (weights + activations + scores)" if est else "no estimate"
+    return f"- {v.variant_id}: host peak RSS {_bytes(v.peak_rss_bytes)}; {gpu}; {shown}"

@@ -7,16 +7,18 @@ if a re-derived verdict disagrees with the raw row, the disagreement is reported
 from __future__ import annotations
 
 import csv
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from protocol.jsonio import write_json_atomic
-from protocol.study import load_study
-from protocol.validate import ParsedPredictions, check_pass, compare_predictions, parse_predictions
+from protocol.rawrecord import RawRecord
+from protocol.records import CampaignRecord
+from protocol.study import Study, load_study
+from protocol.validate import ParsedPredictions, Reference, check_pass, compare_predictions, parse_predictions
 from runner.campaign.gather import load_reference
 from runner.campaign_dir.integrity import refuse_less_evidence, require_evidence
-from runner.campaign_dir.layout import CampaignPaths, load_campaign, read_raw
+from runner.campaign_dir.layout import CampaignPaths, load_record, read_rows
 
 VERDICT_COLUMNS = (
     "trial_id", "variant_id", "status", "expected_ids", "observed_ids", "ids_match", "duplicate_ids",
@@ -28,35 +30,45 @@ VERDICT_COLUMNS = (
 def validate_campaign(root: Path, *, allow_inconsistent: bool = False, checked: bool = False) -> list[dict[str, Any]]:
     """Re-derive every verdict; ``checked``: the caller already ran the evidence checks."""
     paths = CampaignPaths(root)
-    description = load_campaign(root)
+    campaign = load_record(root)
     banner = "" if checked else require_evidence(root, allow_inconsistent)
     study = load_study(paths.study)  # the frozen copy: thresholds as they were at the start
     reference = load_reference(root, study)
-    rows = read_raw(paths.raw, allow_inconsistent=allow_inconsistent)
+    rows = read_rows(paths.raw, allow_inconsistent=allow_inconsistent)
+    return write_verdicts(root, campaign, study, rows, banner=banner, reference=reference)
+
+
+def write_verdicts(
+    root: Path, campaign: CampaignRecord, study: Study, rows: Sequence[RawRecord], *, banner: str = "",
+    reference: Reference | None = None,
+) -> list[dict[str, Any]]:
+    """Re-derive the verdict of every row from its prediction file and write verdicts.json and verdicts.csv
+    (what ``summarize`` calls with the campaign, study and rows it has read already)."""
+    reference = reference or load_reference(root, study)
     refuse_less_evidence(root / "verdicts.json", len(rows), "verdicts")
+    paths = CampaignPaths(root)
     parsed: dict[str, ParsedPredictions] = {}
     verdicts: list[dict[str, Any]] = []
     for row in rows:
-        trial_dir = paths.trial_dir(row["trial_id"])
-        predictions = parse_predictions(trial_dir / "predictions.jsonl")
-        parsed[row["trial_id"]] = predictions
+        predictions = parse_predictions(paths.trial_dir(row.trial_id) / "predictions.jsonl")
+        parsed[row.trial_id] = predictions
         check = check_pass(predictions, reference, study.quality.metric, study.quality.minimum)
-        accepted = row["status"] == "ok" and check.accepted
+        accepted = row.status == "ok" and check.accepted
         reasons = list(check.reasons)
-        if row["status"] != "ok":
-            reasons.insert(0, f"status {row['status']}")
-        raw_accepted = row["corpus_accepted"] == "true"
+        if row.status != "ok":
+            reasons.insert(0, f"status {row.status}")
+        raw_accepted = row.cell("corpus_accepted") == "true"
         verdicts.append({
-            "trial_id": row["trial_id"],
-            "variant_id": row["variant_id"],
-            "status": row["status"],
+            "trial_id": row.trial_id,
+            "variant_id": row.variant_id,
+            "status": row.status,
             **{k: v for k, v in check.to_dict().items() if k not in ("accepted", "reasons")},
             "corpus_accepted": accepted,
-            "matches_raw": raw_accepted == accepted and row["ids_match"] == str(check.ids_match).lower(),
+            "matches_raw": raw_accepted == accepted and row.cell("ids_match") == str(check.ids_match).lower(),
             "reasons": "; ".join(reasons),
         })
     _add_agreement(verdicts, parsed, study.reference_for, rows)
-    record: dict[str, Any] = {"schema_version": 1, "campaign_id": description["campaign_id"],
+    record: dict[str, Any] = {"schema_version": 1, "campaign_id": campaign.campaign_id,
                               "rows_total": len(rows), "verdicts": verdicts}
     if banner:
         record["inconsistent"] = banner
@@ -71,10 +83,10 @@ def validate_campaign(root: Path, *, allow_inconsistent: bool = False, checked: 
 
 def _add_agreement(
     verdicts: list[dict[str, Any]], parsed: dict[str, ParsedPredictions], reference_for: Callable[[str], str],
-    rows: list[dict[str, str]],
+    rows: Sequence[RawRecord],
 ) -> None:
     """Compare each accepted pass with its reference variant's first accepted pass (same seed)."""
-    order = {r["trial_id"]: (int(r["order_index"]), int(r["attempt"])) for r in rows}
+    order = {r.trial_id: (r.order_index, r.attempt) for r in rows}
     first_accepted: dict[str, str] = {}
     for verdict in sorted(verdicts, key=lambda v: order[v["trial_id"]]):
         if verdict["corpus_accepted"]:

@@ -71,11 +71,13 @@ from protocol.validate import (
     compare_predictions,
     parse_predictions,
 )
-from runner.campaign_dir.integrity import MALFORMED as _MALFORMED
-from runner.campaign_dir.integrity import Discrepancy, check_campaign, unfinished_slots
-from runner.campaign_dir.integrity import planned_slots as _slots
-from runner.campaign_dir.integrity import read_csv_rows as _read_csv_rows
-from runner.campaign_dir.integrity import read_event_lines as _events
+from runner.campaign_dir.findings import MALFORMED as _MALFORMED
+from runner.campaign_dir.findings import Discrepancy
+from runner.campaign_dir.integrity import check_campaign
+from runner.campaign_dir.layout import read_csv_rows as _read_csv_rows
+from runner.campaign_dir.layout import read_event_lines as _events
+from runner.campaign_dir.slots import planned_slots as _slots
+from runner.campaign_dir.slots import unfinished_slots
 from runner.launch.base import Launcher
 
 #: BUNDLE.json format. History: 1 (0.1.0): first version.

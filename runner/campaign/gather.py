@@ -8,10 +8,11 @@ from typing import Any
 
 from protocol.errors import UserError
 from protocol.jsonio import read_json
-from protocol.records import MemoryPeaks, PhaseTimes, RawRow, TrialSpec, TrialStatus, Variant, format_reasons
+from protocol.rawrecord import RawRecord
+from protocol.records import MemoryPeaks, PhaseTimes, TrialSpec, TrialStatus, Variant, format_reasons
 from protocol.shapes import warmup_shapes
-from protocol.study_records import Study
-from protocol.validate import Reference, check_pass, parse_predictions
+from protocol.study import Study
+from protocol.validate import PassCheck, Reference, check_pass, parse_predictions
 from runner.launch.base import LaunchResult
 
 
@@ -73,76 +74,66 @@ def decide_status(status: TrialStatus | None, result: LaunchResult) -> str:
 
 def gather_trial(
     spec: TrialSpec, trial_dir: Path, result: LaunchResult, reference: Reference, study: Study
-) -> RawRow:
+) -> RawRecord:
+    """The raw row of one ended trial: the host's final status, the re-derived verdict, every measure, and
+    for each empty cell its reason."""
     status, status_problem = read_status(trial_dir)
     final = decide_status(status, result)
     parsed = parse_predictions(trial_dir / "predictions.jsonl")
     check = check_pass(parsed, reference, study.quality.metric, study.quality.minimum)
-    notes: list[str] = list(result.notes)
-    reasons: dict[str, str] = {}
-    if status_problem:
-        notes.append(status_problem)
-        last = _last_log_line(trial_dir / "trial.log")
-        if last:
-            notes.append(f"last log line: {last}")
-    if status is not None and status.error:
-        notes.append(f"trial error: {status.error}")
-    if result.exit_code not in (0, None):
-        notes.append(f"exit code {result.exit_code}")
-    accepted = final == "ok" and check.accepted
-    if final != "ok":
-        verdict = f"rejected: status {final}"
-    else:
-        verdict = check.verdict
-    if not check.accepted and final == "ok":
-        notes.append(check.verdict)
-    notes.append(f"predictions: {trial_dir / 'predictions.jsonl'}")
-
     phases = status.phases if status is not None else PhaseTimes()
     memory = status.memory if status is not None else MemoryPeaks()
-    if status is not None:
-        reasons.update(status.empty_reasons)
-    else:
-        for name in list(PhaseTimes.__dataclass_fields__) + list(MemoryPeaks.__dataclass_fields__):
-            reasons[name] = f"no status from the trial ({status_problem})"
-        reasons["truncated_count"] = reasons["pass_s"]
-    pass_s = phases.pass_s if final == "ok" else None
-    if final != "ok" and phases.pass_s is None:
-        reasons["pass_s"] = f"pass not completed (status {final})"
-    elif final != "ok":
-        reasons["pass_s"] = f"status {final}: a pass time is only reported for completed passes"
-    if check.metric_value is None:
-        reasons["metric_value"] = "not computed: " + "; ".join(check.reasons)
-    overhead = None
-    if result.wall_s is not None and phases.trial_s is not None:
-        overhead = max(result.wall_s - phases.trial_s, 0.0)
-    else:
-        reasons["launch_overhead_s"] = "needs both the host's wall time and the trial's own clock"
-    image_id = result.image_id or spec.image_id
-    image_digest = result.image_digest or spec.image_digest
-    if not image_id:
-        reasons["image_id"] = f"launcher {spec.launcher!r} runs no container image"
-    if not image_digest:
-        reasons["image_digest"] = reasons.get("image_id") or "image never pushed or pulled: no repo digest"
-    if result.exit_code is None:
-        reasons["exit_code"] = "exit code not observed by this host CLI"
     values: dict[str, Any] = {
+        **_outcome_values(spec, trial_dir, final, check, status),
+        **_measured_values(phases, memory, status, result, final),
+        **_launch_values(spec, result),
+        "notes": _notes(trial_dir, result, status, status_problem, check, final),
+    }
+    reasons = _empty_reasons(spec, status, status_problem, phases, final, check, result)
+    if values["device_busy_share"] is None:
+        reasons["device_busy_share"] = ("CPU trial: no device time" if spec.variant.device == "cpu" else
+                                        "needs both gpu_pass_s and pass_s")
+    if values["started_at"] is None:
+        reasons["started_at"] = reasons["ended_at"] = "no status from the trial"
+    # Every empty cell carries its reason.
+    for name, value in values.items():
+        if value is None and name not in reasons:
+            reasons[name] = f"not available (status {final})"
+    values["empty_reasons"] = format_reasons({k: v for k, v in reasons.items() if values.get(k) is None})
+    return RawRecord.from_values(values)
+
+
+def _outcome_values(spec: TrialSpec, trial_dir: Path, final: str, check: PassCheck,
+                    status: TrialStatus | None) -> dict[str, Any]:
+    """Which pass this was and how it ended: ids, status, verdict, the variant's configuration."""
+    return {
         "trial_id": spec.trial_id,
         "variant_id": spec.variant.variant_id,
         "repetition": spec.repetition,
         "order_index": spec.order_index,
         "attempt": spec.attempt,
         "status": final,
-        "pass_s": pass_s,
         "expected_ids": check.expected_ids,
         "observed_ids": check.observed_ids,
         "ids_match": check.ids_match,
-        "corpus_accepted": accepted,
+        "corpus_accepted": final == "ok" and check.accepted,
         "completed": status.completed if status is not None else check.observed_ids,
         "metric": check.metric,
         "metric_value": check.metric_value,
-        "quality_verdict": verdict,
+        "quality_verdict": f"rejected: status {final}" if final != "ok" else check.verdict,
         **spec.variant.config(),
+        "predictions_path": str((trial_dir / "predictions.jsonl").relative_to(trial_dir.parents[1])),
+    }
+
+
+def _measured_values(phases: PhaseTimes, memory: MemoryPeaks, status: TrialStatus | None, result: LaunchResult,
+                     final: str) -> dict[str, Any]:
+    """What the trial measured (a pass time only for a completed pass) and the host's launch overhead."""
+    overhead = None
+    if result.wall_s is not None and phases.trial_s is not None:
+        overhead = max(result.wall_s - phases.trial_s, 0.0)
+    return {
+        "pass_s": phases.pass_s if final == "ok" else None,
         "verify_s": phases.verify_s,
         "imports_s": phases.imports_s,
         "load_s": phases.load_s,
@@ -157,39 +148,76 @@ def gather_trial(
         "device_used_bytes": memory.device_used_bytes,
         "truncated_count": status.truncated_count if status is not None else None,
         "oom_events": status.oom_events if status is not None else None,
-        "launcher": spec.launcher,
-        "image_id": image_id or None,
-        "image_digest": image_digest or None,
-        "exit_code": result.exit_code,
         "started_at": status.started_at if status is not None else None,
         "ended_at": status.ended_at if status is not None else None,
-        "predictions_path": str((trial_dir / "predictions.jsonl").relative_to(trial_dir.parents[1])),
-        "notes": " | ".join(notes),
         "device_busy_share": _share(phases.gpu_pass_s, phases.pass_s),
         "pass_compilations": status.pass_compilations if status is not None else None,
         "gpu_energy_j": status.gpu_energy_j if status is not None else None,
         "cpu_energy_j": status.cpu_energy_j if status is not None else None,
         "device_used_max_bytes": memory.device_used_max_bytes,
     }
+
+
+def _launch_values(spec: TrialSpec, result: LaunchResult) -> dict[str, Any]:
+    return {
+        "launcher": spec.launcher,
+        "image_id": result.image_id or spec.image_id or None,
+        "image_digest": result.image_digest or spec.image_digest or None,
+        "exit_code": result.exit_code,
+    }
+
+
+def _notes(trial_dir: Path, result: LaunchResult, status: TrialStatus | None, status_problem: str,
+           check: PassCheck, final: str) -> str:
+    notes: list[str] = list(result.notes)
+    if status_problem:
+        notes.append(status_problem)
+        last = _last_log_line(trial_dir / "trial.log")
+        if last:
+            notes.append(f"last log line: {last}")
+    if status is not None and status.error:
+        notes.append(f"trial error: {status.error}")
+    if result.exit_code not in (0, None):
+        notes.append(f"exit code {result.exit_code}")
+    if not check.accepted and final == "ok":
+        notes.append(check.verdict)
+    notes.append(f"predictions: {trial_dir / 'predictions.jsonl'}")
+    if status is not None and status.pass_compilations:
+        notes.append(f"recompiled during the measured pass: {status.pass_compilations} torch.compile "
+                     "graph(s) compiled inside pass_s (the warm-up did not cover that shape)")
+    return " | ".join(notes)
+
+
+def _empty_reasons(spec: TrialSpec, status: TrialStatus | None, status_problem: str, phases: PhaseTimes,
+                   final: str, check: PassCheck, result: LaunchResult) -> dict[str, str]:
+    """Why a cell is empty, by column (later reasons win: the most specific is set last)."""
+    reasons: dict[str, str] = {}
     if status is not None:
-        if status.pass_compilations:
-            values["notes"] += (f" | recompiled during the measured pass: {status.pass_compilations} torch.compile "
-                                "graph(s) compiled inside pass_s (the warm-up did not cover that shape)")
+        reasons.update(status.empty_reasons)
+    else:
+        for name in list(PhaseTimes.__dataclass_fields__) + list(MemoryPeaks.__dataclass_fields__):
+            reasons[name] = f"no status from the trial ({status_problem})"
+        reasons["truncated_count"] = reasons["pass_s"]
+    if final != "ok" and phases.pass_s is None:
+        reasons["pass_s"] = f"pass not completed (status {final})"
+    elif final != "ok":
+        reasons["pass_s"] = f"status {final}: a pass time is only reported for completed passes"
+    if check.metric_value is None:
+        reasons["metric_value"] = "not computed: " + "; ".join(check.reasons)
+    if result.wall_s is None or phases.trial_s is None:
+        reasons["launch_overhead_s"] = "needs both the host's wall time and the trial's own clock"
+    if not (result.image_id or spec.image_id):
+        reasons["image_id"] = f"launcher {spec.launcher!r} runs no container image"
+    if not (result.image_digest or spec.image_digest):
+        reasons["image_digest"] = reasons.get("image_id") or "image never pushed or pulled: no repo digest"
+    if result.exit_code is None:
+        reasons["exit_code"] = "exit code not observed by this host CLI"
+    if status is not None:
         for kind in ("gpu", "cpu"):
             why = getattr(status, f"{kind}_energy_reason")
             if why:
                 reasons[f"{kind}_energy_j"] = why
-    if values["device_busy_share"] is None:
-        reasons["device_busy_share"] = ("CPU trial: no device time" if spec.variant.device == "cpu" else
-                                        "needs both gpu_pass_s and pass_s")
-    if values["started_at"] is None:
-        reasons["started_at"] = reasons["ended_at"] = "no status from the trial"
-    # Every empty cell carries its reason.
-    for name, value in values.items():
-        if value is None and name not in reasons:
-            reasons[name] = f"not available (status {final})"
-    values["empty_reasons"] = format_reasons({k: v for k, v in reasons.items() if values.get(k) is None})
-    return RawRow(values=values)
+    return reasons
 
 
 def _share(part: float | None, whole: float | None) -> float | None:

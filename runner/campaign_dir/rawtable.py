@@ -19,7 +19,7 @@ caught by the SHA-256 of a bundle made before it.
 Example::
 
     append_row(Path("results/quick/raw.csv"), row)    # computes and writes chain_sha256
-    read_rows(Path("results/quick/raw.csv"))          # list of dicts; UserError on any break
+    read_records(Path("results/quick/raw.csv"))       # list of RawRecord; UserError on any break
 """
 
 from __future__ import annotations
@@ -27,13 +27,17 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import itertools
 import json
 import os
-from collections.abc import Iterator, Sequence
+import re
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import accumulate, chain
 from pathlib import Path
 
 from protocol.errors import UserError
+from protocol.rawrecord import RawRecord, records_from_lines
 from protocol.records import RAW_COLUMNS, RawRow
 
 CHAIN_COLUMN = RAW_COLUMNS[-1]
@@ -45,7 +49,7 @@ _RESUME_FIX = ("The host stopped while writing it: `isocost run STUDY --out DIR 
 class RawTable:
     """What a read of raw.csv found: the intact rows, and the cut last row if any."""
 
-    rows: tuple[dict[str, str], ...]
+    rows: tuple[RawRecord, ...]
     intact_bytes: int  # header + whole, chained rows
     partial: bytes  # the bytes of a cut last row (b"" when the table ends cleanly)
     partial_row: int  # its row number (0: the header itself was cut)
@@ -69,33 +73,53 @@ def genesis(path: Path) -> str:
     return hashlib.sha256(json.dumps(anchor, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
+#: A cell without these characters is written by JSON as itself in quotes, and by CSV without quotes.
+_PLAIN = re.compile(r'[\x00-\x1f"\\]')
+_canonical = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
 def row_digest(previous: str, cells: Sequence[str]) -> str:
     """The chain digest of a row whose cells (without the digest column) are ``cells``."""
-    canonical = json.dumps(list(cells), ensure_ascii=False, separators=(",", ":"))
+    if _PLAIN.search("".join(cells)) is None:  # the common row: its JSON list is its cells in quotes
+        canonical = '["' + '","'.join(cells) + '"]' if cells else "[]"
+    else:
+        canonical = _canonical(list(cells))
     return hashlib.sha256(f"{previous}\n{canonical}".encode()).hexdigest()
 
 
 def _records(data: bytes) -> Iterator[tuple[int, int, list[str] | None]]:
-    """(start byte, end byte, cells or None when unparseable) of each CSV record in ``data``."""
+    """(start byte, end byte, cells or None when unparseable) of each CSV record in ``data``.
+
+    A whole line without quotes, backslashes or control characters is one record of comma-separated cells
+    (what the csv module would read, read faster); any other line is read by the csv module, with the lines
+    after it when a quoted cell runs on.
+    """
     lines = data.splitlines(keepends=True)
-    offsets = [0]
-    for line in lines:
-        offsets.append(offsets[-1] + len(line))
-    texts = (line.decode("utf-8", errors="replace") for line in lines)
-    reader = csv.reader(texts, strict=True)
-    consumed = 0
-    while consumed < len(lines):
-        start = offsets[consumed]
+    offsets = list(accumulate(map(len, lines), initial=0))
+    remaining = iter(lines)
+    index = 0
+    for line in remaining:
+        text = line.decode("utf-8", errors="replace")
+        body = text[:-1]
+        if text[-1:] == "\n" and body and _PLAIN.search(body) is None:
+            yield offsets[index], offsets[index + 1], body.split(",")
+            index += 1
+            continue
+        reader = csv.reader(_decoded(chain((line,), remaining)), strict=True)
         try:
             cells: list[str] | None = next(reader)
-        except StopIteration:
-            return
         except csv.Error:
             cells = None
-        consumed = max(reader.line_num, consumed + 1)
-        yield start, offsets[consumed], cells
+        consumed = max(reader.line_num, 1)
+        yield offsets[index], offsets[index + consumed], cells
         if cells is None:
             return
+        index += consumed
+
+
+def _decoded(lines: Iterator[bytes]) -> Iterator[str]:
+    for line in lines:
+        yield line.decode("utf-8", errors="replace")
 
 
 def scan(path: Path, verify: bool = True) -> RawTable:
@@ -109,13 +133,51 @@ def scan(path: Path, verify: bool = True) -> RawTable:
         data = path.read_bytes()
     except FileNotFoundError:
         return empty
-    where = str(path)
-    rows: list[dict[str, str]] = []
-    previous = empty.last_digest
+    return _scan_plain(data, empty.last_digest, verify) or _scan_records(data, empty.last_digest, verify, str(path))
+
+
+#: Bytes that make a table not plain: it is then read record by record (quotes, escapes, other line ends).
+_NOT_PLAIN_BYTES = bytes([*range(0x0a), *range(0x0b, 0x20), ord('"'), ord("\\")])
+_HEADER_LINE = ",".join(RAW_COLUMNS)
+
+
+def _scan_plain(data: bytes, previous: str, verify: bool) -> RawTable | None:
+    """The common table, read whole: valid UTF-8, no quoted cell, every row complete and chained. None for
+    any other table: :func:`_scan_records` then reads it row by row and names what is wrong."""
+    if not data.endswith(b"\n") or len(data.translate(None, _NOT_PLAIN_BYTES)) != len(data):
+        return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    lines = text.split("\n")
+    lines.pop()  # after the final line break
+    if lines[0] != _HEADER_LINE:
+        return None
+    commas = len(RAW_COLUMNS) - 1
+    sha256 = hashlib.sha256
+    for line in itertools.islice(lines, 1, None):
+        body, _, digest = line.rpartition(",")
+        if line.count(",") != commas:
+            return None
+        expected = sha256(f'{previous}\n["{body.replace(",", _QUOTED_COMMA)}"]'.encode()).hexdigest()
+        if digest != expected and verify:
+            return None
+        previous = expected if verify else digest
+    rows = tuple(records_from_lines(itertools.islice(lines, 1, None)))
+    return RawTable(rows, len(data), b"", 0, previous)
+
+
+_QUOTED_COMMA = '","'
+
+
+def _scan_records(data: bytes, previous: str, verify: bool, where: str) -> RawTable:
+    rows: list[RawRecord] = []
     intact = 0
+    all_valid = _utf8(data)  # then every row is (rows end at a line break)
     for number, (start, end, cells) in enumerate(_records(data)):
         whole = data[start:end].endswith(b"\n") and cells is not None
-        valid_text = _utf8(data[start:end])
+        valid_text = all_valid or _utf8(data[start:end])
         if number == 0:
             if not whole:
                 return RawTable((), 0, data, 0, previous)
@@ -137,7 +199,7 @@ def scan(path: Path, verify: bool = True) -> RawTable:
                             f"({cells[-1][:16] or 'empty'}…, the rows before it give {expected[:16]}…)",
                             where, _EDITED_FIX)
         previous = cells[-1] if not verify else expected
-        rows.append(dict(zip(RAW_COLUMNS, cells, strict=True)))
+        rows.append(RawRecord.from_cells(cells))
         intact = end
     return RawTable(tuple(rows), intact, b"", 0, previous)
 
@@ -166,7 +228,7 @@ def _check_header(cells: list[str], where: str) -> None:
     raise UserError("raw.csv has unexpected columns", where, "It was written by another isocost version.")
 
 
-def read_rows(path: Path, verify: bool = True) -> list[dict[str, str]]:
+def read_records(path: Path, verify: bool = True) -> list[RawRecord]:
     """Every row of raw.csv, the chain checked; a cut last row is an error (``--resume`` repairs it)."""
     table = scan(path, verify)
     if table.partial and verify:
@@ -175,7 +237,7 @@ def read_rows(path: Path, verify: bool = True) -> list[dict[str, str]]:
     return list(table.rows)
 
 
-def append_row(path: Path, row: RawRow) -> None:
+def append_row(path: Path, row: RawRecord | RawRow) -> None:
     """Append one row with its chain digest and fsync; write the header first if the file is new."""
     table = scan(path)
     if table.partial:
@@ -200,7 +262,7 @@ def append_row(path: Path, row: RawRow) -> None:
         except OSError as exc:
             os.ftruncate(fd, size)  # never leave a partial row behind
             raise UserError(
-                f"could not append the row of trial {row.values.get('trial_id')} to raw.csv: {exc.strerror}",
+                f"could not append the row of trial {cells[0]} to raw.csv: {exc.strerror}",
                 str(path),
                 "raw.csv is intact up to the previous row. Free space (or fix the disk), then continue with "
                 "--resume: the trial is found and recorded.",
@@ -253,12 +315,14 @@ def _fsync_dir(directory: Path) -> None:
 HOST_STOP_NOTE = "host CLI stopped"
 
 
-def is_host_stopped(row: dict[str, str]) -> bool:
+def is_host_stopped(row: RawRecord | Mapping[str, str]) -> bool:
     """Does this raw row leave its pass to be run again? Only a pass the host stopped before it completed.
 
     A row with status ``ok`` is a completed pass whatever its notes say (the host may have been
     stopping just as the trial finished): its pass is never run again.
     """
+    if isinstance(row, RawRecord):
+        return HOST_STOP_NOTE in row.notes and row.status != "ok"
     return HOST_STOP_NOTE in row.get("notes", "") and row.get("status") != "ok"
 
 

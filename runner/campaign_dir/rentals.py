@@ -70,9 +70,9 @@ def _frozen_catalog_gpus(root: Path) -> tuple[str, ...]:
 def record_rental(root: Path, gpu: str, lots: int, plan_start: str | None = None, host: str | None = None,
                   now: datetime | None = None) -> RentalRecord:
     """Append a rental to ``root/rentals.jsonl`` (fsync'd). ``root`` must hold a campaign."""
-    from runner.campaign_dir.layout import load_campaign
+    from runner.campaign_dir.layout import load_record
 
-    load_campaign(root)
+    load_record(root)
     gpu = gpu.strip().lower()
     if lots < 1:
         raise UserError("--lots must be at least 1", "isocost rental")

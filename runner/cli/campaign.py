@@ -12,12 +12,13 @@ import click
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
 from protocol.jsonio import read_json
+from protocol.records import Rental
 from runner.analysis.summary import summarize_campaign
 from runner.analysis.verdicts import validate_campaign
 from runner.campaign.launcher_choice import LAUNCHER_KINDS, choose_launcher
 from runner.campaign.run import run_campaign
 from runner.campaign_dir.integrity import require_evidence
-from runner.campaign_dir.layout import Rental, load_campaign
+from runner.campaign_dir.layout import load_record
 
 
 def _progress(message: str) -> None:
@@ -170,7 +171,7 @@ def validate(campaign_dir: Path, allow_inconsistent: bool) -> None:
 
     Example: isocost validate results/quick
     """
-    load_campaign(campaign_dir)
+    load_record(campaign_dir)
     banner = require_evidence(campaign_dir, allow_inconsistent)
     if banner:
         click.echo(banner)

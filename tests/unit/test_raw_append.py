@@ -7,8 +7,8 @@ import pytest
 
 from protocol.errors import UserError
 from protocol.records import RawRow
-from runner.campaign.run import append_row
 from runner.campaign_dir.layout import read_raw
+from runner.campaign_dir.rawtable import append_row
 
 
 def test_rows_are_appended_with_one_header(tmp_path):
@@ -124,3 +124,65 @@ def test_a_table_from_before_the_chain_is_refused_with_a_clear_message(tmp_path)
     path.write_text(",".join(RAW_COLUMNS[:-1]) + "\n" + "a" + "," * (len(RAW_COLUMNS) - 2) + "\n")
     with pytest.raises(UserError, match="no chain_sha256 column: it was written before raw rows were chained"):
         read_raw(path)
+
+
+# -- the fast reading paths give what the csv and json modules give -------------------------------
+
+
+def _records_by_csv_module(data: bytes):
+    """The reference: every record read by the csv module alone (how raw.csv was read before the fast path)."""
+    import csv
+
+    lines = data.splitlines(keepends=True)
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line))
+    reader = csv.reader((line.decode("utf-8", errors="replace") for line in lines), strict=True)
+    consumed = 0
+    while consumed < len(lines):
+        start = offsets[consumed]
+        try:
+            cells = next(reader)
+        except StopIteration:
+            return
+        except csv.Error:
+            cells = None
+        consumed = max(reader.line_num, consumed + 1)
+        yield start, offsets[consumed], cells
+        if cells is None:
+            return
+
+
+def test_fast_record_reading_matches_the_csv_module():
+    import csv
+    import io
+    import random
+
+    from runner.campaign_dir.rawtable import _records
+
+    rng = random.Random(7)
+    alphabet = ["a", "b", ",", '"', "\n", "\r", "\\", "é", "\x00", " ", "1", ".", "\t", "\u2028"]
+    for _ in range(400):
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator=rng.choice(["\n", "\n", "\r\n"]))
+        for _ in range(rng.randrange(0, 6)):
+            writer.writerow(["".join(rng.choices(alphabet, k=rng.randrange(0, 4))) for _ in range(rng.randrange(1, 5))])
+        data = buffer.getvalue().encode("utf-8")
+        for cut in {len(data), rng.randrange(0, len(data) + 1)}:
+            sample = data[:cut] + rng.choice([b"", b"\n", b'x"y\n', b"\xff\n"])
+            assert list(_records(sample)) == list(_records_by_csv_module(sample)), sample
+
+
+def test_fast_row_digest_matches_json():
+    import hashlib
+    import json
+    import random
+
+    from runner.campaign_dir.rawtable import row_digest
+
+    rng = random.Random(3)
+    alphabet = ["a", ",", '"', "\n", "\\", "é", "\x1f", "\x7f", " ", "\u2028", "😀", "/"]
+    for _ in range(500):
+        cells = ["".join(rng.choices(alphabet, k=rng.randrange(0, 5))) for _ in range(rng.randrange(0, 6))]
+        canonical = json.dumps(cells, ensure_ascii=False, separators=(",", ":"))
+        assert row_digest("p", cells) == hashlib.sha256(f"p\n{canonical}".encode()).hexdigest(), cells

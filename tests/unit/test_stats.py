@@ -68,3 +68,15 @@ def test_no_accepted_pass_is_not_equivalent_and_has_no_median():
     assert b8.median_pass_s is None and b8.empty_reasons["median_pass_s"] == "no accepted pass"
     assert b8.equivalent is False
     assert any("b8: no accepted pass" in w for w in summary.warnings)
+
+
+def test_typed_rows_and_rows_of_cells_give_the_same_summary():
+    from protocol.rawrecord import RawRecord
+
+    rows = [row("t1", "b1", 1, pass_s="10.0"), row("t2", "b8", 2, pass_s="5.0"),
+            row("t3", "b8", 3, status="oom"), row("t4", "b1", 4, pass_s="12.0", rss="")]
+    verdicts = {"t1": verdict(True), "t2": verdict(True), "t3": verdict(False), "t4": verdict(True, 0.88)}
+    typed = [RawRecord.from_text(r) for r in rows]
+    assert summarize(typed, verdicts, VARIANTS, QUALITY).to_dict() == summarize(rows, verdicts, VARIANTS,
+                                                                                  QUALITY).to_dict()
+    assert summarize(typed, verdicts, VARIANTS, QUALITY).variants[0].peak_rss_bytes == 100

@@ -1,0 +1,169 @@
+"""Freeze a campaign before its first trial: check every input, write what the campaign will hold to.
+
+:func:`freeze` checks the corpus, tuning corpus and model against the study's fingerprints, the
+labels against the model, and the warm-up against the tuning corpus; then writes into the
+campaign directory the study copy, the plan catalog snapshot, ``corpus_index.csv`` (ids, labels,
+token counts, length buckets), ``schedule.csv`` (the rotated order) and ``campaign.json``
+(:class:`~protocol.records.CampaignRecord`). Nothing in them changes afterwards.
+
+Example::
+
+    record = freeze(study, CampaignPaths(out), launcher, progress=print)
+    record.campaign_id      # 32 hex digits
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import os
+import shutil
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from protocol import __version__
+from protocol.corpus import Record, check_disjoint, content_fingerprint, read_corpus, token_lengths
+from protocol.costing.catalog_file import load_catalog
+from protocol.costing.plans import default_catalog_path
+from protocol.errors import UserError
+from protocol.fingerprint import fingerprint_path, tree_files
+from protocol.jsonio import write_json_atomic
+from protocol.labels import check_labels
+from protocol.records import (
+    CAMPAIGN_SCHEMA_VERSION,
+    RAW_SCHEMA_VERSION,
+    CampaignRecord,
+    CatalogFacts,
+    HostFacts,
+    InputFacts,
+    Rental,
+    Variant,
+)
+from protocol.schedule import rotated_schedule
+from protocol.study import Study
+from protocol.study_records import bucket_for
+from runner.campaign.seen import check_and_record
+from runner.campaign_dir.layout import FROZEN_CATALOG, CampaignPaths, now_iso
+from runner.launch.base import Launcher
+
+Progress = Callable[[str], None]
+
+_NO_RENTAL = "no --gpu given to `isocost run`: the plan this host is rented under is unknown"
+
+
+def stat_snapshot(path: Path) -> list[tuple[str, int, int]]:
+    """(file, size, mtime) of every file of ``path``: a cheap way to see that an input changed on disk."""
+    files = tree_files(path) if path.is_dir() else [path]
+    return [(str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
+
+
+def check_fingerprint(kind: str, path: Path, expected: str, where: str) -> None:
+    """Refuse an input that is missing or whose fingerprint is not the study's."""
+    if not path.exists():
+        raise UserError(f"{kind} not found at {path}", where, f"Fix [{kind}] path in the study.")
+    actual = fingerprint_path(path)
+    if actual != expected:
+        raise UserError(
+            f"{kind} fingerprint {actual} differs from the study's {expected}",
+            where,
+            f"The {kind} on disk is not the one the study was written for: restore it, or update "
+            f"[{kind}] fingerprint knowingly (this makes a new study).",
+        )
+
+
+def freeze(
+    study: Study, paths: CampaignPaths, launcher: Launcher, progress: Progress, rental: Rental | None = None,
+    acknowledge_reuse: bool = False, setup_started_at: str | None = None,
+) -> CampaignRecord:
+    """Check every input and write the frozen campaign description; returns what campaign.json holds."""
+    corpus, tuning = _checked_inputs(study, progress)
+    progress(f"counting tokens of {len(corpus)} inputs with the model's tokenizer")
+    lengths = token_lengths(study.model.path, [r.text for r in corpus])
+    paths.root.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(study.path, paths.study)
+    catalog = _freeze_catalog(study, paths)
+    _write_corpus_index(paths.corpus_index, study, corpus, lengths)
+    variants = study.variants()
+    _write_schedule(paths.schedule, variants, study.campaign.repetitions)
+    content_fp = content_fingerprint(corpus)
+    record = CampaignRecord(
+        campaign_id=uuid.uuid4().hex,
+        created_at=now_iso(),
+        setup_started_at=setup_started_at,
+        isocost_version=__version__,
+        raw_schema_version=RAW_SCHEMA_VERSION,
+        study_name=study.name,
+        study_path=str(study.path),
+        study_sha256=study.sha256,
+        question=study.question,
+        corpus=InputFacts(path=str(study.corpus.path), fingerprint=study.corpus.fingerprint, inputs=len(corpus),
+                          content_fingerprint=content_fp, index_sha256=fingerprint_path(paths.corpus_index)),
+        tuning=InputFacts(path=str(study.tuning.path), fingerprint=study.tuning.fingerprint, inputs=len(tuning)),
+        model=InputFacts(path=str(study.model.path), fingerprint=study.model.fingerprint),
+        warmup=study.warmup,
+        warmup_texts=tuple(r.text for r in tuning[: study.warmup.inputs]),
+        warmup_ids=tuple(r.id for r in tuning[: study.warmup.inputs]),
+        variants=variants,
+        repetitions=study.campaign.repetitions,
+        order=study.campaign.order,
+        launcher=launcher.describe(),
+        host=HostFacts(hostname=os.uname().nodename, cpu_count=os.cpu_count()),
+        rental=rental,
+        catalog=catalog,
+        empty_reasons={} if rental is not None else {"rental": _NO_RENTAL},
+        schema_version=CAMPAIGN_SCHEMA_VERSION,
+    )
+    reused = check_and_record(study, content_fp, record.campaign_id, paths.root, acknowledge_reuse)
+    record = dataclasses.replace(record, seen_corpus_reuse=reused)
+    write_json_atomic(paths.campaign, record.to_dict())
+    return record
+
+
+def _checked_inputs(study: Study, progress: Progress) -> tuple[tuple[Record, ...], tuple[Record, ...]]:
+    """The corpus and tuning corpus, refused unless fingerprints, labels and the warm-up's needs hold."""
+    where = str(study.path)
+    progress("checking corpus, tuning corpus and model fingerprints")
+    check_fingerprint("corpus", study.corpus.path, study.corpus.fingerprint, where)
+    check_fingerprint("tuning", study.tuning.path, study.tuning.fingerprint, where)
+    check_fingerprint("model", study.model.path, study.model.fingerprint, where)
+    corpus = read_corpus(study.corpus.path)
+    tuning = read_corpus(study.tuning.path)
+    check_disjoint(corpus, tuning, where)
+    check_labels([r.label for r in (*corpus, *tuning)], study.model.path, f"{where}, corpus and tuning labels")
+    if len(tuning) < study.warmup.inputs:
+        raise UserError(
+            f"the warm-up needs {study.warmup.inputs} inputs but the tuning corpus has {len(tuning)}",
+            f"{where}, key warmup.inputs",
+            "Lower warmup.inputs or add tuning data.",
+        )
+    return corpus, tuning
+
+
+def _freeze_catalog(study: Study, paths: CampaignPaths) -> CatalogFacts:
+    """Copy the plan catalog in force (the study's, or the shipped snapshot) into the campaign directory."""
+    catalog_source = study.costing.catalog or default_catalog_path()
+    if not Path(catalog_source).is_file():
+        raise UserError("the plan catalog named by the study is not found", f"{study.path}, key costing.catalog",
+                        "Fix the path, or remove [costing] to use the shipped dated snapshot.")
+    load_catalog(Path(catalog_source))  # a broken catalog is refused now, not after the campaign
+    shutil.copyfile(catalog_source, paths.root / FROZEN_CATALOG)
+    return CatalogFacts(snapshot=FROZEN_CATALOG, source=str(catalog_source),
+                        sha256=fingerprint_path(paths.root / FROZEN_CATALOG))
+
+
+def _write_corpus_index(path: Path, study: Study, corpus: Sequence[Record], lengths: Sequence[int]) -> None:
+    with open(path, "w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(["id", "label", "n_tokens", "length_bucket"])
+        for record, n_tokens in zip(corpus, lengths, strict=False):
+            bucket = bucket_for(n_tokens, study.length_buckets) if study.length_buckets else ""
+            writer.writerow([record.id, record.label, n_tokens, bucket])
+
+
+def _write_schedule(path: Path, variants: tuple[Variant, ...], repetitions: int) -> None:
+    with open(path, "w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(["order_index", "trial_id", "variant_id", "repetition"])
+        for slot in rotated_schedule(variants, repetitions):
+            writer.writerow([slot.order_index, slot.trial_id, slot.variant_id, slot.repetition])

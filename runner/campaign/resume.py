@@ -1,0 +1,96 @@
+"""Resuming a campaign: the same study, launcher, image and rental, and the trials the host left behind.
+
+:func:`check_resume` refuses a resume that would mix configurations (a changed study, another
+launcher or image, another rental). :func:`record_orphan` turns a trial directory without a row
+(the host stopped or died while it ran) into its row, once, after stopping the trial if it still
+runs (:mod:`runner.campaign.leftover`).
+
+Example::
+
+    record = check_resume(study, CampaignPaths(out), launcher, rental=None)
+    row = record_orphan(study, CampaignPaths(out), reference, slot, attempt=1)   # None: never launched
+"""
+
+from __future__ import annotations
+
+import shutil
+
+from protocol.errors import UserError
+from protocol.jsonio import read_json
+from protocol.rawrecord import RawRecord
+from protocol.records import CampaignRecord, Rental, TrialSpec
+from protocol.schedule import Slot, attempt_trial_id
+from protocol.study import Study
+from protocol.validate import Reference
+from runner.campaign.gather import gather_trial, read_status
+from runner.campaign.leftover import log_shows_error, stop_leftover
+from runner.campaign_dir.layout import CampaignPaths, load_record
+from runner.campaign_dir.rawtable import HOST_STOP_NOTE
+from runner.launch.base import Launcher, LaunchResult
+
+
+def check_resume(study: Study, paths: CampaignPaths, launcher: Launcher, rental: Rental | None) -> CampaignRecord:
+    """The campaign to resume, refused if the study, launcher, image or rental changed."""
+    out = paths.root
+    campaign = load_record(out)
+    if campaign.study_sha256 != study.sha256:
+        raise UserError(
+            f"the study changed since this campaign started ({campaign.study_sha256} at start, "
+            f"{study.sha256} now)",
+            str(study.path),
+            "Thresholds and variants are fixed before timing: restore the study, or start a new "
+            "campaign in another --out (a changed threshold also needs a new independent evaluation set).",
+        )
+    started_with = campaign.launcher
+    now = launcher.describe()
+    for key in ("kind", "image_id"):
+        if started_with.get(key, "") != now.get(key, ""):
+            raise UserError(
+                f"this campaign started with launcher {started_with.get('kind')} image "
+                f"{started_with.get('image_id') or '(none)'}, not {now.get('kind')} image "
+                f"{now.get('image_id') or '(none)'}",
+                str(out),
+                "Resume with the same launcher and image (--launcher, --image), or start a new campaign: "
+                "trials of one configuration never mix software stacks.",
+            )
+    if rental is not None and campaign.rental != rental:
+        recorded = campaign.rental.to_dict() if campaign.rental is not None else None
+        raise UserError(
+            f"this campaign was started with rental {recorded}, not {rental.to_dict()}",
+            str(out),
+            "Resume without --gpu/--lots, or start a new campaign for another host.",
+        )
+    return campaign
+
+
+def attempt_of(trial_id: str, slot: Slot) -> int | None:
+    """The attempt number ``trial_id`` is of ``slot`` (1 for the slot's own id), None when it is another slot's."""
+    if trial_id == slot.trial_id:
+        return 1
+    prefix = slot.trial_id + "-a"
+    if trial_id.startswith(prefix) and trial_id[len(prefix):].isdigit():
+        return int(trial_id[len(prefix):])
+    return None
+
+
+def record_orphan(study: Study, paths: CampaignPaths, reference: Reference, slot: Slot,
+                  attempt: int) -> RawRecord | None:
+    """The row of a trial the host left unrecorded; None (and its directory removed) when it never launched."""
+    trial_id = attempt_trial_id(slot, attempt)
+    trial_dir = paths.trial_dir(trial_id)
+    spec_path = trial_dir / "spec.json"
+    if not spec_path.exists():
+        shutil.rmtree(trial_dir)  # created but never launched: nothing ran, nothing to keep
+        return None
+    spec = TrialSpec.from_dict(read_json(spec_path))
+    stop_leftover(trial_dir)
+    status, _ = read_status(trial_dir)
+    # A trial that wrote its status ended by itself (unless the host had stopped it: status interrupted): its
+    # row is final and its pass never runs again. Otherwise the host stopped (or died) while it ran: the row is
+    # kept and the pass runs again. The two notes must never share the host-stop marker.
+    finished = status is not None and status.status != "interrupted"
+    crashed = not finished and status is None and log_shows_error(trial_dir / "trial.log")
+    note = ("the trial ended by itself after the host CLI had gone; recorded from its directory on --resume"
+            if finished else f"{HOST_STOP_NOTE} before recording this trial; found on --resume")
+    result = LaunchResult(exit_code=None, interrupted=not finished and not crashed, notes=(note,))
+    return gather_trial(spec, trial_dir, result, reference, study)

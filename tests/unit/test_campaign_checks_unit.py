@@ -1,0 +1,111 @@
+"""CampaignChecks, the consistency checks of a campaign directory, called directly (no CLI)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from fakecampaign import FakeLauncher, fake_workspace
+
+from protocol.rawrecord import RawRecord, column_values
+from protocol.records import RAW_COLUMNS
+from runner.analysis.summary import summarize_campaign
+from runner.campaign.run import run_campaign
+from runner.campaign_dir.checks import CampaignChecks
+from runner.campaign_dir.findings import Discrepancy
+from runner.campaign_dir.layout import load_record, read_rows
+from runner.campaign_dir.slots import planned_slots, slot_of, unfinished_slots
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("checks")
+    out = root / "out"
+    run_campaign(fake_workspace(root / "ws", repetitions=2), out, FakeLauncher())
+    summarize_campaign(out)  # verdicts and summary: what a finished `isocost run` leaves
+    return out
+
+
+@pytest.fixture
+def campaign(built: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "campaign"
+    shutil.copytree(built, copy)
+    return copy
+
+
+def problems(root: Path, deep: bool = True, prefix: str = "") -> list[Discrepancy]:
+    checks = CampaignChecks(root, prefix, deep=deep)
+    checks.run()
+    return checks.problems
+
+
+def test_a_fresh_campaign_is_consistent_at_both_depths(campaign: Path) -> None:
+    assert problems(campaign) == []
+    assert problems(campaign, deep=False) == []
+
+
+def test_the_schedule_is_a_deep_check_only(campaign: Path) -> None:
+    (campaign / "schedule.csv").unlink()
+    assert problems(campaign, deep=False) == []
+    assert [str(p) for p in problems(campaign)] == ["schedule.csv: presence: missing"]
+
+
+def test_an_edited_study_is_named_with_the_prefix(campaign: Path) -> None:
+    with open(campaign / "study.toml", "a", encoding="utf-8") as handle:
+        handle.write("\n# edited\n")
+    first = problems(campaign, deep=False, prefix="campaign/")[0]
+    assert (first.file, first.field) == ("campaign/study.toml", "sha256")
+    assert "campaign.json field study_sha256 says" in first.message
+
+
+def test_a_campaign_json_of_unknown_shape_is_one_discrepancy(campaign: Path) -> None:
+    data = json.loads((campaign / "campaign.json").read_text(encoding="utf-8"))
+    data["colour"] = "blue"
+    (campaign / "campaign.json").write_text(json.dumps(data), encoding="utf-8")
+    assert [(p.file, p.field) for p in problems(campaign)] == [("campaign.json", "content")]
+    assert "unknown fields ['colour']" in problems(campaign)[0].message
+
+
+def test_a_row_whose_trial_directory_is_gone(campaign: Path) -> None:
+    first = read_rows(campaign)[0]
+    shutil.rmtree(campaign / "trials" / first.trial_id)
+    found = [str(p) for p in problems(campaign, deep=False)]
+    assert found == [f"trials/{first.trial_id}/: presence: raw.csv row 1 ({first.trial_id}) names this trial, "
+                     "its directory is missing"]
+
+
+def test_a_trial_status_that_disagrees_with_its_row(campaign: Path) -> None:
+    first = read_rows(campaign)[0]
+    status_path = campaign / "trials" / first.trial_id / "status.json"
+    status = json.loads(status_path.read_text(encoding="utf-8"))
+    status["completed"] = 999
+    status_path.write_text(json.dumps(status), encoding="utf-8")
+    assert problems(campaign, deep=False) == []  # the evidence checks do not open trial files
+    [found] = problems(campaign)
+    assert (found.file, found.field) == (f"trials/{first.trial_id}/status.json", "completed")
+
+
+def test_slots_of_the_record(built: Path) -> None:
+    slots = planned_slots(load_record(built))
+    by_id = {slot.trial_id: slot for slot in slots}
+    assert len(slots) == load_record(built).slots_planned
+    assert slot_of(slots[0].trial_id + "-a2", by_id) == (slots[0], 2)
+    assert slot_of("nonsense", by_id) == (None, 0)
+    rows = read_rows(built)
+    assert unfinished_slots(rows, slots) == []
+    assert unfinished_slots(rows[:-1], slots) == [slots[-1].trial_id]
+
+
+def test_column_values_are_the_attributes(built: Path) -> None:
+    rows = read_rows(built)
+    names = ("trial_id", "pass_s", "repetition", "corpus_accepted", "peak_rss_bytes", "notes")
+    expected = {name: [getattr(row, name) for row in rows] for name in names}
+    assert column_values(rows, names) == expected
+    built_rows = [RawRecord.from_values(row.values) for row in rows]
+    assert column_values(built_rows, names) == expected
+    copied = [RawRecord.from_cells(row.cells()) for row in rows]
+    assert column_values(copied, names) == expected
+    assert [row.cells() for row in copied] == [row.cells() for row in rows]
+    assert len(rows[0].cells()) == len(RAW_COLUMNS)
