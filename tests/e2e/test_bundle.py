@@ -21,16 +21,11 @@ from protocol.errors import UserError
 from protocol.fingerprint import sha256_bytes
 from protocol.validate import ParsedPredictions, Prediction, compare_predictions
 from runner.analysis.summary import summarize_campaign
-from runner.bundle.pack import (
-    MANIFEST_NAME,
-    BundleManifest,
-    PackedFile,
-    create_bundle,
-    replay_bundle,
-    replay_differences,
-    verify_bundle,
-    write_deterministic_tar,
-)
+from runner.bundle.compare import replay_differences
+from runner.bundle.pack import PackedFile, create_bundle, write_deterministic_tar
+from runner.bundle.records import MANIFEST_NAME, BundleManifest
+from runner.bundle.replay import replay_bundle
+from runner.bundle.verify import verify_bundle
 from runner.campaign.run import run_campaign
 from runner.campaign_dir.layout import read_raw
 from runner.cli import IsocostGroup
