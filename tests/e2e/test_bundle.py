@@ -7,7 +7,6 @@ shared by the module; tampering works on copies of the bundle's bytes.
 from __future__ import annotations
 
 import json
-import math
 import shutil
 import tarfile
 from dataclasses import dataclass
@@ -19,9 +18,7 @@ from workspace import write_workspace
 
 from protocol.errors import UserError
 from protocol.fingerprint import sha256_bytes
-from protocol.validate import ParsedPredictions, Prediction, compare_predictions
 from runner.analysis.summary import summarize_campaign
-from runner.bundle.compare import replay_differences
 from runner.bundle.pack import PackedFile, create_bundle, write_deterministic_tar
 from runner.bundle.records import MANIFEST_NAME, BundleManifest
 from runner.bundle.replay import replay_bundle
@@ -351,41 +348,3 @@ def test_verify_json_lists_every_discrepancy(campaign, tmp_path):
     assert [d["file"] for d in report["discrepancies"]] == ["campaign/notes.txt", "campaign/summary.md"]
     listed = CliRunner().invoke(cli, ["verify", str(forged), "--all"])
     assert "  also: campaign/summary.md: presence: listed in BUNDLE.json but missing from the archive" in listed.output
-
-
-# -- the comparison rules, without a campaign -----------------------------------------------------
-
-
-def _parsed(*scores: tuple[str, str, float]) -> ParsedPredictions:
-    return ParsedPredictions(tuple(Prediction(i, label, score) for i, label, score in scores), ())
-
-
-ORIGINAL = _parsed(("a", "x", 0.9), ("b", "y", 0.6))
-
-
-@pytest.mark.parametrize("mode, bound, replayed, expected", [
-    ("identical", None, ORIGINAL, []),
-    ("identical", None, _parsed(("a", "x", 0.9), ("b", "y", 0.60001)),
-     ["not identical: label agreement 1.0000, max |Δscore| 1e-05"]),
-    ("bounded", 1e-4, _parsed(("a", "x", 0.9), ("b", "y", 0.60001)), []),
-    ("bounded", 1e-6, _parsed(("a", "x", 0.9), ("b", "y", 0.60001)),
-     ["max |Δscore| 1e-05 exceeds the declared bound 1e-06"]),
-    ("bounded", 1.0, _parsed(("a", "x", 0.9), ("b", "x", 0.6)), ["labels differ: agreement 0.5000"]),
-    ("bounded", math.nan, ORIGINAL, ["the study's quality.max_score_delta nan is not a usable bound"]),
-    ("identical", None, _parsed(("a", "x", 0.9)), ["the replay's ids differ from the original's (1 vs 2 predictions)"]),
-])
-def test_replay_comparison_rules(mode, bound, replayed, expected):
-    agreement = compare_predictions(replayed, ORIGINAL)
-    assert replay_differences("ok", True, (), agreement, replayed, ORIGINAL, mode, bound) == expected
-
-
-def test_the_quality_rule_only_asks_for_a_passing_rerun():
-    different = _parsed(("a", "y", 0.1), ("b", "x", 0.2))
-    agreement = compare_predictions(different, ORIGINAL)
-    assert replay_differences("ok", True, (), agreement, different, ORIGINAL, "quality", None) == []
-    assert replay_differences("oom", False, ("accuracy 0.1 below the study's minimum 0.5",), agreement, different,
-                           ORIGINAL, "quality", None) == [
-        "the replay ended with status oom",
-        "the replay is not an accepted pass under the study's quality rule: accuracy 0.1 below the study's "
-        "minimum 0.5",
-    ]
