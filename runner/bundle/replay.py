@@ -26,7 +26,7 @@ from protocol.errors import UserError
 from protocol.fingerprint import sha256_bytes, sha256_file
 from protocol.jsonio import read_json, write_json_atomic, write_text_atomic
 from protocol.paths import check_allowed_root, check_safe_name
-from protocol.records import TrialSpec
+from protocol.records import TrialSpec, TrialStatus
 from protocol.study import Study, parse_study
 from protocol.validate import Reference, check_pass, compare_predictions, parse_predictions
 from runner.bundle.compare import environment_differences, render_replay, replay_differences
@@ -310,6 +310,7 @@ def _replay_launcher(kind: str, specs: dict[str, TrialSpec]) -> tuple[Launcher, 
 
 
 def _reference(campaign_root: Path) -> Reference:
+    """The bundled corpus index as the reference labels a rerun is checked against."""
     rows = read_csv_rows(campaign_root / "corpus_index.csv")
     ids = tuple(row["id"] for row in rows)
     return Reference(ids=ids, labels={row["id"]: row["label"] for row in rows}, groups={})
@@ -328,23 +329,7 @@ def _replay_one(
 ) -> tuple[TrialReplay, bool]:
     """Rerun one trial with its original spec (inputs and image as this host sees them); compare. Returns
     the comparison and whether the user interrupted it."""
-    from runner.campaign.gather import decide_status, read_status
-
-    trial_dir = out / "trials" / check_safe_name(original.trial_id, what="trial id")
-    trial_dir.mkdir(parents=True, exist_ok=False)
-    paths = TrialPaths(trial_dir=trial_dir.resolve(), corpus=corpus.resolve(), model=model.resolve())
-    corpus_view, model_view, _ = launcher.trial_view(paths)
-    image_ref, image_id, image_digest = launcher.image_fields()
-    spec = dataclasses.replace(original, corpus_path=corpus_view, model_path=model_view, launcher=launcher.name,
-                               image_ref=image_ref, image_id=image_id, image_digest=image_digest)
-    write_json_atomic(trial_dir / "spec.json", spec.to_dict())
-    interrupted = False
-    try:
-        result = launcher.run(paths, original.timeout_s)
-    except HostInterrupt as exc:
-        result, interrupted = exc.result, True
-    status, _ = read_status(trial_dir)
-    final = decide_status(status, result)
+    trial_dir, final, status, interrupted = _rerun(original, out, launcher, corpus, model)
     replayed = parse_predictions(trial_dir / "predictions.jsonl")
     before = parse_predictions(campaign_root / "trials" / original.trial_id / "predictions.jsonl")
     quality = study.quality
@@ -376,9 +361,28 @@ def _replay_one(
     ), interrupted
 
 
+def _rerun(
+    original: TrialSpec, out: Path, launcher: Launcher, corpus: Path, model: Path,
+) -> tuple[Path, str, TrialStatus | None, bool]:
+    """Run the original spec again in ``out/trials/<id>`` (paths and image as this launcher sees them).
 
+    Returns the trial folder, the host's final status, the trial's own status record, and whether
+    the user interrupted it.
+    """
+    from runner.campaign.gather import decide_status, read_status
 
-
-
-
-
+    trial_dir = out / "trials" / check_safe_name(original.trial_id, what="trial id")
+    trial_dir.mkdir(parents=True, exist_ok=False)
+    paths = TrialPaths(trial_dir=trial_dir.resolve(), corpus=corpus.resolve(), model=model.resolve())
+    corpus_view, model_view, _ = launcher.trial_view(paths)
+    image_ref, image_id, image_digest = launcher.image_fields()
+    spec = dataclasses.replace(original, corpus_path=corpus_view, model_path=model_view, launcher=launcher.name,
+                               image_ref=image_ref, image_id=image_id, image_digest=image_digest)
+    write_json_atomic(trial_dir / "spec.json", spec.to_dict())
+    interrupted = False
+    try:
+        result = launcher.run(paths, original.timeout_s)
+    except HostInterrupt as exc:
+        result, interrupted = exc.result, True
+    status, _ = read_status(trial_dir)
+    return trial_dir, decide_status(status, result), status, interrupted
