@@ -42,14 +42,10 @@ from runner.bundle.records import (
     tree_fingerprint,
 )
 from runner.bundle.verify import verify_bundle
-from runner.campaign_dir.integrity import (
-    MALFORMED,
-    check_campaign,
-    planned_slots,
-    read_csv_rows,
-    read_event_lines,
-    unfinished_slots,
-)
+from runner.campaign_dir.findings import MALFORMED
+from runner.campaign_dir.integrity import check_campaign
+from runner.campaign_dir.layout import read_csv_rows, read_event_lines
+from runner.campaign_dir.slots import planned_slots, unfinished_slots
 
 #: Files every bundled campaign has (the last four: `isocost summarize` writes them).
 CAMPAIGN_FILES = (

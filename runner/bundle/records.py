@@ -20,7 +20,7 @@ from typing import Any
 
 from protocol.errors import UserError
 from protocol.fingerprint import sha256_bytes
-from runner.campaign_dir.integrity import Discrepancy
+from runner.campaign_dir.findings import Discrepancy
 
 #: BUNDLE.json format. History: 1 (0.1.0): first version.
 BUNDLE_SCHEMA_VERSION = 1

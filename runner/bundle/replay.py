@@ -43,7 +43,7 @@ from runner.bundle.records import (
 )
 from runner.bundle.safe_extract import DEFAULT_LIMITS, ExtractLimits, safe_extract
 from runner.bundle.verify import verify_bundle
-from runner.campaign_dir.integrity import read_csv_rows
+from runner.campaign_dir.layout import read_csv_rows
 from runner.launch.base import HostInterrupt, Launcher, TrialPaths
 
 #: ``--launcher`` choices: the one the originals used, a local process, or the exact recorded image.

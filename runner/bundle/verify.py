@@ -32,14 +32,10 @@ from runner.bundle.records import (
     tree_fingerprint,
 )
 from runner.bundle.safe_extract import DEFAULT_LIMITS, ArchiveError, ExtractLimits, FileDigest, read_archive
-from runner.campaign_dir.integrity import (
-    MALFORMED,
-    Discrepancy,
-    check_campaign,
-    planned_slots,
-    read_csv_rows,
-    unfinished_slots,
-)
+from runner.campaign_dir.findings import MALFORMED, Discrepancy
+from runner.campaign_dir.integrity import check_campaign
+from runner.campaign_dir.layout import read_csv_rows
+from runner.campaign_dir.slots import planned_slots, unfinished_slots
 
 
 def verify_bundle(path: Path, limits: ExtractLimits = DEFAULT_LIMITS) -> VerifyReport:

@@ -23,7 +23,7 @@ from runner.bundle.records import (
     input_archive_path,
     tree_fingerprint,
 )
-from runner.campaign_dir.integrity import Discrepancy
+from runner.campaign_dir.findings import Discrepancy
 
 
 def _manifest() -> BundleManifest:
