@@ -27,6 +27,7 @@ from protocol.errors import UserError
 from protocol.fingerprint import sha256_bytes, sha256_file
 from protocol.jsonio import dumps, read_json
 from protocol.paths import check_safe_name
+from protocol.records import CampaignRecord
 from protocol.study import Study, parse_study
 from runner.bundle.records import (
     CAMPAIGN_PREFIX,
@@ -36,6 +37,7 @@ from runner.bundle.records import (
     FileEntry,
     InputRecord,
     Progress,
+    campaign_input,
     creation_time,
     input_archive_path,
     quiet,
@@ -44,7 +46,7 @@ from runner.bundle.records import (
 from runner.bundle.verify import verify_bundle
 from runner.campaign_dir.findings import MALFORMED
 from runner.campaign_dir.integrity import check_campaign
-from runner.campaign_dir.layout import read_csv_rows, read_event_lines
+from runner.campaign_dir.layout import load_record, read_event_lines, read_rows
 from runner.campaign_dir.slots import planned_slots, unfinished_slots
 
 #: Files every bundled campaign has (the last four: `isocost summarize` writes them).
@@ -87,33 +89,31 @@ def create_bundle(
     progress: Progress = quiet,
 ) -> BundleManifest:
     """Pack ``campaign_dir`` into ``output`` (a new file). The result is verified before it is kept."""
-    from runner.campaign_dir.layout import load_campaign
-
     root = campaign_dir
-    description = load_campaign(root)
-    _check_packable(root, output, description, progress)
-    study = _frozen_study(root, description)
+    campaign = load_record(root)
+    _check_packable(root, output, campaign, progress)
+    study = _frozen_study(root, campaign)
     sources = _campaign_sources(root)
     empty_reasons: dict[str, str] = {}
-    catalog_archive = _add_catalog(sources, empty_reasons, root, description, study)
+    catalog_archive = _add_catalog(sources, empty_reasons, root, campaign, study)
     images_lock = _add_images_lock(sources, empty_reasons, lock_path)
     inputs: list[InputRecord] = []
     for kind in INPUT_KINDS:
-        record, extra = _input_record(kind, description, include_inputs, progress)
+        record, extra = _input_record(kind, campaign, include_inputs, progress)
         inputs.append(record)
         sources += extra
     progress(f"hashing {len(sources)} files")
-    rows = read_csv_rows(root / "raw.csv")
+    rows = read_rows(root)  # the campaign checks above read the same chain: it holds
     manifest = BundleManifest(
-        campaign_id=str(description["campaign_id"]),
-        study_name=str(description.get("study_name", "")),
-        study_sha256=str(description["study_sha256"]),
+        campaign_id=campaign.campaign_id,
+        study_name=campaign.study_name,
+        study_sha256=campaign.study_sha256,
         created_at=creation_time(),
         isocost_version=__version__,
-        ledger=_ledger(root, description, study, catalog_archive),
+        ledger=_ledger(root, campaign, study, catalog_archive),
         inputs=tuple(inputs),
-        trials=tuple(sorted(row["trial_id"] for row in rows)),
-        unfinished_slots=tuple(unfinished_slots(rows, planned_slots(description))),
+        trials=tuple(sorted(row.trial_id for row in rows)),
+        unfinished_slots=tuple(unfinished_slots(rows, planned_slots(campaign))),
         catalog=catalog_archive,
         images_lock=images_lock,
         files=tuple(_entry(source) for source in sorted(sources, key=lambda s: s.path)),
@@ -125,7 +125,7 @@ def create_bundle(
     return manifest
 
 
-def _check_packable(root: Path, output: Path, description: dict[str, Any], progress: Progress) -> None:
+def _check_packable(root: Path, output: Path, campaign: CampaignRecord, progress: Progress) -> None:
     """Refuse before packing anything: an existing output, links, missing files, an inconsistent campaign."""
     if output.exists():
         raise UserError("the bundle file already exists", str(output), "Choose another -o, or remove it first.")
@@ -137,7 +137,7 @@ def _check_packable(root: Path, output: Path, description: dict[str, Any], progr
         fix = (f"Run `isocost summarize {root}` first (it writes verdicts and summary)."
                if set(missing) <= derived else "Bundle the directory `isocost run --out` wrote.")
         raise UserError(f"the campaign lacks {', '.join(missing)}", str(root), fix)
-    progress(f"checking campaign {description['campaign_id']} in {root}")
+    progress(f"checking campaign {campaign.campaign_id} in {root}")
     problems = check_campaign(root)
     if problems:
         raise UserError(
@@ -161,7 +161,7 @@ def _campaign_sources(root: Path) -> list[PackedFile]:
 
 
 def _add_catalog(
-    sources: list[PackedFile], empty_reasons: dict[str, str], root: Path, description: dict[str, Any],
+    sources: list[PackedFile], empty_reasons: dict[str, str], root: Path, campaign: CampaignRecord,
     study: Study | None,
 ) -> str:
     """Add the plan catalog the campaign prices with; its archive path, or "" with a reason recorded."""
@@ -171,7 +171,7 @@ def _add_catalog(
         return ""
     name = catalog_path.name
     if catalog_path == root / "catalog.csv":  # the frozen copy: keep the dated catalog's own name
-        name = Path(str((description.get("catalog") or {}).get("source") or name)).name
+        name = Path((campaign.catalog.source if campaign.catalog is not None else "") or name).name
     sources.append(PackedFile(f"catalog/{name}", disk=catalog_path))
     return f"catalog/{name}"
 
@@ -301,32 +301,32 @@ def _catalog_path(study: Study | None, root: Path) -> Path | None:
     return Path(catalog) if catalog is not None else default_catalog_path()
 
 
-def _frozen_study(root: Path, description: dict[str, Any]) -> Study | None:
+def _frozen_study(root: Path, campaign: CampaignRecord) -> Study | None:
     """The frozen study copy, with relative paths resolved where the original study lived."""
     data = (root / "study.toml").read_bytes()
     try:
         parsed = tomllib.loads(data.decode("utf-8"))
-        original = Path(str(description.get("study_path") or root / "study.toml"))
+        original = Path(campaign.study_path or root / "study.toml")
         return parse_study(parsed, path=original, sha256=sha256_bytes(data))
     except MALFORMED:
         return None
 
 
-def _ledger(root: Path, description: dict[str, Any], study: Study | None, catalog: str) -> dict[str, Any]:
+def _ledger(root: Path, campaign: CampaignRecord, study: Study | None, catalog: str) -> dict[str, Any]:
     """What a rental ledger entry is matched on: host, rental, the campaign's dates, the deadline."""
     events = read_event_lines(root / "events.jsonl")
     stamps = [str(e.get("at")) for e in events if isinstance(e, dict) and e.get("at")]
     deadline = getattr(study, "deadline", None)
-    reasons = dict(description.get("empty_reasons") or {})
+    reasons = dict(campaign.empty_reasons)
     if deadline is None:
         reasons["deadline"] = "the study declares no [deadline] window"
     return {
-        "campaign_id": description.get("campaign_id"),
-        "study_name": description.get("study_name"),
-        "host": description.get("host"),
-        "rental": description.get("rental"),
-        "launcher": description.get("launcher"),
-        "campaign_created_at": description.get("created_at"),
+        "campaign_id": campaign.campaign_id,
+        "study_name": campaign.study_name,
+        "host": campaign.host.to_dict() if campaign.host is not None else None,
+        "rental": campaign.rental.to_dict() if campaign.rental is not None else None,
+        "launcher": dict(campaign.launcher),
+        "campaign_created_at": campaign.created_at,
         "first_event_at": min(stamps) if stamps else None,
         "last_event_at": max(stamps) if stamps else None,
         "deadline": dataclasses.asdict(deadline) if deadline is not None else None,
@@ -336,11 +336,12 @@ def _ledger(root: Path, description: dict[str, Any], study: Study | None, catalo
 
 
 def _input_record(
-    kind: str, description: dict[str, Any], include: bool, progress: Progress
+    kind: str, campaign: CampaignRecord, include: bool, progress: Progress
 ) -> tuple[InputRecord, list[PackedFile]]:
-    info = description.get(kind) or {}
-    original = Path(str(info.get("path", "")))
-    expected = str(info.get("fingerprint", ""))
+    """The input's record for BUNDLE.json (fingerprint checked on disk) and its files to pack, if included."""
+    facts = campaign_input(campaign, kind)
+    original = Path(facts.path if facts is not None else "")
+    expected = facts.fingerprint if facts is not None else ""
     present = original.is_dir() if kind == "model" else original.is_file()
     if not present:
         if include:

@@ -2,10 +2,11 @@
 
 Frozen records with explicit ``to_dict``/``from_dict`` (``BundleManifest`` rejects an unknown
 ``schema_version`` with a message that says what to do), the archive's fixed names
-(``BUNDLE.json``, ``campaign/``, ``inputs/``) and the two small helpers packing and verifying
-share: where an included input lives in the archive, and a model directory's fingerprint from
-its per-file hashes. :mod:`runner.bundle.pack` writes these records, :mod:`runner.bundle.verify`
-and :mod:`runner.bundle.replay` read them.
+(``BUNDLE.json``, ``campaign/``, ``inputs/``) and the small helpers packing, verifying and
+replaying share: where an included input lives in the archive, the campaign's facts for one
+input kind, and a model directory's fingerprint from its per-file hashes.
+:mod:`runner.bundle.pack` writes these records; :mod:`runner.bundle.verify` and
+:mod:`runner.bundle.replay` read them.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 from protocol.errors import UserError
 from protocol.fingerprint import sha256_bytes
+from protocol.records import CampaignRecord, InputFacts
 from runner.campaign_dir.findings import Discrepancy
 
 #: BUNDLE.json format. History: 1 (0.1.0): first version.
@@ -214,6 +216,11 @@ class VerifyReport:
 def input_archive_path(kind: str, original: Path) -> str:
     """Where an included input lives in the archive: inputs/model, inputs/corpus/<name>, inputs/tuning/<name>."""
     return f"{INPUTS_PREFIX}model" if kind == "model" else f"{INPUTS_PREFIX}{kind}/{original.name}"
+
+
+def campaign_input(campaign: CampaignRecord, kind: str) -> InputFacts | None:
+    """The campaign's facts for one input kind (corpus, tuning, model); None when absent or not an input kind."""
+    return getattr(campaign, kind) if kind in INPUT_KINDS else None
 
 
 def tree_fingerprint(entries: list[tuple[str, str]]) -> str:

@@ -26,7 +26,8 @@ from protocol.errors import UserError
 from protocol.fingerprint import sha256_bytes, sha256_file
 from protocol.jsonio import read_json, write_json_atomic, write_text_atomic
 from protocol.paths import check_allowed_root, check_safe_name
-from protocol.records import TrialSpec, TrialStatus
+from protocol.rawrecord import RawRecord
+from protocol.records import CampaignRecord, TrialSpec, TrialStatus
 from protocol.study import Study, parse_study
 from protocol.validate import Reference, check_pass, compare_predictions, parse_predictions
 from runner.bundle.compare import environment_differences, render_replay, replay_differences
@@ -38,12 +39,13 @@ from runner.bundle.records import (
     Progress,
     ReplayReport,
     TrialReplay,
+    campaign_input,
     creation_time,
     quiet,
 )
 from runner.bundle.safe_extract import DEFAULT_LIMITS, ExtractLimits, safe_extract
 from runner.bundle.verify import verify_bundle
-from runner.campaign_dir.layout import read_csv_rows
+from runner.campaign_dir.layout import load_record, read_csv_rows, read_rows
 from runner.launch.base import HostInterrupt, Launcher, TrialPaths
 
 #: ``--launcher`` choices: the one the originals used, a local process, or the exact recorded image.
@@ -141,7 +143,7 @@ class _Prepared:
     study: Study
     chosen: list[str]
     specs: dict[str, TrialSpec]
-    rows: dict[str, dict[str, str]]
+    rows: dict[str, RawRecord]
     inputs: tuple[InputUse, ...]  # corpus, model
     launcher: Launcher
     launcher_facts: dict[str, Any]
@@ -163,62 +165,70 @@ def _prepare_replay(
             raise UserError("an extracted file differs from BUNDLE.json", entry.path,
                             "The bundle changed while it was read; copy it again and retry.")
     campaign_root = extracted / "campaign"
-    description = read_json(campaign_root / "campaign.json")
+    campaign = load_record(campaign_root)
     study_bytes = (campaign_root / "study.toml").read_bytes()
     if sha256_bytes(study_bytes) != manifest.study_sha256:
         raise UserError("the study's hash differs from the bundle's", "campaign/study.toml",
                         "The bundle is inconsistent; do not use it.")
     study = parse_study(tomllib.loads(study_bytes.decode("utf-8")), path=campaign_root / "study.toml",
                         sha256=manifest.study_sha256)
-    rows = {row["trial_id"]: row for row in read_csv_rows(campaign_root / "raw.csv")}
-    chosen = _choose_trials(requested, rows, description)
-    uses = tuple(_resolve_input(kind, manifest, description, extracted, inputs_dir, allowed_roots)
+    rows = {row.trial_id: row for row in read_rows(campaign_root / "raw.csv")}
+    chosen = _choose_trials(requested, rows, campaign)
+    uses = tuple(_resolve_input(kind, manifest, campaign, extracted, inputs_dir, allowed_roots)
                  for kind in ("corpus", "model"))
     specs = {t: TrialSpec.from_dict(read_json(campaign_root / "trials" / t / "spec.json")) for t in chosen}
     launcher, launcher_facts = _replay_launcher(launcher_kind, specs)
     return _Prepared(bundle_sha256, manifest, study, chosen, specs, rows, uses, launcher, launcher_facts)
 
 
-def _choose_trials(requested: list[str], rows: dict[str, dict[str, str]], description: dict[str, Any]) -> list[str]:
+def _choose_trials(requested: list[str], rows: dict[str, RawRecord], campaign: CampaignRecord) -> list[str]:
+    """The requested trials, each an accepted pass; by default the first accepted pass of every variant."""
     for trial_id in requested:
         check_safe_name(trial_id, what="trial id", where="--trial")
         if trial_id not in rows:
             raise UserError(f"no trial {trial_id!r} in this bundle", "--trial",
                             f"Use one of: {', '.join(sorted(rows))}.")
         row = rows[trial_id]
-        if row["status"] != "ok" or row["corpus_accepted"] != "true":
+        if not _accepted(row):
             raise UserError(
-                f"trial {trial_id} was not an accepted pass (status {row['status']}, "
-                f"corpus_accepted {row['corpus_accepted']})",
+                f"trial {trial_id} was not an accepted pass (status {row.status}, "
+                f"corpus_accepted {row.cell('corpus_accepted')})",
                 "--trial",
                 "Replay compares accepted passes; choose a trial whose row says ok and accepted.",
             )
     if requested:
         return list(dict.fromkeys(requested))
     chosen: list[str] = []
-    ordered = sorted(rows.values(), key=lambda r: (int(r["order_index"]), int(r["attempt"])))
-    for variant in description["variants"]:
-        first = next((r for r in ordered if r["variant_id"] == variant["variant_id"]
-                      and r["status"] == "ok" and r["corpus_accepted"] == "true"), None)
+    # a verified bundle's rows all carry their order_index and attempt (the campaign checks compare them)
+    ordered = sorted(rows.values(), key=lambda r: (r.order_index or 0, r.attempt or 0))
+    for variant in campaign.variants:
+        first = next((r for r in ordered if r.variant_id == variant.variant_id and _accepted(r)), None)
         if first is not None:
-            chosen.append(check_safe_name(first["trial_id"], what="trial id", where="campaign/raw.csv"))
+            chosen.append(check_safe_name(first.trial_id, what="trial id", where="campaign/raw.csv"))
     if not chosen:
         raise UserError("the bundle holds no accepted pass to replay", "campaign/raw.csv",
                         "Replay needs at least one trial with status ok and an accepted corpus.")
     return chosen
 
 
+def _accepted(row: RawRecord) -> bool:
+    """An accepted pass: the trial ended ok and its corpus passed the quality rule."""
+    return row.status == "ok" and row.corpus_accepted is True
+
+
 def _resolve_input(
     kind: str,
     manifest: BundleManifest,
-    description: dict[str, Any],
+    campaign: CampaignRecord,
     extracted: Path,
     inputs_dir: Path | None,
     allowed_roots: tuple[Path, ...],
 ) -> InputUse:
+    """Where the replay reads one input (bundled, under --inputs, or at its original path), its hash checked."""
     record = manifest.input(kind)
-    expected = str((description.get(kind) or {}).get("fingerprint", ""))
-    original = Path(str((description.get(kind) or {}).get("path", "")))
+    facts = campaign_input(campaign, kind)
+    expected = facts.fingerprint if facts is not None else ""
+    original = Path(facts.path if facts is not None else "")
     if original.name in ("", ".", ".."):
         raise UserError(f"the bundle names no usable {kind} path ({original})", f"campaign.json {kind}.path",
                         "The bundle is malformed; do not use it.")
@@ -318,7 +328,7 @@ def _reference(campaign_root: Path) -> Reference:
 
 def _replay_one(
     original: TrialSpec,
-    row: dict[str, str],
+    row: RawRecord,
     campaign_root: Path,
     out: Path,
     launcher: Launcher,
@@ -337,8 +347,6 @@ def _replay_one(
     agreement = compare_predictions(replayed, before)
     reasons = replay_differences(final, check.accepted, check.reasons, agreement, replayed, before,
                                  quality.replay, quality.max_score_delta)
-    metric = row.get("metric_value") or ""
-    original_pass = row.get("pass_s") or ""
     return TrialReplay(
         trial_id=original.trial_id,
         variant_id=original.variant.variant_id,
@@ -350,10 +358,10 @@ def _replay_one(
         label_agreement=agreement.agreement,
         max_score_delta=agreement.max_score_delta,
         identical=agreement.identical,
-        original_metric=float(metric) if metric else None,
+        original_metric=row.metric_value,
         replay_metric=check.metric_value,
         replay_accepted=final == "ok" and check.accepted,
-        original_pass_s=float(original_pass) if original_pass else None,
+        original_pass_s=row.pass_s,
         replay_pass_s=status.phases.pass_s if status is not None and final == "ok" else None,
         environment_differences=environment_differences(campaign_root / "trials" / original.trial_id,
                                                          trial_dir),

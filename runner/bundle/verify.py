@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from protocol.errors import UserError
 from protocol.jsonio import read_json
+from protocol.rawrecord import RawRecord
+from protocol.records import CampaignRecord
 from protocol.schedule import Slot
 from runner.bundle.records import (
     CAMPAIGN_PREFIX,
@@ -28,13 +29,14 @@ from runner.bundle.records import (
     FileEntry,
     InputRecord,
     VerifyReport,
+    campaign_input,
     input_archive_path,
     tree_fingerprint,
 )
 from runner.bundle.safe_extract import DEFAULT_LIMITS, ArchiveError, ExtractLimits, FileDigest, read_archive
 from runner.campaign_dir.findings import MALFORMED, Discrepancy
 from runner.campaign_dir.integrity import check_campaign
-from runner.campaign_dir.layout import read_csv_rows
+from runner.campaign_dir.layout import load_record, read_rows
 from runner.campaign_dir.slots import planned_slots, unfinished_slots
 
 
@@ -106,28 +108,30 @@ def _check_listing(manifest: BundleManifest, digests: dict[str, FileDigest]) -> 
 def _check_manifest(manifest: BundleManifest, digests: dict[str, FileDigest], root: Path) -> list[Discrepancy]:
     """BUNDLE.json's claims against the bundled campaign: ids, trials, unfinished slots, inputs."""
     problems: list[Discrepancy] = []
+    if not (root / "raw.csv").is_file():
+        return problems  # named by the campaign checks
     try:
-        description = read_json(root / "campaign.json")
-        rows = read_csv_rows(root / "raw.csv")
-        slots = planned_slots(description)
-        _compare_campaign(manifest, description, rows, slots, problems)
-        _compare_inputs(manifest, digests, description, problems)
+        campaign = load_record(root)
+        rows = read_rows(root / "raw.csv", allow_inconsistent=True)  # as they are: the campaign checks name breaks
+        slots = planned_slots(campaign)
+        _compare_campaign(manifest, campaign, rows, slots, problems)
+        _compare_inputs(manifest, digests, campaign, problems)
     except (*MALFORMED, OSError):
         pass  # malformed campaign files are already named by the campaign checks
     return problems
 
 
 def _compare_campaign(
-    manifest: BundleManifest, description: dict[str, Any], rows: list[dict[str, str]], slots: tuple[Slot, ...],
+    manifest: BundleManifest, campaign: CampaignRecord, rows: list[RawRecord], slots: tuple[Slot, ...],
     problems: list[Discrepancy],
 ) -> None:
     def add(field_name: str, message: str) -> None:
         problems.append(Discrepancy(MANIFEST_NAME, field_name, message))
 
     for key in ("campaign_id", "study_sha256"):
-        if getattr(manifest, key) != description.get(key):
-            add(key, f"{getattr(manifest, key)!r}, campaign/campaign.json says {description.get(key)!r}")
-    trial_ids = tuple(sorted(row.get("trial_id", "") for row in rows))
+        if getattr(manifest, key) != getattr(campaign, key):
+            add(key, f"{getattr(manifest, key)!r}, campaign/campaign.json says {getattr(campaign, key)!r}")
+    trial_ids = tuple(sorted(row.trial_id for row in rows))
     if manifest.trials != trial_ids:
         add("trials", f"{len(manifest.trials)} trial id(s) that differ from campaign/raw.csv's {len(trial_ids)}")
     unfinished = tuple(unfinished_slots(rows, slots))
@@ -137,7 +141,7 @@ def _compare_campaign(
 
 
 def _compare_inputs(
-    manifest: BundleManifest, digests: dict[str, FileDigest], description: dict[str, Any],
+    manifest: BundleManifest, digests: dict[str, FileDigest], campaign: CampaignRecord,
     problems: list[Discrepancy],
 ) -> None:
     def add(field_name: str, message: str) -> None:
@@ -147,11 +151,11 @@ def _compare_inputs(
     if sorted(kinds) != sorted(INPUT_KINDS):
         add("inputs", f"kinds {kinds}, expected one each of {list(INPUT_KINDS)}")
     for record in manifest.inputs:
-        campaign_input = description.get(record.kind) or {}
-        campaign_fp = campaign_input.get("fingerprint")
+        facts = campaign_input(campaign, record.kind)
+        campaign_fp = facts.fingerprint if facts is not None else None
         if record.fingerprint != campaign_fp:
             add(f"inputs.{record.kind}.fingerprint", f"{record.fingerprint}, campaign.json says {campaign_fp}")
-        expected_path = input_archive_path(record.kind, Path(str(campaign_input.get("path", "")))) \
+        expected_path = input_archive_path(record.kind, Path(facts.path if facts is not None else "")) \
             if record.included else ""
         if record.archive_path != expected_path:
             add(f"inputs.{record.kind}.archive_path", f"{record.archive_path!r}, expected {expected_path!r}")

@@ -24,7 +24,7 @@ from runner.bundle.records import MANIFEST_NAME, BundleManifest
 from runner.bundle.replay import replay_bundle
 from runner.bundle.verify import verify_bundle
 from runner.campaign.run import run_campaign
-from runner.campaign_dir.layout import read_raw
+from runner.campaign_dir.layout import read_rows
 from runner.cli import IsocostGroup
 from runner.cli.bundle import COMMANDS
 from runner.launch.process import ProcessLauncher
@@ -43,7 +43,7 @@ class Campaign:
     full: Path  # bundle with --include-inputs
 
     def trial_ids(self) -> list[str]:
-        return [row["trial_id"] for row in read_raw(self.out / "raw.csv")]
+        return [row.trial_id for row in read_rows(self.out / "raw.csv")]
 
 
 @pytest.fixture(scope="module")
@@ -229,13 +229,13 @@ def test_a_campaign_with_a_failed_trial_bundles_verifies_and_is_not_replayed(mak
     run_campaign(study, out, ProcessLauncher())
     monkeypatch.delenv("ISOCOST_FAULT_INJECT")
     summarize_campaign(out)
-    [row] = read_raw(out / "raw.csv")
-    assert (row["status"], row["completed"]) == ("oom", "4")
+    [row] = read_rows(out / "raw.csv")
+    assert (row.status, row.completed) == ("oom", 4)
     create_bundle(out, tmp_path / "oom.tar.gz")
     report = verify_bundle(tmp_path / "oom.tar.gz")
     assert report.ok, report.first  # a failure is evidence too: kept, and consistent
     with pytest.raises(UserError, match="was not an accepted pass .status oom"):
-        replay_bundle(tmp_path / "oom.tar.gz", trial_ids=[row["trial_id"]])
+        replay_bundle(tmp_path / "oom.tar.gz", trial_ids=[row.trial_id])
     with pytest.raises(UserError, match="holds no accepted pass to replay"):
         replay_bundle(tmp_path / "oom.tar.gz")
 

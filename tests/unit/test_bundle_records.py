@@ -11,6 +11,7 @@ import pytest
 
 from protocol.errors import UserError
 from protocol.fingerprint import sha256_bytes, sha256_file, sha256_tree, tree_files
+from protocol.records import CampaignRecord, InputFacts
 from runner.bundle.pack import FIXED_MTIME, PackedFile, write_deterministic_tar
 from runner.bundle.records import (
     BUNDLE_SCHEMA_VERSION,
@@ -19,6 +20,7 @@ from runner.bundle.records import (
     FileEntry,
     InputRecord,
     VerifyReport,
+    campaign_input,
     creation_time,
     input_archive_path,
     tree_fingerprint,
@@ -117,3 +119,11 @@ def test_the_deterministic_tar_depends_on_names_and_bytes_only(tmp_path):
             (FIXED_MTIME, 0o644, 0, 0, "", "", tarfile.REGTYPE)}
         raw = tar.extractfile("campaign/raw.csv")
         assert raw is not None and sha256_bytes(raw.read()) == sha256_bytes(b"trial_id\n001\n")
+
+
+def test_campaign_input_gives_the_facts_of_input_kinds_only():
+    corpus = InputFacts(path="/data/c.csv", fingerprint="sha256:bb", inputs=6)
+    campaign = CampaignRecord(campaign_id="c1", corpus=corpus)
+    assert campaign_input(campaign, "corpus") is corpus
+    assert campaign_input(campaign, "model") is None  # not recorded
+    assert campaign_input(campaign, "campaign_id") is None  # a field, not an input kind
