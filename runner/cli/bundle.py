@@ -1,6 +1,6 @@
 """``isocost bundle``, ``isocost verify``, ``isocost replay``: archive a campaign, check it, rerun it.
 
-Thin commands over :mod:`runner.bundle.pack`.
+Thin commands over :mod:`runner.bundle.pack`, :mod:`runner.bundle.verify` and :mod:`runner.bundle.replay`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ from protocol import jsonio
 from protocol.fingerprint import sha256_file
 from protocol.paths import allowed_roots
 from protocol.safe_extract import DEFAULT_MAX_MEMBERS, DEFAULT_MAX_TOTAL_BYTES, ExtractLimits
-from runner.bundle.pack import REPLAY_LAUNCHERS, create_bundle, replay_bundle, verify_bundle
+from runner.bundle.pack import create_bundle
+from runner.bundle.replay import REPLAY_LAUNCHERS, replay_bundle
+from runner.bundle.verify import verify_bundle
 
 #: Exit status when a bundle does not verify or a replay does not match (UserErrors exit 2).
 EXIT_MISMATCH = 1

@@ -7,7 +7,6 @@ shared by the module; tampering works on copies of the bundle's bytes.
 from __future__ import annotations
 
 import json
-import math
 import shutil
 import tarfile
 from dataclasses import dataclass
@@ -19,20 +18,13 @@ from workspace import write_workspace
 
 from protocol.errors import UserError
 from protocol.fingerprint import sha256_bytes
-from protocol.validate import ParsedPredictions, Prediction, compare_predictions
 from runner.analysis.summary import summarize_campaign
-from runner.bundle.pack import (
-    MANIFEST_NAME,
-    BundleManifest,
-    PackedFile,
-    create_bundle,
-    replay_bundle,
-    replay_differences,
-    verify_bundle,
-    write_deterministic_tar,
-)
+from runner.bundle.pack import PackedFile, create_bundle, write_deterministic_tar
+from runner.bundle.records import MANIFEST_NAME, BundleManifest
+from runner.bundle.replay import replay_bundle
+from runner.bundle.verify import verify_bundle
 from runner.campaign.run import run_campaign
-from runner.campaign_dir.layout import read_raw
+from runner.campaign_dir.layout import read_rows
 from runner.cli import IsocostGroup
 from runner.cli.bundle import COMMANDS
 from runner.launch.process import ProcessLauncher
@@ -51,7 +43,7 @@ class Campaign:
     full: Path  # bundle with --include-inputs
 
     def trial_ids(self) -> list[str]:
-        return [row["trial_id"] for row in read_raw(self.out / "raw.csv")]
+        return [row.trial_id for row in read_rows(self.out / "raw.csv")]
 
 
 @pytest.fixture(scope="module")
@@ -237,13 +229,13 @@ def test_a_campaign_with_a_failed_trial_bundles_verifies_and_is_not_replayed(mak
     run_campaign(study, out, ProcessLauncher())
     monkeypatch.delenv("ISOCOST_FAULT_INJECT")
     summarize_campaign(out)
-    [row] = read_raw(out / "raw.csv")
-    assert (row["status"], row["completed"]) == ("oom", "4")
+    [row] = read_rows(out / "raw.csv")
+    assert (row.status, row.completed) == ("oom", 4)
     create_bundle(out, tmp_path / "oom.tar.gz")
     report = verify_bundle(tmp_path / "oom.tar.gz")
     assert report.ok, report.first  # a failure is evidence too: kept, and consistent
     with pytest.raises(UserError, match="was not an accepted pass .status oom"):
-        replay_bundle(tmp_path / "oom.tar.gz", trial_ids=[row["trial_id"]])
+        replay_bundle(tmp_path / "oom.tar.gz", trial_ids=[row.trial_id])
     with pytest.raises(UserError, match="holds no accepted pass to replay"):
         replay_bundle(tmp_path / "oom.tar.gz")
 
@@ -356,41 +348,3 @@ def test_verify_json_lists_every_discrepancy(campaign, tmp_path):
     assert [d["file"] for d in report["discrepancies"]] == ["campaign/notes.txt", "campaign/summary.md"]
     listed = CliRunner().invoke(cli, ["verify", str(forged), "--all"])
     assert "  also: campaign/summary.md: presence: listed in BUNDLE.json but missing from the archive" in listed.output
-
-
-# -- the comparison rules, without a campaign -----------------------------------------------------
-
-
-def _parsed(*scores: tuple[str, str, float]) -> ParsedPredictions:
-    return ParsedPredictions(tuple(Prediction(i, label, score) for i, label, score in scores), ())
-
-
-ORIGINAL = _parsed(("a", "x", 0.9), ("b", "y", 0.6))
-
-
-@pytest.mark.parametrize("mode, bound, replayed, expected", [
-    ("identical", None, ORIGINAL, []),
-    ("identical", None, _parsed(("a", "x", 0.9), ("b", "y", 0.60001)),
-     ["not identical: label agreement 1.0000, max |Δscore| 1e-05"]),
-    ("bounded", 1e-4, _parsed(("a", "x", 0.9), ("b", "y", 0.60001)), []),
-    ("bounded", 1e-6, _parsed(("a", "x", 0.9), ("b", "y", 0.60001)),
-     ["max |Δscore| 1e-05 exceeds the declared bound 1e-06"]),
-    ("bounded", 1.0, _parsed(("a", "x", 0.9), ("b", "x", 0.6)), ["labels differ: agreement 0.5000"]),
-    ("bounded", math.nan, ORIGINAL, ["the study's quality.max_score_delta nan is not a usable bound"]),
-    ("identical", None, _parsed(("a", "x", 0.9)), ["the replay's ids differ from the original's (1 vs 2 predictions)"]),
-])
-def test_replay_comparison_rules(mode, bound, replayed, expected):
-    agreement = compare_predictions(replayed, ORIGINAL)
-    assert replay_differences("ok", True, (), agreement, replayed, ORIGINAL, mode, bound) == expected
-
-
-def test_the_quality_rule_only_asks_for_a_passing_rerun():
-    different = _parsed(("a", "y", 0.1), ("b", "x", 0.2))
-    agreement = compare_predictions(different, ORIGINAL)
-    assert replay_differences("ok", True, (), agreement, different, ORIGINAL, "quality", None) == []
-    assert replay_differences("oom", False, ("accuracy 0.1 below the study's minimum 0.5",), agreement, different,
-                           ORIGINAL, "quality", None) == [
-        "the replay ended with status oom",
-        "the replay is not an accepted pass under the study's quality rule: accuracy 0.1 below the study's "
-        "minimum 0.5",
-    ]

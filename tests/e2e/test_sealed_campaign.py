@@ -136,7 +136,8 @@ def test_a_cut_last_row_is_quarantined_and_rederived_on_resume(tmp_path, cut):
         import tarfile
 
         from runner.analysis.summary import summarize_campaign
-        from runner.bundle.pack import create_bundle, verify_bundle
+        from runner.bundle.pack import create_bundle
+        from runner.bundle.verify import verify_bundle
 
         summarize_campaign(out)
         create_bundle(out, tmp_path / "b.tar.gz")

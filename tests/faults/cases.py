@@ -464,7 +464,7 @@ def case_deeply_nested_corpus(ctx: Context) -> Outcome:
 
 def case_sparse_archive_verify(ctx: Context) -> Outcome:
     """A PAX sparse member (1 GiB of holes in a few hundred bytes) is refused before anything is written."""
-    from runner.bundle.pack import verify_bundle
+    from runner.bundle.verify import verify_bundle
 
     source = ctx.root / "src" / "campaign" / "raw.csv"
     source.parent.mkdir(parents=True)

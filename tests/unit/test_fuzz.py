@@ -261,7 +261,7 @@ def _tar(members: dict[str, bytes]) -> bytes:
 
 
 def test_verify_reports_and_never_raises_on_arbitrary_bundles(tmp_path):
-    from runner.bundle.pack import verify_bundle
+    from runner.bundle.verify import verify_bundle
 
     path = tmp_path / "fuzz.tar.gz"
 
@@ -290,7 +290,7 @@ def _valid_manifest(extra: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_verify_survives_hostile_campaign_files(tmp_path):
-    from runner.bundle.pack import verify_bundle
+    from runner.bundle.verify import verify_bundle
 
     path = tmp_path / "fuzz.tar.gz"
 

@@ -262,7 +262,7 @@ def test_a_pax_sparse_header_written_by_hand_is_refused(tmp_path):
 
 
 def test_verify_refuses_a_sparse_bundle_member_without_expanding_it(tmp_path):
-    from runner.bundle.pack import verify_bundle
+    from runner.bundle.verify import verify_bundle
 
     archive = _tar_sparse(tmp_path, TAR_SPARSE_FORMATS["pax-1.0"])
     report = verify_bundle(archive)

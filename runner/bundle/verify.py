@@ -1,0 +1,178 @@
+"""Verify a bundle without trusting it: every hash, nothing missing or extra, a consistent campaign.
+
+:func:`verify_bundle` reads the archive through :mod:`protocol.safe_extract` (limits, no
+links, no escapes) into a temporary folder, then checks three things and reports every
+discrepancy by file and field in a :class:`~runner.bundle.records.VerifyReport`:
+
+1. the listing: each member's size and sha256 against ``BUNDLE.json``, nothing unlisted;
+2. the campaign's own consistency (:func:`runner.campaign_dir.integrity.check_campaign`);
+3. ``BUNDLE.json``'s claims against the campaign: ids, trials, unfinished slots, input fingerprints.
+
+It never raises on a malformed archive: a report with ``ok=False`` names what is wrong.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from protocol.errors import UserError
+from protocol.jsonio import read_json
+from protocol.rawrecord import RawRecord
+from protocol.records import CampaignRecord
+from protocol.safe_extract import DEFAULT_LIMITS, ArchiveError, ExtractLimits, FileDigest, read_archive
+from protocol.schedule import Slot
+from runner.bundle.records import (
+    CAMPAIGN_PREFIX,
+    INPUT_KINDS,
+    MANIFEST_NAME,
+    BundleManifest,
+    FileEntry,
+    InputRecord,
+    VerifyReport,
+    campaign_input,
+    input_archive_path,
+    tree_fingerprint,
+)
+from runner.campaign_dir.findings import MALFORMED, Discrepancy
+from runner.campaign_dir.integrity import check_campaign
+from runner.campaign_dir.layout import load_record, read_rows
+from runner.campaign_dir.slots import planned_slots, unfinished_slots
+
+
+def verify_bundle(path: Path, limits: ExtractLimits = DEFAULT_LIMITS) -> VerifyReport:
+    """Check a bundle without trusting it: hashes, completeness, then internal consistency."""
+    shown = str(path)
+    with tempfile.TemporaryDirectory(prefix="isocost-verify-") as tmp:
+        work = Path(tmp)
+        try:
+            digests = read_archive(path, dest=work, limits=limits,
+                                   select=lambda n: n == MANIFEST_NAME or n.startswith(CAMPAIGN_PREFIX))
+        except ArchiveError as exc:
+            return _failed(shown, Discrepancy(exc.where or shown, "archive", exc.what))
+        if MANIFEST_NAME not in digests:
+            return _failed(shown, Discrepancy(MANIFEST_NAME, "presence", "missing: this is not an isocost bundle"))
+        try:
+            manifest = BundleManifest.from_dict(read_json(work / MANIFEST_NAME))
+        except UserError as exc:
+            return _failed(shown, Discrepancy(MANIFEST_NAME, "content", exc.what))
+        except (ValueError, RecursionError) as exc:
+            return _failed(shown, Discrepancy(MANIFEST_NAME, "content", f"unreadable JSON ({type(exc).__name__})"))
+        problems = _check_listing(manifest, digests)
+        problems += check_campaign(work / "campaign", CAMPAIGN_PREFIX)
+        problems += _check_manifest(manifest, digests, work / "campaign")
+    return VerifyReport(
+        bundle=shown,
+        ok=not problems,
+        discrepancies=tuple(problems),
+        files_checked=len(digests),
+        bytes_checked=sum(d.size_bytes for d in digests.values()),
+        campaign_id=manifest.campaign_id,
+        study_sha256=manifest.study_sha256,
+        trials=len(manifest.trials),
+        inputs_included=tuple(i.kind for i in manifest.inputs if i.included),
+    )
+
+
+def _failed(bundle: str, problem: Discrepancy) -> VerifyReport:
+    """A report for a bundle that could not be read far enough to check anything else."""
+    return VerifyReport(bundle=bundle, ok=False, discrepancies=(problem,), files_checked=0, bytes_checked=0,
+                        campaign_id="", study_sha256="", trials=0, inputs_included=())
+
+
+def _check_listing(manifest: BundleManifest, digests: dict[str, FileDigest]) -> list[Discrepancy]:
+    """Each archive member against its BUNDLE.json entry: listed once, present, same size and sha256."""
+    problems: list[Discrepancy] = []
+    listed: dict[str, FileEntry] = {}
+    for listed_entry in manifest.files:
+        if listed_entry.path == MANIFEST_NAME:
+            problems.append(Discrepancy(MANIFEST_NAME, "files", "BUNDLE.json lists itself"))
+        elif listed_entry.path in listed:
+            problems.append(Discrepancy(MANIFEST_NAME, "files", f"{listed_entry.path!r} is listed twice"))
+        listed[listed_entry.path] = listed_entry
+    for name in sorted((set(listed) | set(digests)) - {MANIFEST_NAME}):
+        entry, digest = listed.get(name), digests.get(name)
+        if entry is None:
+            problems.append(Discrepancy(name, "presence", "in the archive but not listed in BUNDLE.json"))
+        elif digest is None:
+            problems.append(Discrepancy(name, "presence", "listed in BUNDLE.json but missing from the archive"))
+        elif digest.size_bytes != entry.size_bytes:
+            problems.append(Discrepancy(name, "size_bytes",
+                                        f"{digest.size_bytes} in the archive, BUNDLE.json says {entry.size_bytes}"))
+        elif digest.sha256 != entry.sha256:
+            problems.append(Discrepancy(name, "sha256",
+                                        f"{digest.sha256} in the archive, BUNDLE.json says {entry.sha256}"))
+    return problems
+
+
+def _check_manifest(manifest: BundleManifest, digests: dict[str, FileDigest], root: Path) -> list[Discrepancy]:
+    """BUNDLE.json's claims against the bundled campaign: ids, trials, unfinished slots, inputs."""
+    problems: list[Discrepancy] = []
+    if not (root / "raw.csv").is_file():
+        return problems  # named by the campaign checks
+    try:
+        campaign = load_record(root)
+        rows = read_rows(root / "raw.csv", allow_inconsistent=True)  # as they are: the campaign checks name breaks
+        slots = planned_slots(campaign)
+        _compare_campaign(manifest, campaign, rows, slots, problems)
+        _compare_inputs(manifest, digests, campaign, problems)
+    except (*MALFORMED, OSError):
+        pass  # malformed campaign files are already named by the campaign checks
+    return problems
+
+
+def _compare_campaign(
+    manifest: BundleManifest, campaign: CampaignRecord, rows: list[RawRecord], slots: tuple[Slot, ...],
+    problems: list[Discrepancy],
+) -> None:
+    def add(field_name: str, message: str) -> None:
+        problems.append(Discrepancy(MANIFEST_NAME, field_name, message))
+
+    for key in ("campaign_id", "study_sha256"):
+        if getattr(manifest, key) != getattr(campaign, key):
+            add(key, f"{getattr(manifest, key)!r}, campaign/campaign.json says {getattr(campaign, key)!r}")
+    trial_ids = tuple(sorted(row.trial_id for row in rows))
+    if manifest.trials != trial_ids:
+        add("trials", f"{len(manifest.trials)} trial id(s) that differ from campaign/raw.csv's {len(trial_ids)}")
+    unfinished = tuple(unfinished_slots(rows, slots))
+    if manifest.unfinished_slots != unfinished:
+        add("unfinished_slots", f"{list(manifest.unfinished_slots)}, campaign/raw.csv and schedule.csv give "
+                                f"{list(unfinished)}")
+
+
+def _compare_inputs(
+    manifest: BundleManifest, digests: dict[str, FileDigest], campaign: CampaignRecord,
+    problems: list[Discrepancy],
+) -> None:
+    def add(field_name: str, message: str) -> None:
+        problems.append(Discrepancy(MANIFEST_NAME, field_name, message))
+
+    kinds = [record.kind for record in manifest.inputs]
+    if sorted(kinds) != sorted(INPUT_KINDS):
+        add("inputs", f"kinds {kinds}, expected one each of {list(INPUT_KINDS)}")
+    for record in manifest.inputs:
+        facts = campaign_input(campaign, record.kind)
+        campaign_fp = facts.fingerprint if facts is not None else None
+        if record.fingerprint != campaign_fp:
+            add(f"inputs.{record.kind}.fingerprint", f"{record.fingerprint}, campaign.json says {campaign_fp}")
+        expected_path = input_archive_path(record.kind, Path(facts.path if facts is not None else "")) \
+            if record.included else ""
+        if record.archive_path != expected_path:
+            add(f"inputs.{record.kind}.archive_path", f"{record.archive_path!r}, expected {expected_path!r}")
+            continue
+        if not record.included:
+            continue
+        actual = _bundled_fingerprint(record, digests)
+        if actual != record.fingerprint:
+            add(f"inputs.{record.kind}", f"the bundled {record.kind} fingerprints to {actual}, "
+                                         f"the campaign ran with {record.fingerprint}")
+
+
+def _bundled_fingerprint(record: InputRecord, digests: dict[str, FileDigest]) -> str:
+    """The fingerprint of an included input, from the archive's own hashes."""
+    if record.kind == "model":
+        prefix = record.archive_path + "/"
+        pairs = [(n[len(prefix):], d.sha256) for n, d in digests.items() if n.startswith(prefix)]
+        return tree_fingerprint(pairs)
+    digest = digests.get(record.archive_path)
+    return digest.sha256 if digest is not None else "(missing)"
