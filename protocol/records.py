@@ -334,3 +334,209 @@ def csv_cell(value: Any) -> str:
 
 def format_reasons(reasons: dict[str, str]) -> str:
     return "; ".join(f"{key}: {reasons[key]}" for key in sorted(reasons))
+
+
+# -- campaign.json ---------------------------------------------------------------------------------
+
+#: ``campaign.json``'s format. History: 1 (0.1.0): first version.
+CAMPAIGN_SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Rental:
+    """The flat plan this campaign's host is rented under (matched against the catalog by `decide`)."""
+
+    gpu: str
+    lots: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"gpu": self.gpu, "lots": self.lots}
+
+
+@dataclass(frozen=True)
+class InputFacts:
+    """One input the campaign froze (corpus, tuning corpus or model): where it was, its fingerprint.
+
+    ``inputs`` (records in a data set), ``content_fingerprint`` (ids, texts and labels, whatever the
+    file's bytes) and ``index_sha256`` (the frozen ``corpus_index.csv``) only where they apply: None
+    is not written.
+    """
+
+    path: str
+    fingerprint: str
+    inputs: int | None = None
+    content_fingerprint: str | None = None
+    index_sha256: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> InputFacts:
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    """The machine the host CLI ran on when the campaign started."""
+
+    hostname: str
+    cpu_count: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"hostname": self.hostname, "cpu_count": self.cpu_count}
+
+
+@dataclass(frozen=True)
+class CatalogFacts:
+    """The plan catalog in force at the start, copied into the campaign directory as ``snapshot``."""
+
+    snapshot: str
+    source: str
+    sha256: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"snapshot": self.snapshot, "source": self.source, "sha256": self.sha256}
+
+
+@dataclass(frozen=True)
+class CampaignRecord:
+    """``campaign.json``: what was frozen before the first trial (written once by ``isocost run``).
+
+    Only ``schema_version`` is required: a key absent from the file (written by hand, or by an early
+    0.1 build) reads as its default.
+
+    ``launcher`` is what the launcher described (its keys depend on its kind); ``seen_corpus_reuse`` the
+    acknowledged earlier evaluation of this final corpus (an evaluations-ledger entry), None when none.
+    """
+
+    campaign_id: str = ""
+    created_at: str = ""
+    setup_started_at: str | None = None
+    isocost_version: str = ""
+    raw_schema_version: int | None = None
+    study_name: str = ""
+    study_path: str = ""
+    study_sha256: str = ""
+    question: str = ""
+    corpus: InputFacts | None = None
+    tuning: InputFacts | None = None
+    model: InputFacts | None = None
+    warmup: WarmupRule | None = None
+    warmup_texts: tuple[str, ...] = ()
+    warmup_ids: tuple[str, ...] = ()
+    variants: tuple[Variant, ...] = ()
+    repetitions: int = 0
+    order: str = ""
+    launcher: dict[str, str] = field(default_factory=dict)
+    host: HostFacts | None = None
+    rental: Rental | None = None
+    catalog: CatalogFacts | None = None
+    empty_reasons: dict[str, str] = field(default_factory=dict)
+    seen_corpus_reuse: dict[str, Any] | None = None
+    schema_version: int = CAMPAIGN_SCHEMA_VERSION
+
+    @property
+    def launcher_kind(self) -> str:
+        return self.launcher.get("kind", "")
+
+    @property
+    def corpus_inputs(self) -> int:
+        """Inputs in the measured corpus (0 when not recorded)."""
+        return (self.corpus.inputs or 0) if self.corpus is not None else 0
+
+    @property
+    def slots_planned(self) -> int:
+        return len(self.variants) * self.repetitions
+
+    def variant(self, variant_id: str) -> Variant:
+        return next(v for v in self.variants if v.variant_id == variant_id)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object written as campaign.json (``from_dict(d).to_dict() == d`` for what isocost writes)."""
+        def nested(value: Any) -> Any:
+            return value.to_dict() if value is not None else None
+
+        data: dict[str, Any] = {
+            "schema_version": self.schema_version, "campaign_id": self.campaign_id, "created_at": self.created_at,
+            "setup_started_at": self.setup_started_at, "isocost_version": self.isocost_version,
+            "raw_schema_version": self.raw_schema_version, "study_name": self.study_name,
+            "study_path": self.study_path, "study_sha256": self.study_sha256, "question": self.question,
+            "corpus": nested(self.corpus), "tuning": nested(self.tuning), "model": nested(self.model),
+            "warmup": nested(self.warmup), "warmup_texts": list(self.warmup_texts),
+            "warmup_ids": list(self.warmup_ids), "variants": [v.to_dict() for v in self.variants],
+            "repetitions": self.repetitions, "order": self.order, "launcher": dict(self.launcher),
+            "host": nested(self.host), "rental": nested(self.rental), "catalog": nested(self.catalog),
+            "empty_reasons": dict(self.empty_reasons), "seen_corpus_reuse": self.seen_corpus_reuse,
+        }
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], where: str = "campaign.json") -> CampaignRecord:
+        """Read campaign.json; refuses another schema_version, unknown keys and malformed values."""
+        check_campaign_version(data, where)
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise UserError(f"campaign.json has unknown fields {unknown}", where,
+                            "Was it written by a newer isocost? Read it with the version that wrote it.")
+        try:
+            return cls(**{key: _CAMPAIGN_READERS.get(key, _same)(value) for key, value in data.items()})
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise UserError(f"campaign.json is malformed ({type(exc).__name__}: {str(exc)[:200]})", where,
+                            "It was changed after `isocost run` wrote it: restore it from a backup or bundle.") \
+                from None
+
+
+def check_campaign_version(data: dict[str, Any], where: str) -> None:
+    """Refuse a campaign.json of another schema_version, saying which version reads it."""
+    if data.get("schema_version") != CAMPAIGN_SCHEMA_VERSION:
+        raise UserError(
+            f"campaign.json has schema_version {data.get('schema_version')!r}",
+            where,
+            f"This isocost reads {CAMPAIGN_SCHEMA_VERSION}; use the version that wrote it.",
+        )
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _optional(read: Any) -> Any:
+    return lambda value: None if value is None else read(value)
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str) or not all(isinstance(item, str) for item in value):
+        raise TypeError("expected a list of strings")
+    return tuple(value)
+
+
+def _int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"expected an integer, found {type(value).__name__}")
+    return value
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise TypeError(f"expected an object, found {type(value).__name__}")
+    return dict(value)
+
+
+_CAMPAIGN_READERS: dict[str, Any] = {
+    "corpus": _optional(InputFacts.from_dict),
+    "tuning": _optional(InputFacts.from_dict),
+    "model": _optional(InputFacts.from_dict),
+    "warmup": _optional(lambda d: WarmupRule(**d)),
+    "warmup_texts": _strings,
+    "warmup_ids": _strings,
+    "variants": lambda items: tuple(Variant.from_dict(_dict(v)) for v in items),
+    "repetitions": _int,
+    "launcher": _dict,
+    "host": _optional(lambda d: HostFacts(**d)),
+    "rental": _optional(lambda d: Rental(**d)),
+    "catalog": _optional(lambda d: CatalogFacts(**d)),
+    "empty_reasons": _dict,
+    "seen_corpus_reuse": _optional(_dict),
+}

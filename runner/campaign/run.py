@@ -34,6 +34,7 @@ from protocol.records import (
     RAW_SCHEMA_VERSION,
     WRONG_BUILD_ERROR,
     RawRow,
+    Rental,
     TrialSpec,
     Variant,
 )
@@ -46,10 +47,9 @@ from runner.campaign_dir.layout import (
     FROZEN_CATALOG,
     LOCK_NAME,
     CampaignPaths,
-    Rental,
-    _now,
     load_campaign,
     log_event,
+    now_iso,
     read_raw,
     writer_lock,
 )
@@ -157,7 +157,7 @@ def freeze(
     description: dict[str, Any] = {
         "schema_version": CAMPAIGN_SCHEMA_VERSION,
         "campaign_id": uuid.uuid4().hex,
-        "created_at": _now(),
+        "created_at": now_iso(),
         "setup_started_at": setup_started_at,
         "isocost_version": __version__,
         "raw_schema_version": RAW_SCHEMA_VERSION,

@@ -42,7 +42,7 @@ from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path, sha256_bytes
 from protocol.jsonio import read_json
 from protocol.paths import check_safe_name
-from protocol.records import TrialSpec, TrialStatus, Variant, csv_cell
+from protocol.records import RAW_COLUMNS, TrialSpec, TrialStatus, Variant, csv_cell
 from protocol.schedule import Slot, rotated_schedule
 from protocol.study import Study, parse_study
 from protocol.validate import Reference, check_pass, parse_predictions
@@ -265,7 +265,7 @@ class _Checks:
             self.add("raw.csv", f"row {table.partial_row}",
                      f"cut while it was written (from byte {table.intact_bytes}): `isocost run STUDY --out DIR "
                      "--resume` keeps its bytes in raw.csv.partial-N and records that trial again")
-        rows = list(table.rows)
+        rows = [dict(zip(RAW_COLUMNS, row.cells(), strict=True)) for row in table.rows]
         slots_by_id = {slot.trial_id: slot for slot in slots}
         seen: set[str] = set()
         good: list[dict[str, str]] = []

@@ -1,4 +1,16 @@
-"""The campaign directory: its file names, campaign.json, the raw table reader, the writer lock, events."""
+"""The campaign directory: its file names, campaign.json, the raw table reader, the writer lock, events.
+
+Readers take typed records: :func:`load_record` gives campaign.json as a
+:class:`~protocol.records.CampaignRecord`, :func:`read_rows` the raw table as
+:class:`~protocol.rawrecord.RawRecord` rows, the chain checked. (``load_campaign`` and ``read_raw``
+give the same as plain dicts, for readers not yet converted.)
+
+Example::
+
+    record = load_record(Path("results/quick"))      # UserError: not a campaign, or another schema
+    rows = read_rows(Path("results/quick"))          # the directory or its raw.csv
+    [row.pass_s for row in rows if row.status == "ok"]
+"""
 
 from __future__ import annotations
 
@@ -14,9 +26,11 @@ from typing import Any
 
 from protocol.errors import UserError
 from protocol.jsonio import read_json
-from runner.campaign_dir.rawtable import read_rows
+from protocol.rawrecord import RawRecord
+from protocol.records import CAMPAIGN_SCHEMA_VERSION, RAW_COLUMNS, CampaignRecord, check_campaign_version
+from runner.campaign_dir.rawtable import read_records
 
-CAMPAIGN_SCHEMA_VERSION = 1
+__all__ = ["CAMPAIGN_SCHEMA_VERSION"]  # campaign.json's version, read here (defined beside its record)
 
 
 #: The plan catalog in force when the campaign started, copied into its directory.
@@ -55,23 +69,22 @@ class CampaignPaths:
         return self.root / "trials" / trial_id
 
 
-@dataclass(frozen=True)
-class Rental:
-    """The flat plan this campaign's host is rented under (matched against the catalog by `decide`)."""
-
-    gpu: str
-    lots: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"gpu": self.gpu, "lots": self.lots}
 
 
-def read_raw(path: Path, *, allow_inconsistent: bool = False) -> list[dict[str, str]]:
-    """Every row of raw.csv with its chain checked (see :mod:`runner.campaign_dir.rawtable`); [] when there is none yet.
+def read_rows(path_or_root: Path, *, allow_inconsistent: bool = False) -> list[RawRecord]:
+    """Every row of raw.csv, typed, its chain checked (see :mod:`runner.campaign_dir.rawtable`); [] when there is
+    none yet. ``path_or_root``: the raw.csv file or the campaign directory holding it.
 
     ``allow_inconsistent`` (forensics): rows that break the chain are read as they are.
     """
-    return read_rows(path, verify=not allow_inconsistent)
+    path = CampaignPaths(path_or_root).raw if path_or_root.is_dir() else path_or_root
+    return read_records(path, verify=not allow_inconsistent)
+
+
+def read_raw(path: Path, *, allow_inconsistent: bool = False) -> list[dict[str, str]]:
+    """:func:`read_rows` as plain dicts of cells (column → text), for readers not yet converted."""
+    return [dict(zip(RAW_COLUMNS, row.cells(), strict=True))
+            for row in read_records(path, verify=not allow_inconsistent)]
 
 
 #: The writer lock inside a campaign directory; it holds the pid and host of the last writer.
@@ -100,7 +113,7 @@ def writer_lock(root: Path) -> Iterator[None]:
         ) from None
     try:
         os.ftruncate(fd, 0)
-        record = {"pid": os.getpid(), "host": os.uname().nodename, "since": _now()}
+        record = {"pid": os.getpid(), "host": os.uname().nodename, "since": now_iso()}
         os.pwrite(fd, (json.dumps(record, sort_keys=True) + "\n").encode(), 0)
         os.fsync(fd)
         yield
@@ -118,7 +131,7 @@ def _lock_holder(fd: int) -> str:
 
 def log_event(paths: CampaignPaths, kind: str, **fields: Any) -> str:
     """Append one timestamped campaign event (used for the campaign period); returns its time."""
-    record = {"at": _now(), "event": kind, **fields}
+    record = {"at": now_iso(), "event": kind, **fields}
     try:
         with open(paths.events, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(record, sort_keys=True) + "\n")
@@ -130,21 +143,28 @@ def log_event(paths: CampaignPaths, kind: str, **fields: Any) -> str:
     return str(record["at"])
 
 
+def load_record(root: Path) -> CampaignRecord:
+    """campaign.json of the campaign directory ``root``, typed; UserError when absent, of another schema_version
+    or malformed."""
+    data = load_campaign(root)
+    return CampaignRecord.from_dict(data, str(CampaignPaths(root).campaign))
+
+
 def load_campaign(root: Path) -> dict[str, Any]:
+    """campaign.json as a plain dict (schema_version checked), for readers not yet converted to :func:`load_record`."""
     paths = CampaignPaths(root)
     if not paths.campaign.exists():
         raise UserError("not a campaign directory (no campaign.json)", str(root), "Pass the --out of `isocost run`.")
     data = read_json(paths.campaign)
-    if data.get("schema_version") != CAMPAIGN_SCHEMA_VERSION:
-        raise UserError(
-            f"campaign.json has schema_version {data.get('schema_version')!r}",
-            str(paths.campaign),
-            f"This isocost reads {CAMPAIGN_SCHEMA_VERSION}; use the version that wrote it.",
-        )
+    if not isinstance(data, dict):
+        raise UserError("campaign.json is not a JSON object", str(paths.campaign),
+                        "It was changed after `isocost run` wrote it: restore it from a backup or bundle.")
+    check_campaign_version(data, str(paths.campaign))
     return data
 
 
-def _now() -> str:
+def now_iso() -> str:
+    """The time now, UTC, ISO-8601 to the millisecond: how campaign files stamp events."""
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 

@@ -19,7 +19,7 @@ caught by the SHA-256 of a bundle made before it.
 Example::
 
     append_row(Path("results/quick/raw.csv"), row)    # computes and writes chain_sha256
-    read_rows(Path("results/quick/raw.csv"))          # list of dicts; UserError on any break
+    read_records(Path("results/quick/raw.csv"))       # list of RawRecord; UserError on any break
 """
 
 from __future__ import annotations
@@ -29,11 +29,12 @@ import hashlib
 import io
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from protocol.errors import UserError
+from protocol.rawrecord import RawRecord
 from protocol.records import RAW_COLUMNS, RawRow
 
 CHAIN_COLUMN = RAW_COLUMNS[-1]
@@ -45,7 +46,7 @@ _RESUME_FIX = ("The host stopped while writing it: `isocost run STUDY --out DIR 
 class RawTable:
     """What a read of raw.csv found: the intact rows, and the cut last row if any."""
 
-    rows: tuple[dict[str, str], ...]
+    rows: tuple[RawRecord, ...]
     intact_bytes: int  # header + whole, chained rows
     partial: bytes  # the bytes of a cut last row (b"" when the table ends cleanly)
     partial_row: int  # its row number (0: the header itself was cut)
@@ -110,7 +111,7 @@ def scan(path: Path, verify: bool = True) -> RawTable:
     except FileNotFoundError:
         return empty
     where = str(path)
-    rows: list[dict[str, str]] = []
+    rows: list[RawRecord] = []
     previous = empty.last_digest
     intact = 0
     for number, (start, end, cells) in enumerate(_records(data)):
@@ -137,7 +138,7 @@ def scan(path: Path, verify: bool = True) -> RawTable:
                             f"({cells[-1][:16] or 'empty'}…, the rows before it give {expected[:16]}…)",
                             where, _EDITED_FIX)
         previous = cells[-1] if not verify else expected
-        rows.append(dict(zip(RAW_COLUMNS, cells, strict=True)))
+        rows.append(RawRecord.from_cells(cells))
         intact = end
     return RawTable(tuple(rows), intact, b"", 0, previous)
 
@@ -166,7 +167,7 @@ def _check_header(cells: list[str], where: str) -> None:
     raise UserError("raw.csv has unexpected columns", where, "It was written by another isocost version.")
 
 
-def read_rows(path: Path, verify: bool = True) -> list[dict[str, str]]:
+def read_records(path: Path, verify: bool = True) -> list[RawRecord]:
     """Every row of raw.csv, the chain checked; a cut last row is an error (``--resume`` repairs it)."""
     table = scan(path, verify)
     if table.partial and verify:
@@ -175,7 +176,7 @@ def read_rows(path: Path, verify: bool = True) -> list[dict[str, str]]:
     return list(table.rows)
 
 
-def append_row(path: Path, row: RawRow) -> None:
+def append_row(path: Path, row: RawRecord | RawRow) -> None:
     """Append one row with its chain digest and fsync; write the header first if the file is new."""
     table = scan(path)
     if table.partial:
@@ -200,7 +201,7 @@ def append_row(path: Path, row: RawRow) -> None:
         except OSError as exc:
             os.ftruncate(fd, size)  # never leave a partial row behind
             raise UserError(
-                f"could not append the row of trial {row.values.get('trial_id')} to raw.csv: {exc.strerror}",
+                f"could not append the row of trial {cells[0]} to raw.csv: {exc.strerror}",
                 str(path),
                 "raw.csv is intact up to the previous row. Free space (or fix the disk), then continue with "
                 "--resume: the trial is found and recorded.",
@@ -253,12 +254,14 @@ def _fsync_dir(directory: Path) -> None:
 HOST_STOP_NOTE = "host CLI stopped"
 
 
-def is_host_stopped(row: dict[str, str]) -> bool:
+def is_host_stopped(row: RawRecord | Mapping[str, str]) -> bool:
     """Does this raw row leave its pass to be run again? Only a pass the host stopped before it completed.
 
     A row with status ``ok`` is a completed pass whatever its notes say (the host may have been
     stopping just as the trial finished): its pass is never run again.
     """
+    if isinstance(row, RawRecord):
+        return HOST_STOP_NOTE in row.notes and row.status != "ok"
     return HOST_STOP_NOTE in row.get("notes", "") and row.get("status") != "ok"
 
 

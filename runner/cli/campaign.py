@@ -12,12 +12,13 @@ import click
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
 from protocol.jsonio import read_json
+from protocol.records import Rental
 from runner.analysis.summary import summarize_campaign
 from runner.analysis.verdicts import validate_campaign
 from runner.campaign.launcher_choice import LAUNCHER_KINDS, choose_launcher
 from runner.campaign.run import run_campaign
 from runner.campaign_dir.integrity import require_evidence
-from runner.campaign_dir.layout import Rental, load_campaign
+from runner.campaign_dir.layout import load_campaign
 
 
 def _progress(message: str) -> None:

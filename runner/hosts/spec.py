@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from protocol.errors import UserError
+from protocol.records import Rental
 from protocol.safe_read import read_text
-from runner.campaign_dir.layout import Rental
 from runner.launch.engines import EngineAddress, parse_engine_url
 
 HOSTS_FILE_SCHEMA_VERSION = 1

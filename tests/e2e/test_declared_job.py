@@ -17,8 +17,8 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from protocol.records import Rental
 from runner.campaign.run import run_campaign
-from runner.campaign_dir.layout import Rental
 from runner.cli import IsocostGroup, main
 from runner.cli.decide import COMMANDS
 from runner.launch.process import ProcessLauncher
