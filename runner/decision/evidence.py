@@ -5,7 +5,7 @@ stored prediction files, as ``isocost summarize`` does; the evidence checks run 
 campaign.json, raw.csv, events.jsonl and each trial's status and manifest. :func:`choose_catalog` and
 :func:`read_ledger` read the other two inputs of the decision.
 
-Example: ``evidence, study, description = load_evidence(Path("results/a"))``; ``evidence.hardware`` reads
+Example: ``evidence, study, record = load_evidence(Path("results/a"))``; ``evidence.hardware`` reads
 ``"rtx-4090 ×2 lots"``.
 """
 
@@ -21,10 +21,12 @@ from protocol.costing.projection import trial_record
 from protocol.decision.rank import CampaignEvidence, Ledger, TrialCapacity, parse_ledger
 from protocol.errors import UserError
 from protocol.jsonio import read_json
+from protocol.rawrecord import RawRecord
+from protocol.records import RAW_COLUMNS, CampaignRecord, Rental
 from protocol.stats import Summary
 from protocol.study import Study, load_study
 from runner.analysis.summary import summarize_campaign
-from runner.campaign_dir.layout import FROZEN_CATALOG, CampaignPaths, load_campaign, read_raw
+from runner.campaign_dir.layout import FROZEN_CATALOG, CampaignPaths, load_record, read_rows
 from runner.campaign_dir.rentals import RENTALS_FILE, latest_rental, read_rentals
 
 #: Keys a trial manifest may use for the host's RAM (MemTotal from /proc/meminfo), first found wins.
@@ -72,54 +74,58 @@ def trial_capacity(trial_dir: Path) -> TrialCapacity:
     return TrialCapacity(device, device_source, host, host_source)
 
 
-def load_evidence(root: Path, allow_inconsistent: bool = False) -> tuple[CampaignEvidence, Study, dict[str, Any]]:
+def load_evidence(root: Path, allow_inconsistent: bool = False) -> tuple[CampaignEvidence, Study, CampaignRecord]:
     """Read one campaign directory into the evidence ``decide`` weighs (re-deriving its verdicts).
 
     The evidence checks run once, in summarize; ``allow_inconsistent`` reads an inconsistent directory anyway
     and puts the banner first among the campaign's notes.
     """
     paths = CampaignPaths(root)
-    description = load_campaign(root)
+    record = load_record(root)
     summary, banner = _summarize(root, allow_inconsistent)
     study = load_study(paths.study)  # the frozen copy: rules as they were at the start
     verdicts = read_json(root / "verdicts.json").get("verdicts", [])
-    rows = read_raw(paths.raw, allow_inconsistent=allow_inconsistent)
-    rental, notes = _rental(root, description)
-    if description.get("study_sha256") != study.sha256:
-        notes.append(f"study.toml in {root} hashes to {study.sha256}, not the {description.get('study_sha256')} "
+    rows = read_rows(paths.raw, allow_inconsistent=allow_inconsistent)
+    rental, notes = _rental(root, record)
+    if record.study_sha256 != study.sha256:
+        notes.append(f"study.toml in {root} hashes to {study.sha256}, not the {record.study_sha256} "
                      "recorded at the start: the frozen copy was edited")
-    corpus = description.get("corpus") or {}
-    launcher = description.get("launcher") or {}
-    host = description.get("host") or {}
+    trial_ids = [row.trial_id for row in rows]
     evidence = CampaignEvidence(
         label=str(root),
-        campaign_id=str(description["campaign_id"]),
-        study_name=str(description.get("study_name", study.name)),
-        study_sha256=str(description["study_sha256"]),
-        corpus_fingerprint=str(corpus.get("fingerprint", "")),
-        corpus_content_fingerprint=str(corpus.get("content_fingerprint", "")),
-        corpus_inputs=int(corpus.get("inputs", 0)),
-        model_fingerprint=str((description.get("model") or {}).get("fingerprint", "")),
-        rental_gpu=str(rental["gpu"]) if rental else None,
-        rental_lots=int(rental.get("lots", 1)) if rental else None,
+        campaign_id=record.campaign_id,
+        study_name=record.study_name or study.name,
+        study_sha256=record.study_sha256,
+        corpus_fingerprint=record.corpus.fingerprint if record.corpus else "",
+        corpus_content_fingerprint=(record.corpus.content_fingerprint or "") if record.corpus else "",
+        corpus_inputs=record.corpus_inputs,
+        model_fingerprint=record.model.fingerprint if record.model else "",
+        rental_gpu=str(rental.gpu) if rental else None,
+        rental_lots=int(rental.lots) if rental else None,
         rental_empty_reason="" if rental else str(
-            (description.get("empty_reasons") or {}).get("rental")
+            record.empty_reasons.get("rental")
             or "campaign.json records no rental (campaign started before `isocost run --gpu` existed)"
         ),
         # A multi-host campaign names the rented host; a local one, the machine that ran the CLI.
-        host=str(launcher.get("host_name") or host.get("hostname", "unknown host")),
-        launcher=str(launcher.get("kind", "unknown launcher")),
-        rows=tuple(rows),
+        host=str(record.launcher.get("host_name") or (record.host.hostname if record.host else "unknown host")),
+        launcher=str(record.launcher.get("kind", "unknown launcher")),
+        rows=cell_maps(rows),
         events=read_events(paths.events),
         summary=summary,
         accepted_trials=frozenset(str(v["trial_id"]) for v in verdicts if v.get("corpus_accepted")),
-        capacities={row["trial_id"]: trial_capacity(paths.trial_dir(row["trial_id"])) for row in rows},
+        capacities={trial_id: trial_capacity(paths.trial_dir(trial_id)) for trial_id in trial_ids},
         notes=tuple([banner] if banner else []) + tuple(notes),
-        trials={row["trial_id"]: trial_record(paths.trial_dir(row["trial_id"]),
-                                              json_or_empty(paths.trial_dir(row["trial_id"]) / "status.json"))
-                for row in rows},
+        trials={trial_id: trial_record(paths.trial_dir(trial_id),
+                                       json_or_empty(paths.trial_dir(trial_id) / "status.json"))
+                for trial_id in trial_ids},
     )
-    return evidence, study, description
+    return evidence, study, record
+
+
+def cell_maps(rows: list[RawRecord]) -> tuple[dict[str, str], ...]:
+    """Typed raw rows as column → cell text, the form :mod:`protocol.decision` and :mod:`protocol.costing.period`
+    read today (the cells exactly as raw.csv holds them)."""
+    return tuple(dict(zip(RAW_COLUMNS, row.cells(), strict=True)) for row in rows)
 
 
 def _summarize(root: Path, allow_inconsistent: bool) -> tuple[Summary, str]:
@@ -135,23 +141,23 @@ def _summarize(root: Path, allow_inconsistent: bool) -> tuple[Summary, str]:
     return summary, str(read_json(root / "summary.json").get("inconsistent") or "")
 
 
-def _rental(root: Path, description: dict[str, Any]) -> tuple[dict[str, Any] | None, list[str]]:
+def _rental(root: Path, record: CampaignRecord) -> tuple[Rental | None, list[str]]:
     """The rental weighed: the latest `isocost rental` record wins over the rental given to `run`."""
     recorded = latest_rental(root)
     if recorded is None:
-        return description.get("rental"), []
-    return {"gpu": recorded.gpu, "lots": recorded.lots}, [
+        return record.rental, []
+    return Rental(recorded.gpu, recorded.lots), [
         f"rental {recorded.gpu} ×{recorded.lots} lot(s) recorded at {recorded.recorded_at} with "
         f"`isocost rental` ({RENTALS_FILE}, latest of {len(read_rentals(root))})"]
 
 
-def choose_catalog(catalog_path: Path | None, study: Study, description: dict[str, Any]) -> tuple[Catalog, str]:
+def choose_catalog(catalog_path: Path | None, study: Study, record: CampaignRecord) -> tuple[Catalog, str]:
     """``--catalog`` wins; else the study's ``[costing] catalog``; else the shipped dated snapshot."""
     if catalog_path is not None:
         return load_catalog(catalog_path), f"--catalog {catalog_path}"
     frozen = study.path.parent / FROZEN_CATALOG  # copied into the campaign directory when it started
     if frozen.exists():
-        origin = (description.get("catalog") or {}).get("source", "unknown origin")
+        origin = record.catalog.source if record.catalog else "unknown origin"
         return load_catalog(frozen), f"the catalog frozen at campaign start ({frozen}, from {origin})"
     costing = getattr(study, "costing", None)
     declared = getattr(costing, "catalog", None) if costing is not None else None
@@ -162,7 +168,7 @@ def choose_catalog(catalog_path: Path | None, study: Study, description: dict[st
     # The frozen study.toml sits in the results directory; a relative catalog path was written
     # relative to the ORIGINAL study file, so look there too.
     frozen_dir = study.path.parent
-    original = description.get("study_path")
+    original = record.study_path
     if original:
         candidates.append(Path(os.path.normpath(Path(original).parent / os.path.relpath(declared, frozen_dir))))
     for candidate in candidates:

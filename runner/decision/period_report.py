@@ -16,11 +16,12 @@ from typing import Any
 
 from protocol.costing.period import CampaignPeriod, measure_period
 from protocol.decision.rank import CostResult, plan_cost
+from protocol.records import Rental
 from protocol.study import load_study
 from runner.campaign_dir.integrity import require_evidence
-from runner.campaign_dir.layout import CampaignPaths, load_campaign, read_raw
+from runner.campaign_dir.layout import CampaignPaths, load_record, read_rows
 from runner.campaign_dir.rentals import latest_rental
-from runner.decision.evidence import choose_catalog, read_events
+from runner.decision.evidence import cell_maps, choose_catalog, read_events
 from runner.decision.text_format import hours, usd
 
 
@@ -28,12 +29,12 @@ from runner.decision.text_format import hours, usd
 class PeriodReport:
     """One campaign's measured period and the plans priced against it.
 
-    ``rental`` is ``{"gpu": …, "lots": …}`` (the latest ``isocost rental`` record, else campaign.json's), or
-    ``None``; ``inconsistent`` is the banner when the directory was read with ``allow_inconsistent``.
+    ``rental`` is the latest ``isocost rental`` record, else campaign.json's, or ``None``; ``inconsistent``
+    is the banner when the directory was read with ``allow_inconsistent``.
     """
 
     campaign_id: str
-    rental: dict[str, Any] | None
+    rental: Rental | None
     period: CampaignPeriod
     cost: CostResult
     catalog_source: str
@@ -43,7 +44,8 @@ class PeriodReport:
     def to_dict(self) -> dict[str, Any]:
         """What ``isocost period --json`` prints; ``schema_version`` is the period's."""
         data = {"schema_version": self.period.schema_version, "period": self.period.to_dict(),
-                "campaign_id": self.campaign_id, "rental": self.rental, "cost": self.cost.to_dict(),
+                "campaign_id": self.campaign_id, "rental": None if self.rental is None else self.rental.to_dict(),
+                "cost": self.cost.to_dict(),
                 "catalog_source": self.catalog_source, "catalog_dates": self.catalog_dates}
         if self.inconsistent:
             data["inconsistent"] = self.inconsistent
@@ -57,21 +59,20 @@ def campaign_period(root: Path, catalog_path: Path | None = None, allow_inconsis
     report carries the banner.
     """
     paths = CampaignPaths(root)
-    description = load_campaign(root)
+    record = load_record(root)
     banner = require_evidence(root, allow_inconsistent)
     study = load_study(paths.study)
-    rows = read_raw(paths.raw, allow_inconsistent=allow_inconsistent)
+    rows = cell_maps(read_rows(paths.raw, allow_inconsistent=allow_inconsistent))
     deadline = getattr(study, "deadline", None)
     period = measure_period(read_events(paths.events), rows, None if deadline is None else deadline.waiting_h)
-    catalog, source = choose_catalog(catalog_path, study, description)
+    catalog, source = choose_catalog(catalog_path, study, record)
     recorded = latest_rental(root)
-    rental: dict[str, Any] | None = ({"gpu": recorded.gpu, "lots": recorded.lots} if recorded
-                                     else description.get("rental"))
-    reason = "" if rental else str((description.get("empty_reasons") or {}).get("rental") or "no rental recorded")
-    cost = plan_cost(catalog, rental["gpu"] if rental else None, rental.get("lots") if rental else None,
+    rental = Rental(recorded.gpu, recorded.lots) if recorded else record.rental
+    reason = "" if rental else str(record.empty_reasons.get("rental") or "no rental recorded")
+    cost = plan_cost(catalog, rental.gpu if rental else None, rental.lots if rental else None,
                      period.needed_h, None, no_gpu_reason=reason,
                      no_period_reason="; ".join(period.empty_reasons.values()))
-    return PeriodReport(campaign_id=description["campaign_id"], rental=rental, period=period, cost=cost,
+    return PeriodReport(campaign_id=record.campaign_id, rental=rental, period=period, cost=cost,
                         catalog_source=source, catalog_dates=catalog.dates_text, inconsistent=banner)
 
 
@@ -81,7 +82,7 @@ def render_period(report: PeriodReport) -> list[str]:
     rental = report.rental
     lines = [report.inconsistent] if report.inconsistent else []
     lines.append(f"campaign {report.campaign_id}, rented as "
-                 + (f"{rental['gpu']} ×{rental['lots']} lot(s)" if rental else "unknown (no rental recorded)"))
+                 + (f"{rental.gpu} ×{rental.lots} lot(s)" if rental else "unknown (no rental recorded)"))
     if period.used_s is None:
         lines.append("period unknown: " + "; ".join(sorted(set(period.empty_reasons.values()))))
     else:

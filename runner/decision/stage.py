@@ -54,11 +54,11 @@ def run_decide(
     missing_hosts = [f"host {name}: {state or 'no campaign'}{f' ({reason})' if reason else ''}; no results to weigh"
                      for root in roots for name, state, reason in hosts_without_campaign(root)]
     if missing_hosts:
-        first, study_, description_ = loaded[0]
-        loaded[0] = (replace(first, notes=(*first.notes, *missing_hosts)), study_, description_)
+        first, study_, record_ = loaded[0]
+        loaded[0] = (replace(first, notes=(*first.notes, *missing_hosts)), study_, record_)
     evidence = [item[0] for item in loaded]
-    study, description = loaded[0][1], loaded[0][2]
-    catalog, catalog_source = choose_catalog(catalog_path, study, description)
+    study, record = loaded[0][1], loaded[0][2]
+    catalog, catalog_source = choose_catalog(catalog_path, study, record)
     ledger = read_ledger(expenses_path) if expenses_path is not None else None
     decision = decide(evidence, study, catalog, ledger)
     target = out if out is not None else roots[0]
