@@ -1,6 +1,7 @@
 """``isocost decide`` and ``isocost period``: the decision over campaigns, and one campaign's measured period.
 
-Thin commands: parse the options, call ``runner.decision.memo``, render the memo or JSON.
+Thin commands: parse the options, call ``runner.decision.stage`` (decide) or ``runner.decision.period_report``
+(period), print the memo, JSON or CSV.
 
 Example: ``isocost decide results/rtx4090 results/b200 --expenses ledger.csv`` writes
 ``results/rtx4090/decision.md``, ``decision.json`` and ``report.html``.
@@ -8,13 +9,14 @@ Example: ``isocost decide results/rtx4090 results/b200 --expenses ledger.csv`` w
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
 from protocol import jsonio
-from runner.decision.memo import campaign_period, render_csv, render_period, run_decide
+from runner.decision.csv_table import render_csv
+from runner.decision.period_report import campaign_period, render_period
+from runner.decision.stage import run_decide
 
 _DIR = click.Path(path_type=Path, file_okay=False, exists=True)
 _FILE = click.Path(path_type=Path, dir_okay=False)
@@ -58,9 +60,9 @@ def decide(dirs: tuple[Path, ...], expenses: Path | None, catalog_path: Path | N
                          allow_inconsistent=allow_inconsistent)
     json_path, memo_path, report_path = outcome.written
     if output_format == "csv":
-        click.echo(render_csv(json.loads(json_path.read_text(encoding="utf-8"))), nl=False)
+        click.echo(render_csv(outcome.decision), nl=False)
     elif as_json or output_format == "json":
-        for banner in jsonio.read_json(json_path).get("inconsistent", []):
+        for banner in outcome.banners:
             click.echo(banner)
         click.echo(json_path.read_text(encoding="utf-8"), nl=False)
     else:
@@ -74,7 +76,10 @@ def decide(dirs: tuple[Path, ...], expenses: Path | None, catalog_path: Path | N
               help="Your own dated plan catalog CSV (default: the study's [costing] catalog, else the shipped "
                    "snapshot).")
 @click.option("--json", "as_json", is_flag=True, help="Print sorted JSON.")
-def period(campaign_dir: Path, catalog_path: Path | None, as_json: bool) -> None:
+@click.option("--allow-inconsistent", is_flag=True,
+              help="Forensics: read a campaign directory that fails the evidence checks anyway; the output then "
+                   "says so on its first line.")
+def period(campaign_dir: Path, catalog_path: Path | None, as_json: bool, allow_inconsistent: bool) -> None:
     """The campaign period, measured from its timestamps, beside the plans that cover it.
 
     Used time runs from set-up to the last trial (overlaps counted once), plus
@@ -83,12 +88,13 @@ def period(campaign_dir: Path, catalog_path: Path | None, as_json: bool) -> None
     \b
     Example: isocost period results/quick
     """
-    measured, extra = campaign_period(campaign_dir, catalog_path)
+    report = campaign_period(campaign_dir, catalog_path, allow_inconsistent)
     if as_json:
-        click.echo(jsonio.dumps({"schema_version": measured.schema_version, "period": measured.to_dict(), **extra}),
-                   nl=False)
+        if report.inconsistent:
+            click.echo(report.inconsistent)
+        click.echo(jsonio.dumps(report.to_dict()), nl=False)
         return
-    for line in render_period(measured, extra):
+    for line in render_period(report):
         click.echo(line)
 
 

@@ -283,6 +283,67 @@ def test_period_command(two_variants: Path) -> None:
     assert data["cost"]["total_usd"] == "220.00"
 
 
+def test_decide_checks_each_directory_once(two_variants: Path, tmp_path: Path,
+                                           study_text: Callable[..., str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from runner.campaign_dir import integrity
+
+    other = write_campaign(tmp_path / "b200", study_text(minimum=0.5), {"batch_size=1": ["ok", "ok"]},
+                           gpu="b200", lots=1, campaign_id="b200b200b200b200")
+    checked: list[Path] = []
+    real = integrity.check_evidence
+
+    def counting(root: Path) -> integrity.IntegrityReport:
+        checked.append(Path(root))
+        return real(root)
+
+    monkeypatch.setattr(integrity, "check_evidence", counting)
+    result = run("decide", str(two_variants), str(other))
+    assert result.exit_code == 0, result.output
+    assert sorted(checked) == sorted([two_variants, other])  # the evidence checks run once per directory
+
+
+def inconsistent(root: Path) -> Path:
+    """The frozen study copy edited after the start: the evidence checks refuse the directory."""
+    study = root / "study.toml"
+    study.write_text(study.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
+    return root
+
+
+def test_period_refuses_an_inconsistent_directory_unless_allowed(two_variants: Path) -> None:
+    from runner.campaign_dir.integrity import INCONSISTENT_BANNER
+
+    inconsistent(two_variants)
+    result = run("period", str(two_variants))
+    assert result.exit_code == 2
+    assert result.output.startswith("Error: the campaign directory is not consistent: study.toml: sha256")
+    result = run("period", str(two_variants), "--allow-inconsistent")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(INCONSISTENT_BANNER) and "study.toml: sha256" in lines[0]
+    assert lines[1] == "campaign c0ffee00c0ffee00, rented as rtx-4090 ×2 lot(s)"
+    assert lines[-1] == "contracted: 7-day plan, 220.00 USD (whole plan price)"
+    result = run("period", str(two_variants), "--allow-inconsistent", "--json")
+    assert result.exit_code == 0, result.output
+    first, _, rest = result.stdout.partition("\n")
+    assert first.startswith(INCONSISTENT_BANNER)
+    data = json.loads(rest)
+    assert data["inconsistent"] == first and data["period"]["used_s"] == 960
+
+
+def test_decide_allow_inconsistent_says_so_first(two_variants: Path) -> None:
+    from runner.campaign_dir.integrity import INCONSISTENT_BANNER
+
+    inconsistent(two_variants)
+    assert run("decide", str(two_variants)).exit_code == 2
+    for extra in ([], ["--json"]):
+        result = run("decide", str(two_variants), "--allow-inconsistent", *extra)
+        assert result.exit_code == 0, result.output
+        assert result.stdout.splitlines()[0].startswith(INCONSISTENT_BANNER), extra
+    data = json.loads((two_variants / "decision.json").read_text(encoding="utf-8"))
+    assert len(data["inconsistent"]) == 1 and data["inconsistent"][0].startswith(INCONSISTENT_BANNER)
+    assert data["campaigns"][0]["notes"][0] == data["inconsistent"][0]
+
+
 def test_period_without_rental(tmp_path: Path, study_text: Callable[..., str]) -> None:
     root = write_campaign(tmp_path / "cpu", study_text(), {"batch_size=1": ["ok"]}, gpu=None)
     result = run("period", str(root))

@@ -190,12 +190,12 @@ def test_memo_report_and_csv_show_the_job(job_study, made_up_catalog) -> None:
     import csv
     import io
 
-    from protocol import jsonio
+    from runner.decision.csv_table import render_csv
     from runner.decision.html_report import render_report
-    from runner.decision.memo import render_csv, render_memo
+    from runner.decision.memo import render_memo
 
     study = job_study()
-    data = json_round_trip(decide([two_variants(study)], study, made_up_catalog, now=NOW).to_dict(), jsonio)
+    data = decide([two_variants(study)], study, made_up_catalog, now=NOW)
     memo = render_memo(data)
     assert "## The declared job" in memo
     assert "**Cheapest for the job: batch_size=4 on rtx-4090 ×1 lot**: projected 347.22 h " \
@@ -212,12 +212,6 @@ def test_memo_report_and_csv_show_the_job(job_study, made_up_catalog) -> None:
     rows = list(csv.DictReader(io.StringIO(render_csv(data))))
     assert [(r["job_rank"], r["job_billing"], r["job_per_validated_corpus_usd"], r["pareto"]) for r in rows] == [
         ("2", "monthly (30-day months)", "400.00", "False"), ("1", "hourly", "243.60", "True")]
-
-
-def json_round_trip(data: dict[str, Any], jsonio: Any) -> dict[str, Any]:
-    import json
-
-    return json.loads(jsonio.dumps(data))
 
 
 def test_a_daily_job_must_keep_up(job_study, made_up_catalog) -> None:

@@ -1,0 +1,50 @@
+"""``isocost decide --format csv``: one CSV row per configuration, for spreadsheets.
+
+Campaign figures (quality, passes, contracted cost) and, with a declared ``[job]``, the job's projection, billing,
+probabilities, Pareto flag and energy; the job columns stay empty without a ``[job]``.
+
+Example: ``render_csv(decision).splitlines()[0]`` starts with ``configuration_id,variant_id,hardware``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+from protocol.costing.job_cost import JobConfiguration
+from protocol.decision.rank import Configuration, Decision
+from runner.decision.text_format import usd
+
+COLUMNS = ("configuration_id", "variant_id", "hardware", "equivalent", "metric", "median_metric",
+           "accepted_passes", "attempts", "median_pass_s", "campaign_rank", "campaign_cost_usd",
+           "campaign_cost_per_validated_corpus_usd", "job_rank", "job_h", "job_h_low", "job_h_high",
+           "job_billing", "job_expected_usd", "job_per_validated_corpus_usd", "p_fits_plan", "p_fits_deadline",
+           "pareto", "gpu_j_per_input", "cpu_j_per_input", "not_ranked_because")
+
+
+def render_csv(decision: Decision) -> str:
+    """The header and one row per configuration, in the decision's order; empty cells for missing figures."""
+    job = decision.job
+    by_id = {} if job is None else {c.configuration_id: c for c in job.configurations}
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(COLUMNS)
+    for c in decision.configurations:
+        row = _row(c, by_id.get(c.configuration_id), with_job=job is not None)
+        writer.writerow(["" if v is None else v for v in row])
+    return out.getvalue()
+
+
+def _row(c: Configuration, j: JobConfiguration | None, *, with_job: bool) -> list[Any]:
+    reasons = (list(j.exclusions) if j is not None else []) if with_job else list(c.exclusions)
+    campaign = [c.configuration_id, c.variant_id, c.hardware, c.equivalent, c.metric, c.median_metric,
+                c.accepted_passes, c.attempts, c.median_pass_s, c.rank, usd(c.cost.total_usd),
+                usd(c.cost.cost_per_validated_corpus_usd)]
+    if j is None:  # the nine job columns, pareto and the two energy columns
+        return [*campaign, *[None] * 12, "; ".join(reasons)]
+    p, energy = j.projection, j.energy
+    projected = [None, None, None] if p is None else [p.job_h, p.low_h, p.high_h]
+    return [*campaign, j.rank, *projected, j.chosen_option, usd(j.expected_usd), usd(j.per_corpus_usd),
+            j.p_fits_plan, j.p_fits_deadline, j.pareto, energy.get("gpu_j_per_input"),
+            energy.get("cpu_j_per_input"), "; ".join(reasons)]

@@ -1,0 +1,206 @@
+"""Reading what ``decide`` weighs: one campaign directory into :class:`CampaignEvidence`, the catalog, the ledger.
+
+:func:`load_evidence` re-runs validate and summarize in the directory (so every verdict is re-derived from the
+stored prediction files, as ``isocost summarize`` does; the evidence checks run there, once), then reads
+campaign.json, raw.csv, events.jsonl and each trial's status and manifest. :func:`choose_catalog` and
+:func:`read_ledger` read the other two inputs of the decision.
+
+Example: ``evidence, study, record = load_evidence(Path("results/a"))``; ``evidence.hardware`` reads
+``"rtx-4090 ×2 lots"``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from protocol.costing.catalog_file import load_catalog
+from protocol.costing.plans import Catalog, default_catalog_path
+from protocol.costing.trial_files import trial_record
+from protocol.decision.evidence import TrialCapacity
+from protocol.decision.ledger import parse_ledger
+from protocol.decision.rank import CampaignEvidence, Ledger
+from protocol.errors import UserError
+from protocol.jsonio import read_json
+from protocol.rawrecord import RawRecord
+from protocol.records import RAW_COLUMNS, CampaignRecord, Rental
+from protocol.stats import Summary
+from protocol.study import Study, load_study
+from runner.analysis.summary import summarize_campaign
+from runner.campaign_dir.layout import FROZEN_CATALOG, CampaignPaths, load_record, read_rows
+from runner.campaign_dir.rentals import RENTALS_FILE, latest_rental, read_rentals
+
+#: Keys a trial manifest may use for the host's RAM (MemTotal from /proc/meminfo), first found wins.
+HOST_MEMORY_KEYS = ("memory_total_bytes", "mem_total_bytes", "ram_total_bytes", "memory_bytes")
+
+
+def read_events(path: Path) -> tuple[dict[str, Any], ...]:
+    """The campaign's events.jsonl, one dict a line (empty when the file is absent)."""
+    if not path.exists():
+        return ()
+    events = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                events.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise UserError(f"line {number} is not JSON: {exc.msg}", str(path),
+                                "Restore events.jsonl from the results bundle.") from None
+    return tuple(events)
+
+
+def trial_capacity(trial_dir: Path) -> TrialCapacity:
+    """Device and host memory capacities recorded by one trial (status.json, manifest.json)."""
+    device: int | None = None
+    device_source = ""
+    host: int | None = None
+    host_source = ""
+    status = json_or_empty(trial_dir / "status.json")
+    manifest = json_or_empty(trial_dir / "manifest.json")
+    total = (status.get("memory") or {}).get("device_total_bytes")
+    if isinstance(total, int) and total > 0:
+        device, device_source = total, "status.json memory.device_total_bytes"
+    else:
+        total = (manifest.get("device") or {}).get("gpu_memory_bytes")
+        if isinstance(total, int) and total > 0:
+            device, device_source = total, "manifest.json device.gpu_memory_bytes"
+    host_facts = manifest.get("host") or {}
+    for key in HOST_MEMORY_KEYS:
+        value = host_facts.get(key)
+        if isinstance(value, int) and value > 0:
+            host, host_source = value, f"manifest.json host.{key}"
+            break
+    return TrialCapacity(device, device_source, host, host_source)
+
+
+def load_evidence(root: Path, allow_inconsistent: bool = False) -> tuple[CampaignEvidence, Study, CampaignRecord]:
+    """Read one campaign directory into the evidence ``decide`` weighs (re-deriving its verdicts).
+
+    The evidence checks run once, in summarize; ``allow_inconsistent`` reads an inconsistent directory anyway
+    and puts the banner first among the campaign's notes.
+    """
+    paths = CampaignPaths(root)
+    record = load_record(root)
+    summary, banner = _summarize(root, allow_inconsistent)
+    study = load_study(paths.study)  # the frozen copy: rules as they were at the start
+    verdicts = read_json(root / "verdicts.json").get("verdicts", [])
+    rows = read_rows(paths.raw, allow_inconsistent=allow_inconsistent)
+    rental, notes = _rental(root, record)
+    if record.study_sha256 != study.sha256:
+        notes.append(f"study.toml in {root} hashes to {study.sha256}, not the {record.study_sha256} "
+                     "recorded at the start: the frozen copy was edited")
+    trial_ids = [row.trial_id for row in rows]
+    evidence = CampaignEvidence(
+        label=str(root),
+        campaign_id=record.campaign_id,
+        study_name=record.study_name or study.name,
+        study_sha256=record.study_sha256,
+        corpus_fingerprint=record.corpus.fingerprint if record.corpus else "",
+        corpus_content_fingerprint=(record.corpus.content_fingerprint or "") if record.corpus else "",
+        corpus_inputs=record.corpus_inputs,
+        model_fingerprint=record.model.fingerprint if record.model else "",
+        rental_gpu=str(rental.gpu) if rental else None,
+        rental_lots=int(rental.lots) if rental else None,
+        rental_empty_reason="" if rental else str(
+            record.empty_reasons.get("rental")
+            or "campaign.json records no rental (campaign started before `isocost run --gpu` existed)"
+        ),
+        # A multi-host campaign names the rented host; a local one, the machine that ran the CLI.
+        host=str(record.launcher.get("host_name") or (record.host.hostname if record.host else "unknown host")),
+        launcher=str(record.launcher.get("kind", "unknown launcher")),
+        rows=cell_maps(rows),
+        events=read_events(paths.events),
+        summary=summary,
+        accepted_trials=frozenset(str(v["trial_id"]) for v in verdicts if v.get("corpus_accepted")),
+        capacities={trial_id: trial_capacity(paths.trial_dir(trial_id)) for trial_id in trial_ids},
+        notes=tuple([banner] if banner else []) + tuple(notes),
+        trials={trial_id: trial_record(paths.trial_dir(trial_id),
+                                       json_or_empty(paths.trial_dir(trial_id) / "status.json"))
+                for trial_id in trial_ids},
+    )
+    return evidence, study, record
+
+
+def cell_maps(rows: list[RawRecord]) -> tuple[dict[str, str], ...]:
+    """Typed raw rows as column → cell text, the form :mod:`protocol.decision` and :mod:`protocol.costing.period`
+    read today (the cells exactly as raw.csv holds them)."""
+    return tuple(dict(zip(RAW_COLUMNS, row.cells(), strict=True)) for row in rows)
+
+
+def _summarize(root: Path, allow_inconsistent: bool) -> tuple[Summary, str]:
+    """Re-derive the verdicts and the summary (the evidence checks run there); the inconsistency banner or ""."""
+    try:
+        summary = summarize_campaign(root, allow_inconsistent=allow_inconsistent)
+    except PermissionError as exc:
+        raise UserError(
+            f"cannot write the re-derived verdicts ({exc.strerror})",
+            str(root),
+            "decide re-runs validate and summarize in each results directory: copy it somewhere writable.",
+        ) from None
+    return summary, str(read_json(root / "summary.json").get("inconsistent") or "")
+
+
+def _rental(root: Path, record: CampaignRecord) -> tuple[Rental | None, list[str]]:
+    """The rental weighed: the latest `isocost rental` record wins over the rental given to `run`."""
+    recorded = latest_rental(root)
+    if recorded is None:
+        return record.rental, []
+    return Rental(recorded.gpu, recorded.lots), [
+        f"rental {recorded.gpu} ×{recorded.lots} lot(s) recorded at {recorded.recorded_at} with "
+        f"`isocost rental` ({RENTALS_FILE}, latest of {len(read_rentals(root))})"]
+
+
+def choose_catalog(catalog_path: Path | None, study: Study, record: CampaignRecord) -> tuple[Catalog, str]:
+    """``--catalog`` wins; else the study's ``[costing] catalog``; else the shipped dated snapshot."""
+    if catalog_path is not None:
+        return load_catalog(catalog_path), f"--catalog {catalog_path}"
+    frozen = study.path.parent / FROZEN_CATALOG  # copied into the campaign directory when it started
+    if frozen.exists():
+        origin = record.catalog.source if record.catalog else "unknown origin"
+        return load_catalog(frozen), f"the catalog frozen at campaign start ({frozen}, from {origin})"
+    costing = getattr(study, "costing", None)
+    declared = getattr(costing, "catalog", None) if costing is not None else None
+    if declared is None:
+        return load_catalog(default_catalog_path()), "the dated snapshot shipped with isocost"
+    declared = Path(declared)
+    candidates = [declared]
+    # The frozen study.toml sits in the results directory; a relative catalog path was written
+    # relative to the ORIGINAL study file, so look there too.
+    frozen_dir = study.path.parent
+    original = record.study_path
+    if original:
+        candidates.append(Path(os.path.normpath(Path(original).parent / os.path.relpath(declared, frozen_dir))))
+    for candidate in candidates:
+        if candidate.exists():
+            return load_catalog(candidate), f"the study's [costing] catalog ({candidate})"
+    raise UserError(
+        "the catalog named by the study's [costing] table is not found",
+        ", ".join(str(c) for c in candidates),
+        "Pass the dated catalog with --catalog FILE.",
+    )
+
+
+def read_ledger(path: Path) -> Ledger:
+    """Read ``--expenses FILE``."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise UserError("expenses ledger not found", str(path), "Check the path given with --expenses.") from None
+    except UnicodeDecodeError:
+        raise UserError("expenses ledger is not UTF-8 text", str(path), "Save it as UTF-8 CSV.") from None
+    return parse_ledger(text, str(path))
+
+
+def json_or_empty(path: Path) -> dict[str, Any]:
+    """A trial's JSON file, or {} when absent or unreadable (a crashed trial may leave none)."""
+    if not path.exists():
+        return {}
+    try:
+        data = read_json(path)
+    except UserError:
+        return {}
+    return data if isinstance(data, dict) else {}

@@ -1,0 +1,76 @@
+"""The decide stage: campaign directories → decision.json, decision.md and report.html.
+
+Reads each results directory (:func:`runner.decision.evidence.load_evidence`, which re-derives every verdict
+from the stored prediction files), weighs them with :func:`protocol.decision.rank.decide`, and writes the JSON
+record, the memo (:mod:`runner.decision.memo`) and the HTML report (:mod:`runner.decision.html_report`) into the
+first directory, or ``out``.
+
+Example: ``run_decide([Path("results/a"), Path("results/b")])`` writes ``results/a/decision.md``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from protocol.decision.rank import Decision, decide
+from protocol.errors import UserError
+from protocol.jsonio import write_json_atomic, write_text_atomic
+from runner.campaign_dir.integrity import INCONSISTENT_BANNER
+from runner.decision.evidence import choose_catalog, load_evidence, read_ledger
+from runner.decision.memo import render_memo
+from runner.hosts.record import expand_campaign_dirs, hosts_without_campaign
+
+DECISION_JSON = "decision.json"
+DECISION_MD = "decision.md"
+REPORT_HTML = "report.html"
+
+
+@dataclass(frozen=True)
+class DecideOutcome:
+    """What ``run_decide`` decided and wrote: the decision, the three files, where the catalog came from, and
+    the inconsistency banners (one per directory read with ``allow_inconsistent`` that failed the checks)."""
+
+    decision: Decision
+    written: tuple[Path, ...]
+    catalog_source: str
+    banners: tuple[str, ...] = ()
+
+
+def run_decide(
+    roots: list[Path],
+    *,
+    catalog_path: Path | None = None,
+    expenses_path: Path | None = None,
+    out: Path | None = None,
+    allow_inconsistent: bool = False,
+) -> DecideOutcome:
+    """Decide over ``roots`` (campaigns of one study) and write the memo, JSON and report."""
+    from runner.decision.html_report import render_report  # keeps the CLI import light
+
+    if not roots:
+        raise UserError("no results directory given", "isocost decide", "Pass at least one DIR.")
+    loaded = [load_evidence(root, allow_inconsistent) for root in expand_campaign_dirs(roots)]
+    missing_hosts = [f"host {name}: {state or 'no campaign'}{f' ({reason})' if reason else ''}; no results to weigh"
+                     for root in roots for name, state, reason in hosts_without_campaign(root)]
+    if missing_hosts:
+        first, study_, record_ = loaded[0]
+        loaded[0] = (replace(first, notes=(*first.notes, *missing_hosts)), study_, record_)
+    evidence = [item[0] for item in loaded]
+    study, record = loaded[0][1], loaded[0][2]
+    catalog, catalog_source = choose_catalog(catalog_path, study, record)
+    ledger = read_ledger(expenses_path) if expenses_path is not None else None
+    decision = decide(evidence, study, catalog, ledger)
+    target = out if out is not None else roots[0]
+    target.mkdir(parents=True, exist_ok=True)
+    data = decision.to_dict()
+    data["catalog_source"] = catalog_source
+    banners = tuple(note for item in evidence for note in item.notes if note.startswith(INCONSISTENT_BANNER))
+    if banners:
+        data["inconsistent"] = list(banners)
+    written = (target / DECISION_JSON, target / DECISION_MD, target / REPORT_HTML)
+    write_json_atomic(written[0], data)
+    write_text_atomic(written[1], "".join(f"{b}\n" for b in banners) + ("\n" if banners else "")
+                      + render_memo(decision, catalog_source))
+    write_text_atomic(written[2], render_report(decision))
+    return DecideOutcome(decision=decision, written=written, catalog_source=catalog_source, banners=banners)
