@@ -19,6 +19,7 @@ from runner.launch.base import Launcher
 
 if TYPE_CHECKING:
     from runner.launch.docker import DockerLauncher
+    from runner.launch.limits import ContainerLimits
 
 LAUNCHER_KINDS = ("auto", "process", "docker")
 
@@ -64,45 +65,73 @@ def choose_launcher(
                                                  "image, so no image digest in the manifests")
     study = load_study(study_path)
     from runner.images.lock import default_lock_path, locked_image
-    from runner.launch.docker import DockerLauncher
-    from runner.launch.engine import connect_engine, engine_answers, resolve_image
+    from runner.launch.engine import engine_answers
     from runner.launch.limits import study_limits
 
     stack = study_stack(study_path)
     image = image or study.image_for(stack) or None  # the study may name its image by digest
-    limits = study_limits(study.campaign)
     lock_path = lock_path or default_lock_path()
     ok, why = (answers or engine_answers)(engine_timeout_s)
     record = locked_image(stack, lock_path)
-    ref = image or (record.image_ref if record is not None else "")
-    prefer = record.repo_digest if record is not None else ""
+    target = _ImageTarget(stack=stack, ref=image or (record.image_ref if record is not None else ""),
+                          prefer=record.repo_digest if record is not None else "", lock_path=lock_path,
+                          limits=study_limits(study.campaign))
     if kind == "docker" or image:
         where = "--image (or the study's [images])" if image else "--launcher docker"
-        if not ok:
-            raise UserError(f"no Docker engine answers ({why})", where,
-                            "Start dockerd (bash .ci/docker-setup.sh does) or set DOCKER_HOST; "
-                            "or use --launcher process.")
-        if not ref:
-            raise UserError(f"no {stack} image is known (none in {lock_path})", where,
-                            f"Build one (isocost images build --stack {stack}) or pass --image REPO@sha256:….")
-        launcher = DockerLauncher(ref, stack=stack, prefer_digest=prefer, limits=limits)
-        _check_study_inputs(launcher, study_path)
-        return LauncherChoice(launcher, "")
+        return _required_container(target, study_path, ok, why, where)
+    return _container_if_usable(target, study_path, ok, why)
+
+
+@dataclass(frozen=True)
+class _ImageTarget:
+    """The image a container launcher would run: its stack, reference, preferred digest and limits."""
+
+    stack: str
+    ref: str
+    prefer: str
+    lock_path: Path
+    limits: ContainerLimits
+
+
+def _required_container(target: _ImageTarget, study_path: Path, ok: bool, why: str, where: str) -> LauncherChoice:
+    """--launcher docker or --image: a container launcher, or a UserError saying what is missing."""
+    from runner.launch.docker import DockerLauncher
+
+    if not ok:
+        raise UserError(f"no Docker engine answers ({why})", where,
+                        "Start dockerd (bash .ci/docker-setup.sh does) or set DOCKER_HOST; "
+                        "or use --launcher process.")
+    if not target.ref:
+        raise UserError(f"no {target.stack} image is known (none in {target.lock_path})", where,
+                        f"Build one (isocost images build --stack {target.stack}) or pass --image REPO@sha256:….")
+    launcher = DockerLauncher(target.ref, stack=target.stack, prefer_digest=target.prefer, limits=target.limits)
+    _check_study_inputs(launcher, study_path)
+    return LauncherChoice(launcher, "")
+
+
+def _container_if_usable(target: _ImageTarget, study_path: Path, ok: bool, why: str) -> LauncherChoice:
+    """--launcher auto: containers where an engine answers and the locked image resolves, else processes."""
+    from runner.launch.docker import DockerLauncher
+    from runner.launch.engine import connect_engine, resolve_image
+    from runner.launch.process import ProcessLauncher
+
+    stack = target.stack
     if not ok:
         return LauncherChoice(ProcessLauncher(), f"no Docker engine answers ({why}): trials run as local processes, "
                                                  "without an image digest (start dockerd to use containers)")
-    if not ref:
-        return LauncherChoice(ProcessLauncher(), f"no {stack} image is known (none in {lock_path}, no --image): "
-                                                 "trials run as local processes, without an image digest "
+    if not target.ref:
+        return LauncherChoice(ProcessLauncher(), f"no {stack} image is known (none in {target.lock_path}, no "
+                                                 "--image): trials run as local processes, without an image digest "
                                                  f"(isocost images build --stack {stack} makes one)")
     client = connect_engine()
     try:
-        resolve_image(client, ref, prefer_digest=prefer)
+        resolve_image(client, target.ref, prefer_digest=target.prefer)
     except UserError as exc:
         return LauncherChoice(ProcessLauncher(), f"the locked {stack} image is not usable here ({exc.what}): trials "
                                                  "run as local processes, without an image digest (rebuild it with "
                                                  f"isocost images build --stack {stack}, or pass --image)")
-    launcher = DockerLauncher(ref, stack=stack, client=client, prefer_digest=prefer, limits=limits)
+    launcher = DockerLauncher(target.ref, stack=stack, client=client, prefer_digest=target.prefer,
+                              limits=target.limits)
     _check_study_inputs(launcher, study_path)
     return LauncherChoice(launcher, "")
 

@@ -19,34 +19,51 @@ from pathlib import Path
 
 from protocol.errors import UserError
 from protocol.jsonio import read_json
+from runner.launch.container import remove_leftover_containers
 
 
 def stop_leftover(trial_dir: Path) -> None:
     """If the trial outlived the host CLI, stop it before recording it.
 
-    A container is found by the id in launcher.json. A trial process is found by its command line
-    (``runner.trial`` and this trial's spec.json), so one whose host died before launcher.json was
-    written is stopped too; the call returns once it is gone, so it writes nothing after its row.
+    A container is found by the id in launcher.json and by the trial-directory label every trial
+    container carries, so one created just before the host died (launcher.json not yet written) is
+    removed too. A trial process is found by its command line (``runner.trial`` and this trial's
+    spec.json). The call returns once the trial is gone, so it writes nothing after its row.
     """
+    container_id = _recorded_container(trial_dir)
+    if container_id:
+        remove_leftover_containers(trial_dir, container_id)
+        return
+    processes = _trial_processes(trial_dir)
+    for pid in processes:
+        _kill(pid)
+    if not processes:
+        remove_leftover_containers(trial_dir)  # best effort: finds nothing where no engine answers
+
+
+def _recorded_container(trial_dir: Path) -> str:
+    """The container id the launcher wrote to launcher.json ("" when there is none)."""
     pid_file = trial_dir / "launcher.json"
-    if pid_file.exists():
+    if not pid_file.exists():
+        return ""
+    try:
+        record = read_json(pid_file)
+    except (UserError, ValueError, TypeError):
+        return ""
+    container_id = record.get("container_id") if isinstance(record, dict) else None
+    return str(container_id) if container_id else ""
+
+
+def _kill(pid: int) -> None:
+    """SIGKILL the trial's process group (or the process alone) and wait until it is gone."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
         try:
-            record = read_json(pid_file)
-        except (UserError, ValueError, TypeError):
-            record = {}
-        container_id = record.get("container_id") if isinstance(record, dict) else None
-        if container_id:
-            _remove_leftover_container(str(container_id), trial_dir)
-            return
-    for pid in _trial_processes(trial_dir):
-        try:
-            os.killpg(pid, signal.SIGKILL)
+            os.kill(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                continue
-        _wait_gone(pid)
+            return
+    _wait_gone(pid)
 
 
 def _trial_processes(trial_dir: Path) -> list[int]:
@@ -90,19 +107,3 @@ def log_shows_error(path: Path) -> bool:
     except OSError:
         return False
     return "Traceback (most recent call last)" in tail
-
-
-def _remove_leftover_container(container_id: str, trial_dir: Path) -> None:
-    """A trial container that outlived the host CLI: keep its logs, then stop and remove it (best effort)."""
-    try:
-        import docker
-
-        client = docker.from_env(timeout=10)
-        container = client.containers.get(container_id)
-        with open(trial_dir / "trial.log", "ab") as log:
-            log.write(container.logs(stdout=True, stderr=True))
-        container.remove(force=True)  # kills it if running; also works on a created, never started one
-    except Exception:  # the engine may be gone, or the container already removed  # noqa: BLE001
-        pass
-
-

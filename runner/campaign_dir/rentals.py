@@ -53,7 +53,9 @@ class RentalRecord:
             raise UserError(f"rental line has schema_version {data.get('schema_version')!r}", where,
                             f"This isocost reads {RENTAL_SCHEMA_VERSION}; use the version that wrote it.")
         lots = data.get("lots")
-        if not isinstance(data.get("gpu"), str) or isinstance(lots, bool) or not isinstance(lots, int) or lots < 1:
+        gpu = data.get("gpu")
+        good_lots = isinstance(lots, int) and not isinstance(lots, bool) and lots >= 1
+        if not isinstance(gpu, str) or not gpu.strip() or not good_lots:
             raise UserError("rental line needs a gpu name and a positive integer lots", where,
                             "Record the rental again with `isocost rental DIR --gpu GPU --lots N`.")
         return cls(recorded_at=str(data.get("recorded_at", "")), gpu=data["gpu"], lots=lots,

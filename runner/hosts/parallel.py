@@ -40,7 +40,7 @@ from protocol.fingerprint import fingerprint_path
 from protocol.paths import allowed_roots, check_allowed_root
 from protocol.study import load_study
 from runner.campaign.run import run_campaign
-from runner.campaign_dir.layout import read_raw
+from runner.campaign_dir.layout import read_rows
 from runner.campaign_dir.rawtable import is_host_stopped
 from runner.hosts.board import HostBoard
 from runner.hosts.record import HostsRecord, now_iso, prepare_hosts_record
@@ -177,7 +177,7 @@ def _join_hosts(threads: list[threading.Thread], run: _HostsRun) -> None:
 
 def _done_rows(root: Path) -> int:
     try:
-        return sum(1 for row in read_raw(root / "raw.csv") if not is_host_stopped(row))
+        return sum(1 for row in read_rows(root / "raw.csv") if not is_host_stopped(row))
     except UserError:
         return 0
 
@@ -279,7 +279,7 @@ def _record_host_end(host: HostSpec, run: _HostsRun, state: str, reason: str, ro
     if not slots and (root / "schedule.csv").exists():
         slots = max(sum(1 for _ in open(root / "schedule.csv", encoding="utf-8")) - 1, 0)
     if not rows and (root / "raw.csv").exists():
-        rows = len(read_raw(root / "raw.csv"))
+        rows = len(read_rows(root / "raw.csv"))
     run.record.update(host.name, state=state, reason=reason, ended_at=now_iso(), wall_s=round(wall, 3),
                       rows=rows, slots=slots, campaign=(root / "campaign.json").exists())
     run.board.finish(host.name, state, reason or f"{rows} row(s) for {slots} planned pass(es) in {host.name}/raw.csv")

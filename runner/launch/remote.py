@@ -184,10 +184,10 @@ class ShippingDockerLauncher(DockerLauncher):
         ``status.json`` yet are fetched and verified as usual, so that ``--resume`` records that
         trial from its real outputs.
         """
-        from runner.campaign_dir.layout import read_raw
+        from runner.campaign_dir.layout import read_rows
 
         label = f"{LABEL_CAMPAIGN}={self.campaign_dir}"
-        recorded = {row["trial_id"] for row in read_raw(campaign_root / "raw.csv")}
+        recorded = {row.trial_id for row in read_rows(campaign_root / "raw.csv")}
         found: list[str] = []
         for container in self.client.containers.list(all=True, filters={"label": label}):
             trial_id = container.labels.get("org.isocost.trial_id", "")

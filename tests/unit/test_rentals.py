@@ -35,9 +35,8 @@ def test_latest_line_wins_and_absent_file_is_none(tmp_path: Path) -> None:
         (line(lots=0), "rental line needs a gpu name and a positive integer lots"),
         (line(lots=True), "rental line needs a gpu name and a positive integer lots"),
         (line(gpu=3), "rental line needs a gpu name and a positive integer lots"),
-        pytest.param(line(gpu=""), "rental line needs a gpu name", marks=pytest.mark.xfail(
-            strict=True, reason="runner.campaign_dir.rentals accepts an empty gpu name (the deleted "
-                                "protocol.rentals refused it); fix the reader, then drop this mark")),
+        (line(gpu=""), "rental line needs a gpu name"),
+        (line(gpu="  "), "rental line needs a gpu name"),
     ],
 )
 def test_bad_rental_line_names_file_and_line(tmp_path: Path, text: str, message: str) -> None:
