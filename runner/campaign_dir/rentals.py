@@ -54,11 +54,11 @@ class RentalRecord:
                             f"This isocost reads {RENTAL_SCHEMA_VERSION}; use the version that wrote it.")
         lots = data.get("lots")
         gpu = data.get("gpu")
-        good_lots = isinstance(lots, int) and not isinstance(lots, bool) and lots >= 1
-        if not isinstance(gpu, str) or not gpu.strip() or not good_lots:
+        if (not isinstance(gpu, str) or not gpu.strip() or not isinstance(lots, int) or isinstance(lots, bool)
+                or lots < 1):
             raise UserError("rental line needs a gpu name and a positive integer lots", where,
                             "Record the rental again with `isocost rental DIR --gpu GPU --lots N`.")
-        return cls(recorded_at=str(data.get("recorded_at", "")), gpu=data["gpu"], lots=lots,
+        return cls(recorded_at=str(data.get("recorded_at", "")), gpu=gpu, lots=lots,
                    plan_start=data.get("plan_start"), host=data.get("host"))
 
 
