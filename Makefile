@@ -88,7 +88,7 @@ bench: demo ## Measure the harness: pass overhead, timer, containers, campaign s
 	$(BIN)/python -m benchmarks
 
 lint: $(STAMP) ## ruff and mypy
-	$(BIN)/ruff check protocol runner tests
+	$(BIN)/ruff check protocol runner tests benchmarks
 	$(BIN)/mypy
 
 clean: ## Remove the virtualenv, demo data and results
