@@ -82,7 +82,7 @@ test-fast: $(STAMP) ## Unit and CLI tests only (no model, no processes)
 	$(BIN)/python -m pytest -q -m "not e2e and not docker"
 
 faults: $(STAMP) ## Run the fault-injection suite and print its table (cases, outcome, rows lost)
-	$(BIN)/python tests/faults/report.py
+	$(BIN)/python tests/faults/fault_table.py
 
 bench: demo ## Measure the harness: pass overhead, timer, containers, campaign share, analysis at scale (< 15 min)
 	$(BIN)/python -m benchmarks

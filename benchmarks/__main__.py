@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import ROOT, Row, load_average, machine_facts, now_iso, write_results
-from benchmarks.report import machine_line, table
+from benchmarks.table import machine_line, table
 
 ALL = ("5", "2", "1", "3", "4")  # cheapest and most deterministic first; 4 stops at the time budget
 RESULTS_DIR = ROOT / "benchmarks" / "results"
@@ -152,25 +152,25 @@ def _overhead(bench: Bench, tmp: Path) -> None:
 
 
 def _overhead_campaigns(bench: Bench, tmp: Path) -> None:
-    from benchmarks import campaign
+    from benchmarks import trial_overhead
     from benchmarks.workspace import make_workspace
 
     workspace = make_workspace(tmp / "overhead-campaign", inputs=bench.args.overhead_campaign_inputs,
                                repetitions=bench.args.overhead_campaign_repetitions)
-    rows, runs = campaign.run_overhead(workspace, image=bench.args.image, progress=say)
+    rows, runs = trial_overhead.run_overhead(workspace, image=bench.args.image, progress=say)
     bench.extra["overhead_campaigns"] = {kind: {k: v for k, v in data.items() if k != "events"}
                                          for kind, data in runs.items()}
     bench.add(rows)
 
 
 def _efficiency_campaigns(bench: Bench, tmp: Path) -> None:
-    from benchmarks import campaign
+    from benchmarks import trial_overhead
     from benchmarks.workspace import make_workspace
 
     workspace = make_workspace(tmp / "efficiency-campaign", inputs=bench.args.campaign_inputs,
                                repetitions=bench.args.repetitions)
     deadline = bench.started + bench.args.budget_s - 20  # monotonic clock, as Bench.started
-    rows, runs = campaign.run_efficiency(workspace, image=bench.args.image, progress=say, deadline=deadline)
+    rows, runs = trial_overhead.run_efficiency(workspace, image=bench.args.image, progress=say, deadline=deadline)
     bench.extra["efficiency_campaigns"] = {kind: {k: v for k, v in data.items() if k != "events"}
                                            for kind, data in runs.items()}
     bench.add(rows)

@@ -1,6 +1,6 @@
 """The fault-injection suite: each case runs a real small campaign and injects one fault.
 
-Used by ``tests/faults/test_faults.py`` (pytest) and ``tests/faults/report.py``
+Used by ``tests/faults/test_faults.py`` (pytest) and ``tests/faults/fault_table.py``
 (``make faults``: prints the table). Each case returns a :class:`Outcome`:
 the status the protocol demands, the status observed, and the rows lost
 (attempts made minus rows in raw.csv, after any resume the case performs).

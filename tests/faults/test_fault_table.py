@@ -8,8 +8,8 @@ import subprocess
 from pathlib import Path
 
 import cases
+import fault_table as report
 import pytest
-import report
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ engine the container cases are listed as not run, with the reason; with
 not run, with the reason, where mounting is refused (probed by trying it); with
 ``ISOCOST_REQUIRE_MOUNT=1`` (CI) that is a failure too. The table never passes by skipping:
 the last line says how many cases did not run and why. Names given as arguments run only those
-cases (``python tests/faults/report.py hang engine-restart``); ``--containers`` or ``--processes``
+cases (``python tests/faults/fault_table.py hang engine-restart``); ``--containers`` or ``--processes``
 runs only that half.
 """
 
