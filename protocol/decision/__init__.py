@@ -1,1 +1,1 @@
-"""protocol.decision."""
+"""The decision, as pure rules: campaigns × catalog × deadline → a ranked, explained choice."""

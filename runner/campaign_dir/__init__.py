@@ -1,1 +1,1 @@
-"""runner.campaign_dir."""
+"""The campaign directory format, the host's lowest layer: paths, campaign.json, raw.csv, events, lock, checks."""

@@ -1,1 +1,1 @@
-"""runner.decision."""
+"""The decide stage on the host: read campaign directories, write decision.json, decision.md and report.html."""
