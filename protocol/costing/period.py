@@ -53,6 +53,7 @@ from protocol.costing.timeline import (
 )
 from protocol.errors import UserError
 from protocol.jsonio import check_schema
+from protocol.rawrecord import RawRecord
 
 # Version history: 1 = first format (PeriodComponent, CampaignPeriod).
 SCHEMA_VERSION = 1
@@ -239,11 +240,11 @@ class CampaignPeriod:
 
 def measure_period(
     events: Sequence[Mapping[str, Any]],
-    rows: Sequence[Mapping[str, Any]],
+    rows: Sequence[RawRecord],
     waiting_h: float | None,
     waiting_source: str = "",
 ) -> CampaignPeriod:
-    """Measure a campaign's period from its events and raw rows, plus declared waiting.
+    """Measure a campaign's period from its events and raw rows (raw.csv's, in file order), plus declared waiting.
 
     ``waiting_h`` is ``None`` when the study declares no deadline (no waiting is
     assumed, and ``waiting_source`` says so).
@@ -317,10 +318,10 @@ def _waiting(waiting_h: float | None, source: str) -> _Waiting:
 
 
 def _open_ended(
-    unmatched: list[tuple[str, str, datetime]], rows: Sequence[Mapping[str, Any]], notes: list[str],
+    unmatched: list[tuple[str, str, datetime]], rows: Sequence[RawRecord], notes: list[str],
 ) -> list[tuple[str, str, datetime]]:
     """Phases started without an end event that no raw.csv clock covers: counted to the end of their session."""
-    timed_trials = {str(r.get("trial_id", "")) for i, r in enumerate(rows) if row_interval(r, i) is not None}
+    timed_trials = {r.trial_id for i, r in enumerate(rows) if row_interval(r, i) is not None}
     open_ended: list[tuple[str, str, datetime]] = []
     for phase, key, started in unmatched:
         label = f"{phase} {key}".strip()

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from protocol.errors import UserError
+from protocol.rawrecord import RawRecord
 
 #: Events that open a session on the host, and the one that closes it.
 SESSION_OPENERS = ("setup_start", "resume")
@@ -50,9 +51,7 @@ def parse_instant(text: str, where: str) -> datetime:
     return moment.astimezone(UTC)
 
 
-def trial_intervals(
-    events: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]]
-) -> dict[str, list[Interval]]:
+def trial_intervals(events: Sequence[Mapping[str, Any]], rows: Sequence[RawRecord]) -> dict[str, list[Interval]]:
     """Every trial's intervals: its start/end events and its own clock from the raw table.
 
     Example: a trial with events 09:30 → 11:30 and raw times 09:31 → 11:29 yields both intervals
@@ -65,7 +64,7 @@ def trial_intervals(
     for index, row in enumerate(rows):
         span = row_interval(row, index)
         if span is not None:
-            found.setdefault(str(row.get("trial_id", "")), []).append(span)
+            found.setdefault(row.trial_id, []).append(span)
     return found
 
 
@@ -145,13 +144,16 @@ def host_sessions(
     return sessions, resumes
 
 
-def row_interval(row: Mapping[str, Any], index: int, notes: list[str] | None = None) -> Interval | None:
-    """A raw row's own clock (``started_at`` → ``ended_at``); ``None`` when absent or running backwards."""
-    started, ended = row.get("started_at") or "", row.get("ended_at") or ""
+def row_interval(row: RawRecord, index: int, notes: list[str] | None = None) -> Interval | None:
+    """A raw row's own clock (``started_at`` → ``ended_at``); ``None`` when absent or running backwards.
+
+    ``index`` is the row's place among the data rows (0 is raw.csv line 2, after the header).
+    """
+    started, ended = row.started_at, row.ended_at
     if not started or not ended:
         return None
-    where = f"raw.csv row {index + 2} ({row.get('trial_id', '?')})"
-    begin, end = parse_instant(str(started), where), parse_instant(str(ended), where)
+    where = f"raw.csv row {index + 2} ({row.trial_id})"
+    begin, end = parse_instant(started, where), parse_instant(ended, where)
     if end < begin:
         if notes is not None:
             notes.append(f"{where}: ended_at is before started_at (clock change?); not counted")

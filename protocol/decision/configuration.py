@@ -147,18 +147,18 @@ def build_configuration(
 
 def pass_records(evidence: CampaignEvidence, variant_id: str) -> tuple[PassRecord, ...]:
     """Every attempted pass of ``variant_id`` in run order, failures included, with its re-derived verdict."""
-    rows = [r for r in evidence.rows if r.get("variant_id") == variant_id]
-    rows.sort(key=lambda r: (_int(r.get("order_index")) or 0, _int(r.get("attempt")) or 0))
+    rows = [r for r in evidence.rows if r.variant_id == variant_id]
+    rows.sort(key=lambda r: (r.order_index or 0, r.attempt or 0))
     return tuple(PassRecord(
-        trial_id=str(r.get("trial_id", "")),
-        repetition=_int(r.get("repetition")) or 0,
-        status=str(r.get("status", "")),
-        pass_s=_float(r.get("pass_s")),
-        accepted=str(r.get("trial_id", "")) in evidence.accepted_trials,
-        peak_rss_bytes=_int(r.get("peak_rss_bytes")),
-        peak_allocated_bytes=_int(r.get("peak_allocated_bytes")),
-        peak_reserved_bytes=_int(r.get("peak_reserved_bytes")),
-        device_used_bytes=_int(r.get("device_used_bytes")),
+        trial_id=r.trial_id,
+        repetition=r.repetition or 0,
+        status=r.status,
+        pass_s=r.pass_s,
+        accepted=r.trial_id in evidence.accepted_trials,
+        peak_rss_bytes=r.peak_rss_bytes,
+        peak_allocated_bytes=r.peak_allocated_bytes,
+        peak_reserved_bytes=r.peak_reserved_bytes,
+        device_used_bytes=r.device_used_bytes,
     ) for r in rows)
 
 
@@ -227,10 +227,3 @@ def _memory_counters(
 def _status_text(statuses: dict[str, int]) -> str:
     return ", ".join(f"{count} {status}" for status, count in sorted(statuses.items())) or "no attempt"
 
-
-def _float(text: Any) -> float | None:
-    return float(text) if text not in ("", None) else None
-
-
-def _int(text: Any) -> int | None:
-    return int(text) if text not in ("", None) else None

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from protocol.errors import UserError
+from protocol.rawrecord import RawRecord
 from protocol.stats import Summary
 
 if TYPE_CHECKING:
@@ -38,8 +39,8 @@ class TrialCapacity:
 class CampaignEvidence:
     """Everything ``decide`` needs from one campaign directory, already read from its files.
 
-    ``rows`` are raw.csv rows (strings), ``events`` the parsed lines of
-    events.jsonl, ``summary`` the per-variant summary (re-derived verdicts),
+    ``rows`` are raw.csv's rows in file order (typed :class:`protocol.rawrecord.RawRecord`), ``events``
+    the parsed lines of events.jsonl, ``summary`` the per-variant summary (re-derived verdicts),
     ``accepted_trials`` the trial ids whose re-derived verdict accepted the corpus.
     """
 
@@ -56,7 +57,7 @@ class CampaignEvidence:
     rental_empty_reason: str
     host: str
     launcher: str
-    rows: tuple[Mapping[str, str], ...]
+    rows: tuple[RawRecord, ...]
     events: tuple[Mapping[str, Any], ...]
     summary: Summary
     accepted_trials: frozenset[str]

@@ -24,8 +24,7 @@ from protocol.decision.ledger import parse_ledger
 from protocol.decision.rank import CampaignEvidence, Ledger
 from protocol.errors import UserError
 from protocol.jsonio import read_json
-from protocol.rawrecord import RawRecord
-from protocol.records import RAW_COLUMNS, CampaignRecord, Rental
+from protocol.records import CampaignRecord, Rental
 from protocol.stats import Summary
 from protocol.study import Study, load_study
 from runner.analysis.summary import summarize_campaign
@@ -112,7 +111,7 @@ def load_evidence(root: Path, allow_inconsistent: bool = False) -> tuple[Campaig
         # A multi-host campaign names the rented host; a local one, the machine that ran the CLI.
         host=str(record.launcher.get("host_name") or (record.host.hostname if record.host else "unknown host")),
         launcher=str(record.launcher.get("kind", "unknown launcher")),
-        rows=cell_maps(rows),
+        rows=tuple(rows),
         events=read_events(paths.events),
         summary=summary,
         accepted_trials=frozenset(str(v["trial_id"]) for v in verdicts if v.get("corpus_accepted")),
@@ -123,12 +122,6 @@ def load_evidence(root: Path, allow_inconsistent: bool = False) -> tuple[Campaig
                 for trial_id in trial_ids},
     )
     return evidence, study, record
-
-
-def cell_maps(rows: list[RawRecord]) -> tuple[dict[str, str], ...]:
-    """Typed raw rows as column → cell text, the form :mod:`protocol.decision` and :mod:`protocol.costing.period`
-    read today (the cells exactly as raw.csv holds them)."""
-    return tuple(dict(zip(RAW_COLUMNS, row.cells(), strict=True)) for row in rows)
 
 
 def _summarize(root: Path, allow_inconsistent: bool) -> tuple[Summary, str]:

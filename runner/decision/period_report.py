@@ -22,7 +22,7 @@ from protocol.study import load_study
 from runner.campaign_dir.integrity import require_evidence
 from runner.campaign_dir.layout import CampaignPaths, load_record, read_rows
 from runner.campaign_dir.rentals import latest_rental
-from runner.decision.evidence import cell_maps, choose_catalog, read_events
+from runner.decision.evidence import choose_catalog, read_events
 from runner.decision.text_format import hours, usd
 
 
@@ -63,7 +63,7 @@ def campaign_period(root: Path, catalog_path: Path | None = None, allow_inconsis
     record = load_record(root)
     banner = require_evidence(root, allow_inconsistent)
     study = load_study(paths.study)
-    rows = cell_maps(read_rows(paths.raw, allow_inconsistent=allow_inconsistent))
+    rows = read_rows(paths.raw, allow_inconsistent=allow_inconsistent)
     deadline = getattr(study, "deadline", None)
     period = measure_period(read_events(paths.events), rows, None if deadline is None else deadline.waiting_h)
     catalog, source = choose_catalog(catalog_path, study, record)

@@ -11,6 +11,7 @@ from protocol.costing.batch_fit import Batch, PassEvidence, fit_rates, pass_stat
 from protocol.costing.plans import gpu_key, join_days
 from protocol.costing.timeline import host_sessions, iso_utc, parsed_events, phase_intervals, row_interval
 from protocol.errors import UserError
+from protocol.rawrecord import RawRecord
 
 
 def test_gpu_key_and_join_days() -> None:
@@ -58,11 +59,13 @@ def test_events_pair_into_phases_and_sessions() -> None:
 
 def test_row_interval_and_iso_utc() -> None:
     row = {"trial_id": "t1", "started_at": "2026-11-02T10:00:00+01:00", "ended_at": "2026-11-02T09:30:00+00:00"}
-    begin, end = row_interval(row, 0) or (None, None)
+    begin, end = row_interval(RawRecord.from_text(row), 0) or (None, None)
     assert iso_utc(begin) == "2026-11-02T09:00:00.000Z" and iso_utc(end) == "2026-11-02T09:30:00.000Z"
     notes: list[str] = []
-    assert row_interval({**row, "ended_at": "2026-11-02T08:00:00+00:00"}, 0, notes) is None
+    assert row_interval(RawRecord.from_text({**row, "ended_at": "2026-11-02T08:00:00+00:00"}), 0, notes) is None
     assert notes == ["raw.csv row 2 (t1): ended_at is before started_at (clock change?); not counted"]
-    assert row_interval({"started_at": ""}, 0) is None and iso_utc(None) is None
+    assert row_interval(RawRecord.from_text({"started_at": ""}), 0) is None and iso_utc(None) is None
+    with pytest.raises(UserError, match=r"timestamp 'noon' is not ISO 8601.*raw.csv row 4 \(t1\)"):
+        row_interval(RawRecord.from_text({**row, "started_at": "noon"}), 2)
     with pytest.raises(UserError, match="lacks 'at' or 'event'"):
         parsed_events([{"event": "setup_start"}])

@@ -23,6 +23,7 @@ from protocol.decision.plan_fit import deadline_fit, plan_cost
 from protocol.decision.rank import decide
 from protocol.decision.records import ARTIFACT_RULE, Decision, Expense, Ledger
 from protocol.errors import UserError
+from protocol.rawrecord import RawRecord
 from protocol.records import RAW_COLUMNS
 from protocol.stats import summarize
 from protocol.study import load_study
@@ -103,7 +104,8 @@ def campaign(
     events.append({"at": _iso(clock), "event": "trials_end"})
     variant_dicts = [{"variant_id": v.variant_id, "series": list(v.series), **v.config()}
                      for v in study.variants() if v.variant_id in variants]
-    summary = summarize(rows, verdicts, variant_dicts, study.quality)
+    records = tuple(RawRecord.from_text(row) for row in rows)
+    summary = summarize(records, verdicts, variant_dicts, study.quality)
     return CampaignEvidence(
         label=label,
         campaign_id=campaign_id or f"{label.replace('/', '')}-0000000000",
@@ -119,11 +121,11 @@ def campaign(
                                            "unknown",
         host="vm",
         launcher="process",
-        rows=tuple(rows),
+        rows=records,
         events=tuple(events),
         summary=summary,
         accepted_trials=frozenset(t for t, v in verdicts.items() if v["corpus_accepted"]),
-        capacities={r["trial_id"]: capacity for r in rows} if capacity else {},
+        capacities={r.trial_id: capacity for r in records} if capacity else {},
     )
 
 

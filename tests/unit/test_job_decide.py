@@ -48,8 +48,8 @@ def batches(speed: float) -> tuple[Batch, ...]:
 def with_trials(evidence: CampaignEvidence, speeds: dict[str, float | None]) -> CampaignEvidence:
     trials = {}
     for row in evidence.rows:
-        speed = speeds[row["variant_id"]]
-        trials[row["trial_id"]] = TrialRecord(
+        speed = speeds[row.variant_id]
+        trials[row.trial_id] = TrialRecord(
             batches=None if speed is None else batches(speed), batches_reason="no batches.jsonl (test)",
             setup_s=0.0, gpu_energy_j=None, cpu_energy_j=120.0 * (speed or 1),
             gpu_energy_reason="CPU trial: no GPU energy counter",

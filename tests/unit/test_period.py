@@ -9,6 +9,7 @@ import pytest
 from protocol.costing.period import CampaignPeriod, PeriodComponent, measure_period
 from protocol.costing.timeline import parse_instant, trial_intervals
 from protocol.errors import UserError
+from protocol.rawrecord import RawRecord
 
 
 def ev(at: str, event: str, trial_id: str | None = None) -> dict[str, str]:
@@ -18,8 +19,8 @@ def ev(at: str, event: str, trial_id: str | None = None) -> dict[str, str]:
     return data
 
 
-def raw(trial_id: str, started: str, ended: str) -> dict[str, str]:
-    return {"trial_id": trial_id, "started_at": started, "ended_at": ended}
+def raw(trial_id: str, started: str, ended: str) -> RawRecord:
+    return RawRecord.from_text({"trial_id": trial_id, "started_at": started, "ended_at": ended})
 
 
 D = "2026-11-02T"  # a Monday
@@ -159,7 +160,7 @@ def test_only_raw_times_without_events() -> None:
 
 
 def test_no_timestamps_at_all_leaves_the_period_empty_with_a_reason() -> None:
-    period = measure_period([], [{"trial_id": "t1", "started_at": "", "ended_at": ""}], waiting_h=5)
+    period = measure_period([], [raw("t1", "", "")], waiting_h=5)
     assert period.used_s is None and period.needed_s is None and period.needed_h is None
     assert "no timestamps" in period.empty_reasons["needed_s"]
     assert period.waiting_h == 5
