@@ -13,10 +13,11 @@ import dataclasses
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, NamedTuple
 
-from protocol.rawrecord import RawRecord, column_values
-from protocol.records import Variant
+from protocol.rawrecord import RawRecord, collection_paused, column_values
+from protocol.records import VARIANT_FIELDS, Variant
 
 SUMMARY_SCHEMA_VERSION = 1
 
@@ -97,6 +98,17 @@ def summarize(
     declares common seeds); by default every variant is compared with ``quality.reference_variant``.
     (Rows as dicts of cells and variants as dicts are still read, for callers not yet converted.)
     """
+    with collection_paused():
+        return _summarize(rows, verdicts, variant_order, quality, reference_for)
+
+
+def _summarize(
+    rows: Sequence[RawRecord] | Sequence[Mapping[str, str]],
+    verdicts: dict[str, dict[str, Any]],
+    variant_order: Sequence[Variant] | Sequence[Mapping[str, Any]],
+    quality: Any,
+    reference_for: Callable[[str], str] | None,
+) -> Summary:
     table = _read_table(rows)
     variants = [_variant_entry(v) for v in variant_order]
     by_variant: dict[str, list[int]] = {entry[0]: [] for entry in variants}  # row numbers, in run order
@@ -152,13 +164,15 @@ def _read_table(rows: Sequence[RawRecord] | Sequence[Mapping[str, str]]) -> _Tab
     return _Table(**column_values(typed, _Table._fields))
 
 
+_config_of = itemgetter(*VARIANT_FIELDS)  # Variant.config(), without a getattr per field
+
 #: (variant_id, series, configuration) of one variant, whichever form it came in.
 _VariantEntry = tuple[str, tuple[str, ...], dict[str, Any]]
 
 
 def _variant_entry(variant: Variant | Mapping[str, Any]) -> _VariantEntry:
     if isinstance(variant, Variant):
-        return variant.variant_id, variant.series, variant.config()
+        return variant.variant_id, variant.series, dict(zip(VARIANT_FIELDS, _config_of(vars(variant)), strict=True))
     return (variant["variant_id"], tuple(variant.get("series", ())),
             {k: variant[k] for k in variant if k not in ("variant_id", "series", "schema_version")})
 
