@@ -80,3 +80,16 @@ def test_typed_rows_and_rows_of_cells_give_the_same_summary():
     assert summarize(typed, verdicts, VARIANTS, QUALITY).to_dict() == summarize(rows, verdicts, VARIANTS,
                                                                                   QUALITY).to_dict()
     assert summarize(typed, verdicts, VARIANTS, QUALITY).variants[0].peak_rss_bytes == 100
+
+
+def test_subgroup_medians_per_variant_whether_or_not_every_pass_scored_the_same_subgroups():
+    rows = [row("t1", "b1", 1, pass_s="1"), row("t2", "b8", 2, pass_s="1"), row("t3", "b1", 3, pass_s="1"),
+            row("t4", "b8", 4, pass_s="1"), row("t5", "b1", 5, pass_s="1")]
+    same = {f"t{i}": verdict(True, 0.9 + i / 100) for i in range(1, 6)}
+    summary = summarize(rows, same, VARIANTS, QUALITY)
+    assert summary.variants[0].subgroups == {"length_bucket": {"short": 0.93}}  # t1, t3, t5
+    assert summary.variants[1].subgroups == {"length_bucket": {"short": 0.93}}  # t2, t4: (0.92 + 0.94) / 2
+    mixed = dict(same, t4={**verdict(True, 0.5), "subgroups": {"label": {"x": 0.5}, "length_bucket": {"short": 0.6}}})
+    summary = summarize(rows, mixed, VARIANTS, QUALITY)
+    assert summary.variants[0].subgroups == {"length_bucket": {"short": 0.93}}
+    assert summary.variants[1].subgroups == {"length_bucket": {"short": 0.76}, "label": {"x": 0.5}}
