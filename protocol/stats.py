@@ -86,7 +86,7 @@ class Summary:
 
 
 def summarize(
-    rows: Sequence[RawRecord] | Sequence[Mapping[str, str]],
+    rows: Sequence[RawRecord],
     verdicts: dict[str, dict[str, Any]],
     variant_order: Sequence[Variant] | Sequence[Mapping[str, Any]],
     quality: Any,
@@ -97,14 +97,14 @@ def summarize(
 
     ``reference_for`` maps a variant to its reference variant (the same seed when the study
     declares common seeds); by default every variant is compared with ``quality.reference_variant``.
-    (Rows as dicts of cells and variants as dicts are still read, for callers not yet converted.)
+    (Variants as dicts are still read, for callers not yet converted.)
     """
     with collection_paused():
         return _summarize(rows, verdicts, variant_order, quality, reference_for)
 
 
 def _summarize(
-    rows: Sequence[RawRecord] | Sequence[Mapping[str, str]],
+    rows: Sequence[RawRecord],
     verdicts: dict[str, dict[str, Any]],
     variant_order: Sequence[Variant] | Sequence[Mapping[str, Any]],
     quality: Any,
@@ -160,9 +160,8 @@ class _Table(NamedTuple):
     empty_reasons: list[str]
 
 
-def _read_table(rows: Sequence[RawRecord] | Sequence[Mapping[str, str]]) -> _Table:
-    typed = [row if isinstance(row, RawRecord) else RawRecord.from_text(row) for row in rows]
-    return _Table(**column_values(typed, _Table._fields))
+def _read_table(rows: Sequence[RawRecord]) -> _Table:
+    return _Table(**column_values(rows, _Table._fields))
 
 
 _config_of = itemgetter(*VARIANT_FIELDS)  # Variant.config(), without a getattr per field

@@ -23,6 +23,7 @@ from protocol.decision.plan_fit import deadline_fit, plan_cost
 from protocol.decision.rank import decide
 from protocol.decision.records import ARTIFACT_RULE, Decision, Expense, Ledger
 from protocol.errors import UserError
+from protocol.rawrecord import RawRecord
 from protocol.records import RAW_COLUMNS
 from protocol.stats import summarize
 from protocol.study import load_study
@@ -103,7 +104,7 @@ def campaign(
     events.append({"at": _iso(clock), "event": "trials_end"})
     variant_dicts = [{"variant_id": v.variant_id, "series": list(v.series), **v.config()}
                      for v in study.variants() if v.variant_id in variants]
-    summary = summarize(rows, verdicts, variant_dicts, study.quality)
+    summary = summarize([RawRecord.from_text(r) for r in rows], verdicts, variant_dicts, study.quality)
     return CampaignEvidence(
         label=label,
         campaign_id=campaign_id or f"{label.replace('/', '')}-0000000000",
