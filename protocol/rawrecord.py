@@ -26,6 +26,7 @@ import gc
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
@@ -248,8 +249,11 @@ def column_values(rows: Sequence[RawRecord], columns: Sequence[str]) -> dict[str
     """The typed values of these columns for every row, one list per column (item i is row i's): what a reader
     of many rows uses, converting a column at a time without an attribute lookup per cell. The rows are left
     as they are; a malformed cell raises the error reading its attribute gives, naming the row."""
-    sources = [_source(row) for row in rows]
-    if None in sources or not columns:  # rows built from values: read them attribute by attribute
+    try:
+        sources = list(map(_get_cells, rows, repeat(RawRecord)))
+    except AttributeError:  # rows built from values: read them attribute by attribute
+        sources = [None]
+    if None in sources or not columns:
         return {name: [getattr(row, name) for row in rows] for name in columns}
     table = _cell_columns(sources, [_INDEX[name] for name in columns])  # type: ignore[arg-type]
     found: dict[str, list[Any]] = {}
