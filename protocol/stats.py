@@ -13,8 +13,8 @@ import dataclasses
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate, compress
-from operator import itemgetter
+from itertools import accumulate, compress, repeat
+from operator import is_not, itemgetter
 from typing import Any, NamedTuple
 
 from protocol.rawrecord import RawRecord, collection_paused, column_values
@@ -251,7 +251,7 @@ class _Kept(NamedTuple):
 
     @classmethod
     def present(cls, column: Sequence[Any]) -> _Kept:
-        return cls.of(column, [value is not None for value in column])
+        return cls.of(column, list(map(is_not, column, repeat(None))))
 
     def between(self, start: int, end: int) -> list[Any]:
         """What was kept of rows ``start:end``."""
@@ -271,15 +271,16 @@ def _all_subgroup_medians(tables: list[dict[str, dict[str, float]]],
     groups = tuple(first)
     if not groups:  # no pass scored a subgroup (or none passed): if any did, the shapes differ
         return [{} for _ in starts[1:]] if not any(tables) else None
-    if [tuple(table) for table in tables].count(groups) != len(tables):
+    if list(map(tuple, tables)).count(groups) != len(tables):
         return None
     shapes = []
-    for group in groups:
+    for group in groups:  # one pass over the passes per group: each verdict is a dict somewhere in memory
         keys = tuple(first[group])
-        if [tuple(table[group]) for table in tables].count(keys) != len(tables):
-            return None
         scores = list(map(itemgetter(group), tables))
-        shapes.append((group, keys, [list(map(itemgetter(key), scores)) for key in keys]))
+        if list(map(tuple, scores)).count(keys) != len(tables):
+            return None
+        flat = [score for values in map(dict.values, scores) for score in values]
+        shapes.append((group, keys, [flat[index::len(keys)] for index in range(len(keys))]))
     spans = [slice(start, end) for start, end in zip(starts, starts[1:], strict=False) if start != end]
     medians = {(group, key): _span_medians(column, spans)
                for group, keys, columns in shapes for key, column in zip(keys, columns, strict=True)}
