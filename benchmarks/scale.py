@@ -4,15 +4,17 @@
   duplicates, format of every line, accuracy and the two subgroup tables), against a
   straightforward baseline (``json.loads`` per line, plain Python sets, accuracy only); target:
   at most half the baseline's time;
-- 5b, summarize a 100,000-row raw table: ``protocol.stats.summarize`` against a naive pandas
-  group-by (median/min/max of accepted pass times, status counts, median metric per variant);
-  target: no slower than the baseline.
+- 5b, summarize a 100,000-row raw.csv: read it (``read_rows``, the chain checked) and
+  ``protocol.stats.summarize`` it, against a naive pandas job from the same file (``pd.read_csv``,
+  then a group-by: median/min/max of accepted pass times, status counts, median metric per
+  variant); target: no slower than the baseline. Both start from the file on disk and the same
+  verdicts in memory.
 
 Both are judged on the per-pair ratio ours/baseline, since on a shared machine an absolute time
 means little.
 
-The data are synthetic but well-formed: written the way the runner writes predictions, and rows
-with every raw-table column as ``read_raw`` returns them (strings). Ours and the baseline run
+The data are synthetic but well-formed: written the way the runner writes predictions, and a
+raw.csv with every column, each row chained as ``append_row`` chains it. Ours and the baseline run
 interleaved (ABBA), ``repeats`` pairs each.
 """
 
@@ -23,14 +25,17 @@ import json
 import random
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from benchmarks.common import Row, Spread, fmt_ratio, fmt_s, interleaved, judge, ratio_spread, timed
-from protocol.records import RAW_COLUMNS
+from protocol.records import RAW_COLUMNS, Variant
 from protocol.stats import summarize
 from protocol.validate import Reference, check_pass, parse_predictions
+from runner.campaign_dir.layout import read_rows
+from runner.campaign_dir.rawtable import row_digest
 
 LABELS = ("business", "entertainment", "politics", "sport", "tech")
 BUCKETS = ("short", "medium", "long")
@@ -147,16 +152,28 @@ def make_raw_table(variants: int, repetitions: int, seed: int = 0) -> tuple[list
     return rows, verdicts, order, quality
 
 
-def summary_ours(rows: list[dict[str, str]], verdicts: dict[str, Any], order: list[dict[str, Any]],
-                 quality: Any) -> Any:
-    return summarize(rows, verdicts, order, quality)
+def write_raw_table(path: Path, rows: list[dict[str, str]]) -> None:
+    """``rows`` as a raw.csv, every row chained as ``append_row`` writes it (no campaign.json: the chain starts
+    from "")."""
+    previous = ""
+    lines = [",".join(RAW_COLUMNS)]
+    for row in rows:
+        cells = [row[column] for column in RAW_COLUMNS[:-1]]
+        previous = row_digest(previous, cells)
+        lines.append(",".join([*cells, previous]))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def summary_baseline(rows: list[dict[str, str]], verdicts: dict[str, Any]) -> Any:
-    """A naive pandas group-by of the same core figures."""
+def summary_ours(path: Path, verdicts: dict[str, Any], variants: Sequence[Variant], quality: Any) -> Any:
+    """What ``isocost summarize`` does with the table: read it (the chain checked), summarize it."""
+    return summarize(read_rows(path), verdicts, variants, quality)
+
+
+def summary_baseline(path: Path, verdicts: dict[str, Any]) -> Any:
+    """A naive pandas job of the same core figures from the same file: read_csv, then a group-by."""
     import pandas as pd
 
-    frame = pd.DataFrame(rows)
+    frame = pd.read_csv(path)
     frame["accepted"] = frame["trial_id"].map(lambda t: bool(verdicts[t]["corpus_accepted"]))
     frame["metric_value"] = frame["trial_id"].map(lambda t: verdicts[t]["metric_value"])
     frame["pass"] = pd.to_numeric(frame["pass_s"], errors="coerce").where(frame["accepted"])
@@ -231,29 +248,39 @@ def validation_row(predictions: int, pairs: int, progress: Any = print) -> Row:
 
 
 def summary_row(variants: int, repetitions: int, pairs: int, progress: Any = print) -> Row:
-    """5b: summarize a raw table of ``variants`` × ``repetitions`` rows, against a pandas group-by, interleaved."""
+    """5b: read and summarize a raw.csv of ``variants`` × ``repetitions`` rows, against pandas from the same
+    file, interleaved."""
     progress(f"  generating a {variants * repetitions:,}-row raw table ({variants:,} variants × {repetitions})")
-    table, verdicts, order, quality = make_raw_table(variants, repetitions)
-    title = f"summarize {len(table):,} raw rows ({variants:,} variants × {repetitions}) vs pandas group-by"
+    rows, verdicts, order, quality = make_raw_table(variants, repetitions)
+    typed_variants = [Variant.from_dict(v) for v in order]  # campaign.json, read before the table
+    title = f"summarize {len(rows):,} raw rows ({variants:,} variants × {repetitions}) vs pandas group-by"
     cpu: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="isocost-bench-summary-") as tmp:
+        path = Path(tmp) / "raw.csv"
+        write_raw_table(path, rows)
+        del rows
 
-    def ours() -> float:
-        return _cpu_timed(lambda: summary_ours(table, verdicts, order, quality), cpu)
+        def ours() -> float:
+            return _cpu_timed(lambda: summary_ours(path, verdicts, typed_variants, quality), cpu)
 
-    try:
-        import pandas  # noqa: F401
-    except ImportError:
-        ours_spread = Spread(tuple(ours() for _ in range(pairs)))
-        return Row(key="5b", title=title, measured=f"{fmt_s(ours_spread)} (CPU {Spread(tuple(cpu)).median:.3f} s)",
-                   target=f"≤ {SUMMARY_TARGET_RATIO:g} × baseline", met=None,
-                   reason="baseline not measured: pandas is not installed (pip install pandas)",
-                   details={"ours_s": ours_spread.to_dict(), "absolute_target_s": SUMMARY_TARGET_S})
-    progress(f"  summarizing it, ours vs pandas, {pairs} interleaved pairs")
-    ours_s, base_s = interleaved(pairs, ours, lambda: _cpu_timed(lambda: summary_baseline(table, verdicts), []))
-    result = summary_ours(table, verdicts, order, quality)
+        try:
+            import pandas  # noqa: F401
+        except ImportError:
+            ours_spread = Spread(tuple(ours() for _ in range(pairs)))
+            return Row(key="5b", title=title,
+                       measured=f"{fmt_s(ours_spread)} (CPU {Spread(tuple(cpu)).median:.3f} s)",
+                       target=f"≤ {SUMMARY_TARGET_RATIO:g} × baseline", met=None,
+                       reason="baseline not measured: pandas is not installed (pip install pandas)",
+                       details={"ours_s": ours_spread.to_dict(), "absolute_target_s": SUMMARY_TARGET_S})
+        progress(f"  reading and summarizing it, ours vs pandas, {pairs} interleaved pairs")
+        ours_s, base_s = interleaved(pairs, ours, lambda: _cpu_timed(lambda: summary_baseline(path, verdicts), []))
+        result = summary_ours(path, verdicts, typed_variants, quality)
+        size = path.stat().st_size
     return _ratio_row(
-        "5b", title, ours_s, cpu, base_s, "pandas group-by", SUMMARY_TARGET_RATIO,
-        {"absolute_target_s": SUMMARY_TARGET_S, "warnings": len(result.warnings),
-         "summary_does": "per variant: raw times, median/min/max, statuses, median metric, subgroup "
-                         "medians, agreement, equivalence, memory peaks; spread-vs-difference warnings",
-         "baseline_does": "median/min/max/count of accepted pass times, median metric, status counts"})
+        "5b", title, ours_s, cpu, base_s, "pandas read_csv + group-by", SUMMARY_TARGET_RATIO,
+        {"absolute_target_s": SUMMARY_TARGET_S, "warnings": len(result.warnings), "file_bytes": size,
+         "summary_does": "read raw.csv and check its chain; per variant: raw times, median/min/max, statuses, "
+                         "median metric, subgroup medians, agreement, equivalence, memory peaks; "
+                         "spread-vs-difference warnings",
+         "baseline_does": "pd.read_csv of raw.csv (no chain check); median/min/max/count of accepted pass "
+                          "times, median metric, status counts"})

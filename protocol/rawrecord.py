@@ -22,8 +22,11 @@ Example::
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import gc
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
@@ -246,23 +249,47 @@ def column_values(rows: Sequence[RawRecord], columns: Sequence[str]) -> dict[str
     """The typed values of these columns for every row, one list per column (item i is row i's): what a reader
     of many rows uses, converting a column at a time without an attribute lookup per cell. The rows are left
     as they are; a malformed cell raises the error reading its attribute gives, naming the row."""
-    sources = [_source(row) for row in rows]
-    if None in sources or not columns:  # rows built from values: read them attribute by attribute
+    try:
+        sources = list(map(_get_cells, rows, repeat(RawRecord)))
+    except AttributeError:  # rows built from values: read them attribute by attribute
+        sources = [None]
+    if None in sources or not columns:
         return {name: [getattr(row, name) for row in rows] for name in columns}
-    if any(source.__class__ is str for source in sources):  # rows read from plain lines: split each once,
-        pick = itemgetter(*(_INDEX[name] for name in columns), 0)  # keeping only the cells asked for
-        picked = [pick(source.split(",") if source.__class__ is str else source)  # type: ignore[union-attr,arg-type]
-                  for source in sources]
-        table: list[Sequence[str]] = [list(cells) for cells in zip(*picked, strict=True)]
-    else:
-        table = [list(map(itemgetter(_INDEX[name]), sources)) for name in columns]  # type: ignore[arg-type]
+    table = _cell_columns(sources, [_INDEX[name] for name in columns])  # type: ignore[arg-type]
     found: dict[str, list[Any]] = {}
-    for name, cells in zip(columns, table, strict=False):
+    for name, cells in zip(columns, table, strict=True):
         try:
-            found[name] = _BULK[name](list(cells))
+            found[name] = _BULK[name](cells)
         except (ValueError, KeyError):
             found[name] = [getattr(row, name) for row in rows]
     return found
+
+
+def _cell_columns(sources: list[tuple[str, ...] | str], indexes: list[int]) -> list[list[str]]:
+    """The cells at ``indexes`` of every row, a column at a time. Rows read from plain lines are joined and split
+    once, so the cells of all rows lie in one list, a row every ``len(RAW_COLUMNS)`` cells: a column is a slice
+    (no list or tuple per row)."""
+    width = len(RAW_COLUMNS)
+    if all(source.__class__ is str for source in sources):
+        flat = ",".join(sources).split(",")  # type: ignore[arg-type]
+        if len(flat) == width * len(sources):
+            return [flat[index::width] for index in indexes]
+    rows = [source.split(",") if source.__class__ is str else source for source in sources]
+    return [list(map(itemgetter(index), rows)) for index in indexes]  # type: ignore[arg-type]
+
+
+@contextmanager
+def collection_paused() -> Iterator[None]:
+    """No cyclic garbage collection inside the block (it resumes after, if it ran before). A reader of 100,000 rows
+    makes hundreds of thousands of objects, none of them in a cycle: left on, the collector walks all of them
+    again and again, which takes as long as the reading itself."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _value(name: str, value: Any) -> Any:

@@ -13,10 +13,12 @@ import dataclasses
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate, compress, repeat
+from operator import is_not, itemgetter
 from typing import Any, NamedTuple
 
-from protocol.rawrecord import RawRecord, column_values
-from protocol.records import Variant
+from protocol.rawrecord import RawRecord, collection_paused, column_values
+from protocol.records import VARIANT_FIELDS, Variant
 
 SUMMARY_SCHEMA_VERSION = 1
 
@@ -84,7 +86,7 @@ class Summary:
 
 
 def summarize(
-    rows: Sequence[RawRecord] | Sequence[Mapping[str, str]],
+    rows: Sequence[RawRecord],
     verdicts: dict[str, dict[str, Any]],
     variant_order: Sequence[Variant] | Sequence[Mapping[str, Any]],
     quality: Any,
@@ -95,8 +97,19 @@ def summarize(
 
     ``reference_for`` maps a variant to its reference variant (the same seed when the study
     declares common seeds); by default every variant is compared with ``quality.reference_variant``.
-    (Rows as dicts of cells and variants as dicts are still read, for callers not yet converted.)
+    (Variants as dicts are still read, for callers not yet converted.)
     """
+    with collection_paused():
+        return _summarize(rows, verdicts, variant_order, quality, reference_for)
+
+
+def _summarize(
+    rows: Sequence[RawRecord],
+    verdicts: dict[str, dict[str, Any]],
+    variant_order: Sequence[Variant] | Sequence[Mapping[str, Any]],
+    quality: Any,
+    reference_for: Callable[[str], str] | None,
+) -> Summary:
     table = _read_table(rows)
     variants = [_variant_entry(v) for v in variant_order]
     by_variant: dict[str, list[int]] = {entry[0]: [] for entry in variants}  # row numbers, in run order
@@ -111,13 +124,13 @@ def summarize(
     reference_id = quality.reference_variant
     pick = reference_for or (lambda variant_id: reference_id)
     reference_metrics: dict[str, float | None] = {}  # a pure function of the reference's rows: computed once
+    runs = _Runs.of(table, verdicts, [by_variant.get(entry[0], []) for entry in variants])
     summaries = []
-    for entry in variants:
+    for number, entry in enumerate(variants):
         ref = pick(entry[0])
         if ref not in reference_metrics:
             reference_metrics[ref] = _median_metric(by_variant.get(ref, []), table, verdicts)
-        summaries.append(_summarize_variant(entry, by_variant.get(entry[0], []), table, verdicts, quality,
-                                            reference_metrics[ref], ref))
+        summaries.append(_summarize_variant(entry, runs, number, table, quality, reference_metrics[ref], ref))
     warnings = list(_spread_warnings(summaries))
     for summary in summaries:
         if 0 < summary.accepted < 3:
@@ -147,10 +160,11 @@ class _Table(NamedTuple):
     empty_reasons: list[str]
 
 
-def _read_table(rows: Sequence[RawRecord] | Sequence[Mapping[str, str]]) -> _Table:
-    typed = [row if isinstance(row, RawRecord) else RawRecord.from_text(row) for row in rows]
-    return _Table(**column_values(typed, _Table._fields))
+def _read_table(rows: Sequence[RawRecord]) -> _Table:
+    return _Table(**column_values(rows, _Table._fields))
 
+
+_config_of = itemgetter(*VARIANT_FIELDS)  # Variant.config(), without a getattr per field
 
 #: (variant_id, series, configuration) of one variant, whichever form it came in.
 _VariantEntry = tuple[str, tuple[str, ...], dict[str, Any]]
@@ -158,7 +172,7 @@ _VariantEntry = tuple[str, tuple[str, ...], dict[str, Any]]
 
 def _variant_entry(variant: Variant | Mapping[str, Any]) -> _VariantEntry:
     if isinstance(variant, Variant):
-        return variant.variant_id, variant.series, variant.config()
+        return variant.variant_id, variant.series, dict(zip(VARIANT_FIELDS, _config_of(vars(variant)), strict=True))
     return (variant["variant_id"], tuple(variant.get("series", ())),
             {k: variant[k] for k in variant if k not in ("variant_id", "series", "schema_version")})
 
@@ -180,48 +194,107 @@ def _median(values: Sequence[float]) -> float:
     return (data[i - 1] + data[i]) / 2
 
 
-class _Passes(NamedTuple):
-    """What the verdicts say about one variant's passes, in run order."""
+class _Runs(NamedTuple):
+    """Every reported variant's rows, one variant after another (each in run order), a column at a time.
 
-    statuses: dict[str, int]
-    times: list[float | None]  # every attempt; None = no accepted pass time
-    good: list[float]  # accepted pass times
-    metrics: list[Any]
-    subgroup_tables: list[dict[str, dict[str, float]]]  # one per accepted pass
-    agreements: list[float]
-    deltas: list[float]
+    Variant ``k``'s rows are items ``bounds[k]:bounds[k + 1]`` of the per-row columns. The filtered columns (only
+    the accepted passes, only the cells that hold a value) come with the running count of what they kept, so a
+    variant's share of them is a slice too: no loop over a variant's rows in Python.
+    """
 
+    bounds: list[int]
+    rows: list[int]  # row numbers in the table
+    status: list[str]
+    trial_id: list[str]
+    times: list[float | None]  # the pass time of an accepted pass, else None
+    accepted: _Kept  # verdicts of the accepted passes
+    good: _Kept  # accepted pass times that are not None
+    agreements: _Kept
+    deltas: _Kept
+    peaks: dict[str, _Kept]
+    oom_events: list[int | None]
+    subgroups: list[dict[str, dict[str, float]]] | None  # per variant; None: the passes scored other subgroups
 
-def _passes(rows: list[int], table: _Table, verdicts: dict[str, dict[str, Any]]) -> _Passes:
-    # One pass over the rows: this runs once per variant, and a big sweep has tens of thousands.
-    found = _Passes({}, [], [], [], [], [], [])
-    statuses, times, good, metrics, tables, agreements, deltas = found
-    get_verdict = verdicts.get
-    status_of, trial_of, pass_s = table.status, table.trial_id, table.pass_s
-    for i in rows:
-        status = status_of[i]
-        statuses[status] = statuses.get(status, 0) + 1
-        verdict = get_verdict(trial_of[i])
-        if verdict is None:
-            times.append(None)
-            continue
-        if verdict["corpus_accepted"]:
-            seconds = pass_s[i]
-            times.append(seconds)
-            if seconds is not None:
-                good.append(seconds)
-            tables.append(verdict.get("subgroups", {}))
-            metrics.append(verdict["metric_value"])
-        else:
-            times.append(None)
+    @classmethod
+    def of(cls, table: _Table, verdicts: dict[str, dict[str, Any]], groups: list[list[int]]) -> _Runs:
+        rows = [index for group in groups for index in group]
+        bounds = list(accumulate(map(len, groups), initial=0))
+        trial_id = list(map(table.trial_id.__getitem__, rows))
+        found = list(map(verdicts.get, trial_id))
+        accepted = [verdict is not None and bool(verdict["corpus_accepted"]) for verdict in found]
+        times = [seconds if ok else None for seconds, ok in zip(map(table.pass_s.__getitem__, rows), accepted,
+                                                                 strict=True)]
         # Agreement is measured on every complete pass, accepted or not: part of the quality reading.
-        agreement = verdict.get("agreement")
-        if agreement is not None:
-            agreements.append(agreement)
-        delta = verdict.get("max_score_delta")
-        if delta is not None:
-            deltas.append(delta)
-    return found
+        agreements = [None if verdict is None else verdict.get("agreement") for verdict in found]
+        deltas = [None if verdict is None else verdict.get("max_score_delta") for verdict in found]
+        passed: _Kept = _Kept.of(found, accepted)
+        return cls(
+            bounds=bounds, rows=rows, status=list(map(table.status.__getitem__, rows)), trial_id=trial_id,
+            times=times, accepted=passed, good=_Kept.present(times),
+            agreements=_Kept.present(agreements), deltas=_Kept.present(deltas),
+            peaks={column: _Kept.present(list(map(getattr(table, column).__getitem__, rows))) for column in _PEAKS},
+            oom_events=list(map(table.oom_events.__getitem__, rows)),
+            subgroups=_all_subgroup_medians([verdict.get("subgroups", {}) for verdict in passed.values],
+                                            [passed.before[bound] for bound in bounds]),
+        )
+
+
+class _Kept(NamedTuple):
+    """The items of a per-row column that a filter kept, and how many it had kept before each row."""
+
+    values: list[Any]
+    before: list[int]
+
+    @classmethod
+    def of(cls, column: Sequence[Any], keep: Sequence[bool]) -> _Kept:
+        return cls(list(compress(column, keep)), list(accumulate(keep, initial=0)))
+
+    @classmethod
+    def present(cls, column: Sequence[Any]) -> _Kept:
+        return cls.of(column, list(map(is_not, column, repeat(None))))
+
+    def between(self, start: int, end: int) -> list[Any]:
+        """What was kept of rows ``start:end``."""
+        before = self.before
+        return self.values[before[start]:before[end]]
+
+
+_PEAKS = ("peak_rss_bytes", "peak_allocated_bytes", "peak_reserved_bytes", "truncated_count")
+
+
+def _all_subgroup_medians(tables: list[dict[str, dict[str, float]]],
+                          starts: list[int]) -> list[dict[str, dict[str, float]]] | None:
+    """:func:`_subgroup_medians` of ``tables[starts[k]:starts[k + 1]]`` for every variant ``k`` at once, when every
+    pass scored the same subgroups in the same order (the usual case: one column of scores per subgroup value for
+    the whole table, cut per variant); None otherwise."""
+    first = tables[0] if tables else {}
+    groups = tuple(first)
+    if not groups:  # no pass scored a subgroup (or none passed): if any did, the shapes differ
+        return [{} for _ in starts[1:]] if not any(tables) else None
+    if list(map(tuple, tables)).count(groups) != len(tables):
+        return None
+    shapes = []
+    for group in groups:  # one pass over the passes per group: each verdict is a dict somewhere in memory
+        keys = tuple(first[group])
+        scores = list(map(itemgetter(group), tables))
+        if list(map(tuple, scores)).count(keys) != len(tables):
+            return None
+        flat = [score for values in map(dict.values, scores) for score in values]
+        shapes.append((group, keys, [flat[index::len(keys)] for index in range(len(keys))]))
+    spans = [slice(start, end) for start, end in zip(starts, starts[1:], strict=False) if start != end]
+    medians = {(group, key): _span_medians(column, spans)
+               for group, keys, columns in shapes for key, column in zip(keys, columns, strict=True)}
+    per_variant = iter([{group: dict(zip(keys, values, strict=True)) for group, keys, values in
+                         zip(groups, [keys for _, keys, _ in shapes], row, strict=True)}
+                        for row in zip(*[list(zip(*[medians[group, key] for key in keys], strict=True))
+                                         for group, keys, _ in shapes], strict=True)])
+    return [next(per_variant) if start != end else {} for start, end in zip(starts, starts[1:], strict=False)]
+
+
+def _span_medians(column: Sequence[float], spans: list[slice]) -> list[float]:
+    """:func:`_median` of ``column[span]`` for each span (the same arithmetic, without a call per span)."""
+    return [data[len(data) // 2] if len(data) % 2 else (data[len(data) // 2 - 1] + data[len(data) // 2]) / 2
+            for data in map(sorted, map(column.__getitem__, spans))]
 
 
 def _subgroup_medians(tables: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
@@ -253,55 +326,62 @@ def _medians(columns: Iterable[Sequence[float]], n: int) -> list[float]:
     return [(data[mid - 1] + data[mid]) / 2 for data in map(sorted, columns)]
 
 
-def _peaks(rows: list[int], table: _Table, reasons: dict[str, str]) -> dict[str, int | None]:
+def _peaks(runs: _Runs, start: int, end: int, table: _Table, reasons: dict[str, str]) -> dict[str, int | None]:
     """The largest measured memory peaks and truncation count; an empty peak gets its reason in ``reasons``."""
     found: dict[str, int | None] = {}
-    for column in ("peak_rss_bytes", "peak_allocated_bytes", "peak_reserved_bytes", "truncated_count"):
-        cells: list[int | None] = getattr(table, column)
-        values = [value for value in map(cells.__getitem__, rows) if value is not None]
+    for column, kept in runs.peaks.items():
+        values = kept.between(start, end)
         found[column] = max(values) if values else None
         if not values and column != "truncated_count":
+            rows = runs.rows[start:end]
             first_reason = next((table.empty_reasons[i] for i in rows if table.empty_reasons[i]), "")
             reasons[column] = _reason_for(column, first_reason) or "not measured"
     return found
 
 
 def _summarize_variant(
-    variant: _VariantEntry, rows: list[int], table: _Table, verdicts: dict[str, dict[str, Any]],
-    quality: Any, ref_metric: float | None, reference_id: str,
+    variant: _VariantEntry, runs: _Runs, number: int, table: _Table, quality: Any, ref_metric: float | None,
+    reference_id: str,
 ) -> VariantSummary:
-    """One variant's summary; ``rows``: its row numbers in ``table``, in run order."""
+    """The summary of variant ``number`` of the report (its rows: ``runs.bounds[number]:runs.bounds[number + 1]``)."""
     variant_id, series, config = variant
-    found = _passes(rows, table, verdicts)
+    start, end = runs.bounds[number], runs.bounds[number + 1]
+    statuses: dict[str, int] = {}
+    for status in runs.status[start:end]:
+        statuses[status] = statuses.get(status, 0) + 1
+    verdicts = runs.accepted.between(start, end)
+    good = runs.good.between(start, end)
+    agreements = runs.agreements.between(start, end)
+    deltas = runs.deltas.between(start, end)
     reasons: dict[str, str] = {}
-    good = found.good
-    accepted = len(found.subgroup_tables)
+    accepted = len(verdicts)
     if not good:
         reasons["median_pass_s"] = "no accepted pass"
-    metric = _median(found.metrics) if found.metrics else None
-    equivalent, why = _equivalence(reference_id, quality, metric, ref_metric, found.agreements, accepted)
-    peaks = _peaks(rows, table, reasons)
+    metric = _median([verdict["metric_value"] for verdict in verdicts]) if verdicts else None
+    equivalent, why = _equivalence(reference_id, quality, metric, ref_metric, agreements, accepted)
+    peaks = _peaks(runs, start, end, table, reasons)
     return VariantSummary.of(
         variant_id=variant_id,
         series=series,
         config=config,
-        attempts=len(rows),
-        statuses=found.statuses,
+        attempts=end - start,
+        statuses=statuses,
         accepted=accepted,
-        failed=len(rows) - accepted,
-        pass_s=tuple(found.times),
-        pass_s_labels=tuple(map(table.trial_id.__getitem__, rows)),
+        failed=end - start - accepted,
+        pass_s=tuple(runs.times[start:end]),
+        pass_s_labels=tuple(runs.trial_id[start:end]),
         median_pass_s=_median(good) if good else None,
         min_pass_s=min(good) if good else None,
         max_pass_s=max(good) if good else None,
         metric=quality.metric,
         median_metric=metric,
-        subgroups=_subgroup_medians(found.subgroup_tables),
-        min_agreement=min(found.agreements) if found.agreements else None,
-        max_score_delta=max(found.deltas) if found.deltas else None,
+        subgroups=(runs.subgroups[number] if runs.subgroups is not None
+                   else _subgroup_medians([verdict.get("subgroups", {}) for verdict in verdicts])),
+        min_agreement=min(agreements) if agreements else None,
+        max_score_delta=max(deltas) if deltas else None,
         equivalent=equivalent,
         equivalence_reason=why,
-        oom_events=sum(table.oom_events[i] or 0 for i in rows),
+        oom_events=sum([count or 0 for count in runs.oom_events[start:end]]),
         empty_reasons=reasons,
         **peaks,
     )

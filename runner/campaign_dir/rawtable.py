@@ -37,7 +37,7 @@ from itertools import accumulate, chain
 from pathlib import Path
 
 from protocol.errors import UserError
-from protocol.rawrecord import RawRecord, records_from_lines
+from protocol.rawrecord import RawRecord, collection_paused, records_from_lines
 from protocol.records import RAW_COLUMNS, RawRow
 
 CHAIN_COLUMN = RAW_COLUMNS[-1]
@@ -133,7 +133,9 @@ def scan(path: Path, verify: bool = True) -> RawTable:
         data = path.read_bytes()
     except FileNotFoundError:
         return empty
-    return _scan_plain(data, empty.last_digest, verify) or _scan_records(data, empty.last_digest, verify, str(path))
+    with collection_paused():
+        return (_scan_plain(data, empty.last_digest, verify)
+                or _scan_records(data, empty.last_digest, verify, str(path)))
 
 
 #: Bytes that make a table not plain: it is then read record by record (quotes, escapes, other line ends).

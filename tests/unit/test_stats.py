@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from protocol.rawrecord import RawRecord
 from protocol.stats import summarize
 
 QUALITY = SimpleNamespace(metric="accuracy", reference_variant="b1", max_metric_drop=0.01, min_agreement=0.99)
@@ -10,6 +11,10 @@ VARIANTS = [{"variant_id": "b1", "series": ["batch"], "batch_size": 1},
 
 
 def row(trial, variant, order, status="ok", pass_s="", rss="100"):
+    return RawRecord.from_text(cells(trial, variant, order, status, pass_s, rss))
+
+
+def cells(trial, variant, order, status="ok", pass_s="", rss="100"):
     return {"trial_id": trial, "variant_id": variant, "order_index": str(order), "attempt": "1", "status": status,
             "pass_s": pass_s, "peak_rss_bytes": rss, "peak_allocated_bytes": "", "peak_reserved_bytes": "",
             "truncated_count": "2", "empty_reasons": "peak_allocated_bytes: CPU trial: no GPU"}
@@ -70,13 +75,25 @@ def test_no_accepted_pass_is_not_equivalent_and_has_no_median():
     assert any("b8: no accepted pass" in w for w in summary.warnings)
 
 
-def test_typed_rows_and_rows_of_cells_give_the_same_summary():
-    from protocol.rawrecord import RawRecord
-
-    rows = [row("t1", "b1", 1, pass_s="10.0"), row("t2", "b8", 2, pass_s="5.0"),
-            row("t3", "b8", 3, status="oom"), row("t4", "b1", 4, pass_s="12.0", rss="")]
+def test_rows_read_from_cells_and_rows_built_from_values_give_the_same_summary():
+    rows = [cells("t1", "b1", 1, pass_s="10.0"), cells("t2", "b8", 2, pass_s="5.0"),
+            cells("t3", "b8", 3, status="oom"), cells("t4", "b1", 4, pass_s="12.0", rss="")]
     verdicts = {"t1": verdict(True), "t2": verdict(True), "t3": verdict(False), "t4": verdict(True, 0.88)}
-    typed = [RawRecord.from_text(r) for r in rows]
-    assert summarize(typed, verdicts, VARIANTS, QUALITY).to_dict() == summarize(rows, verdicts, VARIANTS,
-                                                                                  QUALITY).to_dict()
-    assert summarize(typed, verdicts, VARIANTS, QUALITY).variants[0].peak_rss_bytes == 100
+    read = [RawRecord.from_text(r) for r in rows]
+    built = [RawRecord.from_values(r.values) for r in read]
+    assert summarize(read, verdicts, VARIANTS, QUALITY).to_dict() == summarize(built, verdicts, VARIANTS,
+                                                                                 QUALITY).to_dict()
+    assert summarize(read, verdicts, VARIANTS, QUALITY).variants[0].peak_rss_bytes == 100
+
+
+def test_subgroup_medians_per_variant_whether_or_not_every_pass_scored_the_same_subgroups():
+    rows = [row("t1", "b1", 1, pass_s="1"), row("t2", "b8", 2, pass_s="1"), row("t3", "b1", 3, pass_s="1"),
+            row("t4", "b8", 4, pass_s="1"), row("t5", "b1", 5, pass_s="1")]
+    same = {f"t{i}": verdict(True, 0.9 + i / 100) for i in range(1, 6)}
+    summary = summarize(rows, same, VARIANTS, QUALITY)
+    assert summary.variants[0].subgroups == {"length_bucket": {"short": 0.93}}  # t1, t3, t5
+    assert summary.variants[1].subgroups == {"length_bucket": {"short": 0.93}}  # t2, t4: (0.92 + 0.94) / 2
+    mixed = dict(same, t4={**verdict(True, 0.5), "subgroups": {"label": {"x": 0.5}, "length_bucket": {"short": 0.6}}})
+    summary = summarize(rows, mixed, VARIANTS, QUALITY)
+    assert summary.variants[0].subgroups == {"length_bucket": {"short": 0.93}}
+    assert summary.variants[1].subgroups == {"length_bucket": {"short": 0.76}, "label": {"x": 0.5}}
