@@ -258,25 +258,6 @@ RAW_COLUMNS: tuple[str, ...] = (
 RAW_SCHEMA_VERSION = 2
 
 
-@dataclass(frozen=True)
-class RawRow:
-    """One attempted pass. Written once, the moment the trial ends; never edited.
-
-    ``None`` is written as an empty cell, and its reason goes in ``empty_reasons``
-    (``column: reason; …``), never a zero.
-    """
-
-    values: dict[str, Any]
-
-    def __post_init__(self) -> None:
-        unknown = set(self.values) - set(RAW_COLUMNS)
-        if unknown:
-            raise ValueError(f"unknown raw columns: {sorted(unknown)}")
-
-    def cells(self) -> list[str]:
-        return [csv_cell(self.values.get(name)) for name in RAW_COLUMNS]
-
-
 def csv_cell(value: Any) -> str:
     """One raw-table cell: empty for None, true/false, floats by repr (round-trips exactly)."""
     if value is None:

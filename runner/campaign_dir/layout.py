@@ -2,8 +2,9 @@
 
 Readers take typed records: :func:`load_record` gives campaign.json as a
 :class:`~protocol.records.CampaignRecord`, :func:`read_rows` the raw table as
-:class:`~protocol.rawrecord.RawRecord` rows, the chain checked. (``load_campaign`` and ``read_raw``
-give the same as plain dicts, for readers not yet converted.)
+:class:`~protocol.rawrecord.RawRecord` rows, the chain checked. :func:`read_raw` gives the same
+rows as text (column → cell, exactly as in the file): a forensic view for tests and tools, not for
+the stages, which read typed rows.
 
 Example::
 
@@ -88,7 +89,11 @@ def read_rows(path_or_root: Path, *, allow_inconsistent: bool = False) -> list[R
 
 
 def read_raw(path: Path, *, allow_inconsistent: bool = False) -> list[dict[str, str]]:
-    """:func:`read_rows` as plain dicts of cells (column → text), for readers not yet converted."""
+    """The raw table as text: one dict per row, column → the cell exactly as written (chain checked).
+
+    A forensic view for tests and tools that assert on the file's cells; the stages read typed
+    rows with :func:`read_rows`.
+    """
     return [dict(zip(RAW_COLUMNS, row.cells(), strict=True))
             for row in read_records(path, verify=not allow_inconsistent)]
 
@@ -152,12 +157,6 @@ def log_event(paths: CampaignPaths, kind: str, **fields: Any) -> str:
 def load_record(root: Path) -> CampaignRecord:
     """campaign.json of the campaign directory ``root``, typed; UserError when absent, of another schema_version
     or malformed."""
-    data = load_campaign(root)
-    return CampaignRecord.from_dict(data, str(CampaignPaths(root).campaign))
-
-
-def load_campaign(root: Path) -> dict[str, Any]:
-    """campaign.json as a plain dict (schema_version checked), for readers not yet converted to :func:`load_record`."""
     paths = CampaignPaths(root)
     if not paths.campaign.exists():
         raise UserError("not a campaign directory (no campaign.json)", str(root), "Pass the --out of `isocost run`.")
@@ -166,7 +165,7 @@ def load_campaign(root: Path) -> dict[str, Any]:
         raise UserError("campaign.json is not a JSON object", str(paths.campaign),
                         "It was changed after `isocost run` wrote it: restore it from a backup or bundle.")
     check_campaign_version(data, str(paths.campaign))
-    return data
+    return CampaignRecord.from_dict(data, str(paths.campaign))
 
 
 def now_iso() -> str:

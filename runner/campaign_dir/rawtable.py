@@ -38,7 +38,7 @@ from pathlib import Path
 
 from protocol.errors import UserError
 from protocol.rawrecord import RawRecord, collection_paused, records_from_lines
-from protocol.records import RAW_COLUMNS, RawRow
+from protocol.records import RAW_COLUMNS
 
 CHAIN_COLUMN = RAW_COLUMNS[-1]
 _RESUME_FIX = ("The host stopped while writing it: `isocost run STUDY --out DIR --resume` keeps the cut bytes in "
@@ -239,7 +239,7 @@ def read_records(path: Path, verify: bool = True) -> list[RawRecord]:
     return list(table.rows)
 
 
-def append_row(path: Path, row: RawRecord | RawRow) -> None:
+def append_row(path: Path, row: RawRecord) -> None:
     """Append one row with its chain digest and fsync; write the header first if the file is new."""
     table = scan(path)
     if table.partial:

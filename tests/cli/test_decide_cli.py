@@ -18,7 +18,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from protocol.fingerprint import sha256_bytes
-from protocol.records import RAW_COLUMNS, RawRow
+from protocol.rawrecord import RawRecord
+from protocol.records import RAW_COLUMNS
 from protocol.study import load_study
 from runner.campaign_dir.rawtable import append_row
 from runner.cli import IsocostGroup, main
@@ -109,7 +110,7 @@ def write_campaign(
     }
     (root / "campaign.json").write_text(json.dumps(description), encoding="utf-8")
     for row in rows:  # chained to campaign.json, as `isocost run` writes them
-        append_row(root / "raw.csv", RawRow(values=row))
+        append_row(root / "raw.csv", RawRecord.from_values(row))
     return root
 
 

@@ -6,15 +6,15 @@ import os
 import pytest
 
 from protocol.errors import UserError
-from protocol.records import RawRow
+from protocol.rawrecord import RawRecord
 from runner.campaign_dir.layout import read_raw
 from runner.campaign_dir.rawtable import append_row
 
 
 def test_rows_are_appended_with_one_header(tmp_path):
     path = tmp_path / "raw.csv"
-    append_row(path, RawRow(values={"trial_id": "a", "notes": "x, with comma"}))
-    append_row(path, RawRow(values={"trial_id": "b", "notes": ""}))
+    append_row(path, RawRecord.from_values({"trial_id": "a", "notes": "x, with comma"}))
+    append_row(path, RawRecord.from_values({"trial_id": "b", "notes": ""}))
     rows = read_raw(path)
     assert [r["trial_id"] for r in rows] == ["a", "b"]
     assert rows[0]["notes"] == "x, with comma"
@@ -22,7 +22,7 @@ def test_rows_are_appended_with_one_header(tmp_path):
 
 def test_a_failed_append_leaves_no_partial_row(tmp_path, monkeypatch):
     path = tmp_path / "raw.csv"
-    append_row(path, RawRow(values={"trial_id": "a"}))
+    append_row(path, RawRecord.from_values({"trial_id": "a"}))
     before = path.read_bytes()
     real_write = os.write
     calls = {"n": 0}
@@ -35,7 +35,7 @@ def test_a_failed_append_leaves_no_partial_row(tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "write", write_then_fail)
     with pytest.raises(UserError, match="could not append the row of trial b.*No space left.*--resume"):
-        append_row(path, RawRow(values={"trial_id": "b"}))
+        append_row(path, RawRecord.from_values({"trial_id": "b"}))
     monkeypatch.undo()
     assert path.read_bytes() == before
     assert [r["trial_id"] for r in read_raw(path)] == ["a"]
@@ -47,7 +47,7 @@ def test_a_failed_append_leaves_no_partial_row(tmp_path, monkeypatch):
 def _table(tmp_path, n=3):
     path = tmp_path / "raw.csv"
     for i in range(n):
-        append_row(path, RawRow(values={"trial_id": f"t{i}", "notes": f"line one\nline two of {i}"}))
+        append_row(path, RawRecord.from_values({"trial_id": f"t{i}", "notes": f"line one\nline two of {i}"}))
     return path
 
 
@@ -114,7 +114,7 @@ def test_an_edited_table_is_refused_naming_the_row(tmp_path, edit):
     with pytest.raises(UserError, match=r"raw.csv row [12] \(t\d\) does not match its chain digest"):
         read_raw(path)
     with pytest.raises(UserError, match="does not match its chain digest"):
-        append_row(path, RawRow(values={"trial_id": "t9"}))
+        append_row(path, RawRecord.from_values({"trial_id": "t9"}))
 
 
 def test_a_table_from_before_the_chain_is_refused_with_a_clear_message(tmp_path):

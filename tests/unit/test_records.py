@@ -5,7 +5,8 @@ import json
 import pytest
 
 from protocol.errors import UserError
-from protocol.records import RAW_COLUMNS, MemoryPeaks, PhaseTimes, RawRow, TrialSpec, TrialStatus, Variant, WarmupRule
+from protocol.rawrecord import RawRecord
+from protocol.records import RAW_COLUMNS, MemoryPeaks, PhaseTimes, TrialSpec, TrialStatus, Variant, WarmupRule
 
 VARIANT = Variant(variant_id="batch_size=4", stack="cpu", device="cpu", precision="fp32", quantization="none",
                   compile=False, attention="sdpa", batch_size=4, padding="longest", max_length=256,
@@ -46,7 +47,7 @@ def test_unknown_field_is_refused():
 
 
 def test_raw_row_writes_empty_cells_not_zeros():
-    row = RawRow(values={"trial_id": "t", "pass_s": None, "ids_match": True, "peak_rss_bytes": 0})
+    row = RawRecord.from_values({"trial_id": "t", "pass_s": None, "ids_match": True, "peak_rss_bytes": 0})
     cells = dict(zip(RAW_COLUMNS, row.cells(), strict=False))
     assert cells["pass_s"] == ""
     assert cells["ids_match"] == "true"
