@@ -22,9 +22,7 @@ Example::
 from __future__ import annotations
 
 import dataclasses
-import gc
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from operator import itemgetter
@@ -278,18 +276,6 @@ def _cell_columns(sources: list[tuple[str, ...] | str], indexes: list[int]) -> l
     return [list(map(itemgetter(index), rows)) for index in indexes]  # type: ignore[arg-type]
 
 
-@contextmanager
-def collection_paused() -> Iterator[None]:
-    """No cyclic garbage collection inside the block (it resumes after, if it ran before). A reader of 100,000 rows
-    makes hundreds of thousands of objects, none of them in a cycle: left on, the collector walks all of them
-    again and again, which takes as long as the reading itself."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _value(name: str, value: Any) -> Any:

@@ -17,7 +17,8 @@ from itertools import accumulate, compress, repeat
 from operator import is_not, itemgetter
 from typing import Any, NamedTuple
 
-from protocol.rawrecord import RawRecord, collection_paused, column_values
+from protocol.gc_pause import collection_paused
+from protocol.rawrecord import RawRecord, column_values
 from protocol.records import VARIANT_FIELDS, Variant
 
 SUMMARY_SCHEMA_VERSION = 1

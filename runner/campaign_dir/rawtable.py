@@ -37,7 +37,8 @@ from itertools import accumulate, chain
 from pathlib import Path
 
 from protocol.errors import UserError
-from protocol.rawrecord import RawRecord, collection_paused, records_from_lines
+from protocol.gc_pause import collection_paused
+from protocol.rawrecord import RawRecord, records_from_lines
 from protocol.records import RAW_COLUMNS
 
 CHAIN_COLUMN = RAW_COLUMNS[-1]
