@@ -1,9 +1,12 @@
 """GPU access per stack: the container options that give a trial its GPU, checked before any trial.
 
 NVIDIA through a device request for one card (the host's first ``CUDA_VISIBLE_DEVICES``, else
-card 0); AMD through /dev/kfd and /dev/dri with the device nodes' numeric groups (read on the
-engine's own host: from the nodes when local, by a short helper container when remote) and
-``seccomp=unconfined``. A host without the stack gets a UserError that names what it lacks.
+card 0); AMD through /dev/kfd and the one render node of the chosen card (the host's first
+``ROCR_VISIBLE_DEVICES`` / ``HIP_VISIBLE_DEVICES`` entry, else card 0, found in the KFD topology:
+:mod:`runner.launch.amd_cards`) with those nodes' numeric groups and ``seccomp=unconfined``. The
+nodes' groups and the topology are read on the engine's own host: from sysfs and the nodes when
+local, by a short helper container when remote. A host without the stack gets a UserError that
+names what it lacks.
 """
 
 from __future__ import annotations
@@ -16,13 +19,31 @@ from pathlib import Path
 from typing import Any
 
 from protocol.errors import UserError
+from runner.launch.amd_cards import (
+    KFD_NODES_DIR,
+    ROCM_CHOICE_ENV,
+    AmdCard,
+    Topology,
+    choose_card,
+    list_cards,
+    read_topology,
+    rocm_device_choice,
+)
 from runner.launch.engine import docker_sdk, is_local_engine, short_error
 
-#: Read inside a helper container that was given the host's GPU device nodes: their numeric groups.
+#: Read inside a helper container that was given the host's GPU device nodes: their numeric groups, and the
+#: KFD topology files (sysfs is the host's) that say which render node is which card.
 GID_SCRIPT = (
     "import glob, json, os\n"
     "nodes = ['/dev/kfd', *sorted(glob.glob('/dev/dri/*'))]\n"
-    "print(json.dumps({n: os.stat(n).st_gid for n in nodes if os.path.exists(n) and not os.path.isdir(n)}))\n"
+    "gids = {n: os.stat(n).st_gid for n in nodes if os.path.exists(n) and not os.path.isdir(n)}\n"
+    "topology = {}\n"
+    f"for d in sorted(glob.glob('{KFD_NODES_DIR}/*')):\n"
+    "    try:\n"
+    "        topology[os.path.basename(d)] = {f: open(os.path.join(d, f)).read() for f in ('gpu_id', 'properties')}\n"
+    "    except OSError:\n"
+    "        pass\n"
+    "print(json.dumps({'gids': gids, 'topology': topology}))\n"
 )
 
 
@@ -64,35 +85,67 @@ def gpu_options(stack: str, client: Any, *, image_ref: str = "", user: str = "")
             "gpu_devices": [device],
         }
     if stack == "rocm":
-        kfd, dri = Path("/dev/kfd"), Path("/dev/dri")
-        if local and not kfd.exists():
-            raise UserError(
-                "the rocm stack needs /dev/kfd, and this host has none (the amdgpu kernel driver is not loaded, "
-                "or there is no AMD GPU)",
-                "stack rocm, --launcher docker",
-                "Install amdgpu-dkms on the host (containers share its kernel driver) and reboot, or run on a "
-                "host with an AMD Instinct/Radeon GPU supported by ROCm.",
-            )
-        if local and not dri.is_dir():
-            raise UserError("the rocm stack needs /dev/dri, and this host has none", "stack rocm",
-                            "Check the amdgpu driver on the host.")
-        # Groups by number, from the device nodes themselves (on the engine's host): names like "render"
-        # may not exist in the image's /etc/group, and a name's id need not match the host's.
-        if local:
-            nodes = [kfd, *sorted(p for p in dri.iterdir() if not p.is_dir())]
-            gids = {node.stat().st_gid for node in nodes}
-        else:
-            gids = set(remote_device_gids(client, image_ref, user).values())
-        return {
-            "devices": ["/dev/kfd:/dev/kfd:rwm", "/dev/dri:/dev/dri:rwm"],
-            "group_add": [str(g) for g in sorted(gids)],
-            "security_opt": ["seccomp=unconfined"],
-        }
+        return _rocm_options(client, local, image_ref, user)
     raise UserError(f"unknown stack {stack!r}", "study [base] stack", "Use cpu, cuda or rocm.")
 
 
-def remote_device_gids(client: Any, image_ref: str, user: str) -> dict[str, int]:
-    """Numeric group of each AMD GPU device node on the engine's host, read by a short helper container.
+def _rocm_options(client: Any, local: bool, image_ref: str, user: str) -> dict[str, Any]:
+    """/dev/kfd and the chosen card's render node, with their numeric groups (see the module's text)."""
+    kfd, dri = Path("/dev/kfd"), Path("/dev/dri")
+    if local and not kfd.exists():
+        raise UserError(
+            "the rocm stack needs /dev/kfd, and this host has none (the amdgpu kernel driver is not loaded, "
+            "or there is no AMD GPU)",
+            "stack rocm, --launcher docker",
+            "Install amdgpu-dkms on the host (containers share its kernel driver) and reboot, or run on a "
+            "host with an AMD Instinct/Radeon GPU supported by ROCm.",
+        )
+    if local and not dri.is_dir():
+        raise UserError("the rocm stack needs /dev/dri, and this host has none", "stack rocm",
+                        "Check the amdgpu driver on the host.")
+    # Groups by number, from the device nodes themselves (on the engine's host): names like "render"
+    # may not exist in the image's /etc/group, and a name's id need not match the host's.
+    if local:
+        topology = read_topology()
+        names = ["/dev/kfd", *sorted(f"/dev/dri/{p.name}" for p in dri.iterdir() if not p.is_dir())]
+        gids = {name: Path(name).stat().st_gid for name in names}
+    else:
+        gids, topology = remote_device_facts(client, image_ref, user)
+    choice = rocm_device_choice()
+    card = _chosen_card(topology, choice, "this host" if local else "the remote host")
+    if card.render_node not in gids:
+        raise UserError(f"the KFD topology names {card.render_node} for AMD card {choice}, and there is no such "
+                        "device node", "stack rocm", "Check the amdgpu driver on that host (ls -l /dev/dri).")
+    nodes = ["/dev/kfd", card.render_node]
+    return {
+        "devices": [f"{node}:{node}:rwm" for node in nodes],
+        "group_add": [str(g) for g in sorted({gids[node] for node in nodes})],
+        "security_opt": ["seccomp=unconfined"],
+        # The container sees exactly this card, as device 0: a host index passed through would name another.
+        "drop_environment": ROCM_CHOICE_ENV,
+        "gpu_devices": [f"{choice} ({card.render_node})"],
+    }
+
+
+def _chosen_card(topology: Topology, choice: str, where: str) -> AmdCard:
+    found = list_cards(topology)
+    if not found:
+        raise UserError(f"{where} lists no AMD GPU in its KFD topology ({KFD_NODES_DIR}: "
+                        f"{len(topology)} node(s), none a GPU with a render node)", "stack rocm",
+                        "Check the amdgpu driver (ls /sys/class/kfd/kfd/topology/nodes; rocminfo), or run on a "
+                        "host with an AMD GPU supported by ROCm.")
+    card = choose_card(found, choice)
+    if card is None:
+        named = ", ".join(f"{c.index} ({c.uuid or 'no UUID'}, {c.render_node})" for c in found)
+        raise UserError(f"AMD card {choice!r} (the host's first ROCR_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES "
+                        f"entry) is not on {where}, which has {named}", "stack rocm",
+                        "Set ROCR_VISIBLE_DEVICES to one of those indices or UUIDs, or unset it for card 0.")
+    return card
+
+
+def remote_device_facts(client: Any, image_ref: str, user: str) -> tuple[dict[str, int], Topology]:
+    """Numeric group of each AMD GPU device node on the engine's host, and that host's KFD topology, read by
+    a short helper container.
 
     The helper gets the nodes as devices (the engine creates them with the host's owner and group),
     runs as the trial's user with no network, a read-only root and no capabilities, and prints JSON.
@@ -118,8 +171,11 @@ def remote_device_gids(client: Any, image_ref: str, user: str) -> dict[str, int]
         helper.start()
         code = int(helper.wait(timeout=120).get("StatusCode", -1))
         out = helper.logs(stdout=True, stderr=False).decode("utf-8", "replace").strip().splitlines()
-        gids = {str(k): int(v) for k, v in json.loads(out[-1]).items()} if code == 0 and out else {}
-    except (docker.errors.DockerException, ValueError, IndexError) as exc:
+        facts = json.loads(out[-1]) if code == 0 and out else {}
+        gids = {str(k): int(v) for k, v in facts.get("gids", {}).items()}
+        topology = {str(node): {str(k): str(v) for k, v in files.items()}
+                    for node, files in facts.get("topology", {}).items()}
+    except (docker.errors.DockerException, ValueError, IndexError, AttributeError) as exc:
         raise UserError(f"could not read the GPU device groups on the remote host: {short_error(exc)}", where,
                         "Check the amdgpu driver on that host (ls -ln /dev/kfd /dev/dri).") from None
     finally:
@@ -130,5 +186,5 @@ def remote_device_gids(client: Any, image_ref: str, user: str) -> dict[str, int]
     if "/dev/kfd" not in gids:
         raise UserError(f"the remote host has no readable /dev/kfd (helper saw {sorted(gids) or 'nothing'})", where,
                         "Install amdgpu-dkms on that host and reboot, or run on a host with an AMD GPU.")
-    return gids
+    return gids, topology
 

@@ -57,3 +57,22 @@ def test_gpu_access_refused_without_the_stack(docker_client: Any) -> None:
     if not Path("/dev/kfd").exists():
         with pytest.raises(UserError, match="/dev/kfd"):
             gpu_options("rocm", docker_client)
+
+
+def test_gpu_facts_helper_script_runs_locked_down_in_the_trial_image(docker_client: Any, cpu_image: Any) -> None:
+    """The script a remote ROCm engine runs to read its device groups and KFD topology: valid in the image's
+    python3, as the image's non-root user with no network, a read-only root and no capabilities (here
+    without GPU devices: the host has none, so both parts are empty unless it has an AMD card)."""
+    import json
+
+    from runner.launch.engine import IMAGE_UID
+    from runner.launch.gpu import GID_SCRIPT
+
+    out = docker_client.containers.run(
+        image=cpu_image.image_id, entrypoint=["python3"], command=["-c", GID_SCRIPT],
+        user=f"{IMAGE_UID}:{IMAGE_UID}", network_mode="none", read_only=True, cap_drop=["ALL"],
+        security_opt=["no-new-privileges"], remove=True, stdout=True, stderr=True)
+    facts = json.loads(out.decode().strip().splitlines()[-1])
+    assert set(facts) == {"gids", "topology"}
+    if not Path("/sys/class/kfd/kfd/topology/nodes").exists():
+        assert facts["topology"] == {}
