@@ -14,6 +14,7 @@ from protocol.rawrecord import RawRecord
 from protocol.records import CampaignRecord
 from protocol.stats import Summary, VariantSummary, summarize
 from protocol.study import Study, load_study
+from runner.analysis.device_use import device_use, device_use_lines
 from runner.analysis.verdicts import write_verdicts
 from runner.campaign_dir.integrity import refuse_less_evidence, require_evidence
 from runner.campaign_dir.layout import CampaignPaths, load_record, log_event, read_rows
@@ -60,9 +61,12 @@ def summarize_campaign(root: Path, *, record_events: bool = False, allow_inconsi
     data["memory_estimates"] = {k: v.to_dict() if v else None for k, v in estimates.items()}
     energy = _energy(paths, rows, verdicts, campaign.corpus_inputs)
     data["energy"] = energy
+    busy = device_use(rows, verdicts, [v.variant_id for v in summary.variants])
+    data["device_busy_share"] = busy
     write_json_atomic(root / "summary.json", data)
     write_text_atomic(root / "summary.md", (banner + "\n\n" if banner else "")
-                      + render_markdown(summary, campaign, estimates) + _energy_lines(energy))
+                      + render_markdown(summary, campaign, estimates) + device_use_lines(busy)
+                      + _energy_lines(energy))
     if record_events:
         log_event(paths, "evaluation_end")
     return summary
