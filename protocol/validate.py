@@ -186,6 +186,8 @@ class _Outcomes:
         self.n = len(ids)
         self.ids = ids
         self._ids_list: list[str] | None = ids if isinstance(ids, list) else None
+        self._in_order: dict[int, bool] = {}  # id(mapping) → its keys are ``ids`` in order
+        self._held: list[dict[str, str]] = []
         labels: Iterable[str]
         if in_order is not None:
             labels = in_order
@@ -209,12 +211,19 @@ class _Outcomes:
         A reference's dictionaries are built from the corpus index in corpus order, so this is the
         usual case: a sequential read instead of a million scattered hash lookups.
         """
-        if len(mapping) == self.n:
-            if self._ids_list is None:
-                self._ids_list = list(self.ids)
-            if list(mapping) == self._ids_list:
-                return iter(mapping.values())
+        in_order = self._in_order.get(id(mapping))
+        if in_order is None:  # once per mapping: a group's lookups read the same dictionary twice
+            in_order = len(mapping) == self.n and list(mapping) == self._ids()
+            self._in_order[id(mapping)] = in_order
+            self._held.append(mapping)  # alive while this object is, so its id names no other dictionary
+        if in_order:
+            return iter(mapping.values())
         return map(mapping.__getitem__, self.ids)
+
+    def _ids(self) -> list[str]:
+        if self._ids_list is None:
+            self._ids_list = list(self.ids)
+        return self._ids_list
 
     def metric(self) -> float:
         if self.metric_name == "accuracy":
