@@ -74,7 +74,7 @@ def check_fingerprint(kind: str, path: Path, expected: str, where: str) -> None:
 
 def freeze(
     study: Study, paths: CampaignPaths, launcher: Launcher, progress: Progress, rental: Rental | None = None,
-    acknowledge_reuse: bool = False, setup_started_at: str | None = None,
+    acknowledge_reuse: bool = False, setup_started_at: str | None = None, ledger_dir: Path | None = None,
 ) -> CampaignRecord:
     """Check every input and write the frozen campaign description; returns what campaign.json holds."""
     corpus, tuning = _checked_inputs(study, progress)
@@ -114,7 +114,7 @@ def freeze(
         empty_reasons={} if rental is not None else {"rental": _NO_RENTAL},
         schema_version=CAMPAIGN_SCHEMA_VERSION,
     )
-    reused = check_and_record(study, content_fp, record.campaign_id, paths.root, acknowledge_reuse)
+    reused = check_and_record(study, content_fp, record.campaign_id, paths.root, acknowledge_reuse, ledger_dir)
     record = dataclasses.replace(record, seen_corpus_reuse=reused)
     write_json_atomic(paths.campaign, record.to_dict())
     return record

@@ -56,8 +56,10 @@ def run_campaign(
     rental: Rental | None = None,
     acknowledge_seen_corpus: bool = False,
     allowed_root_list: tuple[str, ...] = (),
+    ledger_dir: Path | None = None,
 ) -> CampaignOutcome:
-    """Run (or resume) a campaign; returns when every slot has a final row."""
+    """Run (or resume) a campaign; returns when every slot has a final row. ``ledger_dir``: where the seen-corpus
+    ledger is (default: runner.campaign.seen.ledger_path's)."""
     study = load_study(study_path)
     roots = allowed_roots(allowed_root_list)
     for path in (study.path, study.corpus.path, study.tuning.path, study.model.path, study.costing.catalog):
@@ -82,7 +84,8 @@ def run_campaign(
         else:
             try:
                 started = log_event(paths, "setup_start")
-                campaign = freeze(study, paths, launcher, progress, rental, acknowledge_seen_corpus, started)
+                campaign = freeze(study, paths, launcher, progress, rental, acknowledge_seen_corpus, started,
+                                  ledger_dir)
             except BaseException:
                 _undo_refused_start(out, created)
                 raise

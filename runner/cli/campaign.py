@@ -45,6 +45,9 @@ def _sigterm_as_interrupt(signum: int, frame: FrameType | None) -> None:
 @click.option("--acknowledge-seen-corpus", is_flag=True,
               help="Run although this final corpus was already evaluated under another quality rule "
                    "(recorded in campaign.json and the summary).")
+@click.option("--ledger", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
+              help="Ledger directory of seen corpora, the one `isocost tune --ledger` and `isocost check --ledger` "
+                   "read (default: .isocost/ next to the study; also ISOCOST_LEDGER_DIR).")
 @click.option("--allowed-root", "allowed_root", multiple=True, metavar="DIR",
               help="Refuse a study, corpus, model or catalog outside these directories (repeatable; also "
                    "ISOCOST_ALLOWED_ROOTS).")
@@ -55,7 +58,7 @@ def _sigterm_as_interrupt(signum: int, frame: FrameType | None) -> None:
 @click.option("--hosts-file", "hosts_file", type=click.Path(path_type=Path, dir_okay=False, exists=True),
               default=None, help="TOML list of hosts (name, url, stack, rental, ssh_config); see docs/hosts.md.")
 def run(study: Path, out: Path, resume: bool, launcher_kind: str, image: str | None, gpu: str | None,
-        lots: int | None, acknowledge_seen_corpus: bool, allowed_root: tuple[str, ...],
+        lots: int | None, acknowledge_seen_corpus: bool, ledger: Path | None, allowed_root: tuple[str, ...],
         host_options: tuple[str, ...], hosts_file: Path | None) -> None:
     """Run every trial of STUDY in rotated order, one fresh container or process per trial.
 
@@ -72,7 +75,7 @@ def run(study: Path, out: Path, resume: bool, launcher_kind: str, image: str | N
     """
     if host_options or hosts_file or (resume and (out / "hosts.json").is_file()):
         _run_hosts(study, out, resume, launcher_kind, image, gpu, lots, acknowledge_seen_corpus, allowed_root,
-                   host_options, hosts_file)
+                   host_options, hosts_file, ledger)
         return
     choice = choose_launcher(study, launcher_kind, image)
     launcher = choice.launcher
@@ -87,7 +90,8 @@ def run(study: Path, out: Path, resume: bool, launcher_kind: str, image: str | N
             raise UserError("--lots needs --gpu", "isocost run", "Name the rented GPU type with --gpu.")
         rental = Rental(gpu=gpu.strip().lower(), lots=lots or 1) if gpu else None
         outcome = run_campaign(study, out, launcher, resume=resume, progress=_progress, rental=rental,
-                               acknowledge_seen_corpus=acknowledge_seen_corpus, allowed_root_list=allowed_root)
+                               acknowledge_seen_corpus=acknowledge_seen_corpus, allowed_root_list=allowed_root,
+                               ledger_dir=ledger)
     except KeyboardInterrupt:
         click.echo(f"Interrupted. Every finished trial is in {out / 'raw.csv'}; "
                    f"continue with: isocost run {study} --out {out} --resume", err=True)
@@ -103,7 +107,7 @@ def run(study: Path, out: Path, resume: bool, launcher_kind: str, image: str | N
 
 def _run_hosts(study: Path, out: Path, resume: bool, launcher_kind: str, image: str | None, gpu: str | None,
                lots: int | None, acknowledge_seen_corpus: bool, allowed_root: tuple[str, ...],
-               host_options: tuple[str, ...], hosts_file: Path | None) -> None:
+               host_options: tuple[str, ...], hosts_file: Path | None, ledger: Path | None) -> None:
     """``run`` with --host/--hosts-file: one campaign per host, in parallel (runner.hosts.parallel)."""
     from runner.hosts.board import HostBoard
     from runner.hosts.parallel import run_hosts
@@ -122,7 +126,8 @@ def _run_hosts(study: Path, out: Path, resume: bool, launcher_kind: str, image: 
     previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     try:
         outcome = run_hosts(study, out, hosts, image=image, resume=resume, board=board,
-                            acknowledge_seen_corpus=acknowledge_seen_corpus, allowed_root_list=allowed_root)
+                            acknowledge_seen_corpus=acknowledge_seen_corpus, allowed_root_list=allowed_root,
+                            ledger_dir=ledger)
     except KeyboardInterrupt:
         click.echo(f"Interrupted. Every finished trial is in {out}/<host>/raw.csv; "
                    f"continue with: isocost run {study} --out {out} --resume", err=True)

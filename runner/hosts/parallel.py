@@ -104,6 +104,7 @@ class _HostsRun:
     acknowledge_seen_corpus: bool
     allowed_root_list: tuple[str, ...]
     poll_s: float
+    ledger_dir: Path | None = None
 
 
 def run_hosts(
@@ -116,6 +117,7 @@ def run_hosts(
     board: HostBoard | None = None,
     acknowledge_seen_corpus: bool = False,
     allowed_root_list: tuple[str, ...] = (),
+    ledger_dir: Path | None = None,
     lock_path: Path | None = None,
     extra_env: dict[str, dict[str, str]] | None = None,
     poll_s: float = 1.0,
@@ -132,6 +134,7 @@ def run_hosts(
     run = _HostsRun(study_path=study_path, out=out, image=data["image"], record=HostsRecord(out, data),
                     board=board or HostBoard(names), stop=stop or threading.Event(), results={},
                     acknowledge_seen_corpus=acknowledge_seen_corpus, allowed_root_list=allowed_root_list,
+                    ledger_dir=ledger_dir,
                     poll_s=poll_s)
     threads = [threading.Thread(target=_host_thread, name=f"isocost-host-{host.name}", daemon=True,
                                 args=(host, run, (extra_env or {}).get(host.name, {}))) for host in hosts]
@@ -239,7 +242,7 @@ def _run_host_campaign(host: HostSpec, run: _HostsRun, extra_env: dict[str, str]
         raise KeyboardInterrupt
     outcome = run_campaign(run.study_path, root, launcher, resume=resuming, progress=say, rental=host.rental,
                            acknowledge_seen_corpus=run.acknowledge_seen_corpus,
-                           allowed_root_list=run.allowed_root_list)
+                           allowed_root_list=run.allowed_root_list, ledger_dir=run.ledger_dir)
     return outcome.rows_total, outcome.slots_total
 
 

@@ -223,3 +223,21 @@ def test_a_study_outside_the_allowed_roots_is_refused(make_workspace, tmp_path):
     assert result.exit_code == 2
     assert "Error:" in result.output and str(elsewhere) in result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_run_ledger_dir_is_the_ledger_tune_and_check_read(make_workspace, tmp_path, monkeypatch):
+    """`isocost run --ledger DIR` records the evaluation in DIR, the ledger `tune --ledger DIR` reads: a changed
+    rule on the seen corpus is then refused there, and nothing is written next to the study."""
+    monkeypatch.delenv("ISOCOST_LEDGER_DIR", raising=False)
+    monkeypatch.delenv("ISOCOST_HOME", raising=False)
+    study = make_workspace(n=4, repetitions=1, batches="[1]")
+    shared = tmp_path / "shared-ledger"
+    result = CliRunner().invoke(main, ["run", str(study), "--out", str(tmp_path / "first"), "--launcher", "process",
+                                       "--ledger", str(shared)])
+    assert result.exit_code == 0, result.output
+    [entry] = [json.loads(line) for line in (shared / "evaluations.jsonl").read_text().splitlines()]
+    assert entry["out"] == str((tmp_path / "first").resolve())
+    assert not (study.parent / ".isocost").exists()
+    study.write_text(study.read_text().replace("minimum = 0.0", "minimum = 0.2"))
+    with pytest.raises(UserError, match="has been seen by campaign"):
+        run_campaign(study, tmp_path / "second", ProcessLauncher(), ledger_dir=shared)

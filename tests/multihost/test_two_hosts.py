@@ -8,6 +8,7 @@ both ends. A killed engine is its host's problem only, and --resume completes it
 from __future__ import annotations
 
 import csv
+import json
 import re
 import threading
 import time
@@ -51,9 +52,13 @@ def test_two_hosts_complete_in_parallel_and_rows_name_their_host(
     study = mh_workspace.study("two-hosts")
     hosts = mh_workspace.hosts_file("two-hosts", loopback)
     out = tmp_path / "multi"
+    ledger = tmp_path / "shared-ledger"
     result = CliRunner().invoke(main, ["run", str(study), "--out", str(out), "--hosts-file", str(hosts),
-                                       "--image", pushed_image.repo_digest])
+                                       "--image", pushed_image.repo_digest, "--ledger", str(ledger)])
     assert result.exit_code == 0, result.output
+    # --ledger reaches every host's campaign: each recorded its evaluation in that ledger
+    seen = [json.loads(line)["out"] for line in (ledger / "evaluations.jsonl").read_text().splitlines()]
+    assert sorted(seen) == [str((out / "a").resolve()), str((out / "b").resolve())]
     assert re.search(r"^a +complete +2/2 ", result.output, re.M), result.output
     assert re.search(r"^b +complete +2/2 ", result.output, re.M), result.output
     record = read_json(out / "hosts.json")
