@@ -186,8 +186,7 @@ class _Outcomes:
         self.n = len(ids)
         self.ids = ids
         self._ids_list: list[str] | None = ids if isinstance(ids, list) else None
-        self._in_order: dict[int, bool] = {}  # id(mapping) → its keys are ``ids`` in order
-        self._held: list[dict[str, str]] = []
+        self._checked: list[tuple[dict[str, str], bool]] = []  # (mapping, its keys are ``ids`` in order)
         labels: Iterable[str]
         if in_order is not None:
             labels = in_order
@@ -211,11 +210,10 @@ class _Outcomes:
         A reference's dictionaries are built from the corpus index in corpus order, so this is the
         usual case: a sequential read instead of a million scattered hash lookups.
         """
-        in_order = self._in_order.get(id(mapping))
-        if in_order is None:  # once per mapping: a group's lookups read the same dictionary twice
+        in_order = next((known for seen, known in self._checked if seen is mapping), None)
+        if in_order is None:  # once per mapping (a pass reads a few): a group's lookups read the same one twice
             in_order = len(mapping) == self.n and list(mapping) == self._ids()
-            self._in_order[id(mapping)] = in_order
-            self._held.append(mapping)  # alive while this object is, so its id names no other dictionary
+            self._checked.append((mapping, in_order))
         if in_order:
             return iter(mapping.values())
         return map(mapping.__getitem__, self.ids)

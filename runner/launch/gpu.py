@@ -32,7 +32,8 @@ from runner.launch.amd_cards import (
 from runner.launch.engine import docker_sdk, is_local_engine, short_error
 
 #: Read inside a helper container that was given the host's GPU device nodes: their numeric groups, and the
-#: KFD topology files (sysfs is the host's) that say which render node is which card.
+#: KFD topology files (sysfs is the host's) that say which render node is which card. Plain python3, not
+#: amd_cards.read_topology: it must run in any trial image, including one built before that module existed.
 GID_SCRIPT = (
     "import glob, json, os\n"
     "nodes = ['/dev/kfd', *sorted(glob.glob('/dev/dri/*'))]\n"
