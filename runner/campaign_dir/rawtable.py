@@ -39,7 +39,7 @@ from pathlib import Path
 from protocol.errors import UserError
 from protocol.gc_pause import collection_paused
 from protocol.rawrecord import RawRecord, records_from_lines
-from protocol.records import RAW_COLUMNS
+from protocol.records import RAW_COLUMNS, RAW_SCHEMA_VERSION
 
 CHAIN_COLUMN = RAW_COLUMNS[-1]
 _RESUME_FIX = ("The host stopped while writing it: `isocost run STUDY --out DIR --resume` keeps the cut bytes in "
@@ -59,7 +59,7 @@ class RawTable:
 
 #: The frozen facts of campaign.json the first row chains to (not paths or notes a later move may change).
 ANCHOR_FIELDS = ("campaign_id", "created_at", "setup_started_at", "study_sha256", "corpus", "tuning", "model",
-                 "warmup", "variants", "repetitions")
+                 "warmup", "variants", "repetitions", "catalog", "raw_schema_version")
 
 
 def genesis(path: Path) -> str:
@@ -226,8 +226,14 @@ def _check_header(cells: list[str], where: str) -> None:
         raise UserError(
             f"raw.csv has no {CHAIN_COLUMN} column: it was written before raw rows were chained (raw table "
             "format 1)", where,
-            "This isocost reads chained tables only (format 2). Read or finish this campaign with the isocost "
-            "version that started it, or run the study again into a new --out.")
+            f"This isocost reads raw table format {RAW_SCHEMA_VERSION} only. Read or finish this campaign with the "
+            "isocost version that started it, or run the study again into a new --out.")
+    if "predictions_sha256" not in cells:
+        raise UserError(
+            "raw.csv has no seal columns (predictions_sha256 …): it was written before trial files were sealed "
+            "(raw table format 2)", where,
+            f"This isocost reads raw table format {RAW_SCHEMA_VERSION} only. Read or finish this campaign with the "
+            "isocost version that started it, or run the study again into a new --out.")
     raise UserError("raw.csv has unexpected columns", where, "It was written by another isocost version.")
 
 
