@@ -40,6 +40,7 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _FILE_MODE = 0o644
+_CHUNK = 1 << 20
 _LINK_FIX = ("isocost never writes through a symbolic link (it could point outside the directory). Remove the "
              "link, or name the real path.")
 
@@ -60,8 +61,8 @@ def _kind(mode: int) -> str:
 def _lstat(path: Path) -> os.stat_result | None:
     try:
         return os.lstat(path)
-    except FileNotFoundError:
-        return None
+    except (FileNotFoundError, NotADirectoryError):
+        return None  # absent (a file where a folder above it belongs is named when the folder is made)
     except (OSError, ValueError) as exc:
         raise _unwritable(path, exc, "") from None
 
@@ -116,9 +117,9 @@ def make_dirs(directory: Path, root: Path | None = None, fix: str = "") -> Path:
         check_directories(directory, root, fix)
     try:
         directory.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise UnwritablePath(f"{directory.name} exists and is not a directory", str(directory),
-                             fix or "Move it away.") from None
+    except (FileExistsError, NotADirectoryError):
+        raise UnwritablePath(f"cannot write in {directory.name}: it (or a folder above it) exists and is not a "
+                             "directory", str(directory), fix or "Move it away.") from None
     except (OSError, ValueError) as exc:
         raise _unwritable(directory, exc, fix) from None
     if root is not None:
@@ -216,21 +217,41 @@ def write_text_atomic(path: Path, text: str, root: Path | None = None, fix: str 
 
 
 def copy_file(source: Path, target: Path, root: Path | None = None, fix: str = "") -> None:
-    """Copy ``source`` (read as given) to ``target`` atomically, never writing through a link."""
+    """Copy ``source`` (read as given) to ``target`` atomically, in chunks, never writing through a link."""
+    target = Path(target)
+    make_dirs(target.parent, root, fix) if root is not None else _make_parent(target, fix)
+    check_writable_target(target, root, fix)
     try:
-        with open(source, "rb") as handle:
-            data = handle.read()
+        handle = open(source, "rb")  # noqa: SIM115 (closed below, with the temporary file)
     except OSError as exc:
         reason = exc.strerror or str(exc)
         raise UserError(f"cannot read {Path(source).name}: {reason}", str(source), "Check the path.") from None
-    write_bytes_atomic(target, data, root, fix)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name[:100]}.", suffix=".tmp")
+    except OSError as exc:
+        handle.close()
+        raise _unwritable(target, exc, fix) from None
+    try:
+        os.fchmod(fd, _FILE_MODE)
+        with handle, os.fdopen(fd, "wb") as sink:
+            while chunk := handle.read(_CHUNK):
+                sink.write(chunk)
+            sink.flush()
+            os.fsync(sink.fileno())
+        check_writable_target(target, root, fix)
+        os.replace(tmp, target)
+    except OSError as exc:
+        _remove(tmp)
+        if isinstance(exc, UserError):
+            raise
+        raise _unwritable(target, exc, fix) from None
+    except BaseException:
+        _remove(tmp)
+        raise
 
 
 def _make_parent(path: Path, fix: str) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except (OSError, ValueError) as exc:
-        raise _unwritable(path.parent, exc, fix) from None
+    make_dirs(path.parent, fix=fix)
 
 
 def _remove(tmp: str) -> None:

@@ -69,15 +69,15 @@ def line_digest(previous: str, entry: dict[str, Any]) -> str:
     return hashlib.sha256(f"{previous}\n{canonical(entry)}".encode()).hexdigest()
 
 
-def _read_bytes(path: Path, what: str) -> bytes | None:
+def _read_bytes(path: Path, what: str, fix: str = "") -> bytes | None:
     """The file's bytes, None when absent; a directory, FIFO or device is refused by name, never opened."""
     try:
         info = os.stat(path)
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise UserError(f"{what} cannot be read: {exc.strerror}", str(path), "Check the path and its permissions.") \
-            from None
+        raise UserError(f"{what} cannot be read: {exc.strerror}", str(path),
+                        fix or "Check the path and its permissions.") from None
     if not stat.S_ISREG(info.st_mode):
         raise UserError(f"{what} is {file_kind(info.st_mode)}, not a regular file", str(path),
                         "isocost writes it as a file of JSON lines: move what is there away.")
@@ -99,7 +99,7 @@ def read_log(path: Path, what: str, *, chained: bool = False, genesis: str = "",
     ``verify=False`` (forensics): chain digests are not compared. ``fix`` is how the file is restored.
     """
     fix = fix or f"{what} is append-only: restore it from a backup or bundle."
-    data = _read_bytes(path, what)
+    data = _read_bytes(path, what, fix)
     if data is None:
         return LogRead((), b"", 0, 0, genesis)
     lines = data.split(b"\n")
@@ -140,10 +140,10 @@ def require_whole(read: LogRead, path: Path, what: str, fix: str) -> None:
                         f"{path}, line {read.cut_line}", fix)
 
 
-def quarantine_cut(path: Path, root: Path | None = None) -> Path | None:
+def quarantine_cut(path: Path, root: Path | None = None, fix: str = "") -> Path | None:
     """Move a cut last line, byte for byte, into ``NAME.partial-N`` and cut the log back to its whole lines;
     returns that file (None: nothing was cut). The caller holds the log's lock."""
-    data = _read_bytes(path, path.name)
+    data = _read_bytes(path, path.name, fix)
     if not data or data.endswith(b"\n"):
         return None
     cut = data[data.rfind(b"\n") + 1:]
@@ -176,7 +176,7 @@ def append_line(path: Path, entry: dict[str, Any], *, root: Path | None = None, 
     fd = open_append(path, root, fix)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        side = quarantine_cut(path, root)
+        side = quarantine_cut(path, root, fix)
         written = dict(entry)
         if chained:
             last = read_log(path, what, chained=True, genesis=genesis, fix=fix).last_digest

@@ -31,6 +31,7 @@ from typing import Any
 from protocol.costing.catalog_file import load_catalog
 from protocol.costing.plans import MAX_LOTS
 from protocol.errors import UserError
+from protocol.safe_write import check_writable_target
 from runner.campaign_dir.appendlog import CHAIN_KEY, LogRead, append_line, read_log, require_whole
 from runner.campaign_dir.rawtable import genesis
 
@@ -119,6 +120,7 @@ def record_rental(root: Path, gpu: str, lots: int, plan_start: str | None = None
         except ValueError:
             raise UserError(f"--plan-start {plan_start[:60]!r} is not an ISO date-time", "isocost rental",
                             'Write it as "2026-12-01T09:00" (local) or with an offset.') from None
+    check_writable_target(root / RENTALS_FILE, root)  # a link is refused before anything is read through it
     read_rentals(root, allow_cut=True)  # every earlier line reads back and chains (a cut last one is kept aside)
     stamp = (now or datetime.now(UTC)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     record = RentalRecord(recorded_at=stamp, gpu=gpu, lots=lots, plan_start=plan_start, host=host)
