@@ -221,26 +221,29 @@ class CampaignChecks(Findings):
                 continue
             seen.add(row.trial_id)
             good.append(row)
-            present = self._sealed(row, where)
-            if not self.deep:
-                continue
-            self._raw_row(row, where, slots_by_id)
+            present = self._trial_dir(row, where)
+            if self.deep:  # what differs, field by field, first; then that the file is not the one sealed
+                self._raw_row(row, where, slots_by_id)
+                if present:
+                    trials.check(row, number)
             if present:
-                trials.check(row, number)
+                self._sealed(row, where)
         return good
 
-    def _sealed(self, row: RawRecord, where: str) -> bool:
-        """The row's trial directory exists and each sealed file is the one the row recorded (False: no directory,
-        named; the deep checks of a missing directory would only repeat it)."""
+    def _trial_dir(self, row: RawRecord, where: str) -> bool:
+        """The row's trial directory exists (False: named here; the checks of its files would only repeat it)."""
         trial_dir = self.root / "trials" / row.trial_id
         if not trial_dir.is_dir() or trial_dir.is_symlink():
             self.add(f"trials/{row.trial_id}/", "presence", f"raw.csv {where} names this trial, its directory is "
                      + ("a symbolic link" if trial_dir.is_symlink() else "missing"))
             return False
-        recorded = {column: row.cell(column) for column in SEALED_FILES}
-        for name, message in seal_findings(trial_dir, recorded):
-            self.add(f"trials/{row.trial_id}/{name}", "sha256", f"{message} (raw.csv {where})")
         return True
+
+    def _sealed(self, row: RawRecord, where: str) -> None:
+        """Each sealed file of the row's trial is the one the row recorded (:mod:`runner.campaign_dir.seal`)."""
+        recorded = {column: row.cell(column) for column in SEALED_FILES}
+        for name, message in seal_findings(self.root / "trials" / row.trial_id, recorded):
+            self.add(f"trials/{row.trial_id}/{name}", "sha256", f"{message} (raw.csv {where})")
 
     def _catalog(self, campaign: CampaignRecord) -> None:
         """catalog.csv is the catalog campaign.json froze (the decision and the period price from it)."""

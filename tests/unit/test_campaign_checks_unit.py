@@ -86,10 +86,10 @@ def test_a_trial_status_that_disagrees_with_its_row(campaign: Path) -> None:
     [sealed] = problems(campaign, deep=False)
     assert (sealed.file, sealed.field) == (f"trials/{first.trial_id}/status.json", "sha256")
     assert sealed.message.startswith("changed after the trial: it hashes to ")
-    # The deep checks (bundle, verify) also say which field differs from the row.
+    # The deep checks (bundle, verify) first say which field differs from the row, then that the seal broke.
     found = problems(campaign)
-    assert [(f.file, f.field) for f in found] == [(f"trials/{first.trial_id}/status.json", "sha256"),
-                                                 (f"trials/{first.trial_id}/status.json", "completed")]
+    assert [(f.file, f.field) for f in found] == [(f"trials/{first.trial_id}/status.json", "completed"),
+                                                 (f"trials/{first.trial_id}/status.json", "sha256")]
 
 
 def test_slots_of_the_record(built: Path) -> None:
