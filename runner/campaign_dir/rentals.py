@@ -139,11 +139,14 @@ def read_rentals(root: Path, *, allow_cut: bool = False, verify: bool = True) ->
     """Every recorded rental, in the order recorded; any line that is not a chained rental is refused by number.
     A cut last line is refused too, unless ``allow_cut`` (the writer, which keeps it aside before appending)."""
     path = root / RENTALS_FILE
-    read = _read(root, verify)
+    read = _read(root, verify=False)
+    records = tuple(RentalRecord.from_dict(entry, f"{path}, line {number}")  # a line of another format: said so
+                    for number, entry in enumerate(read.entries, start=1))
+    if verify:
+        read = _read(root, verify=True)
     if not allow_cut:
         require_whole(read, path, RENTALS_FILE, _CUT_FIX)
-    return tuple(RentalRecord.from_dict(entry, f"{path}, line {number}")
-                 for number, entry in enumerate(read.entries, start=1))
+    return records
 
 
 def latest_rental(root: Path, *, verify: bool = True) -> RentalRecord | None:
