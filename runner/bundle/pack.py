@@ -136,13 +136,15 @@ def _check_packable(root: Path, output: Path, campaign: CampaignRecord, progress
     for name in CAMPAIGN_FILES:
         _refuse_link(root / name)
     missing = [name for name in CAMPAIGN_FILES if not (root / name).is_file()]
-    if missing:
-        derived = {"verdicts.csv", "verdicts.json", "summary.json", "summary.md"}
-        fix = (f"Run `isocost summarize {root}` first (it writes verdicts and summary)."
-               if set(missing) <= derived else "Bundle the directory `isocost run --out` wrote.")
-        raise UserError(f"the campaign lacks {', '.join(missing)}", str(root), fix)
+    derived = {"verdicts.csv", "verdicts.json", "summary.json", "summary.md"}
+    if missing and not set(missing) <= derived:
+        raise UserError(f"the campaign lacks {', '.join(missing)}", str(root),
+                        "Bundle the directory `isocost run --out` wrote.")
     progress(f"checking campaign {campaign.campaign_id} in {root}")
-    problems = check_campaign(root)
+    problems = check_campaign(root)  # an edited file is named before a missing summary is
+    if missing and not problems:
+        raise UserError(f"the campaign lacks {', '.join(missing)}", str(root),
+                        f"Run `isocost summarize {root}` first (it writes verdicts and summary).")
     if problems:
         raise UserError(
             f"the campaign is not internally consistent: {problems[0]}"
