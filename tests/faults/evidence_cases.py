@@ -14,13 +14,12 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+from cases import Context, Outcome, rows_lost  # noqa: I001 (tests/faults on the path)
 from click.testing import CliRunner
 
 from protocol.records import Rental
 from runner.campaign.run import run_campaign
 from runner.cli import main
-
-from cases import Context, Outcome, rows_lost  # noqa: I001 (tests/faults on the path)
 
 READERS = ("validate", "summarize", "decide", "period", "bundle")
 OUTSIDE_TEXT = "root:x:0:0:root:/root:/bin/bash\n"
