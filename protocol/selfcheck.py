@@ -4,7 +4,8 @@ A selfcheck runs on the host itself, before days are rented or a campaign is tru
 :class:`Check` is ``PASS``, ``FAIL`` or ``SKIP``, with its measured figure in one line and, for
 ``FAIL`` and ``SKIP``, the reason. :class:`SelfcheckReport` is ``selfcheck.json`` (sorted JSON,
 ``schema_version``); :func:`render_text` is the short text report beside it. Any ``FAIL`` makes the
-whole check fail (:func:`exit_code`); a ``SKIP`` never passes for a ``PASS``.
+whole check fail (:func:`exit_code`: 1); a ``SKIP`` never passes for a ``PASS``, and a report with
+nothing but skips is no success either (exit status 3).
 
 Tolerances are fixed here, before anything is measured, so the docs can cite them.
 
@@ -143,13 +144,20 @@ def counts(report: SelfcheckReport) -> dict[str, int]:
 
 
 def overall(report: SelfcheckReport) -> str:
-    """``FAIL`` when any check failed or none ran; else ``PASS`` (skips are listed, never hidden)."""
+    """``FAIL`` when any check failed; ``SKIP`` when none failed and none passed (nothing was checked);
+    else ``PASS`` (the skips are listed beside it, never hidden)."""
     tally = counts(report)
-    return "FAIL" if tally["FAIL"] or not report.checks else "PASS"
+    if tally["FAIL"]:
+        return "FAIL"
+    return "PASS" if tally["PASS"] else "SKIP"
+
+
+#: Exit status per overall verdict: 1 on any FAIL; 3 when nothing could be checked (all SKIP).
+EXIT_CODES = {"PASS": 0, "FAIL": 1, "SKIP": 3}
 
 
 def exit_code(report: SelfcheckReport) -> int:
-    return 1 if overall(report) == "FAIL" else 0
+    return EXIT_CODES[overall(report)]
 
 
 def _gib(value: Any) -> str:
