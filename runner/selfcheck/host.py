@@ -97,7 +97,10 @@ def check_command(request: Request) -> list[str]:
 def run_checks(request: Request) -> tuple[int | None, bool]:
     """Run the check process (output in ``OUT/selfcheck.log``); returns (exit status, stopped at the budget)."""
     request.out.mkdir(parents=True, exist_ok=True)
-    env = trial_env({"TRANSFORMERS_VERBOSITY": "error", "HF_HUB_DISABLE_PROGRESS_BARS": "1"})
+    extra = {"TRANSFORMERS_VERBOSITY": "error", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+    if os.environ.get("LD_LIBRARY_PATH"):  # where some GPU hosts keep the driver's libcuda (trials drop it)
+        extra["LD_LIBRARY_PATH"] = os.environ["LD_LIBRARY_PATH"]
+    env = trial_env(extra)
     with open(request.out / "selfcheck.log", "wb") as log:
         proc = subprocess.Popen(check_command(request), stdout=log, stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True)

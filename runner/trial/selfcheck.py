@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -94,7 +95,10 @@ def environment(torch: Any, device: str) -> dict[str, Any]:
     from runner.trial.torch_settings import numerics_settings
 
     return {"software": software_facts(torch), "host": cpu_facts(),
-            "numerics": numerics_settings(torch, "cpu" if device == "cpu" else "cuda")}
+            "numerics": numerics_settings(torch, "cpu" if device == "cpu" else "cuda"),
+            # passed to this process by the host, never to a process-launched trial (the OOM trial shows whether
+            # the trials find the GPU without it)
+            "ld_library_path": os.environ.get("LD_LIBRARY_PATH")}
 
 
 class Selfcheck:

@@ -73,8 +73,12 @@ def write_corpus(path: Path, corpus: Path | None, count: int) -> int:
     return len(rows)
 
 
-def build_random_encoder(out: Path, max_positions: int = 512) -> str:
-    """A small BERT classifier with random (seeded) weights and a word-level tokenizer, saved in ``out``."""
+def build_random_encoder(out: Path, max_positions: int = 512, initializer_range: float = 0.2) -> str:
+    """A small BERT classifier with random (seeded) weights and a word-level tokenizer, saved in ``out``.
+
+    ``initializer_range`` 0.2 (ten times BERT's) spreads the labels over the texts, so the comparisons by id
+    compare something; the price is many near-ties, which is why its agreement is reported, not judged. At
+    0.05 every text gets the same label by a wide margin (what tests use when they need a stable answer)."""
     import torch
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
     from transformers import BertConfig, BertForSequenceClassification, PreTrainedTokenizerFast
@@ -89,7 +93,7 @@ def build_random_encoder(out: Path, max_positions: int = 512) -> str:
     fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="[UNK]", pad_token="[PAD]",
                                    cls_token="[CLS]", sep_token="[SEP]", model_max_length=max_positions)
     config = BertConfig(vocab_size=len(vocab), hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
-                        intermediate_size=1024, max_position_embeddings=max_positions, initializer_range=0.2,
+                        intermediate_size=1024, max_position_embeddings=max_positions, initializer_range=initializer_range,
                         num_labels=len(LABELS), id2label=dict(enumerate(LABELS)),
                         label2id={label: i for i, label in enumerate(LABELS)})
     torch.manual_seed(RANDOM_SEED)
@@ -101,15 +105,29 @@ def build_random_encoder(out: Path, max_positions: int = 512) -> str:
             f"{parameters / 1e6:.1f}M parameters, seed {RANDOM_SEED}; its labels mean nothing, its numbers are real")
 
 
+def stored_dtypes(model_dir: Path) -> list[str]:
+    """The dtypes of the weights as stored (safetensors headers), e.g. ``['F16']`` for an fp16 copy."""
+    found: set[str] = set()
+    for path in sorted(model_dir.glob("*.safetensors")):
+        try:
+            with open(path, "rb") as handle:
+                size = int.from_bytes(handle.read(8), "little")
+                header = json.loads(handle.read(min(size, 64 * 2**20)))
+        except (OSError, ValueError):
+            continue
+        found.update(str(v.get("dtype")) for k, v in header.items() if k != "__metadata__" and isinstance(v, dict))
+    return sorted(found)
+
+
 def describe_checkpoint(model_dir: Path) -> str:
     try:
         config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         return f"checkpoint directory (config.json unreadable: {exc})"
     arch = ", ".join(config.get("architectures") or []) or config.get("model_type", "?")
-    dtype = config.get("dtype") or config.get("torch_dtype") or "?"
+    stored = "/".join(stored_dtypes(model_dir)) or "no safetensors weights"
     return (f"{arch}, {config.get('num_hidden_layers', '?')} layers, hidden {config.get('hidden_size', '?')}, "
-            f"stored as {dtype}")
+            f"weights stored as {stored} (each trial casts them to its precision)")
 
 
 def prepare_workload(out: Path, model_dir: Path | None, corpus: Path | None, texts: int, source: str) -> Workload:

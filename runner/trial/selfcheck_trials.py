@@ -191,11 +191,13 @@ def _matmul_setting(numerics: dict[str, Any]) -> str:
 
 
 def check_numerics(ctx: Context) -> Check:
-    """fp16 and bf16 trials against the fp32 trial, label by id; the TF32 / matmul-precision settings."""
+    """fp16 and bf16 trials against the fp32 trial, label by id (at least MIN_PRECISION_AGREEMENT with a real
+    model; with the random encoder the trials must complete, every id compared); the TF32 settings."""
     if ctx.reference is None:
         return skipped("numerics", "no fp32 reference: the warm-up check did not complete")
     reference = parse_predictions(ctx.reference)
     runs, notes = _precisions(ctx)
+    judged = ctx.workload.source != "random"  # a random encoder's labels mean nothing: only completeness counts
     parts, problems, details = [], [], {"numerics": ctx.reference_numerics}
     for precision in runs:
         run = run_trial(ctx, trial_spec(ctx, precision, precision=precision))
@@ -210,8 +212,12 @@ def check_numerics(ctx: Context) -> Check:
         same = round(agreement.agreement * len(reference.ids))
         parts.append(f"{precision} agrees with fp32 on {same}/{len(reference.ids)} ids "
                      f"(max score delta {agreement.max_score_delta:.1e})")
-        if agreement.agreement < MIN_PRECISION_AGREEMENT:
+        if judged and agreement.agreement < MIN_PRECISION_AGREEMENT:
             problems.append(f"{precision} agrees on {agreement.agreement:.4f} < {MIN_PRECISION_AGREEMENT}")
+    if not judged:
+        notes.append(f"random weights: agreement reported, not judged (near-ties are the rule; pass --model to "
+                     f"judge it against {MIN_PRECISION_AGREEMENT})")
+    details["agreement_judged"] = judged
     figure = "; ".join(parts + notes + [_matmul_setting(ctx.reference_numerics)])
     if problems:
         return failed("numerics", figure, "; ".join(problems), **details)

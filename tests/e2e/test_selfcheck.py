@@ -4,6 +4,12 @@ machine's torch, whichever build it is: the GPU checks SKIP with their reasons, 
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -30,7 +36,8 @@ def test_selfcheck_on_cpu_passes_the_trial_checks_and_skips_the_gpu_ones_with_re
         assert verdicts[name] == "SKIP", name
     assert "why: --device cpu: no GPU is checked" in result.output
     assert "why: CPU: no CUDA events to compare the host timer with" in result.output
-    assert "bf16 agrees with fp32 on 12/12 ids" in result.output and "fp16 not run: GPU-only" in result.output
+    assert re.search(r"bf16 agrees with fp32 on \d+/12 ids", result.output) and "fp16 not run: GPU-only" in result.output
+    assert "random weights: agreement reported, not judged" in result.output
     rapl = verdicts["energy"] == "PASS"  # RAPL counters readable here (root on bare metal), else a SKIP with why
     assert lines[-2].endswith("-> PASS") and lines[-2].startswith(f"{2 + rapl} PASS, 0 FAIL, {8 - rapl} SKIP")
     record = json.loads((out / "selfcheck.json").read_text())
@@ -48,3 +55,37 @@ def test_selfcheck_cuts_what_its_budget_cannot_hold_and_nothing_checked_is_no_su
     assert result.exit_code == (0 if rapl else 3), result.output  # every check skipped: not a PASS
     assert "why: cut to fit --budget-s 10: needs about 15 s" in result.output
     assert result.output.splitlines()[-2].endswith("-> PASS" if rapl else "-> SKIP")
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_make_gpu_carry_then_gpu_check_run_offline_from_the_carry(tmp_path):
+    """The two make targets as a GPU session runs them, with --device cpu here: carry made, verified, checked,
+    results copied flat to $OUT."""
+    pytest.importorskip("torch")
+    if shutil.which("make") is None:
+        pytest.skip("needs make")
+    from runner.trial.selfcheck_model import build_random_encoder, write_corpus
+
+    demo = tmp_path / "demo"
+    build_random_encoder(demo / "model", initializer_range=0.05)  # a stable agreement, judged as a given model
+    write_corpus(demo / "corpus-quick.jsonl", None, 12)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    make = ["make", "--no-print-directory", f"BIN={Path(sys.executable).parent}", f"DEMO_DIR={demo}",
+            f"GPU_CARRY={tmp_path / 'carry'}", f"RESULTS={tmp_path / 'results'}"]
+    prepared = subprocess.run([*make, "-o", "demo", "gpu-carry"], cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=300, check=False)
+    assert prepared.returncode == 0, prepared.stdout + prepared.stderr
+    assert (tmp_path / "carry" / "carry.json").is_file()
+    checked = subprocess.run([*make, "gpu-check", "GPU_DEVICE=cpu", "GPU_BUDGET_S=120", f"GPU_PYTHON={sys.executable}",
+                              f"OUT={tmp_path / 'out'}"], cwd=ROOT, env=env, capture_output=True, text=True,
+                             timeout=400, check=False)
+    output = checked.stdout + checked.stderr
+    assert checked.returncode == 0, output
+    assert "carry intact: " in output and "PASS  warmup" in output and "PASS  numerics" in output
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "selfcheck-trials.tar.gz", "selfcheck.json", "selfcheck.log", "selfcheck.txt"]
+    record = json.loads((tmp_path / "out" / "selfcheck.json").read_text())
+    assert record["model"]["source"] == "given" and record["model"]["path"].endswith("carry/model")
+    assert "weights stored as F16" in record["model"]["description"]

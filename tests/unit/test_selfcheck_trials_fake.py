@@ -33,7 +33,7 @@ from runner.trial.selfcheck_model import build_random_encoder, prepare_workload 
 @pytest.fixture(scope="module")
 def random_model(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("selfcheck") / "random-model"
-    build_random_encoder(path)
+    build_random_encoder(path, initializer_range=0.05)  # one label by a wide margin: a stable agreement
     return path
 
 
@@ -67,7 +67,7 @@ def gpu_context(tmp_path, monkeypatch, random_model, backend="cuda", texts=12) -
     from runner.trial.env import device_facts
 
     ctx.facts, ctx.reasons = device_facts(torch, "cuda")
-    ctx.workload = prepare_workload(tmp_path, random_model, None, texts, "random")
+    ctx.workload = prepare_workload(tmp_path, random_model, None, texts, "given")
     return ctx
 
 
@@ -121,6 +121,17 @@ def test_numerics_fails_below_the_agreement_floor(tmp_path, monkeypatch, random_
     ctx.reference.write_text("\n".join(flipped + lines[2:]) + "\n")  # fp32 now disagrees on 2 of 12 ids
     check = trials.check_numerics(ctx)
     assert check.verdict == "FAIL" and "fp16 agrees on 0.8333 < 0.99" in check.reason
+
+
+def test_numerics_with_the_random_encoder_reports_agreement_without_judging_it(tmp_path, monkeypatch, random_model):
+    ctx = gpu_context(tmp_path, monkeypatch, random_model)
+    ctx.workload = dataclasses.replace(ctx.workload, source="random")
+    trials.check_warmup(ctx)
+    lines = ctx.reference.read_text().splitlines()
+    ctx.reference.write_text("\n".join([json.dumps({**json.loads(lines[0]), "label": "__other__"}), *lines[1:]]) + "\n")
+    check = trials.check_numerics(ctx)
+    assert check.verdict == "PASS" and check.details["agreement_judged"] is False
+    assert "fp16 agrees with fp32 on 11/12 ids" in check.figure and "agreement reported, not judged" in check.figure
 
 
 def test_numerics_skips_bf16_on_a_card_without_it(tmp_path, monkeypatch, random_model):
