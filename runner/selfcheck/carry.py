@@ -79,8 +79,8 @@ def _studies(demo: Path, carry: Path, fingerprint: str) -> list[str]:
     for name in STUDIES:
         if (demo / name).is_file():
             text = (demo / name).read_text(encoding="utf-8")
-            text = set_table_keys(text, "model", {"fingerprint": fingerprint},
-                                  {"fingerprint": "the fp16 copy carried to the GPU machine (runner/selfcheck/carry.py)"})
+            note = "the fp16 copy carried to the GPU machine (runner/selfcheck/carry.py)"
+            text = set_table_keys(text, "model", {"fingerprint": fingerprint}, {"fingerprint": note})
             (carry / name).write_text(text, encoding="utf-8")
             written.append(name)
     return written
@@ -124,7 +124,8 @@ def prepare(demo: Path, carry: Path, limit_mib: float = LIMIT_MIB, wheel: bool =
     info: dict[str, Any] = {
         "schema_version": CARRY_SCHEMA_VERSION, "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "model_fingerprint": fingerprint, "original_model_fingerprint": fingerprint_path(demo / "model"),
-        "fp16": rounding, "studies": _studies(demo, carry, fingerprint), "click_wheel": _click_wheel(carry) if wheel else "",
+        "fp16": rounding, "studies": _studies(demo, carry, fingerprint),
+        "click_wheel": _click_wheel(carry) if wheel else "",
     }
     info["files"] = {p.relative_to(carry).as_posix(): sha256_file(p) for p in sorted(carry.rglob("*")) if p.is_file()}
     carry_bytes = sum(p.stat().st_size for p in carry.rglob("*") if p.is_file())
@@ -143,7 +144,8 @@ def verify(carry: Path) -> dict[str, Any]:
     bad = [name for name, digest in info["files"].items()
            if not (carry / name).is_file() or sha256_file(carry / name) != digest]
     if bad:
-        raise UserError(f"carry incomplete or changed in transit: {bad[:5]}", str(carry), "Prepare it again: make gpu-carry.")
+        raise UserError(f"carry incomplete or changed in transit: {bad[:5]}", str(carry),
+                        "Prepare it again: make gpu-carry.")
     return dict(info)
 
 

@@ -104,11 +104,15 @@ def check_gpu(ctx: Context) -> Check:
     if facts["backend"] == "cuda":
         nvml_uuid = facts.get("nvml_uuid")
         if nvml_uuid is None:
-            problems.append(f"NVML did not identify torch's card: {reasons.get('nvml_match') or reasons.get('driver_version') or 'no match'}")
+            why = reasons.get("nvml_match") or reasons.get("driver_version") or "no match"
+            problems.append(f"NVML did not identify torch's card: {why}")
         elif facts.get("gpu_uuid") and nvml_uuid.lower() != str(facts["gpu_uuid"]).lower():
             problems.append(f"NVML's card {nvml_uuid} is not torch's {facts['gpu_uuid']}")
     compat = facts.get("compat") or {}
-    figure += f"; {tool} agrees on the card; driver/backend {compat.get('status', '?')} in {compat.get('table') or 'no table'}"
+    figure += (f"; {tool} agrees on the card; driver/backend {compat.get('status', '?')} in "
+               f"{compat.get('table') or 'no table'}")
+    if compat.get("status") == "not listed":
+        problems.append(f"driver/backend not listed as compatible: {compat.get('detail')}")
     details = {"facts": facts, "reasons": reasons}
     if problems:
         return failed("gpu", figure.split(";")[0], "; ".join(problems), **details)
@@ -158,8 +162,8 @@ def check_timing(ctx: Context) -> Check:
               f"fp32 (differ by {abs(host_s - events_s) * 1000:.2f} ms; tolerance {tolerance_s * 1000:.1f} ms)")
     details = {"host_s": host_s, "events_s": events_s, "tolerance_s": tolerance_s, "reps": reps}
     if abs(host_s - events_s) > tolerance_s:
-        return failed("timing", figure, "the host timer and the CUDA events disagree beyond the tolerance "
-                                        "(another process on this GPU, or a timer that does not synchronise)", **details)
+        return failed("timing", figure, "the host timer and the CUDA events disagree beyond the tolerance (another "
+                                        "process on this GPU, or a timer that does not synchronise)", **details)
     return passed("timing", figure, **details)
 
 

@@ -93,8 +93,9 @@ def build_random_encoder(out: Path, max_positions: int = 512, initializer_range:
     fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="[UNK]", pad_token="[PAD]",
                                    cls_token="[CLS]", sep_token="[SEP]", model_max_length=max_positions)
     config = BertConfig(vocab_size=len(vocab), hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
-                        intermediate_size=1024, max_position_embeddings=max_positions, initializer_range=initializer_range,
-                        num_labels=len(LABELS), id2label=dict(enumerate(LABELS)),
+                        intermediate_size=1024, max_position_embeddings=max_positions,
+                        initializer_range=initializer_range,
+                        id2label=dict(enumerate(LABELS)),
                         label2id={label: i for i, label in enumerate(LABELS)})
     torch.manual_seed(RANDOM_SEED)
     model = BertForSequenceClassification(config)
@@ -127,7 +128,7 @@ def describe_checkpoint(model_dir: Path) -> str:
     arch = ", ".join(config.get("architectures") or []) or config.get("model_type", "?")
     stored = "/".join(stored_dtypes(model_dir)) or "no safetensors weights"
     return (f"{arch}, {config.get('num_hidden_layers', '?')} layers, hidden {config.get('hidden_size', '?')}, "
-            f"weights stored as {stored} (each trial casts them to its precision)")
+            f"weights stored as {stored}, cast by each trial to its precision")
 
 
 def prepare_workload(out: Path, model_dir: Path | None, corpus: Path | None, texts: int, source: str) -> Workload:

@@ -26,7 +26,7 @@ from typing import Any
 from protocol.jsonio import read_json, write_json_atomic
 from protocol.predictions import parse_predictions
 from protocol.records import TrialSpec, Variant, WarmupRule
-from protocol.selfcheck import OOM_BATCH_SIZE, MIN_PRECISION_AGREEMENT, Check, failed, passed, skipped
+from protocol.selfcheck import MIN_PRECISION_AGREEMENT, OOM_BATCH_SIZE, Check, failed, passed, skipped
 from protocol.shapes import pass_shapes, warmup_shapes
 from protocol.validate import compare_predictions
 from runner.trial.run import Trial, execute
@@ -164,7 +164,8 @@ def check_warmup(ctx: Context) -> Check:
         figure += f", device {gpu_s:.3f} s ({gpu_s / phases['pass_s']:.0%} busy)" if gpu_s is not None else ""
         if gpu_s is None or not 0 < gpu_s <= phases["pass_s"]:
             problems.append(f"device time {gpu_s} is not inside the pass ({phases['pass_s']} s)")
-    details = {"pass_shapes": measured, "warmup_shapes": sorted(warmed), "phases": phases, "memory": run.status["memory"]}
+    details = {"pass_shapes": measured, "warmup_shapes": sorted(warmed), "phases": phases,
+               "memory": run.status["memory"]}
     if problems:
         return failed("warmup", figure, "; ".join(problems), **details)
     return passed("warmup", figure, **details)
