@@ -129,8 +129,6 @@ class Selfcheck:
                 env = {**self.report.environment, "device": self.ctx.facts, "device_reasons": self.ctx.reasons}
                 self.report = dataclasses.replace(self.report, environment=env)
             self.save()
-        if self.ctx.gpu and self.ctx.usable and self.ctx.workload is not None:
-            write_oom_trial(self.ctx)
         self.report = dataclasses.replace(self.report, ended_at=_now(), elapsed_s=clock() - self.start)
         self.save()
 
@@ -159,6 +157,8 @@ class Selfcheck:
         workload = prepare_workload(args.out, args.model, args.corpus, texts, args.model_source)
         self.ctx.workload = workload
         self.report = dataclasses.replace(self.report, model=workload.to_dict())
+        if self.ctx.gpu:  # written now, so the host can run it even if this process is stopped at the budget
+            write_oom_trial(self.ctx)
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -176,6 +176,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str]) -> int:
     args = parse(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.device != "cpu":  # before any cuBLAS handle exists, as a deterministic GPU trial needs it
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     import torch
 
     Selfcheck(args, torch).run()
