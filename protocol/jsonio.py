@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from protocol import safe_write
 from protocol.errors import UserError
 
 
@@ -15,25 +14,14 @@ def dumps(data: Any) -> str:
     return json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON so that a reader sees either the old file or the whole new one."""
-    write_text_atomic(path, dumps(data))
+def write_json_atomic(path: Path, data: Any, root: Path | None = None, fix: str = "") -> None:
+    """Write JSON so that a reader sees either the old file or the whole new one (never through a symbolic link;
+    ``root``: no directory below it may be one either, see :mod:`protocol.safe_write`)."""
+    write_text_atomic(path, dumps(data), root, fix)
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o644)  # mkstemp makes 0600; results are meant to be read (and bundled)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+def write_text_atomic(path: Path, text: str, root: Path | None = None, fix: str = "") -> None:
+    safe_write.write_text_atomic(path, text, root, fix)
 
 
 def read_json(path: Path) -> Any:

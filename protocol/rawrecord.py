@@ -94,6 +94,11 @@ class RawRecord:
     gpu_energy_j: float | None
     cpu_energy_j: float | None
     device_used_max_bytes: int | None
+    spec_sha256: str
+    manifest_sha256: str
+    status_sha256: str
+    predictions_sha256: str
+    batches_sha256: str
     chain_sha256: str
 
     @classmethod

@@ -249,13 +249,18 @@ RAW_COLUMNS: tuple[str, ...] = (
     "device_busy_share",  # gpu_pass_s / pass_s: the share of the measured pass the device was busy
     "pass_compilations",  # torch.compile graphs compiled inside the pass (>0: the warm-up missed a shape)
     "gpu_energy_j", "cpu_energy_j", "device_used_max_bytes",
+    # The trial files this row seals (runner.campaign_dir.seal): sha256 of each, empty when the trial wrote none.
+    "spec_sha256", "manifest_sha256", "status_sha256", "predictions_sha256", "batches_sha256",
     # Columns added by other changes go above this line: the chain digest is always the last column.
     "chain_sha256",
 )
 
 #: The raw table's format. History: 1 (0.1.0): first version; 2: ``chain_sha256`` (last column),
-#: sha256 over the previous row's digest and this row's cells (see ``runner.campaign_dir.rawtable``).
-RAW_SCHEMA_VERSION = 2
+#: sha256 over the previous row's digest and this row's cells (see ``runner.campaign_dir.rawtable``); the five
+#: GPU-path columns (``device_busy_share`` … ``device_used_max_bytes``) were appended within 2;
+#: 3: the seal columns (``spec_sha256`` … ``batches_sha256``), and the first row's anchor includes
+#: campaign.json's ``catalog`` (the frozen catalog's sha256).
+RAW_SCHEMA_VERSION = 3
 
 
 def csv_cell(value: Any) -> str:

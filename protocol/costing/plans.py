@@ -59,6 +59,9 @@ PER_RESULT_NOT_REQUESTED = "not_requested"
 PER_RESULT_DEFINED = "defined"
 PER_RESULT_UNDEFINED = "undefined"
 
+#: The most lots one rental or quote may name: more is a typo (30 digits overflowed the money arithmetic).
+MAX_LOTS = 10_000
+
 
 
 def default_catalog_path() -> Path:

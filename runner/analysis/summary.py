@@ -63,7 +63,7 @@ def summarize_campaign(root: Path, *, record_events: bool = False, allow_inconsi
     data["energy"] = energy
     busy = device_use(rows, verdicts, [v.variant_id for v in summary.variants])
     data["device_busy_share"] = busy
-    write_json_atomic(root / "summary.json", data)
+    write_json_atomic(root / "summary.json", data, root)
     write_text_atomic(root / "summary.md", (banner + "\n\n" if banner else "")
                       + render_markdown(summary, campaign, estimates) + device_use_lines(busy)
                       + _energy_lines(energy))

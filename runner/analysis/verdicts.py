@@ -14,6 +14,7 @@ from typing import Any
 from protocol.jsonio import write_json_atomic
 from protocol.rawrecord import RawRecord
 from protocol.records import CampaignRecord
+from protocol.safe_write import write_handle
 from protocol.study import Study, load_study
 from protocol.validate import ParsedPredictions, Reference, check_pass, compare_predictions, parse_predictions
 from runner.campaign.gather import load_reference
@@ -72,8 +73,8 @@ def write_verdicts(
                               "rows_total": len(rows), "verdicts": verdicts}
     if banner:
         record["inconsistent"] = banner
-    write_json_atomic(root / "verdicts.json", record)
-    with open(root / "verdicts.csv", "w", encoding="utf-8", newline="") as handle:
+    write_json_atomic(root / "verdicts.json", record, root)
+    with write_handle(root / "verdicts.csv", root) as handle:
         writer = csv.DictWriter(handle, fieldnames=VERDICT_COLUMNS, extrasaction="ignore", lineterminator="\n")
         writer.writeheader()
         for verdict in verdicts:

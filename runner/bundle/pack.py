@@ -28,6 +28,7 @@ from protocol.fingerprint import sha256_bytes, sha256_file
 from protocol.jsonio import dumps, read_json
 from protocol.paths import check_safe_name
 from protocol.records import CampaignRecord
+from protocol.safe_write import check_writable_target, make_dirs
 from protocol.study import Study, parse_study
 from runner.bundle.records import (
     CAMPAIGN_PREFIX,
@@ -59,6 +60,8 @@ OPTIONAL_PATTERNS = (
     "decision*.md", "decision*.json", "decision*.html", "memo*.md", "report*.md", "report*.html", "report*.json",
     "raw.csv.partial-*",  # a last row cut while it was written, kept by --resume (runner.campaign_dir.rawtable)
     "rentals.jsonl",  # rentals recorded after the campaign (`isocost rental`): decide prices from them
+    "rentals.jsonl.partial-*", "events.jsonl.partial-*",  # cut last lines, kept by the next writer
+    "catalog.csv",  # the catalog frozen at the start, which campaign.json's catalog.sha256 names
 )
 #: Every member's mtime (2000-01-01T00:00:00Z): the archive's bytes depend on content only.
 FIXED_MTIME = 946_684_800
@@ -127,18 +130,21 @@ def create_bundle(
 
 def _check_packable(root: Path, output: Path, campaign: CampaignRecord, progress: Progress) -> None:
     """Refuse before packing anything: an existing output, links, missing files, an inconsistent campaign."""
-    if output.exists():
+    check_writable_target(output, fix="Choose another -o: isocost never writes through a link.")
+    if os.path.lexists(output):
         raise UserError("the bundle file already exists", str(output), "Choose another -o, or remove it first.")
     for name in CAMPAIGN_FILES:
         _refuse_link(root / name)
     missing = [name for name in CAMPAIGN_FILES if not (root / name).is_file()]
-    if missing:
-        derived = {"verdicts.csv", "verdicts.json", "summary.json", "summary.md"}
-        fix = (f"Run `isocost summarize {root}` first (it writes verdicts and summary)."
-               if set(missing) <= derived else "Bundle the directory `isocost run --out` wrote.")
-        raise UserError(f"the campaign lacks {', '.join(missing)}", str(root), fix)
+    derived = {"verdicts.csv", "verdicts.json", "summary.json", "summary.md"}
+    if missing and not set(missing) <= derived:
+        raise UserError(f"the campaign lacks {', '.join(missing)}", str(root),
+                        "Bundle the directory `isocost run --out` wrote.")
     progress(f"checking campaign {campaign.campaign_id} in {root}")
-    problems = check_campaign(root)
+    problems = check_campaign(root)  # an edited file is named before a missing summary is
+    if missing and not problems:
+        raise UserError(f"the campaign lacks {', '.join(missing)}", str(root),
+                        f"Run `isocost summarize {root}` first (it writes verdicts and summary).")
     if problems:
         raise UserError(
             f"the campaign is not internally consistent: {problems[0]}"
@@ -188,8 +194,11 @@ def _add_images_lock(sources: list[PackedFile], empty_reasons: dict[str, str], l
 
 def _write_verified(output: Path, manifest: BundleManifest, sources: list[PackedFile], progress: Progress) -> None:
     """Write the archive beside ``output``, verify it, and only then move it into place."""
-    output.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.", suffix=".tmp")
+    make_dirs(output.parent, fix="Choose a writable -o.")
+    try:
+        fd, tmp_name = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name[:100]}.", suffix=".tmp")
+    except OSError as exc:
+        raise UserError(f"cannot write the bundle: {exc.strerror}", str(output), "Choose a writable -o.") from None
     os.close(fd)
     tmp = Path(tmp_name)
     try:
@@ -203,6 +212,7 @@ def _write_verified(output: Path, manifest: BundleManifest, sources: list[Packed
             raise UserError(f"the new bundle does not verify: {report.first}", str(output),
                             "A file changed while it was packed; run `isocost bundle` again when the campaign is idle.")
         os.chmod(tmp, 0o644)
+        check_writable_target(output, fix="Choose another -o: isocost never writes through a link.")
         os.replace(tmp, output)
     finally:
         tmp.unlink(missing_ok=True)

@@ -29,6 +29,7 @@ from protocol.paths import check_allowed_root, check_safe_name
 from protocol.rawrecord import RawRecord
 from protocol.records import CampaignRecord, TrialSpec, TrialStatus
 from protocol.safe_extract import DEFAULT_LIMITS, ExtractLimits, safe_extract
+from protocol.safe_write import make_dirs
 from protocol.study import Study, parse_study
 from protocol.validate import Reference, check_pass, compare_predictions, parse_predictions
 from runner.bundle.compare import environment_differences, render_replay, replay_differences
@@ -108,8 +109,8 @@ def replay_bundle(
         out_dir=str(out),
         created_at=creation_time(),
     )
-    write_json_atomic(out / "replay.json", replay.to_dict())
-    write_text_atomic(out / "replay.md", render_replay(replay))
+    write_json_atomic(out / "replay.json", replay.to_dict(), out)
+    write_text_atomic(out / "replay.md", render_replay(replay), out)
     if interrupted:  # what ran is written; stop like Ctrl-C does
         raise KeyboardInterrupt
     return replay
@@ -380,13 +381,14 @@ def _rerun(
     from runner.campaign.gather import decide_status, read_status
 
     trial_dir = out / "trials" / check_safe_name(original.trial_id, what="trial id")
-    trial_dir.mkdir(parents=True, exist_ok=False)
+    make_dirs(trial_dir.parent, out)
+    trial_dir.mkdir(exist_ok=False)
     paths = TrialPaths(trial_dir=trial_dir.resolve(), corpus=corpus.resolve(), model=model.resolve())
     corpus_view, model_view, _ = launcher.trial_view(paths)
     image_ref, image_id, image_digest = launcher.image_fields()
     spec = dataclasses.replace(original, corpus_path=corpus_view, model_path=model_view, launcher=launcher.name,
                                image_ref=image_ref, image_id=image_id, image_digest=image_digest)
-    write_json_atomic(trial_dir / "spec.json", spec.to_dict())
+    write_json_atomic(trial_dir / "spec.json", spec.to_dict(), out)
     interrupted = False
     try:
         result = launcher.run(paths, original.timeout_s)

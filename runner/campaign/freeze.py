@@ -17,7 +17,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import os
-import shutil
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -40,6 +39,7 @@ from protocol.records import (
     Rental,
     Variant,
 )
+from protocol.safe_write import copy_file, make_dirs, write_handle
 from protocol.schedule import rotated_schedule
 from protocol.study import Study
 from protocol.study_records import bucket_for
@@ -80,8 +80,8 @@ def freeze(
     corpus, tuning = _checked_inputs(study, progress)
     progress(f"counting tokens of {len(corpus)} inputs with the model's tokenizer")
     lengths = token_lengths(study.model.path, [r.text for r in corpus])
-    paths.root.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(study.path, paths.study)
+    make_dirs(paths.root)
+    copy_file(study.path, paths.study, paths.root)
     catalog = _freeze_catalog(study, paths)
     _write_corpus_index(paths.corpus_index, study, corpus, lengths)
     variants = study.variants()
@@ -116,7 +116,7 @@ def freeze(
     )
     reused = check_and_record(study, content_fp, record.campaign_id, paths.root, acknowledge_reuse, ledger_dir)
     record = dataclasses.replace(record, seen_corpus_reuse=reused)
-    write_json_atomic(paths.campaign, record.to_dict())
+    write_json_atomic(paths.campaign, record.to_dict(), paths.root)
     return record
 
 
@@ -147,13 +147,13 @@ def _freeze_catalog(study: Study, paths: CampaignPaths) -> CatalogFacts:
         raise UserError("the plan catalog named by the study is not found", f"{study.path}, key costing.catalog",
                         "Fix the path, or remove [costing] to use the shipped dated snapshot.")
     load_catalog(Path(catalog_source))  # a broken catalog is refused now, not after the campaign
-    shutil.copyfile(catalog_source, paths.root / FROZEN_CATALOG)
+    copy_file(Path(catalog_source), paths.root / FROZEN_CATALOG, paths.root)
     return CatalogFacts(snapshot=FROZEN_CATALOG, source=str(catalog_source),
                         sha256=fingerprint_path(paths.root / FROZEN_CATALOG))
 
 
 def _write_corpus_index(path: Path, study: Study, corpus: Sequence[Record], lengths: Sequence[int]) -> None:
-    with open(path, "w", encoding="utf-8", newline="") as handle:
+    with write_handle(path, path.parent) as handle:
         writer = csv.writer(handle, lineterminator="\n")
         writer.writerow(["id", "label", "n_tokens", "length_bucket"])
         for record, n_tokens in zip(corpus, lengths, strict=False):
@@ -162,7 +162,7 @@ def _write_corpus_index(path: Path, study: Study, corpus: Sequence[Record], leng
 
 
 def _write_schedule(path: Path, variants: tuple[Variant, ...], repetitions: int) -> None:
-    with open(path, "w", encoding="utf-8", newline="") as handle:
+    with write_handle(path, path.parent) as handle:
         writer = csv.writer(handle, lineterminator="\n")
         writer.writerow(["order_index", "trial_id", "variant_id", "repetition"])
         for slot in rotated_schedule(variants, repetitions):

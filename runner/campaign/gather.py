@@ -13,6 +13,7 @@ from protocol.records import MemoryPeaks, PhaseTimes, TrialSpec, TrialStatus, Va
 from protocol.shapes import warmup_shapes
 from protocol.study import Study
 from protocol.validate import PassCheck, Reference, check_pass, parse_predictions
+from runner.campaign_dir.seal import seal_reasons, seal_values
 from runner.launch.base import LaunchResult
 
 
@@ -89,7 +90,10 @@ def gather_trial(
         **_launch_values(spec, result),
         "notes": _notes(trial_dir, result, status, status_problem, check, final),
     }
+    seals = seal_values(trial_dir)  # last: the files as the verdict above read them
+    values.update(seals)
     reasons = _empty_reasons(spec, status, status_problem, phases, final, check, result)
+    reasons.update(seal_reasons(seals))
     if values["device_busy_share"] is None:
         reasons["device_busy_share"] = ("CPU trial: no device time" if spec.variant.device == "cpu" else
                                         "needs both gpu_pass_s and pass_s")

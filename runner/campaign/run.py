@@ -25,6 +25,7 @@ from protocol.jsonio import write_json_atomic
 from protocol.paths import allowed_roots, check_allowed_root
 from protocol.rawrecord import RawRecord
 from protocol.records import NO_GPU_ERROR, WRONG_BUILD_ERROR, CampaignRecord, Rental, TrialSpec, Variant
+from protocol.safe_write import make_dirs
 from protocol.schedule import Slot, attempt_trial_id, rotated_schedule
 from protocol.study import Study, load_study
 from protocol.validate import Reference
@@ -68,7 +69,7 @@ def run_campaign(
     paths = CampaignPaths(out)
     _check_out(paths, resume)
     created = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
+    make_dirs(out, fix="Choose a writable --out directory.")
     with writer_lock(out):
         if not resume and paths.campaign.exists():  # another run started it while we waited for the lock
             raise UserError("the results directory already holds a campaign", str(out),
@@ -230,13 +231,14 @@ def _run_one(
 ) -> RawRecord:
     trial_id = attempt_trial_id(slot, attempt)
     trial_dir = paths.trial_dir(trial_id)
-    trial_dir.mkdir(parents=True, exist_ok=False)
+    make_dirs(trial_dir.parent, paths.root)  # trials/ itself is never a link
+    trial_dir.mkdir(exist_ok=False)
     trial_paths = TrialPaths(trial_dir=trial_dir, corpus=study.corpus.path, model=study.model.path)
     spec = _spec(study, campaign, slot, attempt, variant, launcher, trial_paths)
     spec = dataclasses.replace(spec, **trial_inputs(paths.corpus_index, variant))
     # The start event comes before spec.json: a trial with a spec (one --resume records) has its start event.
     log_event(paths, "trial_start", trial_id=trial_id)
-    write_json_atomic(trial_dir / "spec.json", spec.to_dict())
+    write_json_atomic(trial_dir / "spec.json", spec.to_dict(), paths.root)
     progress(f"[{slot.order_index}/{n_slots}] {trial_id}: running ({variant.variant_id}, "
              f"repetition {slot.repetition})")
     interrupted: HostInterrupt | None = None

@@ -18,14 +18,15 @@ Example::
 
 from __future__ import annotations
 
-import json
 import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from protocol.errors import UserError
+from protocol.safe_write import check_writable_target, make_dirs
 from protocol.study_records import Study
+from runner.campaign_dir.appendlog import append_line, quarantine_cut, read_log, require_whole
 
 LEDGER_FILE = "evaluations.jsonl"
 
@@ -56,18 +57,19 @@ def rule_text(rule: dict[str, Any]) -> str:
             f"subgroups {subgroups}")
 
 
+_LEDGER_FIX = ("The evaluations ledger (--ledger DIR, else ISOCOST_LEDGER_DIR, else .isocost/ next to the study) is "
+               "append-only: restore it from a backup, or move it away knowingly (final corpora recorded in it would "
+               "no longer be refused for re-tuning).")
+
+
 def _entries(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    entries = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a torn last line from a crash; the other entries still count
-        if isinstance(entry, dict):
-            entries.append(entry)
-    return entries
+    """Every entry of the ledger; a line that is not a JSON object is refused by number, never skipped. A last
+    line cut by a crash is named too: ``isocost run`` keeps its bytes in evaluations.jsonl.partial-N."""
+    read = read_log(path, "the evaluations ledger", fix=_LEDGER_FIX)
+    require_whole(read, path, "the evaluations ledger",
+                  "A crash cut it while it was written: the next `isocost run` keeps its bytes in "
+                  f"{path.name}.partial-N (or move them there yourself).")
+    return list(read.entries)
 
 
 def seen_entries(
@@ -109,11 +111,13 @@ def check_and_record(
     """
     path = ledger_path(study, ledger_dir)
     rule = quality_rule(study)
+    check_writable_target(path, fix="Choose a writable ledger directory with --ledger DIR (or ISOCOST_LEDGER_DIR).")
+    quarantine_cut(path, path.parent, _LEDGER_FIX)  # a line a crash cut short is kept aside, byte for byte, not skipped
     conflict = next((e for e in seen_entries(study, corpus_content_fingerprint, ledger_dir)
                      if e.get("quality_rule") != rule), None)
     if conflict is not None and not acknowledge_reuse:
         raise_if_conflict(study, conflict, ledger_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(path.parent, fix="Choose a writable ledger directory with --ledger DIR (or ISOCOST_LEDGER_DIR).")
     record = {
         "at": datetime.now(UTC).isoformat(timespec="seconds"),
         "campaign_id": campaign_id,
@@ -125,6 +129,6 @@ def check_and_record(
         "study_path": str(study.path),
         "study_sha256": study.sha256,
     }
-    with open(path, "a", encoding="utf-8") as handle:
-        handle.write(json.dumps(record, sort_keys=True) + "\n")
+    append_line(path, record, root=path.parent, what="the evaluations ledger",
+                fix="Choose a writable ledger directory with --ledger DIR (or ISOCOST_LEDGER_DIR).")
     return conflict

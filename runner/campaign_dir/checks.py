@@ -9,9 +9,14 @@ Two depths. The evidence checks (``deep=False``; what ``validate``, ``summarize`
 - ``raw.csv``: every row matches its chain digest (:mod:`runner.campaign_dir.rawtable`), no cut last row,
   trial ids safe and unique;
 - trial directories ↔ rows: each row has its directory, each directory its row;
-- ``events.jsonl``: well-formed, in time order, starting with the set-up the campaign recorded,
-  every row's trial bracketed by its own start and end events, nothing in the future
-  (``rentals.jsonl`` is not an event file and is not read).
+- each row's trial files (spec, manifest, status, predictions, batches) hash to the sha256 its row sealed
+  (:mod:`runner.campaign_dir.seal`);
+- ``catalog.csv`` hashes to the ``catalog.sha256`` of ``campaign.json`` (a deleted catalog is named: the
+  decision is never priced from another one without a word);
+- ``events.jsonl``: every line chained, none cut, in time order, starting with the set-up the campaign
+  recorded, every row's trial bracketed by its own start and end events, nothing in the future;
+- ``rentals.jsonl``: every line a chained rental anchored to this campaign, none cut
+  (:mod:`runner.campaign_dir.rentals`).
 
 The deep checks (``deep=True``; ``bundle`` and ``verify``) add the schedule, every trial's spec,
 status, manifest and predictions (:mod:`runner.campaign_dir.trial_checks`), verdicts and summary.
@@ -41,8 +46,17 @@ from protocol.schedule import Slot
 from protocol.study import Study, parse_study
 from protocol.validate import Reference
 from runner.campaign_dir.findings import MALFORMED, Findings
-from runner.campaign_dir.layout import read_csv_rows, read_event_lines, writer_active
+from runner.campaign_dir.layout import (
+    EVENTS_FILE,
+    FROZEN_CATALOG,
+    read_csv_rows,
+    read_event_lines,
+    read_events_log,
+    writer_active,
+)
 from runner.campaign_dir.rawtable import scan
+from runner.campaign_dir.rentals import RENTALS_FILE, read_rentals
+from runner.campaign_dir.seal import SEALED_FILES, seal_findings
 from runner.campaign_dir.slots import planned_slots, slot_of
 from runner.campaign_dir.trial_checks import TrialChecks
 
@@ -89,8 +103,11 @@ class CampaignChecks(Findings):
         if rows is None:
             return
         self._trial_dirs(rows)
-        self._events(rows)
-        self._event_times(campaign, rows)
+        self._catalog(campaign)
+        if self._event_chain():
+            self._events(rows)
+            self._event_times(campaign, rows)
+        self._rentals()
         if not self.deep:
             return
         self._verdicts(campaign, rows)
@@ -204,14 +221,69 @@ class CampaignChecks(Findings):
                 continue
             seen.add(row.trial_id)
             good.append(row)
-            if not self.deep:
-                if not (self.root / "trials" / row.trial_id).is_dir():
-                    self.add(f"trials/{row.trial_id}/", "presence",
-                             f"raw.csv {where} names this trial, its directory is missing")
-                continue
-            self._raw_row(row, where, slots_by_id)
-            trials.check(row, number)
+            present = self._trial_dir(row, where)
+            if self.deep:  # what differs, field by field, first; then that the file is not the one sealed
+                self._raw_row(row, where, slots_by_id)
+                if present:
+                    trials.check(row, number)
+            if present:
+                self._sealed(row, where)
         return good
+
+    def _trial_dir(self, row: RawRecord, where: str) -> bool:
+        """The row's trial directory exists (False: named here; the checks of its files would only repeat it)."""
+        trial_dir = self.root / "trials" / row.trial_id
+        if not trial_dir.is_dir() or trial_dir.is_symlink():
+            self.add(f"trials/{row.trial_id}/", "presence", f"raw.csv {where} names this trial, its directory is "
+                     + ("a symbolic link" if trial_dir.is_symlink() else "missing"))
+            return False
+        return True
+
+    def _sealed(self, row: RawRecord, where: str) -> None:
+        """Each sealed file of the row's trial is the one the row recorded (:mod:`runner.campaign_dir.seal`)."""
+        recorded = {column: row.cell(column) for column in SEALED_FILES}
+        for name, message in seal_findings(self.root / "trials" / row.trial_id, recorded):
+            self.add(f"trials/{row.trial_id}/{name}", "sha256", f"{message} (raw.csv {where})")
+
+    def _catalog(self, campaign: CampaignRecord) -> None:
+        """catalog.csv is the catalog campaign.json froze (the decision and the period price from it)."""
+        facts = campaign.catalog
+        if facts is None:
+            return
+        path = self.root / facts.snapshot
+        if facts.snapshot != FROZEN_CATALOG:
+            self.add("campaign.json", "catalog.snapshot", f"{facts.snapshot!r}, isocost freezes {FROZEN_CATALOG!r}")
+            return
+        if not path.is_file() or path.is_symlink():
+            self.add(FROZEN_CATALOG, "presence", "missing (or not a regular file): campaign.json records the catalog "
+                     f"frozen at the start ({facts.sha256}); nothing is priced from another one without a word")
+            return
+        actual = fingerprint_path(path)
+        if actual != facts.sha256:
+            self.add(FROZEN_CATALOG, "sha256", f"the file hashes to {actual}, campaign.json field catalog.sha256 "
+                     f"(frozen at the start) says {facts.sha256}")
+
+    def _event_chain(self) -> bool:
+        """events.jsonl's lines chain and none is cut; False when a line is unreadable (the event checks would
+        only repeat it)."""
+        try:
+            read = read_events_log(self.root / EVENTS_FILE)
+        except UserError as exc:
+            line = exc.where.rpartition(", ")[2] if ", line " in exc.where else "content"
+            self.add(EVENTS_FILE, line, exc.what)
+            return False
+        if read.cut:
+            self.add(EVENTS_FILE, f"line {read.cut_line}",
+                     f"cut while it was written ({len(read.cut)} bytes, no line end): `isocost run STUDY --out DIR "
+                     "--resume` keeps its bytes in events.jsonl.partial-N")
+        return True
+
+    def _rentals(self) -> None:
+        try:
+            read_rentals(self.root)
+        except UserError as exc:
+            line = exc.where.rpartition(", ")[2] if ", line " in exc.where else "content"
+            self.add(RENTALS_FILE, line, exc.what)
 
     def _raw_row(self, row: RawRecord, where: str, slots_by_id: dict[str, Slot]) -> None:
         """A row against its planned slot, and where its predictions must be."""

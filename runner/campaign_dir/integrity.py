@@ -64,9 +64,9 @@ class IntegrityReport:
             f"the campaign directory is not consistent: {self.headline()}",
             str(self.root),
             "Reading commands check the evidence before using it. A trial left unrecorded by a host crash, or a "
-            "cut last row, is repaired by `isocost run STUDY --out DIR --resume`; anything else was changed after "
-            "it was written: restore it from a backup or bundle. --allow-inconsistent reads it anyway "
-            "(forensics; the output says so first).",
+            "cut last row or event, is repaired by `isocost run STUDY --out DIR --resume`, a cut last rental by "
+            "recording it again with `isocost rental`; anything else was changed after it was written: restore it "
+            "from a backup or bundle. --allow-inconsistent reads it anyway (forensics; the output says so first).",
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -35,6 +35,8 @@ from protocol.records import (
     CampaignRecord,
     check_campaign_version,
 )
+from protocol.safe_write import UnwritablePath, open_fd
+from runner.campaign_dir.appendlog import LogRead, append_line, read_log
 from runner.campaign_dir.rawtable import read_records
 
 __all__ = ["CAMPAIGN_SCHEMA_VERSION"]  # campaign.json's version, read here (defined beside its record)
@@ -42,6 +44,9 @@ __all__ = ["CAMPAIGN_SCHEMA_VERSION"]  # campaign.json's version, read here (def
 
 #: The plan catalog in force when the campaign started, copied into its directory.
 FROZEN_CATALOG = "catalog.csv"
+EVENTS_FILE = "events.jsonl"
+_EVENTS_FIX = ("events.jsonl is append-only: restore it from a backup or bundle. A last line cut while it was "
+               "written is kept in events.jsonl.partial-N by `isocost run STUDY --out DIR --resume`.")
 
 
 @dataclass(frozen=True)
@@ -70,7 +75,7 @@ class CampaignPaths:
 
     @property
     def events(self) -> Path:
-        return self.root / "events.jsonl"
+        return self.root / EVENTS_FILE
 
     def trial_dir(self, trial_id: str) -> Path:
         return self.root / "trials" / trial_id
@@ -110,7 +115,7 @@ def writer_lock(root: Path) -> Iterator[None]:
     lock. Readers (validate, summarize, decide, bundle) take no lock.
     """
     path = root / LOCK_NAME
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = open_fd(path, os.O_RDWR | os.O_CREAT, root, "Remove the link or file in the way of DIR/.lock.")
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -141,17 +146,23 @@ def _lock_holder(fd: int) -> str:
 
 
 def log_event(paths: CampaignPaths, kind: str, **fields: Any) -> str:
-    """Append one timestamped campaign event (used for the campaign period); returns its time."""
+    """Append one timestamped campaign event (used for the campaign period), chained to the one before
+    (:mod:`runner.campaign_dir.appendlog`); returns its time. A cut last line is first kept in
+    ``events.jsonl.partial-N``."""
     record = {"at": now_iso(), "event": kind, **fields}
     try:
-        with open(paths.events, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record, sort_keys=True) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-    except OSError:
+        append_line(paths.events, record, root=paths.root, chained=True, what=EVENTS_FILE)
+    except UnwritablePath:
+        raise  # a link or a directory in its place: never written through, never ignored
+    except (OSError, UserError):
         # Best effort: the rows carry their own timestamps; a full disk must not lose the trial's row.
         pass
     return str(record["at"])
+
+
+def read_events_log(path: Path, *, verify: bool = True) -> LogRead:
+    """events.jsonl, every line checked and chained (UserError naming the line); a cut last line is returned."""
+    return read_log(path, EVENTS_FILE, chained=True, verify=verify, fix=_EVENTS_FIX)
 
 
 def load_record(root: Path) -> CampaignRecord:
@@ -179,13 +190,15 @@ def read_csv_rows(path: Path) -> list[dict[str, str]]:
 
 
 def read_event_lines(path: Path) -> list[Any]:
+    """The events as parsed objects, for the consistency checks: [] when absent; a line that is not JSON reads
+    as None (the checks name it). The chain is checked by :func:`read_events_log`."""
     events: list[Any] = []
-    if not path.exists():
+    if not path.is_file():
         return events
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         try:
             events.append(json.loads(line))
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             events.append(None)
     return events
 

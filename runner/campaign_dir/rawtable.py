@@ -39,7 +39,9 @@ from pathlib import Path
 from protocol.errors import UserError
 from protocol.gc_pause import collection_paused
 from protocol.rawrecord import RawRecord, records_from_lines
-from protocol.records import RAW_COLUMNS
+from protocol.records import RAW_COLUMNS, RAW_SCHEMA_VERSION
+from protocol.safe_read import check_regular
+from protocol.safe_write import check_writable_target, open_append, open_fd
 
 CHAIN_COLUMN = RAW_COLUMNS[-1]
 _RESUME_FIX = ("The host stopped while writing it: `isocost run STUDY --out DIR --resume` keeps the cut bytes in "
@@ -59,7 +61,7 @@ class RawTable:
 
 #: The frozen facts of campaign.json the first row chains to (not paths or notes a later move may change).
 ANCHOR_FIELDS = ("campaign_id", "created_at", "setup_started_at", "study_sha256", "corpus", "tuning", "model",
-                 "warmup", "variants", "repetitions")
+                 "warmup", "variants", "repetitions", "catalog", "raw_schema_version")
 
 
 def genesis(path: Path) -> str:
@@ -130,10 +132,15 @@ def scan(path: Path, verify: bool = True) -> RawTable:
     as they are.
     """
     empty = RawTable(rows=(), intact_bytes=0, partial=b"", partial_row=0, last_digest=genesis(path))
+    if not path.exists() and not path.is_symlink():
+        return empty
+    check_regular(path, "raw.csv", _EDITED_FIX)  # a FIFO or a device in its place is refused, never read
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return empty
+    except OSError as exc:
+        raise UserError(f"raw.csv cannot be read: {exc.strerror}", str(path), "Check its permissions.") from None
     with collection_paused():
         return (_scan_plain(data, empty.last_digest, verify)
                 or _scan_records(data, empty.last_digest, verify, str(path)))
@@ -226,8 +233,14 @@ def _check_header(cells: list[str], where: str) -> None:
         raise UserError(
             f"raw.csv has no {CHAIN_COLUMN} column: it was written before raw rows were chained (raw table "
             "format 1)", where,
-            "This isocost reads chained tables only (format 2). Read or finish this campaign with the isocost "
-            "version that started it, or run the study again into a new --out.")
+            f"This isocost reads raw table format {RAW_SCHEMA_VERSION} only. Read or finish this campaign with the "
+            "isocost version that started it, or run the study again into a new --out.")
+    if "predictions_sha256" not in cells:
+        raise UserError(
+            "raw.csv has no seal columns (predictions_sha256 …): it was written before trial files were sealed "
+            "(raw table format 2)", where,
+            f"This isocost reads raw table format {RAW_SCHEMA_VERSION} only. Read or finish this campaign with the "
+            "isocost version that started it, or run the study again into a new --out.")
     raise UserError("raw.csv has unexpected columns", where, "It was written by another isocost version.")
 
 
@@ -242,6 +255,7 @@ def read_records(path: Path, verify: bool = True) -> list[RawRecord]:
 
 def append_row(path: Path, row: RawRecord) -> None:
     """Append one row with its chain digest and fsync; write the header first if the file is new."""
+    check_writable_target(path)  # a link in raw.csv's place is refused before it is read
     table = scan(path)
     if table.partial:
         raise UserError(f"raw.csv ends in a partial row (row {table.partial_row}, byte {table.intact_bytes})",
@@ -254,7 +268,7 @@ def append_row(path: Path, row: RawRecord) -> None:
         writer.writerow(RAW_COLUMNS)
     writer.writerow(cells)
     data = buffer.getvalue().encode("utf-8")
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = open_append(path, path.parent)
     try:
         size = os.fstat(fd).st_size
         try:
@@ -287,7 +301,7 @@ def quarantine_partial(path: Path) -> Path | None:
         side = previous  # kept already by a resume that died before it could truncate raw.csv
     else:
         side = path.with_name(f"{path.name}.partial-{number}")
-        fd = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = open_fd(side, os.O_WRONLY | os.O_CREAT | os.O_EXCL, path.parent)
         try:
             written = 0
             while written < len(table.partial):
@@ -295,7 +309,7 @@ def quarantine_partial(path: Path) -> Path | None:
             os.fsync(fd)
         finally:
             os.close(fd)
-    fd = os.open(path, os.O_WRONLY)
+    fd = open_fd(path, os.O_WRONLY, path.parent)
     try:
         os.ftruncate(fd, table.intact_bytes)
         os.fsync(fd)

@@ -1,14 +1,20 @@
-"""Rentals are facts recorded when they are known: ``DIR/rentals.jsonl``, appended, never edited.
+"""Rentals are facts recorded when they are known: ``DIR/rentals.jsonl``, appended, never edited, chained.
 
 ``isocost rental DIR --gpu rtx-4090 --lots 2`` appends one line; the latest
 line wins. ``decide`` prices a campaign from its latest recorded rental, else
 from the rental given to ``isocost run --gpu/--lots`` (kept in campaign.json),
 and its memo says when the rental was recorded.
 
-Line format (schema_version 1)::
+The file is an append-only log (:mod:`runner.campaign_dir.appendlog`): every line is read or refused by
+number, never skipped; each line is chained to the one before, the first to the frozen facts of
+campaign.json (the anchor of raw.csv's first row), so an edited, removed or reordered rental, or one
+copied from another campaign, is refused by every reading command. A last line cut while it was written
+is named, and the next ``isocost rental`` keeps its bytes in ``rentals.jsonl.partial-N``.
 
-    {"schema_version": 1, "recorded_at": "2026-12-01T09:00:00Z", "gpu": "rtx-4090", "lots": 2,
-     "plan_start": "2026-12-01T08:00" | null, "host": "..." (optional)}
+Line format (schema_version 2; 1 had no chain and is refused)::
+
+    {"schema_version": 2, "recorded_at": "2026-12-01T09:00:00Z", "gpu": "rtx-4090", "lots": 2,
+     "plan_start": "2026-12-01T08:00" | null, "host": "..." (optional), "chain_sha256": "..."}
 
 Example::
 
@@ -17,18 +23,26 @@ Example::
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from protocol.costing.catalog_file import load_catalog
+from protocol.costing.plans import MAX_LOTS
 from protocol.errors import UserError
+from protocol.safe_write import check_writable_target
+from runner.campaign_dir.appendlog import CHAIN_KEY, LogRead, append_line, read_log, require_whole
+from runner.campaign_dir.rawtable import genesis
 
 RENTALS_FILE = "rentals.jsonl"
-RENTAL_SCHEMA_VERSION = 1
+#: History: 1: first version; 2: every line chained (``chain_sha256``), the first to campaign.json's anchor.
+RENTAL_SCHEMA_VERSION = 2
+_KEYS = {"schema_version", "recorded_at", "gpu", "lots", "plan_start", "host", CHAIN_KEY}
+_RESTORE = ("rentals.jsonl is append-only: restore it from a backup or bundle, or move it away and record the "
+            "rental again with `isocost rental DIR --gpu GPU --lots N`.")
+_CUT_FIX = ("The writer stopped while writing it. Record the rental again with `isocost rental DIR --gpu GPU --lots "
+            "N`: the cut bytes are kept in rentals.jsonl.partial-N.")
 
 
 @dataclass(frozen=True)
@@ -49,17 +63,34 @@ class RentalRecord:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str) -> RentalRecord:
-        if data.get("schema_version") != RENTAL_SCHEMA_VERSION:
-            raise UserError(f"rental line has schema_version {data.get('schema_version')!r}", where,
+        version = data.get("schema_version")
+        if version == 1:
+            raise UserError("rental line has schema_version 1 (written before rentals were chained)", where,
+                            "This isocost reads chained rentals only: move rentals.jsonl away and record the rental "
+                            "again with `isocost rental DIR --gpu GPU --lots N`.")
+        if version != RENTAL_SCHEMA_VERSION:
+            raise UserError(f"rental line has schema_version {version!r}", where,
                             f"This isocost reads {RENTAL_SCHEMA_VERSION}; use the version that wrote it.")
-        lots = data.get("lots")
-        gpu = data.get("gpu")
+        unknown = sorted(set(data) - _KEYS)
+        if unknown:
+            raise UserError(f"rental line has unknown keys {unknown}", where, _RESTORE)
+        lots, gpu = data.get("lots"), data.get("gpu")
         if (not isinstance(gpu, str) or not gpu.strip() or not isinstance(lots, int) or isinstance(lots, bool)
-                or lots < 1):
-            raise UserError("rental line needs a gpu name and a positive integer lots", where,
-                            "Record the rental again with `isocost rental DIR --gpu GPU --lots N`.")
+                or not 1 <= lots <= MAX_LOTS):
+            raise UserError(f"rental line needs a gpu name and an integer lots from 1 to {MAX_LOTS}", where, _RESTORE)
+        for key in ("recorded_at", "plan_start", "host"):
+            if data.get(key) is not None and not isinstance(data.get(key), str):
+                raise UserError(f"rental line key {key} is not text", where, _RESTORE)
         return cls(recorded_at=str(data.get("recorded_at", "")), gpu=gpu, lots=lots,
                    plan_start=data.get("plan_start"), host=data.get("host"))
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What ``isocost rental`` appended, and where the bytes of a cut last line went (None when there were none)."""
+
+    record: RentalRecord
+    kept_cut: Path | None
 
 
 def _frozen_catalog_gpus(root: Path) -> tuple[str, ...]:
@@ -70,14 +101,15 @@ def _frozen_catalog_gpus(root: Path) -> tuple[str, ...]:
 
 
 def record_rental(root: Path, gpu: str, lots: int, plan_start: str | None = None, host: str | None = None,
-                  now: datetime | None = None) -> RentalRecord:
-    """Append a rental to ``root/rentals.jsonl`` (fsync'd). ``root`` must hold a campaign."""
+                  now: datetime | None = None) -> Recorded:
+    """Append a rental to ``root/rentals.jsonl`` (chained, locked, fsync'd). ``root`` must hold a campaign whose
+    earlier rentals read back whole."""
     from runner.campaign_dir.layout import load_record
 
     load_record(root)
     gpu = gpu.strip().lower()
-    if lots < 1:
-        raise UserError("--lots must be at least 1", "isocost rental")
+    if not 1 <= lots <= MAX_LOTS:
+        raise UserError(f"--lots must be from 1 to {MAX_LOTS}", "isocost rental", "Give the number of lots rented.")
     known = _frozen_catalog_gpus(root)
     if known and gpu not in known:
         raise UserError(f"GPU {gpu!r} is not in the campaign's plan catalog", str(root / "catalog.csv"),
@@ -86,38 +118,37 @@ def record_rental(root: Path, gpu: str, lots: int, plan_start: str | None = None
         try:
             datetime.fromisoformat(plan_start)
         except ValueError:
-            raise UserError(f"--plan-start {plan_start!r} is not an ISO date-time", "isocost rental",
+            raise UserError(f"--plan-start {plan_start[:60]!r} is not an ISO date-time", "isocost rental",
                             'Write it as "2026-12-01T09:00" (local) or with an offset.') from None
+    check_writable_target(root / RENTALS_FILE, root)  # a link is refused before anything is read through it
+    read_rentals(root, allow_cut=True)  # every earlier line reads back and chains (a cut last one is kept aside)
     stamp = (now or datetime.now(UTC)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     record = RentalRecord(recorded_at=stamp, gpu=gpu, lots=lots, plan_start=plan_start, host=host)
-    with open(root / RENTALS_FILE, "a", encoding="utf-8") as handle:
-        handle.write(json.dumps(record.to_dict(), sort_keys=True) + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    return record
+    _, side = append_line(root / RENTALS_FILE, record.to_dict(), root=root, chained=True,
+                          genesis=genesis(root / "raw.csv"), what=RENTALS_FILE,
+                          fix="Pass the campaign directory `isocost run --out` wrote.")
+    return Recorded(record, side)
 
 
-def read_rentals(root: Path) -> tuple[RentalRecord, ...]:
-    """Every recorded rental, in the order recorded (a torn last line from a crash is skipped)."""
+def _read(root: Path, verify: bool = True) -> LogRead:
+    return read_log(root / RENTALS_FILE, RENTALS_FILE, chained=True, genesis=genesis(root / "raw.csv"),
+                    verify=verify, fix=_RESTORE)
+
+
+def read_rentals(root: Path, *, allow_cut: bool = False, verify: bool = True) -> tuple[RentalRecord, ...]:
+    """Every recorded rental, in the order recorded; any line that is not a chained rental is refused by number.
+    A cut last line is refused too, unless ``allow_cut`` (the writer, which keeps it aside before appending)."""
     path = root / RENTALS_FILE
-    if not path.is_file():
-        return ()
-    records = []
-    lines = path.read_text(encoding="utf-8").splitlines()
-    for number, line in enumerate(lines, start=1):
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError:
-            if number == len(lines):
-                continue
-            raise UserError("rentals.jsonl has a line that is not JSON", f"{path}, line {number}",
-                            "It is append-only: restore it from the bundle, or move it away.") from None
-        if not isinstance(data, dict):
-            raise UserError("rentals.jsonl line is not an object", f"{path}, line {number}")
-        records.append(RentalRecord.from_dict(data, f"{path}, line {number}"))
-    return tuple(records)
+    read = _read(root, verify=False)
+    records = tuple(RentalRecord.from_dict(entry, f"{path}, line {number}")  # a line of another format: said so
+                    for number, entry in enumerate(read.entries, start=1))
+    if verify:
+        read = _read(root, verify=True)
+    if not allow_cut:
+        require_whole(read, path, RENTALS_FILE, _CUT_FIX)
+    return records
 
 
-def latest_rental(root: Path) -> RentalRecord | None:
-    records = read_rentals(root)
+def latest_rental(root: Path, *, verify: bool = True) -> RentalRecord | None:
+    records = read_rentals(root, verify=verify)
     return records[-1] if records else None

@@ -128,7 +128,11 @@ def rental(campaign_dir: Path, gpu: str, lots: int, plan_start: str | None, host
     \b
     Example: isocost rental results/mine --gpu rtx-4090 --lots 1
     """
-    record = record_rental(campaign_dir, gpu, lots, plan_start=plan_start, host=host)
+    recorded = record_rental(campaign_dir, gpu, lots, plan_start=plan_start, host=host)
+    if recorded.kept_cut is not None:
+        click.echo(f"note: {RENTALS_FILE} ended in a line cut while it was written; its bytes are kept in "
+                   f"{recorded.kept_cut}")
+    record = recorded.record
     click.echo(f"recorded {record.gpu} ×{record.lots} lot(s) at {record.recorded_at} in "
                f"{campaign_dir / RENTALS_FILE}; next: isocost decide {campaign_dir}")
 

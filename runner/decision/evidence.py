@@ -11,7 +11,6 @@ Example: ``evidence, study, record = load_evidence(Path("results/a"))``; ``evide
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -28,28 +27,22 @@ from protocol.records import CampaignRecord, Rental
 from protocol.stats import Summary
 from protocol.study import Study, load_study
 from runner.analysis.summary import summarize_campaign
-from runner.campaign_dir.layout import FROZEN_CATALOG, CampaignPaths, load_record, read_rows
-from runner.campaign_dir.rentals import RENTALS_FILE, latest_rental, read_rentals
+from runner.campaign_dir.appendlog import require_whole
+from runner.campaign_dir.layout import FROZEN_CATALOG, CampaignPaths, load_record, read_events_log, read_rows
+from runner.campaign_dir.rentals import RENTALS_FILE, read_rentals
 
 #: Keys a trial manifest may use for the host's RAM (MemTotal from /proc/meminfo), first found wins.
 HOST_MEMORY_KEYS = ("memory_total_bytes", "mem_total_bytes", "ram_total_bytes", "memory_bytes")
 
 
-def read_events(path: Path) -> tuple[dict[str, Any], ...]:
-    """The campaign's events.jsonl, one dict a line (empty when the file is absent)."""
-    if not path.exists():
-        return ()
-    events = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                events.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise UserError(f"line {number} is not JSON: {exc.msg}", str(path),
-                                "Restore events.jsonl from the results bundle.") from None
-    return tuple(events)
+def read_events(path: Path, *, verify: bool = True) -> tuple[dict[str, Any], ...]:
+    """The campaign's events.jsonl, one dict a line (empty when the file is absent), every line checked and
+    chained; ``verify=False`` (``--allow-inconsistent``) reads edited lines as they are, a cut last one left out."""
+    read = read_events_log(path, verify=verify)
+    if verify:
+        require_whole(read, path, "events.jsonl", "`isocost run STUDY --out DIR --resume` keeps its bytes in "
+                      "events.jsonl.partial-N.")
+    return read.entries
 
 
 def trial_capacity(trial_dir: Path) -> TrialCapacity:
@@ -88,7 +81,7 @@ def load_evidence(root: Path, allow_inconsistent: bool = False) -> tuple[Campaig
     study = load_study(paths.study)  # the frozen copy: rules as they were at the start
     verdicts = read_json(root / "verdicts.json").get("verdicts", [])
     rows = read_rows(paths.raw, allow_inconsistent=allow_inconsistent)
-    rental, notes = _rental(root, record)
+    rental, notes = _rental(root, record, verify=not allow_inconsistent)
     if record.study_sha256 != study.sha256:
         notes.append(f"study.toml in {root} hashes to {study.sha256}, not the {record.study_sha256} "
                      "recorded at the start: the frozen copy was edited")
@@ -112,7 +105,7 @@ def load_evidence(root: Path, allow_inconsistent: bool = False) -> tuple[Campaig
         host=str(record.launcher.get("host_name") or (record.host.hostname if record.host else "unknown host")),
         launcher=str(record.launcher.get("kind", "unknown launcher")),
         rows=tuple(rows),
-        events=read_events(paths.events),
+        events=read_events(paths.events, verify=not allow_inconsistent),
         summary=summary,
         accepted_trials=frozenset(str(v["trial_id"]) for v in verdicts if v.get("corpus_accepted")),
         capacities={trial_id: trial_capacity(paths.trial_dir(trial_id)) for trial_id in trial_ids},
@@ -137,14 +130,15 @@ def _summarize(root: Path, allow_inconsistent: bool) -> tuple[Summary, str]:
     return summary, str(read_json(root / "summary.json").get("inconsistent") or "")
 
 
-def _rental(root: Path, record: CampaignRecord) -> tuple[Rental | None, list[str]]:
+def _rental(root: Path, record: CampaignRecord, verify: bool = True) -> tuple[Rental | None, list[str]]:
     """The rental weighed: the latest `isocost rental` record wins over the rental given to `run`."""
-    recorded = latest_rental(root)
-    if recorded is None:
+    recorded = read_rentals(root, verify=verify)
+    if not recorded:
         return record.rental, []
-    return Rental(recorded.gpu, recorded.lots), [
-        f"rental {recorded.gpu} ×{recorded.lots} lot(s) recorded at {recorded.recorded_at} with "
-        f"`isocost rental` ({RENTALS_FILE}, latest of {len(read_rentals(root))})"]
+    latest = recorded[-1]
+    return Rental(latest.gpu, latest.lots), [
+        f"rental {latest.gpu} ×{latest.lots} lot(s) recorded at {latest.recorded_at} with "
+        f"`isocost rental` ({RENTALS_FILE}, latest of {len(recorded)})"]
 
 
 def choose_catalog(catalog_path: Path | None, study: Study, record: CampaignRecord) -> tuple[Catalog, str]:
@@ -155,6 +149,12 @@ def choose_catalog(catalog_path: Path | None, study: Study, record: CampaignReco
     if frozen.exists():
         origin = record.catalog.source if record.catalog else "unknown origin"
         return load_catalog(frozen), f"the catalog frozen at campaign start ({frozen}, from {origin})"
+    if record.catalog is not None:
+        raise UserError(
+            f"the catalog frozen at the start is missing (campaign.json records {record.catalog.sha256}, from "
+            f"{record.catalog.source})", str(frozen),
+            "Restore catalog.csv from a backup or bundle, or price with another dated catalog on purpose: "
+            "--catalog FILE (the memo then names it).")
     costing = getattr(study, "costing", None)
     declared = getattr(costing, "catalog", None) if costing is not None else None
     if declared is None:

@@ -65,9 +65,10 @@ def campaign_period(root: Path, catalog_path: Path | None = None, allow_inconsis
     study = load_study(paths.study)
     rows = read_rows(paths.raw, allow_inconsistent=allow_inconsistent)
     deadline = getattr(study, "deadline", None)
-    period = measure_period(read_events(paths.events), rows, None if deadline is None else deadline.waiting_h)
+    events = read_events(paths.events, verify=not allow_inconsistent)
+    period = measure_period(events, rows, None if deadline is None else deadline.waiting_h)
     catalog, source = choose_catalog(catalog_path, study, record)
-    recorded = latest_rental(root)
+    recorded = latest_rental(root, verify=not allow_inconsistent)
     rental = Rental(recorded.gpu, recorded.lots) if recorded else record.rental
     reason = "" if rental else str(record.empty_reasons.get("rental") or "no rental recorded")
     cost = plan_cost(catalog, rental.gpu if rental else None, rental.lots if rental else None,

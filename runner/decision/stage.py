@@ -16,6 +16,7 @@ from pathlib import Path
 from protocol.decision.rank import Decision, decide
 from protocol.errors import UserError
 from protocol.jsonio import write_json_atomic, write_text_atomic
+from protocol.safe_write import check_writable_target, make_dirs
 from runner.campaign_dir.integrity import INCONSISTENT_BANNER
 from runner.decision.evidence import choose_catalog, load_evidence, read_ledger
 from runner.decision.memo import render_memo
@@ -62,15 +63,18 @@ def run_decide(
     ledger = read_ledger(expenses_path) if expenses_path is not None else None
     decision = decide(evidence, study, catalog, ledger)
     target = out if out is not None else roots[0]
-    target.mkdir(parents=True, exist_ok=True)
+    fix = "Choose a writable --out." if out is not None else "Pass a writable --out DIR."
+    make_dirs(target, fix=fix)
+    for path in (target / DECISION_JSON, target / DECISION_MD, target / REPORT_HTML):
+        check_writable_target(path, fix=fix)  # refused before any of the three is written
     data = decision.to_dict()
     data["catalog_source"] = catalog_source
     banners = tuple(note for item in evidence for note in item.notes if note.startswith(INCONSISTENT_BANNER))
     if banners:
         data["inconsistent"] = list(banners)
     written = (target / DECISION_JSON, target / DECISION_MD, target / REPORT_HTML)
-    write_json_atomic(written[0], data)
+    write_json_atomic(written[0], data, target, fix)
     write_text_atomic(written[1], "".join(f"{b}\n" for b in banners) + ("\n" if banners else "")
-                      + render_memo(decision, catalog_source))
-    write_text_atomic(written[2], render_report(decision))
+                      + render_memo(decision, catalog_source), target, fix)
+    write_text_atomic(written[2], render_report(decision), target, fix)
     return DecideOutcome(decision=decision, written=written, catalog_source=catalog_source, banners=banners)

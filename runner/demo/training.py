@@ -30,6 +30,7 @@ from typing import Any
 
 from protocol.errors import UserError
 from protocol.jsonio import write_json_atomic
+from protocol.safe_write import write_handle
 from runner.demo.selection import DemoText, largest_remainder
 
 HELDOUT_FRACTION = Fraction(1, 5)
@@ -102,7 +103,7 @@ def _run_streaming(command: Sequence[str], log_path: Path, progress: Callable[[s
     """Run ``command`` offline with this checkout importable; stdout lines to ``progress``; (exit code, stderr)."""
     env = {**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"), "PYTHONUNBUFFERED": "1"}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_REPOSITORY_ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    with log_path.open("w", encoding="utf-8") as log, subprocess.Popen(
+    with write_handle(log_path, log_path.parent) as log, subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=log, text=True, env=env
     ) as child:
         assert child.stdout is not None

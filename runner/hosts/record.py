@@ -15,6 +15,7 @@ from typing import Any
 
 from protocol.errors import UserError
 from protocol.jsonio import read_json, write_json_atomic
+from protocol.paths import check_safe_name
 from runner.hosts.spec import HostSpec
 
 HOSTS_JSON = "hosts.json"
@@ -41,6 +42,11 @@ def load_hosts_json(root: Path) -> dict[str, Any]:
         version = data.get("schema_version") if isinstance(data, dict) else None
         raise UserError(f"hosts.json has schema_version {version!r}",
                         str(path), f"This isocost reads {HOSTS_SCHEMA_VERSION}; use the version that wrote it.")
+    hosts = data.get("hosts")
+    if not isinstance(hosts, list) or not all(
+            isinstance(h, dict) and isinstance(h.get("name"), str) and isinstance(h.get("dir"), str) for h in hosts):
+        raise UserError("hosts.json key hosts is not a list of hosts with a name and a dir", str(path),
+                        "It was changed after `isocost run` wrote it: restore it from a backup or bundle.")
     return data
 
 
@@ -54,6 +60,7 @@ def expand_campaign_dirs(roots: list[Path]) -> list[Path]:
     for root in roots:
         if is_multihost(root) and not (root / "campaign.json").exists():
             data = load_hosts_json(root)
+            _check_listed(root, data)
             dirs = [root / h["dir"] for h in data["hosts"] if (root / h["dir"] / "campaign.json").exists()]
             if not dirs:
                 raise UserError("no host of this multi-host campaign has started its campaign", str(root),
@@ -62,6 +69,21 @@ def expand_campaign_dirs(roots: list[Path]) -> list[Path]:
         else:
             expanded.append(root)
     return expanded
+
+
+def _check_listed(root: Path, data: dict[str, Any]) -> None:
+    """Each host's folder is a plain name inside ``root``, and every campaign inside ``root`` is a listed host's:
+    a host removed from hosts.json would otherwise drop its campaign from the decision without a word."""
+    listed = set()
+    for host in data["hosts"]:
+        name = str(host.get("dir", ""))
+        check_safe_name(name, what=f"hosts.json dir of host {str(host.get('name'))[:40]!r}")
+        listed.add(name)
+    for child in sorted(root.iterdir()):
+        if child.is_dir() and (child / "campaign.json").exists() and child.name not in listed:
+            raise UserError(f"{child.name}/ holds a campaign that hosts.json lists for no host", str(root / HOSTS_JSON),
+                            "hosts.json was edited, or a campaign was moved in: restore hosts.json from a backup or "
+                            "bundle, or decide over the campaign directories one by one.")
 
 
 def hosts_without_campaign(root: Path) -> list[tuple[str, str, str]]:

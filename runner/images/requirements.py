@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -19,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from protocol.errors import UserError
+from protocol.safe_write import copy_file, write_text_atomic
 from runner.images.stacks import (
     Progress,
     StackSpec,
@@ -142,7 +142,7 @@ def lock_requirements(stack: str, *, root: Path | None = None, progress: Progres
                     raise UserError(f"{name} resolves to {versions[name]} and {version} for different pythons",
                                     str(source), f"Pin {name} in requirements.in.")
                 hashes.setdefault(name, set()).add(sha256_of(wheel))
-                shutil.copy2(wheel, wheels / wheel.name)
+                copy_file(wheel, wheels / wheel.name, wheels)
     packages = [LockedPackage(n, versions[n], tuple(sorted(hashes[n]))) for n in sorted(versions)]
     pip_version = subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True, text=True,
                                  check=False).stdout.split(" from ")[0].strip()
@@ -155,7 +155,7 @@ def lock_requirements(stack: str, *, root: Path | None = None, progress: Progres
         "The image installs it with: pip install --no-index --find-links WHEELS --require-hashes --no-deps "
         "-r requirements.lock"
     )
-    lock_path.write_text(format_lock(packages, header), encoding="utf-8")
+    write_text_atomic(lock_path, format_lock(packages, header))
     progress(f"wrote {lock_path.relative_to(root)} ({len(packages)} packages)")
     return lock_path
 

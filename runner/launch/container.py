@@ -23,6 +23,7 @@ from typing import Any
 
 from protocol.errors import UserError
 from protocol.jsonio import read_json, write_json_atomic
+from protocol.safe_write import write_binary
 from runner.launch.base import HostInterrupt, LaunchResult
 from runner.launch.engine import docker_sdk
 
@@ -74,7 +75,7 @@ def collect_container(container: Any, log_path: Path) -> dict[str, Any]:
     Raises what the engine raised when it went away between the exit and the collection.
     """
     logs = container.logs(stdout=True, stderr=True)
-    with open(log_path, "ab") as handle:
+    with write_binary(log_path, log_path.parent, append=True) as handle:
         handle.write(logs)
     container.reload()
     raw = container.attrs.get("State") or {}
@@ -158,7 +159,7 @@ def remove_leftover_containers(trial_dir: Path, container_id: str = "", *, clien
     removed = []
     for cid, container in sorted(found.items()):
         try:
-            with open(trial_dir / "trial.log", "ab") as log:
+            with write_binary(trial_dir / "trial.log", trial_dir, append=True) as log:
                 log.write(container.logs(stdout=True, stderr=True))
         except Exception:  # logs are a courtesy here  # noqa: BLE001
             pass

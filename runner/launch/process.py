@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from protocol.jsonio import write_json_atomic
+from protocol.safe_write import write_binary
 from runner.campaign_dir.rawtable import HOST_STOP_NOTE
 from runner.launch.base import HostInterrupt, LaunchResult, TrialPaths
 from runner.trial.measure import clock
@@ -78,7 +79,7 @@ class ProcessLauncher:
         command = [self.python, "-m", "runner.trial", str(paths.trial_dir / "spec.json"), str(paths.trial_dir)]
         start = clock()
         timed_out = interrupted = False
-        with open(paths.log, "ab") as log:
+        with write_binary(paths.log, paths.log.parent, append=True) as log:
             proc = subprocess.Popen(
                 command, stdout=log, stderr=subprocess.STDOUT, env=trial_env(), start_new_session=True
             )

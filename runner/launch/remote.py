@@ -42,6 +42,7 @@ from typing import Any
 
 from protocol.errors import UserError
 from protocol.fingerprint import sha256_bytes
+from protocol.safe_write import write_binary
 from runner.campaign_dir.rawtable import HOST_STOP_NOTE
 from runner.launch.base import HostInterrupt, LaunchResult, TrialPaths
 from runner.launch.container import CONTAINER_IN, CONTAINER_MODEL, now_iso, save_record
@@ -196,7 +197,7 @@ class ShippingDockerLauncher(DockerLauncher):
                 trial_dir = campaign_root / "trials" / trial_id
                 if trial_dir.is_dir() and trial_id not in recorded:
                     try:
-                        with open(trial_dir / "trial.log", "ab") as log:
+                        with write_binary(trial_dir / "trial.log", trial_dir, append=True) as log:
                             log.write(container.logs(stdout=True, stderr=True))
                     except Exception:  # logs are a courtesy here; the outputs matter
                         pass

@@ -33,6 +33,7 @@ from protocol.labels import check_labels
 from protocol.memory import ModelShape, estimate
 from protocol.paths import allowed_roots, check_allowed_root
 from protocol.records import TrialSpec
+from protocol.safe_write import make_dirs, write_text_atomic
 from protocol.schedule import rotated_schedule
 from protocol.study import load_study
 from protocol.study_reader import StudyErrors
@@ -286,10 +287,11 @@ def _probe(study: Study) -> tuple[float, str]:
     batch = tuning[: max(1, reference.batch_size)]
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
     trial_dir = study.path.parent / ".isocost" / "probe" / stamp
-    trial_dir.mkdir(parents=True)
+    make_dirs(trial_dir.parent, study.path.parent)
+    trial_dir.mkdir()
     corpus_path = trial_dir / "probe-corpus.jsonl"
-    corpus_path.write_text("".join(json.dumps({"id": r.id, "text": r.text, "label": r.label}) + "\n" for r in batch),
-                           encoding="utf-8")
+    write_text_atomic(corpus_path, "".join(json.dumps({"id": r.id, "text": r.text, "label": r.label}) + "\n"
+                                           for r in batch), trial_dir)
     spec = TrialSpec(
         trial_id=f"probe-{stamp}", campaign_id=f"probe-{uuid.uuid4().hex}", study_sha256=study.sha256,
         variant=reference, repetition=1, order_index=1, attempt=1, corpus_path=str(corpus_path),
@@ -298,7 +300,7 @@ def _probe(study: Study) -> tuple[float, str]:
         warmup_texts=tuple(r.text for r in tuning[: study.warmup.inputs]), launcher="process",
         timeout_s=study.campaign.trial_timeout_s,
     )
-    write_json_atomic(trial_dir / "spec.json", spec.to_dict())
+    write_json_atomic(trial_dir / "spec.json", spec.to_dict(), trial_dir)
     result = ProcessLauncher().run(TrialPaths(trial_dir=trial_dir, corpus=corpus_path, model=study.model.path),
                                    study.campaign.trial_timeout_s)
     status = read_json(trial_dir / "status.json") if (trial_dir / "status.json").exists() else {}

@@ -27,6 +27,7 @@ from protocol.corpus import Record, read_corpus, token_lengths
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
 from protocol.labels import check_labels
+from protocol.safe_write import check_writable_target, make_dirs, write_handle, write_text_atomic
 from protocol.study import load_study
 from protocol.study_keys import KEYS
 
@@ -96,7 +97,7 @@ def _split(corpus: Path, records: tuple[Record, ...], out_dir: Path) -> tuple[Pa
     for path, keep in ((final_path, False), (tuning_path, True)):
         if path.exists():
             raise UserError("the split file already exists", str(path), "Move it away, or pass --tuning FILE.")
-        with open(path, "w", encoding="utf-8") as handle:
+        with write_handle(path, fix="Choose a writable --out folder, or pass --tuning FILE.") as handle:
             for i, r in enumerate(records):
                 if (i in tuning_ids) == keep:
                     handle.write(json.dumps({"id": r.id, "text": r.text, "label": r.label}) + "\n")
@@ -154,8 +155,9 @@ def init_study(corpus: Path, model: Path, *, out: Path, tuning: Path | None = No
                force: bool = False) -> InitReport:
     """Write a complete study to ``out`` for this corpus and checkpoint; return what was computed."""
     _check_arguments(model, out, stack, force)
-    out = out.resolve()
-    out.parent.mkdir(parents=True, exist_ok=True)
+    check_writable_target(out, fix="Name the study file itself with --out, not a link to it.")
+    out = out.parent.resolve() / out.name  # the folder as the user named it; the file itself never a link
+    make_dirs(out.parent, fix="Choose a writable --out.")
     records = read_corpus(corpus)
     written: tuple[Path, ...] = ()
     if tuning is None:
@@ -165,7 +167,7 @@ def init_study(corpus: Path, model: Path, *, out: Path, tuning: Path | None = No
     facts = _facts(out, corpus, tuning, model, stack, records)
     lines = [*_header_lines(facts), *_input_lines(facts), *_bucket_lines(facts), *_quality_lines(facts),
              *_base_lines(facts), *_series_lines(facts), *_optional_lines(facts)]
-    out.write_text("\n".join(lines), encoding="utf-8")
+    write_text_atomic(out, "\n".join(lines), fix="Choose a writable --out.")
     study = load_study(out)  # what init writes must be a valid study
     return InitReport(study=out, buckets=facts.buckets, labels=facts.labels,
                       extra_model_labels=facts.extra_model_labels, written=written,

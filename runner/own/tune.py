@@ -29,6 +29,7 @@ from protocol.fingerprint import fingerprint_path
 from protocol.jsonio import read_json, write_json_atomic
 from protocol.labels import check_labels
 from protocol.records import TrialSpec, Variant
+from protocol.safe_write import make_dirs, write_text_atomic
 from protocol.study import load_study
 from protocol.study_keys import KEYS
 from protocol.study_records import Study, bucket_for, split_seeded_id
@@ -133,7 +134,8 @@ def _run_reference(study: Study, variant: Variant, tuning: tuple[Record, ...],
     """Run ``variant`` over the tuning split in a fresh process, like a trial; its trial directory."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
     trial_dir = study.path.parent / ".isocost" / "tune" / stamp
-    trial_dir.mkdir(parents=True)
+    make_dirs(trial_dir.parent, study.path.parent)
+    trial_dir.mkdir()
     spec = TrialSpec(
         trial_id=f"tune-{stamp}", campaign_id=f"tune-{uuid.uuid4().hex}", study_sha256=study.sha256, variant=variant,
         repetition=1, order_index=1, attempt=1, corpus_path=str(study.tuning.path),
@@ -142,7 +144,7 @@ def _run_reference(study: Study, variant: Variant, tuning: tuple[Record, ...],
         warmup_texts=tuple(r.text for r in tuning[: study.warmup.inputs]), launcher="process",
         timeout_s=study.campaign.trial_timeout_s,
     )
-    write_json_atomic(trial_dir / "spec.json", spec.to_dict())
+    write_json_atomic(trial_dir / "spec.json", spec.to_dict(), trial_dir)
     progress(f"running {variant.variant_id} over the {len(tuning)} tuning inputs in a fresh process")
     ProcessLauncher().run(TrialPaths(trial_dir=trial_dir, corpus=study.tuning.path, model=study.model.path),
                           study.campaign.trial_timeout_s)
@@ -177,5 +179,6 @@ def _write_rule(study: Study, proposal: Proposal, metric_value: float, n_tuning:
         "minimum": proposal.minimum, "tuned_on": "tuning", "max_metric_drop": proposal.max_metric_drop,
         "min_agreement": proposal.min_agreement, "subgroups": subgroups,
     }, {"minimum": note})
-    study.path.write_text(text, encoding="utf-8")
+    write_text_atomic(study.path, text, fix="tune writes the study file it was given: name the file itself, not "
+                      "a link to it.")
     load_study(study.path)  # still a valid study

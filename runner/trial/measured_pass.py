@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from protocol.corpus import Record, read_corpus
+from protocol.safe_write import write_handle
 from runner.trial.batches import batch_record
 from runner.trial.faults import is_oom
 from runner.trial.measure import clock
@@ -50,8 +51,8 @@ class MeasuredPass:
         trial = self.trial
         gpu_meter, cpu_meter = self._meters()
         out = trial.out
-        with open(out / "predictions.jsonl", "w", encoding="utf-8") as sink, \
-                open(out / "batches.jsonl", "w", encoding="utf-8") as batch_sink:
+        with write_handle(out / "predictions.jsonl", out) as sink, \
+                write_handle(out / "batches.jsonl", out) as batch_sink:
             trial.sync()
             gpu_meter.start()
             cpu_meter.start()

@@ -21,7 +21,10 @@ from protocol.fingerprint import sha256_bytes
 from protocol.rawrecord import RawRecord
 from protocol.records import RAW_COLUMNS
 from protocol.study import load_study
+from runner.campaign_dir.appendlog import append_line
 from runner.campaign_dir.rawtable import append_row
+from runner.campaign_dir.rentals import record_rental
+from runner.campaign_dir.seal import seal_values
 from runner.cli import IsocostGroup, main
 from runner.cli.decide import COMMANDS
 
@@ -93,7 +96,8 @@ def write_campaign(
                     "trial_id": trial_id}]
         clock += timedelta(seconds=trial_s)
     events.append({"at": clock.isoformat(), "event": "trials_end"})
-    (root / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
+    for event in events:  # chained, as `isocost run` appends them
+        append_line(root / "events.jsonl", event, root=root, chained=True)
     description = {
         "schema_version": 1, "campaign_id": campaign_id, "created_at": T0.isoformat(), "isocost_version": "0.1.0",
         "study_name": study.name, "study_path": str(root / "study.toml"),
@@ -109,8 +113,9 @@ def write_campaign(
             "rental": "no --gpu given to `isocost run`: the plan this host is rented under is unknown"},
     }
     (root / "campaign.json").write_text(json.dumps(description), encoding="utf-8")
-    for row in rows:  # chained to campaign.json, as `isocost run` writes them
-        append_row(root / "raw.csv", RawRecord.from_values(row))
+    for row in rows:  # sealing its trial's files, chained to campaign.json, as `isocost run` writes them
+        row.update({k: v or "" for k, v in seal_values(root / "trials" / row["trial_id"]).items()})
+        append_row(root / "raw.csv", RawRecord.from_text(row))
     return root
 
 
@@ -426,8 +431,7 @@ def test_decide_format_csv_one_row_per_configuration(two_variants: Path) -> None
 
 def test_rentals_jsonl_names_the_rental(tmp_path: Path, study_text: Callable[..., str]) -> None:
     root = write_campaign(tmp_path / "b", study_text(minimum=0.5), {"batch_size=1": ["ok"]}, gpu=None)
-    (root / "rentals.jsonl").write_text(json.dumps({"schema_version": 1, "recorded_at": "2026-11-30T21:00:00Z",
-                                                    "gpu": "b200", "lots": 1, "plan_start": None}) + "\n")
+    record_rental(root, "b200", 1)
     result = run("decide", str(root))
     assert result.exit_code == 0, result.output
     assert "**Chosen: batch_size=1 on b200 ×1 lot**: b200 7-day plan, 1 lot(s) × 2071.00 USD" in result.stdout

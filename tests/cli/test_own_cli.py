@@ -113,7 +113,8 @@ def test_rental_is_appended_never_edited(tmp_path: Path) -> None:
     lines = (root / "rentals.jsonl").read_text(encoding="utf-8").splitlines()
     assert lines[0] + "\n" == first and len(lines) == 2
     a, b = (json.loads(line) for line in lines)
-    assert (a["gpu"], a["lots"], a["plan_start"], a["schema_version"]) == ("rtx-4090", 2, "2026-12-01T09:00", 1)
+    assert (a["gpu"], a["lots"], a["plan_start"], a["schema_version"]) == ("rtx-4090", 2, "2026-12-01T09:00", 2)
+    assert a["chain_sha256"] != b["chain_sha256"] and len(b["chain_sha256"]) == 64  # each line chained
     assert (b["gpu"], b["plan_start"]) == ("b200", None)
     assert not (root / "events.jsonl").exists()  # rentals never go to events.jsonl
 

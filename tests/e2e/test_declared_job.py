@@ -19,6 +19,7 @@ from click.testing import CliRunner
 
 from protocol.records import Rental
 from runner.campaign.run import run_campaign
+from runner.campaign_dir.rentals import record_rental
 from runner.cli import IsocostGroup, main
 from runner.cli.decide import COMMANDS
 from runner.launch.process import ProcessLauncher
@@ -60,9 +61,7 @@ def job_campaigns(make_workspace: Callable[..., Path], tmp_path: Path) -> tuple[
     rtx, b200 = tmp_path / "rtx4090", tmp_path / "b200"
     run_campaign(study, rtx, ProcessLauncher(), rental=Rental("rtx-4090", 1))
     run_campaign(study, b200, ProcessLauncher())
-    (b200 / "rentals.jsonl").write_text(json.dumps({
-        "schema_version": 1, "recorded_at": "2026-11-30T21:00:00Z", "gpu": "b200", "lots": 1, "plan_start": None,
-    }) + "\n", encoding="utf-8")
+    record_rental(b200, "b200", 1)  # chained, as `isocost rental` writes it
     catalog = tmp_path / "made-up-catalog.csv"
     catalog.write_text(CATALOG, encoding="utf-8")
     return rtx, b200, catalog

@@ -89,7 +89,7 @@ def test_own_corpus_and_checkpoint_to_a_decision(own_data: Path, tmp_path: Path,
     code, out = cli("rental", str(results), "--gpu", "rtx-4090", "--lots", "1")
     assert code == 0, out
     line = json.loads((results / "rentals.jsonl").read_text(encoding="utf-8").splitlines()[-1])
-    assert (line["schema_version"], line["gpu"], line["lots"]) == (1, "rtx-4090", 1)
+    assert (line["schema_version"], line["gpu"], line["lots"]) == (2, "rtx-4090", 1)
     assert line["recorded_at"].endswith("Z")
 
     code, out = cli("decide", str(results), "--json")

@@ -82,9 +82,14 @@ def test_a_trial_status_that_disagrees_with_its_row(campaign: Path) -> None:
     status = json.loads(status_path.read_text(encoding="utf-8"))
     status["completed"] = 999
     status_path.write_text(json.dumps(status), encoding="utf-8")
-    assert problems(campaign, deep=False) == []  # the evidence checks do not open trial files
-    [found] = problems(campaign)
-    assert (found.file, found.field) == (f"trials/{first.trial_id}/status.json", "completed")
+    # The evidence checks every reader runs compare the file with the sha256 its row sealed (issue 20).
+    [sealed] = problems(campaign, deep=False)
+    assert (sealed.file, sealed.field) == (f"trials/{first.trial_id}/status.json", "sha256")
+    assert sealed.message.startswith("changed after the trial: it hashes to ")
+    # The deep checks (bundle, verify) first say which field differs from the row, then that the seal broke.
+    found = problems(campaign)
+    assert [(f.file, f.field) for f in found] == [(f"trials/{first.trial_id}/status.json", "completed"),
+                                                 (f"trials/{first.trial_id}/status.json", "sha256")]
 
 
 def test_slots_of_the_record(built: Path) -> None:
