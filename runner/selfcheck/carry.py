@@ -101,6 +101,16 @@ def _click_wheel(carry: Path) -> str:
     return found[0].name
 
 
+def _head() -> str:
+    """This checkout's commit, '' where there is no git (a GPU machine gets a copy of the work tree)."""
+    try:
+        result = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return result.stdout.strip() if result.returncode == 0 else ""
+
+
 def tree_bytes(root: Path = ROOT) -> int:
     """Bytes of the work tree that travels (tracked and untracked-but-not-ignored files)."""
     listed = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "-co", "--exclude-standard"],
@@ -124,7 +134,7 @@ def prepare(demo: Path, carry: Path, limit_mib: float = LIMIT_MIB, wheel: bool =
     info: dict[str, Any] = {
         "schema_version": CARRY_SCHEMA_VERSION, "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "model_fingerprint": fingerprint, "original_model_fingerprint": fingerprint_path(demo / "model"),
-        "fp16": rounding, "studies": _studies(demo, carry, fingerprint),
+        "repo_commit": _head(), "fp16": rounding, "studies": _studies(demo, carry, fingerprint),
         "click_wheel": _click_wheel(carry) if wheel else "",
     }
     info["files"] = {p.relative_to(carry).as_posix(): sha256_file(p) for p in sorted(carry.rglob("*")) if p.is_file()}
@@ -163,7 +173,8 @@ def check(carry: Path, out: Path, device: str, budget_s: float, return_to: Path 
     from runner.selfcheck.host import Request, run_selfcheck
 
     info = verify(carry)
-    print(f"carry intact: {len(info['files'])} files match carry.json (made {info['created_at']}); model fp16, "
+    print(f"carry intact: {len(info['files'])} files match carry.json (made {info['created_at']} at commit "
+          f"{info.get('repo_commit') or '?'}; this checkout: {_head() or '?'}); model fp16, "
           f"max rounding error {info['fp16']['max_abs_rounding_error']:.1e}")
     request = Request(device=device, out=out, budget_s=budget_s, model=carry / "model",
                       corpus=carry / "corpus-quick.jsonl")
