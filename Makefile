@@ -17,7 +17,7 @@ TORCH_CPU := torch==2.13.0
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
 .DEFAULT_GOAL := help
-.PHONY: help setup torch demo run run-cpu run-cuda run-rocm images test test-fast lint faults bench clean
+.PHONY: help setup torch demo run run-cpu run-cuda run-rocm images gpu-carry gpu-check test test-fast lint faults bench clean
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-10s %s\n", $$1, $$2}'
@@ -74,6 +74,21 @@ run-rocm: $(STAMP) ## On an AMD host: build the ROCm image, run the demo study o
 	$(BIN)/isocost images build --stack rocm $(IMAGE_BASE_ARG)
 	$(BIN)/isocost hosts check --host local=local --stack rocm --require-gpu
 	$(BIN)/isocost run $(DEMO_DIR)/$(GPU_STUDY)-rocm.toml --launcher docker --out $(RESULTS)/$(STUDY)-rocm-$$(date -u +%Y%m%dT%H%M%SZ)
+
+# make gpu-check runs on a GPU machine that may have no venv and no network: its own python with torch (the first
+# of these that imports torch), this checkout on PYTHONPATH, and .gpu-carry/ (make gpu-carry, here) beside it.
+GPU_PYTHON ?= $(shell for p in $(BIN)/python python3 /opt/torch/.venv/bin/python3; do "$$p" -c 'import torch' >/dev/null 2>&1 && { echo "$$p"; break; }; done)
+GPU_CARRY ?= .gpu-carry
+GPU_DEVICE ?= cuda
+GPU_BUDGET_S ?= 300
+
+gpu-carry: demo ## Write .gpu-carry/ for a GPU machine without network: demo model as fp16 (~45 MiB), corpora, studies
+	$(BIN)/python -m runner.selfcheck.carry prepare --demo $(DEMO_DIR) --out $(GPU_CARRY)
+
+gpu-check: ## On a GPU host (no venv or network needed): verify .gpu-carry/, run the selfcheck; copies to $OUT if set
+	@test -n "$(GPU_PYTHON)" || { echo "gpu-check: no python that imports torch (set GPU_PYTHON=/path/to/python)"; exit 2; }
+	PYTHONPATH=$(CURDIR) $(GPU_PYTHON) -m runner.selfcheck.carry check --carry $(GPU_CARRY) --device $(GPU_DEVICE) \
+		--budget-s $(GPU_BUDGET_S) --out $(RESULTS)/gpu-check-$$(date -u +%Y%m%dT%H%M%SZ) $(if $(OUT),--return-to $(OUT))
 
 test: $(STAMP) ## Run the whole test suite (unit, CLI, end-to-end with the real model)
 	$(BIN)/python -m pytest -q

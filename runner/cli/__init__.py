@@ -49,9 +49,9 @@ def main() -> None:
 
 
 def _register() -> None:
-    from runner.cli import bundle, campaign, cost, decide, demo, hosts, images, memory, own
+    from runner.cli import bundle, campaign, cost, decide, demo, hosts, images, memory, own, selfcheck
 
-    for module in (own, campaign, cost, decide, demo, images, memory, bundle, hosts):
+    for module in (own, campaign, cost, decide, demo, images, memory, bundle, hosts, selfcheck):
         for command in module.COMMANDS:
             main.add_command(command)
 

@@ -1,9 +1,10 @@
 """Fault injection for tests (``ISOCOST_FAULT_INJECT=KIND:VALUE``), never set in real campaigns.
 
 Recorded in the manifest when present. Kinds: ``sleep-per-batch:S``, ``oom-at-batch:N``,
-``oom-if-batch-over:N``, ``hang-at-batch:N``, ``allocate-mib:M`` (at the first batch) and
-``corrupt:duplicate|foreign-id|bad-label|truncate`` (the prediction file a buggy runner would write).
-Also: :func:`is_oom`, how the trial tells an out-of-memory failure from others.
+``oom-if-batch-over:N``, ``hang-at-batch:N``, ``allocate-mib:M`` (at the first batch),
+``fill-device-at-batch:N`` (a REAL device out-of-memory: :func:`fill_device` before batch N; used by
+``isocost selfcheck``) and ``corrupt:duplicate|foreign-id|bad-label|truncate`` (the prediction file a
+buggy runner would write). Also: :func:`is_oom`, how the trial tells an out-of-memory failure from others.
 """
 
 from __future__ import annotations
@@ -11,6 +12,9 @@ from __future__ import annotations
 import json
 import os
 import time
+from typing import Any
+
+from protocol.selfcheck import FILL_MAX_STEPS, FILL_STEPS_PER_FREE
 
 #: Test hook, never set in real campaigns; recorded in the manifest when present.
 FAULT_ENV = "ISOCOST_FAULT_INJECT"
@@ -26,6 +30,23 @@ def is_oom(exc: BaseException) -> bool:
         return True
     name = type(exc).__name__
     return name == "OutOfMemoryError" or "out of memory" in str(exc).lower()
+
+
+def allocate_device_bytes(torch: Any, nbytes: int) -> Any:
+    """One uninitialised block of ``nbytes`` on the trial's GPU (a seam the fake-GPU tests replace)."""
+    return torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+
+
+def fill_device(torch: Any, held: list[Any], max_steps: int = FILL_MAX_STEPS) -> int:
+    """Allocate GPU memory in steps of 1/FILL_STEPS_PER_FREE of the free memory (at least 64 MiB) into ``held``
+    until the device refuses: torch's ``OutOfMemoryError`` propagates, and the blocks are released when
+    ``held`` is. Capped at ``max_steps`` steps (twice the free memory); returns the step in bytes when the
+    cap is reached without a refusal (a device that overcommits memory)."""
+    free, _total = torch.cuda.mem_get_info()
+    step = max(int(free) // FILL_STEPS_PER_FREE, 64 * 2**20)
+    for _ in range(max_steps):
+        held.append(allocate_device_bytes(torch, step))
+    return step
 
 
 class FaultInjector:
@@ -51,6 +72,11 @@ class FaultInjector:
                 time.sleep(1)
         elif kind == "allocate-mib" and batch_no == 0:
             self._ballast = bytearray(int(value) * 2**20)  # touches real memory: a container limit kills us
+        elif kind == "fill-device-at-batch" and batch_no == int(value):
+            import torch
+
+            held: list[Any] = []  # freed with this frame, once the out-of-memory error has been recorded
+            fill_device(torch, held)
 
     def corrupt(self, lines: str, completed: int, expected: int) -> str:
         """Make this trial write a faulty prediction file, as a buggy runner would (``lines``: one batch's)."""

@@ -361,7 +361,15 @@ def main(argv: list[str]) -> int:
     out.mkdir(parents=True, exist_ok=True)
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
-    trial = Trial(spec, out)
+    return execute(Trial(spec, out))
+
+
+def execute(trial: Trial) -> int:
+    """Every stage of one trial, and a complete ``status.json`` for every ending; returns the exit status.
+
+    ``main`` runs it in the trial's own process; ``runner.trial.selfcheck`` runs it in-process, on the
+    same code path, for the checks of ``isocost selfcheck``.
+    """
     try:
         trial.base_manifest()
         trial.write_manifest()

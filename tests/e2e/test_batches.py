@@ -59,9 +59,16 @@ def test_batches_jsonl_accounts_for_every_input_and_token(make_workspace, tmp_pa
     assert "pass_compilations: not counted: the variant does not use torch.compile" in row["empty_reasons"]
 
 
-def test_gpu_campaign_without_a_gpu_stops_after_two_refused_trials_keeping_rows(make_workspace, tmp_path):
+def _installed_build() -> str:
+    torch = pytest.importorskip("torch")
+    if getattr(torch.version, "hip", None):
+        return "rocm"
+    return "cuda" if torch.version.cuda else "cpu"
+
+
+def _refused_campaign(make_workspace, tmp_path, stack: str) -> tuple[str, list[dict[str, str]]]:
     study = make_workspace(n=4, repetitions=2, batches="[1, 2]",
-                           replace={'stack = "cpu"\ndevice = "cpu"': 'stack = "cuda"\ndevice = "cuda"'})
+                           replace={'stack = "cpu"\ndevice = "cpu"': f'stack = "{stack}"\ndevice = "cuda"'})
     out = tmp_path / "out"
     result = CliRunner().invoke(main, ["run", str(study), "--out", str(out), "--launcher", "process"])
     assert result.exit_code == 2, result.output
@@ -69,4 +76,24 @@ def test_gpu_campaign_without_a_gpu_stops_after_two_refused_trials_keeping_rows(
     assert "isocost hosts check" in result.output and "Traceback" not in result.output
     rows = read_raw(out / "raw.csv")
     assert [r["status"] for r in rows] == ["refused", "refused"]
-    assert "torch build does not match the study's stack" in rows[0]["notes"]  # this machine's torch is CPU-only
+    return result.output, rows
+
+
+def test_gpu_campaign_on_the_wrong_torch_build_stops_after_two_refused_trials_keeping_rows(make_workspace, tmp_path):
+    # A GPU stack this machine's torch is NOT built for, whichever build it is (CPU, CUDA with or without a GPU,
+    # ROCm): the trials refuse on the build, never on what the machine happens to have.
+    stack = "rocm" if _installed_build() == "cuda" else "cuda"
+    _, rows = _refused_campaign(make_workspace, tmp_path, stack)
+    assert "torch build does not match the study's stack" in rows[0]["notes"]
+    assert f"the study's stack is '{stack}'" in rows[0]["notes"]
+
+
+def test_gpu_campaign_whose_build_sees_no_gpu_stops_after_two_refused_trials(make_workspace, tmp_path, monkeypatch):
+    build = _installed_build()
+    if build == "cpu":
+        pytest.skip("needs a CUDA or ROCm torch build (with a CPU build the refusal is the build's: the test above; "
+                    "tests/unit/test_trial_gpu_fake.py fakes a CUDA build without a GPU)")
+    for name in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
+        monkeypatch.setenv(name, "")  # the process launcher passes them on: the trials see no GPU
+    _, rows = _refused_campaign(make_workspace, tmp_path, build)
+    assert "no GPU visible to the trial" in rows[0]["notes"]

@@ -27,6 +27,8 @@ class CallLog:
     free_bytes: int = 70 * 2**30
     allocated_bytes: int = 3 * 2**30
     reserved_bytes: int = 4 * 2**30
+    current_allocated_bytes: int = 0
+    current_reserved_bytes: int = 2 * 2**30
 
     def names(self, *keep: str) -> list[str]:
         return [c for c in self.calls if not keep or c in keep]
@@ -68,6 +70,9 @@ def pose_as_gpu(monkeypatch: Any, torch: Any, backend: str = "cuda") -> CallLog:
     monkeypatch.setattr(cuda, "max_memory_allocated", record("max_memory_allocated", lambda: log.allocated_bytes))
     monkeypatch.setattr(cuda, "max_memory_reserved", record("max_memory_reserved", lambda: log.reserved_bytes))
     monkeypatch.setattr(cuda, "mem_get_info", record("mem_get_info", lambda: (log.free_bytes, TOTAL_BYTES)))
+    monkeypatch.setattr(cuda, "memory_allocated", record("memory_allocated", lambda: log.current_allocated_bytes))
+    monkeypatch.setattr(cuda, "memory_reserved", record("memory_reserved", lambda: log.current_reserved_bytes))
+    monkeypatch.setattr(cuda, "is_bf16_supported", lambda *a, **k: True)
     monkeypatch.setattr(cuda, "Event", event)
     props = SimpleNamespace(name="Fake H200" if backend == "cuda" else "Fake MI300X", total_memory=TOTAL_BYTES,
                             major=9, minor=0, uuid=GPU_UUID.removeprefix("GPU-"), pci_domain_id=0, pci_bus_id=0x65,

@@ -118,7 +118,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"runner.images"}),
     frozenset({"runner.campaign"}),
     frozenset({"runner.analysis", "runner.hosts"}),
-    frozenset({"runner.decision", "runner.bundle", "runner.own", "runner.demo"}),
+    frozenset({"runner.decision", "runner.bundle", "runner.own", "runner.demo", "runner.selfcheck"}),
     frozenset({"runner.cli"}),
 )
 

@@ -367,6 +367,9 @@ def test_cuda_build_without_a_gpu_refuses_naming_it(tmp_path, monkeypatch):
 @pytest.mark.parametrize(("stack", "backend"), [("cuda", "rocm"), ("rocm", "cuda"), ("cuda", None)])
 def test_stack_other_than_the_detected_backend_refuses(tmp_path, monkeypatch, stack, backend):
     log = pose_as_gpu(monkeypatch, torch, backend) if backend else None
+    if backend is None:  # a CPU build, whichever torch this machine has (a CUDA build without a GPU, say)
+        monkeypatch.setattr(torch.version, "cuda", None)
+        monkeypatch.setattr(torch.version, "hip", None)
     code, status = run_main(tmp_path, monkeypatch, make_spec(tmp_path, [3], stack=stack),
                             FakeModel(torch, log or _NullLog()))
     assert code == 3 and status["status"] == "refused"
