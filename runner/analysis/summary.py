@@ -93,10 +93,9 @@ def _energy(paths: CampaignPaths, rows: Sequence[RawRecord], verdicts: dict[str,
         if not (verdicts.get(row.trial_id) or {}).get("corpus_accepted"):
             continue
         status_path = paths.trial_dir(row.trial_id) / "status.json"
-        try:
-            status = read_json(status_path) if status_path.exists() else {}
-        except UserError:
-            status = {}
+        # A status.json that is there but unreadable (a key named twice, not JSON) is refused, never read as {}.
+        status = read_json(status_path) if status_path.exists() else {}
+        status = status if isinstance(status, dict) else {}
         by_variant.setdefault(row.variant_id, []).append(TrialRecord(batches=None, **energy_fields(status)))
     return {variant: energy_figures(records, inputs, None) for variant, records in sorted(by_variant.items())}
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from protocol.errors import UserError
+from protocol.jsonio import read_json
 from protocol.memory import ModelShape, estimate
 from protocol.study import load_study
 from protocol.study_records import ATTENTIONS, PRECISIONS, QUANTIZATIONS
@@ -79,8 +80,11 @@ def _measured(campaign_dir: Path) -> dict[str, dict[str, int | None]]:
     path = campaign_dir / "summary.json"
     if not path.exists():
         raise UserError("no summary.json", str(campaign_dir), "Run `isocost summarize DIR` first.")
-    data = json.loads(path.read_text(encoding="utf-8"))
-    return {v["variant_id"]: v for v in data["variants"]}
+    data = read_json(path)
+    variants = data.get("variants") if isinstance(data, dict) else None
+    if not isinstance(variants, list) or not all(isinstance(v, dict) and "variant_id" in v for v in variants):
+        raise UserError("summary.json has no list of variants", str(path), "Run `isocost summarize DIR` again.")
+    return {v["variant_id"]: v for v in variants}
 
 
 COMMANDS = [memory]

@@ -480,3 +480,131 @@ def test_a_refused_start_leaves_out_usable_for_a_clean_retry(ws, tmp_path):
     study = write_study(ws, extra=f'\n[costing]\ncatalog = "{bad_catalog}"\n')
     assert_user_error(invoke(run_args(study, out)), "catalog")
     assert_out_usable(out)  # refused after the inputs were read: still nothing left behind
+
+
+# -- a key or a column named twice: an error wherever isocost reads JSON or CSV ----------------------
+#
+# Python's json keeps the last of two equal keys and csv.DictReader the last of two equal columns, so
+# `"label": "x", "label": "y"` (or a header `id,text,label,label`) would silently relabel an input.
+
+def test_a_corpus_line_naming_label_twice_is_refused(ws, tmp_path):
+    (ws / "corpus.jsonl").write_text('{"id": "a", "text": "market vote", "label": "x"}\n'
+                                     '{"id": "b", "text": "film match", "label": "x", "label": "y"}\n')
+    out = tmp_path / "out"
+    assert_user_error(invoke(run_args(write_study(ws), out)), "duplicate key 'label'", "corpus.jsonl, line 2")
+    assert_out_usable(out)
+    assert_user_error(invoke(["init", str(ws / "corpus.jsonl"), str(ws / "model"), "--out", str(tmp_path / "s.toml")]),
+                      "duplicate key 'label'", "line 2")
+
+
+def test_a_csv_corpus_naming_label_twice_is_refused(ws, tmp_path):
+    (ws / "corpus.csv").write_text("id,text,label,label\na,market vote,x,y\n", encoding="utf-8")
+    out = tmp_path / "out"
+    assert_user_error(invoke(run_args(write_study(ws, corpus="corpus.csv"), out)),
+                      "names column 'label' twice", "corpus.csv, line 1")
+    assert_out_usable(out)
+    assert_user_error(invoke(["init", str(ws / "corpus.csv"), str(ws / "model"), "--out", str(tmp_path / "s.toml")]),
+                      "names column 'label' twice")
+
+
+def test_a_csv_corpus_row_with_more_cells_than_the_header_is_refused(ws, tmp_path):
+    (ws / "corpus.csv").write_text("id,text,label\na,market, vote,x\n", encoding="utf-8")  # an unquoted comma
+    assert_user_error(invoke(run_args(write_study(ws, corpus="corpus.csv"), tmp_path / "out")),
+                      "4 cells, the header names 3", "corpus.csv, line 2")
+
+
+def test_a_tuning_split_naming_a_key_twice_fails_check(ws):
+    (ws / "tuning.jsonl").write_text('{"id": "t", "text": "goal team", "label": "x", "text": "vote"}\n')
+    result = invoke(["check", str(write_study(ws)), "--launcher", "process"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "duplicate key 'text'" in result.output and "tuning.jsonl, line 1" in result.output
+
+
+def test_a_model_config_naming_id2label_twice_is_refused(ws):
+    config = json.loads((ws / "model" / "config.json").read_text())
+    text = json.dumps(config)[:-1] + ', "id2label": {"0": "y", "1": "x"}}'
+    (ws / "model" / "config.json").write_text(text)
+    assert_user_error(invoke(["memory", "estimate", "--model", str(ws / "model")]), "duplicate key 'id2label'",
+                      "config.json")
+
+
+def test_a_catalog_naming_a_column_twice_is_refused(tmp_path):
+    rows = _catalog_rows()
+    catalog = tmp_path / "catalog.csv"
+    catalog.write_text("\n".join(",".join(row + [row[0]]) for row in rows) + "\n", encoding="utf-8")
+    assert_user_error(invoke(["cost", "--catalog", str(catalog), "--gpu", "rtx-4090", "--days", "7", "--lots", "1"]),
+                      "repeats column(s) gpu", "catalog.csv")
+
+
+@pytest.fixture(scope="module")
+def built_campaign(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real campaign directory (real host code, fake trials: no model), summarized."""
+    from fakecampaign import FakeLauncher, fake_workspace
+
+    from runner.analysis.summary import summarize_campaign
+    from runner.campaign.run import run_campaign
+
+    root = tmp_path_factory.mktemp("campaign")
+    run_campaign(fake_workspace(root / "ws", n=6, repetitions=1), root / "out", FakeLauncher())
+    summarize_campaign(root / "out")
+    return root / "out"
+
+
+@pytest.fixture
+def campaign_dir(built_campaign: Path, tmp_path: Path) -> Path:
+    import shutil
+
+    copy = tmp_path / "campaign"
+    shutil.copytree(built_campaign, copy)
+    return copy
+
+
+def _repeat_a_key(path: Path) -> str:
+    """Name the first key of the JSON object in ``path`` a second time (same value); return the key."""
+    text = path.read_text(encoding="utf-8").rstrip()
+    data = json.loads(text)
+    key = sorted(data)[0]
+    path.write_text(text[:-1].rstrip() + f", {json.dumps(key)}: {json.dumps(data[key])}}}\n", encoding="utf-8")
+    return key
+
+
+@pytest.mark.parametrize("command", ["validate", "summarize", "decide", "period", "rental", "bundle"])
+def test_campaign_json_naming_a_key_twice_is_refused_by_every_reading_command(campaign_dir, tmp_path, command):
+    key = _repeat_a_key(campaign_dir / "campaign.json")
+    args = {"rental": ["rental", str(campaign_dir), "--gpu", "rtx-4090"],
+            "bundle": ["bundle", str(campaign_dir), "-o", str(tmp_path / "b.tar.gz")]}.get(command,
+                                                                                        [command, str(campaign_dir)])
+    assert_user_error(invoke(args), f"duplicate key {key!r}", "campaign.json")
+
+
+@pytest.mark.parametrize("name", ["status.json", "manifest.json", "spec.json"])
+def test_a_trial_file_naming_a_key_twice_is_refused_by_bundle(campaign_dir, tmp_path, name):
+    trial = sorted((campaign_dir / "trials").iterdir())[0]
+    key = _repeat_a_key(trial / name)
+    result = invoke(["bundle", str(campaign_dir), "-o", str(tmp_path / "b.tar.gz")])
+    assert_user_error(result, f"duplicate key {key!r}", f"{trial.name}/{name}")
+
+
+def test_a_status_json_naming_a_key_twice_is_refused_by_summarize(campaign_dir):
+    trial = sorted((campaign_dir / "trials").iterdir())[0]
+    key = _repeat_a_key(trial / "status.json")
+    assert_user_error(invoke(["summarize", str(campaign_dir)]), f"duplicate key {key!r}", "status.json")
+
+
+def test_a_prediction_line_naming_label_twice_is_a_format_error(campaign_dir):
+    trial = sorted((campaign_dir / "trials").iterdir())[0]
+    path = trial / "predictions.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    first = json.loads(lines[0])
+    lines[0] = lines[0][:-1] + f', "label": {json.dumps(first["label"] + "-other")}}}'
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = invoke(["validate", str(campaign_dir)])
+    assert "Traceback" not in result.output
+    assert f"{trial.name}: rejected" in result.output and "duplicate key 'label'" in result.output
+
+
+def test_a_ledger_naming_a_column_twice_is_refused(campaign_dir, tmp_path):
+    ledger = tmp_path / "ledger.csv"
+    ledger.write_text("date,description,amount_usd,amount_usd,evidence\n2026-09-30,storage,12.50,1.00,inv 17\n",
+                      encoding="utf-8")
+    assert_user_error(invoke(["decide", str(campaign_dir), "--expenses", str(ledger)]), "ledger.csv")
