@@ -106,8 +106,10 @@ def parse_quality(top: TableReader, buckets: tuple[LengthBucket, ...] | None) ->
     reference = q.get("reference_variant", str)
     drop = q.number("max_metric_drop", 0.0, minimum=0.0)
     agreement = q.number("min_agreement", 0.0)
-    if drop < 0 or not 0.0 <= agreement <= 1.0:
-        raise UserError("max_metric_drop must be >= 0 and min_agreement in [0, 1]", q.where("max_metric_drop"))
+    if not 0.0 <= drop <= 1.0 or not 0.0 <= agreement <= 1.0:
+        raise UserError("max_metric_drop and min_agreement must be in [0, 1]", q.where("max_metric_drop"),
+                        "A metric in [0, 1] cannot drop by more than 1; agreement is a share of the ids.")
+    _refuse_vacuous_rule(minimum, drop, agreement, q)
     subgroups = tuple(q.get("subgroups", list, []))
     # buckets None: [[length_buckets]] failed its own check (reported there): do not add a derived error.
     allowed = {"label"} | ({"length_bucket"} if buckets is None or buckets else set())
@@ -135,6 +137,20 @@ def parse_quality(top: TableReader, buckets: tuple[LengthBucket, ...] | None) ->
         replay=replay,
         max_score_delta=float(delta) if delta is not None else None,
     )
+
+
+def _refuse_vacuous_rule(minimum: float, drop: float, agreement: float, q: TableReader) -> None:
+    """Refuse a rule under which every variant is equivalent to the reference (what a one-input tuning split
+    would propose): a drop of 1 with an agreement of 0 lets any labels through, and with a minimum of 0 any pass."""
+    if drop >= 1.0 and agreement <= 0.0:
+        accepts = "every pass" if minimum <= 0.0 else "every variant as equivalent to the reference"
+        raise UserError(
+            f"the quality rule accepts {accepts} (minimum {minimum}, max_metric_drop {drop}, min_agreement "
+            f"{agreement})",
+            q.where("max_metric_drop"),
+            "Set the tolerances with `isocost tune` on a tuning split large enough for the rule, or write a "
+            "max_metric_drop below 1 or a min_agreement above 0.",
+        )
 
 
 def parse_deadline(top: TableReader) -> Deadline | None:

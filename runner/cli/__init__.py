@@ -11,6 +11,7 @@ import click
 
 from protocol import __version__
 from protocol.errors import UserError
+from protocol.names import terminal_text
 
 
 class IsocostGroup(click.Group):
@@ -20,8 +21,9 @@ class IsocostGroup(click.Group):
         try:
             return super().invoke(ctx)
         except UserError as exc:
-            # A message may quote what a hostile input held (a lone surrogate): shown escaped, never a traceback.
-            message = exc.message.encode("utf-8", "backslashreplace").decode("utf-8")
+            # A message may quote what a hostile input held (a lone surrogate, an ANSI escape, a carriage
+            # return): shown escaped, never a traceback, never a rewritten terminal.
+            message = terminal_text(exc.message.encode("utf-8", "backslashreplace").decode("utf-8"))
             click.echo(f"Error: {message}", err=True)
             sys.exit(2)
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import click
 
+from protocol.costing.plans import MAX_LOTS
+from protocol.names import check_gpu_name, check_plain_text
 from protocol.study_records import STACKS
 from runner.campaign.launcher_choice import LAUNCHER_KINDS
 from runner.campaign_dir.rentals import RENTALS_FILE, record_rental
@@ -116,7 +118,8 @@ def check(study: Path, host_options: tuple[str, ...], probe: bool, target_memory
 @click.command()
 @click.argument("campaign_dir", type=click.Path(path_type=Path, file_okay=False, exists=True))
 @click.option("--gpu", required=True, metavar="GPU", help="The GPU type the campaign ran on, as the catalog names it.")
-@click.option("--lots", type=click.IntRange(min=1), default=1, show_default=True, help="Lots of that plan rented.")
+@click.option("--lots", type=click.IntRange(min=1, max=MAX_LOTS), default=1, show_default=True,
+              help=f"Lots of that plan rented (1 to {MAX_LOTS:,}).")
 @click.option("--plan-start", default=None, metavar="ISO", help="When the rented plan started (ISO date-time).")
 @click.option("--host", default=None, metavar="NAME", help="The rented host's name (optional).")
 def rental(campaign_dir: Path, gpu: str, lots: int, plan_start: str | None, host: str | None) -> None:
@@ -128,6 +131,13 @@ def rental(campaign_dir: Path, gpu: str, lots: int, plan_start: str | None, host
     \b
     Example: isocost rental results/mine --gpu rtx-4090 --lots 1
     """
+    gpu = check_gpu_name(gpu, "--gpu")  # a plain name: it reaches CSV, Markdown, HTML and terminals
+    if host is not None:
+        from runner.hosts.spec import check_name
+
+        host = check_name(host, "--host")
+    if plan_start is not None:
+        check_plain_text(plan_start, "--plan-start", "--plan-start", max_chars=64)
     recorded = record_rental(campaign_dir, gpu, lots, plan_start=plan_start, host=host)
     if recorded.kept_cut is not None:
         click.echo(f"note: {RENTALS_FILE} ended in a line cut while it was written; its bytes are kept in "

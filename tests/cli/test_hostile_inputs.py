@@ -608,3 +608,51 @@ def test_a_ledger_naming_a_column_twice_is_refused(campaign_dir, tmp_path):
     ledger.write_text("date,description,amount_usd,amount_usd,evidence\n2026-09-30,storage,12.50,1.00,inv 17\n",
                       encoding="utf-8")
     assert_user_error(invoke(["decide", str(campaign_dir), "--expenses", str(ledger)]), "ledger.csv")
+
+
+# -- accepted nonsense: a rule from too little data, a rule that accepts anything ---------------------
+
+def test_tune_refuses_a_one_input_tuning_split_before_running(ws, tmp_path):
+    write_corpus(ws / "tuning.jsonl", "t", 1, seed=2)
+    study = write_study(ws)
+    before = study.read_bytes()
+    result = invoke(["tune", str(study)])
+    assert_user_error(result, "1 input(s), too few", "needs at least 10", "tuning.jsonl")
+    assert study.read_bytes() == before and not (ws / ".isocost" / "tune").exists()  # nothing ran, nothing written
+
+
+def test_tune_refuses_a_measured_metric_the_split_is_too_small_for(ws, monkeypatch):
+    """12 inputs, half right: se = sqrt(0.25/12) = 0.144 > 0.1, so the rule needs 25 (the model run is faked)."""
+    import runner.own.tune as tune
+
+    write_corpus(ws / "tuning.jsonl", "t", 12, seed=2)
+    study = write_study(ws)
+    before = study.read_bytes()
+
+    def fake_run(study_, variant, tuning, progress):
+        trial = ws / ".isocost" / "tune" / "fake"
+        trial.mkdir(parents=True)
+        wrong = {"x": "y", "y": "x"}
+        (trial / "predictions.jsonl").write_text("".join(
+            json.dumps({"id": r.id, "label": r.label if i % 2 else wrong[r.label], "score": 0.5}) + "\n"
+            for i, r in enumerate(tuning)), encoding="utf-8")
+        return trial
+
+    monkeypatch.setattr(tune, "_run_reference", fake_run)
+    result = invoke(["tune", str(study)])
+    assert_user_error(result, "accuracy 0.5000 on 12 tuning input(s)", "needs at least 25 inputs", "tuning.jsonl")
+    assert study.read_bytes() == before
+
+
+@pytest.mark.parametrize("rule, accepts", [
+    ("minimum = 0.0\nmax_metric_drop = 1.0\nmin_agreement = 0.0", "accepts every pass"),
+    ("minimum = 0.5\nmax_metric_drop = 1.0\nmin_agreement = 0.0", "every variant as equivalent"),
+    ("minimum = 0.5\nmax_metric_drop = 2.5\nmin_agreement = 0.9", "must be in [0, 1]"),
+])
+def test_check_refuses_a_rule_that_accepts_anything(ws, rule, accepts):
+    study = write_study(ws)
+    text = study.read_text(encoding="utf-8").replace("minimum = 0.0\n", "").replace("max_metric_drop = 0.01\n", "")
+    study.write_text(text.replace("min_agreement = 0.99", rule), encoding="utf-8")
+    result = invoke(["check", str(study), "--launcher", "process"])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert "FAIL  study keys" in result.output and accepts in result.output
