@@ -8,13 +8,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from protocol.csvio import read_dicts
+from protocol.csvio import read_dicts, safe_cell
 from protocol.errors import UserError
 from protocol.fingerprint import sha256_bytes
 from protocol.jsonio import DUPLICATE_KEY_FIX, DuplicateKeyError, json_problem, loads_unique
 from protocol.safe_read import BOM, check_encodable, decode_text, open_binary, read_text
 
 MAX_ID_CHARS = 200
+MAX_LABEL_CHARS = 200
 #: A tokenizer.json of a real model is a few MiB (large vocabularies ~20 MiB).
 MAX_TOKENIZER_BYTES = 256 * 2**20
 
@@ -94,10 +95,16 @@ def _record(data: Any, where: str) -> Record:
         raise UserError(f"invalid id {ident!r}", where, f"Ids are printable strings of 1 to {MAX_ID_CHARS} chars.")
     if ident != ident.strip():
         raise UserError(f"id {ident!r} has surrounding spaces", where, "Strip ids so they stay stable.")
+    if safe_cell(ident) != ident:  # corpus_index.csv, verdicts and reports list ids: never a spreadsheet formula
+        raise UserError(f"id {ident!r} starts with {ident[0]!r}, which a spreadsheet reads as a formula", where,
+                        "Start ids with a letter or a digit (a number such as -1 is fine).")
     if not isinstance(text, str) or not text.strip():
         raise UserError(f"empty or non-text 'text' for id {ident!r}", where)
     if not isinstance(label, str) or not label:
         raise UserError(f"empty or non-string 'label' for id {ident!r}", where)
+    if len(label) > MAX_LABEL_CHARS or not label.isprintable():  # labels head tables on terminals and pages
+        raise UserError(f"label {label[:80]!a} of id {ident!r} is not printable text of at most {MAX_LABEL_CHARS} "
+                        "characters", where, "A label is a class name: no control characters, one short line.")
     check_encodable(text, f"the text of id {ident!r}", where)
     check_encodable(label, f"the label of id {ident!r}", where)
     return Record(id=ident, text=text, label=label)

@@ -13,6 +13,7 @@ Example: ``parse_campaign(TableReader("study.toml", {"campaign": {}}, "")).repet
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,17 @@ from protocol.study_records import (
     Series,
 )
 
+#: A name that labels rows of tables (CSV, Markdown, HTML, terminal): plain, and never starting like a formula.
+LABEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+def check_label_name(name: str, what: str, where: str) -> str:
+    """A length bucket's or a series' name: 1 to 64 letters, digits, '_', '.', '-', starting with a letter or digit."""
+    if not LABEL_NAME.fullmatch(name):
+        raise UserError(f"{what} must be 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit, "
+                        f"got {name[:80]!a}", where, 'Use a plain name such as "short" or "batch".')
+    return name
+
 
 def parse_data_ref(top: TableReader, key: str, base_dir: Path) -> DataRef:
     table = sub_table(top, key)
@@ -73,7 +85,7 @@ def parse_length_buckets(top: TableReader) -> tuple[LengthBucket, ...]:
         if not isinstance(item, dict):
             raise UserError("each length bucket must be a table", top.where(f"length_buckets[{i}]"))
         reader = TableReader(top.source, item, f"length_buckets[{i}].")
-        name = reader.get("name", str)
+        name = check_label_name(reader.get("name", str), "a length bucket name", reader.where("name"))
         max_tokens = reader.get("max_tokens", int, None)
         reader.finish({"name": "", "max_tokens": ""})
         if max_tokens is None and i != len(items) - 1:
@@ -339,7 +351,7 @@ def parse_series(top: TableReader, base: dict[str, Any] | None) -> tuple[Series,
         if not isinstance(item, dict):
             raise UserError("each series must be a table", top.where(f"series[{i}]"))
         s = TableReader(top.source, item, f"series[{i}].")
-        name = s.get("name", str)
+        name = check_label_name(s.get("name", str), "a series name", s.where("name"))
         field_name = s.get("field", str)
         if field_name not in VARIANT_FIELDS:
             raise UserError(

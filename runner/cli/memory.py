@@ -11,6 +11,7 @@ from protocol.errors import UserError
 from protocol.jsonio import read_json
 from protocol.memory import ModelShape, estimate
 from protocol.study import load_study
+from protocol.study_reader import BOUNDS
 from protocol.study_records import ATTENTIONS, PRECISIONS, QUANTIZATIONS
 
 
@@ -32,8 +33,9 @@ def memory() -> None:
               help="A checkpoint directory (instead of --study).")
 @click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True)
 @click.option("--quantization", type=click.Choice(QUANTIZATIONS), default="none", show_default=True)
-@click.option("--batch", "batch_size", type=click.IntRange(min=1), default=1, show_default=True)
-@click.option("--max-length", type=click.IntRange(min=1), default=512, show_default=True)
+@click.option("--batch", "batch_size", type=click.IntRange(1, int(BOUNDS["batch_size"][1])), default=1,
+              show_default=True)
+@click.option("--max-length", type=click.IntRange(1, int(BOUNDS["max_length"][1])), default=512, show_default=True)
 @click.option("--attention", type=click.Choice(ATTENTIONS), default="sdpa", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def estimate_command(study_path: Path | None, campaign_dir: Path | None, model_dir: Path | None, precision: str,

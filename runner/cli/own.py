@@ -86,8 +86,9 @@ def tune(study: Path, ledger: Path | None, dry_run: bool) -> None:
 @click.option("--host", "host_options", multiple=True, metavar="NAME=URL",
               help="Also check that this host's engine answers and knows the image (repeatable).")
 @click.option("--probe", is_flag=True, help="Run one batch of the reference variant to estimate the wall time.")
-@click.option("--target-memory-gib", type=click.FloatRange(min=0.1), default=None,
-              help="Memory of the target device (default: this machine's RAM for cpu, unknown for GPU stacks).")
+@click.option("--target-memory-gib", type=float, default=None,
+              help="Memory of the target device in GiB, 0.1 to 65536 (default: this machine's RAM for cpu, unknown "
+                   "for GPU stacks).")
 @click.option("--ledger", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Ledger directory of seen corpora (default: .isocost/ next to the study).")
 @click.option("--launcher", "launcher_kind", type=click.Choice(LAUNCHER_KINDS), default="auto", show_default=True,
