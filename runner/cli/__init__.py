@@ -5,6 +5,7 @@ Each command group lives in its own module; this module only assembles them.
 
 from __future__ import annotations
 
+import io
 import sys
 
 import click
@@ -18,6 +19,9 @@ class IsocostGroup(click.Group):
     """Turns a ``UserError`` into ``Error: …`` and exit status 2; bugs keep their tracebacks."""
 
     def invoke(self, ctx: click.Context) -> object:
+        for stream in (sys.stdout, sys.stderr):  # a path from undecodable bytes is printed escaped, never a crash
+            if isinstance(stream, io.TextIOWrapper):
+                stream.reconfigure(errors="backslashreplace")
         try:
             return super().invoke(ctx)
         except UserError as exc:

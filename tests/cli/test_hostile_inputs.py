@@ -656,3 +656,125 @@ def test_check_refuses_a_rule_that_accepts_anything(ws, rule, accepts):
     result = invoke(["check", str(study), "--launcher", "process"])
     assert result.exit_code == 2 and "Traceback" not in result.output, result.output
     assert "FAIL  study keys" in result.output and accepts in result.output
+
+
+# -- every command added since this matrix was written, with absurd values ---------------------------
+#
+# init, tune, check, rental, decide (several directories, --catalog, --expenses), period, cost, memory
+# estimate and hosts check: each absurd value ends in one `Error:` line naming what and where (exit 2)
+# or in a correct result; never a traceback, never a hang (the alarm of `invoke`).
+
+HUGE = "9" * 30
+
+
+@pytest.fixture
+def decided(tmp_path: Path, study_text: Callable[..., str]) -> tuple[Path, Path]:
+    """Two campaign directories of one study (rtx-4090 ×2 lots), as `isocost run` leaves them."""
+    from test_decide_cli import write_campaign
+
+    text = study_text(minimum=0.5)
+    a = write_campaign(tmp_path / "a", text, {"batch_size=1": ["ok", "ok"], "batch_size=4": ["ok", "ok"]},
+                       campaign_id="aaaa0000")
+    b = write_campaign(tmp_path / "b", text, {"batch_size=1": ["ok", "ok"], "batch_size=4": ["ok", "oom"]},
+                       gpu="b200", lots=1, campaign_id="bbbb0000")
+    return a, b
+
+
+def _study_args(ws: Path) -> list[str]:
+    return [str(write_study(ws))]
+
+
+#: (name, arguments given the workspace/campaigns, fragments the error names). ``{study}``, ``{a}``, ``{b}``,
+#: ``{ws}`` are filled in by the test.
+ABSURD: list[tuple[str, list[str], tuple[str, ...]]] = [
+    ("cost-lots-30-digits", ["cost", "--gpu", "rtx-4090", "--days", "7", "--lots", HUGE], ("--lots", "10,000")),
+    ("cost-lots-negative", ["cost", "--gpu", "rtx-4090", "--days", "7", "--lots", "-3"], ("--lots",)),
+    ("cost-accepted-30-digits", ["cost", "--gpu", "rtx-4090", "--days", "7", "--lots", "1", "--accepted-results",
+                                 HUGE], ("--accepted-results", "1,000,000")),
+    ("cost-gpu-formula", ["cost", "--gpu", "=HYPERLINK(1)", "--days", "7", "--lots", "1"], ("unknown GPU",)),
+    ("cost-gpu-ansi", ["cost", "--gpu", "\x1b[2Jrtx", "--days", "7", "--lots", "1"], ("unknown GPU", "\\x1b")),
+    ("cost-gpu-not-utf8", ["cost", "--gpu", "\udcff", "--days", "7", "--lots", "1"], ("unknown GPU",)),
+    ("rental-lots-30-digits", ["rental", "{a}", "--gpu", "rtx-4090", "--lots", HUGE], ("--lots", "10000")),
+    ("rental-lots-zero", ["rental", "{a}", "--gpu", "rtx-4090", "--lots", "0"], ("--lots",)),
+    ("rental-gpu-formula", ["rental", "{a}", "--gpu", "=cmd|'/C calc'!A0"], ("not a plain name", "--gpu")),
+    ("rental-gpu-empty", ["rental", "{a}", "--gpu", ""], ("GPU name is empty", "--gpu")),
+    ("rental-gpu-ansi", ["rental", "{a}", "--gpu", "\x1b]0;owned\x07"], ("not a plain name", "\\x1b")),
+    ("rental-host-bad-name", ["rental", "{a}", "--gpu", "rtx-4090", "--host", "a b/../c"], ("host name", "--host")),
+    ("rental-plan-start-control", ["rental", "{a}", "--gpu", "rtx-4090", "--plan-start", "2026-12-01\r09:00"],
+     ("--plan-start", "\\r")),
+    ("rental-plan-start-huge", ["rental", "{a}", "--gpu", "rtx-4090", "--plan-start", "9" * 5000],
+     ("--plan-start",)),
+    ("run-lots-30-digits", ["run", "{study}", "--out", "{ws}/out", "--gpu", "rtx-4090", "--lots", HUGE],
+     ("--lots",)),
+    ("run-gpu-formula", ["run", "{study}", "--out", "{ws}/out", "--launcher", "process", "--gpu", "@SUM(1)"],
+     ("not a plain name", "--gpu")),
+    ("check-target-memory-nan", ["check", "{study}", "--target-memory-gib", "nan"], ("--target-memory-gib", "nan")),
+    ("check-target-memory-inf", ["check", "{study}", "--target-memory-gib", "inf"], ("--target-memory-gib", "inf")),
+    ("check-target-memory-minus-inf", ["check", "{study}", "--target-memory-gib", "-inf"], ("--target-memory-gib",)),
+    ("check-target-memory-negative", ["check", "{study}", "--target-memory-gib", "-1"], ("--target-memory-gib",)),
+    ("check-target-memory-1e309", ["check", "{study}", "--target-memory-gib", "1e309"], ("--target-memory-gib",)),
+    ("check-target-memory-huge", ["check", "{study}", "--target-memory-gib", "1e300"], ("65536",)),
+    ("check-host-bad-ipv6", ["check", "{study}", "--host", "b=ssh://u@[::1"], ("ssh://u@[::1", "Invalid IPv6")),
+    ("memory-batch-30-digits", ["memory", "estimate", "--model", "{ws}/model", "--batch", HUGE], ("--batch",)),
+    ("memory-max-length-30-digits", ["memory", "estimate", "--model", "{ws}/model", "--max-length", HUGE],
+     ("--max-length",)),
+    ("decide-expenses-30-digit-amount", ["decide", "{a}", "--expenses", "{ws}/huge-ledger.csv"],
+     ("more than 12 digits", "huge-ledger.csv:2")),
+    ("decide-expenses-ansi-description", ["decide", "{a}", "--expenses", "{ws}/ansi-ledger.csv"],
+     ("control character", "ansi-ledger.csv:2")),
+    ("decide-two-dirs-formula-catalog", ["decide", "{a}", "{b}", "--catalog", "{ws}/formula-catalog.csv"],
+     ("not a plain name", "formula-catalog.csv:2, column gpu")),
+    ("decide-two-dirs-ansi-catalog-source", ["decide", "{a}", "{b}", "--catalog", "{ws}/ansi-catalog.csv"],
+     ("control character", "ansi-catalog.csv:2, column source")),
+    ("period-formula-catalog", ["period", "{a}", "--catalog", "{ws}/formula-catalog.csv"],
+     ("not a plain name", "formula-catalog.csv:2")),
+    ("decide-rental-30-digit-lots", ["decide", "{a}", "{b}"], ("lots of rtx-4090", "10,000", "rentals.jsonl")),
+    ("period-rental-30-digit-lots", ["period", "{a}"], ("lots of rtx-4090", "10,000")),
+    ("init-out-not-utf8", ["init", "{ws}/corpus.jsonl", "{ws}/model", "--out", "{ws}/\udcff/s.toml", "--tuning",
+                           "{ws}/tuning.jsonl"], ()),
+    ("tune-one-input-split", ["tune", "{ws}/one-tuning.toml"], ("too few", "needs at least 10")),
+]
+
+
+def _absurd_inputs(ws: Path, a: Path) -> None:
+    """The hostile files the ABSURD cases name."""
+    (ws / "huge-ledger.csv").write_text(f"date,description,amount_usd,evidence\n2026-09-30,storage,{HUGE},inv 1\n",
+                                        encoding="utf-8")
+    (ws / "ansi-ledger.csv").write_text("date,description,amount_usd,evidence\n2026-09-30,\x1b[2Jstorage,1.00,inv\n",
+                                        encoding="utf-8")
+    rows = _catalog_rows()
+    formula, ansi = [list(r) for r in rows], [list(r) for r in rows]
+    formula[1][rows[0].index("gpu")] = "=HYPERLINK(\"http://x\")"
+    ansi[1][rows[0].index("source")] = "snapshot \x1b[31mred"
+    for name, table in (("formula-catalog.csv", formula), ("ansi-catalog.csv", ansi)):
+        with open(ws / name, "w", encoding="utf-8", newline="") as handle:
+            csv.writer(handle).writerows(table)
+    with open(a / "rentals.jsonl", "a", encoding="utf-8") as handle:  # written by an isocost without the bound
+        handle.write(json.dumps({"gpu": "rtx-4090", "lots": int(HUGE), "plan_start": None,
+                                 "recorded_at": "2026-12-01T09:00:00Z", "schema_version": 1}) + "\n")
+    write_corpus(ws / "one.jsonl", "o", 1, seed=3)
+    one = write_study(ws).read_text(encoding="utf-8").replace('path = "tuning.jsonl"', 'path = "one.jsonl"')
+    (ws / "one-tuning.toml").write_text(one.replace(fingerprint_path(ws / "tuning.jsonl"),
+                                                    fingerprint_path(ws / "one.jsonl")), encoding="utf-8")
+
+
+@pytest.mark.parametrize("name, args, fragments", ABSURD, ids=[case[0] for case in ABSURD])
+def test_absurd_values_for_every_newer_command(ws, decided, name, args, fragments):
+    a, b = decided
+    _absurd_inputs(ws, a)
+    study = write_study(ws)
+    filled = [arg.replace("{study}", str(study)).replace("{a}", str(a)).replace("{b}", str(b))
+              .replace("{ws}", str(ws)) for arg in args]
+    if not name.startswith(("decide-rental", "period-rental")):
+        (a / "rentals.jsonl").unlink()
+    result = invoke(filled)
+    if name == "init-out-not-utf8":  # a correct result or a clear error, never a traceback
+        assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+        assert result.exit_code in (0, 2) and "Traceback" not in result.output
+        return
+    if filled[0] == "check" and "Error: " not in result.output:  # check reports each problem as a FAIL line
+        assert result.exit_code == 2 and "Traceback" not in result.output and "FAIL" in result.output
+        assert all(fragment in result.output for fragment in fragments), result.output
+    else:
+        assert_user_error(result, *fragments)
+    assert "\x1b" not in result.output and "\r" not in result.output  # escaped, never sent to the terminal
