@@ -43,9 +43,9 @@ MAX_SE = 0.1
 MIN_TUNING_INPUTS = math.ceil(1 / MAX_SE - 1e-9)
 #: The inputs needed in the worst case (m = 0.5).
 WORST_CASE_INPUTS = math.ceil(0.25 / MAX_SE**2 - 1e-9)
-SIZE_RULE = (f"the rule needs se ≤ {MAX_SE} (min_agreement ≥ {1 - 2 * MAX_SE:.1f}, max_metric_drop ≤ {MAX_SE}): "
-             f"n ≥ 1/{MAX_SE} = {MIN_TUNING_INPUTS} whatever the metric, and n ≥ m(1−m)/{MAX_SE}² for the metric "
-             f"measured ({WORST_CASE_INPUTS} at worst, m = 0.5)")
+SIZE_RULE = (f"Why: the rule needs se = sqrt(m(1−m)/n), at least 1/n, to be at most {MAX_SE} (so min_agreement "
+             f"≥ {1 - 2 * MAX_SE:.1f} and max_metric_drop ≤ {MAX_SE}): n ≥ 1/{MAX_SE} = {MIN_TUNING_INPUTS} whatever "
+             f"the metric, and n ≥ m(1−m)/{MAX_SE}² for the metric m measured ({WORST_CASE_INPUTS} at worst, m = 0.5).")
 
 
 @dataclass(frozen=True)
@@ -83,19 +83,19 @@ def inputs_needed(metric_value: float) -> int:
 def check_tuning_size(n: int, where: str, metric: str = "", metric_value: float | None = None) -> None:
     """Refuse a tuning split too small for the rule, naming the size it needs (before and after the run)."""
     fix = ("Add inputs to the tuning split (never from the final corpus), update [tuning] fingerprint "
-           "(`isocost fingerprint PATH`) and tune again.")
+           f"(`isocost fingerprint PATH`) and tune again. {SIZE_RULE}")
     if metric_value is None:
         if n < MIN_TUNING_INPUTS:
             raise UserError(f"the tuning split has {n} input(s), too few for the quality rule: it needs at least "
-                            f"{MIN_TUNING_INPUTS} whatever the metric, and up to {WORST_CASE_INPUTS} ({SIZE_RULE})",
+                            f"{MIN_TUNING_INPUTS} whatever the metric, up to {WORST_CASE_INPUTS} for a metric of 0.5",
                             where, fix)
         return
     se = standard_error(metric_value, n)
     if se > MAX_SE + 1e-12:
         needed = inputs_needed(metric_value)
         raise UserError(f"{metric or 'the metric'} {metric_value:.4f} on {n} tuning input(s) has se {se:.4f} > "
-                        f"{MAX_SE}: the rule would rest on too little; this metric needs at least {needed} inputs "
-                        f"({SIZE_RULE})", where, fix)
+                        f"{MAX_SE}: the rule would rest on too little; this metric needs at least {needed} inputs",
+                        where, fix)
 
 
 def propose(metric_value: float, n: int) -> Proposal:

@@ -14,6 +14,7 @@ import click
 from protocol.costing.plans import MAX_LOTS
 from protocol.names import check_gpu_name, check_plain_text
 from protocol.study_records import STACKS
+from protocol.tuning import MIN_TUNING_INPUTS, WORST_CASE_INPUTS
 from runner.campaign.launcher_choice import LAUNCHER_KINDS
 from runner.campaign_dir.rentals import RENTALS_FILE, record_rental
 
@@ -53,6 +54,10 @@ def init(corpus: Path, model: Path, tuning: Path | None, out: Path, stack: str, 
         click.echo(f"warning: the model also predicts {', '.join(report.extra_model_labels)}, absent from the "
                    "corpus: any such prediction rejects a pass", err=True)
     click.echo(f"{report.variants} variants, reference {report.reference_variant}, 5 repetitions each")
+    if report.tuning_inputs < MIN_TUNING_INPUTS:
+        click.echo(f"warning: the tuning split has {report.tuning_inputs} input(s); `isocost tune` needs at least "
+                   f"{MIN_TUNING_INPUTS} (up to {WORST_CASE_INPUTS}, depending on the metric): pass a larger "
+                   "--tuning FILE", err=True)
     click.echo(f"wrote {report.study}")
     click.echo(f"next: isocost tune {out}")
 

@@ -53,6 +53,7 @@ class InitReport:
     written: tuple[Path, ...]  # split files written when no --tuning was given
     reference_variant: str
     variants: int
+    tuning_inputs: int = 0
 
 
 def _quantile(sorted_values: list[int], share: float) -> int:
@@ -174,7 +175,8 @@ def init_study(corpus: Path, model: Path, *, out: Path, tuning: Path | None = No
     study = load_study(out)  # what init writes must be a valid study
     return InitReport(study=out, buckets=facts.buckets, labels=facts.labels,
                       extra_model_labels=facts.extra_model_labels, written=written,
-                      reference_variant=facts.reference, variants=len(study.variants()))
+                      reference_variant=facts.reference, variants=len(study.variants()),
+                      tuning_inputs=facts.tuning_inputs)
 
 
 def _check_arguments(model: Path, out: Path, stack: str, force: bool) -> None:

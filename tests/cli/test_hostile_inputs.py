@@ -585,22 +585,33 @@ def test_a_trial_file_naming_a_key_twice_is_refused_by_bundle(campaign_dir, tmp_
     assert_user_error(result, f"duplicate key {key!r}", f"{trial.name}/{name}")
 
 
-def test_a_status_json_naming_a_key_twice_is_refused_by_summarize(campaign_dir):
+@pytest.mark.parametrize("command", ["validate", "summarize", "decide"])
+def test_a_status_json_naming_a_key_twice_is_refused(campaign_dir, command):
     trial = sorted((campaign_dir / "trials").iterdir())[0]
-    key = _repeat_a_key(trial / "status.json")
-    assert_user_error(invoke(["summarize", str(campaign_dir)]), f"duplicate key {key!r}", "status.json")
+    _repeat_a_key(trial / "status.json")  # the seal in raw.csv names the edit first
+    assert_user_error(invoke([command, str(campaign_dir)]), f"{trial.name}/status.json")
 
 
-def test_a_prediction_line_naming_label_twice_is_a_format_error(campaign_dir):
+@pytest.mark.parametrize("command", ["validate", "summarize", "decide"])
+def test_a_prediction_line_naming_label_twice_is_refused(campaign_dir, command):
     trial = sorted((campaign_dir / "trials").iterdir())[0]
     path = trial / "predictions.jsonl"
     lines = path.read_text(encoding="utf-8").splitlines()
     first = json.loads(lines[0])
     lines[0] = lines[0][:-1] + f', "label": {json.dumps(first["label"] + "-other")}}}'
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    result = invoke(["validate", str(campaign_dir)])
-    assert "Traceback" not in result.output
-    assert f"{trial.name}: rejected" in result.output and "duplicate key 'label'" in result.output
+    assert_user_error(invoke([command, str(campaign_dir)]), f"{trial.name}/predictions.jsonl")
+
+
+def test_the_prediction_reader_names_a_label_given_twice(tmp_path):
+    """Below the seal: the reader itself makes a key named twice a format error of its line, on every path."""
+    from protocol.validate import parse_predictions
+
+    path = tmp_path / "predictions.jsonl"
+    path.write_text('{"id": "a", "label": "x", "score": 0.5}\n{"id": "b", "label": "x", "score": 0.5, "label": "y"}\n'
+                    '{"id": "c", "label": "y", "score": 1, "n_tokens": 3}\n', encoding="utf-8")
+    parsed = parse_predictions(path)
+    assert parsed.ids == ("a", "c") and parsed.format_errors == ("line 2: duplicate key 'label' in a JSON object",)
 
 
 def test_a_ledger_naming_a_column_twice_is_refused(campaign_dir, tmp_path):
@@ -728,8 +739,8 @@ ABSURD: list[tuple[str, list[str], tuple[str, ...]]] = [
      ("control character", "ansi-catalog.csv:2, column source")),
     ("period-formula-catalog", ["period", "{a}", "--catalog", "{ws}/formula-catalog.csv"],
      ("not a plain name", "formula-catalog.csv:2")),
-    ("decide-rental-30-digit-lots", ["decide", "{a}", "{b}"], ("lots of rtx-4090", "10,000", "rentals.jsonl")),
-    ("period-rental-30-digit-lots", ["period", "{a}"], ("lots of rtx-4090", "10,000")),
+    ("decide-rental-30-digit-lots", ["decide", "{a}", "{b}"], ("lots", "10000", "rentals.jsonl")),
+    ("period-rental-30-digit-lots", ["period", "{a}"], ("lots", "10000", "rentals.jsonl")),
     ("init-out-not-utf8", ["init", "{ws}/corpus.jsonl", "{ws}/model", "--out", "{ws}/\udcff/s.toml", "--tuning",
                            "{ws}/tuning.jsonl"], ()),
     ("tune-one-input-split", ["tune", "{ws}/one-tuning.toml"], ("too few", "needs at least 10")),
@@ -749,9 +760,13 @@ def _absurd_inputs(ws: Path, a: Path) -> None:
     for name, table in (("formula-catalog.csv", formula), ("ansi-catalog.csv", ansi)):
         with open(ws / name, "w", encoding="utf-8", newline="") as handle:
             csv.writer(handle).writerows(table)
-    with open(a / "rentals.jsonl", "a", encoding="utf-8") as handle:  # written by an isocost without the bound
-        handle.write(json.dumps({"gpu": "rtx-4090", "lots": int(HUGE), "plan_start": None,
-                                 "recorded_at": "2026-12-01T09:00:00Z", "schema_version": 1}) + "\n")
+    from runner.campaign_dir.appendlog import append_line
+    from runner.campaign_dir.rawtable import genesis
+    from runner.campaign_dir.rentals import RENTAL_SCHEMA_VERSION
+
+    append_line(a / "rentals.jsonl", {"gpu": "rtx-4090", "lots": int(HUGE), "plan_start": None,  # chained, as
+              "recorded_at": "2026-12-01T09:00:00Z", "schema_version": RENTAL_SCHEMA_VERSION},  # an unbounded
+              root=a, chained=True, genesis=genesis(a / "raw.csv"), what="rentals.jsonl")  # isocost wrote it
     write_corpus(ws / "one.jsonl", "o", 1, seed=3)
     one = write_study(ws).read_text(encoding="utf-8").replace('path = "tuning.jsonl"', 'path = "one.jsonl"')
     (ws / "one-tuning.toml").write_text(one.replace(fingerprint_path(ws / "tuning.jsonl"),
