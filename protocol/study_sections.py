@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from protocol.errors import UserError
+from protocol.names import check_plain_text
 from protocol.records import VARIANT_FIELDS, WarmupRule
 from protocol.study_reader import (
     ErrorCollector,
@@ -134,6 +135,8 @@ def parse_quality(top: TableReader, buckets: tuple[LengthBucket, ...] | None) ->
             )
     replay = q.choice("replay", REPLAY_KINDS, "identical")
     delta = q.number("max_score_delta", None, minimum=0.0) if "max_score_delta" in q.table else None
+    if delta is not None:
+        check_bound("max_score_delta", delta, q.where("max_score_delta"))
     q.used.add("max_score_delta")
     if replay == "bounded" and delta is None:
         raise UserError('replay = "bounded" needs a bound', q.where("max_score_delta"), "Add `max_score_delta = …`.")
@@ -177,6 +180,7 @@ def parse_deadline(top: TableReader) -> Deadline | None:
     d.finish()
     if waiting < 0:
         raise UserError("waiting_h must be >= 0", d.where("waiting_h"))
+    check_bound("waiting_h", waiting, d.where("waiting_h"))
     from protocol.costing.calendar import access_window
 
     try:
@@ -207,7 +211,7 @@ def parse_images(top: TableReader) -> tuple[tuple[str, str], ...]:
     for stack in sorted(table.table):
         if stack not in STACKS:
             raise UserError(f"unknown stack {stack!r}", table.where(stack), f"Use one of: {', '.join(STACKS)}.")
-        ref = table.get(stack, str)
+        ref = check_plain_text(table.get(stack, str), "an image reference", table.where(stack), max_chars=512)
         if "@sha256:" not in ref and not ref.startswith("sha256:"):
             raise UserError(
                 f"image {ref!r} is not pinned by digest",

@@ -54,8 +54,9 @@ MAX_CATALOG_BYTES = 16 * 2**20
 #: A source names a catalog and its edition: one line.
 MAX_SOURCE_CHARS = 500
 
-#: Longest text accepted in each numeric column (12-digit prices, 6-digit counts): far above any real plan.
-_MAX_DIGITS = {"cards_per_lot": 6, "plan_days": 6, "price_usd_per_lot": 16}
+#: Longest text accepted in each numeric column (12-digit prices, 6-digit counts, 8-digit seconds): far above any
+#: real plan, and checked before int() or Decimal() sees the text.
+_MAX_DIGITS = {"cards_per_lot": 6, "plan_days": 6, "price_usd_per_lot": 16, "minimum_s": 8, "increment_s": 8}
 _DECIMAL_RE = re.compile(r"^[0-9]+(\.[0-9]+)?$")
 _INT_RE = re.compile(r"^[0-9]+$")
 _DATE_RE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
@@ -161,7 +162,7 @@ def _parse_row(cells: dict[str, str], where: str) -> Plan:
     # A plain name: it becomes a configuration id in CSV, Markdown, HTML and terminal output.
     gpu = check_gpu_name(cells["gpu"], f"{where}, column gpu")
     for column, digits in _MAX_DIGITS.items():  # before int() or Decimal() sees them: a bound, not a traceback
-        if len(cells[column]) > digits:
+        if len(cells.get(column, "")) > digits:
             raise UserError(f"{column} has more than {digits} characters ({len(cells[column])})", where,
                             f"A catalog {column} is a short number.")
     cards_per_lot = _cards_per_lot(cells["cards_per_lot"], where)

@@ -143,8 +143,9 @@ def _host(entry: Any, where: str, base: Path) -> HostSpec:
         rental = Rental(gpu=check_gpu_name(table["gpu"], f"{where}, key rental.gpu"), lots=lots)
     ssh_config = entry.get("ssh_config")
     if ssh_config is not None:
-        if not isinstance(ssh_config, str) or not ssh_config:
-            raise UserError("ssh_config must be a path", f"{where}, key ssh_config", "Or leave it out.")
+        if not isinstance(ssh_config, str) or not ssh_config or not ssh_config.isprintable() or len(ssh_config) > 4096:
+            raise UserError("ssh_config must be a path of printable characters", f"{where}, key ssh_config",
+                            "Or leave it out.")
         ssh_config_path = Path(ssh_config).expanduser()
         ssh_config_path = ssh_config_path if ssh_config_path.is_absolute() else (base / ssh_config_path).resolve()
     else:

@@ -12,6 +12,7 @@ refusal comes before the first trial.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import signal
@@ -409,6 +410,13 @@ HOSTILE_HOSTS: dict[str, bytes] = {
     "huge-lots": b'schema_version = 1\n[[host]]\nname = "a"\nurl = "local"\nrental = { gpu = "x", lots = '
                  + b"9" * 18 + b" }\n",
     "nul-url": b'schema_version = 1\n[[host]]\nname = "a"\nurl = "ssh://u@h\\u0000x"\n',
+    "nul-ssh-config": b'schema_version = 1\n[[host]]\nname = "a"\nurl = "local"\nssh_config = "a\\u0000b"\n',
+    "formula-rental-gpu": b'schema_version = 1\n[[host]]\nname = "a"\nurl = "local"\nrental = { gpu = "=1+1" }\n',
+    "unclosed-ipv6-url": b'schema_version = 1\n[[host]]\nname = "a"\nurl = "ssh://u@[::1"\n',
+    "port-zero": b'schema_version = 1\n[[host]]\nname = "a"\nurl = "ssh://u@h:0"\n',
+    "option-as-host": b'schema_version = 1\n[[host]]\nname = "a"\nurl = "ssh://-oProxyCommand=x"\n',
+    "lots-over-max": b'schema_version = 1\n[[host]]\nname = "a"\nurl = "local"\n'
+                     b'rental = { gpu = "b200", lots = 10001 }\n',
     "empty": b"",
 }
 
@@ -793,3 +801,75 @@ def test_absurd_values_for_every_newer_command(ws, decided, name, args, fragment
     else:
         assert_user_error(result, *fragments)
     assert "\x1b" not in result.output and "\r" not in result.output  # escaped, never sent to the terminal
+
+
+
+@pytest.mark.parametrize("url, fragment", [
+    ("ssh://u@[::1", "Invalid IPv6"), ("ssh://[", "Invalid IPv6"), ("ssh://u@[::1]]", "not USER@HOST[:PORT]"),
+    ("ssh://u@[zz]:22", "zz"), ("ssh://u@[1.2.3.4]", "IPv4"), ("ssh://u@h:0", "outside 1..65535"),
+    ("ssh://u@h:99999", "invalid port"), ("ssh://u@-oProxyCommand=x", "not a host name"),
+    ("ssh://-l@h", "not a plain user name"), ("ssh://@h", "not a plain user name"), ("ssh://u@h h", "not a host name"),
+    ("ssh://u@h\u202e", "not printable"), ("ssh://\udcff@h", "not text"), ("ssh://u@h/x?y", "path, query"),
+    ("tcp://h:2375", "ssh only"), ("ftp://h", "not an engine URL"), ("ssh://" + "a" * 3000, "longer than"),
+])
+@pytest.mark.parametrize("command", ["hosts", "check", "run"])
+def test_malformed_engine_urls_are_refused_by_every_command(ws, tmp_path, url, fragment, command):
+    args = {"hosts": ["hosts", "check", "--host", f"b={url}"],
+            "check": ["check", str(write_study(ws)), "--host", f"b={url}"],
+            "run": ["run", str(write_study(ws)), "--out", str(tmp_path / "out"), "--host", f"b={url}"]}[command]
+    result = invoke(args)
+    if command == "check" and "Error: " not in result.output:  # check reports it as a FAIL line
+        assert result.exit_code == 2 and "Traceback" not in result.output and "FAIL" in result.output
+        assert fragment in result.output, result.output
+        return
+    assert_user_error(result, fragment)
+
+
+@pytest.mark.parametrize("column, value, fragment", [
+    ("minimum_s", "9" * 5000, "minimum_s has more than 8 characters"), ("increment_s", "9" * 40, "increment_s has"),
+    ("gpu", "@SUM(1)", "not a plain name"), ("gpu", "rtx 4090", "not a plain name"),
+    ("source", "ok\u202egnp.exe", "control character"),
+])
+def test_hostile_metered_catalog_cells(tmp_path, column, value, fragment):
+    header = "gpu,cards_per_lot,billing,plan_days,price_usd_per_lot,minimum_s,increment_s,currency,catalog_date,source"
+    values = "rtx-4090,1,hourly,,0.70,60,3600,USD,2026-09-24,made-up".split(",")
+    cells = dict(zip(header.split(","), values, strict=True))
+    cells[column] = value.encode().decode("unicode_escape") if "\\u" in value else value
+    catalog = tmp_path / "catalog.csv"
+    catalog.write_text(header + "\n" + ",".join(cells.values()) + "\nrtx-4090,1,flat,7,110.00,,,USD,2026-09-24,x\n",
+                       encoding="utf-8")
+    result = invoke(["cost", "--catalog", str(catalog), "--gpu", "rtx-4090", "--days", "7", "--lots", "1"])
+    assert_user_error(result, fragment, "catalog.csv:2")
+
+
+@pytest.mark.parametrize("extra, fragment", [
+    ('\n[deadline]\nstart = "2026-12-01T09:00"\nend = "2026-12-11T09:00"\ntz = "UTC"\nwaiting_h = 1e300\n',
+     "waiting_h must be between 0 and 87840"),
+    ("\n[job]\ninputs = 10\nbootstrap_resamples = 1000000000\n", "bootstrap_resamples must be at most 20,000"),
+    ('\n[images]\ncpu = "x@sha256:\\u001b[2J"\n', "control character"),
+])
+def test_hostile_study_numbers_and_names_fail_check(ws, extra, fragment):
+    result = invoke(["check", str(write_study(ws, extra=extra)), "--launcher", "process"])
+    assert result.exit_code == 2 and "Traceback" not in result.output and "\x1b" not in result.output
+    assert "FAIL  study keys" in result.output and fragment in result.output, result.output
+
+
+def test_a_bundle_manifest_naming_a_key_twice_fails_verify(campaign_dir, tmp_path):
+    """BUNDLE.json lists the files a bundle's hashes cover: a second "files" key must not replace the first."""
+    import tarfile
+
+    bundle = tmp_path / "b.tar.gz"
+    assert invoke(["bundle", str(campaign_dir), "-o", str(bundle)]).exit_code == 0
+    with tarfile.open(bundle) as tar:
+        members = {m.name: (m, tar.extractfile(m).read() if m.isfile() else b"") for m in tar.getmembers()}
+    info, data = members["BUNDLE.json"]
+    text = data.decode().rstrip()
+    members["BUNDLE.json"] = (info, (text[:-1].rstrip() + ', "files": []}\n').encode())
+    edited = tmp_path / "edited.tar.gz"
+    with tarfile.open(edited, "w:gz") as tar:
+        for member, content in members.values():
+            member.size = len(content)
+            tar.addfile(member, io.BytesIO(content) if member.isfile() else None)
+    result = invoke(["verify", str(edited)])
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert "BUNDLE.json" in result.output and "duplicate key 'files'" in result.output, result.output
