@@ -92,3 +92,25 @@ def markdown_text(text: str) -> str:
     """
     flat = " ".join(terminal_text(text).split())
     return _MARKDOWN_SPECIAL.sub(r"\\\1", flat)
+
+
+_REF_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+#: A registry host is what Docker takes for one: a first component holding "." or ":", "localhost", or [IPv6].
+_REF_HOST = (r"(?:localhost|\[[0-9A-Fa-f:]+\]|(?=[^/]*[.:])[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+             r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*)(?::[0-9]{1,5})?")
+#: Docker's reference grammar (distribution/reference): [HOST[:PORT]/]PATH[:TAG][@sha256:DIGEST], or an image ID.
+IMAGE_REFERENCE = re.compile(rf"^(?:(?:{_REF_HOST}/)?{_REF_COMPONENT}(?:/{_REF_COMPONENT})*"
+                             r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?"
+                             r"|sha256:[0-9a-f]{64}|[0-9a-f]{12,64})$")
+
+
+def check_image_reference(ref: str, where: str) -> str:
+    """An image reference in Docker's own grammar, checked before an engine sees it (an engine answers a malformed
+    one with an HTTP 400, not a message). Example: ``check_image_reference("127.0.0.1:5000/isocost/cpu@sha256:…")``.
+    """
+    ref = ref.strip()
+    if len(ref) > 512 or not IMAGE_REFERENCE.fullmatch(ref):
+        raise UserError(f"{ref[:120]!a} is not an image reference", where,
+                        "Name an image as REPOSITORY@sha256:<64 hex> (e.g. 127.0.0.1:5000/isocost/cpu@sha256:…) "
+                        "or by its image ID (sha256:<64 hex>).")
+    return ref

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from protocol.errors import UserError
-from protocol.names import check_plain_text
+from protocol.names import check_image_reference
 from protocol.records import VARIANT_FIELDS, WarmupRule
 from protocol.study_reader import (
     ErrorCollector,
@@ -211,7 +211,7 @@ def parse_images(top: TableReader) -> tuple[tuple[str, str], ...]:
     for stack in sorted(table.table):
         if stack not in STACKS:
             raise UserError(f"unknown stack {stack!r}", table.where(stack), f"Use one of: {', '.join(STACKS)}.")
-        ref = check_plain_text(table.get(stack, str), "an image reference", table.where(stack), max_chars=512)
+        ref = check_image_reference(table.get(stack, str), table.where(stack))
         if "@sha256:" not in ref and not ref.startswith("sha256:"):
             raise UserError(
                 f"image {ref!r} is not pinned by digest",

@@ -13,7 +13,7 @@ from protocol.costing.plans import MAX_LOTS
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
 from protocol.jsonio import read_json
-from protocol.names import check_gpu_name
+from protocol.names import check_gpu_name, check_image_reference
 from protocol.records import Rental
 from runner.analysis.summary import summarize_campaign
 from runner.analysis.verdicts import validate_campaign
@@ -80,6 +80,7 @@ def run(study: Path, out: Path, resume: bool, launcher_kind: str, image: str | N
         _run_hosts(study, out, resume, launcher_kind, image, gpu, lots, acknowledge_seen_corpus, allowed_root,
                    host_options, hosts_file, ledger)
         return
+    image = check_image_reference(image, "--image") if image is not None else None
     choice = choose_launcher(study, launcher_kind, image)
     launcher = choice.launcher
     if choice.notice:

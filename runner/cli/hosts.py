@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from protocol.names import terminal_text
+from protocol.names import check_image_reference, terminal_text
 from runner.hosts.check import check_hosts
 from runner.hosts.spec import merge_hosts
 
@@ -45,6 +45,7 @@ def check(host_options: tuple[str, ...], hosts_file: Path | None, stack: str | N
     Example: isocost hosts check --host local=local --host b200=ssh://ubuntu@203.0.113.7
     Example: isocost hosts check --host local=local --stack cuda --require-gpu
     """
+    image = check_image_reference(image, "--image") if image else image
     hosts_list = merge_hosts(host_options, hosts_file)
     if not hosts_list:
         raise click.UsageError("name at least one host (--host NAME=URL or --hosts-file FILE)")

@@ -846,7 +846,8 @@ def test_hostile_metered_catalog_cells(tmp_path, column, value, fragment):
     ('\n[deadline]\nstart = "2026-12-01T09:00"\nend = "2026-12-11T09:00"\ntz = "UTC"\nwaiting_h = 1e300\n',
      "waiting_h must be between 0 and 87840"),
     ("\n[job]\ninputs = 10\nbootstrap_resamples = 1000000000\n", "bootstrap_resamples must be at most 20,000"),
-    ('\n[images]\ncpu = "x@sha256:\\u001b[2J"\n', "control character"),
+    ('\n[images]\ncpu = "x@sha256:\\u001b[2J"\n', "is not an image reference"),
+    ('\n[images]\ncpu = "BAD REF@sha256:' + "a" * 64 + '"\n', "is not an image reference"),
 ])
 def test_hostile_study_numbers_and_names_fail_check(ws, extra, fragment):
     result = invoke(["check", str(write_study(ws, extra=extra)), "--launcher", "process"])
@@ -873,3 +874,35 @@ def test_a_bundle_manifest_naming_a_key_twice_fails_verify(campaign_dir, tmp_pat
     result = invoke(["verify", str(edited)])
     assert result.exit_code != 0 and "Traceback" not in result.output
     assert "BUNDLE.json" in result.output and "duplicate key 'files'" in result.output, result.output
+
+
+@pytest.mark.parametrize("ref", ["BAD REF@sha256:" + "a" * 64, "Upper/x@sha256:" + "a" * 64, "x\x1b[2J", "-x",
+                                 "a" * 600, "\udcff@sha256:" + "a" * 64])
+@pytest.mark.parametrize("command", ["run", "hosts", "images-build"])
+def test_malformed_image_references_are_refused_before_an_engine_sees_them(ws, tmp_path, ref, command):
+    """An engine answers a malformed reference with an HTTP 400 (a docker.errors.APIError traceback, before)."""
+    args = {"run": ["run", str(write_study(ws)), "--out", str(tmp_path / "out"), "--image", ref],
+            "hosts": ["hosts", "check", "--host", "l=local", "--stack", "cuda", "--image", ref],
+            "images-build": ["images", "build", "--stack", "cpu", "--base", ref]}[command]
+    result = invoke(args)
+    assert_user_error(result, "is not an image reference")
+    assert "\x1b" not in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_engine_refusing_a_base_reference_is_a_user_error(monkeypatch):
+    """Below the CLI check: whatever the engine refuses with an HTTP 400 is named, never a traceback."""
+    import docker.errors
+
+    from protocol.errors import UserError
+    from runner.images.build import _base_facts
+
+    class Images:
+        def get(self, ref: str) -> None:
+            raise docker.errors.APIError("400 Client Error", explanation="invalid reference format")
+
+    class Client:
+        images = Images()
+
+    with pytest.raises(UserError, match="the engine refuses the base image reference 'x': invalid reference format"):
+        _base_facts(Client(), "x", override=True, progress=lambda message: None)
