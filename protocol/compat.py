@@ -14,13 +14,14 @@ a sentence saying why. Inputs are what the trial read at run time (NVML, amdsmi,
 
 from __future__ import annotations
 
-import csv
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+from protocol.csvio import read_dicts
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 CUDA_TABLE = DATA_DIR / "cuda-min-driver.csv"
@@ -63,7 +64,7 @@ def load_table(path: Path) -> Table:
                 meta[key.strip()] = value.strip()
         elif line.strip():
             body.append(line)
-    rows = tuple(dict(row) for row in csv.DictReader(body))
+    rows = tuple(row for _, row in read_dicts("\n".join(body) + "\n", "data table", str(path)))  # columns named once
     return Table(name=path.name, meta=meta, rows=rows)
 
 

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from protocol.csvio import read_dicts, safe_cell
 from protocol.errors import UserError
 from protocol.fingerprint import sha256_bytes
+from protocol.jsonio import DUPLICATE_KEY_FIX, DuplicateKeyError, json_problem, loads_unique
 from protocol.safe_read import BOM, check_encodable, decode_text, open_binary, read_text
 
 MAX_ID_CHARS = 200
+MAX_LABEL_CHARS = 200
 #: A tokenizer.json of a real model is a few MiB (large vocabularies ~20 MiB).
 MAX_TOKENIZER_BYTES = 256 * 2**20
 
@@ -65,30 +66,20 @@ def _read_jsonl(path: Path, data: bytes) -> Any:
         line = decode_text(raw, "corpus line", where).removesuffix("\r")
         if not line.strip():
             continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UserError(f"not valid JSON: {exc.msg}", where) from None
-        except RecursionError:
-            raise UserError("not valid JSON here: nested too deeply", where, "Each line is one flat object.") \
-                from None
-        except ValueError as exc:  # an integer of thousands of digits
-            raise UserError(f"not valid JSON here: {str(exc)[:120]}", where) from None
+        try:  # a key named twice (two labels) is refused: json alone would keep the last one silently
+            item = loads_unique(line)
+        except DuplicateKeyError as exc:
+            raise UserError(f"{exc}: the input would silently take the last value", where,
+                            DUPLICATE_KEY_FIX) from None
+        except (ValueError, RecursionError) as exc:  # bad JSON, deep nesting, an integer of thousands of digits
+            raise UserError(json_problem(exc), where, "Each line is one flat JSON object.") from None
         yield line_no, item
 
 
 def _read_csv(path: Path, data: bytes) -> Any:
     text = decode_text(data, "corpus file", str(path))
-    reader = csv.DictReader(io.StringIO(text, newline=""))
-    try:
-        missing = {"id", "text", "label"} - set(reader.fieldnames or [])
-        if missing:
-            raise UserError(f"CSV header lacks {sorted(missing)}", str(path), "The header must name id, text, label.")
-        for item in reader:
-            yield reader.line_num, item
-    except csv.Error as exc:
-        raise UserError(f"not valid CSV: {exc}", f"{path}, line {reader.line_num}",
-                        "Quote fields that hold commas or newlines; no NUL bytes.") from None
+    # A column named twice is refused (csv.DictReader would keep the last one silently).
+    yield from read_dicts(text, "CSV", str(path), required=("id", "text", "label"))
 
 
 def _record(data: Any, where: str) -> Record:
@@ -104,10 +95,16 @@ def _record(data: Any, where: str) -> Record:
         raise UserError(f"invalid id {ident!r}", where, f"Ids are printable strings of 1 to {MAX_ID_CHARS} chars.")
     if ident != ident.strip():
         raise UserError(f"id {ident!r} has surrounding spaces", where, "Strip ids so they stay stable.")
+    if safe_cell(ident) != ident:  # corpus_index.csv, verdicts and reports list ids: never a spreadsheet formula
+        raise UserError(f"id {ident!r} starts with {ident[0]!r}, which a spreadsheet reads as a formula", where,
+                        "Start ids with a letter or a digit (a number such as -1 is fine).")
     if not isinstance(text, str) or not text.strip():
         raise UserError(f"empty or non-text 'text' for id {ident!r}", where)
     if not isinstance(label, str) or not label:
         raise UserError(f"empty or non-string 'label' for id {ident!r}", where)
+    if len(label) > MAX_LABEL_CHARS or not label.isprintable():  # labels head tables on terminals and pages
+        raise UserError(f"label {label[:80]!a} of id {ident!r} is not printable text of at most {MAX_LABEL_CHARS} "
+                        "characters", where, "A label is a class name: no control characters, one short line.")
     check_encodable(text, f"the text of id {ident!r}", where)
     check_encodable(label, f"the label of id {ident!r}", where)
     return Record(id=ident, text=text, label=label)

@@ -13,23 +13,20 @@ Example::
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from pathlib import Path
 
 from protocol.errors import UserError
+from protocol.memory import read_model_config
 
 
 def model_labels(model_dir: Path) -> tuple[str, ...]:
     """The labels the checkpoint predicts, in id order (``config.json`` ``id2label``)."""
     path = Path(model_dir) / "config.json"
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    if not path.exists() and not path.is_symlink():
         raise UserError("the model directory has no config.json", str(model_dir),
-                        "Save the checkpoint with model.save_pretrained(DIR).") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UserError(f"config.json is not valid JSON ({exc})", str(path)) from None
+                        "Save the checkpoint with model.save_pretrained(DIR).")
+    config = read_model_config(model_dir)  # a regular UTF-8 file; a key named twice is refused
     id2label = config.get("id2label") if isinstance(config, dict) else None
     if not isinstance(id2label, dict) or not id2label:
         raise UserError("config.json has no id2label", str(path),

@@ -8,13 +8,13 @@ cannot be inferred from it either.
 
 from __future__ import annotations
 
-import json
 import struct
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from protocol.errors import UserError
+from protocol.jsonio import loads_unique
 from protocol.safe_read import open_binary, read_text
 
 BYTES_PER_VALUE = {"fp32": 4, "bf16": 2, "fp16": 2}
@@ -73,10 +73,10 @@ def read_model_config(model_dir: Path) -> dict[str, Any]:
     path = Path(model_dir) / "config.json"
     text = read_text(path, "the model's config.json", max_bytes=MAX_CONFIG_BYTES, fix="Point at a saved checkpoint.")
     try:
-        config = json.loads(text)
+        config = loads_unique(text)  # a key named twice is refused, never the last value silently
     except RecursionError:
         raise UserError("config.json is nested too deeply", str(path), "Save the checkpoint again.") from None
-    except ValueError as exc:  # JSONDecodeError, or an integer of thousands of digits
+    except ValueError as exc:  # JSONDecodeError, a key named twice, or an integer of thousands of digits
         raise UserError(f"config.json is not valid JSON: {str(exc)[:120]}", str(path),
                         "Save the checkpoint again.") from None
     if not isinstance(config, dict):
@@ -104,8 +104,8 @@ def _safetensors_header(path: Path) -> dict[str, Any]:
         if length > _MAX_HEADER_BYTES:
             raise UserError("implausible safetensors header size", str(path))
         try:
-            header = json.loads(handle.read(length))
-        except (ValueError, RecursionError):  # not JSON, not UTF-8, nested too deeply, a huge integer
+            header = loads_unique(handle.read(length).decode("utf-8"))
+        except (ValueError, RecursionError):  # not JSON, not UTF-8, a key twice, nested too deeply, a huge integer
             raise UserError("unreadable safetensors header", str(path)) from None
     if not isinstance(header, dict):
         raise UserError("unreadable safetensors header", str(path))

@@ -11,11 +11,13 @@ Fast paths, in order (each one exact, or it hands the chunk to the next):
    regular expression per chunk of lines; the scores stay text until ``scores`` is read;
 2. any well-formed chunk: one ``json.loads`` over the chunk joined into an array;
 3. line by line, describing every problem.
+
+An object that names a key twice (two labels for one id) is a format error of its line, on every path:
+``json.loads`` alone would keep the last value silently (:func:`protocol.jsonio.loads_unique`).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Iterable, Sequence
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from protocol.gc_pause import collection_paused
+from protocol.jsonio import DuplicateKeyError, loads_unique
 
 
 @dataclass(frozen=True)
@@ -168,7 +171,10 @@ def _line_by_line(body: str, lines_before: int, items: list[Any] | None, columns
             item = items[number - lines_before - 1]  # what json.loads(line) gives (see _parse_chunk)
         else:
             try:
-                item = json.loads(line)
+                item = loads_unique(line)
+            except DuplicateKeyError as exc:  # two labels for one id: never the last one silently
+                columns.errors.append(f"line {number}: {exc}")
+                continue
             except (ValueError, RecursionError):  # bad JSON, integers over the digit limit, deep nesting
                 columns.errors.append(f"line {number}: not valid JSON")
                 continue
@@ -216,8 +222,8 @@ def _parse_chunk(body: str, count: int) -> list[Any] | None:
     """
     if not body.startswith("{") or body.count("\n{") != count - 1 or "[" in body:
         return None
-    try:
-        items = json.loads("[" + body.replace("\n", ",\n") + "]")
+    try:  # a key named twice raises here too: the line-by-line reader then names its line
+        items = loads_unique("[" + body.replace("\n", ",\n") + "]")
     except (ValueError, RecursionError):
         return None
     if len(items) != count:

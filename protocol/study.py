@@ -22,6 +22,7 @@ from typing import Any
 from protocol.costing.job import parse_job
 from protocol.errors import UserError
 from protocol.fingerprint import sha256_bytes
+from protocol.names import check_plain_text
 from protocol.safe_read import decode_text, read_bytes
 from protocol.study_reader import (
     ErrorCollector,
@@ -71,6 +72,7 @@ _TOP_KEYS = {
 
 #: A study is a page of TOML; a larger file is a mistake (or an attack on the parser).
 MAX_STUDY_BYTES = 2**20
+MAX_NAME_CHARS = 100
 
 
 def load_study(path: Path | str) -> Study:
@@ -195,8 +197,10 @@ def _check_variants(study: Study, source: str) -> None:
 
 def _name(top: TableReader) -> str:
     name = top.get("name", str)
-    if not name or not all(c.isalnum() or c in "-_." for c in name):
-        raise UserError("name must be non-empty letters, digits, '-', '_' or '.'", top.where("name"))
+    if not name or len(name) > MAX_NAME_CHARS or not name[0].isalnum() \
+            or not all(c.isalnum() or c in "-_." for c in name):
+        raise UserError(f"name must be 1 to {MAX_NAME_CHARS} letters, digits, '-', '_' or '.', starting with a letter "
+                        "or digit", top.where("name"))
     return str(name)
 
 
@@ -204,7 +208,8 @@ def _question(top: TableReader) -> str:
     question = str(top.get("question", str)).strip()
     if not question:
         raise UserError("the question is empty", top.where("question"), "Write the decision question first.")
-    return question
+    # It heads the summary, the memo and the report, and is printed on terminals: no control characters.
+    return check_plain_text(question, "the question", top.where("question"), max_chars=2000, newlines=True)
 
 
 def _scenario(top: TableReader) -> str:

@@ -27,7 +27,7 @@ class StudyKey:
 
 _ROWS = (
     ("schema_version", "required", "study format version: 1"),
-    ("name", "required", "short name: letters, digits, '-', '_', '.'"),
+    ("name", "required", "short name: up to 100 letters, digits, '-', '_', '.', the first a letter or digit"),
     ("question", "required", "the decision question, in words, written before any test"),
     ("scenario", "required", '"offline" (corpus processing; interactive serving is out of scope)'),
     ("expected_artifacts", "1", "accepted corpora the job needs, declared before the campaign"),
@@ -37,7 +37,8 @@ _ROWS = (
     ("tuning.fingerprint", "required", "sha256 of the tuning file"),
     ("model.path", "required", "checkpoint directory (save_pretrained: config.json with id2label, tokenizer.json)"),
     ("model.fingerprint", "required", "sha256 of the checkpoint directory tree"),
-    ("length_buckets[].name", "none: no buckets", "name of a length bucket (tokens of the model's tokenizer)"),
+    ("length_buckets[].name", "none: no buckets",
+     "name of a length bucket (tokens of the model's tokenizer): a plain name like the series'"),
     ("length_buckets[].max_tokens", "open-ended", "inclusive upper bound in tokens; only the last bucket may omit it"),
     ("quality.metric", "required", '"accuracy" or "macro_f1"'),
     ("quality.minimum", "required", "minimum of the metric on the final corpus, set on the tuning split "
@@ -72,13 +73,14 @@ _ROWS = (
     ("base.threads", "required", "torch CPU threads"),
     ("base.seed", "required", "random seed"),
     ("base.deterministic", "required", "torch deterministic algorithms: true or false"),
-    ("series[].name", "required", "name of a series (at least one series)"),
+    ("series[].name", "required",
+     "name of a series (at least one): up to 64 letters, digits, '_', '.', '-', the first a letter or digit"),
     ("series[].field", "required", "the ONE variant field this series varies"),
     ("series[].values", "required", "the values it takes; each makes a variant"),
     ("deadline.start", "required in [deadline]", "access window start, local time"),
     ("deadline.end", "required in [deadline]", "access window end, local time"),
     ("deadline.tz", "required in [deadline]", "IANA time zone of start and end"),
-    ("deadline.waiting_h", "0", "declared waiting the rental must be held for"),
+    ("deadline.waiting_h", "0", "declared waiting the rental must be held for (at most 87840 h, ten years)"),
     ("costing.catalog", "the shipped dated snapshot", "your dated plan catalog CSV"),
     ("images.cpu / images.cuda / images.rocm", "none: images/images.lock", "REPO@sha256:… to run for that stack"),
 )

@@ -38,6 +38,8 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "expected_artifacts": (1, 1_000_000),
     "length_buckets": (0, 64),
     "passes": (1, 100_000),  # variants x repetitions
+    "waiting_h": (0, 87_840),  # ten years of declared waiting
+    "max_score_delta": (0, 1),  # scores are probabilities
 }
 
 

@@ -13,10 +13,12 @@ Example: ``parse_campaign(TableReader("study.toml", {"campaign": {}}, "")).repet
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
 from protocol.errors import UserError
+from protocol.names import check_image_reference
 from protocol.records import VARIANT_FIELDS, WarmupRule
 from protocol.study_reader import (
     ErrorCollector,
@@ -44,6 +46,17 @@ from protocol.study_records import (
     QualityRule,
     Series,
 )
+
+#: A name that labels rows of tables (CSV, Markdown, HTML, terminal): plain, and never starting like a formula.
+LABEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+def check_label_name(name: str, what: str, where: str) -> str:
+    """A length bucket's or a series' name: 1 to 64 letters, digits, '_', '.', '-', starting with a letter or digit."""
+    if not LABEL_NAME.fullmatch(name):
+        raise UserError(f"{what} must be 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit, "
+                        f"got {name[:80]!a}", where, 'Use a plain name such as "short" or "batch".')
+    return name
 
 
 def parse_data_ref(top: TableReader, key: str, base_dir: Path) -> DataRef:
@@ -73,7 +86,7 @@ def parse_length_buckets(top: TableReader) -> tuple[LengthBucket, ...]:
         if not isinstance(item, dict):
             raise UserError("each length bucket must be a table", top.where(f"length_buckets[{i}]"))
         reader = TableReader(top.source, item, f"length_buckets[{i}].")
-        name = reader.get("name", str)
+        name = check_label_name(reader.get("name", str), "a length bucket name", reader.where("name"))
         max_tokens = reader.get("max_tokens", int, None)
         reader.finish({"name": "", "max_tokens": ""})
         if max_tokens is None and i != len(items) - 1:
@@ -106,8 +119,10 @@ def parse_quality(top: TableReader, buckets: tuple[LengthBucket, ...] | None) ->
     reference = q.get("reference_variant", str)
     drop = q.number("max_metric_drop", 0.0, minimum=0.0)
     agreement = q.number("min_agreement", 0.0)
-    if drop < 0 or not 0.0 <= agreement <= 1.0:
-        raise UserError("max_metric_drop must be >= 0 and min_agreement in [0, 1]", q.where("max_metric_drop"))
+    if not 0.0 <= drop <= 1.0 or not 0.0 <= agreement <= 1.0:
+        raise UserError("max_metric_drop and min_agreement must be in [0, 1]", q.where("max_metric_drop"),
+                        "A metric in [0, 1] cannot drop by more than 1; agreement is a share of the ids.")
+    _refuse_vacuous_rule(minimum, drop, agreement, q)
     subgroups = tuple(q.get("subgroups", list, []))
     # buckets None: [[length_buckets]] failed its own check (reported there): do not add a derived error.
     allowed = {"label"} | ({"length_bucket"} if buckets is None or buckets else set())
@@ -120,6 +135,8 @@ def parse_quality(top: TableReader, buckets: tuple[LengthBucket, ...] | None) ->
             )
     replay = q.choice("replay", REPLAY_KINDS, "identical")
     delta = q.number("max_score_delta", None, minimum=0.0) if "max_score_delta" in q.table else None
+    if delta is not None:
+        check_bound("max_score_delta", delta, q.where("max_score_delta"))
     q.used.add("max_score_delta")
     if replay == "bounded" and delta is None:
         raise UserError('replay = "bounded" needs a bound', q.where("max_score_delta"), "Add `max_score_delta = …`.")
@@ -137,6 +154,20 @@ def parse_quality(top: TableReader, buckets: tuple[LengthBucket, ...] | None) ->
     )
 
 
+def _refuse_vacuous_rule(minimum: float, drop: float, agreement: float, q: TableReader) -> None:
+    """Refuse a rule under which every variant is equivalent to the reference (what a one-input tuning split
+    would propose): a drop of 1 with an agreement of 0 lets any labels through, and with a minimum of 0 any pass."""
+    if drop >= 1.0 and agreement <= 0.0:
+        accepts = "every pass" if minimum <= 0.0 else "every variant as equivalent to the reference"
+        raise UserError(
+            f"the quality rule accepts {accepts} (minimum {minimum}, max_metric_drop {drop}, min_agreement "
+            f"{agreement})",
+            q.where("max_metric_drop"),
+            "Set the tolerances with `isocost tune` on a tuning split large enough for the rule, or write a "
+            "max_metric_drop below 1 or a min_agreement above 0.",
+        )
+
+
 def parse_deadline(top: TableReader) -> Deadline | None:
     if "deadline" not in top.table:
         top.used.add("deadline")
@@ -149,6 +180,7 @@ def parse_deadline(top: TableReader) -> Deadline | None:
     d.finish()
     if waiting < 0:
         raise UserError("waiting_h must be >= 0", d.where("waiting_h"))
+    check_bound("waiting_h", waiting, d.where("waiting_h"))
     from protocol.costing.calendar import access_window
 
     try:
@@ -179,7 +211,7 @@ def parse_images(top: TableReader) -> tuple[tuple[str, str], ...]:
     for stack in sorted(table.table):
         if stack not in STACKS:
             raise UserError(f"unknown stack {stack!r}", table.where(stack), f"Use one of: {', '.join(STACKS)}.")
-        ref = table.get(stack, str)
+        ref = check_image_reference(table.get(stack, str), table.where(stack))
         if "@sha256:" not in ref and not ref.startswith("sha256:"):
             raise UserError(
                 f"image {ref!r} is not pinned by digest",
@@ -323,7 +355,7 @@ def parse_series(top: TableReader, base: dict[str, Any] | None) -> tuple[Series,
         if not isinstance(item, dict):
             raise UserError("each series must be a table", top.where(f"series[{i}]"))
         s = TableReader(top.source, item, f"series[{i}].")
-        name = s.get("name", str)
+        name = check_label_name(s.get("name", str), "a series name", s.where("name"))
         field_name = s.get("field", str)
         if field_name not in VARIANT_FIELDS:
             raise UserError(

@@ -5,8 +5,10 @@ optionally ``billing,minimum_s,increment_s`` (a catalog without them holds flat
 plans only, like the shipped snapshot). Every cell is checked before it is
 converted (a bound on its length, then its form), one currency per catalog,
 one row per (gpu, billing, plan_days); the error names the file, the line and
-the column, and says how to fix it. The plans themselves and their arithmetic
-are in :mod:`protocol.costing.plans`.
+the column, and says how to fix it. A GPU name is a plain name and a source
+holds no control character (:mod:`protocol.names`): both reach CSV, Markdown,
+HTML and terminals. The plans themselves and their arithmetic are in
+:mod:`protocol.costing.plans`.
 
 Example: ``load_catalog(default_catalog_path()).gpus == ("b200", "rtx-4090")``.
 """
@@ -33,6 +35,7 @@ from protocol.costing.plans import (
     join_days,
 )
 from protocol.errors import UserError
+from protocol.names import check_gpu_name, check_plain_text
 from protocol.safe_read import check_encodable, read_text
 
 CATALOG_COLUMNS: tuple[str, ...] = (
@@ -48,9 +51,12 @@ CATALOG_COLUMNS: tuple[str, ...] = (
 OPTIONAL_COLUMNS: tuple[str, ...] = ("billing", "minimum_s", "increment_s")
 #: A catalog is a few hundred rows; a larger file is refused before it is parsed.
 MAX_CATALOG_BYTES = 16 * 2**20
+#: A source names a catalog and its edition: one line.
+MAX_SOURCE_CHARS = 500
 
-#: Longest text accepted in each numeric column (12-digit prices, 6-digit counts): far above any real plan.
-_MAX_DIGITS = {"cards_per_lot": 6, "plan_days": 6, "price_usd_per_lot": 16}
+#: Longest text accepted in each numeric column (12-digit prices, 6-digit counts, 8-digit seconds): far above any
+#: real plan, and checked before int() or Decimal() sees the text.
+_MAX_DIGITS = {"cards_per_lot": 6, "plan_days": 6, "price_usd_per_lot": 16, "minimum_s": 8, "increment_s": 8}
 _DECIMAL_RE = re.compile(r"^[0-9]+(\.[0-9]+)?$")
 _INT_RE = re.compile(r"^[0-9]+$")
 _DATE_RE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
@@ -151,11 +157,12 @@ def _check_unique(plan: Plan, line: int, first_line: dict[tuple[str, str, int], 
 
 def _parse_row(cells: dict[str, str], where: str) -> Plan:
     """One data row as a :class:`Plan`, each column checked in turn."""
-    gpu = gpu_key(cells["gpu"])
-    if not gpu:
+    if not gpu_key(cells["gpu"]):
         raise UserError("gpu is empty", where, "Name the GPU type, e.g. rtx-4090.")
+    # A plain name: it becomes a configuration id in CSV, Markdown, HTML and terminal output.
+    gpu = check_gpu_name(cells["gpu"], f"{where}, column gpu")
     for column, digits in _MAX_DIGITS.items():  # before int() or Decimal() sees them: a bound, not a traceback
-        if len(cells[column]) > digits:
+        if len(cells.get(column, "")) > digits:
             raise UserError(f"{column} has more than {digits} characters ({len(cells[column])})", where,
                             f"A catalog {column} is a short number.")
     cards_per_lot = _cards_per_lot(cells["cards_per_lot"], where)
@@ -173,6 +180,7 @@ def _parse_row(cells: dict[str, str], where: str) -> Plan:
         raise UserError(
             "source is empty", where, "Say where the price comes from (catalog name and edition)."
         )
+    check_plain_text(cells["source"], "the source", f"{where}, column source", max_chars=MAX_SOURCE_CHARS)
     return Plan(
         gpu=gpu,
         cards_per_lot=cards_per_lot,

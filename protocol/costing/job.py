@@ -14,6 +14,9 @@ Keys (every error names the study file and the key):
 - ``bootstrap_resamples`` (default 2000) and ``bootstrap_seed`` (default 0): the recorded bootstrap;
 - ``[job.mix]``: share of the job's inputs per length bucket, summing to 1 (default: the corpus's own shares).
 
+Every number has a bound (:data:`JOB_BOUNDS`), named in the error: a typo (three zeros too many in
+``bootstrap_resamples``) is refused by ``check``, never a ``decide`` that runs for an hour.
+
 Example::
 
     [job]
@@ -46,6 +49,17 @@ JOB_KEYS = {
 
 DEFAULT_FIT_LEVEL = 0.95
 DEFAULT_RESAMPLES = 2000
+#: Upper bounds of the [job] numbers. 20,000 resamples (ten times the default) take a few seconds per
+#: configuration of five passes on a 2-core VM; the bootstrap's time grows with resamples × passes.
+JOB_BOUNDS: dict[str, int] = {
+    "inputs": 10**12,
+    "inputs_per_day": 10**12,
+    "days": 3650,
+    "corpora": 1_000_000,
+    "cards_per_lot": 1024,
+    "bootstrap_resamples": 20_000,
+    "bootstrap_seed": 2**64 - 1,
+}
 MIX_TOLERANCE = 1e-6
 
 
@@ -111,6 +125,7 @@ def parse_job(table: Any, source: str, bucket_names: tuple[str, ...], expected_a
         if value < 1:
             raise UserError(f"job size must be a positive whole number, got {value}", where(key),
                             "A job processes at least one input; sizes are never zero or negative.")
+        _bounded(key, value, where(key))
         return value
 
     inputs = positive_int("inputs")
@@ -124,23 +139,38 @@ def parse_job(table: Any, source: str, bucket_names: tuple[str, ...], expected_a
             raise UserError("the job's size is missing", where(missing if days or per_day else "inputs"),
                             "Add `inputs = …`, or both `inputs_per_day = …` and `days = …`.")
         inputs = per_day * days
+        _bounded("inputs", inputs, where("days"), shown=f"inputs_per_day × days ({per_day} × {days})")
     corpora = positive_int("corpora", expected_artifacts)
     cards = positive_int("cards_per_lot")
     resamples = positive_int("bootstrap_resamples", DEFAULT_RESAMPLES)
     if resamples < 100:
         raise UserError(f"bootstrap_resamples must be at least 100, got {resamples}", where("bootstrap_resamples"),
                         "Use 1000 or more for stable probabilities.")
+    seed, level = _seed_and_level(table, where)
+    mix = _mix(table.get("mix"), bucket_names, where("mix"))
+    return Job(source=source, inputs=inputs, corpora=corpora, inputs_per_day=per_day, days=days, mix=mix,
+               cards_per_lot=cards, fit_level=level, bootstrap_resamples=resamples, bootstrap_seed=seed)
+
+
+def _seed_and_level(table: dict[str, Any], where: Any) -> tuple[int, float]:
+    """``bootstrap_seed`` (a whole number from 0 to 2^64 - 1) and ``fit_level`` (0.5 to below 1)."""
     seed = table.get("bootstrap_seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise UserError(f"bootstrap_seed must be a whole number >= 0, got {seed!r}", where("bootstrap_seed"))
+    _bounded("bootstrap_seed", seed, where("bootstrap_seed"))
     level = table.get("fit_level", DEFAULT_FIT_LEVEL)
     if isinstance(level, bool) or not isinstance(level, int | float) or not math.isfinite(level) \
             or not 0.5 <= level < 1:
         raise UserError(f"fit_level must be a probability from 0.5 to below 1, got {level!r}", where("fit_level"),
                         "Use 0.95 unless you have a reason to accept more risk.")
-    mix = _mix(table.get("mix"), bucket_names, where("mix"))
-    return Job(source=source, inputs=inputs, corpora=corpora, inputs_per_day=per_day, days=days, mix=mix,
-               cards_per_lot=cards, fit_level=float(level), bootstrap_resamples=resamples, bootstrap_seed=seed)
+    return seed, float(level)
+
+
+def _bounded(key: str, value: int, where: str, shown: str = "") -> None:
+    bound = JOB_BOUNDS[key]
+    if value > bound:
+        raise UserError(f"{shown or key} must be at most {bound:,}, got {value:,}", where,
+                        f"Use a value up to {bound:,} ({JOB_KEYS[key]}).")
 
 
 def _mix(table: Any, bucket_names: tuple[str, ...], where: str) -> tuple[tuple[str, float], ...] | None:

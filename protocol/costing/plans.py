@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date
-from decimal import ROUND_CEILING, ROUND_HALF_EVEN, Decimal
+from decimal import ROUND_CEILING, ROUND_HALF_EVEN, Decimal, localcontext
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,15 @@ from protocol.jsonio import check_schema
 # increment_s (version-1 records still load, as flat plans).
 SCHEMA_VERSION = 2
 _READABLE_VERSIONS = (1, 2)
+
+#: The most lots one rental or quote may name (`cost --lots`, `rental --lots`, a hosts file's rental,
+#: rentals.jsonl): more is a typo (30 digits overflowed the money arithmetic).
+MAX_LOTS = 10_000
+#: The most accepted corpora a per-result cost is divided by (the bound of a study's expected_artifacts).
+MAX_ACCEPTED_RESULTS = 1_000_000
+#: Decimal digits money is computed with: any price × lots × billed time below 10^90 is exact to the cent
+#: (the default context's 28 digits would make a large total an InvalidOperation, not a figure).
+MONEY_DIGITS = 100
 
 # The plan lengths the calculator offers: the rental plans sold for 3, 7 and 30 days (a catalog may price only some).
 PLAN_LENGTHS_DAYS: tuple[int, ...] = (3, 7, 30)
@@ -59,9 +68,6 @@ PER_RESULT_NOT_REQUESTED = "not_requested"
 PER_RESULT_DEFINED = "defined"
 PER_RESULT_UNDEFINED = "undefined"
 
-#: The most lots one rental or quote may name: more is a typo (30 digits overflowed the money arithmetic).
-MAX_LOTS = 10_000
-
 
 
 def default_catalog_path() -> Path:
@@ -77,8 +83,9 @@ def format_usd(amount: Decimal) -> str:
 
     Example: ``format_usd(Decimal("2071")) == "2071.00"``.
     """
-    if amount == amount.quantize(CENT):
-        return str(amount.quantize(CENT))
+    with localcontext(prec=MONEY_DIGITS):
+        if amount == amount.quantize(CENT):
+            return str(amount.quantize(CENT))
     return str(amount)
 
 
@@ -288,31 +295,29 @@ def quote(
             "days",
             f"The calculator offers {join_days(PLAN_LENGTHS_DAYS)} days.",
         )
-    if not _is_int(lots) or lots < 1:
+    check_lots(lots, "lots")
+    if accepted_results is not None and (not _is_int(accepted_results)
+                                         or not 0 <= accepted_results <= MAX_ACCEPTED_RESULTS):
         raise UserError(
-            f"lots must be a positive whole number, got {lots!r}",
-            "lots",
-            "Rent at least one lot.",
-        )
-    if accepted_results is not None and (not _is_int(accepted_results) or accepted_results < 0):
-        raise UserError(
-            f"accepted results must be a whole number of 0 or more, got {accepted_results!r}",
+            f"accepted results must be a whole number of 0 or more (at most {MAX_ACCEPTED_RESULTS:,}), "
+            f"got {str(accepted_results)[:40]}",
             "accepted_results",
             "Count only corpora actually completed, validated and not duplicated; "
             "leave it out when none has been validated yet.",
         )
     plan = _find_plan(catalog, gpu, days)
-    total = plan.price_usd_per_lot * lots
-    cards = plan.cards_per_lot * lots
-    if accepted_results is None:
-        per_result: Decimal | None = None
-        state = PER_RESULT_NOT_REQUESTED
-    elif accepted_results == 0:
-        per_result = None
-        state = PER_RESULT_UNDEFINED
-    else:
-        per_result = (total / accepted_results).quantize(CENT, rounding=ROUNDING)
-        state = PER_RESULT_DEFINED
+    with localcontext(prec=MONEY_DIGITS):
+        total = plan.price_usd_per_lot * lots
+        cards = plan.cards_per_lot * lots
+        if accepted_results is None:
+            per_result: Decimal | None = None
+            state = PER_RESULT_NOT_REQUESTED
+        elif accepted_results == 0:
+            per_result = None
+            state = PER_RESULT_UNDEFINED
+        else:
+            per_result = (total / accepted_results).quantize(CENT, rounding=ROUNDING)
+            state = PER_RESULT_DEFINED
     return Quote(
         plan=plan,
         lots=lots,
@@ -365,8 +370,14 @@ def charge(plan: Plan, hours: float | Decimal, lots: int) -> Decimal | None:
     is ``Decimal("8.00")`` (2 billed hours × 2 lots); 10 minutes is ``Decimal("4.00")``.
     """
     need = Decimal(str(hours))
-    if need < 0:
-        raise ValueError(f"hours must be >= 0, got {hours!r}")
+    if not need.is_finite() or need < 0:
+        raise ValueError(f"hours must be finite and >= 0, got {hours!r}")
+    check_lots(lots, "lots")
+    with localcontext(prec=MONEY_DIGITS):
+        return _charge(plan, need, lots)
+
+
+def _charge(plan: Plan, need: Decimal, lots: int) -> Decimal | None:
     if plan.billing == BILLING_FLAT:
         return plan.price_usd_per_lot * lots if need <= plan.plan_hours else None
     if plan.billing == BILLING_MONTHLY:
@@ -377,6 +388,18 @@ def charge(plan: Plan, hours: float | Decimal, lots: int) -> Decimal | None:
     steps = (seconds / plan.increment_s).to_integral_value(rounding=ROUND_CEILING)
     billed_s = max(Decimal(plan.minimum_s), steps * plan.increment_s)
     return (plan.price_usd_per_lot * billed_s / 3600 * lots).quantize(CENT, rounding=ROUNDING)
+
+
+def check_lots(lots: int, where: str) -> int:
+    """``lots`` if it is a whole number from 1 to :data:`MAX_LOTS`, else a :class:`UserError` naming the bound.
+
+    Example: ``check_lots(2, "--lots") == 2``; ``check_lots(10**30, "--lots")`` raises.
+    """
+    if not _is_int(lots) or not 1 <= lots <= MAX_LOTS:
+        shown = f"{str(lots)[:40]}…" if len(str(lots)) > 40 else str(lots)
+        raise UserError(f"lots must be a positive whole number of at most {MAX_LOTS:,}, got {shown}", where,
+                        f"Rent at least one lot and at most {MAX_LOTS:,}.")
+    return lots
 
 
 def gpu_key(gpu: str) -> str:

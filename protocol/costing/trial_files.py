@@ -10,7 +10,6 @@ Example: ``trial_record(trial_dir, status).setup_s`` is imports + load + warm-up
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from collections.abc import Sequence
@@ -20,6 +19,7 @@ from typing import Any
 
 from protocol.costing.batch_fit import Batch
 from protocol.errors import UserError
+from protocol.jsonio import loads_unique
 
 BATCHES_FILE = "batches.jsonl"
 _SETUP_PHASES = ("imports_s", "load_s", "warmup_s")
@@ -42,7 +42,7 @@ def read_batches(path: Path) -> tuple[Batch, ...]:
             continue
         where = f"{path}:{number}"
         try:
-            data = json.loads(line)
+            data = loads_unique(line)  # a key named twice is refused, never the last value silently
             batch = Batch(
                 index=_int(data["index"]),
                 n_inputs=_int(data["n_inputs"]),
@@ -52,7 +52,7 @@ def read_batches(path: Path) -> tuple[Batch, ...]:
                 batch_s=_seconds(data["batch_s"]),
                 device_s=None if data.get("device_s") is None else _seconds(data["device_s"]),
             )
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, RecursionError) as exc:  # DuplicateKeyError is a ValueError
             raise UserError(f"malformed per-batch record ({type(exc).__name__}: {exc})", where,
                             "Restore batches.jsonl from the results bundle.") from None
         batches.append(batch)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from protocol.costing.calendar import Window, format_hours
 from protocol.costing.coverage import PlanFit, covering_plans
-from protocol.costing.plans import PLAN_LENGTHS_DAYS, Catalog, Quote, quote
+from protocol.costing.plans import MAX_LOTS, PLAN_LENGTHS_DAYS, Catalog, Quote, quote
 from protocol.decision.records import CostResult, PlanOption
 from protocol.errors import UserError
 
@@ -41,6 +41,12 @@ def plan_cost(
         return CostResult(gpu, lots, needed_h, (), None,
                           no_gpu_reason or "no rental recorded for this campaign: no plan can be priced")
     lots = lots or 1
+    if not isinstance(lots, int) or not 1 <= lots <= MAX_LOTS:  # a hand-edited rentals.jsonl, an old campaign.json
+        shown = str(lots) if len(str(lots)) <= 40 else f"{str(lots)[:40]}… ({len(str(lots))} digits)"
+        raise UserError(f"the recorded rental names {shown} lots of {gpu}, not 1 to {MAX_LOTS:,}",
+                        "the campaign's latest rental: rentals.jsonl, else campaign.json",
+                        f"Record the rental again: `isocost rental DIR --gpu {gpu} --lots N`, N from 1 to "
+                        f"{MAX_LOTS:,}.")
     if needed_h is None or needed_h <= 0:
         return CostResult(gpu, lots, needed_h, (), None,
                           "campaign period unknown: " + (no_period_reason or "no timestamps recorded"))

@@ -10,6 +10,7 @@ from protocol.costing.trial_files import TrialRecord, energy_fields, energy_figu
 from protocol.errors import UserError
 from protocol.jsonio import read_json, write_json_atomic, write_text_atomic
 from protocol.memory import MemoryEstimate, ModelShape, estimate
+from protocol.names import markdown_text
 from protocol.rawrecord import RawRecord
 from protocol.records import CampaignRecord
 from protocol.stats import Summary, VariantSummary, summarize
@@ -93,10 +94,9 @@ def _energy(paths: CampaignPaths, rows: Sequence[RawRecord], verdicts: dict[str,
         if not (verdicts.get(row.trial_id) or {}).get("corpus_accepted"):
             continue
         status_path = paths.trial_dir(row.trial_id) / "status.json"
-        try:
-            status = read_json(status_path) if status_path.exists() else {}
-        except UserError:
-            status = {}
+        # A status.json that is there but unreadable (a key named twice, not JSON) is refused, never read as {}.
+        status = read_json(status_path) if status_path.exists() else {}
+        status = status if isinstance(status, dict) else {}
         by_variant.setdefault(row.variant_id, []).append(TrialRecord(batches=None, **energy_fields(status)))
     return {variant: energy_figures(records, inputs, None) for variant, records in sorted(by_variant.items())}
 
@@ -139,7 +139,7 @@ def render_markdown(
     lines = [
         f"# Summary: {campaign.study_name}",
         "",
-        f"Question: {campaign.question}",
+        f"Question: {markdown_text(campaign.question)}",
         "",
         f"Campaign `{campaign.campaign_id}`, study sha256 `{campaign.study_sha256}`, "
         f"{campaign.corpus.inputs if campaign.corpus else None} inputs, {campaign.repetitions} passes per variant "
@@ -157,7 +157,7 @@ def render_markdown(
     lines += ["", "## Quality by subgroup (median over accepted passes)", ""]
     for v in summary.variants:
         for group, values in v.subgroups.items():
-            shown = ", ".join(f"{k} {score:.3f}" for k, score in values.items())
+            shown = ", ".join(f"{markdown_text(k)} {score:.3f}" for k, score in values.items())  # labels as written
             lines.append(f"- {v.variant_id}, {group}: {shown}")
     lines += ["", "## Equivalence with the reference variant", ""]
     for v in summary.variants:

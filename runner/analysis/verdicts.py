@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from protocol.csvio import safe_cell
 from protocol.jsonio import write_json_atomic
 from protocol.rawrecord import RawRecord
 from protocol.records import CampaignRecord
@@ -78,7 +79,7 @@ def write_verdicts(
         writer = csv.DictWriter(handle, fieldnames=VERDICT_COLUMNS, extrasaction="ignore", lineterminator="\n")
         writer.writeheader()
         for verdict in verdicts:
-            writer.writerow({k: _cell(verdict.get(k)) for k in VERDICT_COLUMNS})
+            writer.writerow({k: safe_cell(_cell(verdict.get(k))) for k in VERDICT_COLUMNS})  # no formula cells
     return verdicts
 
 

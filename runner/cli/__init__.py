@@ -5,23 +5,29 @@ Each command group lives in its own module; this module only assembles them.
 
 from __future__ import annotations
 
+import io
 import sys
 
 import click
 
 from protocol import __version__
 from protocol.errors import UserError
+from protocol.names import terminal_text
 
 
 class IsocostGroup(click.Group):
     """Turns a ``UserError`` into ``Error: …`` and exit status 2; bugs keep their tracebacks."""
 
     def invoke(self, ctx: click.Context) -> object:
+        for stream in (sys.stdout, sys.stderr):  # a path from undecodable bytes is printed escaped, never a crash
+            if isinstance(stream, io.TextIOWrapper):
+                stream.reconfigure(errors="backslashreplace")
         try:
             return super().invoke(ctx)
         except UserError as exc:
-            # A message may quote what a hostile input held (a lone surrogate): shown escaped, never a traceback.
-            message = exc.message.encode("utf-8", "backslashreplace").decode("utf-8")
+            # A message may quote what a hostile input held (a lone surrogate, an ANSI escape, a carriage
+            # return): shown escaped, never a traceback, never a rewritten terminal.
+            message = terminal_text(exc.message.encode("utf-8", "backslashreplace").decode("utf-8"))
             click.echo(f"Error: {message}", err=True)
             sys.exit(2)
 

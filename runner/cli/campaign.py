@@ -9,9 +9,11 @@ from types import FrameType
 
 import click
 
+from protocol.costing.plans import MAX_LOTS
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
 from protocol.jsonio import read_json
+from protocol.names import check_gpu_name, check_image_reference
 from protocol.records import Rental
 from runner.analysis.summary import summarize_campaign
 from runner.analysis.verdicts import validate_campaign
@@ -41,7 +43,8 @@ def _sigterm_as_interrupt(signum: int, frame: FrameType | None) -> None:
               help="Run exactly this image: REPO@sha256:… (pulled if absent) or an image ID (sha256:…).")
 @click.option("--gpu", default=None, metavar="GPU",
               help="The GPU type this host is rented as, in the plan catalog (e.g. rtx-4090); recorded for decide.")
-@click.option("--lots", type=click.IntRange(min=1), default=None, help="Lots of that plan rented (default 1).")
+@click.option("--lots", type=click.IntRange(min=1, max=MAX_LOTS), default=None,
+              help=f"Lots of that plan rented (default 1; at most {MAX_LOTS:,}).")
 @click.option("--acknowledge-seen-corpus", is_flag=True,
               help="Run although this final corpus was already evaluated under another quality rule "
                    "(recorded in campaign.json and the summary).")
@@ -77,6 +80,7 @@ def run(study: Path, out: Path, resume: bool, launcher_kind: str, image: str | N
         _run_hosts(study, out, resume, launcher_kind, image, gpu, lots, acknowledge_seen_corpus, allowed_root,
                    host_options, hosts_file, ledger)
         return
+    image = check_image_reference(image, "--image") if image is not None else None
     choice = choose_launcher(study, launcher_kind, image)
     launcher = choice.launcher
     if choice.notice:
@@ -88,7 +92,7 @@ def run(study: Path, out: Path, resume: bool, launcher_kind: str, image: str | N
     try:
         if lots is not None and gpu is None:
             raise UserError("--lots needs --gpu", "isocost run", "Name the rented GPU type with --gpu.")
-        rental = Rental(gpu=gpu.strip().lower(), lots=lots or 1) if gpu else None
+        rental = Rental(gpu=check_gpu_name(gpu, "--gpu"), lots=lots or 1) if gpu is not None else None
         outcome = run_campaign(study, out, launcher, resume=resume, progress=_progress, rental=rental,
                                acknowledge_seen_corpus=acknowledge_seen_corpus, allowed_root_list=allowed_root,
                                ledger_dir=ledger)

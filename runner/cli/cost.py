@@ -18,6 +18,8 @@ from protocol.costing.calendar import OffsetChange, Window, access_window, forma
 from protocol.costing.catalog_file import load_catalog
 from protocol.costing.coverage import Coverage, covering_plans
 from protocol.costing.plans import (
+    MAX_ACCEPTED_RESULTS,
+    MAX_LOTS,
     PER_RESULT_DEFINED,
     PER_RESULT_UNDEFINED,
     PLAN_LENGTHS_DAYS,
@@ -73,15 +75,17 @@ def cost(
     \b
     Example: isocost cost --gpu rtx-4090 --days 7 --lots 2
     """
-    if lots <= 0:
+    if not 1 <= lots <= MAX_LOTS:
         raise UserError(
-            f"--lots must be a positive whole number, got {lots}",
+            f"--lots must be a positive whole number, got {lots}" if lots <= 0
+            else f"--lots must be at most {MAX_LOTS:,}, got {_short(lots)}",
             "--lots",
-            "Rent at least one lot, e.g. --lots 1.",
+            "Rent at least one lot, e.g. --lots 1." if lots <= 0 else f"Name at most {MAX_LOTS:,} lots of one plan.",
         )
-    if accepted_results is not None and accepted_results < 0:
+    if accepted_results is not None and not 0 <= accepted_results <= MAX_ACCEPTED_RESULTS:
         raise UserError(
-            f"--accepted-results must be 0 or more, got {accepted_results}",
+            f"--accepted-results must be 0 or more, got {accepted_results}" if accepted_results < 0
+            else f"--accepted-results must be at most {MAX_ACCEPTED_RESULTS:,}, got {_short(accepted_results)}",
             "--accepted-results",
             "Count the corpora actually completed and validated, or leave the option out.",
         )
@@ -136,6 +140,12 @@ def window(start: str, end: str, tz: str | None, fold: str | None, as_json: bool
         return
     for line in _render_window(measured) + _render_coverage(coverage):
         click.echo(line)
+
+
+def _short(number: int) -> str:
+    """A number as text, cut after 40 digits (a 30-digit --lots is shown, a 4000-digit one is not)."""
+    text = str(number)
+    return text if len(text) <= 40 else f"{text[:40]}… ({len(text)} digits)"
 
 
 def _render_quote(result: Quote) -> list[str]:

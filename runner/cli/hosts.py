@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from protocol.names import check_image_reference, terminal_text
 from runner.hosts.check import check_hosts
 from runner.hosts.spec import merge_hosts
 
@@ -44,23 +45,25 @@ def check(host_options: tuple[str, ...], hosts_file: Path | None, stack: str | N
     Example: isocost hosts check --host local=local --host b200=ssh://ubuntu@203.0.113.7
     Example: isocost hosts check --host local=local --stack cuda --require-gpu
     """
+    image = check_image_reference(image, "--image") if image else image
     hosts_list = merge_hosts(host_options, hosts_file)
     if not hosts_list:
         raise click.UsageError("name at least one host (--host NAME=URL or --hosts-file FILE)")
     results = check_hosts(hosts_list, stack or "", image=image, require_gpu=require_gpu)
     width = max(len(r.name) for r in results)
     bad = 0
-    for result in results:
+    for result in results:  # what a remote engine or ssh says is printed escaped: it cannot rewrite the terminal
         if result.problem:
             bad += 1
-            click.echo(f"{result.name:<{width}}  UNUSABLE  {result.url}: {result.problem}")
+            click.echo(terminal_text(f"{result.name:<{width}}  UNUSABLE  {result.url}: {result.problem}"))
             continue
         facts = result.identity
-        click.echo(f"{result.name:<{width}}  ok        {result.url}: engine {facts['engine_id']}, Docker "
-                   f"{facts['engine_version']} on {facts['name']} ({facts['os']}, {facts['cpus']} CPUs, "
-                   f"{facts['memory_bytes'] / 2**30:.1f} GiB, runtimes {', '.join(facts['runtimes'])})")
+        click.echo(terminal_text(
+            f"{result.name:<{width}}  ok        {result.url}: engine {facts['engine_id']}, Docker "
+            f"{facts['engine_version']} on {facts['name']} ({facts['os']}, {facts['cpus']} CPUs, "
+            f"{facts['memory_bytes'] / 2**30:.1f} GiB, runtimes {', '.join(facts['runtimes'])})"))
         if result.gpu:
-            click.echo(f"{'':<{width}}  gpu       {result.gpu}")
+            click.echo(terminal_text(f"{'':<{width}}  gpu       {result.gpu}"))
     if bad:
         sys.exit(3)
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from protocol.names import check_image_reference
 from runner.images.build import build_image, push_image
 from runner.images.lock import default_lock_path, list_images
 from runner.images.requirements import lock_requirements
@@ -59,6 +60,7 @@ def build_command(stack: str, base: str | None, no_cache: bool, lock_path: Path 
 
     Example: isocost images build --stack cpu --base isocost-base/bookworm:local
     """
+    base = check_image_reference(base, "--base") if base is not None else None
     record = build_image(stack, base, lock_path=lock_path, no_cache=no_cache, progress=_progress)
     click.echo(f"{record.stack}: image ID {record.image_id} ({record.tag}, {record.size_bytes / 1e9:.2f} GB, "
                f"built in {record.build_s:.1f} s on {record.base})")

@@ -8,8 +8,10 @@ from pathlib import Path
 import click
 
 from protocol.errors import UserError
+from protocol.jsonio import read_json
 from protocol.memory import ModelShape, estimate
 from protocol.study import load_study
+from protocol.study_reader import BOUNDS
 from protocol.study_records import ATTENTIONS, PRECISIONS, QUANTIZATIONS
 
 
@@ -31,8 +33,9 @@ def memory() -> None:
               help="A checkpoint directory (instead of --study).")
 @click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True)
 @click.option("--quantization", type=click.Choice(QUANTIZATIONS), default="none", show_default=True)
-@click.option("--batch", "batch_size", type=click.IntRange(min=1), default=1, show_default=True)
-@click.option("--max-length", type=click.IntRange(min=1), default=512, show_default=True)
+@click.option("--batch", "batch_size", type=click.IntRange(1, int(BOUNDS["batch_size"][1])), default=1,
+              show_default=True)
+@click.option("--max-length", type=click.IntRange(1, int(BOUNDS["max_length"][1])), default=512, show_default=True)
 @click.option("--attention", type=click.Choice(ATTENTIONS), default="sdpa", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def estimate_command(study_path: Path | None, campaign_dir: Path | None, model_dir: Path | None, precision: str,
@@ -79,8 +82,11 @@ def _measured(campaign_dir: Path) -> dict[str, dict[str, int | None]]:
     path = campaign_dir / "summary.json"
     if not path.exists():
         raise UserError("no summary.json", str(campaign_dir), "Run `isocost summarize DIR` first.")
-    data = json.loads(path.read_text(encoding="utf-8"))
-    return {v["variant_id"]: v for v in data["variants"]}
+    data = read_json(path)
+    variants = data.get("variants") if isinstance(data, dict) else None
+    if not isinstance(variants, list) or not all(isinstance(v, dict) and "variant_id" in v for v in variants):
+        raise UserError("summary.json has no list of variants", str(path), "Run `isocost summarize DIR` again.")
+    return {v["variant_id"]: v for v in variants}
 
 
 COMMANDS = [memory]

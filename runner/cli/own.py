@@ -11,7 +11,10 @@ from pathlib import Path
 
 import click
 
+from protocol.costing.plans import MAX_LOTS
+from protocol.names import check_gpu_name, check_plain_text
 from protocol.study_records import STACKS
+from protocol.tuning import MIN_TUNING_INPUTS, WORST_CASE_INPUTS
 from runner.campaign.launcher_choice import LAUNCHER_KINDS
 from runner.campaign_dir.rentals import RENTALS_FILE, record_rental
 
@@ -51,6 +54,10 @@ def init(corpus: Path, model: Path, tuning: Path | None, out: Path, stack: str, 
         click.echo(f"warning: the model also predicts {', '.join(report.extra_model_labels)}, absent from the "
                    "corpus: any such prediction rejects a pass", err=True)
     click.echo(f"{report.variants} variants, reference {report.reference_variant}, 5 repetitions each")
+    if report.tuning_inputs < MIN_TUNING_INPUTS:
+        click.echo(f"warning: the tuning split has {report.tuning_inputs} input(s); `isocost tune` needs at least "
+                   f"{MIN_TUNING_INPUTS} (up to {WORST_CASE_INPUTS}, depending on the metric): pass a larger "
+                   "--tuning FILE", err=True)
     click.echo(f"wrote {report.study}")
     click.echo(f"next: isocost tune {out}")
 
@@ -84,8 +91,9 @@ def tune(study: Path, ledger: Path | None, dry_run: bool) -> None:
 @click.option("--host", "host_options", multiple=True, metavar="NAME=URL",
               help="Also check that this host's engine answers and knows the image (repeatable).")
 @click.option("--probe", is_flag=True, help="Run one batch of the reference variant to estimate the wall time.")
-@click.option("--target-memory-gib", type=click.FloatRange(min=0.1), default=None,
-              help="Memory of the target device (default: this machine's RAM for cpu, unknown for GPU stacks).")
+@click.option("--target-memory-gib", type=float, default=None,
+              help="Memory of the target device in GiB, 0.1 to 65536 (default: this machine's RAM for cpu, unknown "
+                   "for GPU stacks).")
 @click.option("--ledger", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Ledger directory of seen corpora (default: .isocost/ next to the study).")
 @click.option("--launcher", "launcher_kind", type=click.Choice(LAUNCHER_KINDS), default="auto", show_default=True,
@@ -116,7 +124,8 @@ def check(study: Path, host_options: tuple[str, ...], probe: bool, target_memory
 @click.command()
 @click.argument("campaign_dir", type=click.Path(path_type=Path, file_okay=False, exists=True))
 @click.option("--gpu", required=True, metavar="GPU", help="The GPU type the campaign ran on, as the catalog names it.")
-@click.option("--lots", type=click.IntRange(min=1), default=1, show_default=True, help="Lots of that plan rented.")
+@click.option("--lots", type=click.IntRange(min=1, max=MAX_LOTS), default=1, show_default=True,
+              help=f"Lots of that plan rented (1 to {MAX_LOTS:,}).")
 @click.option("--plan-start", default=None, metavar="ISO", help="When the rented plan started (ISO date-time).")
 @click.option("--host", default=None, metavar="NAME", help="The rented host's name (optional).")
 def rental(campaign_dir: Path, gpu: str, lots: int, plan_start: str | None, host: str | None) -> None:
@@ -128,6 +137,13 @@ def rental(campaign_dir: Path, gpu: str, lots: int, plan_start: str | None, host
     \b
     Example: isocost rental results/mine --gpu rtx-4090 --lots 1
     """
+    gpu = check_gpu_name(gpu, "--gpu")  # a plain name: it reaches CSV, Markdown, HTML and terminals
+    if host is not None:
+        from runner.hosts.spec import check_name
+
+        host = check_name(host, "--host")
+    if plan_start is not None:
+        check_plain_text(plan_start, "--plan-start", "--plan-start", max_chars=64)
     recorded = record_rental(campaign_dir, gpu, lots, plan_start=plan_start, host=host)
     if recorded.kept_cut is not None:
         click.echo(f"note: {RENTALS_FILE} ended in a line cut while it was written; its bytes are kept in "

@@ -1,7 +1,9 @@
 """``isocost decide --format csv``: one CSV row per configuration, for spreadsheets.
 
 Campaign figures (quality, passes, contracted cost) and, with a declared ``[job]``, the job's projection, billing,
-probabilities, Pareto flag and energy; the job columns stay empty without a ``[job]``.
+probabilities, Pareto flag and energy; the job columns stay empty without a ``[job]``. A text cell that a
+spreadsheet would run as a formula (``=``, ``+``, ``-``, ``@``…) is written with a leading ``'``
+(:func:`protocol.csvio.safe_cell`); numbers stay numbers.
 
 Example: ``render_csv(decision).splitlines()[0]`` starts with ``configuration_id,variant_id,hardware``.
 """
@@ -13,6 +15,7 @@ import io
 from typing import Any
 
 from protocol.costing.job_cost import JobConfiguration
+from protocol.csvio import safe_row
 from protocol.decision.rank import Configuration, Decision
 from runner.decision.text_format import usd
 
@@ -32,7 +35,7 @@ def render_csv(decision: Decision) -> str:
     writer.writerow(COLUMNS)
     for c in decision.configurations:
         row = _row(c, by_id.get(c.configuration_id), with_job=job is not None)
-        writer.writerow(["" if v is None else v for v in row])
+        writer.writerow(safe_row("" if v is None else v for v in row))
     return out.getvalue()
 
 

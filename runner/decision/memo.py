@@ -14,6 +14,7 @@ from __future__ import annotations
 from protocol.costing.plans import format_usd
 from protocol.decision.rank import CampaignResult, Configuration, Decision, Ledger
 from protocol.decision.records import CostResult, PassRecord
+from protocol.names import markdown_text
 from runner.decision.job_memo import job_lines
 from runner.decision.text_format import cell, hours, seconds, usd
 
@@ -23,7 +24,7 @@ _DEADLINE = {True: "fits", False: "does NOT fit", None: "—"}
 
 def render_memo(decision: Decision, catalog_source: str = "given") -> str:
     """The whole memo for ``decision``; ``catalog_source`` says where the catalog came from (Inputs section)."""
-    lines = [f"# Decision: {decision.study_name}", "", f"Question: {decision.question}", ""]
+    lines = [f"# Decision: {decision.study_name}", "", f"Question: {markdown_text(decision.question)}", ""]
     lines += answer_lines(decision)
     if decision.job is not None:
         lines += ["", *job_lines(decision.job, decision.catalog_dates)]
@@ -168,8 +169,9 @@ def ledger_lines(ledger: Ledger | None) -> list[str]:
                         "cost.", ""]
     lines += [f"From {ledger.path}; shown apart, never added to a configuration's cost.", "",
               "| date | description | amount (USD) | evidence |", "|---|---|---|---|"]
-    lines += [f"| {e.day.isoformat()} | {cell(e.description)} | {format_usd(e.amount_usd)} | {cell(e.evidence)} |"
-              for e in ledger.expenses]
+    # Description and evidence shown as written: no link, tag or table break.
+    lines += [f"| {e.day.isoformat()} | {markdown_text(e.description)} | {format_usd(e.amount_usd)} "
+              f"| {markdown_text(e.evidence)} |" for e in ledger.expenses]
     return lines + [f"| | total | {format_usd(ledger.total_usd)} | |", ""]
 
 

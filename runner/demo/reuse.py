@@ -17,13 +17,13 @@ Example::
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from protocol.fingerprint import fingerprint_path
+from protocol.jsonio import loads_unique
 
 #: Bump when the builder writes something different from the same parameters: older builds are rebuilt.
 BUILDER_VERSION = "2"
@@ -37,8 +37,8 @@ def reusable_record(
     if not path.is_file():
         return None
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        record = loads_unique(path.read_text(encoding="utf-8"))  # a key named twice: not an intact build
+    except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(record, dict):
         return None

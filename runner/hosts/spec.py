@@ -28,7 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from protocol.costing.plans import MAX_LOTS
 from protocol.errors import UserError
+from protocol.names import check_gpu_name
 from protocol.records import Rental
 from protocol.safe_read import read_text
 from runner.launch.engine_url import EngineAddress, parse_engine_url
@@ -36,7 +38,6 @@ from runner.launch.engine_url import EngineAddress, parse_engine_url
 HOSTS_FILE_SCHEMA_VERSION = 1
 #: A hosts file lists a few hosts; a larger file is refused before it is parsed.
 MAX_HOSTS_FILE_BYTES = 2**20
-MAX_LOTS = 1024
 MAX_RECONNECT_S = 86400.0
 STACKS = ("cpu", "cuda", "rocm")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
@@ -139,11 +140,12 @@ def _host(entry: Any, where: str, base: Path) -> HostSpec:
         if not isinstance(lots, int) or isinstance(lots, bool) or not 1 <= lots <= MAX_LOTS:
             raise UserError(f"lots must be an integer from 1 to {MAX_LOTS}, not {lots!r}", f"{where}, key rental.lots",
                             "Write the number of lots rented (a B200 lot already holds its cards).")
-        rental = Rental(gpu=table["gpu"].strip().lower(), lots=lots)
+        rental = Rental(gpu=check_gpu_name(table["gpu"], f"{where}, key rental.gpu"), lots=lots)
     ssh_config = entry.get("ssh_config")
     if ssh_config is not None:
-        if not isinstance(ssh_config, str) or not ssh_config:
-            raise UserError("ssh_config must be a path", f"{where}, key ssh_config", "Or leave it out.")
+        if not isinstance(ssh_config, str) or not ssh_config or not ssh_config.isprintable() or len(ssh_config) > 4096:
+            raise UserError("ssh_config must be a path of printable characters", f"{where}, key ssh_config",
+                            "Or leave it out.")
         ssh_config_path = Path(ssh_config).expanduser()
         ssh_config_path = ssh_config_path if ssh_config_path.is_absolute() else (base / ssh_config_path).resolve()
     else:

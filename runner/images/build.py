@@ -123,6 +123,11 @@ def _base_facts(client: Any, ref: str, *, override: bool, progress: Progress) ->
                 "on a local base with --base IMAGE (e.g. isocost-base/bookworm:local from .ci/docker-setup.sh; "
                 "the override is recorded)."
             ) from None
+    except docker.errors.APIError as exc:  # not a reference at all: "invalid reference format", control characters
+        raise UserError(f"the engine refuses the base image reference {ref!a}: {exc.explanation or exc}",
+                        "--base" if override else "Dockerfile ARG BASE_IMAGE",
+                        "Name an image as REPOSITORY[:TAG][@sha256:DIGEST], e.g. isocost-base/bookworm:local.") \
+            from None
     repo_digests = sorted(image.attrs.get("RepoDigests") or [])
     if "@sha256:" in ref:
         digest, kind = "sha256:" + ref.split("@sha256:", 1)[1], "repo-digest"

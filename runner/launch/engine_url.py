@@ -20,7 +20,9 @@ isocost depends on ``docker[ssh]`` for that reason.
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
 import shlex
 import socket
 import subprocess
@@ -28,7 +30,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from protocol.errors import UserError
 from runner.launch.engine import docker_sdk, short_error
@@ -78,32 +80,82 @@ class EngineAddress:
         return [*args, "--", host, remote]
 
 
+#: An ssh host: a DNS name or ssh_config alias (letters, digits, '-', '_', dots between labels), or an IP address.
+_HOST_NAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
+                        r"(?:\.[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*\.?$")
+#: An ssh user: what useradd accepts (and what an ssh -l argument can safely be).
+_USER_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
+MAX_URL_CHARS = 2048
+#: The shape of an ssh URL's netloc: [user@](host | [address])[:port], nothing before or after.
+_NETLOC = re.compile(r"^(?:[^@\[\]]*@)?(?:[^@:\[\]]+|\[[^@\[\]]+\])(?::[0-9]*)?$")
+
+
 def parse_engine_url(url: str, where: str) -> str:
-    """Check an engine URL; return it normalised. ``local`` means DOCKER_HOST or the default socket."""
+    """Check an engine URL; return it normalised. ``local`` means DOCKER_HOST or the default socket.
+
+    Every malformed URL is a :class:`UserError` naming it: an unclosed IPv6 bracket, a port outside
+    1..65535, a host or user that is not a plain name (``-oProxyCommand=…``, a space), a control
+    character, a lone surrogate from undecodable bytes.
+    """
     url = url.strip()
     if url in ("local", ""):
         return "local"
+    if len(url) > MAX_URL_CHARS:
+        raise UserError(f"the engine URL is longer than {MAX_URL_CHARS} characters", where, "Write a short URL.")
     if any(ord(c) < 32 or ord(c) == 127 for c in url):
         raise UserError(f"{url!r} holds a control character or NUL", where, "Write the URL on one plain line.")
-    parts = urlsplit(url)
+    if any(0xD800 <= ord(c) <= 0xDFFF for c in url):
+        raise UserError(f"{url!a} holds bytes that are not text", where, "Write the URL in plain UTF-8.")
+    if not url.isprintable():
+        raise UserError(f"{url!a} holds a character that is not printable", where, "Write the URL on one plain line.")
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # "Invalid IPv6 URL": an unclosed or stray bracket
+        raise UserError(f"{url!r} is not a valid URL: {exc}", where,
+                        "Write ssh://USER@HOST[:PORT], an IPv6 address in brackets: ssh://USER@[2001:db8::1]:22.") \
+            from None
     if parts.scheme == "unix" and parts.path:
         return url
     if parts.scheme == "ssh":
-        if not parts.hostname:
-            raise UserError(f"{url!r} names no host", where, "Write ssh://USER@HOST[:PORT].")
-        if parts.path not in ("", "/") or parts.query or parts.fragment or parts.password:
-            raise UserError(f"{url!r} has a path, query or password", where,
-                            "Write ssh://USER@HOST[:PORT]; keys come from ssh (agent, ~/.ssh/config, ssh_config).")
-        try:
-            _ = parts.port
-        except ValueError:
-            raise UserError(f"{url!r} has an invalid port", where, "Write ssh://USER@HOST:PORT.") from None
-        return f"ssh://{parts.netloc}"
+        return _ssh_url(url, parts, where)
     if parts.scheme in ("tcp", "http", "https"):
         raise UserError(f"{url!r}: isocost reaches remote engines through ssh only", where,
                         "Use ssh://USER@HOST[:PORT] (Docker Engine's own remote access over SSH); an open TCP "
                         "socket gives root on the host to anyone who reaches it.")
     raise UserError(f"{url!r} is not an engine URL", where, "Use local, unix:///PATH/docker.sock or ssh://USER@HOST.")
+
+
+def _ssh_url(url: str, parts: SplitResult, where: str) -> str:
+    """``ssh://USER@HOST[:PORT]`` checked part by part; the normalised URL."""
+    if not parts.hostname:
+        raise UserError(f"{url!r} names no host", where, "Write ssh://USER@HOST[:PORT].")
+    if parts.path not in ("", "/") or parts.query or parts.fragment or parts.password:
+        raise UserError(f"{url!r} has a path, query or password", where,
+                        "Write ssh://USER@HOST[:PORT]; keys come from ssh (agent, ~/.ssh/config, ssh_config).")
+    try:
+        port = parts.port
+    except ValueError:
+        raise UserError(f"{url!r} has an invalid port", where, "Write ssh://USER@HOST:PORT.") from None
+    if port is not None and not 1 <= port <= 65535:
+        raise UserError(f"{url!r} has port {port}, outside 1..65535", where, "Write ssh://USER@HOST:PORT.")
+    if parts.username is not None and not _USER_NAME.fullmatch(parts.username):
+        raise UserError(f"{url!r} names the user {parts.username!r}, not a plain user name", where,
+                        "Write ssh://USER@HOST with USER of letters, digits, '.', '_' and '-' (or leave it to "
+                        "~/.ssh/config).")
+    host = parts.hostname
+    if not _NETLOC.fullmatch(parts.netloc):
+        raise UserError(f"{url!r} is not USER@HOST[:PORT]", where,
+                        "Write ssh://USER@HOST[:PORT], an IPv6 address in brackets: ssh://USER@[2001:db8::1]:22.")
+    if "[" in parts.netloc:
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise UserError(f"{url!r} names {host!r} in brackets, not an IPv6 address", where,
+                            "Write an IPv6 address in brackets, e.g. ssh://USER@[2001:db8::1]:22.") from None
+    elif not _HOST_NAME.fullmatch(host):
+        raise UserError(f"{url!r} names the host {host!r}, not a host name or address", where,
+                        "Write ssh://USER@HOST with HOST a DNS name, an ssh_config alias or an IP address.")
+    return f"ssh://{parts.netloc}"
 
 
 # -- the ssh transport -----------------------------------------------------------------------------

@@ -17,6 +17,7 @@ Example::
 from __future__ import annotations
 
 import json
+import math
 import os
 import uuid
 from dataclasses import dataclass, field
@@ -67,6 +68,7 @@ def _fail(report: CheckReport, topic: str, exc: UserError) -> None:
 def check_study(study_path: Path, *, hosts: tuple[str, ...] = (), probe: bool = False,
                 target_memory_gib: float | None = None, ledger_dir: Path | None = None,
                 launcher_kind: str = "auto") -> CheckReport:
+    check_target_memory(target_memory_gib)
     report = CheckReport()
     try:
         study = load_study(study_path)
@@ -195,6 +197,17 @@ def _host_memory_bytes() -> int | None:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         return None
+
+
+#: The largest device memory a target may name (64 TiB): far above any card, far below float trouble.
+MAX_TARGET_MEMORY_GIB = 65536.0
+
+
+def check_target_memory(gib: float | None) -> None:
+    """Refuse a ``--target-memory-gib`` that is not a finite number of GiB from 0.1 to 65536 (nan, inf, -1)."""
+    if gib is not None and not (math.isfinite(gib) and 0.1 <= gib <= MAX_TARGET_MEMORY_GIB):
+        raise UserError(f"--target-memory-gib must be a number of GiB from 0.1 to {MAX_TARGET_MEMORY_GIB:g}, got "
+                        f"{gib}", "--target-memory-gib", "Give the target device's memory, e.g. 80 for an 80 GiB card.")
 
 
 def _memory(report: CheckReport, study: Study, target_memory_gib: float | None) -> None:

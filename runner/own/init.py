@@ -26,6 +26,7 @@ from typing import Any
 from protocol.corpus import Record, read_corpus, token_lengths
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
+from protocol.jsonio import DUPLICATE_KEY_FIX, DuplicateKeyError, loads_unique
 from protocol.labels import check_labels
 from protocol.safe_write import check_writable_target, make_dirs, write_handle, write_text_atomic
 from protocol.study import load_study
@@ -52,6 +53,7 @@ class InitReport:
     written: tuple[Path, ...]  # split files written when no --tuning was given
     reference_variant: str
     variants: int
+    tuning_inputs: int = 0
 
 
 def _quantile(sorted_values: list[int], share: float) -> int:
@@ -76,8 +78,10 @@ def _model_limit(model: Path) -> int:
     limits = []
     for name, key in (("config.json", "max_position_embeddings"), ("tokenizer_config.json", "model_max_length")):
         try:
-            value = json.loads((model / name).read_text(encoding="utf-8")).get(key)
-        except (OSError, ValueError):
+            value = loads_unique((model / name).read_text(encoding="utf-8")).get(key)
+        except DuplicateKeyError as exc:
+            raise UserError(str(exc), str(model / name), DUPLICATE_KEY_FIX) from None
+        except (OSError, ValueError, RecursionError, AttributeError):
             continue
         if isinstance(value, int) and 0 < value < 10**6:
             limits.append(value)
@@ -171,7 +175,8 @@ def init_study(corpus: Path, model: Path, *, out: Path, tuning: Path | None = No
     study = load_study(out)  # what init writes must be a valid study
     return InitReport(study=out, buckets=facts.buckets, labels=facts.labels,
                       extra_model_labels=facts.extra_model_labels, written=written,
-                      reference_variant=facts.reference, variants=len(study.variants()))
+                      reference_variant=facts.reference, variants=len(study.variants()),
+                      tuning_inputs=facts.tuning_inputs)
 
 
 def _check_arguments(model: Path, out: Path, stack: str, force: bool) -> None:

@@ -8,7 +8,10 @@ and :func:`protocol.tuning.propose` turns the metric into a minimum and
 tolerances, written into the study's ``[quality]`` table (comments kept).
 
 Refused once the final corpus has been evaluated (the seen-corpus ledger): a
-threshold tuned after seeing final results needs a new final corpus.
+threshold tuned after seeing final results needs a new final corpus. Refused too
+when the tuning split is too small for the rule (:func:`protocol.tuning.check_tuning_size`:
+fewer than 10 inputs before anything runs; after the run, fewer than the measured
+metric needs), with the size it needs: a rule from one input would accept anything.
 
 Example::
 
@@ -34,7 +37,7 @@ from protocol.study import load_study
 from protocol.study_keys import KEYS
 from protocol.study_records import Study, bucket_for, split_seeded_id
 from protocol.tomledit import set_table_keys
-from protocol.tuning import RULE, Proposal, propose
+from protocol.tuning import RULE, Proposal, check_tuning_size, propose
 from protocol.validate import Reference, check_pass, parse_predictions
 from runner.campaign.seen import describe_entry, ledger_path, seen_entries
 from runner.launch.base import TrialPaths
@@ -97,6 +100,7 @@ def tune_study(study_path: Path, *, ledger_dir: Path | None = None, write: bool 
     _refuse_if_seen(study, ledger_dir)
     _check_inputs(study)
     tuning = read_corpus(study.tuning.path)
+    check_tuning_size(len(tuning), f"{study.tuning.path}, [tuning] of {study.path}")  # before anything runs
     check_labels([r.label for r in tuning], study.model.path, f"{study.tuning.path}, tuning labels")
     variant = _reference_variant(study)
     trial_dir = _run_reference(study, variant, tuning, progress)
@@ -105,6 +109,8 @@ def tune_study(study_path: Path, *, ledger_dir: Path | None = None, write: bool 
     if checked.metric_value is None:
         raise UserError(f"the tuning predictions could not be scored ({'; '.join(checked.reasons)})",
                         str(trial_dir / "predictions.jsonl"), "Read trial.log next to it.")
+    check_tuning_size(len(tuning), f"{study.tuning.path}, [tuning] of {study.path}", study.quality.metric,
+                      checked.metric_value)  # the size this metric value needs; the study is left as it is
     proposal = propose(checked.metric_value, len(tuning))
     flagged = tuple(f"subgroup {group}={name}: {study.quality.metric} {value:.4f} on the tuning split is below the "
                     f"proposed minimum {proposal.minimum}"

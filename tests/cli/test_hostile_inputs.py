@@ -12,6 +12,7 @@ refusal comes before the first trial.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import signal
@@ -409,6 +410,13 @@ HOSTILE_HOSTS: dict[str, bytes] = {
     "huge-lots": b'schema_version = 1\n[[host]]\nname = "a"\nurl = "local"\nrental = { gpu = "x", lots = '
                  + b"9" * 18 + b" }\n",
     "nul-url": b'schema_version = 1\n[[host]]\nname = "a"\nurl = "ssh://u@h\\u0000x"\n',
+    "nul-ssh-config": b'schema_version = 1\n[[host]]\nname = "a"\nurl = "local"\nssh_config = "a\\u0000b"\n',
+    "formula-rental-gpu": b'schema_version = 1\n[[host]]\nname = "a"\nurl = "local"\nrental = { gpu = "=1+1" }\n',
+    "unclosed-ipv6-url": b'schema_version = 1\n[[host]]\nname = "a"\nurl = "ssh://u@[::1"\n',
+    "port-zero": b'schema_version = 1\n[[host]]\nname = "a"\nurl = "ssh://u@h:0"\n',
+    "option-as-host": b'schema_version = 1\n[[host]]\nname = "a"\nurl = "ssh://-oProxyCommand=x"\n',
+    "lots-over-max": b'schema_version = 1\n[[host]]\nname = "a"\nurl = "local"\n'
+                     b'rental = { gpu = "b200", lots = 10001 }\n',
     "empty": b"",
 }
 
@@ -480,3 +488,421 @@ def test_a_refused_start_leaves_out_usable_for_a_clean_retry(ws, tmp_path):
     study = write_study(ws, extra=f'\n[costing]\ncatalog = "{bad_catalog}"\n')
     assert_user_error(invoke(run_args(study, out)), "catalog")
     assert_out_usable(out)  # refused after the inputs were read: still nothing left behind
+
+
+# -- a key or a column named twice: an error wherever isocost reads JSON or CSV ----------------------
+#
+# Python's json keeps the last of two equal keys and csv.DictReader the last of two equal columns, so
+# `"label": "x", "label": "y"` (or a header `id,text,label,label`) would silently relabel an input.
+
+def test_a_corpus_line_naming_label_twice_is_refused(ws, tmp_path):
+    (ws / "corpus.jsonl").write_text('{"id": "a", "text": "market vote", "label": "x"}\n'
+                                     '{"id": "b", "text": "film match", "label": "x", "label": "y"}\n')
+    out = tmp_path / "out"
+    assert_user_error(invoke(run_args(write_study(ws), out)), "duplicate key 'label'", "corpus.jsonl, line 2")
+    assert_out_usable(out)
+    assert_user_error(invoke(["init", str(ws / "corpus.jsonl"), str(ws / "model"), "--out", str(tmp_path / "s.toml")]),
+                      "duplicate key 'label'", "line 2")
+
+
+def test_a_csv_corpus_naming_label_twice_is_refused(ws, tmp_path):
+    (ws / "corpus.csv").write_text("id,text,label,label\na,market vote,x,y\n", encoding="utf-8")
+    out = tmp_path / "out"
+    assert_user_error(invoke(run_args(write_study(ws, corpus="corpus.csv"), out)),
+                      "names column 'label' twice", "corpus.csv, line 1")
+    assert_out_usable(out)
+    assert_user_error(invoke(["init", str(ws / "corpus.csv"), str(ws / "model"), "--out", str(tmp_path / "s.toml")]),
+                      "names column 'label' twice")
+
+
+def test_a_csv_corpus_row_with_more_cells_than_the_header_is_refused(ws, tmp_path):
+    (ws / "corpus.csv").write_text("id,text,label\na,market, vote,x\n", encoding="utf-8")  # an unquoted comma
+    assert_user_error(invoke(run_args(write_study(ws, corpus="corpus.csv"), tmp_path / "out")),
+                      "4 cells, the header names 3", "corpus.csv, line 2")
+
+
+def test_a_tuning_split_naming_a_key_twice_fails_check(ws):
+    (ws / "tuning.jsonl").write_text('{"id": "t", "text": "goal team", "label": "x", "text": "vote"}\n')
+    result = invoke(["check", str(write_study(ws)), "--launcher", "process"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "duplicate key 'text'" in result.output and "tuning.jsonl, line 1" in result.output
+
+
+def test_a_model_config_naming_id2label_twice_is_refused(ws):
+    config = json.loads((ws / "model" / "config.json").read_text())
+    text = json.dumps(config)[:-1] + ', "id2label": {"0": "y", "1": "x"}}'
+    (ws / "model" / "config.json").write_text(text)
+    assert_user_error(invoke(["memory", "estimate", "--model", str(ws / "model")]), "duplicate key 'id2label'",
+                      "config.json")
+
+
+def test_a_catalog_naming_a_column_twice_is_refused(tmp_path):
+    rows = _catalog_rows()
+    catalog = tmp_path / "catalog.csv"
+    catalog.write_text("\n".join(",".join(row + [row[0]]) for row in rows) + "\n", encoding="utf-8")
+    assert_user_error(invoke(["cost", "--catalog", str(catalog), "--gpu", "rtx-4090", "--days", "7", "--lots", "1"]),
+                      "repeats column(s) gpu", "catalog.csv")
+
+
+@pytest.fixture(scope="module")
+def built_campaign(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real campaign directory (real host code, fake trials: no model), summarized."""
+    from fakecampaign import FakeLauncher, fake_workspace
+
+    from runner.analysis.summary import summarize_campaign
+    from runner.campaign.run import run_campaign
+
+    root = tmp_path_factory.mktemp("campaign")
+    run_campaign(fake_workspace(root / "ws", n=6, repetitions=1), root / "out", FakeLauncher())
+    summarize_campaign(root / "out")
+    return root / "out"
+
+
+@pytest.fixture
+def campaign_dir(built_campaign: Path, tmp_path: Path) -> Path:
+    import shutil
+
+    copy = tmp_path / "campaign"
+    shutil.copytree(built_campaign, copy)
+    return copy
+
+
+def _repeat_a_key(path: Path) -> str:
+    """Name the first key of the JSON object in ``path`` a second time (same value); return the key."""
+    text = path.read_text(encoding="utf-8").rstrip()
+    data = json.loads(text)
+    key = sorted(data)[0]
+    path.write_text(text[:-1].rstrip() + f", {json.dumps(key)}: {json.dumps(data[key])}}}\n", encoding="utf-8")
+    return key
+
+
+@pytest.mark.parametrize("command", ["validate", "summarize", "decide", "period", "rental", "bundle"])
+def test_campaign_json_naming_a_key_twice_is_refused_by_every_reading_command(campaign_dir, tmp_path, command):
+    key = _repeat_a_key(campaign_dir / "campaign.json")
+    args = {"rental": ["rental", str(campaign_dir), "--gpu", "rtx-4090"],
+            "bundle": ["bundle", str(campaign_dir), "-o", str(tmp_path / "b.tar.gz")]}.get(command,
+                                                                                        [command, str(campaign_dir)])
+    assert_user_error(invoke(args), f"duplicate key {key!r}", "campaign.json")
+
+
+@pytest.mark.parametrize("name", ["status.json", "manifest.json", "spec.json"])
+def test_a_trial_file_naming_a_key_twice_is_refused_by_bundle(campaign_dir, tmp_path, name):
+    trial = sorted((campaign_dir / "trials").iterdir())[0]
+    key = _repeat_a_key(trial / name)
+    result = invoke(["bundle", str(campaign_dir), "-o", str(tmp_path / "b.tar.gz")])
+    assert_user_error(result, f"duplicate key {key!r}", f"{trial.name}/{name}")
+
+
+@pytest.mark.parametrize("command", ["validate", "summarize", "decide"])
+def test_a_status_json_naming_a_key_twice_is_refused(campaign_dir, command):
+    trial = sorted((campaign_dir / "trials").iterdir())[0]
+    _repeat_a_key(trial / "status.json")  # the seal in raw.csv names the edit first
+    assert_user_error(invoke([command, str(campaign_dir)]), f"{trial.name}/status.json")
+
+
+@pytest.mark.parametrize("command", ["validate", "summarize", "decide"])
+def test_a_prediction_line_naming_label_twice_is_refused(campaign_dir, command):
+    trial = sorted((campaign_dir / "trials").iterdir())[0]
+    path = trial / "predictions.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    first = json.loads(lines[0])
+    lines[0] = lines[0][:-1] + f', "label": {json.dumps(first["label"] + "-other")}}}'
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert_user_error(invoke([command, str(campaign_dir)]), f"{trial.name}/predictions.jsonl")
+
+
+def test_the_prediction_reader_names_a_label_given_twice(tmp_path):
+    """Below the seal: the reader itself makes a key named twice a format error of its line, on every path."""
+    from protocol.validate import parse_predictions
+
+    path = tmp_path / "predictions.jsonl"
+    path.write_text('{"id": "a", "label": "x", "score": 0.5}\n{"id": "b", "label": "x", "score": 0.5, "label": "y"}\n'
+                    '{"id": "c", "label": "y", "score": 1, "n_tokens": 3}\n', encoding="utf-8")
+    parsed = parse_predictions(path)
+    assert parsed.ids == ("a", "c") and parsed.format_errors == ("line 2: duplicate key 'label' in a JSON object",)
+
+
+def test_a_ledger_naming_a_column_twice_is_refused(campaign_dir, tmp_path):
+    ledger = tmp_path / "ledger.csv"
+    ledger.write_text("date,description,amount_usd,amount_usd,evidence\n2026-09-30,storage,12.50,1.00,inv 17\n",
+                      encoding="utf-8")
+    assert_user_error(invoke(["decide", str(campaign_dir), "--expenses", str(ledger)]), "ledger.csv")
+
+
+# -- accepted nonsense: a rule from too little data, a rule that accepts anything ---------------------
+
+def test_tune_refuses_a_one_input_tuning_split_before_running(ws, tmp_path):
+    write_corpus(ws / "tuning.jsonl", "t", 1, seed=2)
+    study = write_study(ws)
+    before = study.read_bytes()
+    result = invoke(["tune", str(study)])
+    assert_user_error(result, "1 input(s), too few", "needs at least 10", "tuning.jsonl")
+    assert study.read_bytes() == before and not (ws / ".isocost" / "tune").exists()  # nothing ran, nothing written
+
+
+def test_tune_refuses_a_measured_metric_the_split_is_too_small_for(ws, monkeypatch):
+    """12 inputs, half right: se = sqrt(0.25/12) = 0.144 > 0.1, so the rule needs 25 (the model run is faked)."""
+    import runner.own.tune as tune
+
+    write_corpus(ws / "tuning.jsonl", "t", 12, seed=2)
+    study = write_study(ws)
+    before = study.read_bytes()
+
+    def fake_run(study_, variant, tuning, progress):
+        trial = ws / ".isocost" / "tune" / "fake"
+        trial.mkdir(parents=True)
+        wrong = {"x": "y", "y": "x"}
+        (trial / "predictions.jsonl").write_text("".join(
+            json.dumps({"id": r.id, "label": r.label if i % 2 else wrong[r.label], "score": 0.5}) + "\n"
+            for i, r in enumerate(tuning)), encoding="utf-8")
+        return trial
+
+    monkeypatch.setattr(tune, "_run_reference", fake_run)
+    result = invoke(["tune", str(study)])
+    assert_user_error(result, "accuracy 0.5000 on 12 tuning input(s)", "needs at least 25 inputs", "tuning.jsonl")
+    assert study.read_bytes() == before
+
+
+@pytest.mark.parametrize("rule, accepts", [
+    ("minimum = 0.0\nmax_metric_drop = 1.0\nmin_agreement = 0.0", "accepts every pass"),
+    ("minimum = 0.5\nmax_metric_drop = 1.0\nmin_agreement = 0.0", "every variant as equivalent"),
+    ("minimum = 0.5\nmax_metric_drop = 2.5\nmin_agreement = 0.9", "must be in [0, 1]"),
+])
+def test_check_refuses_a_rule_that_accepts_anything(ws, rule, accepts):
+    study = write_study(ws)
+    text = study.read_text(encoding="utf-8").replace("minimum = 0.0\n", "").replace("max_metric_drop = 0.01\n", "")
+    study.write_text(text.replace("min_agreement = 0.99", rule), encoding="utf-8")
+    result = invoke(["check", str(study), "--launcher", "process"])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert "FAIL  study keys" in result.output and accepts in result.output
+
+
+# -- every command added since this matrix was written, with absurd values ---------------------------
+#
+# init, tune, check, rental, decide (several directories, --catalog, --expenses), period, cost, memory
+# estimate and hosts check: each absurd value ends in one `Error:` line naming what and where (exit 2)
+# or in a correct result; never a traceback, never a hang (the alarm of `invoke`).
+
+HUGE = "9" * 30
+
+
+@pytest.fixture
+def decided(tmp_path: Path, study_text: Callable[..., str]) -> tuple[Path, Path]:
+    """Two campaign directories of one study (rtx-4090 ×2 lots), as `isocost run` leaves them."""
+    from test_decide_cli import write_campaign
+
+    text = study_text(minimum=0.5)
+    a = write_campaign(tmp_path / "a", text, {"batch_size=1": ["ok", "ok"], "batch_size=4": ["ok", "ok"]},
+                       campaign_id="aaaa0000")
+    b = write_campaign(tmp_path / "b", text, {"batch_size=1": ["ok", "ok"], "batch_size=4": ["ok", "oom"]},
+                       gpu="b200", lots=1, campaign_id="bbbb0000")
+    return a, b
+
+
+def _study_args(ws: Path) -> list[str]:
+    return [str(write_study(ws))]
+
+
+#: (name, arguments given the workspace/campaigns, fragments the error names). ``{study}``, ``{a}``, ``{b}``,
+#: ``{ws}`` are filled in by the test.
+ABSURD: list[tuple[str, list[str], tuple[str, ...]]] = [
+    ("cost-lots-30-digits", ["cost", "--gpu", "rtx-4090", "--days", "7", "--lots", HUGE], ("--lots", "10,000")),
+    ("cost-lots-negative", ["cost", "--gpu", "rtx-4090", "--days", "7", "--lots", "-3"], ("--lots",)),
+    ("cost-accepted-30-digits", ["cost", "--gpu", "rtx-4090", "--days", "7", "--lots", "1", "--accepted-results",
+                                 HUGE], ("--accepted-results", "1,000,000")),
+    ("cost-gpu-formula", ["cost", "--gpu", "=HYPERLINK(1)", "--days", "7", "--lots", "1"], ("unknown GPU",)),
+    ("cost-gpu-ansi", ["cost", "--gpu", "\x1b[2Jrtx", "--days", "7", "--lots", "1"], ("unknown GPU", "\\x1b")),
+    ("cost-gpu-not-utf8", ["cost", "--gpu", "\udcff", "--days", "7", "--lots", "1"], ("unknown GPU",)),
+    ("rental-lots-30-digits", ["rental", "{a}", "--gpu", "rtx-4090", "--lots", HUGE], ("--lots", "10000")),
+    ("rental-lots-zero", ["rental", "{a}", "--gpu", "rtx-4090", "--lots", "0"], ("--lots",)),
+    ("rental-gpu-formula", ["rental", "{a}", "--gpu", "=cmd|'/C calc'!A0"], ("not a plain name", "--gpu")),
+    ("rental-gpu-empty", ["rental", "{a}", "--gpu", ""], ("GPU name is empty", "--gpu")),
+    ("rental-gpu-ansi", ["rental", "{a}", "--gpu", "\x1b]0;owned\x07"], ("not a plain name", "\\x1b")),
+    ("rental-host-bad-name", ["rental", "{a}", "--gpu", "rtx-4090", "--host", "a b/../c"], ("host name", "--host")),
+    ("rental-plan-start-control", ["rental", "{a}", "--gpu", "rtx-4090", "--plan-start", "2026-12-01\r09:00"],
+     ("--plan-start", "\\r")),
+    ("rental-plan-start-huge", ["rental", "{a}", "--gpu", "rtx-4090", "--plan-start", "9" * 5000],
+     ("--plan-start",)),
+    ("run-lots-30-digits", ["run", "{study}", "--out", "{ws}/out", "--gpu", "rtx-4090", "--lots", HUGE],
+     ("--lots",)),
+    ("run-gpu-formula", ["run", "{study}", "--out", "{ws}/out", "--launcher", "process", "--gpu", "@SUM(1)"],
+     ("not a plain name", "--gpu")),
+    ("check-target-memory-nan", ["check", "{study}", "--target-memory-gib", "nan"], ("--target-memory-gib", "nan")),
+    ("check-target-memory-inf", ["check", "{study}", "--target-memory-gib", "inf"], ("--target-memory-gib", "inf")),
+    ("check-target-memory-minus-inf", ["check", "{study}", "--target-memory-gib", "-inf"], ("--target-memory-gib",)),
+    ("check-target-memory-negative", ["check", "{study}", "--target-memory-gib", "-1"], ("--target-memory-gib",)),
+    ("check-target-memory-1e309", ["check", "{study}", "--target-memory-gib", "1e309"], ("--target-memory-gib",)),
+    ("check-target-memory-huge", ["check", "{study}", "--target-memory-gib", "1e300"], ("65536",)),
+    ("check-host-bad-ipv6", ["check", "{study}", "--host", "b=ssh://u@[::1"], ("ssh://u@[::1", "Invalid IPv6")),
+    ("memory-batch-30-digits", ["memory", "estimate", "--model", "{ws}/model", "--batch", HUGE], ("--batch",)),
+    ("memory-max-length-30-digits", ["memory", "estimate", "--model", "{ws}/model", "--max-length", HUGE],
+     ("--max-length",)),
+    ("decide-expenses-30-digit-amount", ["decide", "{a}", "--expenses", "{ws}/huge-ledger.csv"],
+     ("more than 12 digits", "huge-ledger.csv:2")),
+    ("decide-expenses-ansi-description", ["decide", "{a}", "--expenses", "{ws}/ansi-ledger.csv"],
+     ("control character", "ansi-ledger.csv:2")),
+    ("decide-two-dirs-formula-catalog", ["decide", "{a}", "{b}", "--catalog", "{ws}/formula-catalog.csv"],
+     ("not a plain name", "formula-catalog.csv:2, column gpu")),
+    ("decide-two-dirs-ansi-catalog-source", ["decide", "{a}", "{b}", "--catalog", "{ws}/ansi-catalog.csv"],
+     ("control character", "ansi-catalog.csv:2, column source")),
+    ("period-formula-catalog", ["period", "{a}", "--catalog", "{ws}/formula-catalog.csv"],
+     ("not a plain name", "formula-catalog.csv:2")),
+    ("decide-rental-30-digit-lots", ["decide", "{a}", "{b}"], ("lots", "10000", "rentals.jsonl")),
+    ("period-rental-30-digit-lots", ["period", "{a}"], ("lots", "10000", "rentals.jsonl")),
+    ("init-out-not-utf8", ["init", "{ws}/corpus.jsonl", "{ws}/model", "--out", "{ws}/\udcff/s.toml", "--tuning",
+                           "{ws}/tuning.jsonl"], ()),
+    ("tune-one-input-split", ["tune", "{ws}/one-tuning.toml"], ("too few", "needs at least 10")),
+]
+
+
+def _absurd_inputs(ws: Path, a: Path) -> None:
+    """The hostile files the ABSURD cases name."""
+    (ws / "huge-ledger.csv").write_text(f"date,description,amount_usd,evidence\n2026-09-30,storage,{HUGE},inv 1\n",
+                                        encoding="utf-8")
+    (ws / "ansi-ledger.csv").write_text("date,description,amount_usd,evidence\n2026-09-30,\x1b[2Jstorage,1.00,inv\n",
+                                        encoding="utf-8")
+    rows = _catalog_rows()
+    formula, ansi = [list(r) for r in rows], [list(r) for r in rows]
+    formula[1][rows[0].index("gpu")] = "=HYPERLINK(\"http://x\")"
+    ansi[1][rows[0].index("source")] = "snapshot \x1b[31mred"
+    for name, table in (("formula-catalog.csv", formula), ("ansi-catalog.csv", ansi)):
+        with open(ws / name, "w", encoding="utf-8", newline="") as handle:
+            csv.writer(handle).writerows(table)
+    from runner.campaign_dir.appendlog import append_line
+    from runner.campaign_dir.rawtable import genesis
+    from runner.campaign_dir.rentals import RENTAL_SCHEMA_VERSION
+
+    append_line(a / "rentals.jsonl", {"gpu": "rtx-4090", "lots": int(HUGE), "plan_start": None,  # chained, as
+              "recorded_at": "2026-12-01T09:00:00Z", "schema_version": RENTAL_SCHEMA_VERSION},  # an unbounded
+              root=a, chained=True, genesis=genesis(a / "raw.csv"), what="rentals.jsonl")  # isocost wrote it
+    write_corpus(ws / "one.jsonl", "o", 1, seed=3)
+    one = write_study(ws).read_text(encoding="utf-8").replace('path = "tuning.jsonl"', 'path = "one.jsonl"')
+    (ws / "one-tuning.toml").write_text(one.replace(fingerprint_path(ws / "tuning.jsonl"),
+                                                    fingerprint_path(ws / "one.jsonl")), encoding="utf-8")
+
+
+@pytest.mark.parametrize("name, args, fragments", ABSURD, ids=[case[0] for case in ABSURD])
+def test_absurd_values_for_every_newer_command(ws, decided, name, args, fragments):
+    a, b = decided
+    _absurd_inputs(ws, a)
+    study = write_study(ws)
+    filled = [arg.replace("{study}", str(study)).replace("{a}", str(a)).replace("{b}", str(b))
+              .replace("{ws}", str(ws)) for arg in args]
+    if not name.startswith(("decide-rental", "period-rental")):
+        (a / "rentals.jsonl").unlink()
+    result = invoke(filled)
+    if name == "init-out-not-utf8":  # a correct result or a clear error, never a traceback
+        assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+        assert result.exit_code in (0, 2) and "Traceback" not in result.output
+        return
+    if filled[0] == "check" and "Error: " not in result.output:  # check reports each problem as a FAIL line
+        assert result.exit_code == 2 and "Traceback" not in result.output and "FAIL" in result.output
+        assert all(fragment in result.output for fragment in fragments), result.output
+    else:
+        assert_user_error(result, *fragments)
+    assert "\x1b" not in result.output and "\r" not in result.output  # escaped, never sent to the terminal
+
+
+
+@pytest.mark.parametrize("url, fragment", [
+    ("ssh://u@[::1", "Invalid IPv6"), ("ssh://[", "Invalid IPv6"), ("ssh://u@[::1]]", "not USER@HOST[:PORT]"),
+    ("ssh://u@[zz]:22", "zz"), ("ssh://u@[1.2.3.4]", "IPv4"), ("ssh://u@h:0", "outside 1..65535"),
+    ("ssh://u@h:99999", "invalid port"), ("ssh://u@-oProxyCommand=x", "not a host name"),
+    ("ssh://-l@h", "not a plain user name"), ("ssh://@h", "not a plain user name"), ("ssh://u@h h", "not a host name"),
+    ("ssh://u@h\u202e", "not printable"), ("ssh://\udcff@h", "not text"), ("ssh://u@h/x?y", "path, query"),
+    ("tcp://h:2375", "ssh only"), ("ftp://h", "not an engine URL"), ("ssh://" + "a" * 3000, "longer than"),
+])
+@pytest.mark.parametrize("command", ["hosts", "check", "run"])
+def test_malformed_engine_urls_are_refused_by_every_command(ws, tmp_path, url, fragment, command):
+    args = {"hosts": ["hosts", "check", "--host", f"b={url}"],
+            "check": ["check", str(write_study(ws)), "--host", f"b={url}"],
+            "run": ["run", str(write_study(ws)), "--out", str(tmp_path / "out"), "--host", f"b={url}"]}[command]
+    result = invoke(args)
+    if command == "check" and "Error: " not in result.output:  # check reports it as a FAIL line
+        assert result.exit_code == 2 and "Traceback" not in result.output and "FAIL" in result.output
+        assert fragment in result.output, result.output
+        return
+    assert_user_error(result, fragment)
+
+
+@pytest.mark.parametrize("column, value, fragment", [
+    ("minimum_s", "9" * 5000, "minimum_s has more than 8 characters"), ("increment_s", "9" * 40, "increment_s has"),
+    ("gpu", "@SUM(1)", "not a plain name"), ("gpu", "rtx 4090", "not a plain name"),
+    ("source", "ok\u202egnp.exe", "control character"),
+])
+def test_hostile_metered_catalog_cells(tmp_path, column, value, fragment):
+    header = "gpu,cards_per_lot,billing,plan_days,price_usd_per_lot,minimum_s,increment_s,currency,catalog_date,source"
+    values = "rtx-4090,1,hourly,,0.70,60,3600,USD,2026-09-24,made-up".split(",")
+    cells = dict(zip(header.split(","), values, strict=True))
+    cells[column] = value.encode().decode("unicode_escape") if "\\u" in value else value
+    catalog = tmp_path / "catalog.csv"
+    catalog.write_text(header + "\n" + ",".join(cells.values()) + "\nrtx-4090,1,flat,7,110.00,,,USD,2026-09-24,x\n",
+                       encoding="utf-8")
+    result = invoke(["cost", "--catalog", str(catalog), "--gpu", "rtx-4090", "--days", "7", "--lots", "1"])
+    assert_user_error(result, fragment, "catalog.csv:2")
+
+
+@pytest.mark.parametrize("extra, fragment", [
+    ('\n[deadline]\nstart = "2026-12-01T09:00"\nend = "2026-12-11T09:00"\ntz = "UTC"\nwaiting_h = 1e300\n',
+     "waiting_h must be between 0 and 87840"),
+    ("\n[job]\ninputs = 10\nbootstrap_resamples = 1000000000\n", "bootstrap_resamples must be at most 20,000"),
+    ('\n[images]\ncpu = "x@sha256:\\u001b[2J"\n', "is not an image reference"),
+    ('\n[images]\ncpu = "BAD REF@sha256:' + "a" * 64 + '"\n', "is not an image reference"),
+])
+def test_hostile_study_numbers_and_names_fail_check(ws, extra, fragment):
+    result = invoke(["check", str(write_study(ws, extra=extra)), "--launcher", "process"])
+    assert result.exit_code == 2 and "Traceback" not in result.output and "\x1b" not in result.output
+    assert "FAIL  study keys" in result.output and fragment in result.output, result.output
+
+
+def test_a_bundle_manifest_naming_a_key_twice_fails_verify(campaign_dir, tmp_path):
+    """BUNDLE.json lists the files a bundle's hashes cover: a second "files" key must not replace the first."""
+    import tarfile
+
+    bundle = tmp_path / "b.tar.gz"
+    assert invoke(["bundle", str(campaign_dir), "-o", str(bundle)]).exit_code == 0
+    with tarfile.open(bundle) as tar:
+        members = {m.name: (m, tar.extractfile(m).read() if m.isfile() else b"") for m in tar.getmembers()}
+    info, data = members["BUNDLE.json"]
+    text = data.decode().rstrip()
+    members["BUNDLE.json"] = (info, (text[:-1].rstrip() + ', "files": []}\n').encode())
+    edited = tmp_path / "edited.tar.gz"
+    with tarfile.open(edited, "w:gz") as tar:
+        for member, content in members.values():
+            member.size = len(content)
+            tar.addfile(member, io.BytesIO(content) if member.isfile() else None)
+    result = invoke(["verify", str(edited)])
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert "BUNDLE.json" in result.output and "duplicate key 'files'" in result.output, result.output
+
+
+@pytest.mark.parametrize("ref", ["BAD REF@sha256:" + "a" * 64, "Upper/x@sha256:" + "a" * 64, "x\x1b[2J", "-x",
+                                 "a" * 600, "\udcff@sha256:" + "a" * 64])
+@pytest.mark.parametrize("command", ["run", "hosts", "images-build"])
+def test_malformed_image_references_are_refused_before_an_engine_sees_them(ws, tmp_path, ref, command):
+    """An engine answers a malformed reference with an HTTP 400 (a docker.errors.APIError traceback, before)."""
+    args = {"run": ["run", str(write_study(ws)), "--out", str(tmp_path / "out"), "--image", ref],
+            "hosts": ["hosts", "check", "--host", "l=local", "--stack", "cuda", "--image", ref],
+            "images-build": ["images", "build", "--stack", "cpu", "--base", ref]}[command]
+    result = invoke(args)
+    assert_user_error(result, "is not an image reference")
+    assert "\x1b" not in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_engine_refusing_a_base_reference_is_a_user_error(monkeypatch):
+    """Below the CLI check: whatever the engine refuses with an HTTP 400 is named, never a traceback."""
+    import docker.errors
+
+    from protocol.errors import UserError
+    from runner.images.build import _base_facts
+
+    class Images:
+        def get(self, ref: str) -> None:
+            raise docker.errors.APIError("400 Client Error", explanation="invalid reference format")
+
+    class Client:
+        images = Images()
+
+    with pytest.raises(UserError, match="the engine refuses the base image reference 'x': invalid reference format"):
+        _base_facts(Client(), "x", override=True, progress=lambda message: None)

@@ -459,3 +459,226 @@ def test_window_arguments_raise_only_user_errors_through_the_cli():
              + (["--fold", fold] if fold is not None else []))
 
     run()
+
+
+# -- round 2 (issue 20): duplicate keys and columns, numbers without bounds, names, the newer commands ------
+#
+# A key or a column named twice is never accepted; every number a user gives is bounded or refused; a name
+# that reaches CSV, Markdown, HTML or a terminal is refused or neutralised; and the commands added since the
+# fuzz suite was written (init, tune, check, rental, decide, period, hosts check) end in a result or one
+# `Error:` line, never a traceback.
+
+def _json_objects(with_duplicates: bool) -> st.SearchStrategy[str]:
+    keys = st.sampled_from(["id", "text", "label", "score", "gpu", "lots"])
+    values = st.one_of(st.integers(-5, 5), st.text(max_size=4), st.booleans(), st.none())
+    pairs = st.lists(st.tuples(keys, values), min_size=1, max_size=6)
+    if with_duplicates:
+        pairs = pairs.filter(lambda p: len({k for k, _ in p}) < len(p))
+    else:
+        pairs = pairs.map(lambda p: list({k: v for k, v in p}.items()))
+    return pairs.map(lambda p: "{" + ", ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in p) + "}")
+
+
+@FUZZ
+@given(_json_objects(with_duplicates=True), st.sampled_from(["{}", "[{}]", '{"a": {}}']))
+def test_a_json_object_naming_a_key_twice_is_never_accepted(obj, wrapper):
+    from protocol.jsonio import parse_json
+
+    text = wrapper.replace("{}", obj, 1)
+    with pytest.raises(UserError, match="duplicate key"):
+        parse_json(text, "fuzz.json")
+
+
+@FUZZ
+@given(_json_objects(with_duplicates=False))
+def test_a_json_object_naming_each_key_once_reads_as_json_does(obj):
+    from protocol.jsonio import parse_json
+
+    assert parse_json(obj, "fuzz.json") == json.loads(obj)
+
+
+@READER_FUZZ
+@given(st.lists(st.sampled_from(["id", "text", "label", "id ", " label", "extra", ""]), min_size=1, max_size=6))
+def test_a_csv_corpus_header_naming_a_column_twice_is_never_accepted(tmp_path_factory, header):
+    from protocol.corpus import read_corpus
+
+    path = tmp_path_factory.mktemp("csv") / "corpus.csv"
+    path.write_text(",".join(header) + "\n" + ",".join("v" for _ in header) + "\n", encoding="utf-8")
+    names = [h.strip() for h in header]
+    try:
+        records = read_corpus(path)
+    except UserError as exc:
+        assert exc.where
+        return
+    assert len(set(names)) == len(names) and "" not in names and {"id", "text", "label"} <= set(names)
+    assert len(records) == 1
+
+
+@READER_FUZZ
+@given(_json_objects(with_duplicates=True))
+def test_a_corpus_line_naming_a_key_twice_is_never_accepted(tmp_path_factory, obj):
+    from protocol.corpus import read_corpus
+
+    path = tmp_path_factory.mktemp("jsonl") / "corpus.jsonl"
+    path.write_text(obj + "\n", encoding="utf-8")
+    with pytest.raises(UserError, match="duplicate key"):
+        read_corpus(path)
+
+
+VALID_LEDGER = b"date,description,amount_usd,evidence\n2026-09-30,object storage,12.50,invoice S-17\n"
+
+
+def test_the_ledger_parser_raises_only_user_errors_and_accepts_only_exact_money():
+    from protocol.costing.plans import format_usd
+    from protocol.decision.ledger import parse_ledger
+    from protocol.names import unsafe_character
+
+    @READER_FUZZ
+    @given(st.one_of(hostile_variants(VALID_LEDGER),
+                     st.text(alphabet="0123456789.-eE+", max_size=40).map(
+                         lambda amount: VALID_LEDGER.replace(b"12.50", amount.encode()))))
+    @example(VALID_LEDGER)
+    @example(VALID_LEDGER.replace(b"12.50", b"9" * 30))
+    def run(content: bytes) -> None:
+        try:
+            ledger = parse_ledger(content.decode("utf-8", "replace"), "ledger.csv")
+        except UserError as exc:
+            assert exc.where.startswith("ledger.csv")
+            return
+        for expense in ledger.expenses:
+            assert abs(expense.amount_usd) < 10**12 and unsafe_character(expense.description) is None
+            format_usd(expense.amount_usd)
+        format_usd(ledger.total_usd)
+
+    run()
+
+
+def test_engine_urls_are_refused_or_normalised():
+    from runner.launch.engine_url import parse_engine_url
+
+    pieces = st.sampled_from(["ssh://", "unix://", "u@", "@", "[", "]", "::1", "fe80::1%eth0", ":", "22", "99999",
+                              "-o", "ProxyCommand=x", " ", "/", "?", "#", "\udcff", "\u202e", "h.example.com", "é"])
+
+    @READER_FUZZ
+    @given(st.one_of(st.text(max_size=40), st.lists(pieces, max_size=8).map("".join)))
+    @example("ssh://[::1")
+    @example("ssh://u@[::1]]:22")
+    def run(url: str) -> None:
+        try:
+            normalised = parse_engine_url(url, "--host x")
+        except UserError as exc:
+            assert exc.where == "--host x"
+            return
+        assert normalised == "local" or normalised.startswith(("ssh://", "unix://"))
+        assert normalised.isprintable() and not any(0xD800 <= ord(c) <= 0xDFFF for c in normalised)
+        if normalised.startswith("ssh://"):
+            from runner.launch.engine_url import EngineAddress
+
+            user, host, port = EngineAddress(normalised).ssh_target()
+            assert host and not host.startswith("-") and (not port or 1 <= int(port) <= 65535)
+
+    run()
+
+
+@FUZZ
+@given(st.dictionaries(st.sampled_from(["inputs", "inputs_per_day", "days", "corpora", "cards_per_lot",
+                                        "fit_level", "bootstrap_resamples", "bootstrap_seed", "mix", "other"]),
+                       st.one_of(st.integers(-10, 10**40), st.floats(), st.text(max_size=4), st.booleans(),
+                                 st.dictionaries(st.text(max_size=5), st.floats(), max_size=2)), max_size=6))
+def test_the_job_table_is_bounded_or_refused(table):
+    from protocol.costing.job import JOB_BOUNDS, parse_job
+
+    try:
+        job = parse_job(table, "study.toml", ("short", "long"), 1)
+    except UserError as exc:
+        assert "study.toml" in exc.where
+        return
+    assert job is not None
+    for key, bound in JOB_BOUNDS.items():
+        value = getattr(job, key, None)
+        assert value is None or value <= bound, (key, value)
+
+
+@FUZZ
+@given(st.integers(-5, 10**40), st.one_of(st.none(), st.integers(-5, 10**40)),
+       st.floats(min_value=0, allow_nan=False))
+def test_money_is_bounded_or_refused(lots, accepted, hours):
+    from protocol.costing.catalog_file import load_catalog
+    from protocol.costing.plans import MAX_LOTS, charge, default_catalog_path, format_usd, quote
+
+    catalog = load_catalog(default_catalog_path())
+    try:
+        priced = quote(catalog, "b200", 7, lots, accepted)
+    except UserError:
+        assert not 1 <= lots <= MAX_LOTS or accepted is not None and not 0 <= accepted <= 1_000_000
+    else:
+        format_usd(priced.total_usd)
+    plan = catalog.find("b200", 7)
+    assert plan is not None
+    try:
+        total = charge(plan, hours, lots)
+    except (UserError, ValueError):
+        return
+    assert total is None or format_usd(total)
+
+
+@FUZZ
+@given(st.integers(1, 400), st.floats(0, 1))
+def test_a_tuning_rule_is_refused_or_meaningful(n, metric_value):
+    from protocol.tuning import MAX_SE, check_tuning_size, inputs_needed, propose
+
+    try:
+        check_tuning_size(n, "tuning.jsonl", "accuracy", metric_value)
+    except UserError as exc:
+        assert f"needs at least {inputs_needed(metric_value)}" in exc.message and n < inputs_needed(metric_value)
+        return
+    rule = propose(metric_value, n)
+    assert rule.se <= MAX_SE + 1e-12 and rule.min_agreement >= 0.79 and rule.max_metric_drop <= MAX_SE + 1e-9
+    assert not (rule.minimum == 0.0 and rule.max_metric_drop >= 1.0 and rule.min_agreement == 0.0)
+
+
+NEWER_ARGUMENTS = st.sampled_from(["0", "-1", "1", "9" * 30, "1" + "0" * 5000, "nan", "inf", "-inf", "1e309", "",
+                                   "\udcff", "=1+1", "\x1b[2J", "rtx-4090", "b200", " ", "2026-12-01T09:00"])
+
+
+def test_the_newer_commands_raise_only_user_errors_through_the_cli(tmp_path):
+    """rental, check, cost, period, decide and hosts check with one hostile option value each."""
+    import shutil
+
+    from fakecampaign import FakeLauncher, fake_workspace
+
+    from runner.campaign.run import run_campaign
+
+    study = fake_workspace(tmp_path / "ws", n=4, repetitions=1, batches="[1]")
+    base = tmp_path / "out"
+    run_campaign(study, base, FakeLauncher())
+    forms = [
+        lambda d, v: ["rental", d, "--gpu", v], lambda d, v: ["rental", d, "--gpu", "rtx-4090", "--lots", v],
+        lambda d, v: ["rental", d, "--gpu", "rtx-4090", "--plan-start", v],
+        lambda d, v: ["rental", d, "--gpu", "rtx-4090", "--host", v],
+        lambda d, v: ["check", str(study), "--target-memory-gib", v, "--launcher", "process"],
+        lambda d, v: ["cost", "--gpu", v, "--days", "7", "--lots", "1"],
+        lambda d, v: ["cost", "--gpu", "b200", "--days", "7", "--lots", v],
+        lambda d, v: ["cost", "--gpu", "b200", "--days", "7", "--lots", "1", "--accepted-results", v],
+        lambda d, v: ["hosts", "check", "--host", f"a=ssh://{v}@[::1"],
+        lambda d, v: ["period", d], lambda d, v: ["decide", d, d],
+    ]
+
+    @settings(READER_FUZZ, max_examples=40)
+    @given(st.sampled_from(range(len(forms))), NEWER_ARGUMENTS)
+    def run(form: int, value: str) -> None:
+        copy = tmp_path / "copy"
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(base, copy)
+        from click.testing import CliRunner
+
+        from runner.cli import main
+
+        result = CliRunner().invoke(main, forms[form](str(copy), value), catch_exceptions=True)
+        if result.exception is not None and not isinstance(result.exception, SystemExit):
+            raise result.exception
+        assert "Traceback" not in result.output and "\x1b" not in result.output
+        if result.exit_code != 0:  # check reports FAIL lines, everything else one Error: line
+            assert result.exit_code == 2 and ("Error: " in result.output or "FAIL  " in result.output), result.output
+
+    run()

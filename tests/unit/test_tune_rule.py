@@ -41,3 +41,34 @@ def test_edit_keeps_comments_and_other_tables():
     assert 'tuned_on = "tuning"  # where\n' in out
     data = tomllib.loads(out)
     assert data["quality"]["min_agreement"] == 0.94 and data["warmup"]["minimum"] == 3
+
+
+def test_the_size_a_tuning_split_needs_comes_from_the_rule():
+    from protocol.tuning import MAX_SE, MIN_TUNING_INPUTS, WORST_CASE_INPUTS, inputs_needed, standard_error
+
+    assert (MAX_SE, MIN_TUNING_INPUTS, WORST_CASE_INPUTS) == (0.1, 10, 25)  # 1/0.1; 0.25/0.1²
+    assert inputs_needed(1.0) == 10 and inputs_needed(0.5) == 25 and inputs_needed(0.8) == 16  # 0.16/0.01
+    for m in (0.0, 0.3, 0.5, 0.8, 0.9167, 1.0):
+        n = inputs_needed(m)
+        assert standard_error(m, n) <= MAX_SE + 1e-12 < standard_error(m, n - 1)
+
+
+@pytest.mark.parametrize("n, value, needed", [(1, None, "at least 10"), (9, None, "at least 10"),
+                                              (12, 0.5, "at least 25"), (20, 0.7, "at least 21")])
+def test_a_tuning_split_too_small_for_the_rule_is_refused_with_the_size_it_needs(n, value, needed):
+    from protocol.errors import UserError
+    from protocol.tuning import check_tuning_size
+
+    with pytest.raises(UserError) as caught:
+        check_tuning_size(n, "tuning.jsonl", "accuracy", value)
+    assert needed in caught.value.message and "tuning.jsonl" in caught.value.message
+
+
+@pytest.mark.parametrize("n, value", [(10, None), (10, 1.0), (12, 0.9167), (25, 0.5)])
+def test_a_tuning_split_large_enough_passes(n, value):
+    from protocol.tuning import check_tuning_size, propose
+
+    check_tuning_size(n, "tuning.jsonl", "accuracy", value)
+    if value is not None:
+        p = propose(value, n)
+        assert p.min_agreement >= 0.8 and p.max_metric_drop <= 0.1
