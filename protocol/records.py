@@ -466,6 +466,15 @@ def _dict(value: Any) -> dict[str, Any]:
     return dict(value)
 
 
+def _rental(data: dict[str, Any]) -> Rental:
+    from protocol.costing.plans import MAX_LOTS
+
+    rental = Rental(**data)
+    if not isinstance(rental.gpu, str) or not _int(rental.lots) or not 1 <= rental.lots <= MAX_LOTS:
+        raise ValueError(f"rental needs a GPU name and lots from 1 to {MAX_LOTS}")
+    return rental
+
+
 _CAMPAIGN_READERS: dict[str, Any] = {
     "corpus": _optional(InputFacts.from_dict),
     "tuning": _optional(InputFacts.from_dict),
@@ -477,7 +486,7 @@ _CAMPAIGN_READERS: dict[str, Any] = {
     "repetitions": _int,
     "launcher": _dict,
     "host": _optional(lambda d: HostFacts(**d)),
-    "rental": _optional(lambda d: Rental(**d)),
+    "rental": _optional(lambda d: _rental(_dict(d))),
     "catalog": _optional(lambda d: CatalogFacts(**d)),
     "empty_reasons": _dict,
     "seen_corpus_reuse": _optional(_dict),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ from protocol.records import MemoryPeaks, PhaseTimes, TrialSpec, TrialStatus, Va
 from protocol.shapes import warmup_shapes
 from protocol.study import Study
 from protocol.validate import PassCheck, Reference, check_pass, parse_predictions
+from runner.campaign_dir.layout import read_csv_rows
 from runner.campaign_dir.seal import seal_reasons, seal_values
 from runner.launch.base import LaunchResult
 
@@ -22,8 +22,7 @@ def load_reference(root: Path, study: Study) -> Reference:
     path = root / "corpus_index.csv"
     if not path.exists():
         raise UserError("corpus_index.csv missing", str(root), "Was this campaign started by `isocost run`?")
-    with open(path, encoding="utf-8", newline="") as handle:
-        rows = list(csv.DictReader(handle))
+    rows = read_csv_rows(path)
     ids = tuple(row["id"] for row in rows)
     labels = {row["id"]: row["label"] for row in rows}
     groups: dict[str, dict[str, str]] = {}
@@ -36,8 +35,7 @@ def load_reference(root: Path, study: Study) -> Reference:
 def trial_inputs(corpus_index: Path, variant: Variant) -> dict[str, Any]:
     """What a trial spec needs from ``corpus_index.csv``: each input's length bucket (empty when the
     study declares none) and the measured pass's shapes for the warm-up."""
-    with open(corpus_index, encoding="utf-8", newline="") as handle:
-        rows = list(csv.DictReader(handle))
+    rows = read_csv_rows(corpus_index)
     buckets = {row["id"]: row["length_bucket"] for row in rows}
     shapes = warmup_shapes([int(row["n_tokens"]) for row in rows], variant.batch_size, variant.padding,
                            variant.max_length, variant.length_grouping)

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from protocol.errors import UserError
+from protocol.jsonio import DuplicateKeyError, loads_unique
 from protocol.safe_read import file_kind
 from protocol.safe_write import check_writable_target, open_append, open_fd
 
@@ -48,15 +49,6 @@ class LogRead:
     cut_line: int  # the cut line's number (0 when none)
     intact_bytes: int
     last_digest: str  # what the next line of a chained log chains to
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise ValueError(f"the key {key!r} appears twice")
-        result[key] = value
-    return result
 
 
 def canonical(entry: dict[str, Any]) -> str:
@@ -121,9 +113,11 @@ def read_log(path: Path, what: str, *, chained: bool = False, genesis: str = "",
 
 def _parse(raw: bytes, what: str, where: str, fix: str) -> dict[str, Any]:
     try:
-        entry = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicates)
+        entry = loads_unique(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise UserError(f"{what} has a line that is not UTF-8", where, fix) from None
+    except DuplicateKeyError as exc:
+        raise UserError(f"{what} has a line with a {str(exc)[:120]}", where, fix) from None
     except (ValueError, RecursionError) as exc:
         reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
         raise UserError(f"{what} has a line that is not a JSON object ({reason[:120]})", where, fix) from None

@@ -140,7 +140,9 @@ class CampaignChecks(Findings):
         if not path.is_file():
             self.add("corpus_index.csv", "presence", "missing")
             return None
-        rows = read_csv_rows(path)
+        rows = self._csv(path)
+        if rows is None:
+            return None
         ids = [row.get("id", "") for row in rows]
         if len(set(ids)) != len(ids):
             self.add("corpus_index.csv", "id", "an id appears twice")
@@ -172,12 +174,23 @@ class CampaignChecks(Findings):
                              f"{row.get(key)!r}, the frozen corpus {source} says {value!r}")
                     return
 
+    def _csv(self, path: Path) -> list[dict[str, str]] | None:
+        """The rows of a CSV file of the directory; None (named) when it cannot be read as isocost wrote it."""
+        try:
+            return read_csv_rows(path)
+        except UserError as exc:
+            line = exc.where.rpartition(", ")[2] if ", line " in exc.where else "content"
+            self.add(path.name, line, exc.what)
+            return None
+
     def _schedule(self, slots: tuple[Slot, ...]) -> None:
         path = self.root / "schedule.csv"
         if not path.is_file():
             self.add("schedule.csv", "presence", "missing")
             return
-        rows = read_csv_rows(path)
+        rows = self._csv(path)
+        if rows is None:
+            return
         if len(rows) != len(slots):
             self.add("schedule.csv", "rows", f"{len(rows)} slots, the study's rotation plans {len(slots)}")
         for number, (row, slot) in enumerate(zip(rows, slots, strict=False), start=1):
@@ -383,8 +396,8 @@ class CampaignChecks(Findings):
 
     def _verdicts(self, campaign: CampaignRecord, rows: list[RawRecord]) -> None:
         path = self.root / "verdicts.csv"
-        if path.is_file():
-            verdicts = read_csv_rows(path)
+        verdicts = self._csv(path) if path.is_file() else None
+        if verdicts is not None:
             if [v.get("trial_id") for v in verdicts] != [r.trial_id for r in rows]:
                 self.add("verdicts.csv", "trial_id",
                          f"{len(verdicts)} verdict(s) whose trial ids differ from raw.csv's {len(rows)} row(s)")

@@ -15,7 +15,6 @@ Example::
 
 from __future__ import annotations
 
-import csv
 import fcntl
 import json
 import os
@@ -26,8 +25,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from protocol.csvio import read_dicts
 from protocol.errors import UserError
-from protocol.jsonio import read_json
+from protocol.jsonio import loads_unique, read_json
 from protocol.rawrecord import RawRecord
 from protocol.records import (
     CAMPAIGN_SCHEMA_VERSION,
@@ -185,8 +185,13 @@ def now_iso() -> str:
 
 
 def read_csv_rows(path: Path) -> list[dict[str, str]]:
-    with open(path, encoding="utf-8", newline="") as handle:
-        return list(csv.DictReader(handle))
+    """A CSV file isocost wrote (corpus_index.csv, schedule.csv, verdicts.csv), its header checked (no column
+    twice, no row wider than it): UserError naming the file and line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise UserError(f"{path.name} is not UTF-8 text", str(path), "Restore it from a backup or bundle.") from None
+    return [row for _, row in read_dicts(text, path.name, str(path))]
 
 
 def read_event_lines(path: Path) -> list[Any]:
@@ -197,8 +202,8 @@ def read_event_lines(path: Path) -> list[Any]:
         return events
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         try:
-            events.append(json.loads(line))
-        except (json.JSONDecodeError, RecursionError):
+            events.append(loads_unique(line))
+        except (ValueError, RecursionError):
             events.append(None)
     return events
 

@@ -38,6 +38,7 @@ from pathlib import Path
 
 from protocol.errors import UserError
 from protocol.gc_pause import collection_paused
+from protocol.jsonio import loads_unique
 from protocol.rawrecord import RawRecord, records_from_lines
 from protocol.records import RAW_COLUMNS, RAW_SCHEMA_VERSION
 from protocol.safe_read import check_regular
@@ -67,7 +68,7 @@ ANCHOR_FIELDS = ("campaign_id", "created_at", "setup_started_at", "study_sha256"
 def genesis(path: Path) -> str:
     """What the first row chains to: the frozen facts of the campaign.json beside the table ("" if none)."""
     try:
-        description = json.loads((path.parent / "campaign.json").read_bytes())
+        description = loads_unique((path.parent / "campaign.json").read_bytes())
     except (OSError, ValueError, RecursionError):
         return ""
     if not isinstance(description, dict):

@@ -31,6 +31,7 @@ from typing import Any
 from protocol.costing.catalog_file import load_catalog
 from protocol.costing.plans import MAX_LOTS
 from protocol.errors import UserError
+from protocol.names import check_gpu_name, check_plain_text
 from protocol.safe_write import check_writable_target
 from runner.campaign_dir.appendlog import CHAIN_KEY, LogRead, append_line, read_log, require_whole
 from runner.campaign_dir.rawtable import genesis
@@ -78,9 +79,12 @@ class RentalRecord:
         if (not isinstance(gpu, str) or not gpu.strip() or not isinstance(lots, int) or isinstance(lots, bool)
                 or not 1 <= lots <= MAX_LOTS):
             raise UserError(f"rental line needs a gpu name and an integer lots from 1 to {MAX_LOTS}", where, _RESTORE)
+        check_gpu_name(gpu, where)
         for key in ("recorded_at", "plan_start", "host"):
             if data.get(key) is not None and not isinstance(data.get(key), str):
                 raise UserError(f"rental line key {key} is not text", where, _RESTORE)
+            if isinstance(data.get(key), str):
+                check_plain_text(data[key], f"rental line key {key}", where, max_chars=200)
         return cls(recorded_at=str(data.get("recorded_at", "")), gpu=gpu, lots=lots,
                    plan_start=data.get("plan_start"), host=data.get("host"))
 
@@ -107,7 +111,9 @@ def record_rental(root: Path, gpu: str, lots: int, plan_start: str | None = None
     from runner.campaign_dir.layout import load_record
 
     load_record(root)
-    gpu = gpu.strip().lower()
+    gpu = check_gpu_name(gpu, "--gpu")
+    if host is not None:
+        check_plain_text(host, "--host", "isocost rental", max_chars=200)
     if not 1 <= lots <= MAX_LOTS:
         raise UserError(f"--lots must be from 1 to {MAX_LOTS}", "isocost rental", "Give the number of lots rented.")
     known = _frozen_catalog_gpus(root)

@@ -82,7 +82,7 @@ def test_an_edited_line_breaks_the_chain_at_that_line(tmp_path: Path) -> None:
 def test_a_key_given_twice_is_refused(tmp_path: Path) -> None:
     (tmp_path / "rentals.jsonl").write_text(chained(entry()).replace('"lots": 1', '"lots": 1, "lots": 7'),
                                             encoding="utf-8")
-    with pytest.raises(UserError, match="the key 'lots' appears twice"):
+    with pytest.raises(UserError, match="rentals.jsonl has a line with a duplicate key 'lots'"):
         read_rentals(tmp_path)
 
 
