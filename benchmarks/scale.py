@@ -33,7 +33,7 @@ from typing import Any
 from benchmarks.common import Row, Spread, fmt_ratio, fmt_s, interleaved, judge, ratio_spread, timed
 from protocol.records import RAW_COLUMNS, Variant
 from protocol.stats import summarize
-from protocol.validate import Reference, check_pass, parse_predictions
+from protocol.tasks.classification import Reference, check_pass, parse_predictions
 from runner.campaign_dir.layout import read_rows
 from runner.campaign_dir.rawtable import row_digest
 

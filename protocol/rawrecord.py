@@ -97,7 +97,7 @@ class RawRecord:
     spec_sha256: str
     manifest_sha256: str
     status_sha256: str
-    predictions_sha256: str
+    outputs_sha256: str
     batches_sha256: str
     chain_sha256: str
 

@@ -21,8 +21,11 @@ from protocol.errors import UserError
 
 SCHEMA_VERSION = 1
 #: Trial spec and trial status moved to version 2 (see the history above); they still read version 1.
-TRIAL_SCHEMA_VERSION = 2
+TRIAL_SCHEMA_VERSION = 2  # status.json; history: 1 (0.1.0): first version; 2: the energy reasons
 _TRIAL_READS = (1, 2)
+#: spec.json; history: 1, 2 as status.json; 3: ``task`` and ``task_options`` (1 and 2 read as classification).
+SPEC_SCHEMA_VERSION = 3
+_SPEC_READS = (1, 2, 3)
 
 #: Fields that make up one variant. Changing any of them makes a NEW variant.
 VARIANT_FIELDS: tuple[str, ...] = (
@@ -137,7 +140,11 @@ class TrialSpec:
     #: Padded (rows, length) shapes the warm-up runs besides its tuning texts: the measured pass's
     #: longest, shortest and last batch (``protocol.shapes.warmup_shapes``), built from tuning tokens.
     warmup_shapes: tuple[tuple[int, int], ...] = ()
-    schema_version: int = TRIAL_SCHEMA_VERSION
+    #: The study's task (``protocol.tasks``): what the trial produces per input and writes.
+    task: str = "text-classification"
+    #: What the task needs beyond the variant (e.g. an embedding's pooling), as the study declares it.
+    task_options: dict[str, Any] = field(default_factory=dict)
+    schema_version: int = SPEC_SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -149,13 +156,14 @@ class TrialSpec:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrialSpec:
         data = dict(data)
-        _check_version(data, "trial spec", _TRIAL_READS)
+        _check_version(data, "trial spec", _SPEC_READS)
         data["variant"] = Variant.from_dict(data["variant"])
         data["warmup"] = WarmupRule(**data["warmup"])
         data["warmup_texts"] = tuple(data["warmup_texts"])
         data["input_buckets"] = dict(data.get("input_buckets") or {})
         data["warmup_shapes"] = tuple((int(r), int(n)) for r, n in data.get("warmup_shapes") or ())
-        return _from_dict(cls, data, "trial spec", _TRIAL_READS)
+        data["task_options"] = dict(data.get("task_options") or {})
+        return _from_dict(cls, data, "trial spec", _SPEC_READS)
 
 
 @dataclass(frozen=True)
@@ -250,7 +258,7 @@ RAW_COLUMNS: tuple[str, ...] = (
     "pass_compilations",  # torch.compile graphs compiled inside the pass (>0: the warm-up missed a shape)
     "gpu_energy_j", "cpu_energy_j", "device_used_max_bytes",
     # The trial files this row seals (runner.campaign_dir.seal): sha256 of each, empty when the trial wrote none.
-    "spec_sha256", "manifest_sha256", "status_sha256", "predictions_sha256", "batches_sha256",
+    "spec_sha256", "manifest_sha256", "status_sha256", "outputs_sha256", "batches_sha256",
     # Columns added by other changes go above this line: the chain digest is always the last column.
     "chain_sha256",
 )
@@ -258,8 +266,9 @@ RAW_COLUMNS: tuple[str, ...] = (
 #: The raw table's format. History: 1 (0.1.0): first version; 2: ``chain_sha256`` (last column),
 #: sha256 over the previous row's digest and this row's cells (see ``runner.campaign_dir.rawtable``); the five
 #: GPU-path columns (``device_busy_share`` … ``device_used_max_bytes``) were appended within 2;
-#: 3: the seal columns (``spec_sha256`` … ``batches_sha256``), and the first row's anchor includes
-#: campaign.json's ``catalog`` (the frozen catalog's sha256).
+#: 3: the seal columns (``spec_sha256``, ``manifest_sha256``, ``status_sha256``, ``outputs_sha256``: the task's
+#: output files as ``name=sha256;…``, ``batches_sha256``), and the first row's anchor includes campaign.json's
+#: ``catalog`` (the frozen catalog's sha256) and ``raw_schema_version``.
 RAW_SCHEMA_VERSION = 3
 
 
@@ -326,7 +335,7 @@ class HostFacts:
     cpu_count: int | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"hostname": self.hostname, "cpu_count": self.cpu_count}
+        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True)
@@ -338,7 +347,7 @@ class CatalogFacts:
     sha256: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"snapshot": self.snapshot, "source": self.source, "sha256": self.sha256}
+        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True)
@@ -468,11 +477,9 @@ def _dict(value: Any) -> dict[str, Any]:
 
 def _rental(data: dict[str, Any]) -> Rental:
     from protocol.costing.plans import MAX_LOTS
-
-    rental = Rental(**data)
-    if not isinstance(rental.gpu, str) or not _int(rental.lots) or not 1 <= rental.lots <= MAX_LOTS:
+    if not isinstance(data.get("gpu"), str) or not 1 <= _int(data.get("lots")) <= MAX_LOTS:
         raise ValueError(f"rental needs a GPU name and lots from 1 to {MAX_LOTS}")
-    return rental
+    return Rental(**data)
 
 
 _CAMPAIGN_READERS: dict[str, Any] = {

@@ -43,12 +43,14 @@ from protocol.study_sections import (
     parse_series,
     parse_warmup,
 )
+from protocol.tasks import DEFAULT_TASK, task_named
 
 STUDY_SCHEMA_VERSION = 1
 
 
 _TOP_KEYS = {
     "schema_version": "the study format version (1)",
+    "task": 'what each input yields and how it is checked: "text-classification" (the default)',
     "name": "a short name",
     "question": "the decision question, in words",
     "scenario": '"offline"',
@@ -130,6 +132,7 @@ def _identity(top: TableReader, check: ErrorCollector) -> dict[str, Any]:
         "question": check.attempt(_question, top),
         "scenario": check.attempt(_scenario, top),
         "expected_artifacts": check.attempt(_expected_artifacts, top),
+        "task": check.attempt(_task, top),
     }
 
 
@@ -210,6 +213,11 @@ def _question(top: TableReader) -> str:
         raise UserError("the question is empty", top.where("question"), "Write the decision question first.")
     # It heads the summary, the memo and the report, and is printed on terminals: no control characters.
     return check_plain_text(question, "the question", top.where("question"), max_chars=2000, newlines=True)
+
+
+def _task(top: TableReader) -> str:
+    name = top.get("task", str, DEFAULT_TASK)
+    return task_named(str(name), top.where("task")).name
 
 
 def _scenario(top: TableReader) -> str:

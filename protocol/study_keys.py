@@ -31,6 +31,7 @@ _ROWS = (
     ("question", "required", "the decision question, in words, written before any test"),
     ("scenario", "required", '"offline" (corpus processing; interactive serving is out of scope)'),
     ("expected_artifacts", "1", "accepted corpora the job needs, declared before the campaign"),
+    ("task", '"text-classification"', "what each input yields and how a pass is checked (docs/tasks.md)"),
     ("corpus.path", "required", "the final comparison corpus (.jsonl or .csv: id, text, label), relative to the study"),
     ("corpus.fingerprint", "required", "sha256 of the corpus file, as `isocost fingerprint` prints it"),
     ("tuning.path", "required", "separate tuning split (thresholds and warm-up come from it, never the final corpus)"),
@@ -40,7 +41,8 @@ _ROWS = (
     ("length_buckets[].name", "none: no buckets",
      "name of a length bucket (tokens of the model's tokenizer): a plain name like the series'"),
     ("length_buckets[].max_tokens", "open-ended", "inclusive upper bound in tokens; only the last bucket may omit it"),
-    ("quality.metric", "required", '"accuracy" or "macro_f1"'),
+    ("quality.metric", "required", '"accuracy" or "macro_f1" (averaged over the labels of the truth or the '
+                                   'predictions, as scikit-learn\'s f1_score(average="macro"))'),
     ("quality.minimum", "required", "minimum of the metric on the final corpus, set on the tuning split "
                                     "(`isocost tune`)"),
     ("quality.tuned_on", "required", 'where the minimum was set: "tuning" (never "corpus")'),

@@ -117,6 +117,7 @@ class Study:
     costing: Costing = Costing(catalog=None)
     images: tuple[tuple[str, str], ...] = ()  # (stack, image reference by digest)
     job: Job | None = None  # the real job to project (protocol/costing/job.py); None: price the campaign only
+    task: str = "text-classification"  # what a valid output is (protocol/tasks/); the study's `task` key
 
     def image_for(self, stack: str) -> str:
         return dict(self.images).get(stack, "")

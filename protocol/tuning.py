@@ -1,9 +1,12 @@
 """The quality rule proposed from a measurement on the tuning split (``isocost tune``).
 
 The rule, stated once and printed with every proposal: with ``m`` the metric of
-the reference variant on the ``n`` tuning inputs and ``se`` its binomial
-standard error ``sqrt(m(1-m)/n)`` (at least ``1/n``, so a perfect score still
-has a margin):
+the reference variant on the ``n`` tuning inputs and ``se`` its standard error
+(at least ``1/n``, so a perfect score still has a margin): binomial,
+``sqrt(m(1-m)/n)``, for a metric that is a share of inputs (accuracy); for any
+other metric (macro-F1, retrieval scores), the standard deviation of the metric
+over a seeded bootstrap of the tuning inputs (:func:`bootstrap_standard_error`,
+1000 resamples, ``random.Random(0)``, recorded with the proposal):
 
 - ``minimum`` = m − 2·se, rounded down to 0.01 (kept in [0, 1]);
 - ``max_metric_drop`` = se, rounded up to 0.01;
@@ -29,13 +32,17 @@ Example::
 from __future__ import annotations
 
 import math
+import random
+import statistics
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from protocol.errors import UserError
 
 RULE = ("minimum = m − 2·se (rounded down to 0.01), max_metric_drop = se (rounded up to 0.01), "
         "min_agreement = 1 − 2·se (rounded down to 0.01); m = the reference variant's metric on the tuning "
-        "split, se = sqrt(m(1−m)/n), at least 1/n")
+        "split, se = sqrt(m(1−m)/n) for a share of inputs (accuracy), a seeded bootstrap for other metrics, "
+        "at least 1/n")
 
 #: The largest standard error a proposed rule may rest on: min_agreement ≥ 1 − 2·MAX_SE, max_metric_drop ≤ MAX_SE.
 MAX_SE = 0.1
@@ -48,6 +55,12 @@ SIZE_RULE = (f"Why: the rule needs se = sqrt(m(1−m)/n), at least 1/n, to be at
              f"the metric, and n ≥ m(1−m)/{MAX_SE}² for the metric m measured ({WORST_CASE_INPUTS} at worst, m = 0.5).")
 
 
+#: A metric that is not a share of inputs (macro-F1, retrieval scores) gets its standard error from a seeded
+#: bootstrap over the tuning inputs: this many resamples, this seed (recorded with the proposal).
+BOOTSTRAP_RESAMPLES = 1000
+BOOTSTRAP_SEED = 0
+
+
 @dataclass(frozen=True)
 class Proposal:
     metric_value: float
@@ -56,6 +69,7 @@ class Proposal:
     minimum: float
     max_metric_drop: float
     min_agreement: float
+    se_method: str = "binomial: sqrt(m(1−m)/n), at least 1/n"
 
 
 def _down(value: float) -> float:
@@ -80,7 +94,8 @@ def inputs_needed(metric_value: float) -> int:
     return max(MIN_TUNING_INPUTS, math.ceil(variance / MAX_SE**2 - 1e-9))
 
 
-def check_tuning_size(n: int, where: str, metric: str = "", metric_value: float | None = None) -> None:
+def check_tuning_size(n: int, where: str, metric: str = "", metric_value: float | None = None,
+                      se: float | None = None) -> None:
     """Refuse a tuning split too small for the rule, naming the size it needs (before and after the run)."""
     fix = ("Add inputs to the tuning split (never from the final corpus), update [tuning] fingerprint "
            f"(`isocost fingerprint PATH`) and tune again. {SIZE_RULE}")
@@ -90,17 +105,39 @@ def check_tuning_size(n: int, where: str, metric: str = "", metric_value: float 
                             f"{MIN_TUNING_INPUTS} whatever the metric, up to {WORST_CASE_INPUTS} for a metric of 0.5",
                             where, fix)
         return
-    se = standard_error(metric_value, n)
+    binomial = se is None
+    se = standard_error(metric_value, n) if se is None else se
     if se > MAX_SE + 1e-12:
-        needed = inputs_needed(metric_value)
+        needed = inputs_needed(metric_value) if binomial else math.ceil(n * (se / MAX_SE) ** 2)
         raise UserError(f"{metric or 'the metric'} {metric_value:.4f} on {n} tuning input(s) has se {se:.4f} > "
                         f"{MAX_SE}: the rule would rest on too little; this metric needs at least {needed} inputs",
                         where, fix)
 
 
-def propose(metric_value: float, n: int) -> Proposal:
+def bootstrap_standard_error(score: Callable[[Sequence[int]], float], n: int, *, seed: int = BOOTSTRAP_SEED,
+                             resamples: int = BOOTSTRAP_RESAMPLES) -> float:
+    """The standard deviation of ``score`` over ``resamples`` resamples (with replacement) of the ``n`` inputs'
+    indices, drawn with ``random.Random(seed)``; at least ``1/n`` like the binomial one.
+
+    Example: ``bootstrap_standard_error(lambda idx: mean(values[i] for i in idx), len(values))``.
+    """
     if n < 1:
         raise ValueError("n must be positive")
-    se = standard_error(metric_value, n)
+    rng = random.Random(seed)
+    scores = [score([rng.randrange(n) for _ in range(n)]) for _ in range(resamples)]
+    return max(statistics.pstdev(scores), 1 / n)
+
+
+def bootstrap_method(seed: int = BOOTSTRAP_SEED, resamples: int = BOOTSTRAP_RESAMPLES) -> str:
+    return f"seeded bootstrap over the tuning inputs: {resamples} resamples, random.Random({seed}), at least 1/n"
+
+
+def propose(metric_value: float, n: int, se: float | None = None, se_method: str = "") -> Proposal:
+    """The rule from a metric and its standard error (default: binomial, for a metric that is a share)."""
+    if n < 1:
+        raise ValueError("n must be positive")
+    if se is None:
+        se = standard_error(metric_value, n)
     return Proposal(metric_value=metric_value, n=n, se=se, minimum=_down(metric_value - 2 * se),
-                    max_metric_drop=_up(se), min_agreement=_down(1 - 2 * se))
+                    max_metric_drop=_up(se), min_agreement=_down(1 - 2 * se),
+                    **({"se_method": se_method} if se_method else {}))

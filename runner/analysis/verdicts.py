@@ -7,7 +7,7 @@ if a re-derived verdict disagrees with the raw row, the disagreement is reported
 from __future__ import annotations
 
 import csv
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ from protocol.rawrecord import RawRecord
 from protocol.records import CampaignRecord
 from protocol.safe_write import write_handle
 from protocol.study import Study, load_study
-from protocol.validate import ParsedPredictions, Reference, check_pass, compare_predictions, parse_predictions
+from protocol.tasks import Task, study_task
 from runner.campaign.gather import load_reference
 from runner.campaign_dir.integrity import refuse_less_evidence, require_evidence
 from runner.campaign_dir.layout import CampaignPaths, load_record, read_rows
@@ -42,19 +42,20 @@ def validate_campaign(root: Path, *, allow_inconsistent: bool = False, checked: 
 
 def write_verdicts(
     root: Path, campaign: CampaignRecord, study: Study, rows: Sequence[RawRecord], *, banner: str = "",
-    reference: Reference | None = None,
+    reference: Any = None,
 ) -> list[dict[str, Any]]:
     """Re-derive the verdict of every row from its prediction file and write verdicts.json and verdicts.csv
     (what ``summarize`` calls with the campaign, study and rows it has read already)."""
-    reference = reference or load_reference(root, study)
+    reference = reference if reference is not None else load_reference(root, study)
     refuse_less_evidence(root / "verdicts.json", len(rows), "verdicts")
     paths = CampaignPaths(root)
-    parsed: dict[str, ParsedPredictions] = {}
+    task = study_task(study)
+    parsed: dict[str, Any] = {}
     verdicts: list[dict[str, Any]] = []
     for row in rows:
-        predictions = parse_predictions(paths.trial_dir(row.trial_id) / "predictions.jsonl")
-        parsed[row.trial_id] = predictions
-        check = check_pass(predictions, reference, study.quality.metric, study.quality.minimum)
+        outputs = task.read_pass(paths.trial_dir(row.trial_id))
+        parsed[row.trial_id] = outputs
+        check = task.check_pass(outputs, reference, study)
         accepted = row.status == "ok" and check.accepted
         reasons = list(check.reasons)
         if row.status != "ok":
@@ -69,7 +70,7 @@ def write_verdicts(
             "matches_raw": raw_accepted == accepted and row.cell("ids_match") == str(check.ids_match).lower(),
             "reasons": "; ".join(reasons),
         })
-    _add_agreement(verdicts, parsed, study.reference_for, rows)
+    _add_agreement(verdicts, parsed, task, study, rows)
     record: dict[str, Any] = {"schema_version": 1, "campaign_id": campaign.campaign_id,
                               "rows_total": len(rows), "verdicts": verdicts}
     if banner:
@@ -84,8 +85,7 @@ def write_verdicts(
 
 
 def _add_agreement(
-    verdicts: list[dict[str, Any]], parsed: dict[str, ParsedPredictions], reference_for: Callable[[str], str],
-    rows: Sequence[RawRecord],
+    verdicts: list[dict[str, Any]], parsed: dict[str, Any], task: Task, study: Study, rows: Sequence[RawRecord],
 ) -> None:
     """Compare each accepted pass with its reference variant's first accepted pass (same seed)."""
     order = {r.trial_id: (r.order_index, r.attempt) for r in rows}
@@ -94,13 +94,15 @@ def _add_agreement(
         if verdict["corpus_accepted"]:
             first_accepted.setdefault(verdict["variant_id"], verdict["trial_id"])
     for verdict in verdicts:
-        reference_trial = first_accepted.get(reference_for(verdict["variant_id"]))
+        reference_trial = first_accepted.get(study.reference_for(verdict["variant_id"]))
         verdict["reference_trial"] = reference_trial
         complete = verdict["ids_match"] and not verdict["duplicate_ids"] and not verdict["format_errors"]
         if reference_trial is None or not complete:
             verdict["agreement"] = verdict["max_score_delta"] = verdict["identical_to_reference"] = None
             continue
-        agreement = compare_predictions(parsed[verdict["trial_id"]], parsed[reference_trial])
+        agreement = task.agreement(parsed[verdict["trial_id"]], parsed[reference_trial], study)
+        if agreement.details:
+            verdict["agreement_details"] = agreement.details
         verdict["agreement"] = agreement.agreement
         verdict["max_score_delta"] = agreement.max_score_delta
         verdict["identical_to_reference"] = agreement.identical

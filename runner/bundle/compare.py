@@ -16,13 +16,13 @@ from typing import Any
 from protocol.errors import UserError
 from protocol.jsonio import read_json
 from protocol.records import csv_cell
-from protocol.validate import Agreement, ParsedPredictions
+from protocol.validate import Agreement
 from runner.bundle.records import ReplayReport
 
 
 def replay_differences(
-    final: str, accepted: bool, check_reasons: tuple[str, ...], agreement: Agreement, replayed: ParsedPredictions,
-    before: ParsedPredictions, mode: str, bound: float | None,
+    final: str, accepted: bool, check_reasons: tuple[str, ...], agreement: Agreement, replayed: Any, before: Any,
+    mode: str, bound: float | None,
 ) -> list[str]:
     """Why a rerun does not match its original under the study's replay rule (empty: it matches).
 
@@ -37,8 +37,8 @@ def replay_differences(
     if mode == "quality":
         return reasons
     if agreement.agreement is None or agreement.max_score_delta is None:
-        reasons.append(f"the replay's ids differ from the original's ({len(replayed.predictions)} vs "
-                       f"{len(before.predictions)} predictions)")
+        reasons.append(f"the replay's ids differ from the original's ({len(replayed.ids)} vs "
+                       f"{len(before.ids)} outputs)")
         return reasons
     if mode == "identical" and not agreement.identical:
         reasons.append(f"not identical: label agreement {agreement.agreement:.4f}, max |Δscore| "

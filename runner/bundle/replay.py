@@ -31,7 +31,7 @@ from protocol.records import CampaignRecord, TrialSpec, TrialStatus
 from protocol.safe_extract import DEFAULT_LIMITS, ExtractLimits, safe_extract
 from protocol.safe_write import make_dirs
 from protocol.study import Study, parse_study
-from protocol.validate import Reference, check_pass, compare_predictions, parse_predictions
+from protocol.tasks import study_task
 from runner.bundle.compare import environment_differences, render_replay, replay_differences
 from runner.bundle.records import (
     MANIFEST_NAME,
@@ -120,7 +120,7 @@ def _replay_chosen(p: _Prepared, out: Path, progress: Progress) -> tuple[list[Tr
     """Rerun the chosen trials in order; stop after one the user interrupted. Returns results, interrupted."""
     campaign_root = out / "bundle" / "campaign"
     corpus, model = (Path(use.path) for use in p.inputs)
-    reference = _reference(campaign_root)
+    reference = _reference(campaign_root, p.study)
     results: list[TrialReplay] = []
     interrupted = False
     for number, trial_id in enumerate(p.chosen, start=1):
@@ -320,11 +320,9 @@ def _replay_launcher(kind: str, specs: dict[str, TrialSpec]) -> tuple[Launcher, 
     return docker_launcher, {"kind": "docker", "original": original, "exact": True, "image": images[0], "note": ""}
 
 
-def _reference(campaign_root: Path) -> Reference:
-    """The bundled corpus index as the reference labels a rerun is checked against."""
-    rows = read_csv_rows(campaign_root / "corpus_index.csv")
-    ids = tuple(row["id"] for row in rows)
-    return Reference(ids=ids, labels={row["id"]: row["label"] for row in rows}, groups={})
+def _reference(campaign_root: Path, study: Study) -> Any:
+    """The bundled corpus index as the reference a rerun is checked against (the study's task builds it)."""
+    return study_task(study).reference(read_csv_rows(campaign_root / "corpus_index.csv"), study)
 
 
 def _replay_one(
@@ -336,16 +334,17 @@ def _replay_one(
     corpus: Path,
     model: Path,
     study: Study,
-    reference: Reference,
+    reference: Any,
 ) -> tuple[TrialReplay, bool]:
     """Rerun one trial with its original spec (inputs and image as this host sees them); compare. Returns
     the comparison and whether the user interrupted it."""
     trial_dir, final, status, interrupted = _rerun(original, out, launcher, corpus, model)
-    replayed = parse_predictions(trial_dir / "predictions.jsonl")
-    before = parse_predictions(campaign_root / "trials" / original.trial_id / "predictions.jsonl")
+    task = study_task(study)
+    replayed = task.read_pass(trial_dir)
+    before = task.read_pass(campaign_root / "trials" / original.trial_id)
     quality = study.quality
-    check = check_pass(replayed, reference, quality.metric, quality.minimum)
-    agreement = compare_predictions(replayed, before)
+    check = task.check_pass(replayed, reference, study)
+    agreement = task.agreement(replayed, before, study)
     reasons = replay_differences(final, check.accepted, check.reasons, agreement, replayed, before,
                                  quality.replay, quality.max_score_delta)
     return TrialReplay(
@@ -355,7 +354,7 @@ def _replay_one(
         matches=not reasons,
         reasons=tuple(reasons),
         status=final,
-        compared_ids=len({p.id for p in replayed.predictions} & {p.id for p in before.predictions}),
+        compared_ids=len(set(replayed.ids) & set(before.ids)),
         label_agreement=agreement.agreement,
         max_score_delta=agreement.max_score_delta,
         identical=agreement.identical,

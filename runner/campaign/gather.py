@@ -11,25 +11,19 @@ from protocol.rawrecord import RawRecord
 from protocol.records import MemoryPeaks, PhaseTimes, TrialSpec, TrialStatus, Variant, format_reasons
 from protocol.shapes import warmup_shapes
 from protocol.study import Study
-from protocol.validate import PassCheck, Reference, check_pass, parse_predictions
+from protocol.tasks import study_task
+from protocol.validate import PassCheck
 from runner.campaign_dir.layout import read_csv_rows
 from runner.campaign_dir.seal import seal_reasons, seal_values
 from runner.launch.base import LaunchResult
 
 
-def load_reference(root: Path, study: Study) -> Reference:
-    """Expected labels and subgroups from the frozen ``corpus_index.csv``."""
+def load_reference(root: Path, study: Study) -> Any:
+    """What the study's task checks each pass against, from the frozen ``corpus_index.csv``."""
     path = root / "corpus_index.csv"
     if not path.exists():
         raise UserError("corpus_index.csv missing", str(root), "Was this campaign started by `isocost run`?")
-    rows = read_csv_rows(path)
-    ids = tuple(row["id"] for row in rows)
-    labels = {row["id"]: row["label"] for row in rows}
-    groups: dict[str, dict[str, str]] = {}
-    for group in study.quality.subgroups:
-        column = "label" if group == "label" else "length_bucket"
-        groups[group] = {row["id"]: row[column] for row in rows}
-    return Reference(ids=ids, labels=labels, groups=groups)
+    return study_task(study).reference(read_csv_rows(path), study)
 
 
 def trial_inputs(corpus_index: Path, variant: Variant) -> dict[str, Any]:
@@ -72,14 +66,14 @@ def decide_status(status: TrialStatus | None, result: LaunchResult) -> str:
 
 
 def gather_trial(
-    spec: TrialSpec, trial_dir: Path, result: LaunchResult, reference: Reference, study: Study
+    spec: TrialSpec, trial_dir: Path, result: LaunchResult, reference: Any, study: Study
 ) -> RawRecord:
     """The raw row of one ended trial: the host's final status, the re-derived verdict, every measure, and
     for each empty cell its reason."""
     status, status_problem = read_status(trial_dir)
     final = decide_status(status, result)
-    parsed = parse_predictions(trial_dir / "predictions.jsonl")
-    check = check_pass(parsed, reference, study.quality.metric, study.quality.minimum)
+    task = study_task(study)
+    check = task.check_pass(task.read_pass(trial_dir), reference, study)
     phases = status.phases if status is not None else PhaseTimes()
     memory = status.memory if status is not None else MemoryPeaks()
     values: dict[str, Any] = {
@@ -88,10 +82,10 @@ def gather_trial(
         **_launch_values(spec, result),
         "notes": _notes(trial_dir, result, status, status_problem, check, final),
     }
-    seals = seal_values(trial_dir)  # last: the files as the verdict above read them
+    seals = seal_values(trial_dir, task.output_files)  # last: the files as the verdict above read them
     values.update(seals)
     reasons = _empty_reasons(spec, status, status_problem, phases, final, check, result)
-    reasons.update(seal_reasons(seals))
+    reasons.update(seal_reasons(seals, task.output_files))
     if values["device_busy_share"] is None:
         reasons["device_busy_share"] = ("CPU trial: no device time" if spec.variant.device == "cpu" else
                                         "needs both gpu_pass_s and pass_s")

@@ -14,6 +14,7 @@ Example::
 from __future__ import annotations
 
 import shutil
+from typing import Any
 
 from protocol.errors import UserError
 from protocol.jsonio import read_json
@@ -21,7 +22,6 @@ from protocol.rawrecord import RawRecord
 from protocol.records import CampaignRecord, Rental, TrialSpec
 from protocol.schedule import Slot, attempt_trial_id
 from protocol.study import Study
-from protocol.validate import Reference
 from runner.campaign.gather import gather_trial, read_status
 from runner.campaign.leftover import log_shows_error, stop_leftover
 from runner.campaign_dir.layout import CampaignPaths, load_record
@@ -73,7 +73,7 @@ def attempt_of(trial_id: str, slot: Slot) -> int | None:
     return None
 
 
-def record_orphan(study: Study, paths: CampaignPaths, reference: Reference, slot: Slot,
+def record_orphan(study: Study, paths: CampaignPaths, reference: Any, slot: Slot,
                   attempt: int) -> RawRecord | None:
     """The row of a trial the host left unrecorded; None (and its directory removed) when it never launched."""
     trial_id = attempt_trial_id(slot, attempt)

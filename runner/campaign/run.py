@@ -19,6 +19,7 @@ import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from protocol.errors import UserError
 from protocol.jsonio import write_json_atomic
@@ -28,7 +29,6 @@ from protocol.records import NO_GPU_ERROR, WRONG_BUILD_ERROR, CampaignRecord, Re
 from protocol.safe_write import make_dirs
 from protocol.schedule import Slot, attempt_trial_id, rotated_schedule
 from protocol.study import Study, load_study
-from protocol.validate import Reference
 from runner.campaign.freeze import check_fingerprint, freeze, stat_snapshot
 from runner.campaign.gather import gather_trial, load_reference, trial_inputs
 from runner.campaign.resume import attempt_of, check_resume, record_orphan
@@ -222,11 +222,12 @@ def _spec(
         image_id=image_id,
         image_digest=image_digest,
         timeout_s=study.campaign.trial_timeout_s,
+        task=study.task,
     )
 
 
 def _run_one(
-    study: Study, paths: CampaignPaths, campaign: CampaignRecord, reference: Reference, slot: Slot,
+    study: Study, paths: CampaignPaths, campaign: CampaignRecord, reference: Any, slot: Slot,
     attempt: int, variant: Variant, launcher: Launcher, progress: Progress, n_slots: int,
 ) -> RawRecord:
     trial_id = attempt_trial_id(slot, attempt)

@@ -44,7 +44,7 @@ from protocol.rawrecord import RawRecord
 from protocol.records import CampaignRecord, InputFacts
 from protocol.schedule import Slot
 from protocol.study import Study, parse_study
-from protocol.validate import Reference
+from protocol.tasks import study_task
 from runner.campaign_dir.findings import MALFORMED, Findings
 from runner.campaign_dir.layout import (
     EVENTS_FILE,
@@ -56,7 +56,7 @@ from runner.campaign_dir.layout import (
 )
 from runner.campaign_dir.rawtable import scan
 from runner.campaign_dir.rentals import RENTALS_FILE, read_rentals
-from runner.campaign_dir.seal import SEALED_FILES, seal_findings
+from runner.campaign_dir.seal import SEAL_COLUMNS, seal_findings
 from runner.campaign_dir.slots import planned_slots, slot_of
 from runner.campaign_dir.trial_checks import TrialChecks
 
@@ -76,6 +76,7 @@ class CampaignChecks(Findings):
     def __init__(self, root: Path, prefix: str = "", deep: bool = True) -> None:
         super().__init__(root, prefix)
         self.deep = deep
+        self.output_files: tuple[str, ...] | None = None
 
     def run(self) -> None:
         description = self.json("campaign.json")
@@ -95,8 +96,9 @@ class CampaignChecks(Findings):
 
     def _run(self, campaign: CampaignRecord) -> None:
         study = self._study(campaign)
+        self.output_files = study_task(study).output_files if study is not None else None
         slots = planned_slots(campaign)
-        reference = self._corpus_index(campaign)
+        reference = self._reference(study, self._corpus_index(campaign))
         if self.deep:
             self._schedule(slots)
         rows = self._raw(campaign, slots, study, reference)
@@ -135,7 +137,17 @@ class CampaignChecks(Findings):
             self.add("study.toml", "content", f"not a valid study: {str(exc)[:300]}")
             return None
 
-    def _corpus_index(self, campaign: CampaignRecord) -> Reference | None:
+    @staticmethod
+    def _reference(study: Study | None, index_rows: list[dict[str, str]] | None) -> Any:
+        """What the study's task checks a pass against (None: the study or the index cannot be read)."""
+        if study is None or index_rows is None:
+            return None
+        try:
+            return study_task(study).reference(index_rows, study)
+        except MALFORMED:
+            return None  # the index's own findings name what is wrong with it
+
+    def _corpus_index(self, campaign: CampaignRecord) -> list[dict[str, str]] | None:
         path = self.root / "corpus_index.csv"
         if not path.is_file():
             self.add("corpus_index.csv", "presence", "missing")
@@ -156,7 +168,7 @@ class CampaignChecks(Findings):
                      f"corpus.index_sha256 (frozen at the start) says {recorded}")
         if corpus is not None:
             self._corpus_labels(rows, corpus)
-        return Reference(ids=tuple(ids), labels={row.get("id", ""): row.get("label", "") for row in rows}, groups={})
+        return rows
 
     def _corpus_labels(self, rows: list[dict[str, str]], corpus: InputFacts) -> None:
         """Where the corpus is readable with its frozen fingerprint: the index holds its ids and labels."""
@@ -202,7 +214,7 @@ class CampaignChecks(Findings):
                              f"{row.get(key)!r}, the study's rotated schedule gives {value!r}")
 
     def _raw(
-        self, campaign: CampaignRecord, slots: tuple[Slot, ...], study: Study | None, reference: Reference | None
+        self, campaign: CampaignRecord, slots: tuple[Slot, ...], study: Study | None, reference: Any
     ) -> list[RawRecord] | None:
         """The rows with a safe, unique trial id, each checked; None when raw.csv is missing or unreadable."""
         path = self.root / "raw.csv"
@@ -254,8 +266,8 @@ class CampaignChecks(Findings):
 
     def _sealed(self, row: RawRecord, where: str) -> None:
         """Each sealed file of the row's trial is the one the row recorded (:mod:`runner.campaign_dir.seal`)."""
-        recorded = {column: row.cell(column) for column in SEALED_FILES}
-        for name, message in seal_findings(self.root / "trials" / row.trial_id, recorded):
+        recorded = {column: row.cell(column) for column in SEAL_COLUMNS}
+        for name, message in seal_findings(self.root / "trials" / row.trial_id, recorded, self.output_files):
             self.add(f"trials/{row.trial_id}/{name}", "sha256", f"{message} (raw.csv {where})")
 
     def _catalog(self, campaign: CampaignRecord) -> None:

@@ -17,7 +17,7 @@ from protocol.errors import UserError
 from protocol.rawrecord import RawRecord
 from protocol.records import CampaignRecord, InputFacts, TrialSpec, TrialStatus, csv_cell
 from protocol.study import Study
-from protocol.validate import Reference, check_pass, parse_predictions
+from protocol.tasks import study_task
 from runner.campaign_dir.findings import Findings
 
 #: The note a row carries when its trial wrote no status.json (see runner.campaign.gather).
@@ -33,7 +33,7 @@ class TrialChecks:
     """Checks each row's trial directory; ``study`` and ``reference`` None: predictions are not re-derived."""
 
     def __init__(self, findings: Findings, campaign: CampaignRecord, study: Study | None,
-                 reference: Reference | None) -> None:
+                 reference: Any) -> None:
         self.findings = findings
         self.campaign = campaign
         self.study = study
@@ -141,13 +141,14 @@ class TrialChecks:
                 said_by = f"raw.csv row of {row.trial_id}" if source == "raw.csv" else source
                 self.findings.add(base + "manifest.json", key, f"{ours!r}, {said_by} says {theirs!r}")
 
-    def _predictions(self, row: RawRecord, where: str, base: str, study: Study, reference: Reference) -> None:
+    def _predictions(self, row: RawRecord, where: str, base: str, study: Study, reference: Any) -> None:
+        task = study_task(study)
         try:
-            parsed = parse_predictions(self.findings.root / "trials" / row.trial_id / "predictions.jsonl")
-        except (ValueError, OverflowError, RecursionError) as exc:  # see the report: validate.py should absorb these
-            self.findings.add(base + "predictions.jsonl", "content", f"unparseable ({type(exc).__name__})")
+            outputs = task.read_pass(self.findings.root / "trials" / row.trial_id)
+        except (ValueError, OverflowError, RecursionError) as exc:  # the readers describe problems; defence in depth
+            self.findings.add(base + task.output_files[0], "content", f"unparseable ({type(exc).__name__})")
             return
-        check = check_pass(parsed, reference, study.quality.metric, study.quality.minimum)
+        check = task.check_pass(outputs, reference, study)
         derived = {
             "observed_ids": str(check.observed_ids),
             "expected_ids": str(check.expected_ids),
@@ -157,5 +158,5 @@ class TrialChecks:
         }
         for key, value in derived.items():
             if row.cell(key) != value:
-                self.findings.add(base + "predictions.jsonl", key, f"re-derived {value!r} from the file, raw.csv "
+                self.findings.add(base + task.output_files[0], key, f"re-derived {value!r} from the file, raw.csv "
                                   f"{where} column {key} says {row.cell(key)!r}")

@@ -212,6 +212,7 @@ def _header_lines(f: _Facts) -> list[str]:
         "# Paths are relative to this file. Next: `isocost tune` sets the quality minimum on the tuning split,",
         "# `isocost check` checks everything without timing, `isocost run` runs the campaign.",
         f"schema_version = 1{_c('schema_version')}",
+        f'task = "text-classification"{_c("task")}',
         f"name = {_toml(name)}{_c('name')}",
         f"question = {_toml(question)}{_c('question')}",
         f'scenario = "offline"{_c("scenario")}',

@@ -20,11 +20,13 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from protocol.corpus import Record, content_fingerprint, read_corpus, token_lengths
 from protocol.errors import UserError
@@ -36,9 +38,9 @@ from protocol.safe_write import make_dirs, write_text_atomic
 from protocol.study import load_study
 from protocol.study_keys import KEYS
 from protocol.study_records import Study, bucket_for, split_seeded_id
+from protocol.tasks import study_task
 from protocol.tomledit import set_table_keys
-from protocol.tuning import RULE, Proposal, check_tuning_size, propose
-from protocol.validate import Reference, check_pass, parse_predictions
+from protocol.tuning import RULE, Proposal, bootstrap_method, bootstrap_standard_error, check_tuning_size, propose
 from runner.campaign.seen import describe_entry, ledger_path, seen_entries
 from runner.launch.base import TrialPaths
 from runner.launch.process import ProcessLauncher
@@ -64,7 +66,7 @@ class TuneResult:
             lines.append(f"  by {group}: {shown}")
         lines += [f"rule: {RULE}",
                   f"proposed: minimum = {p.minimum}, max_metric_drop = {p.max_metric_drop}, "
-                  f"min_agreement = {p.min_agreement} (se {p.se:.4f})"]
+                  f"min_agreement = {p.min_agreement} (se {p.se:.4f}, {p.se_method})"]
         lines += [f"warning: {text}" for text in self.flagged]
         lines.append(f"wrote them into [quality] of {self.study} (tuned_on = \"tuning\")" if self.written
                      else "--dry-run: the study file is unchanged")
@@ -104,24 +106,45 @@ def tune_study(study_path: Path, *, ledger_dir: Path | None = None, write: bool 
     check_labels([r.label for r in tuning], study.model.path, f"{study.tuning.path}, tuning labels")
     variant = _reference_variant(study)
     trial_dir = _run_reference(study, variant, tuning, progress)
+    task = study_task(study)
     reference = _tuning_reference(study, tuning)
-    checked = check_pass(parse_predictions(trial_dir / "predictions.jsonl"), reference, study.quality.metric, 0.0)
+    outputs = task.read_pass(trial_dir)
+    checked = task.check_pass(outputs, reference, _unbounded(study))
     if checked.metric_value is None:
-        raise UserError(f"the tuning predictions could not be scored ({'; '.join(checked.reasons)})",
-                        str(trial_dir / "predictions.jsonl"), "Read trial.log next to it.")
+        raise UserError(f"the tuning outputs could not be scored ({'; '.join(checked.reasons)})",
+                        str(trial_dir / task.output_files[0]), "Read trial.log next to it.")
+    se, method = None, ""
+    if not task.is_proportion(study.quality.metric):  # macro-F1 is no share of inputs: a seeded bootstrap
+        se = bootstrap_standard_error(task.resampled_metric(outputs, reference, study), len(tuning))
+        method = bootstrap_method()
     check_tuning_size(len(tuning), f"{study.tuning.path}, [tuning] of {study.path}", study.quality.metric,
-                      checked.metric_value)  # the size this metric value needs; the study is left as it is
-    proposal = propose(checked.metric_value, len(tuning))
-    flagged = tuple(f"subgroup {group}={name}: {study.quality.metric} {value:.4f} on the tuning split is below the "
-                    f"proposed minimum {proposal.minimum}"
-                    for group, values in checked.subgroups.items() for name, value in values.items()
-                    if value < proposal.minimum)
+                      checked.metric_value, se)  # the size this metric value needs; the study is left as it is
+    proposal = propose(checked.metric_value, len(tuning), se, method)
+    flagged = _near_perfect(study, checked.metric_value) + tuple(
+        f"subgroup {group}={name}: {study.quality.metric} {value:.4f} on the tuning split is below the "
+        f"proposed minimum {proposal.minimum}"
+        for group, values in checked.subgroups.items() for name, value in values.items()
+        if value < proposal.minimum)
     if write:
         _write_rule(study, proposal, checked.metric_value, len(tuning),
                     [g for g in ("label", "length_bucket") if g in reference.groups])
     return TuneResult(study=study.path, variant_id=variant.variant_id, metric=study.quality.metric,
                       proposal=proposal, subgroups=checked.subgroups, trial_dir=trial_dir, written=write,
                       flagged=flagged)
+
+
+#: A reference scoring this close to perfect on the tuning split is likely to have been fitted to it.
+NEAR_PERFECT = 0.995
+
+
+def _near_perfect(study: Study, metric_value: float) -> tuple[str, ...]:
+    """The warning for a (near) perfect score on the tuning split, naming its likely cause."""
+    if metric_value < NEAR_PERFECT:
+        return ()
+    return (f"the reference variant scores {study.quality.metric} {metric_value:.4f} on the tuning split: a "
+            "model trained, or its head fitted, on these texts scores them (near) perfectly, and a minimum "
+            "proposed from them can be out of reach on the final corpus. Tune on texts the model has never "
+            "seen (a split disjoint from its training data).",)
 
 
 def _check_inputs(study: Study) -> None:
@@ -149,6 +172,7 @@ def _run_reference(study: Study, variant: Variant, tuning: tuple[Record, ...],
         model_fingerprint=study.model.fingerprint, warmup=study.warmup,
         warmup_texts=tuple(r.text for r in tuning[: study.warmup.inputs]), launcher="process",
         timeout_s=study.campaign.trial_timeout_s,
+        task=study.task,
     )
     write_json_atomic(trial_dir / "spec.json", spec.to_dict(), trial_dir)
     progress(f"running {variant.variant_id} over the {len(tuning)} tuning inputs in a fresh process")
@@ -162,24 +186,28 @@ def _run_reference(study: Study, variant: Variant, tuning: tuple[Record, ...],
     return trial_dir
 
 
-def _tuning_reference(study: Study, tuning: tuple[Record, ...]) -> Reference:
-    """The tuning labels, with the subgroups (label, length bucket) the study scores by."""
-    groups: dict[str, dict[str, str]] = {}
-    if "label" in study.quality.subgroups or not study.length_buckets:
-        groups["label"] = {r.id: r.label for r in tuning}
+def _tuning_reference(study: Study, tuning: tuple[Record, ...]) -> Any:
+    """What the tuning pass is checked against, every subgroup shown: the labels, and the length buckets."""
+    buckets = [""] * len(tuning)
     if study.length_buckets:
         lengths = token_lengths(study.model.path, [r.text for r in tuning])
-        groups["length_bucket"] = {r.id: bucket_for(n, study.length_buckets) for r, n in zip(tuning, lengths,
-                                                                                                strict=True)}
-        groups.setdefault("label", {r.id: r.label for r in tuning})
-    return Reference(ids=tuple(r.id for r in tuning), labels={r.id: r.label for r in tuning}, groups=groups)
+        buckets = [bucket_for(n, study.length_buckets) for n in lengths]
+    rows = [{"id": r.id, "label": r.label, "length_bucket": bucket} for r, bucket in zip(tuning, buckets, strict=True)]
+    groups = ["label", *(["length_bucket"] if study.length_buckets else [])]
+    return study_task(study).reference(rows, study, groups)
+
+
+def _unbounded(study: Study) -> Study:
+    """The study with no quality minimum: the tuning pass is scored, not judged."""
+    return dataclasses.replace(study, quality=dataclasses.replace(study.quality, minimum=0.0))
 
 
 def _write_rule(study: Study, proposal: Proposal, metric_value: float, n_tuning: int, subgroups: list[str]) -> None:
     """Write the proposed rule into the study's ``[quality]`` table (comments kept); the study stays valid."""
     when = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     note = (f"{KEYS['quality.minimum'].meaning}; tuned {when}: {study.quality.metric} "
-            f"{metric_value:.4f} on {n_tuning} tuning inputs, rule m − 2·se")
+            f"{metric_value:.4f} on {n_tuning} tuning inputs, rule m − 2·se, se {proposal.se:.4f} "
+            f"({proposal.se_method})")
     text = study.path.read_text(encoding="utf-8")
     text = set_table_keys(text, "quality", {
         "minimum": proposal.minimum, "tuned_on": "tuning", "max_metric_drop": proposal.max_metric_drop,

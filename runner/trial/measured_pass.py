@@ -1,4 +1,4 @@
-"""The measured pass: corpus in, ``predictions.jsonl`` and ``batches.jsonl`` out, ``pass_s`` timed.
+"""The measured pass: corpus in, the task's outputs and ``batches.jsonl`` out, ``pass_s`` timed.
 
 Measured boundary (offline): corpus read, tokenization, host→device transfer, inference and
 materialisation of predictions on the host (their JSON lines included). The incremental writes and
@@ -37,8 +37,11 @@ class MeasuredPass:
     """One measured pass of ``classifier`` over the spec's corpus, filling the trial's phases and counters."""
 
     def __init__(self, trial: Trial, classifier: Any) -> None:
+        from runner.trial.tasks import trial_task
+
         self.trial = trial
         self.classifier = classifier
+        self.task = trial_task(trial.spec.task)
         self.variant = trial.variant
         self.write_s = 0.0
         self.device_s_total: float | None = 0.0 if self.variant.device == "cuda" else None
@@ -51,8 +54,7 @@ class MeasuredPass:
         trial = self.trial
         gpu_meter, cpu_meter = self._meters()
         out = trial.out
-        with write_handle(out / "predictions.jsonl", out) as sink, \
-                write_handle(out / "batches.jsonl", out) as batch_sink:
+        with self.task.sink(out) as sink, write_handle(out / "batches.jsonl", out) as batch_sink:
             trial.sync()
             gpu_meter.start()
             cpu_meter.start()
@@ -94,7 +96,7 @@ class MeasuredPass:
             order.sort(key=lambda i: (len(self.encoded[i]["input_ids"]), i))
         return order
 
-    def _batch(self, batch_no: int, index: list[int], sink: IO[str], batch_sink: IO[str]) -> None:
+    def _batch(self, batch_no: int, index: list[int], sink: Any, batch_sink: IO[str]) -> None:
         """One batch: predict and write it, probe device memory, write its record; only the prediction counts."""
         trial = self.trial
         batch_start = clock()
@@ -112,13 +114,13 @@ class MeasuredPass:
         batch_sink.flush()
         self.write_s += batch_write_s + (clock() - write_start)
 
-    def _predict_and_write(self, batch_no: int, index: list[int], sink: IO[str]) -> float:
+    def _predict_and_write(self, batch_no: int, index: list[int], sink: Any) -> float:
         """Predict one batch and write it; returns seconds spent writing."""
         trial = self.trial
         retry = False
         try:
             trial.fault.before_batch(batch_no, len(index))
-            labels, scores = self.classifier.predict_encoded([self.encoded[i] for i in index])
+            outputs = self.classifier.predict_encoded([self.encoded[i] for i in index])
         except BaseException as exc:
             if self.variant.resume != "halve-batch-on-oom" or len(index) == 1 or not is_oom(exc):
                 raise
@@ -132,12 +134,9 @@ class MeasuredPass:
             half = (len(index) + 1) // 2
             return (self._predict_and_write(batch_no, index[:half], sink)
                     + self._predict_and_write(batch_no, index[half:], sink))
-        lines = trial.fault.corrupt("".join(
-            json.dumps({"id": self.records[i].id, "label": label, "score": score}) + "\n"
-            for i, label, score in zip(index, labels, scores, strict=True)
-        ), trial.completed, trial.expected)
+        lines = trial.fault.corrupt(sink.lines([self.records[i].id for i in index], outputs), trial.completed,
+                                    trial.expected)
         write_start = clock()
-        sink.write(lines)
-        sink.flush()
+        sink.write(lines, outputs)
         trial.completed += len(index)
         return clock() - write_start

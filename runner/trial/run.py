@@ -239,10 +239,11 @@ class Trial:
         return EXIT_OK
 
     def load_model(self) -> Any:
-        from runner.trial.model import Classifier
+        from runner.trial.tasks import trial_task
 
+        task = trial_task(self.spec.task)
         with PhaseTimer(self.sync) as timer:
-            classifier = Classifier.load(Path(self.spec.model_path), self.variant, self.torch)
+            classifier = task.load(Path(self.spec.model_path), self.variant, self.torch, self.spec.task_options)
         self.phases["load_s"] = timer.elapsed_s
         self.manifest["model"] = classifier.describe()
         self.write_manifest()

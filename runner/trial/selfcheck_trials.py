@@ -5,7 +5,7 @@ Each trial is a :class:`runner.trial.run.Trial` run by :func:`runner.trial.run.e
 files a campaign's trial writes under ``OUT/trials/<name>/``. The warm-up check records the padded
 shape of every forward (a thin wrapper around the model) and compares the pass's with the shapes the
 host predicts (``protocol.shapes``); the numerics check compares fp16 and bf16 predictions with fp32
-by id (``protocol.validate.compare_predictions``); the compile check counts recompilations inside
+by id (``protocol.tasks.classification.compare_predictions``); the compile check counts recompilations inside
 the pass. The OOM trial is written here and run by the host in a fresh process
 (``runner.selfcheck.host``), as a campaign runs it.
 
@@ -28,7 +28,7 @@ from protocol.predictions import parse_predictions
 from protocol.records import TrialSpec, Variant, WarmupRule
 from protocol.selfcheck import MIN_PRECISION_AGREEMENT, OOM_BATCH_SIZE, Check, failed, passed, skipped
 from protocol.shapes import pass_shapes, warmup_shapes
-from protocol.validate import compare_predictions
+from protocol.tasks.classification import compare_predictions
 from runner.trial.run import Trial, execute
 from runner.trial.selfcheck_device import Context
 

@@ -114,7 +114,8 @@ def write_campaign(
     }
     (root / "campaign.json").write_text(json.dumps(description), encoding="utf-8")
     for row in rows:  # sealing its trial's files, chained to campaign.json, as `isocost run` writes them
-        row.update({k: v or "" for k, v in seal_values(root / "trials" / row["trial_id"]).items()})
+        seals = seal_values(root / "trials" / row["trial_id"], ("predictions.jsonl",))
+        row.update({k: v or "" for k, v in seals.items()})
         append_row(root / "raw.csv", RawRecord.from_text(row))
     return root
 

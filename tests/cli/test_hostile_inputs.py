@@ -613,7 +613,7 @@ def test_a_prediction_line_naming_label_twice_is_refused(campaign_dir, command):
 
 def test_the_prediction_reader_names_a_label_given_twice(tmp_path):
     """Below the seal: the reader itself makes a key named twice a format error of its line, on every path."""
-    from protocol.validate import parse_predictions
+    from protocol.predictions import parse_predictions
 
     path = tmp_path / "predictions.jsonl"
     path.write_text('{"id": "a", "label": "x", "score": 0.5}\n{"id": "b", "label": "x", "score": 0.5, "label": "y"}\n'

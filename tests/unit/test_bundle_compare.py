@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from protocol.validate import ParsedPredictions, Prediction, compare_predictions
+from protocol.predictions import ParsedPredictions, Prediction
+from protocol.tasks.classification import compare_predictions
 from runner.bundle.compare import environment_differences, render_replay, replay_differences
 from runner.bundle.records import InputUse, ReplayReport, TrialReplay
 
@@ -29,7 +30,7 @@ ORIGINAL = _parsed(("a", "x", 0.9), ("b", "y", 0.6))
      ["max |Δscore| 1e-05 exceeds the declared bound 1e-06"]),
     ("bounded", 1.0, _parsed(("a", "x", 0.9), ("b", "x", 0.6)), ["labels differ: agreement 0.5000"]),
     ("bounded", math.nan, ORIGINAL, ["the study's quality.max_score_delta nan is not a usable bound"]),
-    ("identical", None, _parsed(("a", "x", 0.9)), ["the replay's ids differ from the original's (1 vs 2 predictions)"]),
+    ("identical", None, _parsed(("a", "x", 0.9)), ["the replay's ids differ from the original's (1 vs 2 outputs)"]),
 ])
 def test_replay_comparison_rules(mode, bound, replayed, expected):
     agreement = compare_predictions(replayed, ORIGINAL)

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from protocol.errors import UserError
 from protocol.study import load_study, parse_study
-from protocol.validate import Reference, check_pass, parse_predictions
+from protocol.tasks.classification import Reference, check_pass, parse_predictions
 
 FUZZ = settings(derandomize=True, database=None, deadline=None, max_examples=150,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

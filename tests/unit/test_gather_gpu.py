@@ -7,7 +7,7 @@ import json
 
 from protocol.records import MemoryPeaks, PhaseTimes, TrialSpec, TrialStatus, Variant, WarmupRule
 from protocol.study import load_study
-from protocol.validate import Reference
+from protocol.tasks.classification import Reference
 from runner.campaign.gather import gather_trial, trial_inputs
 from runner.launch.base import LaunchResult
 

@@ -73,5 +73,5 @@ def test_trial_spec_carries_input_buckets():
                      attempt=1, corpus_path="/c", corpus_fingerprint="a", model_path="/m", model_fingerprint="b",
                      warmup=WarmupRule("tuning", 2, 1, "warmup"), warmup_texts=("a",), launcher="process",
                      input_buckets={"x": "short"})
-    assert spec.to_dict()["schema_version"] == 2
+    assert spec.to_dict()["schema_version"] == 3  # spec.json 3: the task (read: 1, 2, 3)
     assert roundtrip(spec, TrialSpec).input_buckets == {"x": "short"}

@@ -72,3 +72,49 @@ def test_a_tuning_split_large_enough_passes(n, value):
     if value is not None:
         p = propose(value, n)
         assert p.min_agreement >= 0.8 and p.max_metric_drop <= 0.1
+
+
+def test_a_metric_that_is_no_share_gets_a_seeded_bootstrap_standard_error() -> None:
+    """Issue 22: macro-F1 is not a proportion; its se comes from a seeded bootstrap, recorded with the rule."""
+    import statistics
+
+    from protocol.predictions import ParsedPredictions
+    from protocol.tasks.classification import CLASSIFICATION, Reference
+    from protocol.tuning import bootstrap_method, bootstrap_standard_error, propose
+
+    ids = tuple(f"t{i}" for i in range(60))
+    truth = {i: ("x" if k % 3 else "y") for k, i in enumerate(ids)}
+    labels = [truth[i] if k % 7 else ("y" if truth[i] == "x" else "x") for k, i in enumerate(ids)]
+    outputs = ParsedPredictions.from_columns(ids, labels, [0.9] * len(ids))
+    reference = Reference(ids=ids, labels=truth, groups={})
+
+    class Study:
+        class quality:  # noqa: N801 (a stand-in for the study's [quality])
+            metric = "macro_f1"
+
+    score = CLASSIFICATION.resampled_metric(outputs, reference, Study)
+    se = bootstrap_standard_error(score, len(ids))
+    assert se == bootstrap_standard_error(score, len(ids))  # seeded: the same every run
+    assert se != bootstrap_standard_error(score, len(ids), seed=1)
+    # by hand: the same resamples, scored one by one
+    import random
+    rng = random.Random(0)
+    by_hand = [score([rng.randrange(60) for _ in range(60)]) for _ in range(1000)]
+    assert se == max(statistics.pstdev(by_hand), 1 / 60)
+    proposal = propose(score(range(60)), 60, se, bootstrap_method())
+    assert proposal.se == se and "seeded bootstrap" in proposal.se_method and "random.Random(0)" in proposal.se_method
+    assert not CLASSIFICATION.is_proportion("macro_f1") and CLASSIFICATION.is_proportion("accuracy")
+
+
+def test_tune_warns_when_the_reference_scores_near_perfectly_on_the_tuning_split() -> None:
+    """Issue 22: the demo's tuning split trained its head; tune measured 1.0 and proposed 0.99, which the final
+    corpus (about 0.83) could never reach. A (near) perfect score is now flagged with its likely cause."""
+    from runner.own.tune import _near_perfect
+
+    class Study:
+        class quality:  # noqa: N801
+            metric = "accuracy"
+
+    [warning] = _near_perfect(Study, 1.0)
+    assert "scores accuracy 1.0000 on the tuning split" in warning and "trained" in warning
+    assert _near_perfect(Study, 0.95) == ()

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from protocol.validate import Reference, check_pass, compare_predictions, compute_metric, parse_predictions
+from protocol.tasks.classification import Reference, check_pass, compare_predictions, compute_metric, parse_predictions
 
 REFERENCE = Reference(
     ids=("a", "b", "c", "d"),
@@ -114,3 +114,30 @@ def test_agreement_and_score_delta(tmp_path):
     assert agreement.agreement == 0.5
     assert agreement.max_score_delta == pytest.approx(0.1)
     assert agreement.identical is False
+
+
+def test_metrics_equal_scikit_learn_on_whole_passes_and_subgroups():
+    """Issue 22: macro-F1 averages over the labels of the truth or the predictions, as scikit-learn does."""
+    metrics = pytest.importorskip("sklearn.metrics")
+    import random
+
+    rng = random.Random(7)
+    for trial in range(200):
+        n = rng.randint(1, 40)
+        labels = ["a", "b", "c", "d"][: rng.randint(1, 4)]
+        ids = tuple(f"i{k}" for k in range(n))
+        truth = {i: rng.choice(labels) for i in ids}
+        predicted = {i: rng.choice(labels) for i in ids}
+        y_true, y_pred = [truth[i] for i in ids], [predicted[i] for i in ids]
+        assert compute_metric("accuracy", ids, truth, predicted) == pytest.approx(
+            metrics.accuracy_score(y_true, y_pred), abs=1e-12), trial
+        assert compute_metric("macro_f1", ids, truth, predicted) == pytest.approx(
+            metrics.f1_score(y_true, y_pred, average="macro", zero_division=0), abs=1e-12), trial
+
+
+def test_macro_f1_of_a_subgroup_counts_a_label_only_predicted():
+    """Truth x,x,x,x, prediction x,y,x,x: 0.429 as scikit-learn (x 6/7, y 0); not 0.857 (x alone)."""
+    ids = ("1", "2", "3", "4")
+    truth = dict.fromkeys(ids, "x")
+    predicted = {"1": "x", "2": "y", "3": "x", "4": "x"}
+    assert compute_metric("macro_f1", ids, truth, predicted) == pytest.approx((6 / 7 + 0) / 2)

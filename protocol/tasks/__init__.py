@@ -1,0 +1,42 @@
+"""The tasks isocost knows, found by name: the study's ``task`` key (default ``text-classification``).
+
+Each task is one module here (:mod:`protocol.tasks.base` says what a task provides) and one on the trial side
+(``runner/trial/tasks/``). Adding a task is adding those two modules and registering them by name.
+
+Example::
+
+    task_named("text-classification", "study.toml, key task").output_files   # ('predictions.jsonl',)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from protocol.errors import UserError
+from protocol.tasks.base import Task
+
+DEFAULT_TASK = "text-classification"
+
+
+def _registry() -> dict[str, Task]:
+    from protocol.tasks.classification import CLASSIFICATION
+
+    return {CLASSIFICATION.name: CLASSIFICATION}
+
+
+def study_task(study: Any) -> Task:
+    """The task a (validated) study declares."""
+    return task_named(getattr(study, "task", DEFAULT_TASK))
+
+
+def task_names() -> tuple[str, ...]:
+    return tuple(_registry())
+
+
+def task_named(name: str, where: str = "") -> Task:
+    """The task of that name; an unknown one is an error listing the known ones."""
+    tasks = _registry()
+    if name not in tasks:
+        raise UserError(f"unknown task {name[:80]!r}", where or "task",
+                        f"Known tasks: {', '.join(tasks)}.")
+    return tasks[name]

@@ -1,0 +1,57 @@
+"""What a task is, for the host: the unit every stage after the pass check is blind to.
+
+A task (text classification, sentence embeddings, …) says what a valid output of one pass is and how two
+passes compare: the files a pass writes (sealed in its raw row), the reference it is checked against (built
+from the frozen ``corpus_index.csv`` and the study), how a pass's outputs are read, the check of one pass
+against the study's quality rule (a :class:`~protocol.validate.PassCheck`, which the raw row, the verdicts,
+the summary and the decision read), the agreement of two passes by id (an
+:class:`~protocol.validate.Agreement`), and which metrics it knows. Everything after the pass check (summary,
+decision, costing, bundles) is the same for every task. Tasks are found by name in :mod:`protocol.tasks`.
+
+Example::
+
+    task = task_named("text-classification", "study.toml, key task")
+    outputs = task.read_pass(trial_dir)
+    task.check_pass(outputs, task.reference(index_rows, study), study.quality).accepted
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from protocol.validate import Agreement, PassCheck
+
+
+class Task(Protocol):
+    """One task, host side (the trial side is ``runner.trial.tasks``)."""
+
+    #: The study's ``task`` value.
+    name: str
+    #: The files one pass writes into its trial directory besides spec, manifest, status and batches.
+    output_files: tuple[str, ...]
+    #: The values ``[quality] metric`` may take, the first the default.
+    metrics: tuple[str, ...]
+    #: Whether every corpus input must carry a ``label``.
+    labels_required: bool
+
+    def reference(self, index_rows: Sequence[Mapping[str, str]], study: Any,
+                  subgroups: Sequence[str] | None = None) -> Any:
+        """What a pass is checked against, from ``corpus_index.csv``-shaped rows (id, label, n_tokens,
+        length_bucket) and the study; ``subgroups`` (default: the study's) are the groups scored apart."""
+
+    def read_pass(self, trial_dir: Path) -> Any:
+        """One pass's outputs as written (malformed parts described, never fatal); ``.ids`` in file order."""
+
+    def check_pass(self, outputs: Any, reference: Any, study: Any) -> PassCheck:
+        """The verdict on one pass under the study's quality rule."""
+
+    def agreement(self, candidate: Any, reference: Any, study: Any) -> Agreement:
+        """How a pass compares with the reference variant's pass by id."""
+
+    def is_proportion(self, metric: str) -> bool:
+        """Whether the metric is a share of inputs (its standard error is binomial), for ``isocost tune``."""
+
+    def resampled_metric(self, outputs: Any, reference: Any, study: Any) -> Callable[[Sequence[int]], float]:
+        """The metric over a resample of the inputs (indices in corpus order): for a seeded bootstrap."""

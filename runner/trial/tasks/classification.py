@@ -1,0 +1,140 @@
+"""Text classification in the trial: an ``AutoModelForSequenceClassification`` checkpoint, one label per input.
+
+:class:`Classifier` loads the checkpoint under the variant's settings and runs one padded batch; its
+outputs are written one line per input into ``predictions.jsonl`` (``{"id", "label", "score"}``, flushed per
+batch: a crash keeps what was completed). The host side of the task is ``protocol.tasks.classification``.
+
+Example::
+
+    classifier = Classifier.load(Path("model"), variant, torch)
+    labels, scores = classifier.predict(["a text"])
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from protocol.records import Variant
+from protocol.safe_write import write_handle
+from runner.trial.model import describe_common, prepare_model
+
+OUTPUT_FILE = "predictions.jsonl"
+
+
+@dataclass
+class Classifier:
+    """A tokenizer + ``AutoModelForSequenceClassification`` under one variant's settings."""
+
+    tokenizer: Any
+    model: Any
+    variant: Variant
+    torch: Any
+    labels: dict[int, str]
+    device: Any
+    #: When a list (CUDA/ROCm trials during the measured pass), each forward appends its (start, stop)
+    #: CUDA events: device time of the forward alone, not of padding, transfers or host work.
+    forward_events: list[tuple[Any, Any]] | None = None
+
+    @classmethod
+    def load(cls, path: Path, variant: Variant, torch: Any) -> Classifier:
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        if variant.precision == "fp16" and variant.device == "cpu":
+            raise ValueError("fp16 is GPU-only; the study should have refused this variant")
+        tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+        model = AutoModelForSequenceClassification.from_pretrained(
+            str(path), local_files_only=True, attn_implementation=variant.attention
+        )
+        model, device = prepare_model(model, variant, torch)
+        labels = {int(k): str(v) for k, v in model.config.id2label.items()}
+        return cls(tokenizer=tokenizer, model=model, variant=variant, torch=torch, labels=labels, device=device)
+
+    def describe(self) -> dict[str, Any]:
+        described = describe_common(self.model, self.tokenizer, self.variant)
+        return {**described, "num_labels": len(self.labels), "labels": [self.labels[i] for i in sorted(self.labels)]}
+
+    def tokenize(self, texts: list[str]) -> list[dict[str, list[int]]]:
+        """Token ids per text, truncated at ``max_length``, not padded yet."""
+        encoded = self.tokenizer(texts, truncation=True, max_length=self.variant.max_length, padding=False)
+        keys = list(encoded.keys())
+        return [{key: encoded[key][i] for key in keys} for i in range(len(texts))]
+
+    def untruncated_lengths(self, texts: list[str]) -> list[int]:
+        encoded = self.tokenizer(texts, truncation=False, padding=False)
+        return [len(ids) for ids in encoded["input_ids"]]
+
+    def predict_encoded(self, features: list[dict[str, list[int]]]) -> tuple[list[str], list[float]]:
+        """Pad one batch per the padding policy, run it, bring labels and scores to the host."""
+        torch = self.torch
+        padding = "longest" if self.variant.padding == "longest" else "max_length"
+        batch = self.tokenizer.pad(
+            features, padding=padding, max_length=self.variant.max_length, return_tensors="pt"
+        )
+        batch = {key: value.to(self.device) for key, value in batch.items()}
+        with torch.inference_mode():
+            if self.forward_events is not None:
+                start = torch.cuda.Event(enable_timing=True)
+                stop = torch.cuda.Event(enable_timing=True)
+                start.record()
+                logits = self.model(**batch).logits
+                stop.record()
+                self.forward_events.append((start, stop))
+            else:
+                logits = self.model(**batch).logits
+            probs = torch.softmax(logits.float(), dim=-1)
+            scores, indices = probs.max(dim=-1)
+        return [self.labels[int(i)] for i in indices.tolist()], [float(s) for s in scores.tolist()]
+
+    def predict(self, texts: list[str]) -> tuple[list[str], list[float]]:
+        return self.predict_encoded(self.tokenize(texts))
+
+
+
+
+class PredictionSink:
+    """``predictions.jsonl`` of one pass: one line per input, written and flushed per batch."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self._stack = ExitStack()
+        self.handle: IO[str] | None = None
+
+    def __enter__(self) -> PredictionSink:
+        self.handle = self._stack.enter_context(write_handle(self.out / OUTPUT_FILE, self.out))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    @staticmethod
+    def lines(ids: Sequence[str], outputs: tuple[list[str], list[float]]) -> str:
+        """The lines of one batch (what a fault injection may corrupt before it is written)."""
+        labels, scores = outputs
+        return "".join(json.dumps({"id": ident, "label": label, "score": score}) + "\n"
+                       for ident, label, score in zip(ids, labels, scores, strict=True))
+
+    def write(self, text: str, outputs: Any) -> None:
+        assert self.handle is not None, "write() inside the with block"
+        self.handle.write(text)
+        self.handle.flush()
+
+
+class ClassificationTrial:
+    """The text-classification task as the trial runs it (``runner.trial.tasks``)."""
+
+    name = "text-classification"
+    output_files = (OUTPUT_FILE,)
+
+    def load(self, path: Path, variant: Variant, torch: Any, options: dict[str, Any]) -> Classifier:
+        return Classifier.load(path, variant, torch)  # a classifier takes no task options
+
+    def sink(self, out: Path) -> PredictionSink:
+        return PredictionSink(out)
+
+
+TRIAL_TASK = ClassificationTrial()
