@@ -43,7 +43,7 @@ from protocol.study_sections import (
     parse_series,
     parse_warmup,
 )
-from protocol.tasks import DEFAULT_TASK, task_named
+from protocol.tasks import DEFAULT_TASK, Task, task_named, task_names
 
 STUDY_SCHEMA_VERSION = 1
 
@@ -114,10 +114,13 @@ def parse_study(data: dict[str, Any], *, path: Path, sha256: str) -> Study:
     fields = {
         **_identity(top, check),
         **_data_refs(top, check, path.parent),
-        **_rules(top, check),
     }
+    task = task_named(fields["task"] or DEFAULT_TASK)
+    fields.update(_rules(top, check, task))
+    fields["task_options"] = check.attempt(task.parse_options, top, path.parent) or {}
     fields.update(_plans(top, check, data, path.parent, fields["length_buckets"], fields["expected_artifacts"]))
-    check.attempt(top.finish, _TOP_KEYS)
+    _other_tasks_tables(top, task, check)
+    check.attempt(top.finish, {**_TOP_KEYS, **task.option_tables})
     if check.errors:
         raise check.errors[0] if len(check.errors) == 1 else StudyErrors(check.errors, source)
     study = Study(path=path, sha256=sha256, **fields)
@@ -150,14 +153,27 @@ def _data_refs(top: TableReader, check: ErrorCollector, base_dir: Path) -> dict[
     return {"corpus": corpus, "tuning": tuning, "model": model}
 
 
-def _rules(top: TableReader, check: ErrorCollector) -> dict[str, Any]:
+def _other_tasks_tables(top: TableReader, task: Task, check: ErrorCollector) -> None:
+    """A table another task reads is named as such, not as an unknown key."""
+    for other in task_names():
+        if other == task.name:
+            continue
+        for table in task_named(other).option_tables:
+            if table in top.table and table not in task.option_tables:
+                top.used.add(table)
+                check.errors.append(UserError(f"[{table}] is read by task {other!r}, and this study's task is "
+                                              f"{task.name!r}", top.where(table),
+                                              f'Remove [{table}], or set task = "{other}".'))
+
+
+def _rules(top: TableReader, check: ErrorCollector, task: Task) -> dict[str, Any]:
     """[[length_buckets]], [warmup], [campaign], [base], [[series]] and [quality], in that order."""
     buckets = check.attempt(parse_length_buckets, top)  # None: the buckets are wrong, already reported
     warmup = check.attempt(parse_warmup, top)
     campaign = check.attempt(parse_campaign, top)
     base = check.attempt(parse_base, top)
     series = check.attempt(parse_series, top, base)
-    quality = check.attempt(parse_quality, top, buckets)
+    quality = check.attempt(parse_quality, top, buckets, task)
     return {"length_buckets": buckets, "warmup": warmup, "campaign": campaign, "base": base, "series": series,
             "quality": quality}
 

@@ -13,7 +13,8 @@ Example: a series over ``threads = [1, 2]`` expands to the variants ``threads=1`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,8 @@ class QualityRule:
     subgroups: tuple[str, ...]
     replay: str
     max_score_delta: float | None
+    #: The task's own [quality] keys (``protocol.tasks``), e.g. an embedding's ``min_cosine``.
+    extra: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,7 @@ class Study:
     images: tuple[tuple[str, str], ...] = ()  # (stack, image reference by digest)
     job: Job | None = None  # the real job to project (protocol/costing/job.py); None: price the campaign only
     task: str = "text-classification"  # what a valid output is (protocol/tasks/); the study's `task` key
+    task_options: Mapping[str, Any] = field(default_factory=dict)  # the task's own tables, JSON-ready
 
     def image_for(self, stack: str) -> str:
         return dict(self.images).get(stack, "")

@@ -102,10 +102,12 @@ def parse_length_buckets(top: TableReader) -> tuple[LengthBucket, ...]:
     return tuple(buckets)
 
 
-def parse_quality(top: TableReader, buckets: tuple[LengthBucket, ...] | None) -> QualityRule:
+def parse_quality(top: TableReader, buckets: tuple[LengthBucket, ...] | None, task: Any = None) -> QualityRule:
+    """[quality]: the rule every task shares, the metrics and subgroups of the study's task, and the task's own
+    keys (``task.parse_quality_extras``)."""
     q = sub_table(top, "quality")
     q.require(("metric", "minimum", "tuned_on", "reference_variant"))
-    metric = q.choice("metric", METRICS)
+    metric = q.choice("metric", task.metrics if task is not None else METRICS)
     minimum = q.number("minimum")
     if not 0.0 <= minimum <= 1.0:
         raise UserError("minimum must be between 0 and 1", q.where("minimum"))
@@ -125,7 +127,8 @@ def parse_quality(top: TableReader, buckets: tuple[LengthBucket, ...] | None) ->
     _refuse_vacuous_rule(minimum, drop, agreement, q)
     subgroups = tuple(q.get("subgroups", list, []))
     # buckets None: [[length_buckets]] failed its own check (reported there): do not add a derived error.
-    allowed = {"label"} | ({"length_bucket"} if buckets is None or buckets else set())
+    known = set(task.subgroups) if task is not None else {"label", "length_bucket"}
+    allowed = (known - {"length_bucket"}) | ({"length_bucket"} & known if buckets is None or buckets else set())
     for group in subgroups:
         if not isinstance(group, str) or group not in allowed:
             raise UserError(
@@ -140,6 +143,7 @@ def parse_quality(top: TableReader, buckets: tuple[LengthBucket, ...] | None) ->
     q.used.add("max_score_delta")
     if replay == "bounded" and delta is None:
         raise UserError('replay = "bounded" needs a bound', q.where("max_score_delta"), "Add `max_score_delta = …`.")
+    extra = task.parse_quality_extras(q) if task is not None else {}
     q.finish()
     return QualityRule(
         metric=metric,
@@ -151,6 +155,7 @@ def parse_quality(top: TableReader, buckets: tuple[LengthBucket, ...] | None) ->
         subgroups=subgroups,
         replay=replay,
         max_score_delta=float(delta) if delta is not None else None,
+        extra=extra,
     )
 
 

@@ -35,6 +35,17 @@ class Task(Protocol):
     metrics: tuple[str, ...]
     #: Whether every corpus input must carry a ``label``.
     labels_required: bool
+    #: The subgroups ``[quality] subgroups`` may name ("length_bucket" needs ``[[length_buckets]]``).
+    subgroups: tuple[str, ...]
+    #: Top-level study tables this task reads (name → what it holds), e.g. an embedding's ``[embedding]``.
+    option_tables: Mapping[str, str]
+
+    def parse_options(self, top: Any, base_dir: Path) -> dict[str, Any]:
+        """The task's own study tables (``top`` is the study's :class:`~protocol.study_reader.TableReader`), as
+        the JSON-ready ``task_options`` every trial spec carries; UserError naming the key."""
+
+    def parse_quality_extras(self, quality: Any) -> dict[str, Any]:
+        """The task's own ``[quality]`` keys (``quality`` is the table's reader), e.g. ``min_cosine``."""
 
     def reference(self, index_rows: Sequence[Mapping[str, str]], study: Any,
                   subgroups: Sequence[str] | None = None) -> Any:

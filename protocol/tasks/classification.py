@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from itertools import compress
 from operator import ne
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from protocol.errors import UserError
@@ -203,6 +204,14 @@ class Classification:
     output_files: tuple[str, ...] = ("predictions.jsonl",)
     metrics: tuple[str, ...] = ("accuracy", "macro_f1")
     labels_required: bool = True
+    subgroups: tuple[str, ...] = ("label", "length_bucket")
+    option_tables: Mapping[str, str] = MappingProxyType({})
+
+    def parse_options(self, top: Any, base_dir: Path) -> dict[str, Any]:
+        return {}  # a classifier needs nothing beyond the variant
+
+    def parse_quality_extras(self, quality: Any) -> dict[str, Any]:
+        return {}
 
     def reference(self, index_rows: Sequence[Mapping[str, str]], study: Any,
                   subgroups: Sequence[str] | None = None) -> Reference:

@@ -223,6 +223,7 @@ def _spec(
         image_digest=image_digest,
         timeout_s=study.campaign.trial_timeout_s,
         task=study.task,
+        task_options=dict(study.task_options),
     )
 
 

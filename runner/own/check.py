@@ -313,6 +313,7 @@ def _probe(study: Study) -> tuple[float, str]:
         warmup_texts=tuple(r.text for r in tuning[: study.warmup.inputs]), launcher="process",
         timeout_s=study.campaign.trial_timeout_s,
         task=study.task,
+        task_options=dict(study.task_options),
     )
     write_json_atomic(trial_dir / "spec.json", spec.to_dict(), trial_dir)
     result = ProcessLauncher().run(TrialPaths(trial_dir=trial_dir, corpus=corpus_path, model=study.model.path),

@@ -173,6 +173,7 @@ def _run_reference(study: Study, variant: Variant, tuning: tuple[Record, ...],
         warmup_texts=tuple(r.text for r in tuning[: study.warmup.inputs]), launcher="process",
         timeout_s=study.campaign.trial_timeout_s,
         task=study.task,
+        task_options=dict(study.task_options),
     )
     write_json_atomic(trial_dir / "spec.json", spec.to_dict(), trial_dir)
     progress(f"running {variant.variant_id} over the {len(tuning)} tuning inputs in a fresh process")
