@@ -22,16 +22,25 @@ MAX_TOKENIZER_BYTES = 256 * 2**20
 
 @dataclass(frozen=True)
 class Record:
+    """One input: its stable id, its text, its label ("" where the task needs none), and the task's own
+    per-input fields (e.g. a generation's ``reference``), as (name, text) pairs in the task's order."""
+
     id: str
     text: str
     label: str
+    fields: tuple[tuple[str, str], ...] = ()
+
+    def field(self, name: str) -> str:
+        return dict(self.fields)[name]
 
 
-def read_corpus(path: Path) -> tuple[Record, ...]:
-    """Read a corpus (``.jsonl`` or ``.csv`` with ``id``, ``text``, ``label``).
+def read_corpus(path: Path, *, require_label: bool = True, extra_fields: tuple[str, ...] = ()) -> tuple[Record, ...]:
+    """Read a corpus (``.jsonl`` or ``.csv`` with ``id``, ``text``, and ``label`` unless ``require_label`` is
+    False; each field of ``extra_fields`` is required too, as text).
 
     Refuses empty corpora, duplicate or malformed ids, empty texts and missing labels:
-    every input must keep one stable identity for the whole campaign.
+    every input must keep one stable identity for the whole campaign. A label given where none is
+    required is read (and checked) all the same.
     """
     path = Path(path)
     suffix = path.suffix.lower()
@@ -41,14 +50,15 @@ def read_corpus(path: Path) -> tuple[Record, ...]:
         data = handle.read()
     if data.startswith(BOM):  # a byte-order mark is not part of the first id or header
         data = data[len(BOM):]
-    rows = list(_read_jsonl(path, data) if suffix == ".jsonl" else _read_csv(path, data))
+    required = ("id", "text", *(("label",) if require_label else ()), *extra_fields)
+    rows = list(_read_jsonl(path, data) if suffix == ".jsonl" else _read_csv(path, data, required))
     if not rows:
         raise UserError("the corpus is empty", str(path), "A corpus needs at least one input.")
     seen: dict[str, int] = {}
     records = []
     for line_no, data in rows:
         where = f"{path}, line {line_no}"
-        record = _record(data, where)
+        record = _record(data, where, required, extra_fields)
         if record.id in seen:
             raise UserError(
                 f"duplicate id {record.id!r} (first on line {seen[record.id]})",
@@ -76,19 +86,20 @@ def _read_jsonl(path: Path, data: bytes) -> Any:
         yield line_no, item
 
 
-def _read_csv(path: Path, data: bytes) -> Any:
+def _read_csv(path: Path, data: bytes, required: tuple[str, ...]) -> Any:
     text = decode_text(data, "corpus file", str(path))
     # A column named twice is refused (csv.DictReader would keep the last one silently).
-    yield from read_dicts(text, "CSV", str(path), required=("id", "text", "label"))
+    yield from read_dicts(text, "CSV", str(path), required=required)
 
 
-def _record(data: Any, where: str) -> Record:
+def _record(data: Any, where: str, required: tuple[str, ...], extra_fields: tuple[str, ...]) -> Record:
     if not isinstance(data, dict):
         raise UserError("each line must be a JSON object", where)
-    for key in ("id", "text", "label"):
+    for key in required:
         if key not in data:
-            raise UserError(f"missing field {key!r}", where, "Each input needs id, text and label.")
-    ident, text, label = data["id"], data["text"], data["label"]
+            raise UserError(f"missing field {key!r}", where, f"Each input needs {', '.join(required)}.")
+    ident, text = data["id"], data["text"]
+    label = data.get("label", "") if "label" in required or data.get("label") not in (None, "") else ""
     if isinstance(ident, int) and not isinstance(ident, bool):
         ident = str(ident)
     if not isinstance(ident, str) or not ident or len(ident) > MAX_ID_CHARS or not ident.isprintable():
@@ -100,14 +111,21 @@ def _record(data: Any, where: str) -> Record:
                         "Start ids with a letter or a digit (a number such as -1 is fine).")
     if not isinstance(text, str) or not text.strip():
         raise UserError(f"empty or non-text 'text' for id {ident!r}", where)
-    if not isinstance(label, str) or not label:
+    if not isinstance(label, str) or (not label and "label" in required):
         raise UserError(f"empty or non-string 'label' for id {ident!r}", where)
     if len(label) > MAX_LABEL_CHARS or not label.isprintable():  # labels head tables on terminals and pages
         raise UserError(f"label {label[:80]!a} of id {ident!r} is not printable text of at most {MAX_LABEL_CHARS} "
                         "characters", where, "A label is a class name: no control characters, one short line.")
     check_encodable(text, f"the text of id {ident!r}", where)
     check_encodable(label, f"the label of id {ident!r}", where)
-    return Record(id=ident, text=text, label=label)
+    fields = []
+    for name in extra_fields:
+        value = data[name]
+        if not isinstance(value, str) or not value.strip():
+            raise UserError(f"empty or non-text {name!r} for id {ident!r}", where, f"Each input needs a {name} text.")
+        check_encodable(value, f"the {name} of id {ident!r}", where)
+        fields.append((name, value))
+    return Record(id=ident, text=text, label=label, fields=tuple(fields))
 
 
 def content_fingerprint(records: tuple[Record, ...]) -> str:
@@ -115,8 +133,9 @@ def content_fingerprint(records: tuple[Record, ...]) -> str:
 
     Equal for the same inputs whether they came from JSONL or CSV.
     """
-    lines = (
-        json.dumps({"id": r.id, "label": r.label, "text": r.text}, sort_keys=True, ensure_ascii=False)
+    lines = (  # a task's own fields count too; a corpus without them hashes as it always did
+        json.dumps({"id": r.id, "label": r.label, "text": r.text, **dict(r.fields)}, sort_keys=True,
+                   ensure_ascii=False)
         for r in records
     )
     return sha256_bytes(("\n".join(lines) + "\n").encode("utf-8"))

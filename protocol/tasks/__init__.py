@@ -29,6 +29,13 @@ def study_task(study: Any) -> Task:
     return task_named(getattr(study, "task", DEFAULT_TASK))
 
 
+def read_task_corpus(path: Any, task: Task) -> Any:
+    """The corpus as the task reads it: its label rule and its own per-input fields."""
+    from protocol.corpus import read_corpus
+
+    return read_corpus(path, require_label=task.labels_required, extra_fields=task.corpus_fields)
+
+
 def task_names() -> tuple[str, ...]:
     return tuple(_registry())
 

@@ -35,6 +35,8 @@ class Task(Protocol):
     metrics: tuple[str, ...]
     #: Whether every corpus input must carry a ``label``.
     labels_required: bool
+    #: Per-input text fields the corpus must carry besides id, text (and label), e.g. a generation's reference.
+    corpus_fields: tuple[str, ...]
     #: The subgroups ``[quality] subgroups`` may name ("length_bucket" needs ``[[length_buckets]]``).
     subgroups: tuple[str, ...]
     #: Top-level study tables this task reads (name → what it holds), e.g. an embedding's ``[embedding]``.

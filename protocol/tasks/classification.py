@@ -204,6 +204,7 @@ class Classification:
     output_files: tuple[str, ...] = ("predictions.jsonl",)
     metrics: tuple[str, ...] = ("accuracy", "macro_f1")
     labels_required: bool = True
+    corpus_fields: tuple[str, ...] = ()
     subgroups: tuple[str, ...] = ("label", "length_bucket")
     option_tables: Mapping[str, str] = MappingProxyType({})
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from protocol import __version__
-from protocol.corpus import Record, check_disjoint, content_fingerprint, read_corpus, token_lengths
+from protocol.corpus import Record, check_disjoint, content_fingerprint, token_lengths
 from protocol.costing.catalog_file import load_catalog
 from protocol.costing.plans import default_catalog_path
 from protocol.errors import UserError
@@ -43,6 +43,7 @@ from protocol.safe_write import copy_file, make_dirs, write_handle
 from protocol.schedule import rotated_schedule
 from protocol.study import Study
 from protocol.study_records import bucket_for
+from protocol.tasks import read_task_corpus, study_task
 from runner.campaign.seen import check_and_record
 from runner.campaign_dir.layout import FROZEN_CATALOG, CampaignPaths, now_iso
 from runner.launch.base import Launcher
@@ -127,8 +128,8 @@ def _checked_inputs(study: Study, progress: Progress) -> tuple[tuple[Record, ...
     check_fingerprint("corpus", study.corpus.path, study.corpus.fingerprint, where)
     check_fingerprint("tuning", study.tuning.path, study.tuning.fingerprint, where)
     check_fingerprint("model", study.model.path, study.model.fingerprint, where)
-    corpus = read_corpus(study.corpus.path)
-    tuning = read_corpus(study.tuning.path)
+    corpus = read_task_corpus(study.corpus.path, study_task(study))
+    tuning = read_task_corpus(study.tuning.path, study_task(study))
     check_disjoint(corpus, tuning, where)
     check_labels([r.label for r in (*corpus, *tuning)], study.model.path, f"{where}, corpus and tuning labels")
     if len(tuning) < study.warmup.inputs:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from protocol.corpus import check_disjoint, content_fingerprint, read_corpus, token_lengths
+from protocol.corpus import check_disjoint, content_fingerprint, token_lengths
 from protocol.costing.catalog_file import load_catalog
 from protocol.costing.plans import default_catalog_path
 from protocol.errors import UserError
@@ -39,6 +39,7 @@ from protocol.schedule import rotated_schedule
 from protocol.study import load_study
 from protocol.study_reader import StudyErrors
 from protocol.study_records import Study, bucket_for, split_seeded_id
+from protocol.tasks import read_task_corpus, study_task
 from runner.campaign.seen import ledger_path, quality_rule, raise_if_conflict, seen_entries
 
 
@@ -130,8 +131,8 @@ def _inputs(report: CheckReport, study: Study) -> bool:
 
 def _content(report: CheckReport, study: Study, ledger_dir: Path | None) -> None:
     try:
-        corpus = read_corpus(study.corpus.path)
-        tuning = read_corpus(study.tuning.path)
+        corpus = read_task_corpus(study.corpus.path, study_task(study))
+        tuning = read_task_corpus(study.tuning.path, study_task(study))
         check_disjoint(corpus, tuning, str(study.path))
     except UserError as exc:
         _fail(report, "corpora", exc)
@@ -295,8 +296,8 @@ def _probe(study: Study) -> tuple[float, str]:
     from runner.launch.process import ProcessLauncher
 
     reference = next(v for v in study.variants() if split_seeded_id(v.variant_id)[0] == study.quality.reference_variant)
-    tuning = read_corpus(study.tuning.path)
-    n_corpus = len(read_corpus(study.corpus.path))
+    tuning = read_task_corpus(study.tuning.path, study_task(study))
+    n_corpus = len(read_task_corpus(study.corpus.path, study_task(study)))
     batch = tuning[: max(1, reference.batch_size)]
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
     trial_dir = study.path.parent / ".isocost" / "probe" / stamp

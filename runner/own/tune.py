@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from protocol.corpus import Record, content_fingerprint, read_corpus, token_lengths
+from protocol.corpus import Record, content_fingerprint, token_lengths
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
 from protocol.jsonio import read_json, write_json_atomic
@@ -38,7 +38,7 @@ from protocol.safe_write import make_dirs, write_text_atomic
 from protocol.study import load_study
 from protocol.study_keys import KEYS
 from protocol.study_records import Study, bucket_for, split_seeded_id
-from protocol.tasks import study_task
+from protocol.tasks import read_task_corpus, study_task
 from protocol.tomledit import set_table_keys
 from protocol.tuning import RULE, Proposal, bootstrap_method, bootstrap_standard_error, check_tuning_size, propose
 from runner.campaign.seen import describe_entry, ledger_path, seen_entries
@@ -80,7 +80,7 @@ def _reference_variant(study: Study) -> Variant:
 
 
 def _refuse_if_seen(study: Study, ledger_dir: Path | None) -> None:
-    corpus = read_corpus(study.corpus.path)
+    corpus = read_task_corpus(study.corpus.path, study_task(study))
     entries = seen_entries(study, content_fingerprint(corpus), ledger_dir)
     if entries:
         raise UserError(
@@ -101,7 +101,7 @@ def tune_study(study_path: Path, *, ledger_dir: Path | None = None, write: bool 
     study = load_study(study_path)
     _refuse_if_seen(study, ledger_dir)
     _check_inputs(study)
-    tuning = read_corpus(study.tuning.path)
+    tuning = read_task_corpus(study.tuning.path, study_task(study))
     check_tuning_size(len(tuning), f"{study.tuning.path}, [tuning] of {study.path}")  # before anything runs
     check_labels([r.label for r in tuning], study.model.path, f"{study.tuning.path}, tuning labels")
     variant = _reference_variant(study)
