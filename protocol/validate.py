@@ -113,10 +113,12 @@ class Agreement:
 
     ``agreement`` is the share of ids on which the two agree (the rule's ``min_agreement`` applies to it);
     ``max_score_delta`` the largest difference of a per-id score where the task has one; ``identical``
-    whether the outputs are the same; ``details`` the task's own figures (kept in verdicts.json).
+    whether the outputs are the same; ``details`` the task's own figures (kept in verdicts.json);
+    ``differing_ids`` the ids on which they disagree, in corpus order (for the comparison across campaigns).
     """
 
     agreement: float | None
     max_score_delta: float | None
     identical: bool | None
     details: dict[str, Any] = field(default_factory=dict)
+    differing_ids: tuple[str, ...] = ()

@@ -46,6 +46,7 @@ from protocol.costing.calendar import Window, access_window
 from protocol.costing.period import CampaignPeriod, measure_period
 from protocol.costing.plans import Catalog
 from protocol.costing.timeline import trial_intervals
+from protocol.decision.agreement import AgreementMatrix, judge_across
 from protocol.decision.configuration import DecisionTerms, build_configuration, configuration_labels, with_rank
 from protocol.decision.evidence import CampaignEvidence, check_same_study
 from protocol.decision.explain import deadline_note, uncertain_lines, why_chosen
@@ -62,6 +63,7 @@ def decide(
     ledger: Ledger | None = None,
     *,
     now: datetime | None = None,
+    agreement: AgreementMatrix | None = None,
 ) -> Decision:
     """Combine campaigns of ONE study into the decision.
 
@@ -77,15 +79,9 @@ def decide(
     check_same_study(campaigns)
     window, waiting_h, deadline_reason = _deadline_terms(study)
     terms = DecisionTerms(catalog, window, deadline_reason, study.expected_artifacts)
-    labels = configuration_labels(campaigns)
-    results: list[CampaignResult] = []
-    configs: list[Configuration] = []
-    for evidence in campaigns:
-        period = measure_period(evidence.events, evidence.rows, waiting_h)
-        results.append(_campaign_result(evidence, period, catalog))
-        spans = trial_intervals(evidence.events, evidence.rows)
-        configs += [build_configuration(evidence, variant, labels[(evidence.campaign_id, variant.variant_id)],
-                                        period, spans, terms) for variant in evidence.summary.variants]
+    results, configs = _configurations(campaigns, terms, waiting_h, catalog)
+    if agreement is not None:
+        configs = [judge_across(config, agreement, study.quality) for config in configs]
     configs, ranked = _ranked(configs)
     chosen = ranked[0] if ranked else None
     first = campaigns[0]
@@ -113,7 +109,23 @@ def decide(
         ledger=ledger,
         job=None if getattr(study, "job", None) is None else job_decision(
             study.job, configs, campaigns, catalog, window, waiting_h or 0.0, now),
+        agreement=agreement,
     )
+
+
+def _configurations(campaigns: Sequence[CampaignEvidence], terms: DecisionTerms, waiting_h: float | None,
+                    catalog: Catalog) -> tuple[list[CampaignResult], list[Configuration]]:
+    """Each campaign priced as its own rental, and each of its variants as a configuration."""
+    labels = configuration_labels(campaigns)
+    results: list[CampaignResult] = []
+    configs: list[Configuration] = []
+    for evidence in campaigns:
+        period = measure_period(evidence.events, evidence.rows, waiting_h)
+        results.append(_campaign_result(evidence, period, catalog))
+        spans = trial_intervals(evidence.events, evidence.rows)
+        configs += [build_configuration(evidence, variant, labels[(evidence.campaign_id, variant.variant_id)],
+                                        period, spans, terms) for variant in evidence.summary.variants]
+    return results, configs
 
 
 def _deadline_terms(study: Any) -> tuple[Window | None, float | None, str]:

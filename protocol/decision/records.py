@@ -22,13 +22,16 @@ from typing import TYPE_CHECKING, Any
 from protocol.costing.calendar import Window
 from protocol.costing.period import CampaignPeriod
 from protocol.costing.plans import Quote, format_optional_usd, format_usd
+from protocol.decision.agreement import AgreementMatrix
 from protocol.jsonio import check_schema, record_dict
 
 if TYPE_CHECKING:
     from protocol.costing.job_cost import JobDecision
 
 # Version history: 1 = first format (Decision and the records inside it; Ledger, Expense).
-SCHEMA_VERSION = 1
+#: decision.json. History: 1: first version; 2: ``agreement`` (the matrix against the decision's reference) and
+#: each configuration's ``cross_equivalent`` and ``cross_reason``.
+SCHEMA_VERSION = 2
 
 
 ARTIFACT_RULE = (
@@ -189,6 +192,9 @@ class Configuration:
     acceptable: bool
     exclusions: tuple[str, ...]
     rank: int | None = None
+    #: Equivalent to the decision's one reference configuration (protocol.decision.agreement), and why.
+    cross_equivalent: bool | None = None
+    cross_reason: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return record_dict(
@@ -247,6 +253,7 @@ class Decision:
     ledger: Ledger | None
     artifact_rule: str = ARTIFACT_RULE
     job: JobDecision | None = None  # the declared [job], projected and priced (protocol/costing/job_cost.py)
+    agreement: AgreementMatrix | None = None  # every configuration by id against the decision's reference
     schema_version: int = SCHEMA_VERSION
 
     def configuration(self, configuration_id: str) -> Configuration:
@@ -280,6 +287,7 @@ class Decision:
             "ledger": None if self.ledger is None else self.ledger.to_dict(),
             "artifact_rule": self.artifact_rule,
             "job": None if self.job is None else self.job.to_dict(),
+            "agreement": None if self.agreement is None else self.agreement.to_dict(),
         }
 
 

@@ -191,10 +191,10 @@ def compare_predictions(candidate: ParsedPredictions, reference: ParsedPredictio
     theirs = dict(zip(reference.ids, zip(reference.labels, reference.scores, strict=True), strict=True))
     if not ours or ours.keys() != theirs.keys():
         return Agreement(None, None, None)
-    same = sum(1 for i, (label, _) in ours.items() if label == theirs[i][0])
+    differing = tuple(i for i, (label, _) in ours.items() if label != theirs[i][0])
     delta = max(abs(score - theirs[i][1]) for i, (_, score) in ours.items())
     identical = all(label == theirs[i][0] and score == theirs[i][1] for i, (label, score) in ours.items())
-    return Agreement(same / len(ours), delta, identical)
+    return Agreement((len(ours) - len(differing)) / len(ours), delta, identical, differing_ids=differing)
 
 
 class Classification:

@@ -26,8 +26,9 @@ from runner.campaign_dir.findings import Discrepancy
 
 #: BUNDLE.json format. History: 1 (0.1.0): first version.
 BUNDLE_SCHEMA_VERSION = 1
-#: replay.json format. History: 1 (0.1.0): first version.
-REPLAY_SCHEMA_VERSION = 1
+#: replay.json format. History: 1 (0.1.0): first version; 2: each trial's ``outputs_sha256`` (the replayed output
+#: files, ``name=sha256;…``), checked when ``isocost compare`` or ``decide`` read the replay.
+REPLAY_SCHEMA_VERSION = 2
 
 #: The bundle's own manifest, at the archive's top level.
 MANIFEST_NAME = "BUNDLE.json"
@@ -263,6 +264,7 @@ class TrialReplay:
     replay_pass_s: float | None
     environment_differences: dict[str, list[Any]]
     trial_dir: str
+    outputs_sha256: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)

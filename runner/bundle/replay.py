@@ -47,6 +47,7 @@ from runner.bundle.records import (
 )
 from runner.bundle.verify import verify_bundle
 from runner.campaign_dir.layout import load_record, read_csv_rows, read_rows
+from runner.campaign_dir.seal import outputs_cell
 from runner.launch.base import HostInterrupt, Launcher, TrialPaths
 
 #: ``--launcher`` choices: the one the originals used, a local process, or the exact recorded image.
@@ -366,6 +367,7 @@ def _replay_one(
         environment_differences=environment_differences(campaign_root / "trials" / original.trial_id,
                                                          trial_dir),
         trial_dir=str(trial_dir),
+        outputs_sha256=outputs_cell(trial_dir, task.output_files) or "",
     ), interrupted
 
 

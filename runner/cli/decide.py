@@ -14,9 +14,11 @@ from pathlib import Path
 import click
 
 from protocol import jsonio
+from runner.bundle.replay_read import replays_loader, split_replays
+from runner.decision.agreement_view import matrix_csv, matrix_text
 from runner.decision.csv_table import render_csv
 from runner.decision.period_report import campaign_period, render_period
-from runner.decision.stage import run_decide
+from runner.decision.stage import run_compare, run_decide
 
 _DIR = click.Path(path_type=Path, file_okay=False, exists=True)
 _FILE = click.Path(path_type=Path, dir_okay=False)
@@ -33,6 +35,9 @@ _FILE = click.Path(path_type=Path, dir_okay=False)
 @click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Write decision.md, decision.json and report.html here (default: the first DIR).")
 @click.option("--json", "as_json", is_flag=True, help="Print decision.json instead of the memo.")
+@click.option("--reference", "reference", type=_DIR, default=None,
+              help="The campaign whose run of the study's reference variant is the ONE reference every "
+                   "configuration of every campaign is compared with by id (default: the first DIR).")
 @click.option("--allow-inconsistent", is_flag=True,
               help="Forensics: weigh campaign directories that fail the evidence checks anyway; the output then "
                    "says so on its first line.")
@@ -40,7 +45,7 @@ _FILE = click.Path(path_type=Path, dir_okay=False)
               help="What to print: the memo (md, default), decision.json (json), or one CSV row per configuration "
                    "(csv, for spreadsheets: campaign cost, projected job hours and cost, P(fits), Pareto, energy).")
 def decide(dirs: tuple[Path, ...], expenses: Path | None, catalog_path: Path | None, out: Path | None,
-           as_json: bool, output_format: str | None, allow_inconsistent: bool) -> None:
+           as_json: bool, output_format: str | None, allow_inconsistent: bool, reference: Path | None) -> None:
     """Which acceptable configuration is cheapest before the deadline? Combine campaigns of ONE study.
 
     A configuration is one variant on one campaign's hardware. For each: the
@@ -49,6 +54,12 @@ def decide(dirs: tuple[Path, ...], expenses: Path | None, catalog_path: Path | N
     cost (whole plan price) and the cost per validated corpus, the deadline
     fit and the failures. Results of different studies are refused.
 
+    Equivalence is judged twice: within each campaign against its own run
+    of the reference variant, and across campaigns against ONE reference
+    configuration (--reference DIR, default the first DIR), by id on every
+    accepted pass, with the study's rule; a configuration that is not
+    equivalent to that one reference is not ranked.
+
     With a [job] table in the study, the job is projected from the measured
     batches and priced under every billing option of the catalog.
 
@@ -56,8 +67,9 @@ def decide(dirs: tuple[Path, ...], expenses: Path | None, catalog_path: Path | N
     Example: isocost decide results/rtx4090 results/b200 --expenses ledger.csv
     Example: isocost decide results/rtx4090 results/b200 --format csv > decision.csv
     """
-    outcome = run_decide(list(dirs), catalog_path=catalog_path, expenses_path=expenses, out=out,
-                         allow_inconsistent=allow_inconsistent)
+    campaigns, replays = split_replays(list(dirs))
+    outcome = run_decide(campaigns, catalog_path=catalog_path, expenses_path=expenses, out=out,
+                         allow_inconsistent=allow_inconsistent, reference=reference, extra=replays_loader(replays))
     json_path, memo_path, report_path = outcome.written
     if output_format == "csv":
         click.echo(render_csv(outcome.decision), nl=False)
@@ -68,6 +80,46 @@ def decide(dirs: tuple[Path, ...], expenses: Path | None, catalog_path: Path | N
     else:
         click.echo(memo_path.read_text(encoding="utf-8"), nl=False)
     click.echo(f"Wrote {memo_path}, {json_path} and {report_path}", err=True)
+
+
+@click.command()
+@click.argument("dirs", nargs=-1, required=True, type=_DIR)
+@click.option("--reference", "reference", type=_DIR, default=None,
+              help="The campaign whose run of the study's reference variant is the reference (default: the first "
+                   "DIR).")
+@click.option("--json", "as_json", is_flag=True, help="Print the matrix as sorted JSON.")
+@click.option("--format", "output_format", type=click.Choice(["text", "json", "csv"]), default="text",
+              show_default=True, help="text, json (as decision.json's agreement) or csv (one row per pair).")
+@click.option("--allow-inconsistent", is_flag=True,
+              help="Forensics: compare campaign directories that fail the evidence checks anyway; the output then "
+                   "says so on its first line.")
+def compare(dirs: tuple[Path, ...], reference: Path | None, as_json: bool, output_format: str,
+            allow_inconsistent: bool) -> None:
+    """Do the campaigns give the same result? Every configuration against every other, by id, no pricing.
+
+    For each pair of configurations (a variant on one campaign's hardware):
+    the share of ids with equal outputs (labels for classification), the
+    metric difference, and the ids that differ with a few examples; for each
+    configuration, how its own repetitions agree; and which configurations
+    are equivalent to the one reference under the study's rule (what decide
+    then ranks). A DIR may be an `isocost replay` directory: its reruns are
+    compared like another configuration.
+
+    \b
+    Example: isocost compare results/h200 results/rtx4090
+    Example: isocost compare results/h200 results/rtx4090 --reference results/rtx4090 --format csv
+    """
+    campaigns, replays = split_replays(list(dirs))
+    matrix, banners = run_compare(campaigns, reference=reference, allow_inconsistent=allow_inconsistent,
+                                  extra=replays_loader(replays))
+    for banner in banners:
+        click.echo(banner)
+    if as_json or output_format == "json":
+        click.echo(jsonio.dumps(matrix.to_dict()), nl=False)
+    elif output_format == "csv":
+        click.echo(matrix_csv(matrix), nl=False)
+    else:
+        click.echo(matrix_text(matrix), nl=False)
 
 
 @click.command()
@@ -98,4 +150,4 @@ def period(campaign_dir: Path, catalog_path: Path | None, as_json: bool, allow_i
         click.echo(line)
 
 
-COMMANDS = [decide, period]
+COMMANDS = [decide, compare, period]

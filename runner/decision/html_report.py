@@ -34,6 +34,7 @@ from protocol.costing.job_cost import JobDecision
 from protocol.costing.plans import format_usd
 from protocol.decision.rank import CampaignResult, Configuration, Decision, Ledger
 from protocol.decision.records import CostResult
+from runner.decision.agreement_view import heat_map
 from runner.decision.svg_charts import cost_svg, memory_svg, pareto_svg, pass_time_svg
 from runner.decision.text_format import usd
 
@@ -41,6 +42,7 @@ _CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; color: #222;
        margin: 24px auto; max-width: 1020px; padding: 0 16px; line-height: 1.45; }
 h1 { font-size: 1.5em; margin-bottom: 0.2em; } h2 { font-size: 1.2em; margin-top: 1.6em; }
+table.heat td { text-align: center; min-width: 4em; }
 .answer { border-left: 6px solid #009E73; background: #f1faf6; padding: 10px 16px; }
 .answer.none { border-color: #D55E00; background: #fdf3ee; }
 .muted { color: #666; font-size: 0.92em; }
@@ -77,6 +79,7 @@ def render_report(decision: Decision) -> str:
         _ul(decision.uncertain or ["nothing flagged"]),
         "<h2>Configurations</h2>",
         _config_table(decision.configurations),
+        heat_map(decision.agreement),
         "<h2>Campaign period (measured)</h2>",
         _period_tables(decision.campaigns),
         "<h2>Counting rule for accepted artifacts</h2>",

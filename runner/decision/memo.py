@@ -15,6 +15,7 @@ from protocol.costing.plans import format_usd
 from protocol.decision.rank import CampaignResult, Configuration, Decision, Ledger
 from protocol.decision.records import CostResult, PassRecord
 from protocol.names import markdown_text
+from runner.decision.agreement_view import reference_lines
 from runner.decision.job_memo import job_lines
 from runner.decision.text_format import cell, hours, seconds, usd
 
@@ -31,6 +32,7 @@ def render_memo(decision: Decision, catalog_source: str = "given") -> str:
     lines += ["", "## What is uncertain", ""]
     lines += [f"- {line}" for line in decision.uncertain] or ["- nothing flagged"]
     lines += ["", *configuration_lines(decision.configurations)]
+    lines += ["", *reference_lines(decision.agreement, decision.configurations)]
     lines += ["", *plan_lines(decision)]
     lines += ["## Campaign period (measured)", ""]
     for campaign in decision.campaigns:

@@ -10,14 +10,20 @@ Example: ``run_decide([Path("results/a"), Path("results/b")])`` writes ``results
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
+from protocol.decision.agreement import ConfigurationOutputs
+from protocol.decision.configuration import configuration_labels
+from protocol.decision.evidence import check_same_study
 from protocol.decision.rank import Decision, decide
 from protocol.errors import UserError
 from protocol.jsonio import write_json_atomic, write_text_atomic
 from protocol.safe_write import check_writable_target, make_dirs
 from runner.campaign_dir.integrity import INCONSISTENT_BANNER
+from runner.decision.crosscheck import cross_check
 from runner.decision.evidence import choose_catalog, load_evidence, read_ledger
 from runner.decision.memo import render_memo
 from runner.hosts.record import expand_campaign_dirs, hosts_without_campaign
@@ -38,6 +44,16 @@ class DecideOutcome:
     banners: tuple[str, ...] = ()
 
 
+def _reference_campaign(roots: list[Path], campaign_roots: list[Path], reference: Path | None) -> Path | None:
+    """``--reference`` as a campaign directory: one given, or a multi-host directory's first campaign."""
+    if reference is None or reference.resolve() in {r.resolve() for r in campaign_roots}:
+        return reference
+    if reference.resolve() in {r.resolve() for r in roots}:
+        expanded = expand_campaign_dirs([reference])
+        return expanded[0] if expanded else reference
+    return reference  # not among them: cross_check names it
+
+
 def run_decide(
     roots: list[Path],
     *,
@@ -45,13 +61,18 @@ def run_decide(
     expenses_path: Path | None = None,
     out: Path | None = None,
     allow_inconsistent: bool = False,
+    reference: Path | None = None,
+    extra: Callable[[Any], Sequence[ConfigurationOutputs]] | None = None,
 ) -> DecideOutcome:
-    """Decide over ``roots`` (campaigns of one study) and write the memo, JSON and report."""
+    """Decide over ``roots`` (campaigns of one study) and write the memo, JSON and report; ``reference``: the
+    campaign whose reference variant every configuration is compared with by id (default: the first); ``extra``:
+    configurations to compare as well (replays), built from the study."""
     from runner.decision.html_report import render_report  # keeps the CLI import light
 
     if not roots:
         raise UserError("no results directory given", "isocost decide", "Pass at least one DIR.")
-    loaded = [load_evidence(root, allow_inconsistent) for root in expand_campaign_dirs(roots)]
+    campaign_roots = expand_campaign_dirs(roots)
+    loaded = [load_evidence(root, allow_inconsistent) for root in campaign_roots]
     missing_hosts = [f"host {name}: {state or 'no campaign'}{f' ({reason})' if reason else ''}; no results to weigh"
                      for root in roots for name, state, reason in hosts_without_campaign(root)]
     if missing_hosts:
@@ -61,7 +82,11 @@ def run_decide(
     study, record = loaded[0][1], loaded[0][2]
     catalog, catalog_source = choose_catalog(catalog_path, study, record)
     ledger = read_ledger(expenses_path) if expenses_path is not None else None
-    decision = decide(evidence, study, catalog, ledger)
+    check_same_study(evidence)  # before any output is read across campaigns
+    matrix = cross_check(list(zip(campaign_roots, evidence, strict=True)), study, configuration_labels(evidence),
+                         reference=_reference_campaign(roots, campaign_roots, reference),
+                         extra=extra(study) if extra is not None else ())
+    decision = decide(evidence, study, catalog, ledger, agreement=matrix)
     target = out if out is not None else roots[0]
     fix = "Choose a writable --out." if out is not None else "Pass a writable --out DIR."
     make_dirs(target, fix=fix)
@@ -78,3 +103,21 @@ def run_decide(
                       + render_memo(decision, catalog_source), target, fix)
     write_text_atomic(written[2], render_report(decision), target, fix)
     return DecideOutcome(decision=decision, written=written, catalog_source=catalog_source, banners=banners)
+
+
+def run_compare(roots: list[Path], *, reference: Path | None = None, allow_inconsistent: bool = False,
+                extra: Callable[[Any], Sequence[ConfigurationOutputs]] | None = None) -> tuple[Any, tuple[str, ...]]:
+    """``isocost compare``: the agreement matrix of the campaigns (and ``extra`` configurations), no pricing;
+    returns the matrix and the inconsistency banners."""
+    if not roots:
+        raise UserError("no results directory given", "isocost compare", "Pass at least one DIR.")
+    campaign_roots = expand_campaign_dirs(roots)
+    loaded = [load_evidence(root, allow_inconsistent) for root in campaign_roots]
+    evidence = [item[0] for item in loaded]
+    check_same_study(evidence)
+    study = loaded[0][1]
+    matrix = cross_check(list(zip(campaign_roots, evidence, strict=True)), study, configuration_labels(evidence),
+                         reference=_reference_campaign(roots, campaign_roots, reference),
+                         extra=extra(study) if extra is not None else ())
+    banners = tuple(note for item in evidence for note in item.notes if note.startswith(INCONSISTENT_BANNER))
+    return matrix, banners

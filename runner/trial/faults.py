@@ -3,8 +3,11 @@
 Recorded in the manifest when present. Kinds: ``sleep-per-batch:S``, ``oom-at-batch:N``,
 ``oom-if-batch-over:N``, ``hang-at-batch:N``, ``allocate-mib:M`` (at the first batch),
 ``fill-device-at-batch:N`` (a REAL device out-of-memory: :func:`fill_device` before batch N; used by
-``isocost selfcheck``) and ``corrupt:duplicate|foreign-id|bad-label|truncate`` (the prediction file a
-buggy runner would write). Also: :func:`is_oom`, how the trial tells an out-of-memory failure from others.
+``isocost selfcheck``), ``corrupt:duplicate|foreign-id|bad-label|truncate`` (the prediction file a
+buggy runner would write) and ``disagree:SHARE`` (a well-formed pass whose outputs differ from the model's on a
+declared share of the ids, chosen by :func:`disagrees`: another card or stack that answers differently, for
+the tests of the comparison across campaigns). Also: :func:`is_oom`, how the trial tells an out-of-memory
+failure from others.
 """
 
 from __future__ import annotations
@@ -49,6 +52,14 @@ def fill_device(torch: Any, held: list[Any], max_steps: int = FILL_MAX_STEPS) ->
     return step
 
 
+def disagrees(ident: str, share: float) -> bool:
+    """Whether ``disagree:SHARE`` changes the output of input ``ident``: a fixed function of the id (its sha256
+    read as a number in [0, 1) below ``share``), so a test knows which ids differ."""
+    import hashlib
+
+    return int(hashlib.sha256(ident.encode()).hexdigest()[:12], 16) / 16**12 < share
+
+
 class FaultInjector:
     """The fault this trial was asked to simulate (none unless :data:`FAULT_ENV` is set)."""
 
@@ -77,6 +88,14 @@ class FaultInjector:
 
             held: list[Any] = []  # freed with this frame, once the out-of-memory error has been recorded
             fill_device(torch, held)
+
+    def perturb(self, ids: list[str], outputs: Any, model: Any, task: Any) -> Any:
+        """With ``disagree:SHARE``, the batch's outputs changed on the ids :func:`disagrees` picks (the task's own
+        ``perturb`` says how: another label for classification); otherwise the outputs as they are."""
+        if self.kind != "disagree":
+            return outputs
+        picked = {ident for ident in ids if disagrees(ident, float(self.value))}
+        return task.perturb(ids, outputs, model, picked) if picked else outputs
 
     def corrupt(self, lines: str, completed: int, expected: int) -> str:
         """Make this trial write a faulty prediction file, as a buggy runner would (``lines``: one batch's)."""

@@ -121,6 +121,7 @@ class MeasuredPass:
         try:
             trial.fault.before_batch(batch_no, len(index))
             outputs = self.classifier.predict_encoded([self.encoded[i] for i in index])
+            outputs = trial.fault.perturb([self.records[i].id for i in index], outputs, self.classifier, self.task)
         except BaseException as exc:
             if self.variant.resume != "halve-batch-on-oom" or len(index) == 1 or not is_oom(exc):
                 raise

@@ -556,7 +556,7 @@ def test_decision_to_dict_is_json_with_money_as_strings(make_study: Callable[...
     evidence = campaign(study, {"batch_size=1": FIVE_OK, "batch_size=8": [("oom", None)] * 2})
     decision = decide([evidence], study, CATALOG, parse_ledger(LEDGER, "ledger.csv"))
     data = json.loads(json.dumps(decision.to_dict()))
-    assert data["schema_version"] == 1
+    assert data["schema_version"] == 2  # decision.json 2: the agreement matrix (CHANGELOG)
     assert data["chosen"] == "batch_size=1 on rtx-4090 ×2 lots"
     config = data["configurations"][0]
     assert config["cost"]["total_usd"] == "220.00"

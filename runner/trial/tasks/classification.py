@@ -136,5 +136,15 @@ class ClassificationTrial:
     def sink(self, out: Path) -> PredictionSink:
         return PredictionSink(out)
 
+    @staticmethod
+    def perturb(ids: Sequence[str], outputs: tuple[list[str], list[float]], model: Classifier,
+                picked: set[str]) -> tuple[list[str], list[float]]:
+        """Test fault ``disagree:SHARE``: each picked id gets the next label of the model's label set."""
+        labels, scores = outputs
+        names = sorted(set(model.labels.values()))
+        changed = [names[(names.index(label) + 1) % len(names)] if ident in picked else label
+                   for ident, label in zip(ids, labels, strict=True)]
+        return changed, scores
+
 
 TRIAL_TASK = ClassificationTrial()
