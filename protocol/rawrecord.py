@@ -94,6 +94,11 @@ class RawRecord:
     gpu_energy_j: float | None
     cpu_energy_j: float | None
     device_used_max_bytes: int | None
+    # Slurm
+    queue_s: float | None
+    node: str
+    job_id: str
+    allocated_gpu: str
     chain_sha256: str
 
     @classmethod

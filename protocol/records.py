@@ -249,6 +249,9 @@ RAW_COLUMNS: tuple[str, ...] = (
     "device_busy_share",  # gpu_pass_s / pass_s: the share of the measured pass the device was busy
     "pass_compilations",  # torch.compile graphs compiled inside the pass (>0: the warm-up missed a shape)
     "gpu_energy_j", "cpu_energy_j", "device_used_max_bytes",
+    # Slurm: where a cluster scheduler put the trial (empty, with the reason, for launchers without one):
+    "queue_s",  # submitted -> started, waiting in the scheduler's queue (not part of any trial time)
+    "node", "job_id", "allocated_gpu",  # the node, the job, the card index(es) and UUID allocated to it
     # Columns added by other changes go above this line: the chain digest is always the last column.
     "chain_sha256",
 )

@@ -13,7 +13,7 @@ from protocol.records import MemoryPeaks, PhaseTimes, TrialSpec, TrialStatus, Va
 from protocol.shapes import warmup_shapes
 from protocol.study import Study
 from protocol.validate import PassCheck, Reference, check_pass, parse_predictions
-from runner.launch.base import LaunchResult
+from runner.launch.base import LaunchResult, placement_values
 
 
 def load_reference(root: Path, study: Study) -> Reference:
@@ -89,7 +89,9 @@ def gather_trial(
         **_launch_values(spec, result),
         "notes": _notes(trial_dir, result, status, status_problem, check, final),
     }
-    reasons = _empty_reasons(spec, status, status_problem, phases, final, check, result)
+    placement, placement_reasons = placement_values(spec.launcher, result)  # Slurm: queue_s, node, job_id…
+    values.update(placement)
+    reasons = {**placement_reasons, **_empty_reasons(spec, status, status_problem, phases, final, check, result)}
     if values["device_busy_share"] is None:
         reasons["device_busy_share"] = ("CPU trial: no device time" if spec.variant.device == "cpu" else
                                         "needs both gpu_pass_s and pass_s")

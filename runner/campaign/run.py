@@ -77,6 +77,9 @@ def run_campaign(
             campaign = check_resume(study, paths, launcher, rental)
             log_event(paths, "resume")
             progress(f"resuming campaign {campaign.campaign_id} in {out}")
+            for line in launcher.recover_leftovers(out):
+                progress(f"left over from the last run: {line}")
+            launcher.preflight(study, out)
             side = quarantine_partial(paths.raw)
             if side is not None:
                 progress(f"raw.csv ended in a row cut while it was written: its bytes are kept in {side.name}; "
@@ -84,6 +87,7 @@ def run_campaign(
         else:
             try:
                 started = log_event(paths, "setup_start")
+                launcher.preflight(study, out)  # before anything is frozen: a refusal leaves --out as it was
                 campaign = freeze(study, paths, launcher, progress, rental, acknowledge_seen_corpus, started,
                                   ledger_dir)
             except BaseException:
@@ -148,7 +152,7 @@ def _run_slots(
             trial_id = attempt_trial_id(slot, attempt)
             if trial_id not in attempts:
                 # The host stopped while this trial ran: record what it left, once.
-                row = record_orphan(study, paths, reference, slot, attempt)
+                row = record_orphan(study, paths, reference, slot, attempt, launcher)
                 if row is None:
                     break  # created but never launched, and removed: this attempt number is free again
                 append_row(paths.raw, row)
