@@ -56,9 +56,9 @@ def check_resume(study: Study, paths: CampaignPaths, launcher: Launcher, rental:
 
 def _check_launcher(started_with: Mapping[str, str], launcher: Launcher, out: Path) -> None:
     """The launcher's identity (kind, image; for Slurm its runtime and node…) as the campaign recorded it."""
-    if started_with.get("kind", "") == launcher.identity().get("kind", ""):
+    if started_with.get("kind", "") == launcher.resume_identity().get("kind", ""):
         launcher.adopt(started_with)  # what the campaign pinned when it started (a Slurm node)
-    now = launcher.identity()
+    now = launcher.resume_identity()
     for key in ("kind", "image_id"):
         if started_with.get(key, "") != now.get(key, ""):
             raise UserError(

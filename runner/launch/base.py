@@ -3,7 +3,7 @@
 A launcher (process, docker, remote docker, Slurm) is a plugin: the campaign, resume, replay and
 ``isocost check`` call these methods and never ask which kind it is.
 
-- ``describe()`` facts for campaign.json; ``identity()`` the part of them a ``--resume`` must find
+- ``describe()`` facts for campaign.json; ``resume_identity()`` the part of them a ``--resume`` must find
   unchanged (kind and image; for Slurm also the runtime and the pinned node); ``adopt()`` takes
   back what a resumed campaign pinned (the node);
 - ``preflight()`` the checks before the first trial (inputs readable by the trial, a compute node
@@ -101,7 +101,7 @@ class Launcher(Protocol):
         """Facts recorded in campaign.json (kind, engine or interpreter, image)."""
         ...
 
-    def identity(self) -> dict[str, str]:
+    def resume_identity(self) -> dict[str, str]:
         """The facts a resumed campaign must find unchanged (compared with campaign.json's launcher)."""
         ...
 
@@ -151,7 +151,7 @@ class LauncherBase:
     def describe(self) -> dict[str, str]:
         return {"kind": self.name}
 
-    def identity(self) -> dict[str, str]:
+    def resume_identity(self) -> dict[str, str]:
         facts = self.describe()
         return {"kind": facts.get("kind", ""), "image_id": facts.get("image_id", "")}
 

@@ -151,7 +151,8 @@ class SlurmOptions:
         get = {key.replace("-", "_"): value for key, value in values.items() if value not in (None, "", ())}
         runtime = str(get.get("runtime", "process"))
         if runtime not in RUNTIMES:
-            raise UserError(f"unknown Slurm runtime {runtime!r}", "--slurm-runtime", f"Use one of {', '.join(RUNTIMES)}.")
+            raise UserError(f"unknown Slurm runtime {runtime!r}", "--slurm-runtime",
+                            f"Use one of {', '.join(RUNTIMES)}.")
         for key in ("partition", "account", "qos", "node"):
             if key in get and not _NAME.match(str(get[key])):
                 raise UserError(f"{get[key]!r} is not a Slurm {key} name", f"--slurm-{key}",
