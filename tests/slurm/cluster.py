@@ -90,6 +90,13 @@ class Cluster:
                 return word.removeprefix("State=")
         return ""
 
+    @staticmethod
+    def usable(state: str) -> bool:
+        """Up and taking jobs: IDLE, MIXED or ALLOCATED, without DRAIN, DOWN, FAIL or NOT_RESPONDING flags."""
+        words = state.split("+")
+        return words[0] in ("IDLE", "MIXED", "ALLOCATED") and not set(words[1:]) & {"DRAIN", "DOWN", "FAIL",
+                                                                                     "NOT_RESPONDING"}
+
     def set_node(self, state: str, reason: str = "isocost test") -> None:
         """``state``: down, drain or resume (what an operator or a node failure does)."""
         args = ["update", f"nodename={self.node}", f"state={state}"]
@@ -100,7 +107,7 @@ class Cluster:
         state = ""
         while time.monotonic() < deadline:
             state = self.node_state()
-            if state.split("+")[0] in ("IDLE", "MIXED", "ALLOCATED"):
+            if self.usable(state):
                 return
             time.sleep(0.2)
         raise SetupMissing(f"node {self.node} did not come up within {timeout_s:g} s (state {state or '?'}); "

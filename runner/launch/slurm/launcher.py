@@ -268,15 +268,16 @@ class SlurmLauncher(LauncherBase):
             notes.append(end.note)
         if end.lost:
             return self._stop_campaign(end.note, notes, placement, info)
+        interrupted = watched.cancelled == "interrupt"
+        if interrupted:
+            notes.append(f"{HOST_STOP_NOTE} this trial (Ctrl-C or SIGTERM; job cancelled)")
         code = int(facts["exit_code"]) if str(facts.get("exit_code", "")).lstrip("-").isdigit() else end.exit_code
-        result = LaunchResult(exit_code=code, timed_out=end.timed_out, interrupted=watched.cancelled == "interrupt",
-                              oom_killed=end.oom_killed or facts.get("oom_killed") == "true",
+        wall = None if watched.started_mono is None else watched.ended_mono - watched.started_mono
+        result = LaunchResult(exit_code=code, timed_out=end.timed_out, interrupted=interrupted,
+                              oom_killed=end.oom_killed or facts.get("oom_killed") == "true", wall_s=wall,
                               image_id=str(facts.get("container_image") or self.image_id), image_digest=self._digest(),
-                              wall_s=None if watched.started_mono is None else watched.ended_mono - watched.started_mono,
-                              notes=tuple(notes + ([f"{HOST_STOP_NOTE} this trial (Ctrl-C or SIGTERM; job cancelled)"]
-                                                   if watched.cancelled == "interrupt" else [])),
-                              placement=placement)
-        if watched.cancelled == "interrupt":
+                              notes=tuple(notes), placement=placement)
+        if interrupted:
             raise HostInterrupt(result)
         return result
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +66,7 @@ ALLOWED_ARGS = frozenset({
     "mem", "mem-per-cpu", "mem-per-gpu", "cpus-per-task", "cpus-per-gpu", "constraint", "exclusive",
     "reservation", "nice", "mail-type", "mail-user", "comment", "exclude", "tmp", "licenses", "wckey",
     "priority", "hint", "gres-flags", "cores-per-socket", "sockets-per-node", "threads-per-core", "mincpus",
-    "core-spec", "cluster-constraint", "prefer", "uid", "gid", "network", "power", "mcs-label",
+    "core-spec", "cluster-constraint", "prefer", "network", "power", "mcs-label",
 })
 #: Arguments refused, and why (the rule they would break).
 REFUSED_ARGS: dict[str, str] = {
@@ -91,6 +91,7 @@ REFUSED_ARGS: dict[str, str] = {
     "ntasks": "a trial is one task",
     "ntasks-per-node": "a trial is one task",
     "signal": "the job is stopped with TERM, then KILL, by Slurm and isocost",
+    "uid": "the job runs as the submitting user", "gid": "the job runs as the submitting user",
     "chdir": "the job works in its trial directory",
     "partition": "use --slurm-partition", "account": "use --slurm-account", "qos": "use --slurm-qos",
     "time": "use --slurm-time", "gres": "use --slurm-gres", "gpus": "use --slurm-gpus",
@@ -139,7 +140,6 @@ class SlurmOptions:
     start_wait_s: float = DEFAULT_START_WAIT_S
     python: str = ""
     schema_version: int = 1
-    notes: tuple[str, ...] = field(default_factory=tuple)
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any]) -> SlurmOptions:

@@ -307,6 +307,9 @@ def run_preflight(slurm: SlurmCommands, options: SlurmOptions, partition: str, o
                               runtime_checks(options, python, root, image, lane, user_check))
     job_id, info, queue_s = submit_and_wait(slurm, preflight_args(options, partition, token), script,
                                             options.start_wait_s, "pre-flight")
+    if info.state == "CANCELLED" and not info.node and not report.exists():  # cancelled while it waited
+        raise UserError(f"the pre-flight job {job_id} ended {info.state} before it started (reason {info.reason}); "
+                        "no trial was started", "--launcher slurm", "See why with scontrol show job, then run again.")
     facts = read_report(report, job_id, info, out)
     compare_sums(facts, local_sums(corpus, model), corpus, model)
     problem = runtime_problem(options, facts, image)
