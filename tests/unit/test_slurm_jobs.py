@@ -55,6 +55,8 @@ def test_final_states_map_onto_the_row():
 
 def test_cancelled_says_who_cancelled():
     assert job_end(_info("CANCELLED", "0:15"), cancelled_by_us="timeout").timed_out
+    assert job_end(_info("FAILED", "1:0"), cancelled_by_us="timeout").timed_out  # it ended by itself on TERM
+    assert job_end(_info("NODE_FAIL"), cancelled_by_us="timeout").lost
     assert job_end(_info("CANCELLED", "0:15"), cancelled_by_us="interrupt").interrupted
     outside = job_end(_info("CANCELLED", "0:15"))
     assert outside.interrupted and "outside isocost" in outside.note and not outside.lost

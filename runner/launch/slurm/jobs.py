@@ -131,15 +131,15 @@ def job_end(info: JobInfo, *, cancelled_by_us: str = "") -> JobEnd:
     if info.state in LOST_STATES:
         return JobEnd(code, interrupted=True, lost=True,
                       note=f"{said}: the node was lost to the trial ({_LOST_WHY[info.state]})")
+    if cancelled_by_us == "timeout":  # TERM at isocost's limit: the trial may exit by itself (FAILED) or be CANCELLED
+        return JobEnd(code, timed_out=True, note=f"{said}: stopped by isocost at the trial time limit")
+    if cancelled_by_us == "interrupt":
+        return JobEnd(code, interrupted=True, note=f"{said}: stopped by isocost (Ctrl-C or SIGTERM)")
     if info.state == "OUT_OF_MEMORY":
         return JobEnd(code, oom_killed=True, note=f"{said}: Slurm's memory limit")
     if info.state in ("TIMEOUT", "DEADLINE"):
         return JobEnd(code, timed_out=True, note=f"{said}: Slurm's own time limit ended it")
     if info.state == "CANCELLED":
-        if cancelled_by_us == "timeout":
-            return JobEnd(code, timed_out=True, note=f"{said}: cancelled by isocost at the trial time limit")
-        if cancelled_by_us == "interrupt":
-            return JobEnd(code, interrupted=True, note=f"{said}: cancelled by isocost (Ctrl-C or SIGTERM)")
         return JobEnd(code, interrupted=code is None or code < 0,
                       note=f"{said}: cancelled outside isocost (scancel, or an operator)")
     if info.state in ("COMPLETED", "FAILED"):

@@ -264,10 +264,10 @@ class SlurmLauncher(LauncherBase):
             said = watched.unanswered or "unknown to scontrol and sacct"
             return self._stop_campaign(f"Slurm lost track of job {job['job_id']} ({said})", notes, placement, None)
         end = job_end(info, cancelled_by_us=watched.cancelled)
-        if end.note:
-            notes.append(end.note)
         if end.lost:
             return self._stop_campaign(end.note, notes, placement, info)
+        if end.note:
+            notes.append(end.note)
         interrupted = watched.cancelled == "interrupt"
         if interrupted:
             notes.append(f"{HOST_STOP_NOTE} this trial (Ctrl-C or SIGTERM; job cancelled)")

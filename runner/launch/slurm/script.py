@@ -7,8 +7,8 @@ another node or card than the campaign's (``refused=…``: no trial ran, the lau
 again). Then, by runtime:
 
 - ``process``: the trial runner in the cluster's Python (``PYTHON -m runner.trial SPEC OUT``) with
-  only the allowed environment (``env -i``), as the process launcher runs it; a TERM (scancel)
-  reaches it, and the script waits for its real exit code;
+  only the allowed environment (``env -i``), as the process launcher runs it; a TERM (scancel
+  signals every process of the job) reaches it directly, and the script waits for its real exit code;
 - ``docker``: the container named after the job (``isocost-job-<id>``), the image by digest, the
   lockdown of the Docker launcher (no network, read-only root, cap-drop ALL, non-root user…),
   inputs read-only, exactly the allocated card (``--gpus device=$SLURM_JOB_GPUS``), and a TERM
@@ -143,7 +143,7 @@ def _process(job: JobSpec) -> list[str]:
     argv = " ".join(q(word) for word in (*job.command, spec, job.trial_dir, *job.suffix))
     return [
         'cd "$trial_dir" || exit 3',
-        "trap 'kill -TERM \"$child\" 2>/dev/null' TERM INT",
+        "trap ':' TERM INT  # Slurm signals the trial itself; the script waits for its real exit code",
         f"env -i {kept} {_env_words(job.env)} {argv} &",
         *_wait_child(),
     ]
@@ -230,7 +230,7 @@ def _pyxis(job: JobSpec) -> list[str]:
     exports = [f"export {q(f'{key}={job.env[key]}')}" for key in sorted(job.env)]
     return [
         *exports,
-        "trap 'kill -TERM \"$child\" 2>/dev/null' TERM INT",
+        "trap ':' TERM INT  # Slurm signals the step; the script waits for srun's exit code",
         f"srun --ntasks=1 --container-image={q(enroot_uri(job.image))} --container-mounts={q(mounts)} "
         f"--container-workdir={CONTAINER_OUT} --no-container-mount-home --no-container-remap-root "
         f"--no-container-entrypoint python3 -m runner.trial {CONTAINER_OUT}/spec.json {CONTAINER_OUT} &",
