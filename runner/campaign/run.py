@@ -79,7 +79,7 @@ def run_campaign(
             progress(f"resuming campaign {campaign.campaign_id} in {out}")
             for line in launcher.recover_leftovers(out):
                 progress(f"left over from the last run: {line}")
-            launcher.preflight(study, out)
+            _say(progress, launcher.preflight(study, out))
             side = quarantine_partial(paths.raw)
             if side is not None:
                 progress(f"raw.csv ended in a row cut while it was written: its bytes are kept in {side.name}; "
@@ -87,7 +87,7 @@ def run_campaign(
         else:
             try:
                 started = log_event(paths, "setup_start")
-                launcher.preflight(study, out)  # before anything is frozen: a refusal leaves --out as it was
+                _say(progress, launcher.preflight(study, out))  # before anything is frozen: a refusal leaves --out
                 campaign = freeze(study, paths, launcher, progress, rental, acknowledge_seen_corpus, started,
                                   ledger_dir)
             except BaseException:
@@ -95,6 +95,11 @@ def run_campaign(
                 raise
             log_event(paths, "setup_end")
         return _run_slots(study, paths, campaign, launcher, progress)
+
+
+def _say(progress: Progress, line: str) -> None:
+    if line:
+        progress(line)
 
 
 def _check_out(paths: CampaignPaths, resume: bool) -> None:

@@ -109,8 +109,9 @@ class Launcher(Protocol):
         """On --resume: take back what the campaign pinned when it started (campaign.json's launcher)."""
         ...
 
-    def preflight(self, study: Study, out: Path) -> None:
-        """Everything checked before the first trial of a campaign in ``out``; UserError with the fix."""
+    def preflight(self, study: Study, out: Path) -> str:
+        """Everything checked before the first trial of a campaign in ``out``; UserError with the fix. Returns a
+        line for the progress output ("" when there is nothing to say)."""
         ...
 
     def trial_view(self, paths: TrialPaths) -> tuple[str, str, str]:
@@ -158,8 +159,8 @@ class LauncherBase:
     def adopt(self, started_with: Mapping[str, str]) -> None:
         return None
 
-    def preflight(self, study: Study, out: Path) -> None:
-        return None
+    def preflight(self, study: Study, out: Path) -> str:
+        return ""
 
     def trial_view(self, paths: TrialPaths) -> tuple[str, str, str]:
         return str(paths.corpus), str(paths.model), str(paths.trial_dir)

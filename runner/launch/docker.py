@@ -212,9 +212,10 @@ class DockerLauncher(LauncherBase):
     def image_fields(self) -> tuple[str, str, str]:
         return self.image.ref, self.image.image_id, self.image.repo_digest
 
-    def preflight(self, study: Study, out: Path) -> None:
+    def preflight(self, study: Study, out: Path) -> str:
         """The study's inputs readable by the container's user through its read-only mounts."""
         self.check_inputs(study.corpus.path, study.model.path)
+        return ""
 
     def summary(self) -> str:
         return f"{self.name}, image {self.image.ref} (image ID {self.image.image_id})"

@@ -98,7 +98,8 @@ def _job(trial_dir: Path) -> str:
     return str(jobs[-1]["job_id"]) if jobs else ""
 
 
-def _when_predicting(trial_dir: Path, lines: int, action: Callable[[], None], timeout_s: float = 180) -> threading.Thread:
+def _when_predicting(trial_dir: Path, lines: int, action: Callable[[], None],
+                     timeout_s: float = 180) -> threading.Thread:
     """Run ``action`` once the trial has written ``lines`` predictions (bounded)."""
     def watch() -> None:
         deadline = time.monotonic() + timeout_s
@@ -115,7 +116,8 @@ def _when_predicting(trial_dir: Path, lines: int, action: Callable[[], None], ti
 
 
 def _state(cluster: Cluster, job_id: str) -> str:
-    words = dict(w.split("=", 1) for w in cluster.scontrol("-o", "show", "job", job_id, check=False).split() if "=" in w)
+    line = cluster.scontrol("-o", "show", "job", job_id, check=False)
+    words = dict(w.split("=", 1) for w in line.split() if "=" in w)
     return words.get("JobState", "")
 
 

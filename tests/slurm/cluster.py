@@ -100,7 +100,8 @@ class Cluster:
     def set_node(self, state: str, reason: str = "isocost test") -> None:
         """``state``: down, drain or resume (what an operator or a node failure does). A node that came back by
         itself (ReturnToService=2) refuses resume: not an error here."""
-        args = ["update", f"nodename={self.node}", f"state={state}", *([f"reason={reason}"] if state != "resume" else [])]
+        args = ["update", f"nodename={self.node}", f"state={state}"]
+        args += [f"reason={reason}"] if state != "resume" else []
         result = subprocess.run(["scontrol", *args], env={**os.environ, **self.env}, capture_output=True, text=True,
                                 timeout=30, check=False)
         if result.returncode != 0 and not (state == "resume" and self.usable(self.node_state())):

@@ -133,11 +133,12 @@ class SlurmLauncher(LauncherBase):
 
     # -- before the first trial -------------------------------------------------------------
 
-    def preflight(self, study: Study, out: Path) -> None:
+    def preflight(self, study: Study, out: Path) -> str:
         """Inputs where the nodes see them, then the pre-flight job; pins the node and card(s)."""
         corpus, model = study.corpus.path, study.model.path
-        self.inputs = shared_inputs(self.options, out, corpus, model,
-                                    (study.corpus.fingerprint, study.model.fingerprint))[:2]
+        staged_corpus, staged_model, copied = shared_inputs(self.options, out, corpus, model,
+                                                            (study.corpus.fingerprint, study.model.fingerprint))
+        self.inputs = (staged_corpus, staged_model)
         campaign = out / "campaign.json"
         lane = lane_name(str(read_json(campaign).get("campaign_id", ""))) if campaign.exists() else ""
         pin = run_preflight(self.slurm, self.options, self.partition, out, self.inputs, python=self.python,
@@ -154,6 +155,11 @@ class SlurmLauncher(LauncherBase):
         self.preflight_facts = {"preflight_node": pin.node, "preflight_gpus": pin.gpus,
                                 "preflight_queue_s": "" if pin.queue_s is None else f"{pin.queue_s:.3f}",
                                 "inputs_as_nodes_see_them": f"{self.inputs[0]} | {self.inputs[1]}"}
+        card = f", card {self.gpus}" if self.gpus else ""
+        image = f", image ID {self.image_id}" if self.image_id else ""
+        return (f"pre-flight job {pin.job_id} on node {pin.node}{card}: inputs read with the same sha256, "
+                f"{out} writable{image}; the campaign is pinned to node {self.node}{card}"
+                + (f" ({copied})" if copied else ""))
 
     def _corpus_in(self) -> str:
         suffix = self.inputs[0].suffix if self.inputs else ""

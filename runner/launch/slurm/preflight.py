@@ -51,6 +51,7 @@ class Pin:
     gpus: str
     image_id: str = ""
     queue_s: float | None = None
+    job_id: str = ""
     cleaned: str = ""
 
 
@@ -317,4 +318,5 @@ def run_preflight(slurm: SlurmCommands, options: SlurmOptions, partition: str, o
         raise UserError(f"{problem} (pre-flight job {job_id} on node {facts.get('node') or '?'})", "--slurm-runtime",
                         "Fix the node's set-up or choose another runtime; nothing was timed.")
     return Pin(node=str(facts.get("node") or info.node), gpus=str(facts.get("job_gpus") or ""),
-               image_id=str(facts.get("image_id") or ""), queue_s=queue_s, cleaned=str(facts.get("cleaned") or ""))
+               image_id=str(facts.get("image_id") or ""), queue_s=queue_s, cleaned=str(facts.get("cleaned") or ""),
+               job_id=job_id)

@@ -194,6 +194,8 @@ def _docker(job: JobSpec) -> list[str]:
         f"stop_container() {{ docker kill --signal TERM \"$name\" >/dev/null 2>&1; "
         f"timeout {int(job.grace_s)} docker wait \"$name\" >/dev/null 2>&1; docker rm -f \"$name\" >/dev/null 2>&1; }}",
         "trap 'stop_container' TERM INT",
+        "# The lane runs one job at a time: any container of it still here was left by an earlier job.",
+        f"docker ps -aq --filter {q('label=org.isocost.lane=' + job.lane)} | xargs -r docker rm -f >/dev/null 2>&1",
         'docker rm -f "$name" >/dev/null 2>&1',
         "docker run --name \"$name\" --label org.isocost.kind=slurm-trial "
         f"--label {q('org.isocost.lane=' + job.lane)} --label \"org.isocost.job_id=${{SLURM_JOB_ID:-}}\" "
