@@ -27,7 +27,7 @@ from runner.launch.slurm.jobs import JobInfo, parse_scontrol_job
 
 #: How long one Slurm command may take before it counts as not answering.
 COMMAND_TIMEOUT_S = 60.0
-_HOST = re.compile(r"^[A-Za-z0-9._-]{1,253}$")
+_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
 _USER = re.compile(r"^[A-Za-z0-9._][A-Za-z0-9._-]{0,63}$")
 
 
