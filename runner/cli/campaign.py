@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import signal
 import sys
 from pathlib import Path
@@ -105,7 +106,7 @@ def run(study: Path, out: Path, resume: bool, launcher_kind: str, image: str | N
     except KeyboardInterrupt:
         stopped = f"Stopped: {launcher.lost}" if launcher.lost else "Interrupted"
         click.echo(f"{stopped}. Every finished trial is in {out / 'raw.csv'}; "
-                   f"continue with: isocost run {study} --out {out} --resume", err=True)
+                   f"continue with: {_resume_command(study, out, launcher_kind, image, options)}", err=True)
         sys.exit(3 if launcher.lost else 130)
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -114,6 +115,19 @@ def run(study: Path, out: Path, resume: bool, launcher_kind: str, image: str | N
     summary_text = _summarize(out)
     click.echo(summary_text)
     click.echo(f"Results: {out.resolve()}")
+
+
+def _resume_command(study: Path, out: Path, kind: str, image: str | None,
+                    options: dict[str, dict[str, object]]) -> str:
+    """The command that continues this campaign: the same launcher, image and launcher options."""
+    words = ["isocost", "run", str(study), "--out", str(out), "--resume"]
+    words += ["--launcher", kind] if kind != "auto" else []
+    words += ["--image", image] if image else []
+    for name, value in sorted(options.get(kind, {}).items()):
+        for item in (value if isinstance(value, tuple) else (value,)):
+            if item not in (None, ""):
+                words += [f"--{kind}-{name.replace('_', '-')}", f"{item:g}" if isinstance(item, float) else str(item)]
+    return shlex.join(words)
 
 
 def _run_hosts(study: Path, out: Path, resume: bool, launcher_kind: str, image: str | None, gpu: str | None,
