@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from fakecampaign import fake_workspace
-from fakes import FAKE_S_ENV, fake_launcher
+from fakes import FAKE_S_ENV, FakeTrialSlurmLauncher, fake_launcher
 
 from protocol.errors import UserError
 from runner.campaign.run import run_campaign
@@ -75,6 +75,15 @@ def test_a_campaign_runs_each_trial_as_one_job_on_the_pinned_node(cluster, tmp_p
         assert (out / "trials" / row["trial_id"] / "slurm-job.sh").read_text().startswith("#!/bin/bash")
     kinds = [e["event"] for e in _events(out)]
     assert kinds.count("queue_start") == kinds.count("queue_end") == 4
+
+
+def test_gpus_asked_with_slurm_gpus_are_recorded_the_same_way(cluster, tmp_path):
+    study = fake_workspace(tmp_path / "ws", n=4, repetitions=1, batches="[1]")
+    out = tmp_path / "out"
+    run_campaign(study, out, fake_launcher(gpus="beta:1"))
+    row = _rows(out)[0]
+    assert row["status"] == "ok" and row["allocated_gpu"] == "1"  # card 1 is the beta one
+    assert "TresPerJob=gres:gpu:beta:1" in cluster.scontrol("-o", "show", "job", row["job_id"])
 
 
 def test_the_period_shows_the_queue_apart_from_running(cluster, tmp_path):
@@ -285,3 +294,48 @@ def test_resume_refuses_another_node_or_runtime(cluster, tmp_path):
         run_campaign(study, out, other, resume=True)
     assert "gpus_per_trial" in info.value.what
     assert len(read_rows(out / "raw.csv")) == 1
+
+
+def test_a_job_given_another_card_runs_no_trial_and_is_submitted_again(cluster, tmp_path):
+    """The campaign is pinned to card 1 while another job holds it: the trial's job gets card 0, starts no
+    trial, and is submitted again until it gets card 1 (here: once the holder moves to card 0)."""
+    study = fake_workspace(tmp_path / "ws", n=4, repetitions=1, batches="[1]")
+    out = tmp_path / "out"
+    holders = [_hold(cluster, "beta")]
+
+    class PinnedToCardOne(FakeTrialSlurmLauncher):
+        def preflight(self, study, out):
+            said = super().preflight(study, out)
+            self.gpus = "1"  # as if the pre-flight job had been given card 1
+            return said
+
+    launcher = PinnedToCardOne(fake_launcher(gres="gpu:1").options, trial_timeout_s=60, kill_grace_s=5)
+    errors: list[BaseException] = []
+    thread = threading.Thread(target=lambda: _safe_run(study, out, launcher, errors))
+    thread.start()
+    first = out / "trials" / "001-r1-batch_size-1"
+
+    def refused_once() -> bool:
+        try:
+            jobs = json.loads((first / "launcher.json").read_text())["jobs"]
+        except (OSError, ValueError, KeyError):
+            return False
+        return any(job.get("seen", {}).get("refused") == "card" for job in jobs)
+
+    assert _until(refused_once)
+    holders.append(_hold(cluster, "alpha"))  # card 0 taken, card 1 freed: the next submission gets card 1
+    subprocess.run(["scancel", holders[0]], env={**os.environ, **cluster.env}, check=False, timeout=30)
+    thread.join(timeout=180)
+    subprocess.run(["scancel", holders[1]], env={**os.environ, **cluster.env}, check=False, timeout=30)
+    assert not errors and not thread.is_alive()
+    row = _rows(out)[0]
+    jobs = json.loads((first / "launcher.json").read_text())["jobs"]
+    assert row["status"] == "ok" and row["allocated_gpu"] == "1" and row["job_id"] == jobs[-1]["job_id"]
+    assert len(jobs) >= 2 and jobs[0]["seen"]["refused"] == "card" and "exit_code" not in jobs[0]["seen"]
+
+
+def _safe_run(study: Path, out: Path, launcher, errors: list[BaseException]) -> None:
+    try:
+        run_campaign(study, out, launcher)
+    except BaseException as exc:  # noqa: BLE001  (reported by the test)
+        errors.append(exc)

@@ -15,12 +15,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cluster import SetupMissing
 from cluster_fixture import unavailable
 from fakecampaign import fake_workspace
 from fakes import FakeTrialSlurmLauncher
 from login import Login, start_login, stop_login
 
-from cluster import SetupMissing
 from protocol.errors import UserError
 from runner.campaign.run import run_campaign
 from runner.launch.slurm.commands import SlurmCommands

@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import re
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -64,6 +66,8 @@ if TYPE_CHECKING:
 HOST_ENV_KEEP = ("ISOCOST_FAULT_INJECT", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 _DIGEST = re.compile(r"^(?:[a-z0-9][a-z0-9._:/-]*@)?sha256:[0-9a-f]{64}$")
 _CHECKOUT = Path(__file__).resolve().parents[3]
+#: The longest pause between two submissions of a trial whose job got another card (or node) than the campaign's.
+RESUBMIT_MAX_S = 30.0
 
 
 def lane_name(campaign_id: str) -> str:
@@ -179,8 +183,6 @@ class SlurmLauncher(LauncherBase):
 
     def trial_environment(self) -> dict[str, str]:
         """The trial's fixed environment (the job adds PATH, HOME, CUDA_VISIBLE_DEVICES… of its own)."""
-        import os
-
         env = {key: os.environ[key] for key in HOST_ENV_KEEP if key in os.environ}
         env.update(ENV_FIXED)
         if self.options.runtime == "process":
@@ -222,7 +224,9 @@ class SlurmLauncher(LauncherBase):
                                 poll_s=self.poll_s, grace_s=self.kill_grace_s)
             facts = self._job_seen(trial_dir, job, watched.info, watched.cancelled, record)
             if facts.get("refused") and clock() - first_submit < self.options.start_wait_s:
-                continue  # another node or card than the campaign's: nothing ran; submit again
+                # Another node or card than the campaign's: nothing ran. Submit again, less often each time.
+                time.sleep(min(RESUBMIT_MAX_S, 2.0 ** len(record["jobs"])))
+                continue
             return self._result(job, watched, facts, record, trial_dir)
 
     def _submit(self, trial_dir: Path, lane: str, script: str, record: dict[str, Any], events: CampaignPaths,
