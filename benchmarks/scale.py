@@ -31,7 +31,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from benchmarks.common import Row, Spread, fmt_ratio, fmt_s, interleaved, judge, ratio_spread, timed
-from protocol.records import RAW_COLUMNS, Variant
+from protocol.raw_columns import RAW_COLUMNS
+from protocol.records import Variant
 from protocol.stats import summarize
 from protocol.tasks.classification import Reference, check_pass, parse_predictions
 from runner.campaign_dir.layout import read_rows

@@ -28,7 +28,8 @@ from itertools import repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
-from protocol.records import RAW_COLUMNS, csv_cell
+from protocol.raw_columns import RAW_COLUMNS
+from protocol.records import csv_cell
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,11 @@ class RawRecord:
     status_sha256: str
     outputs_sha256: str
     batches_sha256: str
+    # Slurm
+    queue_s: float | None
+    node: str
+    job_id: str
+    allocated_gpu: str
     chain_sha256: str
 
     @classmethod

@@ -35,7 +35,7 @@ from workspace import WORDS, write_workspace  # noqa: E402
 
 from protocol.jsonio import read_json, write_json_atomic  # noqa: E402
 from protocol.records import MemoryPeaks, PhaseTimes, TrialSpec, TrialStatus  # noqa: E402
-from runner.launch.base import LaunchResult, TrialPaths  # noqa: E402
+from runner.launch.base import LauncherBase, LaunchResult, TrialPaths  # noqa: E402
 
 SCRIPT = Path(__file__).resolve()
 
@@ -62,7 +62,7 @@ def fake_workspace(root: Path, **options: Any) -> Path:
     return write_workspace(root, model, **options)
 
 
-class FakeLauncher:
+class FakeLauncher(LauncherBase):
     """Runs each trial as ``fakecampaign.py trial`` in its own session, like the process launcher."""
 
     name = "process"

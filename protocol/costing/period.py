@@ -69,7 +69,11 @@ _PHASE_SOURCES = {
              "tokenization, schedule)",
     "trial": "events.jsonl trial_start → trial_end per trial (launch, install/load in the fresh process or "
              "container, warm-up, pass, writing predictions), merged with raw.csv started_at → ended_at",
+    "queue": "events.jsonl queue_start → queue_end per Slurm job (submitted → started): waiting in the cluster's "
+             "queue, inside the trials above and counted there once; on a flat rental it is rented time",
 }
+#: Phases shown apart but counted inside another one (the queue lies inside its trial's span).
+_INSIDE_OTHERS = frozenset({"queue"})
 _NOT_RECORDED = {
     "evaluation": "not recorded: no evaluation_start/evaluation_end events (`isocost validate`/`summarize` log "
                   "none); evaluation inside each trial's gathering is counted under host work between phases",
@@ -362,7 +366,8 @@ def _phase_components(by_phase: dict[str, list[Interval]]) -> list[PeriodCompone
             components.append(PeriodComponent(name, None, _NOT_RECORDED.get(phase, "not recorded"), False))
             continue
         source = _PHASE_SOURCES.get(phase, f"events.jsonl {phase}_start → {phase}_end")
-        components.append(PeriodComponent(name, merge_intervals(spans), source, True, len(spans)))
+        components.append(PeriodComponent(name, merge_intervals(spans), source, phase not in _INSIDE_OTHERS,
+                                          len(spans)))
     return components
 
 

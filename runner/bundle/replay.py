@@ -8,7 +8,7 @@ writes ``replay.json`` and ``replay.md`` even when the user interrupts it.
 
 Launchers are used through their public API only: :class:`runner.launch.base.Launcher`
 (``trial_view``, ``image_fields``, ``run``, ``name``), ``TrialPaths`` and ``HostInterrupt``,
-:class:`runner.launch.process.ProcessLauncher` and :class:`runner.launch.docker.DockerLauncher`.
+and the launcher kinds of :mod:`runner.campaign.launcher_choice` (``replay_launcher``: each kind replays its own way).
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from runner.bundle.records import (
     quiet,
 )
 from runner.bundle.verify import verify_bundle
+from runner.campaign.launcher_choice import replay_launcher
 from runner.campaign_dir.layout import load_record, read_csv_rows, read_rows
 from runner.campaign_dir.seal import outputs_cell
 from runner.launch.base import HostInterrupt, Launcher, TrialPaths
@@ -179,7 +180,7 @@ def _prepare_replay(
     uses = tuple(_resolve_input(kind, manifest, campaign, extracted, inputs_dir, allowed_roots)
                  for kind in ("corpus", "model"))
     specs = {t: TrialSpec.from_dict(read_json(campaign_root / "trials" / t / "spec.json")) for t in chosen}
-    launcher, launcher_facts = _replay_launcher(launcher_kind, specs)
+    launcher, launcher_facts = replay_launcher(launcher_kind, specs)
     return _Prepared(bundle_sha256, manifest, study, chosen, specs, rows, uses, launcher, launcher_facts)
 
 
@@ -285,40 +286,6 @@ def _first_file_difference(path: Path, record: InputRecord | None) -> str:
         if sha256_file(here[name]) != listed[name]:
             return f"; first difference: {name} has other content"
     return ""
-
-
-def _replay_launcher(kind: str, specs: dict[str, TrialSpec]) -> tuple[Launcher, dict[str, Any]]:
-    """The launcher the originals used: a fresh process, or a container of the exact recorded image."""
-    from runner.launch.process import ProcessLauncher
-
-    originals = sorted({spec.launcher for spec in specs.values()})
-    images = sorted({spec.image_digest or spec.image_id for spec in specs.values()} - {""})
-    original = originals[0] if len(originals) == 1 else "mixed"
-    wanted = original if kind == "original" else kind
-    if wanted == "process":
-        exact = original == "process"
-        note = "" if exact else (f"the original trials ran with launcher {original!r} (image {', '.join(images)}); "
-                                 "this replay ran them as local processes (--launcher process): not an exact replay")
-        return ProcessLauncher(), {"kind": "process", "original": original, "exact": exact, "image": "", "note": note}
-    if wanted != "docker" or not images:
-        raise UserError(
-            f"the original trials ran with launcher {original!r}, and no image digest is recorded",
-            "--launcher",
-            "Replay them with --launcher process (or --launcher original).",
-        )
-    if len(images) != 1:
-        raise UserError(f"the chosen trials ran in several images ({', '.join(images)})", "--trial",
-                        "Replay the trials of one image at a time.")
-    from runner.launch.docker import DockerLauncher
-
-    stacks = sorted({spec.variant.stack for spec in specs.values()})
-    try:
-        docker_launcher = DockerLauncher(images[0], stack=stacks[0])
-    except UserError as exc:
-        raise UserError(f"the exact image {images[0]} cannot be run here: {exc.what}", exc.where,
-                        f"{exc.fix} Or replay knowingly outside it with --launcher process (reported as not "
-                        "exact).") from None
-    return docker_launcher, {"kind": "docker", "original": original, "exact": True, "image": images[0], "note": ""}
 
 
 def _reference(campaign_root: Path, study: Study) -> Any:

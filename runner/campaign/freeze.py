@@ -29,9 +29,9 @@ from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path, tree_files
 from protocol.jsonio import write_json_atomic
 from protocol.labels import check_labels
+from protocol.raw_columns import RAW_SCHEMA_VERSION
 from protocol.records import (
     CAMPAIGN_SCHEMA_VERSION,
-    RAW_SCHEMA_VERSION,
     CampaignRecord,
     CatalogFacts,
     HostFacts,

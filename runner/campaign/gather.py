@@ -15,7 +15,7 @@ from protocol.tasks import study_task
 from protocol.validate import PassCheck
 from runner.campaign_dir.layout import read_csv_rows
 from runner.campaign_dir.seal import seal_reasons, seal_values
-from runner.launch.base import LaunchResult
+from runner.launch.base import LaunchResult, placement_values
 
 
 def load_reference(root: Path, study: Study) -> Any:
@@ -82,9 +82,11 @@ def gather_trial(
         **_launch_values(spec, result),
         "notes": _notes(trial_dir, result, status, status_problem, check, final),
     }
+    placement, placement_reasons = placement_values(spec.launcher, result)  # Slurm: queue_s, node, job_id…
+    values.update(placement)
     seals = seal_values(trial_dir, task.output_files)  # last: the files as the verdict above read them
     values.update(seals)
-    reasons = _empty_reasons(spec, status, status_problem, phases, final, check, result)
+    reasons = {**placement_reasons, **_empty_reasons(spec, status, status_problem, phases, final, check, result)}
     reasons.update(seal_reasons(seals, task.output_files))
     if values["device_busy_share"] is None:
         reasons["device_busy_share"] = ("CPU trial: no device time" if spec.variant.device == "cpu" else

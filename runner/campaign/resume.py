@@ -3,7 +3,7 @@
 :func:`check_resume` refuses a resume that would mix configurations (a changed study, another
 launcher or image, another rental). :func:`record_orphan` turns a trial directory without a row
 (the host stopped or died while it ran) into its row, once, after stopping the trial if it still
-runs (:mod:`runner.campaign.leftover`).
+runs (the launcher's ``stop_leftover``: :mod:`runner.launch.leftover` for processes and containers).
 
 Example::
 
@@ -14,6 +14,8 @@ Example::
 from __future__ import annotations
 
 import shutil
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from protocol.errors import UserError
@@ -23,10 +25,10 @@ from protocol.records import CampaignRecord, Rental, TrialSpec
 from protocol.schedule import Slot, attempt_trial_id
 from protocol.study import Study
 from runner.campaign.gather import gather_trial, read_status
-from runner.campaign.leftover import log_shows_error, stop_leftover
 from runner.campaign_dir.layout import CampaignPaths, load_record
 from runner.campaign_dir.rawtable import HOST_STOP_NOTE
 from runner.launch.base import Launcher, LaunchResult
+from runner.launch.leftover import log_shows_error, stop_leftover
 
 
 def check_resume(study: Study, paths: CampaignPaths, launcher: Launcher, rental: Rental | None) -> CampaignRecord:
@@ -41,8 +43,22 @@ def check_resume(study: Study, paths: CampaignPaths, launcher: Launcher, rental:
             "Thresholds and variants are fixed before timing: restore the study, or start a new "
             "campaign in another --out (a changed threshold also needs a new independent evaluation set).",
         )
-    started_with = campaign.launcher
-    now = launcher.describe()
+    _check_launcher(campaign.launcher, launcher, out)
+    if rental is not None and campaign.rental != rental:
+        recorded = campaign.rental.to_dict() if campaign.rental is not None else None
+        raise UserError(
+            f"this campaign was started with rental {recorded}, not {rental.to_dict()}",
+            str(out),
+            "Resume without --gpu/--lots, or start a new campaign for another host.",
+        )
+    return campaign
+
+
+def _check_launcher(started_with: Mapping[str, str], launcher: Launcher, out: Path) -> None:
+    """The launcher's identity (kind, image; for Slurm its runtime and node…) as the campaign recorded it."""
+    if started_with.get("kind", "") == launcher.resume_identity().get("kind", ""):
+        launcher.adopt(started_with)  # what the campaign pinned when it started (a Slurm node)
+    now = launcher.resume_identity()
     for key in ("kind", "image_id"):
         if started_with.get(key, "") != now.get(key, ""):
             raise UserError(
@@ -53,14 +69,15 @@ def check_resume(study: Study, paths: CampaignPaths, launcher: Launcher, rental:
                 "Resume with the same launcher and image (--launcher, --image), or start a new campaign: "
                 "trials of one configuration never mix software stacks.",
             )
-    if rental is not None and campaign.rental != rental:
-        recorded = campaign.rental.to_dict() if campaign.rental is not None else None
-        raise UserError(
-            f"this campaign was started with rental {recorded}, not {rental.to_dict()}",
-            str(out),
-            "Resume without --gpu/--lots, or start a new campaign for another host.",
-        )
-    return campaign
+    for key in sorted(set(now) - {"kind", "image_id"}):
+        if started_with.get(key, "") != now[key]:
+            raise UserError(
+                f"this campaign started with launcher {started_with.get('kind')} {key} "
+                f"{started_with.get(key) or '(none)'}, not {now[key] or '(none)'}",
+                str(out),
+                f"Resume with the same {key} (the launcher's options), or start a new campaign: trials of one "
+                "configuration never mix hardware or software.",
+            )
 
 
 def attempt_of(trial_id: str, slot: Slot) -> int | None:
@@ -74,8 +91,10 @@ def attempt_of(trial_id: str, slot: Slot) -> int | None:
 
 
 def record_orphan(study: Study, paths: CampaignPaths, reference: Any, slot: Slot,
-                  attempt: int) -> RawRecord | None:
-    """The row of a trial the host left unrecorded; None (and its directory removed) when it never launched."""
+                  attempt: int, launcher: Launcher | None = None) -> RawRecord | None:
+    """The row of a trial the host left unrecorded; None (and its directory removed) when it never launched.
+
+    The trial is stopped first by ``launcher`` (the campaign's kind; without one, as a process or container)."""
     trial_id = attempt_trial_id(slot, attempt)
     trial_dir = paths.trial_dir(trial_id)
     spec_path = trial_dir / "spec.json"
@@ -83,7 +102,11 @@ def record_orphan(study: Study, paths: CampaignPaths, reference: Any, slot: Slot
         shutil.rmtree(trial_dir)  # created but never launched: nothing ran, nothing to keep
         return None
     spec = TrialSpec.from_dict(read_json(spec_path))
-    stop_leftover(trial_dir)
+    seen = None
+    if launcher is not None:
+        seen = launcher.stop_leftover(trial_dir)
+    else:
+        stop_leftover(trial_dir)
     status, _ = read_status(trial_dir)
     # A trial that wrote its status ended by itself (unless the host had stopped it: status interrupted): its
     # row is final and its pass never runs again. Otherwise the host stopped (or died) while it ran: the row is
@@ -92,5 +115,6 @@ def record_orphan(study: Study, paths: CampaignPaths, reference: Any, slot: Slot
     crashed = not finished and status is None and log_shows_error(trial_dir / "trial.log")
     note = ("the trial ended by itself after the host CLI had gone; recorded from its directory on --resume"
             if finished else f"{HOST_STOP_NOTE} before recording this trial; found on --resume")
-    result = LaunchResult(exit_code=None, interrupted=not finished and not crashed, notes=(note,))
+    result = LaunchResult(exit_code=seen.exit_code if seen else None, interrupted=not finished and not crashed,
+                          notes=(note, *(seen.notes if seen else ())), placement=seen.placement if seen else None)
     return gather_trial(spec, trial_dir, result, reference, study)

@@ -78,6 +78,9 @@ def run_campaign(
             campaign = check_resume(study, paths, launcher, rental)
             log_event(paths, "resume")
             progress(f"resuming campaign {campaign.campaign_id} in {out}")
+            for line in launcher.recover_leftovers(out):
+                progress(f"left over from the last run: {line}")
+            _say(progress, launcher.preflight(study, out))
             side = quarantine_partial(paths.raw)
             if side is not None:
                 progress(f"raw.csv ended in a row cut while it was written: its bytes are kept in {side.name}; "
@@ -85,6 +88,7 @@ def run_campaign(
         else:
             try:
                 started = log_event(paths, "setup_start")
+                _say(progress, launcher.preflight(study, out))  # before anything is frozen: a refusal leaves --out
                 campaign = freeze(study, paths, launcher, progress, rental, acknowledge_seen_corpus, started,
                                   ledger_dir)
             except BaseException:
@@ -92,6 +96,11 @@ def run_campaign(
                 raise
             log_event(paths, "setup_end")
         return _run_slots(study, paths, campaign, launcher, progress)
+
+
+def _say(progress: Progress, line: str) -> None:
+    if line:
+        progress(line)
 
 
 def _check_out(paths: CampaignPaths, resume: bool) -> None:
@@ -149,7 +158,7 @@ def _run_slots(
             trial_id = attempt_trial_id(slot, attempt)
             if trial_id not in attempts:
                 # The host stopped while this trial ran: record what it left, once.
-                row = record_orphan(study, paths, reference, slot, attempt)
+                row = record_orphan(study, paths, reference, slot, attempt, launcher)
                 if row is None:
                     break  # created but never launched, and removed: this attempt number is free again
                 append_row(paths.raw, row)

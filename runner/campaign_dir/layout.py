@@ -28,10 +28,10 @@ from typing import Any
 from protocol.csvio import read_dicts
 from protocol.errors import UserError
 from protocol.jsonio import loads_unique, read_json
+from protocol.raw_columns import RAW_COLUMNS
 from protocol.rawrecord import RawRecord
 from protocol.records import (
     CAMPAIGN_SCHEMA_VERSION,
-    RAW_COLUMNS,
     CampaignRecord,
     check_campaign_version,
 )

@@ -39,8 +39,8 @@ from pathlib import Path
 from protocol.errors import UserError
 from protocol.gc_pause import collection_paused
 from protocol.jsonio import loads_unique
+from protocol.raw_columns import RAW_COLUMNS, RAW_SCHEMA_VERSION
 from protocol.rawrecord import RawRecord, records_from_lines
-from protocol.records import RAW_COLUMNS, RAW_SCHEMA_VERSION
 from protocol.safe_read import check_regular
 from protocol.safe_write import check_writable_target, open_append, open_fd
 
@@ -236,9 +236,9 @@ def _check_header(cells: list[str], where: str) -> None:
             "format 1)", where,
             f"This isocost reads raw table format {RAW_SCHEMA_VERSION} only. Read or finish this campaign with the "
             "isocost version that started it, or run the study again into a new --out.")
-    if "predictions_sha256" not in cells:
+    if "outputs_sha256" not in cells:
         raise UserError(
-            "raw.csv has no seal columns (predictions_sha256 …): it was written before trial files were sealed "
+            "raw.csv has no seal columns (outputs_sha256 …): it was written before trial files were sealed "
             "(raw table format 2)", where,
             f"This isocost reads raw table format {RAW_SCHEMA_VERSION} only. Read or finish this campaign with the "
             "isocost version that started it, or run the study again into a new --out.")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import signal
 import sys
 from pathlib import Path
@@ -21,6 +22,7 @@ from runner.campaign.launcher_choice import LAUNCHER_KINDS, choose_launcher
 from runner.campaign.run import run_campaign
 from runner.campaign_dir.integrity import require_evidence
 from runner.campaign_dir.layout import load_record
+from runner.cli.launcher_flags import launcher_flags, launcher_values
 
 
 def _progress(message: str) -> None:
@@ -38,7 +40,8 @@ def _sigterm_as_interrupt(signum: int, frame: FrameType | None) -> None:
 @click.option("--resume", is_flag=True, help="Continue an interrupted campaign in --out; refused if the study changed.")
 @click.option("--launcher", "launcher_kind", type=click.Choice(LAUNCHER_KINDS), default="auto", show_default=True,
               help="auto: a container of the study stack's pinned image when an engine answers and an image is "
-                   "known (images/images.lock or --image), else a local process, with a notice.")
+                   "known (images/images.lock or --image), else a local process, with a notice. slurm: each trial "
+                   "one Slurm job (the --slurm-* options; docs/slurm.md).")
 @click.option("--image", "image", metavar="REF", default=None,
               help="Run exactly this image: REPO@sha256:… (pulled if absent) or an image ID (sha256:…).")
 @click.option("--gpu", default=None, metavar="GPU",
@@ -60,9 +63,10 @@ def _sigterm_as_interrupt(signum: int, frame: FrameType | None) -> None:
                    "ssh://USER@HOST[:PORT] (Docker Engine over SSH).")
 @click.option("--hosts-file", "hosts_file", type=click.Path(path_type=Path, dir_okay=False, exists=True),
               default=None, help="TOML list of hosts (name, url, stack, rental, ssh_config); see docs/hosts.md.")
+@launcher_flags
 def run(study: Path, out: Path, resume: bool, launcher_kind: str, image: str | None, gpu: str | None,
         lots: int | None, acknowledge_seen_corpus: bool, ledger: Path | None, allowed_root: tuple[str, ...],
-        host_options: tuple[str, ...], hosts_file: Path | None) -> None:
+        host_options: tuple[str, ...], hosts_file: Path | None, **launcher_args: object) -> None:
     """Run every trial of STUDY in rotated order, one fresh container or process per trial.
 
     Every attempt gets one row in OUT/raw.csv the moment it ends (failures,
@@ -75,19 +79,26 @@ def run(study: Path, out: Path, resume: bool, launcher_kind: str, image: str | N
 
     Several hosts, one campaign each, in parallel (results in OUT/NAME/, listed in OUT/hosts.json):
     isocost run STUDY --out results/multi --host local=local --host b200=ssh://ubuntu@203.0.113.7
+
+    \b
+    A Slurm cluster, each trial one job on a pinned node (docs/slurm.md):
+    isocost run STUDY --out /scratch/me/out --launcher slurm --slurm-gres gpu:a100:1 --slurm-shared /scratch/me
     """
+    options = launcher_values(launcher_args)
     if host_options or hosts_file or (resume and (out / "hosts.json").is_file()):
+        if launcher_kind == "slurm" or any(v not in (None, ()) for v in options.get("slurm", {}).values()):
+            raise UserError("--host drives Docker engines; a Slurm cluster is one --launcher slurm campaign",
+                            "--host", "Drop --host/--hosts-file, or --launcher slurm and the --slurm-* options.")
         _run_hosts(study, out, resume, launcher_kind, image, gpu, lots, acknowledge_seen_corpus, allowed_root,
                    host_options, hosts_file, ledger)
         return
     image = check_image_reference(image, "--image") if image is not None else None
-    choice = choose_launcher(study, launcher_kind, image)
+    choice = choose_launcher(study, launcher_kind, image, options=options)
     launcher = choice.launcher
     if choice.notice:
         click.echo(f"notice: {choice.notice}", err=True)
     else:
-        ref, image_id, _ = launcher.image_fields()
-        click.echo(f"launcher: {launcher.name}, image {ref} (image ID {image_id})", err=True)
+        click.echo(f"launcher: {launcher.summary()}", err=True)
     previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     try:
         if lots is not None and gpu is None:
@@ -97,9 +108,10 @@ def run(study: Path, out: Path, resume: bool, launcher_kind: str, image: str | N
                                acknowledge_seen_corpus=acknowledge_seen_corpus, allowed_root_list=allowed_root,
                                ledger_dir=ledger)
     except KeyboardInterrupt:
-        click.echo(f"Interrupted. Every finished trial is in {out / 'raw.csv'}; "
-                   f"continue with: isocost run {study} --out {out} --resume", err=True)
-        sys.exit(130)
+        stopped = f"Stopped: {launcher.lost}" if launcher.lost else "Interrupted"
+        click.echo(f"{stopped}. Every finished trial is in {out / 'raw.csv'}; "
+                   f"continue with: {_resume_command(study, out, launcher_kind, image, options)}", err=True)
+        sys.exit(3 if launcher.lost else 130)
     finally:
         signal.signal(signal.SIGTERM, previous)
     click.echo(f"{outcome.rows_written} trial(s) run now; {outcome.rows_total} row(s) in raw.csv "
@@ -107,6 +119,19 @@ def run(study: Path, out: Path, resume: bool, launcher_kind: str, image: str | N
     summary_text = _summarize(out)
     click.echo(summary_text)
     click.echo(f"Results: {out.resolve()}")
+
+
+def _resume_command(study: Path, out: Path, kind: str, image: str | None,
+                    options: dict[str, dict[str, object]]) -> str:
+    """The command that continues this campaign: the same launcher, image and launcher options."""
+    words = ["isocost", "run", str(study), "--out", str(out), "--resume"]
+    words += ["--launcher", kind] if kind != "auto" else []
+    words += ["--image", image] if image else []
+    for name, value in sorted(options.get(kind, {}).items()):
+        for item in (value if isinstance(value, tuple) else (value,)):
+            if item not in (None, ""):
+                words += [f"--{kind}-{name.replace('_', '-')}", f"{item:g}" if isinstance(item, float) else str(item)]
+    return shlex.join(words)
 
 
 def _run_hosts(study: Path, out: Path, resume: bool, launcher_kind: str, image: str | None, gpu: str | None,

@@ -17,6 +17,7 @@ from protocol.study_records import STACKS
 from protocol.tuning import MIN_TUNING_INPUTS, WORST_CASE_INPUTS
 from runner.campaign.launcher_choice import LAUNCHER_KINDS
 from runner.campaign_dir.rentals import RENTALS_FILE, record_rental
+from runner.cli.launcher_flags import launcher_flags, launcher_values
 
 _FILE = click.Path(path_type=Path, dir_okay=False)
 
@@ -98,9 +99,11 @@ def tune(study: Path, ledger: Path | None, dry_run: bool) -> None:
               help="Ledger directory of seen corpora (default: .isocost/ next to the study).")
 @click.option("--launcher", "launcher_kind", type=click.Choice(LAUNCHER_KINDS), default="auto", show_default=True,
               help="Check the launcher `isocost run` would use with the same --launcher (docker: the image is known "
-                   "and the container's user can read the inputs).")
+                   "and the container's user can read the inputs; slurm: the cluster answers and has the partition, "
+                   "GPUs and node asked for).")
+@launcher_flags
 def check(study: Path, host_options: tuple[str, ...], probe: bool, target_memory_gib: float | None,
-          ledger: Path | None, launcher_kind: str) -> None:
+          ledger: Path | None, launcher_kind: str, **launcher_args: object) -> None:
     """Everything that can fail before renting time is spent, without timing anything.
 
     The study's keys (all errors at once), paths, fingerprints, labels,
@@ -110,11 +113,13 @@ def check(study: Path, host_options: tuple[str, ...], probe: bool, target_memory
     \b
     Example: isocost check study.toml --probe
     Example: isocost check study.toml --launcher process
+    Example: isocost check study.toml --launcher slurm --slurm-gres gpu:a100:1
     """
     from runner.own.check import check_study
 
     report = check_study(study, hosts=host_options, probe=probe, target_memory_gib=target_memory_gib,
-                         ledger_dir=ledger, launcher_kind=launcher_kind)
+                         ledger_dir=ledger, launcher_kind=launcher_kind,
+                         launcher_options=launcher_values(launcher_args))
     for line in report.lines():
         click.echo(line)
     if not report.ok:

@@ -234,10 +234,8 @@ def _run_host_campaign(host: HostSpec, run: _HostsRun, extra_env: dict[str, str]
                                   study.model.fingerprint)
     run.record.update(host.name, inputs=inputs.to_dict())
     resuming = (root / "campaign.json").exists()
-    if resuming:
+    if resuming:  # run_campaign asks the launcher to recover what the last run left on the host
         run.board.preset(host.name, _done_rows(root), 0)
-        for line in launcher.recover_leftovers(root):
-            say(f"left over from the last run: {line}")
     if run.stop.is_set():
         raise KeyboardInterrupt
     outcome = run_campaign(run.study_path, root, launcher, resume=resuming, progress=say, rental=host.rental,

@@ -38,11 +38,11 @@ import re
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from protocol.errors import UserError
 from runner.campaign_dir.rawtable import HOST_STOP_NOTE
-from runner.launch.base import HostInterrupt, LaunchResult, TrialPaths
+from runner.launch.base import HostInterrupt, LauncherBase, LaunchResult, TrialPaths
 from runner.launch.bind_mounts import check_readable, lend_trial_dir, return_trial_dir
 from runner.launch.container import (
     CONTAINER_IN,
@@ -71,6 +71,9 @@ from runner.launch.limits import ContainerLimits, cpus_text, resolve_limits
 from runner.launch.process import ENV_ALLOW, ENV_FIXED
 from runner.trial.measure import clock
 
+if TYPE_CHECKING:
+    from protocol.study import Study
+
 #: Host variables a container may inherit (PATH, HOME and TMPDIR are the image's own).
 CONTAINER_ENV_ALLOW = tuple(name for name in ENV_ALLOW if name not in ("PATH", "HOME", "TMPDIR"))
 
@@ -82,7 +85,7 @@ _RECONNECT_S = 60.0
 _WAIT_POLL_S = 30.0
 
 
-class DockerLauncher:
+class DockerLauncher(LauncherBase):
     """Runs each trial in a new container of one exactly named image."""
 
     name = "docker"
@@ -208,6 +211,17 @@ class DockerLauncher:
 
     def image_fields(self) -> tuple[str, str, str]:
         return self.image.ref, self.image.image_id, self.image.repo_digest
+
+    def preflight(self, study: Study, out: Path) -> str:
+        """The study's inputs readable by the container's user through its read-only mounts."""
+        self.check_inputs(study.corpus.path, study.model.path)
+        return ""
+
+    def summary(self) -> str:
+        return f"{self.name}, image {self.image.ref} (image ID {self.image.image_id})"
+
+    def check_line(self) -> tuple[str, str]:
+        return "image", f"{self.image.ref} (image ID {self.image.image_id}) is known to the engine"
 
     def run(self, paths: TrialPaths, timeout_s: float | None) -> LaunchResult:
         """Launch, wait, collect (the hooks), then record how the trial ended (:func:`finish_trial`)."""

@@ -12,7 +12,7 @@ from pathlib import Path
 from protocol.jsonio import write_json_atomic
 from protocol.safe_write import write_binary
 from runner.campaign_dir.rawtable import HOST_STOP_NOTE
-from runner.launch.base import HostInterrupt, LaunchResult, TrialPaths
+from runner.launch.base import HostInterrupt, LauncherBase, LaunchResult, TrialPaths
 from runner.trial.measure import clock
 
 #: Environment variables a trial may inherit; everything else is dropped.
@@ -53,7 +53,7 @@ def trial_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-class ProcessLauncher:
+class ProcessLauncher(LauncherBase):
     """Runs each trial with this interpreter in a new process group."""
 
     name = "process"

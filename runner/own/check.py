@@ -23,6 +23,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from protocol.corpus import check_disjoint, content_fingerprint, token_lengths
 from protocol.costing.catalog_file import load_catalog
@@ -68,7 +69,7 @@ def _fail(report: CheckReport, topic: str, exc: UserError) -> None:
 
 def check_study(study_path: Path, *, hosts: tuple[str, ...] = (), probe: bool = False,
                 target_memory_gib: float | None = None, ledger_dir: Path | None = None,
-                launcher_kind: str = "auto") -> CheckReport:
+                launcher_kind: str = "auto", launcher_options: dict[str, dict[str, Any]] | None = None) -> CheckReport:
     check_target_memory(target_memory_gib)
     report = CheckReport()
     try:
@@ -88,7 +89,7 @@ def check_study(study_path: Path, *, hosts: tuple[str, ...] = (), probe: bool = 
         _content(report, study, ledger_dir)
     _quality(report, study)
     _memory(report, study, target_memory_gib)
-    _launcher(report, study, launcher_kind)
+    _launcher(report, study, launcher_kind, launcher_options)
     if hosts:
         _hosts(report, study, hosts)
     _schedule(report, study, probe and inputs_ok and report.ok)
@@ -238,7 +239,8 @@ def _memory(report: CheckReport, study: Study, target_memory_gib: float | None) 
         report.add("ok", "memory", f"{text} within {target / 2**30:.1f} GiB ({source})")
 
 
-def _launcher(report: CheckReport, study: Study, kind: str = "auto") -> None:
+def _launcher(report: CheckReport, study: Study, kind: str = "auto",
+              options: dict[str, dict[str, Any]] | None = None) -> None:
     from runner.campaign.launcher_choice import choose_launcher
 
     missing = [str(p) for p in (study.corpus.path, study.model.path) if not p.exists()]
@@ -246,15 +248,14 @@ def _launcher(report: CheckReport, study: Study, kind: str = "auto") -> None:
         report.add("warn", "image", f"not checked: the inputs are missing ({', '.join(missing)})")
         return
     try:
-        choice = choose_launcher(study.path, kind, None)
+        choice = choose_launcher(study.path, kind, None, options=options)
     except UserError as exc:
-        _fail(report, "image", exc)
+        _fail(report, "launcher", exc)
         return
     if choice.notice:
         report.add("warn", "image", choice.notice)
     else:
-        ref, image_id, _ = choice.launcher.image_fields()
-        report.add("ok", "image", f"{ref} (image ID {image_id}) is known to the engine")
+        report.add("ok", *choice.launcher.check_line())
 
 
 def _hosts(report: CheckReport, study: Study, host_options: tuple[str, ...]) -> None:

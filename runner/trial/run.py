@@ -58,6 +58,10 @@ def _now() -> str:
 
 
 def _on_signal(signum: int, frame: Any) -> None:
+    # Once: a second TERM (a scheduler signals every process of a job, then signals again before its KILL)
+    # must not interrupt the status the first one makes the trial write.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_IGN)
     raise Interrupted(f"received signal {signal.Signals(signum).name}")
 
 

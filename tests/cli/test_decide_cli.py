@@ -18,8 +18,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from protocol.fingerprint import sha256_bytes
+from protocol.raw_columns import RAW_COLUMNS
 from protocol.rawrecord import RawRecord
-from protocol.records import RAW_COLUMNS
 from protocol.study import load_study
 from runner.campaign_dir.appendlog import append_line
 from runner.campaign_dir.rawtable import append_row

@@ -8,7 +8,8 @@ not run, with the reason, where mounting is refused (probed by trying it); with
 ``ISOCOST_REQUIRE_MOUNT=1`` (CI) that is a failure too. The table never passes by skipping:
 the last line says how many cases did not run and why. Names given as arguments run only those
 cases (``python tests/faults/fault_table.py hang engine-restart``); ``--containers`` or ``--processes``
-runs only that half.
+runs only that half. Last, the Slurm cases (``slurm_cases.py``) run on a one-node test cluster they
+start; without Slurm or root they are not run, which ``ISOCOST_REQUIRE_SLURM=1`` (CI) makes a failure.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from cases import (  # noqa: E402
 )
 from workspace import build_tiny_model  # noqa: E402
 
-LAUNCHER_COLUMN = {"process": "process", "docker": "containers"}
+LAUNCHER_COLUMN = {"process": "process", "docker": "containers", "slurm": "slurm"}
 
 
 Result = tuple[Outcome | None, str, float, bool]  # outcome (None: not run), name or why, seconds, required
@@ -68,7 +69,9 @@ def run_cases(cases: dict[str, Callable[[Any], Outcome]], make_context: Callable
 def main(argv: list[str]) -> int:
     halves = {"--containers", "--processes"} & set(argv)
     only = set(argv) - halves
-    unknown = only - set(PROCESS_CASES) - set(DOCKER_CASES)
+    from slurm_cases import SLURM_CASES, run_slurm_cases  # the Slurm half: its own cluster (slurm_cases.py)
+
+    unknown = only - set(PROCESS_CASES) - set(DOCKER_CASES) - set(SLURM_CASES)
     if unknown:
         print(f"unknown case(s): {', '.join(sorted(unknown))}; known: "
               f"{', '.join(sorted(set(PROCESS_CASES) | set(DOCKER_CASES)))}", file=sys.stderr)
@@ -91,19 +94,21 @@ def main(argv: list[str]) -> int:
     else:
         docker_results = run_cases(docker_cases, docker_context, work, model, "docker")
     docker_s = time.monotonic() - engine_start
+    slurm_results = run_slurm_cases(work, model, only) if not halves else []
 
     print()
     print("| case | launcher | expected | observed | rows lost | verdict | s |")
     print("|---|---|---|---|---|---|---|")
     for (outcome, why, seconds, _), launcher in [*((r, "process") for r in results),
-                                              *((r, "docker") for r in docker_results)]:
+                                              *((r, "docker") for r in docker_results),
+                                              *((r, "slurm") for r in slurm_results)]:
         if outcome is None:
             print(f"| {why.split(':', 1)[0]} | {LAUNCHER_COLUMN[launcher]} | - | not run: "
                   f"{why.split(':', 1)[-1].strip()} | - | NOT RUN | {seconds:.0f} |")
             continue
         print(f"| {outcome.case} | {LAUNCHER_COLUMN[launcher]} | {outcome.expected} | {outcome.observed} | "
               f"{outcome.rows_lost} | {'as expected' if outcome.passed else 'UNEXPECTED'} | {seconds:.0f} |")
-    everything = [*results, *docker_results]
+    everything = [*results, *docker_results, *slurm_results]
     ran = [o for o, _, _, _ in everything if o is not None]
     not_run = [(why, required) for o, why, _, required in everything if o is None]
     failed = [o for o in ran if not o.passed or o.rows_lost]

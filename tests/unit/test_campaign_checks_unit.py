@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from fakecampaign import FakeLauncher, fake_workspace
 
+from protocol.raw_columns import RAW_COLUMNS
 from protocol.rawrecord import RawRecord, column_values
-from protocol.records import RAW_COLUMNS
 from runner.analysis.summary import summarize_campaign
 from runner.campaign.run import run_campaign
 from runner.campaign_dir.checks import CampaignChecks

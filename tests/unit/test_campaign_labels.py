@@ -11,9 +11,10 @@ from workspace import STUDY_TEMPLATE, write_corpus
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
 from runner.campaign.run import run_campaign
+from runner.launch.base import LauncherBase
 
 
-class RecordingLauncher:
+class RecordingLauncher(LauncherBase):
     name = "recording"
 
     def __init__(self) -> None:

@@ -10,8 +10,9 @@ from fakecampaign import FakeLauncher, fake_workspace
 
 from protocol.errors import UserError
 from protocol.jsonio import dumps, read_json
+from protocol.raw_columns import RAW_COLUMNS
 from protocol.rawrecord import RawRecord
-from protocol.records import RAW_COLUMNS, CampaignRecord, InputFacts, Rental, Variant
+from protocol.records import CampaignRecord, InputFacts, Rental, Variant
 from runner.campaign.run import run_campaign
 from runner.campaign_dir.layout import load_record, read_raw, read_rows
 

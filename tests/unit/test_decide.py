@@ -23,8 +23,8 @@ from protocol.decision.plan_fit import deadline_fit, plan_cost
 from protocol.decision.rank import decide
 from protocol.decision.records import ARTIFACT_RULE, Decision, Expense, Ledger
 from protocol.errors import UserError
+from protocol.raw_columns import RAW_COLUMNS
 from protocol.rawrecord import RawRecord
-from protocol.records import RAW_COLUMNS
 from protocol.stats import summarize
 from protocol.study import load_study
 from protocol.study_records import Study

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.campaign import leftover
+from runner.launch import leftover
 
 
 @pytest.fixture

@@ -52,7 +52,7 @@ def _table(tmp_path, n=3):
 
 
 def test_every_row_carries_a_chain_digest_in_the_last_column(tmp_path):
-    from protocol.records import RAW_COLUMNS
+    from protocol.raw_columns import RAW_COLUMNS
     from runner.campaign_dir.rawtable import genesis, row_digest
 
     path = _table(tmp_path)
@@ -118,7 +118,7 @@ def test_an_edited_table_is_refused_naming_the_row(tmp_path, edit):
 
 
 def test_a_table_from_before_the_chain_is_refused_with_a_clear_message(tmp_path):
-    from protocol.records import RAW_COLUMNS
+    from protocol.raw_columns import RAW_COLUMNS
 
     path = tmp_path / "raw.csv"
     path.write_text(",".join(RAW_COLUMNS[:-1]) + "\n" + "a" + "," * (len(RAW_COLUMNS) - 2) + "\n")

@@ -5,8 +5,9 @@ import json
 import pytest
 
 from protocol.errors import UserError
+from protocol.raw_columns import RAW_COLUMNS
 from protocol.rawrecord import RawRecord
-from protocol.records import RAW_COLUMNS, MemoryPeaks, PhaseTimes, TrialSpec, TrialStatus, Variant, WarmupRule
+from protocol.records import MemoryPeaks, PhaseTimes, TrialSpec, TrialStatus, Variant, WarmupRule
 
 VARIANT = Variant(variant_id="batch_size=4", stack="cpu", device="cpu", precision="fp32", quantization="none",
                   compile=False, attention="sdpa", batch_size=4, padding="longest", max_length=256,

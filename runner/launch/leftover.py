@@ -2,7 +2,9 @@
 
 ``--resume`` records such a trial from its directory; before it does, :func:`stop_leftover` makes
 sure the trial (a container named in its ``launcher.json``, or a ``runner.trial`` process found by
-its command line) is gone, so it writes nothing after its row.
+its command line) is gone, so it writes nothing after its row. This is the default
+``stop_leftover`` of every launcher (:class:`runner.launch.base.LauncherBase`); a launcher with
+its own kind of leftover (a Slurm job) overrides it.
 
 Example::
 

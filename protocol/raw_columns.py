@@ -1,0 +1,40 @@
+"""The columns of ``raw.csv``, in order, and the raw table's format version.
+
+Example::
+
+    RAW_COLUMNS[0], RAW_COLUMNS[-1]      # ('trial_id', 'chain_sha256')
+"""
+
+from __future__ import annotations
+
+from protocol.records import VARIANT_FIELDS
+
+#: Columns of ``raw.csv``, in order. New columns are only ever appended at the end.
+RAW_COLUMNS: tuple[str, ...] = (
+    "trial_id", "variant_id", "repetition", "order_index", "status", "pass_s", "expected_ids", "observed_ids",
+    "ids_match", "corpus_accepted", "notes", "attempt", "completed", "metric", "metric_value", "quality_verdict",
+    *VARIANT_FIELDS,
+    "verify_s", "imports_s", "load_s", "warmup_s", "gpu_pass_s", "write_s", "trial_s", "launch_overhead_s",
+    "peak_rss_bytes", "peak_allocated_bytes", "peak_reserved_bytes", "device_used_bytes", "truncated_count",
+    "oom_events", "launcher", "image_id", "image_digest", "exit_code", "started_at", "ended_at", "predictions_path",
+    "empty_reasons",
+    # GPU path (device share, compilations, energy), appended at the end:
+    "device_busy_share",  # gpu_pass_s / pass_s: the share of the measured pass the device was busy
+    "pass_compilations",  # torch.compile graphs compiled inside the pass (>0: the warm-up missed a shape)
+    "gpu_energy_j", "cpu_energy_j", "device_used_max_bytes",
+    # The trial files this row seals (runner.campaign_dir.seal): sha256 of each, empty when the trial wrote none.
+    "spec_sha256", "manifest_sha256", "status_sha256", "outputs_sha256", "batches_sha256",
+    # Slurm: where a cluster scheduler put the trial (empty, with the reason, for launchers without one):
+    "queue_s",  # submitted -> started, waiting in the scheduler's queue (not part of any trial time)
+    "node", "job_id", "allocated_gpu",  # the node, the job, the card index(es) and UUID allocated to it
+    # Columns added by other changes go above this line: the chain digest is always the last column.
+    "chain_sha256",
+)
+
+#: The raw table's format. History: 1 (0.1.0): first version; 2: ``chain_sha256`` (last column),
+#: sha256 over the previous row's digest and this row's cells (see ``runner.campaign_dir.rawtable``); the five
+#: GPU-path columns (``device_busy_share`` … ``device_used_max_bytes``) were appended within 2;
+#: 3: the seal columns (``spec_sha256``, ``manifest_sha256``, ``status_sha256``, ``outputs_sha256``: the task's
+#: output files as ``name=sha256;…``, ``batches_sha256``), and the first row's anchor includes campaign.json's
+#: ``catalog`` (the frozen catalog's sha256) and ``raw_schema_version``.
+RAW_SCHEMA_VERSION = 3
