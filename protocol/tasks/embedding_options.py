@@ -37,7 +37,7 @@ from protocol.corpus import Record
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
 from protocol.memory import read_model_config
-from protocol.study_reader import StudyErrors, TableReader, resolved_path
+from protocol.study_reader import ErrorCollector, StudyErrors, TableReader, resolved_path
 from protocol.study_records import DataRef
 from protocol.tasks.queries import Query, check_query_sets, read_queries
 
@@ -53,33 +53,25 @@ _TABLE_FIX = ('Add the table with path = "…" and fingerprint = "sha256:…" (o
 
 def parse_options(top: TableReader, base_dir: Path) -> dict[str, Any]:
     """``[embedding]`` as ``task_options``; every problem of the table at once (StudyErrors)."""
-    table = sub_table(top, "embedding", "Add a table [embedding] with pooling, normalize, dimension, [embedding.queries] "
-                      "and [embedding.tuning_queries] (or start from `isocost init CORPUS MODEL --task "
-                      "sentence-embedding --queries FILE`).")
-    table.require(("pooling", "normalize", "dimension", *QUERY_SETS))
-    errors: list[UserError] = []
-    options: dict[str, Any] = {}
-    readers = {
-        "pooling": lambda: table.choice("pooling", POOLINGS),
-        "normalize": lambda: table.get("normalize", bool),
-        "dimension": lambda: _dimension(table),
-        **{name: (lambda name=name: _data_ref(table, name, base_dir)) for name in QUERY_SETS},
+    table = sub_table(top, "embedding", "Add a table [embedding] with pooling, normalize, dimension, "
+                      "[embedding.queries] and [embedding.tuning_queries] (or start from `isocost init CORPUS MODEL "
+                      "--task sentence-embedding --queries FILE`).")
+    check = ErrorCollector()
+    check.attempt(table.require, ("pooling", "normalize", "dimension", *QUERY_SETS))
+    present = set(table.table)
+    options: dict[str, Any] = {
+        "pooling": check.attempt(table.choice, "pooling", POOLINGS) if "pooling" in present else None,
+        "normalize": check.attempt(table.get, "normalize", bool) if "normalize" in present else None,
+        "dimension": check.attempt(_dimension, table) if "dimension" in present else None,
     }
-    for key, read in readers.items():
-        try:
-            options[key] = read()
-        except StudyErrors as exc:
-            errors.extend(exc.errors)
-        except UserError as exc:
-            errors.append(exc)
-    try:
-        table.finish({"pooling": "", "normalize": "", "dimension": "", "queries": "", "tuning_queries": ""})
-    except UserError as exc:
-        errors.append(exc)
-    refs = [options.get(name) for name in QUERY_SETS]
-    if all(refs) and refs[0].path == refs[1].path:
-        errors.append(UserError("the final and the tuning query sets are the same file",
-                                table.where("tuning_queries.path"), "Give the tuning split its own queries."))
+    for name in QUERY_SETS:
+        options[name] = check.attempt(_data_ref, table, name, base_dir) if name in present else None
+    check.attempt(table.finish, {"pooling": "", "normalize": "", "dimension": "", "queries": "", "tuning_queries": ""})
+    final, tuning = options["queries"], options["tuning_queries"]
+    if final is not None and tuning is not None and final.path == tuning.path:
+        check.errors.append(UserError("the final and the tuning query sets are the same file",
+                                      table.where("tuning_queries.path"), "Give the tuning split its own queries."))
+    errors = check.errors
     if errors:
         raise errors[0] if len(errors) == 1 else StudyErrors(errors, top.source)
     for name in QUERY_SETS:

@@ -3,7 +3,8 @@
 :func:`freeze` checks the corpus, tuning corpus and model against the study's fingerprints, the
 labels against the model, and the warm-up against the tuning corpus; then writes into the
 campaign directory the study copy, the plan catalog snapshot, ``corpus_index.csv`` (ids, labels,
-token counts, length buckets), the task's own frozen inputs (an embedding's ``queries.jsonl``), ``schedule.csv`` (the rotated order) and ``campaign.json``
+token counts, length buckets), the task's own frozen inputs (an embedding's ``queries.jsonl``),
+``schedule.csv`` (the rotated order) and ``campaign.json``
 (:class:`~protocol.records.CampaignRecord`). Nothing in them changes afterwards.
 
 Example::
