@@ -43,6 +43,7 @@ from protocol.fingerprint import fingerprint_path
 from protocol.jsonio import write_json_atomic
 from runner.demo.embedding import (
     EMBED_STUDY,
+    EMBEDDING_SIZES,
     build_embedding_demo,
     embedding_parameters,
     embedding_template_hashes,
@@ -109,6 +110,7 @@ def build_demo(
     seed: int = 0,
     progress: Callable[[str], None] = lambda s: None,
     training_size: int = DEFAULT_TRAINING_SIZE,
+    embedding_sizes: tuple[int, int] = EMBEDDING_SIZES,
 ) -> DemoResult:
     """Build (or reuse) the demo corpora, tuning split, classifier and study files.
 
@@ -129,7 +131,7 @@ def build_demo(
     out_dir = Path(out_dir)
     chosen = dict(DEFAULT_SIZES if sizes is None else sizes)
     _check_parameters(chosen, tuning_size, training_size)
-    parameters = _parameters(chosen, tuning_size, seed, training_size)
+    parameters = _parameters(chosen, tuning_size, seed, training_size, embedding_sizes)
     packages = package_versions()
 
     previous = reusable_record(out_dir, parameters, packages)
@@ -146,7 +148,7 @@ def build_demo(
     head, accuracy, minimum = _train_and_score(out_dir, sources, selection, seed, progress)
     files = _input_fingerprints(out_dir, chosen)
     files.update(write_studies(out_dir, {n: len(rows) for n, rows in selection.corpora.items()}, files, minimum))
-    files.update(build_embedding_demo(out_dir, sources.articles, sources.model, seed, progress))
+    files.update(build_embedding_demo(out_dir, sources.articles, sources.model, seed, progress, embedding_sizes))
     record = _demo_record(parameters, packages, sources, selection, head, accuracy, minimum, files)
     write_json_atomic(out_dir / "demo.json", record)
     make_readable(out_dir)
@@ -156,7 +158,7 @@ def build_demo(
 
 
 def _parameters(sizes: Mapping[str, tuple[int, int, int]], tuning_size: int, seed: int,
-                training_size: int) -> dict[str, Any]:
+                training_size: int, embedding_sizes: tuple[int, int]) -> dict[str, Any]:
     """What a build is made from, besides the packages: an earlier build with other parameters is rebuilt."""
     return {
         "seed": seed,
@@ -165,7 +167,7 @@ def _parameters(sizes: Mapping[str, tuple[int, int, int]], tuning_size: int, see
         "training_size": training_size,
         # A changed study template must rebuild the generated study files.
         "templates": {**template_hashes(sizes), **embedding_template_hashes()},
-        "embedding": embedding_parameters(),
+        "embedding": embedding_parameters(embedding_sizes),
     }
 
 

