@@ -13,6 +13,7 @@ sides' vectors are compared, so the two loops are known to do the same work. Tar
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 import os
@@ -86,7 +87,7 @@ def make_spec(root: Path, inputs: int, threads: int) -> Path:
     corpus = root / "corpus.jsonl"
     corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
     variant = next(v for v in study.variants() if v.variant_id == "batch_size=8")
-    variant = type(variant)(**{**variant.to_dict(), "threads": threads})
+    variant = dataclasses.replace(variant, threads=threads)
     tuning = [json.loads(line)["text"] for line in study.tuning.path.read_text(encoding="utf-8").splitlines()]
     options = dict(study.task_options)
     options["queries"] = {**options["queries"], "items": options["queries"]["items"][:16]}

@@ -48,7 +48,9 @@ def prepare(out_dir: Path) -> None:
 
     Example: ``isocost demo prepare --out /tmp/demo``.
     """
-    result = build_demo(out_dir, progress=click.echo)
+    from runner.own.tune import tune_study
+
+    result = build_demo(out_dir, progress=click.echo, tune=tune_study)
     click.echo(
         f"held-out tuning accuracy: {result.heldout_accuracy:.4f} "
         f"(study quality minimum {result.minimum})"

@@ -44,6 +44,7 @@ from protocol.jsonio import write_json_atomic
 from runner.demo.embedding import (
     EMBED_STUDY,
     EMBEDDING_SIZES,
+    Tuner,
     build_embedding_demo,
     embedding_parameters,
     embedding_template_hashes,
@@ -111,6 +112,7 @@ def build_demo(
     progress: Callable[[str], None] = lambda s: None,
     training_size: int = DEFAULT_TRAINING_SIZE,
     embedding_sizes: tuple[int, int] = EMBEDDING_SIZES,
+    tune: Tuner | None = None,
 ) -> DemoResult:
     """Build (or reuse) the demo corpora, tuning split, classifier and study files.
 
@@ -118,6 +120,8 @@ def build_demo(
     name needs a template ``runner/demo/studies/<name>.toml``. Smaller corpora
     are subsets of larger ones (same articles); the tuning split comes from
     other articles, and the classifier head's training split from others still
+    (the embedding study, ``embed.toml``, is tuned by ``tune``, ``isocost tune``'s
+    ``tune_study``, when given)
     (``training_size`` texts, written to ``training.jsonl``), so that the tuning
     split measures the head on texts it never saw. A previous build in ``out_dir`` is reused when its
     ``demo.json`` records the same builder version, parameters and package
@@ -131,7 +135,7 @@ def build_demo(
     out_dir = Path(out_dir)
     chosen = dict(DEFAULT_SIZES if sizes is None else sizes)
     _check_parameters(chosen, tuning_size, training_size)
-    parameters = _parameters(chosen, tuning_size, seed, training_size, embedding_sizes)
+    parameters = _parameters(chosen, tuning_size, seed, training_size, embedding_sizes, tune is not None)
     packages = package_versions()
 
     previous = reusable_record(out_dir, parameters, packages)
@@ -148,7 +152,8 @@ def build_demo(
     head, accuracy, minimum = _train_and_score(out_dir, sources, selection, seed, progress)
     files = _input_fingerprints(out_dir, chosen)
     files.update(write_studies(out_dir, {n: len(rows) for n, rows in selection.corpora.items()}, files, minimum))
-    files.update(build_embedding_demo(out_dir, sources.articles, sources.model, seed, progress, embedding_sizes))
+    files.update(build_embedding_demo(out_dir, sources.articles, sources.model, seed, progress, embedding_sizes,
+                                      tune))
     record = _demo_record(parameters, packages, sources, selection, head, accuracy, minimum, files)
     write_json_atomic(out_dir / "demo.json", record)
     make_readable(out_dir)
@@ -158,7 +163,7 @@ def build_demo(
 
 
 def _parameters(sizes: Mapping[str, tuple[int, int, int]], tuning_size: int, seed: int,
-                training_size: int, embedding_sizes: tuple[int, int]) -> dict[str, Any]:
+                training_size: int, embedding_sizes: tuple[int, int], tuned: bool) -> dict[str, Any]:
     """What a build is made from, besides the packages: an earlier build with other parameters is rebuilt."""
     return {
         "seed": seed,
@@ -167,7 +172,7 @@ def _parameters(sizes: Mapping[str, tuple[int, int, int]], tuning_size: int, see
         "training_size": training_size,
         # A changed study template must rebuild the generated study files.
         "templates": {**template_hashes(sizes), **embedding_template_hashes()},
-        "embedding": embedding_parameters(embedding_sizes),
+        "embedding": embedding_parameters(embedding_sizes, tuned),
     }
 
 

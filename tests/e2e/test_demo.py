@@ -26,6 +26,7 @@ from runner.demo.reuse import reusable_record
 from runner.demo.selection import DemoText, largest_remainder
 from runner.demo.source import normalise
 from runner.demo.training import quality_minimum, train_classifier
+from runner.own.tune import tune_study
 
 pytestmark = pytest.mark.e2e
 
@@ -34,7 +35,7 @@ TUNING_SIZE = 60
 TRAINING_SIZE = 60
 EMBEDDING_SIZES = (12, 12)
 BUILD = {"sizes": SIZES, "tuning_size": TUNING_SIZE, "training_size": TRAINING_SIZE,
-         "embedding_sizes": EMBEDDING_SIZES}
+         "embedding_sizes": EMBEDDING_SIZES, "tune": tune_study}
 FIELDS = {"id", "text", "label", "length_bucket"}
 ID_PATTERN = re.compile(
     r"^bbc-(?P<label>[a-z]+)-(?P<number>\d{3})-(?P<part>title|title-lead|full)$"
@@ -306,8 +307,6 @@ def test_the_head_has_its_own_training_split_and_tune_measures_it_held_out(
     built: tuple[DemoResult, list[str]], tmp_path: Path
 ) -> None:
     """Issue 22: the head never saw the tuning split, so `isocost tune` measures what demo.json calls held out."""
-    from runner.own.tune import tune_study
-
     result, _ = built
     training = read_jsonl(result.training_path)
     tuning = read_jsonl(result.tuning_path)
