@@ -51,6 +51,14 @@ def task_words(task: Task) -> dict[str, str]:
     return {**DEFAULT_WORDS, **dict(getattr(task, "words", {}))}
 
 
+def describe_task(study: Any) -> str:
+    """One sentence for summaries and memos: what each pass yields, its metric, and what agreeing means."""
+    task = study_task(study)
+    words = task_words(task)
+    return (f"Task `{task.name}`: each pass yields {words['outputs']}, scored by {study.quality.metric} over the "
+            f"study's {words['units']}; agreement with the reference is the {words['agreement']}.")
+
+
 def task_names() -> tuple[str, ...]:
     return tuple(_registry())
 

@@ -15,7 +15,7 @@ from protocol.rawrecord import RawRecord
 from protocol.records import CampaignRecord
 from protocol.stats import Summary, VariantSummary, summarize
 from protocol.study import Study, load_study
-from protocol.tasks import study_task, task_words
+from protocol.tasks import describe_task
 from runner.analysis.device_use import device_use, device_use_lines
 from runner.analysis.verdicts import write_verdicts
 from runner.campaign_dir.integrity import refuse_less_evidence, require_evidence
@@ -67,7 +67,7 @@ def summarize_campaign(root: Path, *, record_events: bool = False, allow_inconsi
     data["device_busy_share"] = busy
     write_json_atomic(root / "summary.json", data, root)
     write_text_atomic(root / "summary.md", (banner + "\n\n" if banner else "")
-                      + render_markdown(summary, campaign, estimates, _task_line(study)) + device_use_lines(busy)
+                      + render_markdown(summary, campaign, estimates, describe_task(study)) + device_use_lines(busy)
                       + _energy_lines(energy))
     if record_events:
         log_event(paths, "evaluation_end")
@@ -131,15 +131,6 @@ def _times(v: VariantSummary) -> str:
     for t, _label in zip(v.pass_s, v.pass_s_labels, strict=False):
         parts.append(f"{t:.2f}" if t is not None else "✗")
     return " ".join(parts) if parts else "—"
-
-
-def _task_line(study: Any) -> str:
-    """What each pass yields and what agreeing means, in the task's own words (``protocol.tasks``)."""
-    task = study_task(study)
-    words = task_words(task)
-    metric = f"{study.quality.metric} over the study's {words['units']}"
-    return (f"Task `{task.name}`: each pass yields {words['outputs']}, scored by {metric}; agreement with the "
-            f"reference is the {words['agreement']}.")
 
 
 def render_markdown(
