@@ -53,8 +53,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--raw-rows", type=int, default=100_000, help="benchmark 5: rows in the raw table")
     parser.add_argument("--embedding-vectors", type=int, default=100_000, help="benchmark 7: vectors in the pass")
     parser.add_argument("--embedding-queries", type=int, default=1_000, help="benchmark 7: queries")
-    parser.add_argument("--embedding-inputs", type=int, default=40, help="benchmark 6: article bodies in the pass")
-    parser.add_argument("--embedding-pairs", type=int, default=6, help="benchmark 6: interleaved pairs (default 6)")
+    parser.add_argument("--embedding-inputs", type=int, default=24, help="benchmark 6: article bodies in the pass")
+    parser.add_argument("--embedding-pairs", type=int, default=5, help="benchmark 6: interleaved pairs (default 5)")
     parser.add_argument("--budget-s", type=float, default=14 * 60, help="wall-time budget (default 840 s)")
     args = parser.parse_args(argv)
     if args.pairs < 5:
@@ -188,7 +188,7 @@ def _embedding_pass(bench: Bench, tmp: Path) -> None:
 
     bench.add(embedding_pass.run(inputs=bench.args.embedding_inputs, pairs=bench.args.embedding_pairs,
                                  threads=bench.args.overhead_threads, progress=say,
-                                 timeout_s=max(bench.remaining() * 0.3, 60)))
+                                 timeout_s=max(bench.remaining() * 0.4, 120)))
 
 
 def _embedding_check(bench: Bench, tmp: Path) -> None:

@@ -101,7 +101,7 @@ def make_spec(root: Path, inputs: int, threads: int) -> Path:
     return root / "spec.json"
 
 
-def run(inputs: int = 40, pairs: int = 6, threads: int = 1, progress: Any = print,
+def run(inputs: int = 24, pairs: int = 5, threads: int = 1, progress: Any = print,
         timeout_s: float | None = None) -> list[Row]:
     from runner.launch.process import trial_env
 

@@ -41,6 +41,7 @@ def read_task_corpus(path: Any, task: Task) -> Any:
 #: ``words`` override these (the classification words are the defaults).
 DEFAULT_WORDS = {
     "outputs": "labels",
+    "done": "classified",
     "units": "inputs",
     "agreement": "share of inputs whose label equals the reference variant's",
 }

@@ -195,7 +195,7 @@ class SentenceEmbedding:
         {"embedding": "table: pooling, normalize, dimension, [embedding.queries], [embedding.tuning_queries]"})
     #: How the summary and the memo name the outputs and the agreement.
     words: Mapping[str, str] = MappingProxyType({
-        "outputs": "vectors", "units": "queries",
+        "outputs": "vectors", "done": "embedded", "units": "queries",
         "agreement": "share of inputs whose vector has a cosine ≥ min_cosine with the reference variant's"})
 
     def parse_options(self, top: Any, base_dir: Path) -> dict[str, Any]:
