@@ -109,6 +109,11 @@ def test_the_vector_files_are_sealed_and_bundled(campaign: tuple[Path, Path, str
     assert code == 0, packed
     code, verified = cli("verify", str(bundle))
     assert code == 0, verified
+    code, replayed = cli("replay", str(bundle), "--trial", "002-r1-batch_size-4", "--out", str(tmp_path / "replay"))
+    assert code == 0, replayed
+    report = json.loads((tmp_path / "replay" / "replay.json").read_text())
+    assert [(t["trial_id"], t["matches"], t["identical"]) for t in report["trials"]] == [
+        ("002-r1-batch_size-4", True, True)], replayed  # the same vectors again, checked on the bundled queries
     edited = tmp_path / "edited"
     import shutil
 
