@@ -6,6 +6,7 @@ docs/performance.md for what each figure means.
 
     python -m benchmarks                      # everything, sized to finish in < 15 min here
     python -m benchmarks --only 5,2           # just some
+    python -m benchmarks --only 6,7           # the sentence-embedding pass and its check at scale
     python -m benchmarks --image sha256:…     # containers with this image (else study / images.lock)
 """
 
@@ -24,7 +25,7 @@ from typing import Any
 from benchmarks.common import ROOT, Row, load_average, machine_facts, now_iso, write_results
 from benchmarks.table import machine_line, table
 
-ALL = ("5", "2", "1", "3", "4")  # cheapest and most deterministic first; 4 stops at the time budget
+ALL = ("5", "7", "2", "1", "6", "3", "4")  # cheapest and most deterministic first; 4 stops at the time budget
 RESULTS_DIR = ROOT / "benchmarks" / "results"
 
 
@@ -50,6 +51,10 @@ def _parse(argv: list[str]) -> argparse.Namespace:
                         help="image for the container benchmarks (default: the study's, else images/images.lock)")
     parser.add_argument("--predictions", type=int, default=1_000_000, help="benchmark 5: predictions in the pass")
     parser.add_argument("--raw-rows", type=int, default=100_000, help="benchmark 5: rows in the raw table")
+    parser.add_argument("--embedding-vectors", type=int, default=100_000, help="benchmark 7: vectors in the pass")
+    parser.add_argument("--embedding-queries", type=int, default=1_000, help="benchmark 7: queries")
+    parser.add_argument("--embedding-inputs", type=int, default=24, help="benchmark 6: article bodies in the pass")
+    parser.add_argument("--embedding-pairs", type=int, default=5, help="benchmark 6: interleaved pairs (default 5)")
     parser.add_argument("--budget-s", type=float, default=14 * 60, help="wall-time budget (default 840 s)")
     args = parser.parse_args(argv)
     if args.pairs < 5:
@@ -125,6 +130,8 @@ TITLES = {
     "3": "container (and process) overhead per trial",
     "4": "campaign efficiency",
     "5": "scale of the analysis",
+    "6": "sentence embeddings: the runner's measured pass vs a bare AutoModel loop",
+    "7": "sentence embeddings: checking one pass of 100,000 vectors vs numpy",
 }
 
 
@@ -176,7 +183,23 @@ def _efficiency_campaigns(bench: Bench, tmp: Path) -> None:
     bench.add(rows)
 
 
-RUNNERS = {"1": _overhead, "2": _timer, "3": _overhead_campaigns, "4": _efficiency_campaigns, "5": _scale}
+def _embedding_pass(bench: Bench, tmp: Path) -> None:
+    from benchmarks import embedding_pass
+
+    bench.add(embedding_pass.run(inputs=bench.args.embedding_inputs, pairs=bench.args.embedding_pairs,
+                                 threads=bench.args.overhead_threads, progress=say,
+                                 timeout_s=max(bench.remaining() * 0.4, 120)))
+
+
+def _embedding_check(bench: Bench, tmp: Path) -> None:
+    from benchmarks import embedding_check
+
+    bench.add([embedding_check.run(documents=bench.args.embedding_vectors, queries=bench.args.embedding_queries,
+                                   progress=say)])
+
+
+RUNNERS = {"1": _overhead, "2": _timer, "3": _overhead_campaigns, "4": _efficiency_campaigns, "5": _scale,
+           "6": _embedding_pass, "7": _embedding_check}
 
 
 if __name__ == "__main__":

@@ -85,9 +85,33 @@ _ROWS = (
     ("deadline.waiting_h", "0", "declared waiting the rental must be held for (at most 87840 h, ten years)"),
     ("costing.catalog", "the shipped dated snapshot", "your dated plan catalog CSV"),
     ("images.cpu / images.cuda / images.rocm", "none: images/images.lock", "REPO@sha256:… to run for that stack"),
+    # sentence-embedding (docs/tasks.md): the [embedding] table and the [quality] key of that task only; its
+    # quality.metric is "ndcg@10", "mrr@10" or "recall@10" over the queries
+    ("embedding.pooling", "required", '"mean" (over the attention mask) or "cls" (the first token\'s state)'),
+    ("embedding.normalize", "required", "L2-normalise every vector in the trial: true or false"),
+    ("embedding.dimension", "required", "values per vector: the model's hidden size (config.json hidden_size)"),
+    ("embedding.queries.path", "required",
+     "the final query set: JSONL id, text, relevant (ids of final corpus inputs), kept apart from the tuning split"),
+    ("embedding.queries.fingerprint", "required", "sha256 of the query file"),
+    ("embedding.tuning_queries.path", "required",
+     "the tuning split's queries (relevant ids are tuning inputs): `isocost tune` measures the metric on them"),
+    ("embedding.tuning_queries.fingerprint", "required", "sha256 of the tuning query file"),
+    ("quality.min_cosine", "0.999", "cosine to the reference variant's vector an input needs to agree, in (0, 1]"),
 )
 
 KEYS: dict[str, StudyKey] = {key: StudyKey(key, default, meaning) for key, default, meaning in _ROWS}
+
+#: Keys (or key prefixes ending in ".") that only the studies of one task have; every other key is every task's.
+TASK_KEYS: dict[str, tuple[str, ...]] = {
+    "sentence-embedding": ("embedding.", "quality.min_cosine"),
+}
+
+
+def keys_for(task: str) -> dict[str, StudyKey]:
+    """The keys a study of ``task`` has (what ``isocost init --task`` writes): every task's, and its own."""
+    others = [prefix for name, prefixes in TASK_KEYS.items() if name != task for prefix in prefixes]
+    return {key: entry for key, entry in KEYS.items()
+            if not any(key == p or (p.endswith(".") and key.startswith(p)) for p in others)}
 
 
 def markdown_table() -> str:

@@ -54,6 +54,7 @@ from protocol.decision.job_rank import job_decision
 from protocol.decision.order import break_cost_ties, rank_key
 from protocol.decision.plan_fit import plan_cost
 from protocol.decision.records import CampaignResult, Configuration, Decision, Ledger
+from protocol.tasks import study_task, task_words
 
 
 def decide(
@@ -102,7 +103,7 @@ def decide(
         configurations=tuple(configs),
         ranking=tuple(c.configuration_id for c in ranked),
         chosen=chosen.configuration_id if chosen else None,
-        target_load=_target_load(study.expected_artifacts, first),
+        target_load=_target_load(study.expected_artifacts, first, task_words(study_task(study))["done"]),
         why=tuple(why_chosen(chosen, ranked, configs)),
         deadline_note=deadline_note(chosen, configs, window),
         uncertain=tuple(uncertain_lines(chosen, configs, results, campaigns, study)),
@@ -158,7 +159,8 @@ def _ranked(configs: list[Configuration]) -> tuple[list[Configuration], list[Con
     return configs, ranked
 
 
-def _target_load(needed: int, first: CampaignEvidence) -> str:
-    """Example: ``"1 accepted corpus of 200 inputs (corpus sha256:…): every id classified once, quality rule met"``."""
+def _target_load(needed: int, first: CampaignEvidence, done: str = "classified") -> str:
+    """Example: ``"1 accepted corpus of 200 inputs (corpus sha256:…): every id classified once, quality rule met"``
+    (``done``: the task's word, "embedded" for sentence embeddings)."""
     return (f"{needed} accepted {'corpus' if needed == 1 else 'corpora'} of {first.corpus_inputs} inputs "
-            f"(corpus {first.corpus_fingerprint}): every id classified once, quality rule met")
+            f"(corpus {first.corpus_fingerprint}): every id {done} once, quality rule met")

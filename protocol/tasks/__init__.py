@@ -20,8 +20,9 @@ DEFAULT_TASK = "text-classification"
 
 def _registry() -> dict[str, Task]:
     from protocol.tasks.classification import CLASSIFICATION
+    from protocol.tasks.embedding import EMBEDDING
 
-    return {CLASSIFICATION.name: CLASSIFICATION}
+    return {CLASSIFICATION.name: CLASSIFICATION, EMBEDDING.name: EMBEDDING}
 
 
 def study_task(study: Any) -> Task:
@@ -34,6 +35,29 @@ def read_task_corpus(path: Any, task: Task) -> Any:
     from protocol.corpus import read_corpus
 
     return read_corpus(path, require_label=task.labels_required, extra_fields=task.corpus_fields)
+
+
+#: How reports name a task's outputs, the units its metric averages over, and what agreeing means; a task's
+#: ``words`` override these (the classification words are the defaults).
+DEFAULT_WORDS = {
+    "outputs": "labels",
+    "done": "classified",
+    "units": "inputs",
+    "agreement": "share of inputs whose label equals the reference variant's",
+}
+
+
+def task_words(task: Task) -> dict[str, str]:
+    """The task's words for reports (:data:`DEFAULT_WORDS` where it names none)."""
+    return {**DEFAULT_WORDS, **dict(getattr(task, "words", {}))}
+
+
+def describe_task(study: Any) -> str:
+    """One sentence for summaries and memos: what each pass yields, its metric, and what agreeing means."""
+    task = study_task(study)
+    words = task_words(task)
+    return (f"Task `{task.name}`: each pass yields {words['outputs']}, scored by {study.quality.metric} over the "
+            f"study's {words['units']}; agreement with the reference is the {words['agreement']}.")
 
 
 def task_names() -> tuple[str, ...]:

@@ -49,6 +49,22 @@ class Task(Protocol):
     def parse_quality_extras(self, quality: Any) -> dict[str, Any]:
         """The task's own ``[quality]`` keys (``quality`` is the table's reader), e.g. ``min_cosine``."""
 
+    def check_inputs(self, study: Any, corpus: Sequence[Any], tuning: Sequence[Any]) -> None:
+        """The task's own checks of its inputs before anything runs (``init``, ``check``, ``tune``, ``run``),
+        every problem at once: UserError or StudyErrors naming the file and the key (e.g. an embedding's query
+        set against the corpus)."""
+
+    def frozen_files(self, study: Any) -> Mapping[str, Path]:
+        """Input files the campaign keeps a byte copy of at its start (name in the campaign directory → the
+        study's file), read back when its frozen study is parsed (e.g. an embedding's query set)."""
+
+    def tuning_study(self, study: Any) -> Any:
+        """The study as a pass over the tuning split sees it (``isocost tune``; e.g. the tuning queries)."""
+
+    def scored_units(self, reference: Any) -> int:
+        """How many units the metric averages over (the inputs; the queries of a retrieval metric): the ``n``
+        of ``isocost tune``'s rule and of its bootstrap, whose indices ``resampled_metric`` takes."""
+
     def reference(self, index_rows: Sequence[Mapping[str, str]], study: Any,
                   subgroups: Sequence[str] | None = None) -> Any:
         """What a pass is checked against, from ``corpus_index.csv``-shaped rows (id, label, n_tokens,
@@ -67,4 +83,4 @@ class Task(Protocol):
         """Whether the metric is a share of inputs (its standard error is binomial), for ``isocost tune``."""
 
     def resampled_metric(self, outputs: Any, reference: Any, study: Any) -> Callable[[Sequence[int]], float]:
-        """The metric over a resample of the inputs (indices in corpus order): for a seeded bootstrap."""
+        """The metric over a resample of the scored units (indices in their order): for a seeded bootstrap."""

@@ -214,6 +214,18 @@ class Classification:
     def parse_quality_extras(self, quality: Any) -> dict[str, Any]:
         return {}
 
+    def check_inputs(self, study: Any, corpus: Sequence[Any], tuning: Sequence[Any]) -> None:
+        return None  # the labels against the model's id2label: protocol.labels, where every caller shows them
+
+    def frozen_files(self, study: Any) -> dict[str, Path]:
+        return {}  # corpus_index.csv holds the labels
+
+    def tuning_study(self, study: Any) -> Any:
+        return study
+
+    def scored_units(self, reference: Reference) -> int:
+        return len(reference.ids)
+
     def reference(self, index_rows: Sequence[Mapping[str, str]], study: Any,
                   subgroups: Sequence[str] | None = None) -> Reference:
         """Expected labels and the subgroups scored (default: the study's), in corpus order."""

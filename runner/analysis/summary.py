@@ -15,6 +15,7 @@ from protocol.rawrecord import RawRecord
 from protocol.records import CampaignRecord
 from protocol.stats import Summary, VariantSummary, summarize
 from protocol.study import Study, load_study
+from protocol.tasks import describe_task
 from runner.analysis.device_use import device_use, device_use_lines
 from runner.analysis.verdicts import write_verdicts
 from runner.campaign_dir.integrity import refuse_less_evidence, require_evidence
@@ -66,7 +67,7 @@ def summarize_campaign(root: Path, *, record_events: bool = False, allow_inconsi
     data["device_busy_share"] = busy
     write_json_atomic(root / "summary.json", data, root)
     write_text_atomic(root / "summary.md", (banner + "\n\n" if banner else "")
-                      + render_markdown(summary, campaign, estimates) + device_use_lines(busy)
+                      + render_markdown(summary, campaign, estimates, describe_task(study)) + device_use_lines(busy)
                       + _energy_lines(energy))
     if record_events:
         log_event(paths, "evaluation_end")
@@ -133,7 +134,8 @@ def _times(v: VariantSummary) -> str:
 
 
 def render_markdown(
-    summary: Summary, campaign: CampaignRecord, estimates: dict[str, MemoryEstimate | None] | None = None
+    summary: Summary, campaign: CampaignRecord, estimates: dict[str, MemoryEstimate | None] | None = None,
+    task_line: str = "",
 ) -> str:
     estimates = estimates or {}
     lines = [
@@ -148,6 +150,7 @@ def render_markdown(
         "Pass times are seconds per full pass over the corpus (✗ = attempt without an accepted pass). "
         "Median, min and max are over accepted passes only; no percentile is computed from a handful of runs.",
         "",
+        *([task_line, ""] if task_line else []),
         "| variant | pass times (s), in run order | median | min | max | accepted / attempts | failures "
         f"| {summary.variants[0].metric if summary.variants else 'metric'} | equivalent to "
         f"{summary.reference_variant} | peak RSS |",

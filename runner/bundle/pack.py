@@ -62,6 +62,7 @@ OPTIONAL_PATTERNS = (
     "rentals.jsonl",  # rentals recorded after the campaign (`isocost rental`): decide prices from them
     "rentals.jsonl.partial-*", "events.jsonl.partial-*",  # cut last lines, kept by the next writer
     "catalog.csv",  # the catalog frozen at the start, which campaign.json's catalog.sha256 names
+    "queries.jsonl",  # a task's frozen input (protocol.tasks: an embedding's queries), fingerprinted by the study
 )
 #: Every member's mtime (2000-01-01T00:00:00Z): the archive's bytes depend on content only.
 FIXED_MTIME = 946_684_800

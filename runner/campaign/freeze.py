@@ -3,7 +3,8 @@
 :func:`freeze` checks the corpus, tuning corpus and model against the study's fingerprints, the
 labels against the model, and the warm-up against the tuning corpus; then writes into the
 campaign directory the study copy, the plan catalog snapshot, ``corpus_index.csv`` (ids, labels,
-token counts, length buckets), ``schedule.csv`` (the rotated order) and ``campaign.json``
+token counts, length buckets), the task's own frozen inputs (an embedding's ``queries.jsonl``),
+``schedule.csv`` (the rotated order) and ``campaign.json``
 (:class:`~protocol.records.CampaignRecord`). Nothing in them changes afterwards.
 
 Example::
@@ -85,6 +86,8 @@ def freeze(
     copy_file(study.path, paths.study, paths.root)
     catalog = _freeze_catalog(study, paths)
     _write_corpus_index(paths.corpus_index, study, corpus, lengths)
+    for name, source in study_task(study).frozen_files(study).items():  # the task's inputs, as checked above
+        copy_file(source, paths.root / name, paths.root)
     variants = study.variants()
     _write_schedule(paths.schedule, variants, study.campaign.repetitions)
     content_fp = content_fingerprint(corpus)
@@ -128,10 +131,13 @@ def _checked_inputs(study: Study, progress: Progress) -> tuple[tuple[Record, ...
     check_fingerprint("corpus", study.corpus.path, study.corpus.fingerprint, where)
     check_fingerprint("tuning", study.tuning.path, study.tuning.fingerprint, where)
     check_fingerprint("model", study.model.path, study.model.fingerprint, where)
-    corpus = read_task_corpus(study.corpus.path, study_task(study))
-    tuning = read_task_corpus(study.tuning.path, study_task(study))
+    task = study_task(study)
+    corpus = read_task_corpus(study.corpus.path, task)
+    tuning = read_task_corpus(study.tuning.path, task)
     check_disjoint(corpus, tuning, where)
-    check_labels([r.label for r in (*corpus, *tuning)], study.model.path, f"{where}, corpus and tuning labels")
+    if task.labels_required:
+        check_labels([r.label for r in (*corpus, *tuning)], study.model.path, f"{where}, corpus and tuning labels")
+    task.check_inputs(study, corpus, tuning)
     if len(tuning) < study.warmup.inputs:
         raise UserError(
             f"the warm-up needs {study.warmup.inputs} inputs but the tuning corpus has {len(tuning)}",

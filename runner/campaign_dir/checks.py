@@ -175,7 +175,7 @@ class CampaignChecks(Findings):
         source = Path(corpus.path or "")
         if not source.is_absolute() or not source.is_file() or fingerprint_path(source) != corpus.fingerprint:
             return  # not on this host (a bundle verified elsewhere): the index's own hash is the check
-        records = read_corpus(source)
+        records = read_corpus(source, require_label=False)  # a label is read where given, "" where none
         if len(records) != len(rows):
             self.add("corpus_index.csv", "rows", f"{len(rows)} inputs, the corpus {source} holds {len(records)}")
             return
@@ -321,7 +321,7 @@ class CampaignChecks(Findings):
             for key, value in planned.items():
                 if row.cell(key) != value:
                     self.add("raw.csv", f"{where}, column {key}", f"{row.cell(key)!r}, schedule.csv gives {value!r}")
-        expected_path = f"trials/{row.trial_id}/predictions.jsonl"
+        expected_path = f"trials/{row.trial_id}/{(self.output_files or ('predictions.jsonl',))[0]}"
         if row.predictions_path != expected_path:
             self.add("raw.csv", f"{where}, column predictions_path",
                      f"{row.predictions_path!r}, expected {expected_path!r}")

@@ -14,12 +14,14 @@ import click
 from protocol.costing.plans import MAX_LOTS
 from protocol.names import check_gpu_name, check_plain_text
 from protocol.study_records import STACKS
+from protocol.tasks import task_names
 from protocol.tuning import MIN_TUNING_INPUTS, WORST_CASE_INPUTS
 from runner.campaign.launcher_choice import LAUNCHER_KINDS
 from runner.campaign_dir.rentals import RENTALS_FILE, record_rental
 from runner.cli.launcher_flags import launcher_flags, launcher_values
 
 _FILE = click.Path(path_type=Path, dir_okay=False)
+TASKS = task_names()
 
 
 @click.command()
@@ -32,31 +34,51 @@ _FILE = click.Path(path_type=Path, dir_okay=False)
 @click.option("--stack", type=click.Choice(STACKS), default="cpu", show_default=True,
               help="Batch and precision series suited to this stack.")
 @click.option("--force", is_flag=True, help="Overwrite --out if it exists.")
-def init(corpus: Path, model: Path, tuning: Path | None, out: Path, stack: str, force: bool) -> None:
+@click.option("--task", type=click.Choice(TASKS), default=TASKS[0], show_default=True,
+              help="What each input yields: a label (MODEL is an AutoModelForSequenceClassification checkpoint) or a "
+                   "vector (MODEL is any AutoModel encoder; needs --queries).")
+@click.option("--queries", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
+              help="sentence-embedding: the final query set, JSONL id, text, relevant (ids of CORPUS inputs).")
+@click.option("--tuning-queries", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
+              help="sentence-embedding, with --tuning: the tuning split's own queries (default without --tuning: "
+                   "a fifth of --queries and the documents only they name are held out).")
+def init(corpus: Path, model: Path, tuning: Path | None, out: Path, stack: str, force: bool, task: str,
+         queries: Path | None, tuning_queries: Path | None) -> None:
     """Write a complete, commented study for your own CORPUS and checkpoint MODEL.
 
     Computes the fingerprints, length buckets from the model's tokenizer
-    (with counts), checks the corpus labels against the model's id2label and
-    writes every key with its default and meaning.
+    (with counts), checks the corpus labels against the model's id2label (or,
+    for sentence embeddings, the query sets against the corpora) and writes
+    every key with its default and meaning.
 
     \b
     Example: isocost init reports.jsonl weather-model --tuning reports-tuning.jsonl --out study.toml
+    Example: isocost init docs.jsonl encoder --task sentence-embedding --queries queries.jsonl
     """
     from runner.own.init import init_study
 
-    report = init_study(corpus, model, out=out, tuning=tuning, stack=stack, force=force)
+    report = init_study(corpus, model, out=out, tuning=tuning, stack=stack, force=force, task=task,
+                        queries=queries, tuning_queries=tuning_queries)
     for path in report.written:
         click.echo(f"wrote {path}")
     buckets = ", ".join(f"{name} ≤ {bound} tokens: {count}" if bound is not None else f"{name}: {count}"
                         for name, bound, count in report.buckets)
     click.echo(f"length buckets (model tokenizer): {buckets}")
-    click.echo(f"labels: {', '.join(report.labels)} (all in the model's id2label)")
+    if report.embedding is not None:
+        e = report.embedding
+        click.echo(f"queries: {e.n_queries} final, {e.n_tuning_queries} tuning, every relevant id in its corpus; "
+                   f"vectors: {e.dimension} values, {e.pooling} pooling, normalize = {str(e.normalize).lower()} "
+                   f"({e.source})")
+    else:
+        click.echo(f"labels: {', '.join(report.labels)} (all in the model's id2label)")
     if report.extra_model_labels:
         click.echo(f"warning: the model also predicts {', '.join(report.extra_model_labels)}, absent from the "
                    "corpus: any such prediction rejects a pass", err=True)
     click.echo(f"{report.variants} variants, reference {report.reference_variant}, 5 repetitions each")
-    if report.tuning_inputs < MIN_TUNING_INPUTS:
-        click.echo(f"warning: the tuning split has {report.tuning_inputs} input(s); `isocost tune` needs at least "
+    units = report.embedding.n_tuning_queries if report.embedding is not None else report.tuning_inputs
+    if units < MIN_TUNING_INPUTS:
+        what = "queries" if report.embedding is not None else "input(s)"
+        click.echo(f"warning: the tuning split has {units} {what}; `isocost tune` needs at least "
                    f"{MIN_TUNING_INPUTS} (up to {WORST_CASE_INPUTS}, depending on the metric): pass a larger "
                    "--tuning FILE", err=True)
     click.echo(f"wrote {report.study}")

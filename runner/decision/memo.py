@@ -23,9 +23,11 @@ _QUALITY = {True: "equivalent", False: "NOT equivalent", None: "unknown"}
 _DEADLINE = {True: "fits", False: "does NOT fit", None: "—"}
 
 
-def render_memo(decision: Decision, catalog_source: str = "given") -> str:
-    """The whole memo for ``decision``; ``catalog_source`` says where the catalog came from (Inputs section)."""
+def render_memo(decision: Decision, catalog_source: str = "given", task_line: str = "") -> str:
+    """The whole memo for ``decision``; ``catalog_source`` says where the catalog came from (Inputs section),
+    ``task_line`` what the study's task yields and how it is compared (``protocol.tasks.describe_task``)."""
     lines = [f"# Decision: {decision.study_name}", "", f"Question: {markdown_text(decision.question)}", ""]
+    lines += [task_line, ""] if task_line else []
     lines += answer_lines(decision)
     if decision.job is not None:
         lines += ["", *job_lines(decision.job, decision.catalog_dates)]

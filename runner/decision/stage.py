@@ -22,6 +22,7 @@ from protocol.decision.rank import Decision, decide
 from protocol.errors import UserError
 from protocol.jsonio import write_json_atomic, write_text_atomic
 from protocol.safe_write import check_writable_target, make_dirs
+from protocol.tasks import describe_task
 from runner.campaign_dir.integrity import INCONSISTENT_BANNER
 from runner.decision.crosscheck import cross_check
 from runner.decision.evidence import choose_catalog, load_evidence, read_ledger
@@ -100,7 +101,7 @@ def run_decide(
     written = (target / DECISION_JSON, target / DECISION_MD, target / REPORT_HTML)
     write_json_atomic(written[0], data, target, fix)
     write_text_atomic(written[1], "".join(f"{b}\n" for b in banners) + ("\n" if banners else "")
-                      + render_memo(decision, catalog_source), target, fix)
+                      + render_memo(decision, catalog_source, describe_task(study)), target, fix)
     write_text_atomic(written[2], render_report(decision), target, fix)
     return DecideOutcome(decision=decision, written=written, catalog_source=catalog_source, banners=banners)
 

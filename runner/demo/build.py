@@ -41,6 +41,14 @@ from protocol.corpus import token_lengths
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
 from protocol.jsonio import write_json_atomic
+from runner.demo.embedding import (
+    EMBED_STUDY,
+    EMBEDDING_SIZES,
+    Tuner,
+    build_embedding_demo,
+    embedding_parameters,
+    embedding_template_hashes,
+)
 from runner.demo.reuse import BUILDER_VERSION, make_readable, remove_outputs, reusable_record
 from runner.demo.selection import Selection, bucket_counts_line, select_texts, selection_labels, write_jsonl
 from runner.demo.source import (
@@ -62,7 +70,10 @@ DEFAULT_SIZES: dict[str, tuple[int, int, int]] = {
     "quick": (180, 90, 30),
     "classify-1000": (600, 300, 100),
 }
-DEFAULT_TUNING_SIZE = 600
+#: The BBC source holds about 2,100 unique articles: the 1,000 corpus texts, the tuning split and the head's own
+#: training split each take different ones.
+DEFAULT_TUNING_SIZE = 300
+DEFAULT_TRAINING_SIZE = 600
 DEFAULT_OUT_DIR = Path(".isocost-demo")
 
 
@@ -76,6 +87,7 @@ class DemoResult:
     corpus_paths: tuple[Path, ...]
     tuning_path: Path
     model_dir: Path
+    training_path: Path
     demo_json: Path
     heldout_accuracy: float
     minimum: str
@@ -98,25 +110,32 @@ def build_demo(
     tuning_size: int = DEFAULT_TUNING_SIZE,
     seed: int = 0,
     progress: Callable[[str], None] = lambda s: None,
+    training_size: int = DEFAULT_TRAINING_SIZE,
+    embedding_sizes: tuple[int, int] = EMBEDDING_SIZES,
+    tune: Tuner | None = None,
 ) -> DemoResult:
     """Build (or reuse) the demo corpora, tuning split, classifier and study files.
 
     ``sizes`` maps a study name to its (short, medium, long) text counts; each
     name needs a template ``runner/demo/studies/<name>.toml``. Smaller corpora
     are subsets of larger ones (same articles); the tuning split comes from
-    other articles. A previous build in ``out_dir`` is reused when its
+    other articles, and the classifier head's training split from others still
+    (the embedding study, ``embed.toml``, is tuned by ``tune``, ``isocost tune``'s
+    ``tune_study``, when given)
+    (``training_size`` texts, written to ``training.jsonl``), so that the tuning
+    split measures the head on texts it never saw. A previous build in ``out_dir`` is reused when its
     ``demo.json`` records the same builder version, parameters and package
     versions and every file still has its recorded sha256.
 
     Example (a tiny demo for a test)::
 
-        build_demo(tmp_path, sizes={"quick": (12, 6, 3)}, tuning_size=60)
+        build_demo(tmp_path, sizes={"quick": (12, 6, 3)}, tuning_size=60, training_size=60)
     """
     started = time.monotonic()
     out_dir = Path(out_dir)
     chosen = dict(DEFAULT_SIZES if sizes is None else sizes)
-    _check_parameters(chosen, tuning_size)
-    parameters = _parameters(chosen, tuning_size, seed)
+    _check_parameters(chosen, tuning_size, training_size)
+    parameters = _parameters(chosen, tuning_size, seed, training_size, embedding_sizes, tune is not None)
     packages = package_versions()
 
     previous = reusable_record(out_dir, parameters, packages)
@@ -129,10 +148,12 @@ def build_demo(
     sources = _Sources(articles=source_dir(), model=model_source())
     out_dir.mkdir(parents=True, exist_ok=True)
     remove_outputs(out_dir, chosen)
-    selection = _select_and_write_texts(out_dir, sources, chosen, tuning_size, seed, progress)
+    selection = _select_and_write_texts(out_dir, sources, chosen, (tuning_size, training_size), seed, progress)
     head, accuracy, minimum = _train_and_score(out_dir, sources, selection, seed, progress)
     files = _input_fingerprints(out_dir, chosen)
     files.update(write_studies(out_dir, {n: len(rows) for n, rows in selection.corpora.items()}, files, minimum))
+    files.update(build_embedding_demo(out_dir, sources.articles, sources.model, seed, progress, embedding_sizes,
+                                      tune))
     record = _demo_record(parameters, packages, sources, selection, head, accuracy, minimum, files)
     write_json_atomic(out_dir / "demo.json", record)
     make_readable(out_dir)
@@ -141,18 +162,21 @@ def build_demo(
     return _result(out_dir, record, reused=False, seconds=seconds)
 
 
-def _parameters(sizes: Mapping[str, tuple[int, int, int]], tuning_size: int, seed: int) -> dict[str, Any]:
+def _parameters(sizes: Mapping[str, tuple[int, int, int]], tuning_size: int, seed: int,
+                training_size: int, embedding_sizes: tuple[int, int], tuned: bool) -> dict[str, Any]:
     """What a build is made from, besides the packages: an earlier build with other parameters is rebuilt."""
     return {
         "seed": seed,
         "sizes": {name: list(sizes[name]) for name in sorted(sizes)},
         "tuning_size": tuning_size,
+        "training_size": training_size,
         # A changed study template must rebuild the generated study files.
-        "templates": template_hashes(sizes),
+        "templates": {**template_hashes(sizes), **embedding_template_hashes()},
+        "embedding": embedding_parameters(embedding_sizes, tuned),
     }
 
 
-def _check_parameters(sizes: Mapping[str, tuple[int, int, int]], tuning_size: int) -> None:
+def _check_parameters(sizes: Mapping[str, tuple[int, int, int]], tuning_size: int, training_size: int) -> None:
     """Refuse bad sizes, a too-small tuning split or a study name without a template, before any work."""
     if not sizes:
         raise UserError("no demo corpus asked for", "demo sizes", "Give at least one size.")
@@ -166,6 +190,8 @@ def _check_parameters(sizes: Mapping[str, tuple[int, int, int]], tuning_size: in
             )
     if tuning_size < 10:
         raise UserError("the tuning split needs at least 10 texts", "tuning_size")
+    if training_size < 10:
+        raise UserError("the classifier's training split needs at least 10 texts", "training_size")
     require_templates(sizes)
 
 
@@ -173,30 +199,34 @@ def _select_and_write_texts(
     out_dir: Path,
     sources: _Sources,
     sizes: Mapping[str, tuple[int, int, int]],
-    tuning_size: int,
+    split_sizes: tuple[int, int],
     seed: int,
     progress: Callable[[str], None],
 ) -> Selection:
-    """Read the articles, count their tokens, select the texts and write the corpora and the tuning split."""
+    """Read the articles, count their tokens, select the texts and write the corpora, the tuning split and the
+    head's training split (``split_sizes``: tuning, training)."""
     articles, source_summary = read_articles(sources.articles)
     progress(
         f"Read {source_summary['files']} BBC News files, "
         f"{len(articles)} unique articles in {len(source_summary['unique_articles'])} classes."
     )
     counts = {b: token_lengths(sources.model, [a.text(b) for a in articles]) for b in BUCKETS}
-    selection = select_texts(articles, counts, sizes, tuning_size, seed)
+    selection = select_texts(articles, counts, sizes, split_sizes[0], seed, training_size=split_sizes[1])
     selection = Selection(
         corpora=selection.corpora,
         tuning=selection.tuning,
         summary={"source": source_summary, **selection.summary},
+        training=selection.training,
     )
     for name in sorted(sizes):
         progress(f"Selected corpus {name!r}: {bucket_counts_line(selection.corpora[name])}.")
     progress(f"Selected tuning split: {bucket_counts_line(selection.tuning)}.")
+    progress(f"Selected the classifier's training split: {bucket_counts_line(selection.training)}.")
 
     for name in sorted(sizes):
         write_jsonl(out_dir / f"corpus-{name}.jsonl", selection.corpora[name])
     write_jsonl(out_dir / "tuning.jsonl", selection.tuning)
+    write_jsonl(out_dir / "training.jsonl", selection.training)
     return selection
 
 
@@ -204,9 +234,10 @@ def _train_and_score(
     out_dir: Path, sources: _Sources, selection: Selection, seed: int, progress: Callable[[str], None]
 ) -> tuple[dict[str, Any], Fraction, str]:
     """Train the classifier into ``out_dir/model``; its record, held-out accuracy and the study's minimum."""
-    progress("Training the classifier head on frozen MiniLM [CLS] features ...")
+    progress("Training the classifier head on frozen MiniLM [CLS] features (its own training split) ...")
     head = train_classifier(
-        sources.model, selection.tuning, selection_labels(selection), out_dir / "model", seed, progress
+        sources.model, selection.training, selection.tuning, selection_labels(selection), out_dir / "model", seed,
+        progress,
     )
     accuracy = Fraction(head["heldout"]["correct"], head["heldout"]["texts"])
     minimum = quality_minimum(accuracy)
@@ -222,6 +253,7 @@ def _input_fingerprints(out_dir: Path, names: Iterable[str]) -> dict[str, str]:
     """Fingerprints of the corpora, the tuning split and the model, as the study files record them."""
     files = {f"corpus-{name}.jsonl": fingerprint_path(out_dir / f"corpus-{name}.jsonl") for name in sorted(names)}
     files["tuning.jsonl"] = fingerprint_path(out_dir / "tuning.jsonl")
+    files["training.jsonl"] = fingerprint_path(out_dir / "training.jsonl")
     files["model"] = fingerprint_path(out_dir / "model")
     return files
 
@@ -270,13 +302,15 @@ def _result(
     out_dir: Path, record: Mapping[str, Any], *, reused: bool, seconds: float
 ) -> DemoResult:
     names = sorted(record["parameters"]["sizes"])
+    studies = sorted([*names, EMBED_STUDY])
     return DemoResult(
         out_dir=out_dir,
         reused=reused,
-        study_paths=tuple(out_dir / f"{name}.toml" for name in names),
+        study_paths=tuple(out_dir / f"{name}.toml" for name in studies),
         corpus_paths=tuple(out_dir / f"corpus-{name}.jsonl" for name in names),
         tuning_path=out_dir / "tuning.jsonl",
         model_dir=out_dir / "model",
+        training_path=out_dir / "training.jsonl",
         demo_json=out_dir / "demo.json",
         heldout_accuracy=float(record["quality"]["heldout_accuracy"]),
         minimum=str(record["quality"]["minimum"]),

@@ -26,7 +26,7 @@ from protocol.fingerprint import fingerprint_path
 from protocol.jsonio import loads_unique
 
 #: Bump when the builder writes something different from the same parameters: older builds are rebuilt.
-BUILDER_VERSION = "2"
+BUILDER_VERSION = "3"  # 3: the classifier head's own training split; the embedding demo
 
 
 def reusable_record(
@@ -70,13 +70,17 @@ def _files_intact(out_dir: Path, files: Mapping[str, str]) -> bool:
 
 def remove_outputs(out_dir: Path, names: Iterable[str]) -> None:
     """Remove what an earlier build left, only files this builder writes."""
+    from runner.demo.embedding import EMBED_STUDY, FILES
+
     (out_dir / "demo.json").unlink(missing_ok=True)
-    for path in [out_dir / "tuning.jsonl"] + [
+    for path in [out_dir / "tuning.jsonl", out_dir / "training.jsonl", out_dir / f"{EMBED_STUDY}.toml"] + [
+        out_dir / name for name in FILES] + [
         p for name in names for p in (out_dir / f"corpus-{name}.jsonl", out_dir / f"{name}.toml")
     ]:
         path.unlink(missing_ok=True)
-    if (out_dir / "model").is_dir():
-        shutil.rmtree(out_dir / "model")
+    for folder in ("model", "encoder"):
+        if (out_dir / folder).is_dir():
+            shutil.rmtree(out_dir / folder)
 
 
 def make_readable(root: Path) -> None:

@@ -1,9 +1,10 @@
-"""Choosing the demo texts: every corpus and the tuning split, from the unique articles.
+"""Choosing the demo texts: every corpus, the tuning split and the classifier's training split, from the articles.
 
 Per length bucket, the class distribution follows the source's unique-article
 counts (largest remainder). An article gives at most one text to all outputs
 together and no normalised text appears twice; smaller corpora are subsets of
-larger ones, and the tuning split comes from other articles. The result is a
+larger ones, the tuning split comes from other articles and the training split of the demo classifier's head
+from others still (so that the tuning split measures a held-out score). The result is a
 pure function of the articles, their token counts, the sizes and the seed.
 
 Example::
@@ -67,6 +68,8 @@ class Selection:
     corpora: Mapping[str, tuple[DemoText, ...]]
     tuning: tuple[DemoText, ...]
     summary: Mapping[str, Any]
+    #: The demo classifier head's own training texts: disjoint from the tuning split and every corpus.
+    training: tuple[DemoText, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,7 @@ class _Quotas:
     corpus: Mapping[str, Quota]  # study name -> bucket -> label -> texts
     tuning: Quota  # bucket -> label -> texts
     pool: Quota  # bucket -> label -> texts: the most any corpus takes
+    training: Quota  # bucket -> label -> texts
 
 
 def largest_remainder(total: int, weights: Mapping[str, int]) -> dict[str, int]:
@@ -102,6 +106,7 @@ def select_texts(
     sizes: Mapping[str, tuple[int, int, int]],
     tuning_size: int,
     seed: int,
+    training_size: int = 0,
 ) -> Selection:
     """Choose the texts of every corpus and of the tuning split.
 
@@ -112,14 +117,15 @@ def select_texts(
     (bucket, class) holds as many texts as the largest corpus needs; every
     corpus takes a prefix of it, so smaller corpora are subsets of larger
     ones. The tuning split, with the bucket proportions of the largest corpus,
-    takes further articles.
+    takes further articles, and the training split (``training_size`` texts, the same proportions)
+    further ones still.
     """
     rng = random.Random(seed)
     labels = sorted({a.label for a in articles})
     class_weights = {label: sum(1 for a in articles if a.label == label) for label in labels}
-    quotas = _quotas(sizes, tuning_size, labels, class_weights)
+    quotas = _quotas(sizes, tuning_size, labels, class_weights, training_size)
     eligible = _eligible_articles(articles, counts, labels)
-    pools, tuning_parts = _draw_pools(articles, counts, labels, eligible, quotas, rng)
+    pools, tuning_parts, training_parts = _draw_pools(articles, counts, labels, eligible, quotas, rng)
 
     corpora: dict[str, tuple[DemoText, ...]] = {}
     for name in sorted(sizes):
@@ -131,6 +137,7 @@ def select_texts(
         ]
         corpora[name] = _shuffled(rows, rng)
     tuning = _shuffled([row for part in tuning_parts.values() for row in part], rng)
+    training = _shuffled([row for part in training_parts.values() for row in part], rng)
 
     summary = {
         "bucket_parts": dict(BUCKET_PARTS),
@@ -143,9 +150,10 @@ def select_texts(
         "class_weights": class_weights,
         "corpora": {name: _count_table(rows) for name, rows in corpora.items()},
         "tuning": _count_table(tuning),
+        "training": _count_table(training),
         "subset_of": _subset_relations(corpora),
     }
-    return Selection(corpora=corpora, tuning=tuning, summary=summary)
+    return Selection(corpora=corpora, tuning=tuning, summary=summary, training=training)
 
 
 def _quotas(
@@ -153,8 +161,9 @@ def _quotas(
     tuning_size: int,
     labels: Sequence[str],
     class_weights: Mapping[str, int],
+    training_size: int = 0,
 ) -> _Quotas:
-    """Per corpus and bucket, texts per class; the tuning split follows the largest corpus's buckets."""
+    """Per corpus and bucket, texts per class; the tuning and training splits follow the largest corpus's buckets."""
     corpus = {
         name: {
             bucket: largest_remainder(size, class_weights)
@@ -163,10 +172,11 @@ def _quotas(
         for name in sorted(sizes)
     }
     largest = max(sorted(sizes), key=lambda n: sum(sizes[n]))
-    tuning_buckets = largest_remainder(tuning_size, dict(zip(BUCKETS, sizes[largest], strict=True)))
-    tuning = {b: largest_remainder(n, class_weights) for b, n in tuning_buckets.items()}
+    shares = dict(zip(BUCKETS, sizes[largest], strict=True))
+    tuning = {b: largest_remainder(n, class_weights) for b, n in largest_remainder(tuning_size, shares).items()}
+    training = {b: largest_remainder(n, class_weights) for b, n in largest_remainder(training_size, shares).items()}
     pool = {b: {c: max(corpus[n][b][c] for n in corpus) for c in labels} for b in BUCKETS}
-    return _Quotas(corpus=corpus, tuning=tuning, pool=pool)
+    return _Quotas(corpus=corpus, tuning=tuning, pool=pool, training=training)
 
 
 def _eligible_articles(
@@ -188,12 +198,14 @@ def _draw_pools(
     eligible: Mapping[tuple[str, str], int],
     quotas: _Quotas,
     rng: random.Random,
-) -> tuple[dict[tuple[str, str], list[DemoText]], dict[tuple[str, str], list[DemoText]]]:
-    """Per (label, bucket): the corpus pool and the tuning part, drawn from the class's shuffled articles."""
+) -> tuple[dict[tuple[str, str], list[DemoText]], ...]:
+    """Per (label, bucket): the corpus pool, the tuning part and the training part, drawn from the class's
+    shuffled articles (in that order, so a build without a training split draws as before)."""
     index = {id(a): i for i, a in enumerate(articles)}
     used_texts: set[str] = set()
     pools: dict[tuple[str, str], list[DemoText]] = {}
     tuning_parts: dict[tuple[str, str], list[DemoText]] = {}
+    training_parts: dict[tuple[str, str], list[DemoText]] = {}
     for label in labels:
         order = [a for a in articles if a.label == label]
         rng.shuffle(order)
@@ -201,7 +213,8 @@ def _draw_pools(
         # The scarcest bucket of the class picks first, so it is not starved.
         for bucket in sorted(BUCKETS, key=lambda b: (eligible[(label, b)], BUCKETS.index(b))):
             pool_size = quotas.pool[bucket][label]
-            wanted = pool_size + quotas.tuning[bucket][label]
+            tuning_size = quotas.tuning[bucket][label]
+            wanted = pool_size + tuning_size + quotas.training[bucket][label]
             picked = [
                 DemoText(article.text_id(bucket), article.text(bucket), label, bucket, counts[bucket][i])
                 for i, article in _pick_articles(order, index, counts[bucket], bucket, wanted, taken, used_texts)
@@ -211,11 +224,12 @@ def _draw_pools(
                     f"only {len(picked)} {bucket} texts of class {label!r} are available, "
                     f"{wanted} are needed",
                     "demo sizes",
-                    "Ask for fewer texts (sizes or tuning_size).",
+                    "Ask for fewer texts (sizes, tuning_size or training_size).",
                 )
             pools[(label, bucket)] = picked[:pool_size]
-            tuning_parts[(label, bucket)] = picked[pool_size:]
-    return pools, tuning_parts
+            tuning_parts[(label, bucket)] = picked[pool_size:pool_size + tuning_size]
+            training_parts[(label, bucket)] = picked[pool_size + tuning_size:]
+    return pools, tuning_parts, training_parts
 
 
 def _pick_articles(
@@ -280,9 +294,9 @@ def _subset_relations(corpora: Mapping[str, Sequence[DemoText]]) -> dict[str, li
 
 
 def selection_labels(selection: Selection) -> list[str]:
-    """Every label of the tuning split and of the corpora, sorted: the classifier's labels."""
+    """Every label of the tuning and training splits and of the corpora, sorted: the classifier's labels."""
     corpus_labels = {row.label for rows in selection.corpora.values() for row in rows}
-    return sorted({row.label for row in selection.tuning} | corpus_labels)
+    return sorted({row.label for row in (*selection.tuning, *selection.training)} | corpus_labels)
 
 
 def bucket_counts_line(rows: Sequence[DemoText]) -> str:

@@ -1,16 +1,17 @@
-"""Asking for the demo classifier: the held-out split, the training request, the quality minimum.
+"""Asking for the demo classifier: the training request (its own training split, scored on the tuning split), the
+quality minimum.
 
 The classifier head is trained in a fresh process (``python -m
 runner.trial.demo_train REQUEST.json HEAD.json``): torch and transformers are
 imported there only, so the host side of isocost never imports them. This
-module writes the request (model paths, seed, labels, tuning rows, held-out
-ids), streams the child's progress lines, turns a failure into one
+module writes the request (model paths, seed, labels, training and tuning rows, held-out
+ids: the tuning split), streams the child's progress lines, turns a failure into one
 ``UserError`` and reads back the head record. The study's quality minimum is
 derived from the held-out accuracy that record reports.
 
 Example::
 
-    head = train_classifier(model_src, selection.tuning, labels, out_dir / "model", seed=0, progress=print)
+    head = train_classifier(model_src, selection.training, selection.tuning, labels, out_dir / "model", 0, print)
     minimum = quality_minimum(Fraction(head["heldout"]["correct"], head["heldout"]["texts"]))
 """
 
@@ -19,7 +20,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import random
 import subprocess
 import sys
 import tempfile
@@ -31,46 +31,34 @@ from typing import Any
 from protocol.errors import UserError
 from protocol.jsonio import write_json_atomic
 from protocol.safe_write import write_handle
-from runner.demo.selection import DemoText, largest_remainder
+from runner.demo.selection import DemoText
 
-HELDOUT_FRACTION = Fraction(1, 5)
 MINIMUM_MARGIN = Fraction(5, 100)
 _REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
-
-
-def stratified_heldout(rows: Sequence[DemoText], seed: int) -> set[str]:
-    """Ids of a held-out part (~20%) of ``rows``, stratified by (label, bucket)."""
-    rng = random.Random(seed)
-    strata: dict[str, list[str]] = {}
-    for row in sorted(rows, key=lambda r: r.id):
-        strata.setdefault(f"{row.label}/{row.length_bucket}", []).append(row.id)
-    total = round(len(rows) * HELDOUT_FRACTION)
-    quota = largest_remainder(total, {k: len(v) for k, v in sorted(strata.items())})
-    heldout: set[str] = set()
-    for key in sorted(strata):
-        ids = list(strata[key])
-        rng.shuffle(ids)
-        heldout.update(ids[: quota[key]])
-    return heldout
+#: What the head's held-out score is measured on.
+HELDOUT = "the whole tuning split (the head is trained on its own training split, disjoint from it)"
 
 
 def training_request(
-    model_src: Path, tuning: Sequence[DemoText], labels: Sequence[str], model_out: Path, seed: int
+    model_src: Path, training: Sequence[DemoText], tuning: Sequence[DemoText], labels: Sequence[str],
+    model_out: Path, seed: int,
 ) -> dict[str, Any]:
-    """The JSON request ``runner.trial.demo_train`` reads (its module docstring lists the keys)."""
+    """The JSON request ``runner.trial.demo_train`` reads (its module docstring lists the keys): the head is
+    trained on ``training`` and scored on ``tuning``, which it never sees."""
     return {
         "model_src": str(model_src),
         "model_out": str(model_out),
         "seed": seed,
         "labels": list(labels),
-        "rows": [row.to_dict() for row in tuning],
-        "heldout": sorted(stratified_heldout(tuning, seed)),
-        "heldout_fraction": str(float(HELDOUT_FRACTION)),
+        "rows": [row.to_dict() for row in (*training, *tuning)],
+        "heldout": sorted(row.id for row in tuning),
+        "heldout_split": HELDOUT,
     }
 
 
 def train_classifier(
     model_src: Path,
+    training: Sequence[DemoText],
     tuning: Sequence[DemoText],
     labels: Sequence[str],
     model_out: Path,
@@ -82,7 +70,7 @@ def train_classifier(
     torch and transformers are imported there only: the host side of isocost
     never imports them. The process's progress lines are passed to ``progress``.
     """
-    request = training_request(model_src, tuning, labels, model_out, seed)
+    request = training_request(model_src, training, tuning, labels, model_out, seed)
     with tempfile.TemporaryDirectory(prefix="isocost-demo-train-") as scratch:
         request_path, head_path = Path(scratch) / "request.json", Path(scratch) / "head.json"
         write_json_atomic(request_path, request)

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from protocol.corpus import check_disjoint, content_fingerprint, token_lengths
+from protocol.corpus import Record, check_disjoint, content_fingerprint, token_lengths
 from protocol.costing.catalog_file import load_catalog
 from protocol.costing.plans import default_catalog_path
 from protocol.errors import UserError
@@ -131,9 +131,10 @@ def _inputs(report: CheckReport, study: Study) -> bool:
 
 
 def _content(report: CheckReport, study: Study, ledger_dir: Path | None) -> None:
+    task = study_task(study)
     try:
-        corpus = read_task_corpus(study.corpus.path, study_task(study))
-        tuning = read_task_corpus(study.tuning.path, study_task(study))
+        corpus = read_task_corpus(study.corpus.path, task)
+        tuning = read_task_corpus(study.tuning.path, task)
         check_disjoint(corpus, tuning, str(study.path))
     except UserError as exc:
         _fail(report, "corpora", exc)
@@ -142,14 +143,9 @@ def _content(report: CheckReport, study: Study, ledger_dir: Path | None) -> None
     if len(tuning) < study.warmup.inputs:
         report.add("FAIL", "warm-up", f"needs {study.warmup.inputs} inputs, the tuning split has {len(tuning)}. "
                                       "Lower warmup.inputs or add tuning data.")
-    try:
-        extra = check_labels([r.label for r in (*corpus, *tuning)], study.model.path, "corpus and tuning labels")
-        report.add("ok", "labels", f"{len({r.label for r in corpus})} corpus labels, all in the model's id2label")
-        if extra:
-            report.add("warn", "labels", f"the model also predicts {', '.join(extra)}, absent from the corpus: any "
-                                         "such prediction rejects a pass")
-    except UserError as exc:
-        _fail(report, "labels", exc)
+    if task.labels_required:
+        _labels(report, study, corpus, tuning)
+    _task_inputs(report, study, corpus, tuning)
     try:
         lengths = token_lengths(study.model.path, [r.text for r in corpus])
     except UserError as exc:
@@ -184,14 +180,42 @@ def _content(report: CheckReport, study: Study, ledger_dir: Path | None) -> None
                                         f"{ledger_path(study, ledger_dir)}")
 
 
+def _labels(report: CheckReport, study: Study, corpus: tuple[Record, ...], tuning: tuple[Record, ...]) -> None:
+    try:
+        extra = check_labels([r.label for r in (*corpus, *tuning)], study.model.path, "corpus and tuning labels")
+        report.add("ok", "labels", f"{len({r.label for r in corpus})} corpus labels, all in the model's id2label")
+        if extra:
+            report.add("warn", "labels", f"the model also predicts {', '.join(extra)}, absent from the corpus: any "
+                                         "such prediction rejects a pass")
+    except UserError as exc:
+        _fail(report, "labels", exc)
+
+
+def _task_inputs(report: CheckReport, study: Study, corpus: tuple[Record, ...], tuning: tuple[Record, ...]) -> None:
+    """The task's own input checks (an embedding's query sets and pooling), every problem on its own line."""
+    task = study_task(study)
+    try:
+        task.check_inputs(study, corpus, tuning)
+    except StudyErrors as exc:
+        for error in exc.errors:
+            _fail(report, "task inputs", error)
+    except UserError as exc:
+        _fail(report, "task inputs", exc)
+    else:
+        if task.option_tables:
+            tables = ", ".join(f"[{name}]" for name in task.option_tables)
+            report.add("ok", "task inputs", f"{task.name}: {tables} agree with the corpora and the model")
+
+
 def _quality(report: CheckReport, study: Study) -> None:
     q = study.quality
     if q.tuned_on != "tuning":
         report.add("warn", "quality", f"minimum {q.minimum} was not tuned on the tuning split (tuned_on = "
                                       f"{q.tuned_on!r}): run `isocost tune {study.path}` before the campaign")
     else:
+        extra = "".join(f", {key} {value}" for key, value in sorted(q.extra.items()))
         report.add("ok", "quality", f"{q.metric} minimum {q.minimum}, max_metric_drop {q.max_metric_drop}, "
-                                    f"min_agreement {q.min_agreement}, reference {q.reference_variant}")
+                                    f"min_agreement {q.min_agreement}{extra}, reference {q.reference_variant}")
 
 
 def _host_memory_bytes() -> int | None:

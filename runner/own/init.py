@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from protocol.corpus import Record, read_corpus, token_lengths
+from protocol.corpus import Record, check_disjoint, read_corpus, token_lengths
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
 from protocol.jsonio import DUPLICATE_KEY_FIX, DuplicateKeyError, loads_unique
@@ -31,6 +31,8 @@ from protocol.labels import check_labels
 from protocol.safe_write import check_writable_target, make_dirs, write_handle, write_text_atomic
 from protocol.study import load_study
 from protocol.study_keys import KEYS
+from protocol.tasks import DEFAULT_TASK, task_named
+from runner.own.init_embedding import EmbeddingInputs, embedding_inputs, split_with_queries
 
 #: Series per stack: batch sizes and precisions worth comparing there (fp16 is GPU-only).
 STACK_SERIES: dict[str, dict[str, Any]] = {
@@ -54,6 +56,8 @@ class InitReport:
     reference_variant: str
     variants: int
     tuning_inputs: int = 0
+    task: str = DEFAULT_TASK
+    embedding: EmbeddingInputs | None = None
 
 
 def _quantile(sorted_values: list[int], share: float) -> int:
@@ -141,6 +145,8 @@ class _Facts:
     buckets: tuple[tuple[str, int | None, int], ...]
     limit: int  # the model's own maximum length
     max_length: int
+    task: str = DEFAULT_TASK
+    embedding: EmbeddingInputs | None = None
 
     @property
     def series(self) -> dict[str, Any]:
@@ -156,19 +162,26 @@ class _Facts:
 
 
 def init_study(corpus: Path, model: Path, *, out: Path, tuning: Path | None = None, stack: str = "cpu",
-               force: bool = False) -> InitReport:
-    """Write a complete study to ``out`` for this corpus and checkpoint; return what was computed."""
+               force: bool = False, task: str = DEFAULT_TASK, queries: Path | None = None,
+               tuning_queries: Path | None = None) -> InitReport:
+    """Write a complete study to ``out`` for this corpus and checkpoint; return what was computed (a
+    sentence-embedding study needs ``queries``, and ``tuning_queries`` with ``tuning``)."""
     _check_arguments(model, out, stack, force)
+    _check_task_arguments(task, tuning, queries, tuning_queries)
     check_writable_target(out, fix="Name the study file itself with --out, not a link to it.")
     out = out.parent.resolve() / out.name  # the folder as the user named it; the file itself never a link
     make_dirs(out.parent, fix="Choose a writable --out.")
-    records = read_corpus(corpus)
+    labelled = task_named(task).labels_required
+    records = read_corpus(corpus, require_label=labelled)
     written: tuple[Path, ...] = ()
-    if tuning is None:
+    if tuning is None and queries is not None:
+        corpus, tuning, queries, tuning_queries = written = split_with_queries(corpus, records, queries, out.parent)
+        records = read_corpus(corpus, require_label=False)
+    elif tuning is None:
         corpus, tuning = _split(corpus, records, out.parent)
         written = (corpus, tuning)
         records = read_corpus(corpus)
-    facts = _facts(out, corpus, tuning, model, stack, records)
+    facts = _facts(out, corpus, tuning, model, stack, records, task, (queries, tuning_queries))
     lines = [*_header_lines(facts), *_input_lines(facts), *_bucket_lines(facts), *_quality_lines(facts),
              *_base_lines(facts), *_series_lines(facts), *_optional_lines(facts)]
     write_text_atomic(out, "\n".join(lines), fix="Choose a writable --out.")
@@ -176,7 +189,24 @@ def init_study(corpus: Path, model: Path, *, out: Path, tuning: Path | None = No
     return InitReport(study=out, buckets=facts.buckets, labels=facts.labels,
                       extra_model_labels=facts.extra_model_labels, written=written,
                       reference_variant=facts.reference, variants=len(study.variants()),
-                      tuning_inputs=facts.tuning_inputs)
+                      tuning_inputs=facts.tuning_inputs, task=task, embedding=facts.embedding)
+
+
+def _check_task_arguments(task: str, tuning: Path | None, queries: Path | None, tuning_queries: Path | None) -> None:
+    """--queries belongs to (and is required by) --task sentence-embedding; --tuning-queries goes with --tuning."""
+    task_named(task, "--task")
+    if task != "sentence-embedding":
+        if queries is not None or tuning_queries is not None:
+            raise UserError("--queries and --tuning-queries are for --task sentence-embedding", "--queries",
+                            "Add --task sentence-embedding, or leave the query files out.")
+        return
+    if queries is None:
+        raise UserError("a sentence-embedding study needs its query set", "--queries",
+                        "Pass --queries FILE: JSONL with id, text and relevant (ids of corpus inputs).")
+    if (tuning is None) != (tuning_queries is None):
+        raise UserError("--tuning and --tuning-queries go together", "--tuning-queries",
+                        "Pass both (the tuning split and its own queries), or neither: init then holds out a fifth "
+                        "of the queries and the documents only they name.")
 
 
 def _check_arguments(model: Path, out: Path, stack: str, force: bool) -> None:
@@ -189,30 +219,39 @@ def _check_arguments(model: Path, out: Path, stack: str, force: bool) -> None:
                         "Pass the directory written by save_pretrained.")
 
 
-def _facts(out: Path, corpus: Path, tuning: Path, model: Path, stack: str, records: tuple[Record, ...]) -> _Facts:
-    """Labels against the model, token lengths and buckets, the maximum length."""
-    tuning_records = read_corpus(tuning)
-    extra = check_labels([r.label for r in (*records, *tuning_records)], model, f"{corpus} and {tuning}")
+def _facts(out: Path, corpus: Path, tuning: Path, model: Path, stack: str, records: tuple[Record, ...],
+           task: str = DEFAULT_TASK, query_files: tuple[Path | None, Path | None] = (None, None)) -> _Facts:
+    """Labels against the model (or the query sets), token lengths and buckets, the maximum length."""
+    labelled = task_named(task).labels_required
+    tuning_records = read_corpus(tuning, require_label=labelled)
+    extra: tuple[str, ...] = ()
+    embedding = None
+    if labelled:
+        extra = check_labels([r.label for r in (*records, *tuning_records)], model, f"{corpus} and {tuning}")
+    else:
+        check_disjoint(records, tuning_records, f"{corpus} and {tuning}")
+        embedding = embedding_inputs(records, tuning_records, model, *query_files)  # type: ignore[arg-type]
     lengths = token_lengths(model, [r.text for r in records])
     limit = _model_limit(model)
     return _Facts(
         out=out, corpus=corpus, tuning=tuning, model=model, stack=stack, records=len(records),
-        tuning_inputs=len(tuning_records), labels=tuple(sorted({r.label for r in records})),
+        tuning_inputs=len(tuning_records), labels=tuple(sorted({r.label for r in records} - {""})),
         extra_model_labels=tuple(extra), lengths=tuple(lengths), buckets=tuple(length_buckets(lengths)),
-        limit=limit, max_length=min(limit, 8 * math.ceil(max(lengths) / 8)),
+        limit=limit, max_length=min(limit, 8 * math.ceil(max(lengths) / 8)), task=task, embedding=embedding,
     )
 
 
 def _header_lines(f: _Facts) -> list[str]:
     name = "".join(c if c.isalnum() or c in "-_." else "-" for c in f.corpus.stem).strip("-") or "study"
-    question = (f"Which configuration classifies all {f.records} inputs of {f.corpus.name}, meets the quality "
+    verb = "embeds" if f.embedding is not None else "classifies"
+    question = (f"Which configuration {verb} all {f.records} inputs of {f.corpus.name}, meets the quality "
                 "rule, finishes before the deadline and costs the least?")
     return [
         "# Study written by `isocost init`: every key with its default and meaning (README: study keys).",
         "# Paths are relative to this file. Next: `isocost tune` sets the quality minimum on the tuning split,",
         "# `isocost check` checks everything without timing, `isocost run` runs the campaign.",
         f"schema_version = 1{_c('schema_version')}",
-        f'task = "text-classification"{_c("task")}',
+        f"task = {_toml(f.task)}{_c('task')}",
         f"name = {_toml(name)}{_c('name')}",
         f"question = {_toml(question)}{_c('question')}",
         f'scenario = "offline"{_c("scenario")}',
@@ -230,10 +269,32 @@ def _input_lines(f: _Facts) -> list[str]:
             f"fingerprint = {_toml(fingerprint_path(path))}{_c(f'{table}.fingerprint')}",
             "",
         ]
+    if f.embedding is not None:
+        return lines[:-1] + _embedding_lines(f, f.embedding)
     lines[-1] = f"# labels: {', '.join(f.labels)} (all known to the model's id2label)"
     if f.extra_model_labels:
         lines.append(f"# warning: the model also predicts {', '.join(f.extra_model_labels)}, absent from the "
                      "corpus: any such prediction rejects a pass")
+    return lines
+
+
+def _embedding_lines(f: _Facts, e: EmbeddingInputs) -> list[str]:
+    """[embedding] and its two query sets, every key with its comment."""
+    lines = [
+        "",
+        f"[embedding]  # pooling and normalisation {e.source}",
+        f"pooling = {_toml(e.pooling)}{_c('embedding.pooling')}",
+        f"normalize = {_toml(e.normalize)}{_c('embedding.normalize')}",
+        f"dimension = {e.dimension}{_c('embedding.dimension')}",
+    ]
+    for table, path, count in (("queries", e.queries, e.n_queries), ("tuning_queries", e.tuning_queries,
+                                                                       e.n_tuning_queries)):
+        lines += [
+            "",
+            f"[embedding.{table}]  # {count} queries",
+            f"path = {_toml(f.rel(path))}{_c(f'embedding.{table}.path')}",
+            f"fingerprint = {_toml(fingerprint_path(path))}{_c(f'embedding.{table}.fingerprint')}",
+        ]
     return lines
 
 
@@ -251,15 +312,18 @@ def _bucket_lines(f: _Facts) -> list[str]:
 
 
 def _quality_lines(f: _Facts) -> list[str]:
+    embedding = f.embedding is not None
     return [
         "[quality]",
-        f'metric = "accuracy"{_c("quality.metric")}',
+        f'metric = "ndcg@10"{_c("quality.metric")}: ndcg@10, mrr@10 or recall@10 over the queries' if embedding
+        else f'metric = "accuracy"{_c("quality.metric")}',
         f"minimum = 0.0{_c('quality.minimum')}; NOT TUNED YET",
         f'tuned_on = "not tuned yet"{_c("quality.tuned_on")}',
         f"reference_variant = {_toml(f.reference)}{_c('quality.reference_variant')}",
         f"max_metric_drop = 0.0{_c('quality.max_metric_drop')}",
         f"min_agreement = 0.0{_c('quality.min_agreement')}",
-        f'subgroups = ["label", "length_bucket"]{_c("quality.subgroups")}',
+        *([f"min_cosine = 0.999{_c('quality.min_cosine')}"] if embedding else []),
+        f'subgroups = {_toml(["length_bucket"] if embedding else ["label", "length_bucket"])}{_c("quality.subgroups")}',
         f'replay = "quality"{_c("quality.replay")}',
         f"# max_score_delta = 0.01{_c('quality.max_score_delta')}",
         "",

@@ -38,7 +38,7 @@ from protocol.safe_write import make_dirs, write_text_atomic
 from protocol.study import load_study
 from protocol.study_keys import KEYS
 from protocol.study_records import Study, bucket_for, split_seeded_id
-from protocol.tasks import read_task_corpus, study_task
+from protocol.tasks import read_task_corpus, study_task, task_words
 from protocol.tomledit import set_table_keys
 from protocol.tuning import RULE, Proposal, bootstrap_method, bootstrap_standard_error, check_tuning_size, propose
 from runner.campaign.seen import describe_entry, ledger_path, seen_entries
@@ -56,10 +56,11 @@ class TuneResult:
     trial_dir: Path
     written: bool
     flagged: tuple[str, ...] = field(default_factory=tuple)
+    units: str = "inputs"  # what the metric averages over: inputs, or a retrieval metric's queries
 
     def lines(self) -> list[str]:
         p = self.proposal
-        lines = [f"measured on the tuning split ({p.n} inputs), reference variant {self.variant_id}, in a fresh "
+        lines = [f"measured on the tuning split ({p.n} {self.units}), reference variant {self.variant_id}, in a fresh "
                  f"process ({self.trial_dir}): {self.metric} {p.metric_value:.4f}"]
         for group, values in sorted(self.subgroups.items()):
             shown = ", ".join(f"{name} {value:.4f}" for name, value in sorted(values.items()))
@@ -101,36 +102,39 @@ def tune_study(study_path: Path, *, ledger_dir: Path | None = None, write: bool 
     study = load_study(study_path)
     _refuse_if_seen(study, ledger_dir)
     _check_inputs(study)
-    tuning = read_task_corpus(study.tuning.path, study_task(study))
-    check_tuning_size(len(tuning), f"{study.tuning.path}, [tuning] of {study.path}")  # before anything runs
-    check_labels([r.label for r in tuning], study.model.path, f"{study.tuning.path}, tuning labels")
+    task = study_task(study)
+    tuning = read_task_corpus(study.tuning.path, task)
+    if task.labels_required:
+        check_labels([r.label for r in tuning], study.model.path, f"{study.tuning.path}, tuning labels")
+    task.check_inputs(study, read_task_corpus(study.corpus.path, task), tuning)
+    study = task.tuning_study(study)  # the study as a pass over the tuning split sees it (its own queries)
+    reference = _tuning_reference(study, tuning)
+    n = task.scored_units(reference)
+    check_tuning_size(n, f"{study.tuning.path}, [tuning] of {study.path}")  # before anything runs
     variant = _reference_variant(study)
     trial_dir = _run_reference(study, variant, tuning, progress)
-    task = study_task(study)
-    reference = _tuning_reference(study, tuning)
     outputs = task.read_pass(trial_dir)
     checked = task.check_pass(outputs, reference, _unbounded(study))
     if checked.metric_value is None:
         raise UserError(f"the tuning outputs could not be scored ({'; '.join(checked.reasons)})",
                         str(trial_dir / task.output_files[0]), "Read trial.log next to it.")
     se, method = None, ""
-    if not task.is_proportion(study.quality.metric):  # macro-F1 is no share of inputs: a seeded bootstrap
-        se = bootstrap_standard_error(task.resampled_metric(outputs, reference, study), len(tuning))
+    if not task.is_proportion(study.quality.metric):  # macro-F1, retrieval: no share of inputs, a seeded bootstrap
+        se = bootstrap_standard_error(task.resampled_metric(outputs, reference, study), n)
         method = bootstrap_method()
-    check_tuning_size(len(tuning), f"{study.tuning.path}, [tuning] of {study.path}", study.quality.metric,
+    check_tuning_size(n, f"{study.tuning.path}, [tuning] of {study.path}", study.quality.metric,
                       checked.metric_value, se)  # the size this metric value needs; the study is left as it is
-    proposal = propose(checked.metric_value, len(tuning), se, method)
+    proposal = propose(checked.metric_value, n, se, method)
     flagged = _near_perfect(study, checked.metric_value) + tuple(
         f"subgroup {group}={name}: {study.quality.metric} {value:.4f} on the tuning split is below the "
         f"proposed minimum {proposal.minimum}"
         for group, values in checked.subgroups.items() for name, value in values.items()
         if value < proposal.minimum)
     if write:
-        _write_rule(study, proposal, checked.metric_value, len(tuning),
-                    [g for g in ("label", "length_bucket") if g in reference.groups])
+        _write_rule(study, proposal, checked.metric_value, n, [g for g in task.subgroups if g in reference.groups])
     return TuneResult(study=study.path, variant_id=variant.variant_id, metric=study.quality.metric,
                       proposal=proposal, subgroups=checked.subgroups, trial_dir=trial_dir, written=write,
-                      flagged=flagged)
+                      flagged=flagged, units=_units(study))
 
 
 #: A reference scoring this close to perfect on the tuning split is likely to have been fitted to it.
@@ -194,8 +198,9 @@ def _tuning_reference(study: Study, tuning: tuple[Record, ...]) -> Any:
         lengths = token_lengths(study.model.path, [r.text for r in tuning])
         buckets = [bucket_for(n, study.length_buckets) for n in lengths]
     rows = [{"id": r.id, "label": r.label, "length_bucket": bucket} for r, bucket in zip(tuning, buckets, strict=True)]
-    groups = ["label", *(["length_bucket"] if study.length_buckets else [])]
-    return study_task(study).reference(rows, study, groups)
+    task = study_task(study)
+    groups = [g for g in task.subgroups if g != "length_bucket" or study.length_buckets]
+    return task.reference(rows, study, groups)
 
 
 def _unbounded(study: Study) -> Study:
@@ -203,11 +208,15 @@ def _unbounded(study: Study) -> Study:
     return dataclasses.replace(study, quality=dataclasses.replace(study.quality, minimum=0.0))
 
 
+def _units(study: Study) -> str:
+    return task_words(study_task(study))["units"]
+
+
 def _write_rule(study: Study, proposal: Proposal, metric_value: float, n_tuning: int, subgroups: list[str]) -> None:
     """Write the proposed rule into the study's ``[quality]`` table (comments kept); the study stays valid."""
     when = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     note = (f"{KEYS['quality.minimum'].meaning}; tuned {when}: {study.quality.metric} "
-            f"{metric_value:.4f} on {n_tuning} tuning inputs, rule m − 2·se, se {proposal.se:.4f} "
+            f"{metric_value:.4f} on {n_tuning} tuning {_units(study)}, rule m − 2·se, se {proposal.se:.4f} "
             f"({proposal.se_method})")
     text = study.path.read_text(encoding="utf-8")
     text = set_table_keys(text, "quality", {

@@ -6,9 +6,10 @@ or transformers)::
     python -m runner.trial.demo_train REQUEST.json HEAD.json
 
 ``REQUEST.json`` holds ``model_src``, ``model_out``, ``seed``, ``labels``, the
-tuning ``rows`` (``id``, ``text``, ``label``, ``length_bucket``), the
-``heldout`` ids and ``heldout_fraction``; the head record (what was trained, held-out accuracy, the
-checkpoint check) is written to ``HEAD.json``. Progress lines go to stdout.
+``rows`` (``id``, ``text``, ``label``, ``length_bucket``: the training split, then the tuning split), the
+``heldout`` ids (the tuning split's) and ``heldout_split`` (what they are); the head is trained on the other rows
+only, so its held-out score is the score ``isocost tune`` measures on the tuning split. The head record (what
+was trained, held-out accuracy, the checkpoint check) is written to ``HEAD.json``. Progress lines go to stdout.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def main(argv: Sequence[str]) -> int:
             set(request["heldout"]),
             Path(request["model_out"]),
             request["seed"],
-            request["heldout_fraction"],
+            request["heldout_split"],
             lambda line: print(line, flush=True),
         )
     write_json_atomic(Path(argv[1]), head)
@@ -103,22 +104,22 @@ def train_classifier(
     heldout_ids: set[str],
     model_out: Path,
     seed: int,
-    heldout_fraction: str,
+    heldout_split: str,
     progress: Callable[[str], None],
 ) -> dict[str, Any]:
     """Train the pooler and classifier of MiniLM on frozen [CLS] features; save the checkpoint.
 
     The checkpoint computes ``classifier(tanh(pooler.dense(h_cls)))`` at
     inference (dropout is off in eval mode); the head is trained on exactly
-    that function of the frozen encoder's ``last_hidden_state[:, 0]``. The head
-    is first fitted without the held-out texts (to score them), then on all
-    tuning texts (the saved head). Same seed, same head.
+    that function of the frozen encoder's ``last_hidden_state[:, 0]``, on the
+    rows that are not held out (the training split), and scored on the held-out
+    rows (the tuning split): the saved head is the one scored. Same seed, same head.
     """
     model, tokenizer = _load_base_model(model_src, labels, seed)
     encoded = _encode_tuning(model, tokenizer, tuning, labels, heldout_ids, progress)
     init = _pooler_init(model)
-    heldout = _score_heldout(encoded, tuning, init, len(labels), seed)
-    final = _fit_head(encoded.features, encoded.targets, init, len(labels), seed)
+    final = _fit_head(encoded.features[~encoded.heldout], encoded.targets[~encoded.heldout], init, len(labels), seed)
+    heldout = _score_heldout(encoded, tuning, final)
     train_accuracy = _install_head(model, final, encoded)
     _save_checkpoint(model, model_src, model_out)
     check = _check_checkpoint(model_out, tuning, encoded.features, final)
@@ -136,8 +137,8 @@ def train_classifier(
         "steps": HEAD_STEPS,
         "seed": seed,
         "init": "pooler.dense from the MiniLM checkpoint; classifier N(0, 0.02), bias 0",
-        "heldout": {"fraction": heldout_fraction, "stratified_by": ["label", "length_bucket"], **heldout},
-        "final_fit": {"texts": len(tuning), "train_accuracy": train_accuracy},
+        "heldout": {"split": heldout_split, **heldout},
+        "final_fit": {"texts": int((~encoded.heldout).sum()), "train_accuracy": train_accuracy},
         "checkpoint_check": check,
     }
 
@@ -177,7 +178,7 @@ def _encode_tuning(
     texts = [row.text for row in tuning]
     started = time.monotonic()
     features = _cls_features(model, tokenizer, texts)
-    progress(f"Encoded {len(texts)} tuning texts in {time.monotonic() - started:.1f} s.")
+    progress(f"Encoded {len(texts)} training and tuning texts in {time.monotonic() - started:.1f} s.")
     label2id = {label: i for i, label in enumerate(labels)}
     targets = torch.tensor([label2id[row.label] for row in tuning], dtype=torch.long)
     mask = torch.tensor([row.id in heldout_ids for row in tuning], dtype=torch.bool)
@@ -195,14 +196,11 @@ def _pooler_init(model: Any) -> dict[str, Any]:
     }
 
 
-def _score_heldout(
-    encoded: _Encoded, tuning: Sequence[TuningRow], init: Mapping[str, Any], n_labels: int, seed: int
-) -> dict[str, Any]:
-    """Fit the head without the held-out texts and score it on them, overall and per length bucket."""
+def _score_heldout(encoded: _Encoded, tuning: Sequence[TuningRow], fit: Mapping[str, Any]) -> dict[str, Any]:
+    """Score the fitted head on the held-out texts, overall and per length bucket."""
     import torch
 
     mask = encoded.heldout
-    fit = _fit_head(encoded.features[~mask], encoded.targets[~mask], init, n_labels, seed)
     with torch.no_grad():
         predicted = _head_logits(fit, encoded.features[mask]).argmax(dim=1)
     expected = encoded.targets[mask]
@@ -226,7 +224,7 @@ def _score_heldout(
 
 
 def _install_head(model: Any, head: Mapping[str, Any], encoded: _Encoded) -> float:
-    """Copy the fitted head into the model's pooler and classifier; its accuracy on all tuning texts."""
+    """Copy the fitted head into the model's pooler and classifier; its accuracy on the texts it was fitted on."""
     import torch
 
     pooler = model.bert.pooler
@@ -235,7 +233,9 @@ def _install_head(model: Any, head: Mapping[str, Any], encoded: _Encoded) -> flo
         pooler.dense.bias.copy_(head["dense_bias"])
         model.classifier.weight.copy_(head["classifier_weight"])
         model.classifier.bias.copy_(head["classifier_bias"])
-        return float((_head_logits(head, encoded.features).argmax(dim=1) == encoded.targets).float().mean())
+        fitted = ~encoded.heldout
+        predicted = _head_logits(head, encoded.features[fitted]).argmax(dim=1)
+        return float((predicted == encoded.targets[fitted]).float().mean())
 
 
 def _save_checkpoint(model: Any, model_src: Path, model_out: Path) -> None:

@@ -5,8 +5,8 @@ has measured so far, so that every ending (ok, refused, oom, error, interrupted)
 ``status.json``. The phases, in order: ``verify_s`` (fingerprints), ``imports_s`` (torch and
 transformers, and the settings of ``runner.trial.torch_settings``), ``load_s``, ``warmup_s``,
 ``pass_s`` (``runner.trial.measured_pass``, which documents the measured boundary), ``write_s``
-(the pass's writes plus the after-pass work: the truncation count, which tokenizes the corpus
-again without truncation, and the final manifest).
+(the pass's writes plus the after-pass work: the task's own, such as embedding the queries, the
+truncation count, which tokenizes the corpus again without truncation, and the final manifest).
 
 Bucket assignment: the host copies each input's ``length_bucket`` from the campaign's
 ``corpus_index.csv`` into the spec (``input_buckets``), so a batch's buckets are exactly the
@@ -292,6 +292,9 @@ class Trial:
                 self.reasons[key] = "CPU trial: no GPU, so no device memory counters"
         self.memory["peak_rss_bytes"] = peak_rss_bytes()
         with PhaseTimer() as timer:
+            finish = getattr(classifier, "finish_pass", None)  # the task's after-pass work (an embedding's queries)
+            if finish is not None:
+                self.manifest.update(finish(self.out))
             lengths = classifier.untruncated_lengths(texts)
             self.truncated = sum(1 for n in lengths if n > variant.max_length)
             self.manifest["truncation"] = {

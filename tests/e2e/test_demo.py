@@ -1,6 +1,7 @@
 """The demo builder, end to end: a small real corpus and a real checkpoint from installed packages.
 
-Builds once per module (about 10 s here): corpora of 21 and 42 texts, 60 tuning texts.
+Builds once per module (about 30 s here): corpora of 21 and 42 texts, 60 tuning texts, the classifier head's own 60
+training texts, and the embedding demo (12 bodies and their headlines, 12 tuning articles, tuned in a fresh process).
 """
 
 from __future__ import annotations
@@ -25,11 +26,16 @@ from runner.demo.reuse import reusable_record
 from runner.demo.selection import DemoText, largest_remainder
 from runner.demo.source import normalise
 from runner.demo.training import quality_minimum, train_classifier
+from runner.own.tune import tune_study
 
 pytestmark = pytest.mark.e2e
 
 SIZES = {"quick": (12, 6, 3), "classify-1000": (24, 12, 6)}
 TUNING_SIZE = 60
+TRAINING_SIZE = 60
+EMBEDDING_SIZES = (12, 12)
+BUILD = {"sizes": SIZES, "tuning_size": TUNING_SIZE, "training_size": TRAINING_SIZE,
+         "embedding_sizes": EMBEDDING_SIZES, "tune": tune_study}
 FIELDS = {"id", "text", "label", "length_bucket"}
 ID_PATTERN = re.compile(
     r"^bbc-(?P<label>[a-z]+)-(?P<number>\d{3})-(?P<part>title|title-lead|full)$"
@@ -42,7 +48,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[DemoResult, list[st
     os.environ["HF_HUB_OFFLINE"] = "1"
     out = tmp_path_factory.mktemp("demo")
     lines: list[str] = []
-    result = build_demo(out, sizes=SIZES, tuning_size=TUNING_SIZE, progress=lines.append)
+    result = build_demo(out, progress=lines.append, **BUILD)  # type: ignore[arg-type]
     return result, lines
 
 
@@ -61,6 +67,7 @@ def test_files_and_fields(built: tuple[DemoResult, list[str]]) -> None:
     assert not result.reused
     assert result.study_paths == (
         result.out_dir / "classify-1000.toml",
+        result.out_dir / "embed.toml",
         result.out_dir / "quick.toml",
     )
     corpus = read_jsonl(result.out_dir / "corpus-quick.jsonl")
@@ -210,7 +217,7 @@ def test_second_call_reuses_and_tampering_is_noticed(
 ) -> None:
     result, _ = built
     lines: list[str] = []
-    again = build_demo(result.out_dir, sizes=SIZES, tuning_size=TUNING_SIZE, progress=lines.append)
+    again = build_demo(result.out_dir, progress=lines.append, **BUILD)  # type: ignore[arg-type]
     assert again.reused
     assert again.heldout_accuracy == result.heldout_accuracy
     assert again.study_paths == result.study_paths
@@ -236,13 +243,13 @@ def test_cli_prepare_prints_the_study_paths(
     from runner.cli import demo as demo_cli
 
     result, _ = built
-    small = functools.partial(build_demo, sizes=SIZES, tuning_size=TUNING_SIZE)
+    small = functools.partial(build_demo, **BUILD)
     monkeypatch.setattr(demo_cli, "build_demo", small)
     outcome = CliRunner().invoke(demo_cli.demo, ["prepare", "--out", str(result.out_dir)])
     assert outcome.exit_code == 0, outcome.output
     assert "Reused the demo" in outcome.output
     assert outcome.output.rstrip().endswith(
-        f"{result.out_dir / 'classify-1000.toml'}\n  {result.out_dir / 'quick.toml'}"
+        f"{result.out_dir / 'classify-1000.toml'}\n  {result.out_dir / 'embed.toml'}\n  {result.out_dir / 'quick.toml'}"
     )
 
 
@@ -291,6 +298,44 @@ def test_a_failed_training_process_is_a_user_error(tmp_path: Path) -> None:
     rows = [DemoText(id=f"t{i}", text="a text", label="sport", length_bucket="short", n_tokens=4)
             for i in range(5)]
     with pytest.raises(UserError) as caught:
-        train_classifier(tmp_path / "no-model", rows, ["sport"], tmp_path / "model", 0, lambda s: None)
+        train_classifier(tmp_path / "no-model", rows, rows[:1], ["sport"], tmp_path / "model", 0, lambda s: None)
     assert "training the demo classifier failed (exit 1)" in str(caught.value)
     assert not (tmp_path / "model").exists()
+
+
+def test_the_head_has_its_own_training_split_and_tune_measures_it_held_out(
+    built: tuple[DemoResult, list[str]], tmp_path: Path
+) -> None:
+    """Issue 22: the head never saw the tuning split, so `isocost tune` measures what demo.json calls held out."""
+    result, _ = built
+    training = read_jsonl(result.training_path)
+    tuning = read_jsonl(result.tuning_path)
+    corpus = read_jsonl(result.out_dir / "corpus-classify-1000.jsonl")
+    assert len(training) == TRAINING_SIZE
+    articles = {name: {article_of(r["id"]) for r in rows} for name, rows in
+                (("training", training), ("tuning", tuning), ("corpus", corpus))}
+    assert not articles["training"] & articles["tuning"] and not articles["training"] & articles["corpus"]
+    record = json.loads(result.demo_json.read_text(encoding="utf-8"))
+    assert record["head"]["heldout"]["texts"] == TUNING_SIZE and record["head"]["final_fit"]["texts"] == TRAINING_SIZE
+    tuned = tune_study(result.out_dir / "quick.toml", ledger_dir=tmp_path, write=False)
+    assert abs(tuned.proposal.metric_value - result.heldout_accuracy) <= 1 / TUNING_SIZE + 1e-9
+    assert tuned.proposal.metric_value < 1.0  # no longer the split the head was fitted on
+
+
+def test_the_embedding_demo_study(built: tuple[DemoResult, list[str]]) -> None:
+    from protocol.study import load_study
+
+    result, lines = built
+    study = load_study(result.out_dir / "embed.toml")
+    assert study.task == "sentence-embedding" and study.task_options["pooling"] == "mean"
+    corpus = read_jsonl(study.corpus.path)
+    queries = read_jsonl(Path(study.task_options["queries"]["path"]))
+    tuning = read_jsonl(study.tuning.path)
+    assert len(corpus) == len(queries) == EMBEDDING_SIZES[0] and len(tuning) == EMBEDDING_SIZES[1]
+    for document, query in zip(corpus, queries, strict=True):  # each headline's relevant document: its own article
+        assert query["relevant"] == [document["id"]] and query["text"] not in document["text"].split("\n\n")[0:1]
+    assert not {r["id"] for r in corpus} & {r["id"] for r in tuning}
+    assert study.quality.tuned_on == "tuning" and 0 < study.quality.minimum < 1  # written by isocost tune
+    assert any(line.startswith("Tuned embed.toml on its tuning split: ndcg@10") for line in lines)
+    assert (result.out_dir / "encoder" / "config.json").is_file()
+    assert not (result.out_dir / "encoder" / "modules.json").exists()  # a plain AutoModel directory

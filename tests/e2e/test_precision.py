@@ -17,7 +17,7 @@ pytestmark = pytest.mark.e2e
 def test_int8_dynamic_changes_predictions_and_is_judged_by_the_rule(tmp_path):
     demo = pytest.importorskip("runner.demo.build")
     built = tmp_path / "demo"
-    demo.build_demo(built, sizes={"quick": (40, 16, 4)}, tuning_size=60)
+    demo.build_demo(built, sizes={"quick": (40, 16, 4)}, tuning_size=60, training_size=60, embedding_sizes=(12, 12))
     study = built / "quick.toml"
     text = study.read_text()
     text = text.replace('name = "batch"\nfield = "batch_size"\nvalues = [1, 4, 8]',

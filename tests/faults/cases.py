@@ -883,3 +883,9 @@ DOCKER_CASES: dict[str, Callable[[Context], Outcome]] = {
 from evidence_cases import EVIDENCE_CASES  # noqa: E402
 
 PROCESS_CASES.update(EVIDENCE_CASES)
+
+# The sentence-embedding task's faults (issue 22): tests/faults/embedding_cases.py.
+from embedding_cases import EMBEDDING_CASES, EMBEDDING_DOCKER_CASES  # noqa: E402
+
+PROCESS_CASES.update(EMBEDDING_CASES)
+DOCKER_CASES.update({name: EMBEDDING_CASES[name] for name in EMBEDDING_DOCKER_CASES})

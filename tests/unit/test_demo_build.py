@@ -29,7 +29,7 @@ from runner.demo.study_files import (
     template_hashes,
     write_studies,
 )
-from runner.demo.training import HELDOUT_FRACTION, quality_minimum, stratified_heldout, training_request
+from runner.demo.training import HELDOUT, quality_minimum, training_request
 
 # Token counts that put every article's text of a bucket into that bucket.
 FITS = {"short": 10, "medium": 50, "long": 200}
@@ -137,18 +137,30 @@ def test_select_texts_skips_texts_outside_the_bucket_and_refuses_too_few() -> No
         select_texts(rows, counts, {"quick": (2, 2, 3)}, tuning_size=0, seed=0)
 
 
-def test_stratified_heldout_and_the_training_request(tmp_path: Path) -> None:
-    rows = [DemoText(f"t{i:02d}", f"text {i}", "ab"[i % 2], BUCKETS[i % 3], 5) for i in range(30)]
-    heldout = stratified_heldout(rows, seed=0)
-    assert len(heldout) == round(30 * HELDOUT_FRACTION) == 6
-    assert heldout == stratified_heldout(list(reversed(rows)), seed=0)  # independent of row order
-    strata = {(r.label, r.length_bucket) for r in rows if r.id in heldout}
-    assert len(strata) == 6  # one from each of the six (label, bucket) strata of five texts
-    request = training_request(tmp_path / "src", rows, ["a", "b"], tmp_path / "model", seed=0)
-    assert request["heldout"] == sorted(heldout)
-    assert request["rows"][0] == {"id": "t00", "text": "text 0", "label": "a", "length_bucket": "short"}
-    assert request["heldout_fraction"] == "0.2"
+def test_the_training_request_holds_out_the_whole_tuning_split(tmp_path: Path) -> None:
+    """The head trains on its own split and is scored on the tuning split, which it never sees (issue 22)."""
+    training = [DemoText(f"r{i:02d}", f"text {i}", "ab"[i % 2], BUCKETS[i % 3], 5) for i in range(20)]
+    tuning = [DemoText(f"t{i:02d}", f"tuning {i}", "ab"[i % 2], BUCKETS[i % 3], 5) for i in range(10)]
+    request = training_request(tmp_path / "src", training, tuning, ["a", "b"], tmp_path / "model", seed=0)
+    assert request["heldout"] == sorted(row.id for row in tuning)
+    assert not set(request["heldout"]) & {row.id for row in training}
+    assert [row["id"] for row in request["rows"]] == [r.id for r in (*training, *tuning)]
+    assert request["rows"][0] == {"id": "r00", "text": "text 0", "label": "a", "length_bucket": "short"}
+    assert request["heldout_split"] == HELDOUT
     assert json.loads(json.dumps(request)) == request
+
+
+def test_the_training_split_is_disjoint_from_the_tuning_split_and_the_corpora() -> None:
+    rows = articles({"business": 30, "sport": 20})
+    selection = select_texts(rows, fitting_counts(rows), {"quick": (4, 2, 1)}, tuning_size=7, seed=0,
+                             training_size=14)
+    assert [len(selection.tuning), len(selection.training)] == [7, 14]
+    used = [article_of(t) for t in (*selection.corpora["quick"], *selection.tuning, *selection.training)]
+    assert len(used) == len(set(used)), "an article gave two texts"
+    assert selection.summary["training"] == {"short": {"business": 5, "sport": 3},
+                                             "medium": {"business": 2, "sport": 2}, "long": {"business": 1, "sport": 1}}
+    for text in (*selection.tuning, *selection.training):
+        assert bucket_of(text.n_tokens) == text.length_bucket
 
 
 def test_quality_minimum_floors_after_the_margin() -> None:

@@ -5,7 +5,8 @@ Each module here is the trial side of one task of ``protocol.tasks`` and provide
 ``untruncated_lengths``, ``describe`` and ``forward_events``), ``output_files`` (what a pass writes) and
 ``sink(out)`` (a context manager that opens them and writes one batch's outputs: ``lines(ids, outputs)`` gives
 the per-id text a fault injection may corrupt, ``write(text, outputs)`` writes and flushes it, with any other
-file the task keeps).
+file the task keeps). A model may also have ``finish_pass(out)``: work after the measured pass, outside
+``pass_s`` and inside ``write_s`` (an embedding's queries), returning what the manifest records of it.
 
 Example::
 
@@ -18,7 +19,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-_MODULES = {"text-classification": "runner.trial.tasks.classification"}
+_MODULES = {"text-classification": "runner.trial.tasks.classification",
+            "sentence-embedding": "runner.trial.tasks.embedding"}
 
 
 def trial_task(name: str) -> Any:

@@ -1,0 +1,198 @@
+"""Sentence embeddings in the trial: any ``AutoModel`` encoder, pooled as the study declares, one vector per input.
+
+:class:`Embedder` loads the checkpoint under the variant's settings, runs one padded batch and pools its last
+hidden states in float32 (``mean`` over the attention mask, or ``cls``: the first token), L2-normalised when
+``[embedding] normalize`` is true. The measured pass writes the vectors per batch (:class:`VectorSink`:
+``vectors.f32`` then ``vector_ids.jsonl``, each flushed, so a crash keeps every completed row). After the
+measured pass, outside ``pass_s`` (its time is in ``write_s`` and in the manifest's ``queries.embed_s``),
+:meth:`Embedder.finish_pass` embeds the study's queries with the same model, batch size and padding into
+``query_vectors.f32`` + ``query_ids.jsonl``. The host side is ``protocol.tasks.embedding``.
+
+Example::
+
+    embedder = Embedder.load(Path("encoder"), variant, torch, {"pooling": "mean", "normalize": True, …})
+    vectors = embedder.predict(["a text"])          # float32 numpy array, 1 × 384
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from protocol.records import Variant
+from protocol.safe_write import write_binary, write_handle
+from protocol.tasks.embedding import QUERY_IDS, QUERY_VECTORS, VECTOR_IDS, VECTORS
+from protocol.tasks.vector_file import header, id_lines
+from runner.trial.model import describe_common, prepare_model
+
+
+@dataclass
+class Embedder:
+    """A tokenizer + ``AutoModel`` under one variant's settings, pooling as the study declares."""
+
+    tokenizer: Any
+    model: Any
+    variant: Variant
+    torch: Any
+    device: Any
+    pooling: str
+    normalize: bool
+    dimension: int
+    queries: list[tuple[str, str]] = field(default_factory=list)
+    #: When a list (CUDA/ROCm trials during the measured pass), each forward appends its (start, stop) events.
+    forward_events: list[tuple[Any, Any]] | None = None
+
+    @classmethod
+    def load(cls, path: Path, variant: Variant, torch: Any, options: dict[str, Any]) -> Embedder:
+        from transformers import AutoModel, AutoTokenizer
+
+        pooling = options.get("pooling")
+        if pooling not in ("mean", "cls"):
+            raise ValueError(f"pooling {pooling!r} is not one this trial runner can do (mean, cls)")
+        tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+        if pooling == "cls":
+            _check_cls(tokenizer)
+        model = AutoModel.from_pretrained(str(path), local_files_only=True, attn_implementation=variant.attention)
+        dimension = int(options["dimension"])
+        hidden = getattr(model.config, "hidden_size", dimension)
+        if hidden != dimension:
+            raise ValueError(f"the model's hidden size is {hidden}, the study declares dimension {dimension}")
+        model, device = prepare_model(model, variant, torch)
+        queries = [(str(item[0]), str(item[1])) for item in options.get("queries", {}).get("items", [])]
+        return cls(tokenizer=tokenizer, model=model, variant=variant, torch=torch, device=device, pooling=pooling,
+                   normalize=bool(options["normalize"]), dimension=dimension, queries=queries)
+
+    def describe(self) -> dict[str, Any]:
+        return {**describe_common(self.model, self.tokenizer, self.variant), "pooling": self.pooling,
+                "normalize": self.normalize, "dimension": self.dimension, "pooled_in": "float32"}
+
+    def tokenize(self, texts: list[str]) -> list[dict[str, list[int]]]:
+        """Token ids per text, truncated at ``max_length``, not padded yet."""
+        encoded = self.tokenizer(texts, truncation=True, max_length=self.variant.max_length, padding=False)
+        keys = list(encoded.keys())
+        return [{key: encoded[key][i] for key in keys} for i in range(len(texts))]
+
+    def untruncated_lengths(self, texts: list[str]) -> list[int]:
+        encoded = self.tokenizer(texts, truncation=False, padding=False)
+        return [len(ids) for ids in encoded["input_ids"]]
+
+    def predict_encoded(self, features: list[dict[str, list[int]]]) -> Any:
+        """Pad one batch per the padding policy, run it, pool in float32 and bring the vectors to the host."""
+        torch = self.torch
+        padding = "longest" if self.variant.padding == "longest" else "max_length"
+        batch = self.tokenizer.pad(features, padding=padding, max_length=self.variant.max_length, return_tensors="pt")
+        batch = {key: value.to(self.device) for key, value in batch.items()}
+        with torch.inference_mode():
+            if self.forward_events is not None:
+                start = torch.cuda.Event(enable_timing=True)
+                stop = torch.cuda.Event(enable_timing=True)
+                start.record()
+                hidden = self.model(**batch).last_hidden_state
+                stop.record()
+                self.forward_events.append((start, stop))
+            else:
+                hidden = self.model(**batch).last_hidden_state
+            vectors = pool(torch, hidden, batch["attention_mask"], self.pooling, self.normalize)
+        return vectors.cpu().numpy()
+
+    def predict(self, texts: list[str]) -> Any:
+        return self.predict_encoded(self.tokenize(texts))
+
+    def finish_pass(self, out: Path) -> dict[str, Any]:
+        """Embed the study's queries (after the measured pass): the query files, and what the manifest records."""
+        started = time.perf_counter()
+        encoded = self.tokenize([text for _, text in self.queries])
+        size = self.variant.batch_size
+        with VectorSink(out, QUERY_VECTORS, QUERY_IDS) as sink:
+            for start in range(0, len(self.queries), size):
+                ids = [ident for ident, _ in self.queries[start:start + size]]
+                vectors = self.predict_encoded(encoded[start:start + size])
+                sink.write(sink.lines(ids, vectors), vectors)
+        return {"queries": {"count": len(self.queries), "embed_s": time.perf_counter() - started,
+                            "files": [QUERY_VECTORS, QUERY_IDS],
+                            "measured": "after the measured pass, outside pass_s (in write_s)"}}
+
+
+def pool(torch: Any, hidden: Any, mask: Any, pooling: str, normalize: bool) -> Any:
+    """One batch's vectors in float32: the masked mean of the last hidden states, or the first token's."""
+    states = hidden.float()
+    if pooling == "cls":
+        vectors = states[:, 0]
+    else:
+        weights = mask.to(states.dtype).unsqueeze(-1)
+        vectors = (states * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
+    if normalize:
+        vectors = torch.nn.functional.normalize(vectors, p=2.0, dim=1)
+    return vectors
+
+
+def _check_cls(tokenizer: Any) -> None:
+    """``cls`` pooling needs every input to start with the tokenizer's [CLS] token."""
+    cls_id = getattr(tokenizer, "cls_token_id", None)
+    first = tokenizer("a", truncation=True, max_length=8)["input_ids"][:1]
+    if cls_id is None or first != [cls_id]:
+        raise ValueError('pooling = "cls" needs a tokenizer that starts every input with a [CLS] token; this '
+                         'one does not (use pooling = "mean")')
+
+
+class VectorSink:
+    """One pass's vector file and ids file: each batch's rows, then its ids, written and flushed."""
+
+    def __init__(self, out: Path, vectors: str = VECTORS, ids: str = VECTOR_IDS) -> None:
+        self.out = out
+        self.names = (vectors, ids)
+        self._stack = ExitStack()
+        self.vectors: IO[bytes] | None = None
+        self.ids: IO[str] | None = None
+        self._header_written = False
+
+    def __enter__(self) -> VectorSink:
+        self.vectors = self._stack.enter_context(write_binary(self.out / self.names[0], self.out))
+        self.ids = self._stack.enter_context(write_handle(self.out / self.names[1], self.out))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    @staticmethod
+    def lines(ids: list[str], outputs: Any) -> str:
+        """The id lines of one batch (what a fault injection may corrupt before it is written)."""
+        return id_lines(ids)
+
+    def write(self, text: str, outputs: Any) -> None:
+        assert self.vectors is not None and self.ids is not None, "write() inside the with block"
+        if not self._header_written:
+            self.vectors.write(header(int(outputs.shape[1])))
+            self._header_written = True
+        self.vectors.write(outputs.astype("<f4", copy=False).tobytes())
+        self.vectors.flush()
+        self.ids.write(text)
+        self.ids.flush()
+
+
+class EmbeddingTrial:
+    """The sentence-embedding task as the trial runs it (``runner.trial.tasks``)."""
+
+    name = "sentence-embedding"
+    output_files = (VECTORS, VECTOR_IDS, QUERY_VECTORS, QUERY_IDS)
+
+    def load(self, path: Path, variant: Variant, torch: Any, options: dict[str, Any]) -> Embedder:
+        return Embedder.load(path, variant, torch, options)
+
+    def sink(self, out: Path) -> VectorSink:
+        return VectorSink(out)
+
+    @staticmethod
+    def perturb(ids: list[str], outputs: Any, model: Embedder, picked: set[str]) -> Any:
+        """Test fault ``disagree:SHARE``: each picked id's vector is reversed in order (cosine far below 0.999)."""
+        changed = outputs.copy()
+        for row, ident in enumerate(ids):
+            if ident in picked:
+                changed[row] = changed[row][::-1]
+        return changed
+
+
+TRIAL_TASK = EmbeddingTrial()
