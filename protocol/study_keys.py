@@ -85,6 +85,21 @@ _ROWS = (
     ("deadline.waiting_h", "0", "declared waiting the rental must be held for (at most 87840 h, ten years)"),
     ("costing.catalog", "the shipped dated snapshot", "your dated plan catalog CSV"),
     ("images.cpu / images.cuda / images.rocm", "none: images/images.lock", "REPO@sha256:… to run for that stack"),
+    # text-generation (docs/tasks.md#text-generation)
+    ("generation.template", "required in [generation]",
+     "the prompt around each input: text with {text} where the input goes (no other placeholder is read)"),
+    ("generation.chat_template", "false", "true: the templated text is the user's turn in the model's chat template"),
+    ("generation.max_new_tokens", "required in [generation]",
+     "tokens generated at most per input (greedy, stops at the end-of-sequence token)"),
+    ("generation.top_k", "5", "candidates (token ids and log-probabilities) kept per generated position"),
+    ("generation.decoding", '"greedy"', '"greedy" only: sampling is refused (it needs seeds and a metric-only rule)'),
+    ("quality.min_score_share", "0.99", "text-generation: median score at least this share of the reference "
+                                        "variant's (MLPerf's 99 %)"),
+    ("quality.length_window", "[0.9, 1.1]", "text-generation: mean generated length against the reference "
+                                            "variant's, per pass"),
+    ("quality.min_identical", "0.0", "text-generation: smallest share of ids with token sequences identical to the "
+                                     "reference's (min_agreement applies to identical-or-near-tie)"),
+    ("quality.normalisation", '"whitespace"', 'text-generation exact_match: "none", "whitespace" or "casefold"'),
 )
 
 KEYS: dict[str, StudyKey] = {key: StudyKey(key, default, meaning) for key, default, meaning in _ROWS}

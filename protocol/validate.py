@@ -113,10 +113,13 @@ class Agreement:
 
     ``agreement`` is the share of ids on which the two agree (the rule's ``min_agreement`` applies to it);
     ``max_score_delta`` the largest difference of a per-id score where the task has one; ``identical``
-    whether the outputs are the same; ``details`` the task's own figures (kept in verdicts.json).
+    whether the outputs are the same; ``details`` the task's own figures (kept in verdicts.json); ``failures`` the
+    task's own conditions of equivalence with the reference that do not hold (e.g. a generation's length window),
+    each a reason: a pass with any is not equivalent (kept in verdicts.json, read by the summary).
     """
 
     agreement: float | None
     max_score_delta: float | None
     identical: bool | None
     details: dict[str, Any] = field(default_factory=dict)
+    failures: tuple[str, ...] = ()

@@ -20,8 +20,9 @@ DEFAULT_TASK = "text-classification"
 
 def _registry() -> dict[str, Task]:
     from protocol.tasks.classification import CLASSIFICATION
+    from protocol.tasks.generation import GENERATION
 
-    return {CLASSIFICATION.name: CLASSIFICATION}
+    return {CLASSIFICATION.name: CLASSIFICATION, GENERATION.name: GENERATION}
 
 
 def study_task(study: Any) -> Task:
@@ -34,6 +35,14 @@ def read_task_corpus(path: Any, task: Task) -> Any:
     from protocol.corpus import read_corpus
 
     return read_corpus(path, require_label=task.labels_required, extra_fields=task.corpus_fields)
+
+
+def index_fields(record: Any, fields: tuple[str, ...]) -> list[str]:
+    """A record's task fields as ``corpus_index.csv`` holds them: JSON strings (a cell that opens with a quote
+    never reads as a spreadsheet formula, and any text round-trips exactly)."""
+    import json
+
+    return [json.dumps(record.field(name), ensure_ascii=False) for name in fields]
 
 
 def task_names() -> tuple[str, ...]:

@@ -49,6 +49,10 @@ class Task(Protocol):
     def parse_quality_extras(self, quality: Any) -> dict[str, Any]:
         """The task's own ``[quality]`` keys (``quality`` is the table's reader), e.g. ``min_cosine``."""
 
+    def check_model(self, model_dir: Path, records: Sequence[Any], study: Any, where: str) -> tuple[str, ...]:
+        """The checkpoint can run this study with these inputs (corpus and tuning records), from its files alone
+        (a classifier: the corpus labels are the model's); UserError naming the fix, else warnings."""
+
     def reference(self, index_rows: Sequence[Mapping[str, str]], study: Any,
                   subgroups: Sequence[str] | None = None) -> Any:
         """What a pass is checked against, from ``corpus_index.csv``-shaped rows (id, label, n_tokens,

@@ -214,6 +214,12 @@ class Classification:
     def parse_quality_extras(self, quality: Any) -> dict[str, Any]:
         return {}
 
+    def check_model(self, model_dir: Path, records: Sequence[Any], study: Any, where: str) -> tuple[str, ...]:
+        """Every corpus label is one the model predicts; returns the model's labels the records lack."""
+        from protocol.labels import check_labels
+
+        return check_labels([r.label for r in records], model_dir, where)
+
     def reference(self, index_rows: Sequence[Mapping[str, str]], study: Any,
                   subgroups: Sequence[str] | None = None) -> Reference:
         """Expected labels and the subgroups scored (default: the study's), in corpus order."""

@@ -24,13 +24,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from protocol.corpus import check_disjoint, content_fingerprint, token_lengths
+from protocol.corpus import Record, check_disjoint, content_fingerprint, token_lengths
 from protocol.costing.catalog_file import load_catalog
 from protocol.costing.plans import default_catalog_path
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
 from protocol.jsonio import read_json, write_json_atomic
-from protocol.labels import check_labels
 from protocol.memory import ModelShape, estimate
 from protocol.paths import allowed_roots, check_allowed_root
 from protocol.records import TrialSpec
@@ -129,6 +128,26 @@ def _inputs(report: CheckReport, study: Study) -> bool:
     return ok
 
 
+def _model_fits(report: CheckReport, study: Study, corpus: tuple[Record, ...], tuning: tuple[Record, ...]) -> None:
+    """The checkpoint runs the study's task on these inputs (a classifier: the corpus labels are its own)."""
+    task = study_task(study)
+    what = "labels" if task.labels_required else "model"
+    try:
+        extra = task.check_model(study.model.path, (*corpus, *tuning), study, "corpus and tuning labels")
+    except UserError as exc:
+        _fail(report, what, exc)
+        return
+    if not task.labels_required:
+        report.add("ok", "model", f"the checkpoint can run task {task.name}")
+        for warning in extra:
+            report.add("warn", "model", warning)
+        return
+    report.add("ok", "labels", f"{len({r.label for r in corpus})} corpus labels, all in the model's id2label")
+    if extra:
+        report.add("warn", "labels", f"the model also predicts {', '.join(extra)}, absent from the corpus: any "
+                                     "such prediction rejects a pass")
+
+
 def _content(report: CheckReport, study: Study, ledger_dir: Path | None) -> None:
     try:
         corpus = read_task_corpus(study.corpus.path, study_task(study))
@@ -141,14 +160,7 @@ def _content(report: CheckReport, study: Study, ledger_dir: Path | None) -> None
     if len(tuning) < study.warmup.inputs:
         report.add("FAIL", "warm-up", f"needs {study.warmup.inputs} inputs, the tuning split has {len(tuning)}. "
                                       "Lower warmup.inputs or add tuning data.")
-    try:
-        extra = check_labels([r.label for r in (*corpus, *tuning)], study.model.path, "corpus and tuning labels")
-        report.add("ok", "labels", f"{len({r.label for r in corpus})} corpus labels, all in the model's id2label")
-        if extra:
-            report.add("warn", "labels", f"the model also predicts {', '.join(extra)}, absent from the corpus: any "
-                                         "such prediction rejects a pass")
-    except UserError as exc:
-        _fail(report, "labels", exc)
+    _model_fits(report, study, corpus, tuning)
     try:
         lengths = token_lengths(study.model.path, [r.text for r in corpus])
     except UserError as exc:

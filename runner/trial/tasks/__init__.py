@@ -18,7 +18,10 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-_MODULES = {"text-classification": "runner.trial.tasks.classification"}
+_MODULES = {
+    "text-classification": "runner.trial.tasks.classification",
+    "text-generation": "runner.trial.tasks.generation",
+}
 
 
 def trial_task(name: str) -> Any:
