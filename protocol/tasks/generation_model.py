@@ -77,6 +77,10 @@ def check_generation_model(model_dir: Path, study: Any, where: str) -> tuple[str
         raise UserError("the model directory has no generation_config.json", str(model_dir),
                         "Save it with the checkpoint (model.generation_config.save_pretrained(DIR)): it names the "
                         "end-of-sequence token where generation stops.")
+    if study.base.get("compile") or any(s.field == "compile" and True in s.values for s in study.series):
+        raise UserError("torch.compile is not supported for text-generation", f"{where}, key base.compile",
+                        "Set compile = false (and drop a series over compile): generate() would run the "
+                        "uncompiled forward and the measurement would not be of a compiled model.")
     options = study.task_options
     if options.get("chat_template") and not _has_chat_template(model_dir):
         raise UserError("the study declares chat_template = true and the model has no chat template",
