@@ -77,10 +77,10 @@ def gather_trial(
     phases = status.phases if status is not None else PhaseTimes()
     memory = status.memory if status is not None else MemoryPeaks()
     values: dict[str, Any] = {
-        **_outcome_values(spec, trial_dir, final, check, status),
+        **_outcome_values(spec, trial_dir, final, check, status, task.output_files[0]),
         **_measured_values(phases, memory, status, result, final),
         **_launch_values(spec, result),
-        "notes": _notes(trial_dir, result, status, status_problem, check, final),
+        "notes": _notes(trial_dir, result, status, status_problem, check, final, task.output_files[0]),
     }
     seals = seal_values(trial_dir, task.output_files)  # last: the files as the verdict above read them
     values.update(seals)
@@ -100,7 +100,7 @@ def gather_trial(
 
 
 def _outcome_values(spec: TrialSpec, trial_dir: Path, final: str, check: PassCheck,
-                    status: TrialStatus | None) -> dict[str, Any]:
+                    status: TrialStatus | None, outputs: str = "predictions.jsonl") -> dict[str, Any]:
     """Which pass this was and how it ended: ids, status, verdict, the variant's configuration."""
     return {
         "trial_id": spec.trial_id,
@@ -118,7 +118,7 @@ def _outcome_values(spec: TrialSpec, trial_dir: Path, final: str, check: PassChe
         "metric_value": check.metric_value,
         "quality_verdict": f"rejected: status {final}" if final != "ok" else check.verdict,
         **spec.variant.config(),
-        "predictions_path": str((trial_dir / "predictions.jsonl").relative_to(trial_dir.parents[1])),
+        "predictions_path": str((trial_dir / outputs).relative_to(trial_dir.parents[1])),
     }
 
 
@@ -164,7 +164,7 @@ def _launch_values(spec: TrialSpec, result: LaunchResult) -> dict[str, Any]:
 
 
 def _notes(trial_dir: Path, result: LaunchResult, status: TrialStatus | None, status_problem: str,
-           check: PassCheck, final: str) -> str:
+           check: PassCheck, final: str, outputs: str = "predictions.jsonl") -> str:
     notes: list[str] = list(result.notes)
     if status_problem:
         notes.append(status_problem)
@@ -177,7 +177,7 @@ def _notes(trial_dir: Path, result: LaunchResult, status: TrialStatus | None, st
         notes.append(f"exit code {result.exit_code}")
     if not check.accepted and final == "ok":
         notes.append(check.verdict)
-    notes.append(f"predictions: {trial_dir / 'predictions.jsonl'}")
+    notes.append(f"predictions: {trial_dir / outputs}")
     if status is not None and status.pass_compilations:
         notes.append(f"recompiled during the measured pass: {status.pass_compilations} torch.compile "
                      "graph(s) compiled inside pass_s (the warm-up did not cover that shape)")

@@ -324,7 +324,8 @@ class CampaignChecks(Findings):
             for key, value in planned.items():
                 if row.cell(key) != value:
                     self.add("raw.csv", f"{where}, column {key}", f"{row.cell(key)!r}, schedule.csv gives {value!r}")
-        expected_path = f"trials/{row.trial_id}/predictions.jsonl"
+        outputs = self.output_files[0] if self.output_files else "predictions.jsonl"
+        expected_path = f"trials/{row.trial_id}/{outputs}"
         if row.predictions_path != expected_path:
             self.add("raw.csv", f"{where}, column predictions_path",
                      f"{row.predictions_path!r}, expected {expected_path!r}")

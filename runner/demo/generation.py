@@ -122,7 +122,8 @@ def build_generation_demo(out_dir: Path, *, seed: int = 0, sizes: tuple[int, int
              f"and {len(tuning)} other ones for tuning.")
     fingerprints = {name: fingerprint_path(out_dir / name) for name in
                     ("corpus-generate.jsonl", "corpus-generate-1000.jsonl", "tuning-generate.jsonl")}
-    common = {"@TUNING_FINGERPRINT@": fingerprints["tuning-generate.jsonl"], "@MODEL_FINGERPRINT@": checkpoint.fingerprint}
+    common = {"@TUNING_FINGERPRINT@": fingerprints["tuning-generate.jsonl"],
+              "@MODEL_FINGERPRINT@": checkpoint.fingerprint}
     write_text_atomic(out_dir / f"{CPU_STUDY}.toml", _render(CPU_STUDY, {
         **common, "@TEXT_COUNT@": str(sizes[0]), "@CORPUS_FINGERPRINT@": fingerprints["corpus-generate.jsonl"]}))
     tuned = _tune(out_dir / f"{CPU_STUDY}.toml", progress) if tune else {}

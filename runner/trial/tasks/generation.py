@@ -193,6 +193,16 @@ class Generator:
         figures, self.figures = self.figures, {}
         return figures
 
+    def probe_encoded(self, features: list[dict[str, list[int]]]) -> list[dict[str, Any]]:
+        """One batch generating a single token (the prefill's forward): what the attention probe profiles."""
+        config = self.generation_config
+        full, config.max_new_tokens = config.max_new_tokens, 1
+        try:
+            return self.predict_encoded(features)
+        finally:
+            config.max_new_tokens = full
+            self.take_batch_figures()
+
     def predict(self, texts: list[str]) -> list[dict[str, Any]]:
         return self.predict_encoded(self.tokenize(texts))
 
