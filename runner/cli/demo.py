@@ -53,8 +53,9 @@ def prepare(out_dir: Path, generation: bool) -> None:
     result = build_demo(out_dir, progress=click.echo)
     if generation:
         from runner.demo.generation import build_generation_demo
+        from runner.own.tune import tune_study
 
-        made = build_generation_demo(out_dir, progress=click.echo)
+        made = build_generation_demo(out_dir, tuner=tune_study, progress=click.echo)
         click.echo("text-generation study files:")
         for path in made.study_paths:
             click.echo(f"  {path}")

@@ -38,7 +38,7 @@ BUILDER_VERSION = "1"
 CPU_STUDY, GPU_STUDY = "generate", "generate-gpu"
 GPU_STACKS = ("cuda", "rocm")
 #: (corpus of the CPU study, corpus of the GPU study, tuning split): the CPU corpus is the first of the GPU one.
-DEFAULT_SIZES = (24, 1000, 12)
+DEFAULT_SIZES = (24, 1000, 30)
 MODEL_DIR = "smollm2"
 _PLACEHOLDER = re.compile(r"@[A-Z_]+@")
 
@@ -103,13 +103,14 @@ def _reusable(out_dir: Path, parameters: Mapping[str, Any], model_record: Mappin
 
 
 def build_generation_demo(out_dir: Path, *, seed: int = 0, sizes: tuple[int, int, int] = DEFAULT_SIZES,
-                          tune: bool = True, progress: Callable[[str], None] = lambda line: None) -> GenerationDemo:
-    """Build (or reuse) the generation demo in ``out_dir``; ``tune=False`` leaves the rule as the template has it
-    (tests that write their own)."""
+                          tuner: Callable[..., Any] | None = None,
+                          progress: Callable[[str], None] = lambda line: None) -> GenerationDemo:
+    """Build (or reuse) the generation demo in ``out_dir``. ``tuner`` is ``runner.own.tune.tune_study`` (passed in
+    by the CLI: this layer does not import it); None leaves the rule as the template has it."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     checkpoint = converted_checkpoint(out_dir / MODEL_DIR, progress)
-    parameters = {**_parameters(seed, sizes), "tune": tune}
+    parameters = {**_parameters(seed, sizes), "tune": tuner is not None}
     record = _reusable(out_dir, parameters, checkpoint.record)
     if record is not None:
         progress(f"Reused the text-generation demo in {out_dir} (generation.json and file hashes match).")
@@ -126,7 +127,7 @@ def build_generation_demo(out_dir: Path, *, seed: int = 0, sizes: tuple[int, int
               "@MODEL_FINGERPRINT@": checkpoint.fingerprint}
     write_text_atomic(out_dir / f"{CPU_STUDY}.toml", _render(CPU_STUDY, {
         **common, "@TEXT_COUNT@": str(sizes[0]), "@CORPUS_FINGERPRINT@": fingerprints["corpus-generate.jsonl"]}))
-    tuned = _tune(out_dir / f"{CPU_STUDY}.toml", progress) if tune else {}
+    tuned = _tune(tuner, out_dir / f"{CPU_STUDY}.toml", progress) if tuner is not None else {}
     rule = _rule(out_dir / f"{CPU_STUDY}.toml")
     for stack in GPU_STACKS:
         write_text_atomic(out_dir / f"{GPU_STUDY}-{stack}.toml", _render(GPU_STUDY, {
@@ -140,12 +141,10 @@ def build_generation_demo(out_dir: Path, *, seed: int = 0, sizes: tuple[int, int
     return _result(out_dir, record, reused=False)
 
 
-def _tune(study: Path, progress: Callable[[str], None]) -> dict[str, Any]:
+def _tune(tuner: Callable[..., Any], study: Path, progress: Callable[[str], None]) -> dict[str, Any]:
     """``isocost tune`` on the CPU study: the reference variant over the tuning split, the rule written."""
-    from runner.own.tune import tune_study
-
     progress(f"Tuning the quality rule of {study.name} on the tuning split (isocost tune, one pass) ...")
-    result = tune_study(study, progress=progress)
+    result = tuner(study, progress=progress)
     for line in result.lines():
         progress(line)
     proposal = result.proposal

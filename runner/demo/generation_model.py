@@ -134,5 +134,5 @@ def _convert(gguf: Path, target: Path) -> dict[str, Any]:
         (scratch / "model").rename(target)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    made = next((loads_unique(line) for line in reversed(lines) if line.startswith("{")), {})
+    made: Any = next((loads_unique(line) for line in reversed(lines) if line.startswith("{")), {})
     return made if isinstance(made, dict) else {}
