@@ -31,25 +31,42 @@ _FILE = click.Path(path_type=Path, dir_okay=False)
 @click.option("--stack", type=click.Choice(STACKS), default="cpu", show_default=True,
               help="Batch and precision series suited to this stack.")
 @click.option("--force", is_flag=True, help="Overwrite --out if it exists.")
-def init(corpus: Path, model: Path, tuning: Path | None, out: Path, stack: str, force: bool) -> None:
+@click.option("--task", type=click.Choice(("text-classification", "text-generation")), default="text-classification",
+              show_default=True, help="What each input yields (text-generation: a causal LM and a reference text "
+                                      "per input).")
+@click.option("--template", default="{text}", show_default=True,
+              help="text-generation: the prompt around each input, {text} where the input goes.")
+@click.option("--max-new-tokens", type=int, default=64, show_default=True,
+              help="text-generation: tokens generated at most per input.")
+@click.option("--score", type=click.Choice(("rouge_l", "chrf", "exact_match")), default="rouge_l",
+              show_default=True, help="text-generation: the task score against the references.")
+def init(corpus: Path, model: Path, tuning: Path | None, out: Path, stack: str, force: bool, task: str,
+         template: str, max_new_tokens: int, score: str) -> None:
     """Write a complete, commented study for your own CORPUS and checkpoint MODEL.
 
     Computes the fingerprints, length buckets from the model's tokenizer
     (with counts), checks the corpus labels against the model's id2label and
-    writes every key with its default and meaning.
+    writes every key with its default and meaning. With --task
+    text-generation: a causal LM, the [generation] table and its rule.
 
     \b
     Example: isocost init reports.jsonl weather-model --tuning reports-tuning.jsonl --out study.toml
     """
     from runner.own.init import init_study
+    from runner.own.init_generation import GenerationChoice
 
-    report = init_study(corpus, model, out=out, tuning=tuning, stack=stack, force=force)
+    generation = GenerationChoice(template, max_new_tokens, score) if task == "text-generation" else None
+    report = init_study(corpus, model, out=out, tuning=tuning, stack=stack, force=force, task=task,
+                        generation=generation)
     for path in report.written:
         click.echo(f"wrote {path}")
     buckets = ", ".join(f"{name} ≤ {bound} tokens: {count}" if bound is not None else f"{name}: {count}"
                         for name, bound, count in report.buckets)
     click.echo(f"length buckets (model tokenizer): {buckets}")
-    click.echo(f"labels: {', '.join(report.labels)} (all in the model's id2label)")
+    if generation is None:
+        click.echo(f"labels: {', '.join(report.labels)} (all in the model's id2label)")
+    else:
+        click.echo(f"text-generation: template {template!r}, max_new_tokens {max_new_tokens}, score {score}")
     if report.extra_model_labels:
         click.echo(f"warning: the model also predicts {', '.join(report.extra_model_labels)}, absent from the "
                    "corpus: any such prediction rejects a pass", err=True)

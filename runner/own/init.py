@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from protocol.corpus import Record, read_corpus, token_lengths
+from protocol.corpus import Record, token_lengths
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
 from protocol.jsonio import DUPLICATE_KEY_FIX, DuplicateKeyError, loads_unique
@@ -31,6 +31,9 @@ from protocol.labels import check_labels
 from protocol.safe_write import check_writable_target, make_dirs, write_handle, write_text_atomic
 from protocol.study import load_study
 from protocol.study_keys import KEYS
+from protocol.tasks import DEFAULT_TASK, read_task_corpus, task_named
+from runner.own import init_generation
+from runner.own.init_generation import GenerationChoice
 
 #: Series per stack: batch sizes and precisions worth comparing there (fp16 is GPU-only).
 STACK_SERIES: dict[str, dict[str, Any]] = {
@@ -104,7 +107,8 @@ def _split(corpus: Path, records: tuple[Record, ...], out_dir: Path) -> tuple[Pa
         with write_handle(path, fix="Choose a writable --out folder, or pass --tuning FILE.") as handle:
             for i, r in enumerate(records):
                 if (i in tuning_ids) == keep:
-                    handle.write(json.dumps({"id": r.id, "text": r.text, "label": r.label}) + "\n")
+                    row = {"id": r.id, "text": r.text, **({"label": r.label} if r.label else {}), **dict(r.fields)}
+                    handle.write(json.dumps(row, ensure_ascii=False) + "\n")
     return final_path, tuning_path
 
 
@@ -141,6 +145,8 @@ class _Facts:
     buckets: tuple[tuple[str, int | None, int], ...]
     limit: int  # the model's own maximum length
     max_length: int
+    task: str = DEFAULT_TASK
+    generation: GenerationChoice | None = None  # a text-generation study's template, max_new_tokens, score
 
     @property
     def series(self) -> dict[str, Any]:
@@ -156,23 +162,30 @@ class _Facts:
 
 
 def init_study(corpus: Path, model: Path, *, out: Path, tuning: Path | None = None, stack: str = "cpu",
-               force: bool = False) -> InitReport:
-    """Write a complete study to ``out`` for this corpus and checkpoint; return what was computed."""
+               force: bool = False, task: str = DEFAULT_TASK, generation: GenerationChoice | None = None) -> InitReport:
+    """Write a complete study to ``out`` for this corpus and checkpoint; return what was computed (``task``
+    ``text-generation``: with ``generation``'s template, max_new_tokens and score)."""
     _check_arguments(model, out, stack, force)
+    chosen = task_named(task, "--task")
+    if chosen.name != DEFAULT_TASK:
+        generation = generation or GenerationChoice()
+        generation.check()
     check_writable_target(out, fix="Name the study file itself with --out, not a link to it.")
     out = out.parent.resolve() / out.name  # the folder as the user named it; the file itself never a link
     make_dirs(out.parent, fix="Choose a writable --out.")
-    records = read_corpus(corpus)
+    records = read_task_corpus(corpus, chosen)
     written: tuple[Path, ...] = ()
     if tuning is None:
         corpus, tuning = _split(corpus, records, out.parent)
         written = (corpus, tuning)
-        records = read_corpus(corpus)
-    facts = _facts(out, corpus, tuning, model, stack, records)
-    lines = [*_header_lines(facts), *_input_lines(facts), *_bucket_lines(facts), *_quality_lines(facts),
-             *_base_lines(facts), *_series_lines(facts), *_optional_lines(facts)]
+        records = read_task_corpus(corpus, chosen)
+    facts = _facts(out, corpus, tuning, model, stack, records, chosen.name, generation)
+    lines = [*_header_lines(facts), *_input_lines(facts), *_bucket_lines(facts), *_task_lines(facts),
+             *_quality_lines(facts), *_base_lines(facts), *_series_lines(facts), *_optional_lines(facts)]
     write_text_atomic(out, "\n".join(lines), fix="Choose a writable --out.")
     study = load_study(out)  # what init writes must be a valid study
+    if chosen.name != DEFAULT_TASK:  # the checkpoint against the study as written (a causal LM, its context…)
+        chosen.check_model(model, records, study, str(out))
     return InitReport(study=out, buckets=facts.buckets, labels=facts.labels,
                       extra_model_labels=facts.extra_model_labels, written=written,
                       reference_variant=facts.reference, variants=len(study.variants()),
@@ -189,30 +202,36 @@ def _check_arguments(model: Path, out: Path, stack: str, force: bool) -> None:
                         "Pass the directory written by save_pretrained.")
 
 
-def _facts(out: Path, corpus: Path, tuning: Path, model: Path, stack: str, records: tuple[Record, ...]) -> _Facts:
+def _facts(out: Path, corpus: Path, tuning: Path, model: Path, stack: str, records: tuple[Record, ...],
+           task: str = DEFAULT_TASK, generation: GenerationChoice | None = None) -> _Facts:
     """Labels against the model, token lengths and buckets, the maximum length."""
-    tuning_records = read_corpus(tuning)
-    extra = check_labels([r.label for r in (*records, *tuning_records)], model, f"{corpus} and {tuning}")
+    tuning_records = read_task_corpus(tuning, task_named(task))
+    extra: tuple[str, ...] = ()
+    if generation is None:
+        extra = check_labels([r.label for r in (*records, *tuning_records)], model, f"{corpus} and {tuning}")
     lengths = token_lengths(model, [r.text for r in records])
     limit = _model_limit(model)
+    longest = (min(limit, 8 * math.ceil(max(lengths) / 8)) if generation is None
+               else init_generation.max_length(tuple(lengths), limit, generation.max_new_tokens))
     return _Facts(
         out=out, corpus=corpus, tuning=tuning, model=model, stack=stack, records=len(records),
-        tuning_inputs=len(tuning_records), labels=tuple(sorted({r.label for r in records})),
+        tuning_inputs=len(tuning_records), labels=tuple(sorted({r.label for r in records} - {""})),
         extra_model_labels=tuple(extra), lengths=tuple(lengths), buckets=tuple(length_buckets(lengths)),
-        limit=limit, max_length=min(limit, 8 * math.ceil(max(lengths) / 8)),
+        limit=limit, max_length=longest, task=task, generation=generation,
     )
 
 
 def _header_lines(f: _Facts) -> list[str]:
     name = "".join(c if c.isalnum() or c in "-_." else "-" for c in f.corpus.stem).strip("-") or "study"
-    question = (f"Which configuration classifies all {f.records} inputs of {f.corpus.name}, meets the quality "
+    doing = "classifies" if f.generation is None else "generates the outputs of"
+    question = (f"Which configuration {doing} all {f.records} inputs of {f.corpus.name}, meets the quality "
                 "rule, finishes before the deadline and costs the least?")
     return [
         "# Study written by `isocost init`: every key with its default and meaning (README: study keys).",
         "# Paths are relative to this file. Next: `isocost tune` sets the quality minimum on the tuning split,",
         "# `isocost check` checks everything without timing, `isocost run` runs the campaign.",
         f"schema_version = 1{_c('schema_version')}",
-        f'task = "text-classification"{_c("task")}',
+        f"task = {_toml(f.task)}{_c('task')}",
         f"name = {_toml(name)}{_c('name')}",
         f"question = {_toml(question)}{_c('question')}",
         f'scenario = "offline"{_c("scenario")}',
@@ -230,7 +249,8 @@ def _input_lines(f: _Facts) -> list[str]:
             f"fingerprint = {_toml(fingerprint_path(path))}{_c(f'{table}.fingerprint')}",
             "",
         ]
-    lines[-1] = f"# labels: {', '.join(f.labels)} (all known to the model's id2label)"
+    lines[-1] = (f"# labels: {', '.join(f.labels)} (all known to the model's id2label)" if f.generation is None
+                 else "# every input carries its reference text (the task score is measured against it)")
     if f.extra_model_labels:
         lines.append(f"# warning: the model also predicts {', '.join(f.extra_model_labels)}, absent from the "
                      "corpus: any such prediction rejects a pass")
@@ -250,7 +270,18 @@ def _bucket_lines(f: _Facts) -> list[str]:
     return lines
 
 
+def _task_lines(f: _Facts) -> list[str]:
+    """A task's own table (text-generation: [generation])."""
+    return [] if f.generation is None else init_generation.generation_lines(f.model, f.generation, _c, _toml)
+
+
 def _quality_lines(f: _Facts) -> list[str]:
+    rule = ([] if f.generation is None
+            else init_generation.quality_lines(f.generation, f.reference, _c, _toml))
+    return (rule or _classification_rule(f)) + _run_lines(f)
+
+
+def _classification_rule(f: _Facts) -> list[str]:
     return [
         "[quality]",
         f'metric = "accuracy"{_c("quality.metric")}',
@@ -263,6 +294,11 @@ def _quality_lines(f: _Facts) -> list[str]:
         f'replay = "quality"{_c("quality.replay")}',
         f"# max_score_delta = 0.01{_c('quality.max_score_delta')}",
         "",
+    ]
+
+
+def _run_lines(f: _Facts) -> list[str]:
+    return [
         "[warmup]",
         f'source = "tuning"{_c("warmup.source")}',
         f"inputs = {min(8, f.tuning_inputs)}{_c('warmup.inputs')}",
