@@ -67,6 +67,9 @@ class Task(Protocol):
     def agreement(self, candidate: Any, reference: Any, study: Any) -> Agreement:
         """How a pass compares with the reference variant's pass by id."""
 
+    def pass_figures(self, trial_dir: Path, pass_s: float | None) -> dict[str, Any]:
+        """The task's own figures of one accepted pass (a generation's output tokens per second…), {} if none."""
+
     def is_proportion(self, metric: str) -> bool:
         """Whether the metric is a share of inputs (its standard error is binomial), for ``isocost tune``."""
 

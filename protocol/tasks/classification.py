@@ -240,6 +240,9 @@ class Classification:
     def agreement(self, candidate: ParsedPredictions, reference: ParsedPredictions, study: Any) -> Agreement:
         return compare_predictions(candidate, reference)
 
+    def pass_figures(self, trial_dir: Path, pass_s: float | None) -> dict[str, Any]:
+        return {}  # a classifier's throughput is its pass time: nothing of its own
+
     def is_proportion(self, metric: str) -> bool:
         return metric == "accuracy"
 

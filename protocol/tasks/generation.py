@@ -258,6 +258,13 @@ class TextGeneration:
         extra = study.quality.extra
         return compare_generations(candidate, reference, extra, float(extra.get("min_identical", 0.0)))
 
+    def pass_figures(self, trial_dir: Path, pass_s: float | None) -> dict[str, Any]:
+        """Output tokens per second, time to first token per batch, time per output token
+        (:mod:`protocol.tasks.generation_figures`)."""
+        from protocol.tasks.generation_figures import read_pass_figures
+
+        return read_pass_figures(trial_dir, pass_s)
+
     def is_proportion(self, metric: str) -> bool:
         return metric == "exact_match"
 

@@ -57,3 +57,14 @@ def test_a_task_that_generates_nothing_has_no_such_column(tmp_path: Path) -> Non
     plain = PassEvidence("p", 1.0, None, (first,))
     projection = project([plain], job_inputs=10, corpora=1, workers=1, mix=None, seed="0", resamples=10)
     assert projection.generated_per_input is None and GENERATED not in dict(projection.tokens_per_input)
+
+
+def test_per_pass_figures_by_hand() -> None:
+    from protocol.tasks.generation_figures import pass_figures
+
+    batches = [{"prefill_s": 0.2, "decode_s": 0.6, "generated_tokens": 8, "decode_steps": 4},
+               {"prefill_s": 0.4, "decode_s": 0.2, "generated_tokens": 3, "decode_steps": 2}]
+    figures = pass_figures(batches, pass_s=2.2)
+    assert figures == {"generated_tokens": 11, "output_tokens_per_s": pytest.approx(5.0), "median_ttft_s":
+                       pytest.approx(0.3), "max_ttft_s": 0.4, "time_per_output_token_s": pytest.approx(0.8 / 4)}
+    assert set(pass_figures([{"batch_s": 1.0}], 1.0).values()) == {None}  # a classifier's batches: nothing
