@@ -104,6 +104,12 @@ _ROWS = (
 
 KEYS: dict[str, StudyKey] = {key: StudyKey(key, default, meaning) for key, default, meaning in _ROWS}
 
+#: Keys only a study of that task reads: ``isocost init`` writes them for that task alone.
+TASK_KEYS: dict[str, tuple[str, ...]] = {
+    "text-generation": tuple(k for k in KEYS if k.startswith("generation.")) + (
+        "quality.min_score_share", "quality.length_window", "quality.min_identical", "quality.normalisation"),
+}
+
 
 def markdown_table() -> str:
     """The README's study key table."""

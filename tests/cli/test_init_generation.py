@@ -8,6 +8,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+from protocol.study_keys import TASK_KEYS
 from runner.cli import main
 
 
@@ -44,7 +45,10 @@ def test_init_writes_a_generation_study_that_check_reads(tmp_path: Path) -> None
                                        "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert "text-generation: template 'Headline: {text}', max_new_tokens 12, score chrf" in result.output
-    data = tomllib.loads(out.read_text())
+    text = out.read_text()
+    for key in TASK_KEYS["text-generation"]:
+        assert f"{key.split('.')[-1]} = " in text, key
+    data = tomllib.loads(text)
     assert data["task"] == "text-generation"
     assert data["generation"] == {"template": "Headline: {text}", "chat_template": True, "max_new_tokens": 12,
                                   "top_k": 5, "decoding": "greedy"}
