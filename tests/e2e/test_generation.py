@@ -53,6 +53,16 @@ def test_generation_campaign_rows_outputs_verdicts_and_validation(make_generatio
     assert details["near_tie_share"] >= details["identical_share"]
     summary = CliRunner().invoke(main, ["summarize", str(out)])
     assert summary.exit_code == 0 and "| batch_size=3 |" in summary.output
+    figures = json.loads((out / "summary.json").read_text())["task_figures"]["batch_size=3"]["median"]
+    assert figures["generated_tokens"] == sum(len(json.loads(line)["tokens"]) for line in
+                                              (out / rows[1]["predictions_path"]).read_text().splitlines())
+    assert figures["output_tokens_per_s"] == pytest.approx(figures["generated_tokens"] / float(rows[1]["pass_s"]))
+    assert "## Generation per accepted pass" in (out / "summary.md").read_text()
+    bundle = tmp_path / "gen.tar.gz"
+    packed = CliRunner().invoke(main, ["bundle", str(out), "-o", str(bundle)])
+    assert packed.exit_code == 0, packed.output
+    verified = CliRunner().invoke(main, ["verify", str(bundle)])
+    assert verified.exit_code == 0, verified.output
 
 
 def test_a_prompt_longer_than_max_length_is_truncated_and_counted(make_generation_workspace, tmp_path: Path) -> None:
