@@ -134,16 +134,26 @@ def near_tie(ours: Generation, theirs: Generation, position: int) -> bool:
     return ours.tokens[position] in theirs.top_ids[position] and theirs.tokens[position] in ours.top_ids[position]
 
 
+def logprob_delta(ours: Generation, theirs: Generation, until: int | None) -> float:
+    """The largest difference of the chosen token's log-probability over the common prefix (a greedy run's
+    chosen token is its top-1 candidate): 0.0 when the numerics are the same."""
+    stop = min(len(ours.tokens), len(theirs.tokens)) if until is None else until
+    return max((abs(ours.top_logprobs[j][0] - theirs.top_logprobs[j][0]) for j in range(stop)), default=0.0)
+
+
 def compare_generations(candidate: ParsedGenerations, reference: ParsedGenerations, rule: Mapping[str, Any],
                         min_identical: float = 0.0) -> Agreement:
-    """Identity and near ties by id, the length ratio, and the conditions of the rule that do not hold."""
+    """Identity and near ties by id, the length ratio, and the conditions of the rule that do not hold;
+    ``max_score_delta`` is the largest log-probability difference of the chosen tokens before any divergence."""
     ours, theirs = candidate.by_id(), reference.by_id()
     if not ours or ours.keys() != theirs.keys():
         return Agreement(None, None, None)
     identical = near = 0
+    delta = 0.0
     first_diverging = ""
     for ident, mine in ours.items():
         position = first_divergence(mine, theirs[ident])
+        delta = max(delta, logprob_delta(mine, theirs[ident], position))
         if position is None:
             identical += 1
             near += 1
@@ -166,7 +176,7 @@ def compare_generations(candidate: ParsedGenerations, reference: ParsedGeneratio
                "near_ties": near - identical, "inputs": n, "mean_generated_tokens": mean_ours,
                "reference_mean_generated_tokens": mean_theirs, "length_ratio": ratio,
                "first_non_tie_divergence": first_diverging}
-    return Agreement(agreement=near / n, max_score_delta=None, identical=identical == n, details=details,
+    return Agreement(agreement=near / n, max_score_delta=delta, identical=identical == n, details=details,
                      failures=tuple(failures))
 
 

@@ -143,6 +143,10 @@ def test_identity_near_ties_and_divergence() -> None:
     agreement = compare_generations(_parsed(tie, _gen("b", (4,), "z")), _parsed(ref, _gen("b", (4,), "z")), rule)
     assert agreement.agreement == 1.0 and agreement.details["identical_share"] == 0.5
     assert agreement.details["near_tie_share"] == 1.0 and agreement.identical is False and not agreement.failures
+    assert agreement.max_score_delta == 0.0  # same log-probabilities before the divergence
+    shifted = Generation("b", (4,), "z", ((4, 5),), ((-0.35, -2.0),))
+    assert compare_generations(_parsed(shifted), _parsed(_gen("b", (4,), "z")), rule).max_score_delta == \
+        pytest.approx(0.25)
     strict = compare_generations(_parsed(no_tie, _gen("b", (4,), "z")), _parsed(ref, _gen("b", (4,), "z")), rule, 0.9)
     assert strict.agreement == 0.5 and strict.details["first_non_tie_divergence"] == "'a' at token 1"
     assert strict.failures == ("identical token sequences 0.5000 < required 0.9",)
