@@ -119,6 +119,8 @@ class Generator:
         """The prompt's ids, the input's text cut at its end until the prompt fits max_length."""
         limit = self.variant.max_length
         ids = self._encode(text)
+        if len(ids) <= limit:
+            return ids  # the usual input: one tokenisation, as a hand-written loop does
         words = self.tokenizer(text, add_special_tokens=False)["input_ids"]
         for _ in range(FIT_ATTEMPTS):
             if len(ids) <= limit or not words:
