@@ -212,6 +212,7 @@ class _Runs(NamedTuple):
     good: _Kept  # accepted pass times that are not None
     agreements: _Kept
     deltas: _Kept
+    failures: _Kept  # a task's conditions of equivalence that do not hold, per pass (a list of reasons)
     peaks: dict[str, _Kept]
     oom_events: list[int | None]
     subgroups: list[dict[str, dict[str, float]]] | None  # per variant; None: the passes scored other subgroups
@@ -228,11 +229,12 @@ class _Runs(NamedTuple):
         # Agreement is measured on every complete pass, accepted or not: part of the quality reading.
         agreements = [None if verdict is None else verdict.get("agreement") for verdict in found]
         deltas = [None if verdict is None else verdict.get("max_score_delta") for verdict in found]
+        failures = [None if verdict is None else verdict.get("agreement_failures") for verdict in found]
         passed: _Kept = _Kept.of(found, accepted)
         return cls(
             bounds=bounds, rows=rows, status=list(map(table.status.__getitem__, rows)), trial_id=trial_id,
             times=times, accepted=passed, good=_Kept.present(times),
-            agreements=_Kept.present(agreements), deltas=_Kept.present(deltas),
+            agreements=_Kept.present(agreements), deltas=_Kept.present(deltas), failures=_Kept.present(failures),
             peaks={column: _Kept.present(list(map(getattr(table, column).__getitem__, rows))) for column in _PEAKS},
             oom_events=list(map(table.oom_events.__getitem__, rows)),
             subgroups=_all_subgroup_medians([verdict.get("subgroups", {}) for verdict in passed.values],
@@ -359,7 +361,8 @@ def _summarize_variant(
     if not good:
         reasons["median_pass_s"] = "no accepted pass"
     metric = _median([verdict["metric_value"] for verdict in verdicts]) if verdicts else None
-    equivalent, why = _equivalence(reference_id, quality, metric, ref_metric, agreements, accepted)
+    equivalent, why = _equivalence(reference_id, quality, metric, ref_metric, agreements, accepted,
+                                   runs.failures.between(start, end))
     peaks = _peaks(runs, start, end, table, reasons)
     return VariantSummary.of(
         variant_id=variant_id,
@@ -398,7 +401,7 @@ def _reason_for(column: str, reasons_text: str) -> str:
 
 def _equivalence(
     reference_id: str, quality: Any, metric: float | None, ref_metric: float | None,
-    agreements: list[float], accepted: int,
+    agreements: list[float], accepted: int, failures: Sequence[Sequence[str]] = (),
 ) -> tuple[bool | None, str]:
     if accepted == 0:
         return False, "no accepted pass"
@@ -409,6 +412,13 @@ def _equivalence(
     if drop > quality.max_metric_drop + 1e-12:
         return False, (f"{quality.metric} {metric:.4f} is {drop:.4f} below the reference "
                        f"({ref_metric:.4f}); tolerance {quality.max_metric_drop}")
+    share = quality.extra.get("min_score_share") if getattr(quality, "extra", None) else None
+    if share is not None and metric < share * ref_metric - 1e-12:
+        return False, (f"{quality.metric} {metric:.4f} is {metric / ref_metric if ref_metric else 0.0:.4f} of the "
+                       f"reference's {ref_metric:.4f}; the rule needs at least {share}")
+    failed = next((reasons for reasons in failures if reasons), None)
+    if failed:
+        return False, f"{failed[0]} (and {len(failed) - 1} more)" if len(failed) > 1 else failed[0]
     if agreements and min(agreements) < quality.min_agreement:
         return False, (f"agreement with the reference {min(agreements):.4f} < required "
                        f"{quality.min_agreement}")

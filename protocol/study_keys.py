@@ -97,6 +97,21 @@ _ROWS = (
      "the tuning split's queries (relevant ids are tuning inputs): `isocost tune` measures the metric on them"),
     ("embedding.tuning_queries.fingerprint", "required", "sha256 of the tuning query file"),
     ("quality.min_cosine", "0.999", "cosine to the reference variant's vector an input needs to agree, in (0, 1]"),
+    # text-generation (docs/tasks.md#text-generation)
+    ("generation.template", "required in [generation]",
+     "the prompt around each input: text with {text} where the input goes (no other placeholder is read)"),
+    ("generation.chat_template", "false", "true: the templated text is the user's turn in the model's chat template"),
+    ("generation.max_new_tokens", "required in [generation]",
+     "tokens generated at most per input (greedy, stops at the end-of-sequence token)"),
+    ("generation.top_k", "5", "candidates (token ids and log-probabilities) kept per generated position"),
+    ("generation.decoding", '"greedy"', '"greedy" only: sampling is refused (it needs seeds and a metric-only rule)'),
+    ("quality.min_score_share", "0.99", "text-generation: median score at least this share of the reference "
+                                        "variant's (MLPerf's 99 %)"),
+    ("quality.length_window", "[0.9, 1.1]", "text-generation: mean generated length against the reference "
+                                            "variant's, per pass"),
+    ("quality.min_identical", "0.0", "text-generation: smallest share of ids with token sequences identical to the "
+                                     "reference's (min_agreement applies to identical-or-near-tie)"),
+    ("quality.normalisation", '"whitespace"', 'text-generation exact_match: "none", "whitespace" or "casefold"'),
 )
 
 KEYS: dict[str, StudyKey] = {key: StudyKey(key, default, meaning) for key, default, meaning in _ROWS}
@@ -104,6 +119,8 @@ KEYS: dict[str, StudyKey] = {key: StudyKey(key, default, meaning) for key, defau
 #: Keys (or key prefixes ending in ".") that only the studies of one task have; every other key is every task's.
 TASK_KEYS: dict[str, tuple[str, ...]] = {
     "sentence-embedding": ("embedding.", "quality.min_cosine"),
+    "text-generation": ("generation.", "quality.min_score_share", "quality.length_window", "quality.min_identical",
+                        "quality.normalisation"),
 }
 
 

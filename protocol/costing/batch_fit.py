@@ -1,7 +1,8 @@
 """The fit behind a job projection: batch time against a per-batch constant and the tokens per length bucket.
 
 Least squares over every batch of the accepted measured passes
-(``batch_s ≈ s_per_batch + Σ_b s_per_token[b] × tokens[b]``), solved from
+(``batch_s ≈ s_per_batch + Σ_b s_per_token[b] × tokens[b]``, plus, for a text-generation pass, a rate per
+generated token: the column :data:`GENERATED`), solved from
 per-pass sufficient statistics (:class:`PassStats`) so a bootstrap resample
 only sums them again. When the system is singular or gives a negative
 coefficient the constant is dropped; failing that, one pooled rate is used;
@@ -35,6 +36,19 @@ class Batch:
     tokens_by_bucket: dict[str, int]
     batch_s: float
     device_s: float | None = None
+    #: Tokens the batch generated (a text-generation pass; None for a task that generates none).
+    generated_tokens: int | None = None
+
+
+#: The fit's column of generated tokens (a text-generation pass): a name no length bucket can take.
+GENERATED = "generated tokens"
+
+
+def batch_tokens(batch: Batch, bucket: str) -> int:
+    """The batch's tokens of one column: a length bucket's input tokens, or the generated tokens."""
+    if bucket == GENERATED:
+        return batch.generated_tokens or 0
+    return batch.tokens_by_bucket.get(bucket, 0)
 
 
 @dataclass(frozen=True)
@@ -92,13 +106,13 @@ def pass_stats(p: PassEvidence, buckets: tuple[str, ...]) -> PassStats:
     xtx = [[0.0] * n for _ in range(n)]
     xty = [0.0] * n
     for batch in p.batches:
-        x = [1.0] + [float(batch.tokens_by_bucket.get(b, 0)) for b in buckets]
+        x = [1.0] + [float(batch_tokens(batch, b)) for b in buckets]
         for i in range(n):
             xty[i] += x[i] * batch.batch_s
             for j in range(n):
                 xtx[i][j] += x[i] * x[j]
-    tokens = tuple(float(sum(b.tokens_by_bucket.get(k, 0) for b in p.batches)) for k in buckets)
-    inputs = tuple(float(sum(b.inputs_by_bucket.get(k, 0) for b in p.batches)) for k in buckets)
+    tokens = tuple(float(sum(batch_tokens(b, k) for b in p.batches)) for k in buckets)
+    inputs = tuple(float(sum(b.inputs_by_bucket.get(k, 0) for b in p.batches)) for k in buckets)  # GENERATED: 0
     return PassStats(tuple(tuple(r) for r in xtx), tuple(xty), tokens, inputs, float(len(p.batches)),
                   sum(b.batch_s for b in p.batches), p.pass_s)
 
@@ -202,6 +216,6 @@ def fit_batches(batches: Sequence[Batch], buckets: tuple[str, ...]) -> Fit:
 
 def predict_batch(batch: Batch, constant: float, rates: Sequence[float], buckets: tuple[str, ...]) -> float:
     """The fit's batch time: ``constant + Σ rate × tokens`` per bucket."""
-    return constant + sum(r * batch.tokens_by_bucket.get(k, 0) for r, k in zip(rates, buckets, strict=True))
+    return constant + sum(r * batch_tokens(batch, k) for r, k in zip(rates, buckets, strict=True))
 
 

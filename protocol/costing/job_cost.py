@@ -59,6 +59,8 @@ class BillingOption:
     fits: bool
     reason: str
     samples_usd: tuple[Decimal | None, ...] = field(repr=False, default=())
+    #: A text-generation job: the expected cost per million generated tokens (None when nothing is generated).
+    per_million_tokens_usd: Decimal | None = None
 
     @property
     def label(self) -> str:
@@ -76,6 +78,7 @@ class BillingOption:
             "expected_usd": format_optional_usd(self.expected_usd),
             "interval_usd": [format_optional_usd(self.low_usd), format_optional_usd(self.high_usd)],
             "fits": self.fits, "reason": self.reason,
+            "per_million_generated_tokens_usd": format_optional_usd(self.per_million_tokens_usd),
         }
 
 
@@ -104,6 +107,7 @@ class JobConfiguration:
     rank: int | None = None
     pareto: bool = False
     p_keeps_up: float | None = None  # a daily job (inputs_per_day × days): P(job hours <= days × 24)
+    per_million_tokens_usd: Decimal | None = None  # text generation: the picked option's cost per million tokens
 
     @property
     def chosen(self) -> BillingOption | None:
@@ -114,6 +118,7 @@ class JobConfiguration:
             self, SCHEMA_VERSION, projection=None if self.projection is None else self.projection.to_dict(),
             options=[o.to_dict() for o in self.options], expected_usd=format_optional_usd(self.expected_usd),
             per_corpus_usd=format_optional_usd(self.per_corpus_usd), exclusions=list(self.exclusions),
+            per_million_tokens_usd=format_optional_usd(self.per_million_tokens_usd),
         )
 
 
@@ -186,7 +191,8 @@ def price_options(catalog: Catalog, gpu: str, lots: int, projection: Projection,
         else:
             reason = (f"{format_usd(plan.price_usd_per_lot)} USD per lot-hour, billed in {plan.increment_s} s steps, "
                       f"minimum {plan.minimum_s} s")
-        options.append(BillingOption(plan, lots, p_covers, point, expected, low, high, fits, reason, samples))
+        options.append(BillingOption(plan, lots, p_covers, point, expected, low, high, fits, reason, samples,
+                                     per_million_tokens(expected, projection)))
     fitting = [o for o in options if o.fits and o.expected_usd is not None]
     if not fitting:
         return tuple(options), None, ""
@@ -200,6 +206,16 @@ def price_options(catalog: Catalog, gpu: str, lots: int, projection: Projection,
     if unfit:
         reason += "; not covering: " + ", ".join(unfit)
     return tuple(options), best, reason
+
+
+def per_million_tokens(cost: Decimal | None, projection: Projection) -> Decimal | None:
+    """``cost`` per million generated tokens of the job (inputs × corpora × measured tokens per input); None
+    without generated tokens. Example: 10.00 USD for 2,000,000 tokens is 5.00 USD per million."""
+    per_input = projection.generated_per_input
+    if cost is None or not per_input:
+        return None
+    tokens = Decimal(projection.job_inputs * projection.corpora) * Decimal(repr(per_input))
+    return (cost * Decimal(1_000_000) / tokens).quantize(CENT, rounding=ROUNDING)
 
 
 def p_fits_deadline(samples_h: Sequence[float], window_h: float | None, waiting_h: float) -> float | None:

@@ -4,7 +4,8 @@ Pure Python (stdlib only). The method, stated in the memo:
 
 1. **Fit.** Over every batch of a configuration's accepted measured passes
    (``batches.jsonl``, one line per batch), least squares of the batch time
-   on a per-batch constant and the tokens per length bucket:
+   on a per-batch constant and the tokens per length bucket (and, for a text-generation pass, the
+   generated tokens: input and output tokens are fitted apart):
    ``batch_s ≈ s_per_batch + Σ_b s_per_token[b] × tokens[b]``. When that
    system is singular or gives a negative coefficient, the fit drops the
    constant; failing that, one pooled rate (Σ batch_s / Σ tokens) is used;
@@ -45,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from protocol.costing.batch_fit import (
+    GENERATED,
     SCHEMA_VERSION,
     Fit,
     PassEvidence,
@@ -111,6 +113,8 @@ class Projection:
     resamples: int
     passes: int
     samples_h: tuple[float, ...] = field(repr=False, default=())
+    #: Measured mean tokens generated per input (a text-generation job), for the cost per million tokens.
+    generated_per_input: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -120,6 +124,7 @@ class Projection:
             "workers": self.workers,
             "shares": dict(self.shares),
             "tokens_per_input": dict(self.tokens_per_input),
+            "generated_per_input": self.generated_per_input,
             "fit": self.fit.to_dict(),
             "pass_factor": self.pass_factor,
             "checks": [c.to_dict() for c in self.checks],
@@ -182,6 +187,8 @@ def project(
         raise ValueError(f"no per-batch record for trial(s) {', '.join(empty)}")
     buckets = tuple(sorted({b for p in passes for batch in p.batches for b in batch.inputs_by_bucket}
                            | {b for b, _ in (mix or ())}))
+    generates = any(batch.generated_tokens is not None for p in passes for batch in p.batches)
+    buckets += (GENERATED,) if generates else ()  # a generation's output tokens: one more column of the fit
     per_pass = [pass_stats(p, buckets) for p in passes]
     whole = sum_stats(per_pass)
     if mix is not None:
@@ -207,6 +214,7 @@ def project(
         compute_h=job_inputs * corpora * point.s_input / 3600, job_h=point.job_h,
         low_h=percentile(ordered, INTERVAL[0]), high_h=percentile(ordered, INTERVAL[1]),
         seed=seed, resamples=resamples, passes=len(passes), samples_h=tuple(samples),
+        generated_per_input=point.per_token[GENERATED] if generates else None,
     )
 
 
@@ -241,6 +249,9 @@ def _job_hours(stats: PassStats, setup_s: float, job: _Job) -> _Estimate:
     shares = (dict(job.mix) if job.mix is not None
               else {b: stats.inputs[i] / total_inputs for i, b in enumerate(buckets)})
     per_token = {b: (stats.tokens[i] / stats.inputs[i] if stats.inputs[i] else 0.0) for i, b in enumerate(buckets)}
+    if GENERATED in buckets:  # every input generates: the measured mean per input, whatever its length bucket
+        shares = {**shares, GENERATED: 1.0}
+        per_token[GENERATED] = stats.tokens[buckets.index(GENERATED)] / total_inputs if total_inputs else 0.0
     # the per-batch constant spread over the measured inputs per batch (the variant's batch size)
     per_batch = constant * stats.batches / total_inputs if total_inputs else 0.0
     s_input = factor * (per_batch + sum(shares.get(b, 0.0) * per_token[b] * rates[i] for i, b in enumerate(buckets)))

@@ -51,6 +51,7 @@ def read_batches(path: Path) -> tuple[Batch, ...]:
                 tokens_by_bucket={str(k): _int(v) for k, v in dict(data["tokens_by_bucket"]).items()},
                 batch_s=_seconds(data["batch_s"]),
                 device_s=None if data.get("device_s") is None else _seconds(data["device_s"]),
+                generated_tokens=None if data.get("generated_tokens") is None else _int(data["generated_tokens"]),
             )
         except (KeyError, TypeError, ValueError, RecursionError) as exc:  # DuplicateKeyError is a ValueError
             raise UserError(f"malformed per-batch record ({type(exc).__name__}: {exc})", where,

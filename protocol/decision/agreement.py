@@ -61,9 +61,10 @@ class PairAgreement:
     ids_differ: int | None
     examples: tuple[str, ...]
     reason: str = ""
+    failures: tuple[str, ...] = ()  # the task's own conditions of equivalence that do not hold (a length window)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.__dict__, "examples": list(self.examples)}
+        return {**self.__dict__, "examples": list(self.examples), "failures": list(self.failures)}
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,7 @@ def compare_pair(row: ConfigurationOutputs, column: ConfigurationOutputs, task: 
     first = agreements[0]
     shares = [a.agreement for a in agreements]
     differing = sorted({ident for a in agreements for ident in a.differing_ids})
+    failures = tuple(dict.fromkeys(f for a in agreements for f in a.failures))  # the task's own conditions
     row_metric, column_metric = _median(row.metrics), _median(column.metrics)
     difference = row_metric - column_metric if row_metric is not None and column_metric is not None else None
     if any(share is None for share in shares):
@@ -142,7 +144,7 @@ def compare_pair(row: ConfigurationOutputs, column: ConfigurationOutputs, task: 
                              "the two passes do not hold the same ids")
     known = [s for s in shares if s is not None]
     return PairAgreement(row.configuration_id, column.configuration_id, first.agreement, min(known), difference,
-                         len(differing), tuple(differing[:EXAMPLES]))
+                         len(differing), tuple(differing[:EXAMPLES]), failures=failures)
 
 
 def repeatability(config: ConfigurationOutputs, task: Any, study: Any) -> Repeatability:
@@ -190,6 +192,8 @@ def cross_equivalence(matrix: AgreementMatrix, configuration_id: str, quality: A
     if cell.metric_difference is not None and -cell.metric_difference > quality.max_metric_drop + 1e-12:
         return False, (f"{quality.metric} {-cell.metric_difference:.4f} below the decision's reference "
                        f"{reference}; tolerance {quality.max_metric_drop}")
+    if cell.failures:
+        return False, f"against the decision's reference {reference}: {'; '.join(cell.failures)}"
     if cell.min_share_equal < quality.min_agreement:
         return False, (f"agreement with the decision's reference {reference} {cell.min_share_equal:.4f} < "
                        f"required {quality.min_agreement}: {cell.ids_differ} id(s) differ{examples}")

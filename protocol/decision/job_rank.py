@@ -137,6 +137,7 @@ def _one(job: Job, config: Configuration, evidence: CampaignEvidence, catalog: C
         per_corpus_usd=None if expected is None else (expected / job.corpora).quantize(CENT, rounding=ROUNDING),
         p_fits_plan=best.p_covers if best else None, p_fits_deadline=p_deadline, deadline_reason=deadline_reason,
         exclusions=tuple(exclusions), p_keeps_up=keeps_up,
+        per_million_tokens_usd=best.per_million_tokens_usd if best else None,
     )
 
 

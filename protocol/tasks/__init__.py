@@ -21,8 +21,9 @@ DEFAULT_TASK = "text-classification"
 def _registry() -> dict[str, Task]:
     from protocol.tasks.classification import CLASSIFICATION
     from protocol.tasks.embedding import EMBEDDING
+    from protocol.tasks.generation import GENERATION
 
-    return {CLASSIFICATION.name: CLASSIFICATION, EMBEDDING.name: EMBEDDING}
+    return {CLASSIFICATION.name: CLASSIFICATION, EMBEDDING.name: EMBEDDING, GENERATION.name: GENERATION}
 
 
 def study_task(study: Any) -> Task:
@@ -58,6 +59,14 @@ def describe_task(study: Any) -> str:
     words = task_words(task)
     return (f"Task `{task.name}`: each pass yields {words['outputs']}, scored by {study.quality.metric} over the "
             f"study's {words['units']}; agreement with the reference is the {words['agreement']}.")
+
+
+def index_fields(record: Any, fields: tuple[str, ...]) -> list[str]:
+    """A record's task fields as ``corpus_index.csv`` holds them: JSON strings (a cell that opens with a quote
+    never reads as a spreadsheet formula, and any text round-trips exactly)."""
+    import json
+
+    return [json.dumps(record.field(name), ensure_ascii=False) for name in fields]
 
 
 def task_names() -> tuple[str, ...]:

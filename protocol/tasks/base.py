@@ -65,6 +65,10 @@ class Task(Protocol):
         """How many units the metric averages over (the inputs; the queries of a retrieval metric): the ``n``
         of ``isocost tune``'s rule and of its bootstrap, whose indices ``resampled_metric`` takes."""
 
+    def check_model(self, model_dir: Path, records: Sequence[Any], study: Any, where: str) -> tuple[str, ...]:
+        """The checkpoint can run this study with these inputs (corpus and tuning records), from its files alone
+        (a classifier: the corpus labels are the model's); UserError naming the fix, else warnings."""
+
     def reference(self, index_rows: Sequence[Mapping[str, str]], study: Any,
                   subgroups: Sequence[str] | None = None) -> Any:
         """What a pass is checked against, from ``corpus_index.csv``-shaped rows (id, label, n_tokens,
@@ -78,6 +82,9 @@ class Task(Protocol):
 
     def agreement(self, candidate: Any, reference: Any, study: Any) -> Agreement:
         """How a pass compares with the reference variant's pass by id."""
+
+    def pass_figures(self, trial_dir: Path, pass_s: float | None) -> dict[str, Any]:
+        """The task's own figures of one accepted pass (a generation's output tokens per second…), {} if none."""
 
     def is_proportion(self, metric: str) -> bool:
         """Whether the metric is a share of inputs (its standard error is binomial), for ``isocost tune``."""

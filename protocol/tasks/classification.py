@@ -226,6 +226,12 @@ class Classification:
     def scored_units(self, reference: Reference) -> int:
         return len(reference.ids)
 
+    def check_model(self, model_dir: Path, records: Sequence[Any], study: Any, where: str) -> tuple[str, ...]:
+        """Every corpus label is one the model predicts; returns the model's labels the records lack."""
+        from protocol.labels import check_labels
+
+        return check_labels([r.label for r in records], model_dir, where)
+
     def reference(self, index_rows: Sequence[Mapping[str, str]], study: Any,
                   subgroups: Sequence[str] | None = None) -> Reference:
         """Expected labels and the subgroups scored (default: the study's), in corpus order."""
@@ -245,6 +251,9 @@ class Classification:
 
     def agreement(self, candidate: ParsedPredictions, reference: ParsedPredictions, study: Any) -> Agreement:
         return compare_predictions(candidate, reference)
+
+    def pass_figures(self, trial_dir: Path, pass_s: float | None) -> dict[str, Any]:
+        return {}  # a classifier's throughput is its pass time: nothing of its own
 
     def is_proportion(self, metric: str) -> bool:
         return metric == "accuracy"

@@ -245,6 +245,12 @@ class SentenceEmbedding:
     def is_proportion(self, metric: str) -> bool:
         return False  # a mean of per-query scores: a seeded bootstrap over the queries
 
+    def check_model(self, model_dir: Path, records: Sequence[Any], study: Any, where: str) -> tuple[str, ...]:
+        return ()  # pooling and dimension against the checkpoint: check_inputs, which names the keys
+
+    def pass_figures(self, trial_dir: Path, pass_s: float | None) -> dict[str, Any]:
+        return {}
+
     def scored_units(self, reference: EmbeddingReference) -> int:
         return len(reference.queries)
 

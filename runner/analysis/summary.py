@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from protocol.rawrecord import RawRecord
 from protocol.records import CampaignRecord
 from protocol.stats import Summary, VariantSummary, summarize
 from protocol.study import Study, load_study
-from protocol.tasks import describe_task
+from protocol.tasks import describe_task, study_task
 from runner.analysis.device_use import device_use, device_use_lines
 from runner.analysis.verdicts import write_verdicts
 from runner.campaign_dir.integrity import refuse_less_evidence, require_evidence
@@ -65,10 +66,13 @@ def summarize_campaign(root: Path, *, record_events: bool = False, allow_inconsi
     data["energy"] = energy
     busy = device_use(rows, verdicts, [v.variant_id for v in summary.variants])
     data["device_busy_share"] = busy
+    figures = _task_figures(paths, study, rows, verdicts)
+    if figures:
+        data["task_figures"] = figures
     write_json_atomic(root / "summary.json", data, root)
     write_text_atomic(root / "summary.md", (banner + "\n\n" if banner else "")
                       + render_markdown(summary, campaign, estimates, describe_task(study)) + device_use_lines(busy)
-                      + _energy_lines(energy))
+                      + _energy_lines(energy) + _task_figure_lines(figures))
     if record_events:
         log_event(paths, "evaluation_end")
     return summary
@@ -100,6 +104,44 @@ def _energy(paths: CampaignPaths, rows: Sequence[RawRecord], verdicts: dict[str,
         status = status if isinstance(status, dict) else {}
         by_variant.setdefault(row.variant_id, []).append(TrialRecord(batches=None, **energy_fields(status)))
     return {variant: energy_figures(records, inputs, None) for variant, records in sorted(by_variant.items())}
+
+
+def _task_figures(paths: CampaignPaths, study: Study, rows: Sequence[RawRecord], verdicts: dict[str, Any]) -> \
+        dict[str, dict[str, Any]]:
+    """Per variant, the task's own figures of each accepted pass (a generation's tokens per second…), in run
+    order, and their medians; {} for a task that has none."""
+    task = study_task(study)
+    found: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        if (verdicts.get(row.trial_id) or {}).get("corpus_accepted"):
+            figures = task.pass_figures(paths.trial_dir(row.trial_id), row.pass_s)
+            if figures:
+                found.setdefault(row.variant_id, []).append({"trial_id": row.trial_id, **figures})
+    return {variant: {"passes": passes, "median": _medians(passes)} for variant, passes in sorted(found.items())}
+
+
+def _medians(passes: list[dict[str, Any]]) -> dict[str, float | None]:
+    keys = [k for k in passes[0] if k != "trial_id"]
+    medians: dict[str, float | None] = {}
+    for key in keys:
+        values = [p[key] for p in passes if p.get(key) is not None]
+        medians[key] = statistics.median(values) if values else None
+    return medians
+
+
+def _task_figure_lines(figures: dict[str, dict[str, Any]]) -> str:
+    """``## Generation per pass``: output tokens per second, time to first token, time per output token."""
+    if not figures:
+        return ""
+    lines = ["", "## Generation per accepted pass (medians; from batches.jsonl and pass_s)", "",
+             "| variant | generated tokens | output tokens/s | time to first token per batch (s, median / max) "
+             "| time per output token (s) |", "|---|---|---|---|---|"]
+    for variant, entry in figures.items():
+        m = {key: "—" if value is None else f"{value:.4g}" for key, value in entry["median"].items()}
+        lines.append(f"| {variant} | {m.get('generated_tokens', '—')} | {m.get('output_tokens_per_s', '—')} "
+                     f"| {m.get('median_ttft_s', '—')} / {m.get('max_ttft_s', '—')} "
+                     f"| {m.get('time_per_output_token_s', '—')} |")
+    return "\n".join(lines) + "\n"
 
 
 def _energy_lines(energy: dict[str, dict[str, Any]]) -> str:

@@ -103,6 +103,8 @@ def _add_agreement(
         agreement = task.agreement(parsed[verdict["trial_id"]], parsed[reference_trial], study)
         if agreement.details:
             verdict["agreement_details"] = agreement.details
+        if agreement.failures:
+            verdict["agreement_failures"] = list(agreement.failures)
         verdict["agreement"] = agreement.agreement
         verdict["max_score_delta"] = agreement.max_score_delta
         verdict["identical_to_reference"] = agreement.identical

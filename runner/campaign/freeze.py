@@ -29,7 +29,6 @@ from protocol.costing.plans import default_catalog_path
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path, tree_files
 from protocol.jsonio import write_json_atomic
-from protocol.labels import check_labels
 from protocol.raw_columns import RAW_SCHEMA_VERSION
 from protocol.records import (
     CAMPAIGN_SCHEMA_VERSION,
@@ -44,7 +43,7 @@ from protocol.safe_write import copy_file, make_dirs, write_handle
 from protocol.schedule import rotated_schedule
 from protocol.study import Study
 from protocol.study_records import bucket_for
-from protocol.tasks import read_task_corpus, study_task
+from protocol.tasks import index_fields, read_task_corpus, study_task
 from runner.campaign.seen import check_and_record
 from runner.campaign_dir.layout import FROZEN_CATALOG, CampaignPaths, now_iso
 from runner.launch.base import Launcher
@@ -135,8 +134,7 @@ def _checked_inputs(study: Study, progress: Progress) -> tuple[tuple[Record, ...
     corpus = read_task_corpus(study.corpus.path, task)
     tuning = read_task_corpus(study.tuning.path, task)
     check_disjoint(corpus, tuning, where)
-    if task.labels_required:
-        check_labels([r.label for r in (*corpus, *tuning)], study.model.path, f"{where}, corpus and tuning labels")
+    task.check_model(study.model.path, (*corpus, *tuning), study, f"{where}, corpus and tuning labels")
     task.check_inputs(study, corpus, tuning)
     if len(tuning) < study.warmup.inputs:
         raise UserError(
@@ -160,12 +158,15 @@ def _freeze_catalog(study: Study, paths: CampaignPaths) -> CatalogFacts:
 
 
 def _write_corpus_index(path: Path, study: Study, corpus: Sequence[Record], lengths: Sequence[int]) -> None:
+    """id, label, n_tokens, length_bucket, then the task's own fields (a generation's ``reference``) as JSON
+    strings, so that validation re-derives every score from the campaign directory alone."""
+    fields = study_task(study).corpus_fields
     with write_handle(path, path.parent) as handle:
         writer = csv.writer(handle, lineterminator="\n")
-        writer.writerow(["id", "label", "n_tokens", "length_bucket"])
+        writer.writerow(["id", "label", "n_tokens", "length_bucket", *fields])
         for record, n_tokens in zip(corpus, lengths, strict=False):
             bucket = bucket_for(n_tokens, study.length_buckets) if study.length_buckets else ""
-            writer.writerow([record.id, record.label, n_tokens, bucket])
+            writer.writerow([record.id, record.label, n_tokens, bucket, *index_fields(record, fields)])
 
 
 def _write_schedule(path: Path, variants: tuple[Variant, ...], repetitions: int) -> None:

@@ -44,7 +44,7 @@ from protocol.rawrecord import RawRecord
 from protocol.records import CampaignRecord, InputFacts
 from protocol.schedule import Slot
 from protocol.study import Study, parse_study
-from protocol.tasks import study_task
+from protocol.tasks import Task, index_fields, study_task
 from runner.campaign_dir.findings import MALFORMED, Findings
 from runner.campaign_dir.layout import (
     EVENTS_FILE,
@@ -98,7 +98,7 @@ class CampaignChecks(Findings):
         study = self._study(campaign)
         self.output_files = study_task(study).output_files if study is not None else None
         slots = planned_slots(campaign)
-        reference = self._reference(study, self._corpus_index(campaign))
+        reference = self._reference(study, self._corpus_index(campaign, study))
         if self.deep:
             self._schedule(slots)
         rows = self._raw(campaign, slots, study, reference)
@@ -147,7 +147,7 @@ class CampaignChecks(Findings):
         except MALFORMED:
             return None  # the index's own findings name what is wrong with it
 
-    def _corpus_index(self, campaign: CampaignRecord) -> list[dict[str, str]] | None:
+    def _corpus_index(self, campaign: CampaignRecord, study: Study | None = None) -> list[dict[str, str]] | None:
         path = self.root / "corpus_index.csv"
         if not path.is_file():
             self.add("corpus_index.csv", "presence", "missing")
@@ -167,20 +167,23 @@ class CampaignChecks(Findings):
             self.add("corpus_index.csv", "sha256", f"the file hashes to {fingerprint_path(path)}, campaign.json "
                      f"corpus.index_sha256 (frozen at the start) says {recorded}")
         if corpus is not None:
-            self._corpus_labels(rows, corpus)
+            self._corpus_labels(rows, corpus, study_task(study) if study is not None else None)
         return rows
 
-    def _corpus_labels(self, rows: list[dict[str, str]], corpus: InputFacts) -> None:
-        """Where the corpus is readable with its frozen fingerprint: the index holds its ids and labels."""
+    def _corpus_labels(self, rows: list[dict[str, str]], corpus: InputFacts, task: Task | None) -> None:
+        """Where the corpus is readable with its frozen fingerprint: the index holds its ids, labels and the
+        task's own fields (a generation's references)."""
         source = Path(corpus.path or "")
         if not source.is_absolute() or not source.is_file() or fingerprint_path(source) != corpus.fingerprint:
             return  # not on this host (a bundle verified elsewhere): the index's own hash is the check
-        records = read_corpus(source, require_label=False)  # a label is read where given, "" where none
+        fields = task.corpus_fields if task is not None else ()
+        records = read_corpus(source, require_label=False, extra_fields=fields)  # a label "" where none
         if len(records) != len(rows):
             self.add("corpus_index.csv", "rows", f"{len(rows)} inputs, the corpus {source} holds {len(records)}")
             return
         for number, (row, record) in enumerate(zip(rows, records, strict=True), start=1):
-            for key, value in (("id", record.id), ("label", record.label)):
+            for key, value in (("id", record.id), ("label", record.label),
+                               *zip(fields, index_fields(record, fields), strict=True)):
                 if row.get(key) != value:
                     self.add("corpus_index.csv", f"row {number}, column {key}",
                              f"{row.get(key)!r}, the frozen corpus {source} says {value!r}")

@@ -36,7 +36,9 @@ def demo() -> None:
     show_default=True,
     help="Directory for the demo corpora, tuning split, model and study files.",
 )
-def prepare(out_dir: Path) -> None:
+@click.option("--generation/--no-generation", default=True, show_default=True,
+              help="Also build the text-generation demo (SmolLM2 converted from its wheel, generate.toml).")
+def prepare(out_dir: Path, generation: bool) -> None:
     """Build the demo (or reuse an identical earlier build) and print the study files.
 
     The corpora (300 and 1,000 BBC News texts, short/medium/long in tokens of
@@ -45,12 +47,22 @@ def prepare(out_dir: Path) -> None:
     trained on its own training split, so the tuning split scores it held out.
     The embedding study (embed.toml) embeds 120 article bodies with MiniLM as
     a sentence encoder, their headlines as queries, tuned by `isocost tune`.
+    The text-generation demo (``generate.toml``: BBC lead paragraphs, their
+    headlines as references, SmolLM2-135M-Instruct) has its rule set by
+    ``isocost tune`` when it is built.
 
     Example: ``isocost demo prepare --out /tmp/demo``.
     """
     from runner.own.tune import tune_study
 
     result = build_demo(out_dir, progress=click.echo, tune=tune_study)
+    if generation:
+        from runner.demo.generation import build_generation_demo
+
+        made = build_generation_demo(out_dir, tuner=tune_study, progress=click.echo)
+        click.echo("text-generation study files:")
+        for path in made.study_paths:
+            click.echo(f"  {path}")
     click.echo(
         f"held-out tuning accuracy: {result.heldout_accuracy:.4f} "
         f"(study quality minimum {result.minimum})"

@@ -35,30 +35,40 @@ TASKS = task_names()
               help="Batch and precision series suited to this stack.")
 @click.option("--force", is_flag=True, help="Overwrite --out if it exists.")
 @click.option("--task", type=click.Choice(TASKS), default=TASKS[0], show_default=True,
-              help="What each input yields: a label (MODEL is an AutoModelForSequenceClassification checkpoint) or a "
-                   "vector (MODEL is any AutoModel encoder; needs --queries).")
+              help="What each input yields: a label (MODEL is an AutoModelForSequenceClassification checkpoint), a "
+                   "vector (sentence-embedding: MODEL is any AutoModel encoder; needs --queries) or a generated "
+                   "text (text-generation: MODEL is a causal LM, each input carries a reference text).")
 @click.option("--queries", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
               help="sentence-embedding: the final query set, JSONL id, text, relevant (ids of CORPUS inputs).")
 @click.option("--tuning-queries", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
               help="sentence-embedding, with --tuning: the tuning split's own queries (default without --tuning: "
                    "a fifth of --queries and the documents only they name are held out).")
+@click.option("--template", default="{text}", show_default=True,
+              help="text-generation: the prompt around each input, {text} where the input goes.")
+@click.option("--max-new-tokens", type=int, default=64, show_default=True,
+              help="text-generation: tokens generated at most per input.")
+@click.option("--score", type=click.Choice(("rouge_l", "chrf", "exact_match")), default="rouge_l",
+              show_default=True, help="text-generation: the task score against the references.")
 def init(corpus: Path, model: Path, tuning: Path | None, out: Path, stack: str, force: bool, task: str,
-         queries: Path | None, tuning_queries: Path | None) -> None:
+         queries: Path | None, tuning_queries: Path | None, template: str, max_new_tokens: int, score: str) -> None:
     """Write a complete, commented study for your own CORPUS and checkpoint MODEL.
 
     Computes the fingerprints, length buckets from the model's tokenizer
     (with counts), checks the corpus labels against the model's id2label (or,
     for sentence embeddings, the query sets against the corpora) and writes
-    every key with its default and meaning.
+    every key with its default and meaning. With --task text-generation: a
+    causal LM, the [generation] table and its rule.
 
     \b
     Example: isocost init reports.jsonl weather-model --tuning reports-tuning.jsonl --out study.toml
     Example: isocost init docs.jsonl encoder --task sentence-embedding --queries queries.jsonl
     """
     from runner.own.init import init_study
+    from runner.own.init_generation import GenerationChoice
 
+    generation = GenerationChoice(template, max_new_tokens, score) if task == "text-generation" else None
     report = init_study(corpus, model, out=out, tuning=tuning, stack=stack, force=force, task=task,
-                        queries=queries, tuning_queries=tuning_queries)
+                        queries=queries, tuning_queries=tuning_queries, generation=generation)
     for path in report.written:
         click.echo(f"wrote {path}")
     buckets = ", ".join(f"{name} ≤ {bound} tokens: {count}" if bound is not None else f"{name}: {count}"
@@ -69,6 +79,8 @@ def init(corpus: Path, model: Path, tuning: Path | None, out: Path, stack: str, 
         click.echo(f"queries: {e.n_queries} final, {e.n_tuning_queries} tuning, every relevant id in its corpus; "
                    f"vectors: {e.dimension} values, {e.pooling} pooling, normalize = {str(e.normalize).lower()} "
                    f"({e.source})")
+    elif generation is not None:
+        click.echo(f"text-generation: template {template!r}, max_new_tokens {max_new_tokens}, score {score}")
     else:
         click.echo(f"labels: {', '.join(report.labels)} (all in the model's id2label)")
     if report.extra_model_labels:

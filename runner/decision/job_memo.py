@@ -9,6 +9,8 @@ Example: ``job_lines(decision.job, decision.catalog_dates)[0] == "## The declare
 
 from __future__ import annotations
 
+from typing import Any
+
 from protocol.costing.job_cost import JobConfiguration, JobDecision
 from protocol.costing.projection import Projection
 from runner.decision.text_format import cell, hours, joules, pct, usd
@@ -43,7 +45,8 @@ def answer_lines(job: JobDecision, catalog_dates: str) -> list[str]:
         p = chosen.projection
         lines += [f"**Cheapest for the job: {job.chosen}**: projected {hours(p.job_h)} h (interval "
                   f"{hours(p.low_h)}–{hours(p.high_h)} h), {chosen.chosen_option} billing, expected "
-                  f"{usd(chosen.expected_usd)} USD; cost per validated corpus {usd(chosen.per_corpus_usd)} USD; "
+                  f"{usd(chosen.expected_usd)} USD; cost per validated corpus {usd(chosen.per_corpus_usd)} USD"
+                  f"{per_million(chosen.per_million_tokens_usd, '; ')}; "
                   f"P(fits plan) {pct(chosen.p_fits_plan)}; P(fits deadline) {pct(chosen.p_fits_deadline)}.", ""]
     else:
         lines += ["**No configuration can do the declared job.**", ""]
@@ -72,18 +75,26 @@ def ranking_lines(configs: tuple[JobConfiguration, ...]) -> list[str]:
     return lines
 
 
+def per_million(amount: Any, before: str = "") -> str:
+    """``cost per million generated tokens X USD`` for a text-generation job ('' for any other task)."""
+    return "" if amount is None else f"{before}cost per million generated tokens {usd(amount)} USD"
+
+
 def billing_lines(c: JobConfiguration) -> list[str]:
-    """Every billing option priced for one configuration, the one picked and why (nothing without options)."""
+    """Every billing option priced for one configuration, the one picked and why (nothing without options); a
+    text-generation job also shows each option's cost per million generated tokens."""
     if not c.options:
         return []
+    tokens = any(o.per_million_tokens_usd is not None for o in c.options)
     lines = [f"{c.configuration_id} ({c.lots} lot(s), {c.workers} worker(s)):", "",
-             "| option | covers (share of resamples) | expected (USD) | interval (USD) | fits | note |",
-             "|---|---|---|---|---|---|"]
+             "| option | covers (share of resamples) | expected (USD) | interval (USD) | fits | note |"
+             + (" per million generated tokens (USD) |" if tokens else ""),
+             "|---|---|---|---|---|---|" + ("---|" if tokens else "")]
     for o in c.options:
         picked = " **picked**" if o.label == c.chosen_option else ""
         lines.append(f"| {o.label}{picked} | {pct(o.p_covers)} | {usd(o.expected_usd) or '—'} "
                      f"| {usd(o.low_usd) or '—'}–{usd(o.high_usd) or '—'} | {'yes' if o.fits else 'no'} "
-                     f"| {cell(o.reason)} |")
+                     f"| {cell(o.reason)} |" + (f" {usd(o.per_million_tokens_usd) or '—'} |" if tokens else ""))
     return lines + ["", f"Picked: {c.chosen_option or 'none'}: {c.choice_reason or '; '.join(c.exclusions)}", ""]
 
 

@@ -31,7 +31,6 @@ from protocol.costing.plans import default_catalog_path
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
 from protocol.jsonio import read_json, write_json_atomic
-from protocol.labels import check_labels
 from protocol.memory import ModelShape, estimate
 from protocol.paths import allowed_roots, check_allowed_root
 from protocol.records import TrialSpec
@@ -130,6 +129,26 @@ def _inputs(report: CheckReport, study: Study) -> bool:
     return ok
 
 
+def _model_fits(report: CheckReport, study: Study, corpus: tuple[Record, ...], tuning: tuple[Record, ...]) -> None:
+    """The checkpoint runs the study's task on these inputs (a classifier: the corpus labels are its own)."""
+    task = study_task(study)
+    what = "labels" if task.labels_required else "model"
+    try:
+        extra = task.check_model(study.model.path, (*corpus, *tuning), study, "corpus and tuning labels")
+    except UserError as exc:
+        _fail(report, what, exc)
+        return
+    if not task.labels_required:
+        report.add("ok", "model", f"the checkpoint can run task {task.name}")
+        for warning in extra:
+            report.add("warn", "model", warning)
+        return
+    report.add("ok", "labels", f"{len({r.label for r in corpus})} corpus labels, all in the model's id2label")
+    if extra:
+        report.add("warn", "labels", f"the model also predicts {', '.join(extra)}, absent from the corpus: any "
+                                     "such prediction rejects a pass")
+
+
 def _content(report: CheckReport, study: Study, ledger_dir: Path | None) -> None:
     task = study_task(study)
     try:
@@ -143,8 +162,7 @@ def _content(report: CheckReport, study: Study, ledger_dir: Path | None) -> None
     if len(tuning) < study.warmup.inputs:
         report.add("FAIL", "warm-up", f"needs {study.warmup.inputs} inputs, the tuning split has {len(tuning)}. "
                                       "Lower warmup.inputs or add tuning data.")
-    if task.labels_required:
-        _labels(report, study, corpus, tuning)
+    _model_fits(report, study, corpus, tuning)
     _task_inputs(report, study, corpus, tuning)
     try:
         lengths = token_lengths(study.model.path, [r.text for r in corpus])
@@ -178,17 +196,6 @@ def _content(report: CheckReport, study: Study, ledger_dir: Path | None) -> None
         state = f"evaluated before under this same rule ({len(seen)} campaign(s))" if seen else "not evaluated yet"
         report.add("ok", "seen corpus", f"final corpus {study.corpus.fingerprint}: {state}; ledger "
                                         f"{ledger_path(study, ledger_dir)}")
-
-
-def _labels(report: CheckReport, study: Study, corpus: tuple[Record, ...], tuning: tuple[Record, ...]) -> None:
-    try:
-        extra = check_labels([r.label for r in (*corpus, *tuning)], study.model.path, "corpus and tuning labels")
-        report.add("ok", "labels", f"{len({r.label for r in corpus})} corpus labels, all in the model's id2label")
-        if extra:
-            report.add("warn", "labels", f"the model also predicts {', '.join(extra)}, absent from the corpus: any "
-                                         "such prediction rejects a pass")
-    except UserError as exc:
-        _fail(report, "labels", exc)
 
 
 def _task_inputs(report: CheckReport, study: Study, corpus: tuple[Record, ...], tuning: tuple[Record, ...]) -> None:

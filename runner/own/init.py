@@ -31,8 +31,10 @@ from protocol.labels import check_labels
 from protocol.safe_write import check_writable_target, make_dirs, write_handle, write_text_atomic
 from protocol.study import load_study
 from protocol.study_keys import KEYS
-from protocol.tasks import DEFAULT_TASK, task_named
+from protocol.tasks import DEFAULT_TASK, read_task_corpus, task_named
+from runner.own import init_generation
 from runner.own.init_embedding import EmbeddingInputs, embedding_inputs, split_with_queries
+from runner.own.init_generation import GenerationChoice
 
 #: Series per stack: batch sizes and precisions worth comparing there (fp16 is GPU-only).
 STACK_SERIES: dict[str, dict[str, Any]] = {
@@ -108,7 +110,8 @@ def _split(corpus: Path, records: tuple[Record, ...], out_dir: Path) -> tuple[Pa
         with write_handle(path, fix="Choose a writable --out folder, or pass --tuning FILE.") as handle:
             for i, r in enumerate(records):
                 if (i in tuning_ids) == keep:
-                    handle.write(json.dumps({"id": r.id, "text": r.text, "label": r.label}) + "\n")
+                    row = {"id": r.id, "text": r.text, **({"label": r.label} if r.label else {}), **dict(r.fields)}
+                    handle.write(json.dumps(row, ensure_ascii=False) + "\n")
     return final_path, tuning_path
 
 
@@ -147,6 +150,7 @@ class _Facts:
     max_length: int
     task: str = DEFAULT_TASK
     embedding: EmbeddingInputs | None = None
+    generation: GenerationChoice | None = None  # a text-generation study's template, max_new_tokens, score
 
     @property
     def series(self) -> dict[str, Any]:
@@ -163,16 +167,22 @@ class _Facts:
 
 def init_study(corpus: Path, model: Path, *, out: Path, tuning: Path | None = None, stack: str = "cpu",
                force: bool = False, task: str = DEFAULT_TASK, queries: Path | None = None,
-               tuning_queries: Path | None = None) -> InitReport:
+               tuning_queries: Path | None = None, generation: GenerationChoice | None = None) -> InitReport:
     """Write a complete study to ``out`` for this corpus and checkpoint; return what was computed (a
-    sentence-embedding study needs ``queries``, and ``tuning_queries`` with ``tuning``)."""
+    sentence-embedding study needs ``queries``, and ``tuning_queries`` with ``tuning``; a text-generation study
+    takes ``generation``'s template, max_new_tokens and score)."""
     _check_arguments(model, out, stack, force)
     _check_task_arguments(task, tuning, queries, tuning_queries)
+    chosen = task_named(task, "--task")
+    if chosen.name == "text-generation":
+        generation = generation or GenerationChoice()
+        generation.check()
+    else:
+        generation = None
     check_writable_target(out, fix="Name the study file itself with --out, not a link to it.")
     out = out.parent.resolve() / out.name  # the folder as the user named it; the file itself never a link
     make_dirs(out.parent, fix="Choose a writable --out.")
-    labelled = task_named(task).labels_required
-    records = read_corpus(corpus, require_label=labelled)
+    records = read_task_corpus(corpus, chosen)
     written: tuple[Path, ...] = ()
     if tuning is None and queries is not None:
         corpus, tuning, queries, tuning_queries = written = split_with_queries(corpus, records, queries, out.parent)
@@ -180,12 +190,14 @@ def init_study(corpus: Path, model: Path, *, out: Path, tuning: Path | None = No
     elif tuning is None:
         corpus, tuning = _split(corpus, records, out.parent)
         written = (corpus, tuning)
-        records = read_corpus(corpus)
-    facts = _facts(out, corpus, tuning, model, stack, records, task, (queries, tuning_queries))
-    lines = [*_header_lines(facts), *_input_lines(facts), *_bucket_lines(facts), *_quality_lines(facts),
-             *_base_lines(facts), *_series_lines(facts), *_optional_lines(facts)]
+        records = read_task_corpus(corpus, chosen)
+    facts = _facts(out, corpus, tuning, model, stack, records, chosen.name, (queries, tuning_queries), generation)
+    lines = [*_header_lines(facts), *_input_lines(facts), *_bucket_lines(facts), *_task_lines(facts),
+             *_quality_lines(facts), *_base_lines(facts), *_series_lines(facts), *_optional_lines(facts)]
     write_text_atomic(out, "\n".join(lines), fix="Choose a writable --out.")
     study = load_study(out)  # what init writes must be a valid study
+    if chosen.name != DEFAULT_TASK:  # the checkpoint against the study as written (a causal LM, its context…)
+        chosen.check_model(model, records, study, str(out))
     return InitReport(study=out, buckets=facts.buckets, labels=facts.labels,
                       extra_model_labels=facts.extra_model_labels, written=written,
                       reference_variant=facts.reference, variants=len(study.variants()),
@@ -220,30 +232,33 @@ def _check_arguments(model: Path, out: Path, stack: str, force: bool) -> None:
 
 
 def _facts(out: Path, corpus: Path, tuning: Path, model: Path, stack: str, records: tuple[Record, ...],
-           task: str = DEFAULT_TASK, query_files: tuple[Path | None, Path | None] = (None, None)) -> _Facts:
+           task: str = DEFAULT_TASK, query_files: tuple[Path | None, Path | None] = (None, None),
+           generation: GenerationChoice | None = None) -> _Facts:
     """Labels against the model (or the query sets), token lengths and buckets, the maximum length."""
-    labelled = task_named(task).labels_required
-    tuning_records = read_corpus(tuning, require_label=labelled)
+    chosen = task_named(task)
+    tuning_records = read_task_corpus(tuning, chosen)
     extra: tuple[str, ...] = ()
     embedding = None
-    if labelled:
+    if chosen.labels_required:
         extra = check_labels([r.label for r in (*records, *tuning_records)], model, f"{corpus} and {tuning}")
-    else:
+    elif chosen.name == "sentence-embedding":
         check_disjoint(records, tuning_records, f"{corpus} and {tuning}")
         embedding = embedding_inputs(records, tuning_records, model, *query_files)  # type: ignore[arg-type]
     lengths = token_lengths(model, [r.text for r in records])
     limit = _model_limit(model)
+    longest = (min(limit, 8 * math.ceil(max(lengths) / 8)) if generation is None
+               else init_generation.max_length(tuple(lengths), limit, generation.max_new_tokens))
     return _Facts(
         out=out, corpus=corpus, tuning=tuning, model=model, stack=stack, records=len(records),
         tuning_inputs=len(tuning_records), labels=tuple(sorted({r.label for r in records} - {""})),
         extra_model_labels=tuple(extra), lengths=tuple(lengths), buckets=tuple(length_buckets(lengths)),
-        limit=limit, max_length=min(limit, 8 * math.ceil(max(lengths) / 8)), task=task, embedding=embedding,
+        limit=limit, max_length=longest, task=task, embedding=embedding, generation=generation,
     )
 
 
 def _header_lines(f: _Facts) -> list[str]:
     name = "".join(c if c.isalnum() or c in "-_." else "-" for c in f.corpus.stem).strip("-") or "study"
-    verb = "embeds" if f.embedding is not None else "classifies"
+    verb = {"sentence-embedding": "embeds", "text-generation": "generates the outputs of"}.get(f.task, "classifies")
     question = (f"Which configuration {verb} all {f.records} inputs of {f.corpus.name}, meets the quality "
                 "rule, finishes before the deadline and costs the least?")
     return [
@@ -271,7 +286,8 @@ def _input_lines(f: _Facts) -> list[str]:
         ]
     if f.embedding is not None:
         return lines[:-1] + _embedding_lines(f, f.embedding)
-    lines[-1] = f"# labels: {', '.join(f.labels)} (all known to the model's id2label)"
+    lines[-1] = (f"# labels: {', '.join(f.labels)} (all known to the model's id2label)" if f.generation is None
+                 else "# every input carries its reference text (the task score is measured against it)")
     if f.extra_model_labels:
         lines.append(f"# warning: the model also predicts {', '.join(f.extra_model_labels)}, absent from the "
                      "corpus: any such prediction rejects a pass")
@@ -311,7 +327,19 @@ def _bucket_lines(f: _Facts) -> list[str]:
     return lines
 
 
+def _task_lines(f: _Facts) -> list[str]:
+    """A task's own table (text-generation: [generation])."""
+    return [] if f.generation is None else init_generation.generation_lines(f.model, f.generation, _c, _toml)
+
+
 def _quality_lines(f: _Facts) -> list[str]:
+    rule = ([] if f.generation is None
+            else init_generation.quality_lines(f.generation, f.reference, _c, _toml))
+    return (rule or _classification_rule(f)) + _run_lines(f)
+
+
+def _classification_rule(f: _Facts) -> list[str]:
+    """[quality] of a classification or sentence-embedding study (left for `isocost tune`)."""
     embedding = f.embedding is not None
     return [
         "[quality]",
@@ -327,6 +355,11 @@ def _quality_lines(f: _Facts) -> list[str]:
         f'replay = "quality"{_c("quality.replay")}',
         f"# max_score_delta = 0.01{_c('quality.max_score_delta')}",
         "",
+    ]
+
+
+def _run_lines(f: _Facts) -> list[str]:
+    return [
         "[warmup]",
         f'source = "tuning"{_c("warmup.source")}',
         f"inputs = {min(8, f.tuning_inputs)}{_c('warmup.inputs')}",

@@ -32,13 +32,12 @@ from protocol.corpus import Record, content_fingerprint, token_lengths
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
 from protocol.jsonio import read_json, write_json_atomic
-from protocol.labels import check_labels
 from protocol.records import TrialSpec, Variant
 from protocol.safe_write import make_dirs, write_text_atomic
 from protocol.study import load_study
 from protocol.study_keys import KEYS
 from protocol.study_records import Study, bucket_for, split_seeded_id
-from protocol.tasks import read_task_corpus, study_task, task_words
+from protocol.tasks import index_fields, read_task_corpus, study_task, task_words
 from protocol.tomledit import set_table_keys
 from protocol.tuning import RULE, Proposal, bootstrap_method, bootstrap_standard_error, check_tuning_size, propose
 from runner.campaign.seen import describe_entry, ledger_path, seen_entries
@@ -104,8 +103,7 @@ def tune_study(study_path: Path, *, ledger_dir: Path | None = None, write: bool 
     _check_inputs(study)
     task = study_task(study)
     tuning = read_task_corpus(study.tuning.path, task)
-    if task.labels_required:
-        check_labels([r.label for r in tuning], study.model.path, f"{study.tuning.path}, tuning labels")
+    task.check_model(study.model.path, tuning, study, f"{study.tuning.path}, tuning labels")
     task.check_inputs(study, read_task_corpus(study.corpus.path, task), tuning)
     study = task.tuning_study(study)  # the study as a pass over the tuning split sees it (its own queries)
     reference = _tuning_reference(study, tuning)
@@ -197,8 +195,10 @@ def _tuning_reference(study: Study, tuning: tuple[Record, ...]) -> Any:
     if study.length_buckets:
         lengths = token_lengths(study.model.path, [r.text for r in tuning])
         buckets = [bucket_for(n, study.length_buckets) for n in lengths]
-    rows = [{"id": r.id, "label": r.label, "length_bucket": bucket} for r, bucket in zip(tuning, buckets, strict=True)]
     task = study_task(study)
+    rows = [{"id": r.id, "label": r.label, "length_bucket": bucket,
+             **dict(zip(task.corpus_fields, index_fields(r, task.corpus_fields), strict=True))}
+            for r, bucket in zip(tuning, buckets, strict=True)]
     groups = [g for g in task.subgroups if g != "length_bucket" or study.length_buckets]
     return task.reference(rows, study, groups)
 

@@ -8,7 +8,9 @@ before the timer starts and before it stops; ``gpu_pass_s`` is device time: the 
 pass's forwards, of CUDA events recorded just before and after each forward.
 
 Per-batch record (``batches.jsonl``, one line per batch, flushed per batch): see
-:func:`runner.trial.batches.batch_record`; ``batch_s`` is host wall time of the batch inside the
+:func:`runner.trial.batches.batch_record`, plus the task's own figures where its model keeps them
+(``take_batch_figures``: a generation's ``prefill_s``, ``decode_s``, ``generated_tokens`` and
+``decode_steps``); ``batch_s`` is host wall time of the batch inside the
 measured boundary (its writes excluded), ``device_s`` the CUDA-event time of its forwards (null on
 CPU). With ``halve-batch-on-oom`` a batch retried in halves is still one record (the retry's time
 included).
@@ -99,16 +101,21 @@ class MeasuredPass:
     def _batch(self, batch_no: int, index: list[int], sink: Any, batch_sink: IO[str]) -> None:
         """One batch: predict and write it, probe device memory, write its record; only the prediction counts."""
         trial = self.trial
+        take_figures = getattr(self.classifier, "take_batch_figures", None)  # a task's own per-batch figures
+        if take_figures is not None:
+            take_figures()  # what the warm-up or an earlier batch left
         batch_start = clock()
         batch_write_s = self._predict_and_write(batch_no, index, sink)
         batch_s = clock() - batch_start - batch_write_s
+        figures = take_figures() if take_figures is not None else {}
         device_s = trial.drain_forward_events(self.classifier)
         probe_start = clock()
         trial.sample_device_memory()
         self.write_s += clock() - probe_start  # excluded from pass_s, like the writes
         if self.device_s_total is not None and device_s is not None:
             self.device_s_total += device_s
-        line = json.dumps(batch_record(batch_no, index, self.encoded, self.buckets, batch_s, device_s)) + "\n"
+        line = json.dumps({**batch_record(batch_no, index, self.encoded, self.buckets, batch_s, device_s),
+                           **figures}) + "\n"
         write_start = clock()
         batch_sink.write(line)
         batch_sink.flush()

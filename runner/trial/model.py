@@ -57,8 +57,9 @@ def attention_ops(classifier: Any, features: list[dict[str, list[int]]]) -> tupl
     try:
         from torch.profiler import ProfilerActivity, profile
 
+        probe = getattr(classifier, "probe_encoded", classifier.predict_encoded)  # a generator: one token only
         with profile(activities=[ProfilerActivity.CPU]) as prof:
-            classifier.predict_encoded(features)
+            probe(features)
         names = {event.key for event in prof.key_averages()}
     except Exception as exc:  # the profiler is optional machinery  # noqa: BLE001
         return [], f"profiler unavailable: {type(exc).__name__}: {exc}"

@@ -889,3 +889,9 @@ from embedding_cases import EMBEDDING_CASES, EMBEDDING_DOCKER_CASES  # noqa: E40
 
 PROCESS_CASES.update(EMBEDDING_CASES)
 DOCKER_CASES.update({name: EMBEDDING_CASES[name] for name in EMBEDDING_DOCKER_CASES})
+
+# The text-generation task's cases (issue 23), in processes and in containers: tests/faults/generation_cases.py.
+from generation_cases import GENERATION_CASES  # noqa: E402
+
+PROCESS_CASES.update(GENERATION_CASES)
+DOCKER_CASES.update(GENERATION_CASES)

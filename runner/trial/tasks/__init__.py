@@ -19,8 +19,11 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-_MODULES = {"text-classification": "runner.trial.tasks.classification",
-            "sentence-embedding": "runner.trial.tasks.embedding"}
+_MODULES = {
+    "text-classification": "runner.trial.tasks.classification",
+    "sentence-embedding": "runner.trial.tasks.embedding",
+    "text-generation": "runner.trial.tasks.generation",
+}
 
 
 def trial_task(name: str) -> Any:

