@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
@@ -155,6 +156,20 @@ def open_append(path: Path, root: Path | None = None, fix: str = "") -> int:
     return open_fd(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, root, fix)
 
 
+def append_whole(fd: int, data: bytes) -> None:
+    """Append ``data`` to the descriptor and fsync; when the write fails (a full disk), cut the file back to
+    the size it had, so no partial line or row is left behind, and raise the OSError."""
+    size = os.fstat(fd).st_size
+    try:
+        done = 0
+        while done < len(data):
+            done += os.write(fd, data[done:])
+        os.fsync(fd)
+    except OSError:
+        os.ftruncate(fd, size)
+        raise
+
+
 @contextmanager
 def append_handle(path: Path, root: Path | None = None, fix: str = "") -> Iterator[IO[str]]:
     """A text handle appending to ``path`` (UTF-8), flushed and fsynced when the block ends."""
@@ -184,8 +199,9 @@ def write_binary(path: Path, root: Path | None = None, fix: str = "", *, append:
         yield handle
 
 
-def write_bytes_atomic(path: Path, data: bytes, root: Path | None = None, fix: str = "") -> None:
-    """Write ``data`` so that a reader sees either the old file or the whole new one; never through a link."""
+def _atomic(path: Path, fill: Callable[[IO[bytes]], object], root: Path | None, fix: str) -> None:
+    """Write a temporary file beside ``path`` with ``fill``, fsync it, and rename it over ``path``: a reader sees
+    the old file or the whole new one; never through a link, every failure an :class:`UnwritablePath`."""
     path = Path(path)
     make_dirs(path.parent, root, fix) if root is not None else _make_parent(path, fix)
     check_writable_target(path, root, fix)
@@ -196,7 +212,7 @@ def write_bytes_atomic(path: Path, data: bytes, root: Path | None = None, fix: s
     try:
         os.fchmod(fd, _FILE_MODE)  # mkstemp makes 0600; results are meant to be read (and bundled)
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            fill(handle)
             handle.flush()
             os.fsync(handle.fileno())
         check_writable_target(path, root, fix)  # nothing swapped in meanwhile
@@ -211,6 +227,11 @@ def write_bytes_atomic(path: Path, data: bytes, root: Path | None = None, fix: s
         raise
 
 
+def write_bytes_atomic(path: Path, data: bytes, root: Path | None = None, fix: str = "") -> None:
+    """Write ``data`` so that a reader sees either the old file or the whole new one; never through a link."""
+    _atomic(path, lambda handle: handle.write(data), root, fix)
+
+
 def write_text_atomic(path: Path, text: str, root: Path | None = None, fix: str = "") -> None:
     """:func:`write_bytes_atomic` of UTF-8 text."""
     write_bytes_atomic(path, text.encode("utf-8"), root, fix)
@@ -218,36 +239,13 @@ def write_text_atomic(path: Path, text: str, root: Path | None = None, fix: str 
 
 def copy_file(source: Path, target: Path, root: Path | None = None, fix: str = "") -> None:
     """Copy ``source`` (read as given) to ``target`` atomically, in chunks, never writing through a link."""
-    target = Path(target)
-    make_dirs(target.parent, root, fix) if root is not None else _make_parent(target, fix)
-    check_writable_target(target, root, fix)
     try:
-        handle = open(source, "rb")  # noqa: SIM115 (closed below, with the temporary file)
+        handle = open(source, "rb")  # noqa: SIM115 (closed below)
     except OSError as exc:
         reason = exc.strerror or str(exc)
         raise UserError(f"cannot read {Path(source).name}: {reason}", str(source), "Check the path.") from None
-    try:
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name[:100]}.", suffix=".tmp")
-    except OSError as exc:
-        handle.close()
-        raise _unwritable(target, exc, fix) from None
-    try:
-        os.fchmod(fd, _FILE_MODE)
-        with handle, os.fdopen(fd, "wb") as sink:
-            while chunk := handle.read(_CHUNK):
-                sink.write(chunk)
-            sink.flush()
-            os.fsync(sink.fileno())
-        check_writable_target(target, root, fix)
-        os.replace(tmp, target)
-    except OSError as exc:
-        _remove(tmp)
-        if isinstance(exc, UserError):
-            raise
-        raise _unwritable(target, exc, fix) from None
-    except BaseException:
-        _remove(tmp)
-        raise
+    with handle:
+        _atomic(Path(target), lambda sink: shutil.copyfileobj(handle, sink, _CHUNK), root, fix)
 
 
 def _make_parent(path: Path, fix: str) -> None:

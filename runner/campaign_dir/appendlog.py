@@ -33,7 +33,7 @@ from typing import Any
 from protocol.errors import UserError
 from protocol.jsonio import DuplicateKeyError, loads_unique
 from protocol.safe_read import file_kind
-from protocol.safe_write import check_writable_target, open_append, open_fd
+from protocol.safe_write import append_whole, check_writable_target, open_append, open_fd
 
 CHAIN_KEY = "chain_sha256"
 #: A log larger than this is not a log isocost wrote (a campaign writes a few lines per trial).
@@ -176,14 +176,9 @@ def append_line(path: Path, entry: dict[str, Any], *, root: Path | None = None, 
             last = read_log(path, what, chained=True, genesis=genesis, fix=fix).last_digest
             written[CHAIN_KEY] = line_digest(last, written)
         data = (json.dumps(written, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
-        size = os.fstat(fd).st_size
         try:
-            done = 0
-            while done < len(data):
-                done += os.write(fd, data[done:])
-            os.fsync(fd)
+            append_whole(fd, data)  # never leaves a cut line behind when the write itself fails
         except OSError as exc:
-            os.ftruncate(fd, size)  # never leave a cut line behind when the write itself fails
             raise UserError(f"could not append to {what}: {exc.strerror}", str(path),
                             "The file is intact up to its previous line. Free space (or fix the disk) and run "
                             "the command again.") from None

@@ -42,7 +42,7 @@ from protocol.jsonio import loads_unique
 from protocol.raw_columns import RAW_COLUMNS, RAW_SCHEMA_VERSION
 from protocol.rawrecord import RawRecord, records_from_lines
 from protocol.safe_read import check_regular
-from protocol.safe_write import check_writable_target, open_append, open_fd
+from protocol.safe_write import append_whole, check_writable_target, open_append, open_fd
 
 CHAIN_COLUMN = RAW_COLUMNS[-1]
 _RESUME_FIX = ("The host stopped while writing it: `isocost run STUDY --out DIR --resume` keeps the cut bytes in "
@@ -271,14 +271,9 @@ def append_row(path: Path, row: RawRecord) -> None:
     data = buffer.getvalue().encode("utf-8")
     fd = open_append(path, path.parent)
     try:
-        size = os.fstat(fd).st_size
         try:
-            written = 0
-            while written < len(data):
-                written += os.write(fd, data[written:])
-            os.fsync(fd)
+            append_whole(fd, data)  # never leaves a partial row behind
         except OSError as exc:
-            os.ftruncate(fd, size)  # never leave a partial row behind
             raise UserError(
                 f"could not append the row of trial {cells[0]} to raw.csv: {exc.strerror}",
                 str(path),

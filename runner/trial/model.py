@@ -34,6 +34,27 @@ def prepare_model(model: Any, variant: Variant, torch: Any) -> tuple[Any, Any]:
     return model, device
 
 
+def padded_batch(tokenizer: Any, features: list[dict[str, list[int]]], variant: Variant, device: Any) -> dict[str, Any]:
+    """One batch padded per the variant's padding policy (longest in the batch, or max_length), on the device."""
+    padding = "longest" if variant.padding == "longest" else "max_length"
+    batch = tokenizer.pad(features, padding=padding, max_length=variant.max_length, return_tensors="pt")
+    return {key: value.to(device) for key, value in batch.items()}
+
+
+def timed_forward(model: Any, batch: dict[str, Any], torch: Any, events: list[tuple[Any, Any]] | None) -> Any:
+    """``model(**batch)``; with ``events`` (a GPU trial's measured pass), between two CUDA events appended there:
+    the device time of the forward alone."""
+    if events is None:
+        return model(**batch)
+    start = torch.cuda.Event(enable_timing=True)
+    stop = torch.cuda.Event(enable_timing=True)
+    start.record()
+    output = model(**batch)
+    stop.record()
+    events.append((start, stop))
+    return output
+
+
 def describe_common(model: Any, tokenizer: Any, variant: Variant) -> dict[str, Any]:
     """What the manifest records of any loaded encoder."""
     config = model.config

@@ -21,7 +21,7 @@ from typing import IO, Any
 
 from protocol.records import Variant
 from protocol.safe_write import write_handle
-from runner.trial.model import describe_common, prepare_model
+from runner.trial.model import describe_common, padded_batch, prepare_model, timed_forward
 
 OUTPUT_FILE = "predictions.jsonl"
 
@@ -71,21 +71,9 @@ class Classifier:
     def predict_encoded(self, features: list[dict[str, list[int]]]) -> tuple[list[str], list[float]]:
         """Pad one batch per the padding policy, run it, bring labels and scores to the host."""
         torch = self.torch
-        padding = "longest" if self.variant.padding == "longest" else "max_length"
-        batch = self.tokenizer.pad(
-            features, padding=padding, max_length=self.variant.max_length, return_tensors="pt"
-        )
-        batch = {key: value.to(self.device) for key, value in batch.items()}
+        batch = padded_batch(self.tokenizer, features, self.variant, self.device)
         with torch.inference_mode():
-            if self.forward_events is not None:
-                start = torch.cuda.Event(enable_timing=True)
-                stop = torch.cuda.Event(enable_timing=True)
-                start.record()
-                logits = self.model(**batch).logits
-                stop.record()
-                self.forward_events.append((start, stop))
-            else:
-                logits = self.model(**batch).logits
+            logits = timed_forward(self.model, batch, torch, self.forward_events).logits
             probs = torch.softmax(logits.float(), dim=-1)
             scores, indices = probs.max(dim=-1)
         return [self.labels[int(i)] for i in indices.tolist()], [float(s) for s in scores.tolist()]

@@ -26,7 +26,7 @@ from protocol.records import Variant
 from protocol.safe_write import write_binary, write_handle
 from protocol.tasks.embedding import QUERY_IDS, QUERY_VECTORS, VECTOR_IDS, VECTORS
 from protocol.tasks.vector_file import header, id_lines
-from runner.trial.model import describe_common, prepare_model
+from runner.trial.model import describe_common, padded_batch, prepare_model, timed_forward
 
 
 @dataclass
@@ -82,19 +82,9 @@ class Embedder:
     def predict_encoded(self, features: list[dict[str, list[int]]]) -> Any:
         """Pad one batch per the padding policy, run it, pool in float32 and bring the vectors to the host."""
         torch = self.torch
-        padding = "longest" if self.variant.padding == "longest" else "max_length"
-        batch = self.tokenizer.pad(features, padding=padding, max_length=self.variant.max_length, return_tensors="pt")
-        batch = {key: value.to(self.device) for key, value in batch.items()}
+        batch = padded_batch(self.tokenizer, features, self.variant, self.device)
         with torch.inference_mode():
-            if self.forward_events is not None:
-                start = torch.cuda.Event(enable_timing=True)
-                stop = torch.cuda.Event(enable_timing=True)
-                start.record()
-                hidden = self.model(**batch).last_hidden_state
-                stop.record()
-                self.forward_events.append((start, stop))
-            else:
-                hidden = self.model(**batch).last_hidden_state
+            hidden = timed_forward(self.model, batch, torch, self.forward_events).last_hidden_state
             vectors = pool(torch, hidden, batch["attention_mask"], self.pooling, self.normalize)
         return vectors.cpu().numpy()
 
