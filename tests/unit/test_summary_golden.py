@@ -13,7 +13,8 @@ import pytest
 from summary_cases import GOLDEN, cases, summary_text
 
 from protocol.rawrecord import RawRecord
-from protocol.stats import summarize
+from runner.analysis.stats import summarize
+from runner.campaign_dir.raw_frame import frame_of
 
 CASES = cases()
 EXPECTED = json.loads(GOLDEN.read_text(encoding="utf-8"))
@@ -23,6 +24,6 @@ EXPECTED = json.loads(GOLDEN.read_text(encoding="utf-8"))
 def test_the_summary_matches_the_golden_file(name: str) -> None:
     case = CASES[name]
     references = case["references"]
-    summary = summarize([RawRecord.from_text(row) for row in case["rows"]], case["verdicts"], case["variants"],
+    summary = summarize(frame_of([RawRecord.from_text(row) for row in case["rows"]]), case["verdicts"], case["variants"],
                         case["quality"], references.__getitem__ if references else None)
     assert summary_text(summary) == json.dumps(EXPECTED[name], indent=1, ensure_ascii=False)
