@@ -25,7 +25,8 @@ from protocol.decision.records import ARTIFACT_RULE, Decision, Expense, Ledger
 from protocol.errors import UserError
 from protocol.raw_columns import RAW_COLUMNS
 from protocol.rawrecord import RawRecord
-from protocol.stats import summarize
+from runner.analysis.stats import summarize
+from runner.campaign_dir.raw_frame import frame_of
 from protocol.study import load_study
 from protocol.study_records import Study
 
@@ -105,7 +106,7 @@ def campaign(
     variant_dicts = [{"variant_id": v.variant_id, "series": list(v.series), **v.config()}
                      for v in study.variants() if v.variant_id in variants]
     records = tuple(RawRecord.from_text(row) for row in rows)
-    summary = summarize(records, verdicts, variant_dicts, study.quality)
+    summary = summarize(frame_of(records), verdicts, variant_dicts, study.quality)
     return CampaignEvidence(
         label=label,
         campaign_id=campaign_id or f"{label.replace('/', '')}-0000000000",
