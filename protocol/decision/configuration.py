@@ -103,10 +103,7 @@ def build_configuration(
                      no_period_reason="; ".join(period.empty_reasons.values()))
     fits, fit_note = deadline_fit(period.needed_h, terms.window, terms.deadline_reason)
     own = [span for p in passes for span in spans.get(p.trial_id, [])]
-    # The pass figures are the summary's (one computation, from the raw table's frame), never recomputed here.
-    statuses = dict(variant.statuses)
-    median, low, high = variant.median_pass_s, variant.min_pass_s, variant.max_pass_s
-    timed = sum(seconds is not None for seconds in variant.pass_s)  # the accepted passes with a time
+    statuses = dict(variant.statuses)  # the pass figures are the summary's, never recomputed here
     exclusions = _exclusions(variant, artifacts, statuses, cost, fits, fit_note)
     return Configuration(
         configuration_id=label,
@@ -120,11 +117,10 @@ def build_configuration(
         metric=variant.metric,
         median_metric=variant.median_metric,
         passes=passes,
-        median_pass_s=median,
-        min_pass_s=low,
-        max_pass_s=high,
-        relative_spread=(high - low) / median if timed >= 2 and median and high is not None and low is not None
-        else None,
+        median_pass_s=variant.median_pass_s,
+        min_pass_s=variant.min_pass_s,
+        max_pass_s=variant.max_pass_s,
+        relative_spread=_relative_spread(variant),
         attempts=variant.attempts,
         accepted_passes=variant.accepted,
         failures=variant.failed,
@@ -143,6 +139,15 @@ def build_configuration(
         acceptable=not exclusions,
         exclusions=tuple(exclusions),
     )
+
+
+def _relative_spread(variant: VariantSummary) -> float | None:
+    """(max − min) / median of the accepted pass times, when at least two passes have one."""
+    timed = sum(seconds is not None for seconds in variant.pass_s)
+    median, low, high = variant.median_pass_s, variant.min_pass_s, variant.max_pass_s
+    if timed < 2 or not median or low is None or high is None:
+        return None
+    return (high - low) / median
 
 
 def pass_records(evidence: CampaignEvidence, variant_id: str) -> tuple[PassRecord, ...]:

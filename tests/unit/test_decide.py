@@ -25,10 +25,10 @@ from protocol.decision.records import ARTIFACT_RULE, Decision, Expense, Ledger
 from protocol.errors import UserError
 from protocol.raw_columns import RAW_COLUMNS
 from protocol.rawrecord import RawRecord
-from runner.analysis.stats import summarize
-from runner.campaign_dir.raw_frame import frame_of
 from protocol.study import load_study
 from protocol.study_records import Study
+from runner.analysis.stats import summarize
+from runner.campaign_dir.raw_frame import frame_of
 
 CATALOG = load_catalog(default_catalog_path())
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)  # Monday 09:00 UTC

@@ -24,6 +24,7 @@ EXPECTED = json.loads(GOLDEN.read_text(encoding="utf-8"))
 def test_the_summary_matches_the_golden_file(name: str) -> None:
     case = CASES[name]
     references = case["references"]
-    summary = summarize(frame_of([RawRecord.from_text(row) for row in case["rows"]]), case["verdicts"], case["variants"],
-                        case["quality"], references.__getitem__ if references else None)
+    frame = frame_of([RawRecord.from_text(row) for row in case["rows"]])
+    summary = summarize(frame, case["verdicts"], case["variants"], case["quality"],
+                        references.__getitem__ if references else None)
     assert summary_text(summary) == json.dumps(EXPECTED[name], indent=1, ensure_ascii=False)
