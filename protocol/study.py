@@ -108,7 +108,7 @@ def parse_study(data: dict[str, Any], *, path: Path, sha256: str) -> Study:
         raise UserError(
             f"study schema_version {version} is not supported (this isocost reads {STUDY_SCHEMA_VERSION})",
             top.where("schema_version"),
-            f"Set `schema_version = {STUDY_SCHEMA_VERSION}` and check the keys against the README.",
+            f"Set `schema_version = {STUDY_SCHEMA_VERSION}` and check the keys against docs/study.md.",
         )
     check = ErrorCollector()
     fields = {
