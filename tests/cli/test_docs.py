@@ -3,12 +3,19 @@
 Every command has a row in the README's commands table, `--help` text with an example, and an
 example of it being run in the README or a page under docs/. The README stays short, and every
 relative link, anchor and module path in the README, CONTRIBUTING.md and docs/ resolves.
+
+ARCHITECTURE.md and the file tables are checked against the code: every module file they list exists,
+every record they name is found by import, the layer picture is the one tests/unit/test_import_boundaries.py
+enforces, every file a table lists is named in protocol/ or runner/, and every field cited for a file is a
+field of its record (or a raw.csv column, or a key of the line the trial writes).
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
+from typing import Any
 
 import click
 import pytest
@@ -360,18 +367,27 @@ def architecture_problems(text: str) -> list[str]:
     return problems
 
 
-def _dataclass_fields(record: type) -> set[str]:
-    """The fields of a record, and of the records nested in it."""
+def _records_in(hint: Any) -> list[type]:
+    """The record classes a type hint holds (``InputFacts | None``, ``tuple[Variant, ...]``)."""
+    import dataclasses
+    import typing
+
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return [hint]
+    return [record for arg in typing.get_args(hint) for record in _records_in(arg)]
+
+
+def _dataclass_fields(record: type, prefix: str = "") -> set[str]:
+    """The fields of a record and of the records nested in it, each by name and by dotted path."""
     import dataclasses
     import typing
 
     names: set[str] = set()
     hints = typing.get_type_hints(record)
     for item in dataclasses.fields(record):
-        names.add(item.name)
-        nested = hints.get(item.name)
-        if isinstance(nested, type) and dataclasses.is_dataclass(nested):
-            names |= _dataclass_fields(nested)
+        names |= {item.name, prefix + item.name}
+        for nested in _records_in(hints.get(item.name)):
+            names |= _dataclass_fields(nested) | _dataclass_fields(nested, f"{prefix}{item.name}.")
     return names
 
 
@@ -398,7 +414,8 @@ def file_fields() -> dict[str, set[str]]:
     }
 
 
-def _code_strings() -> set[str]:
+@functools.cache
+def _code_strings() -> frozenset[str]:
     """Every string constant in protocol/ and runner/ (file names are named there)."""
     import ast
 
@@ -407,7 +424,7 @@ def _code_strings() -> set[str]:
         for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 strings.add(node.value)
-    return strings
+    return frozenset(strings)
 
 
 def file_names(cell: str) -> list[str]:
@@ -504,6 +521,45 @@ def test_the_campaign_directory_tables_name_real_files_and_fields(page: Path) ->
     assert rows and campaign_file_problems([(row[0], row[2]) for row in rows]) == []
 
 
+FILE_TABLE_PAGES = [README_PATH, *DOC_PAGES]
+DOTTED_FIELD = re.compile(r"^[a-z][a-z0-9_]*(?:\.[a-z][a-z0-9_]*)+$")
+
+
+def file_tables(text: str) -> list[list[list[str]]]:
+    """Every table of a page whose first column is headed ``file``, as rows of cells."""
+    tables: list[list[list[str]]] = []
+    prose, _ = split_fenced(text)
+    current: list[str] = []
+    for line in [*prose, ""]:
+        if line.startswith("|"):
+            current.append(line)
+            continue
+        if current and current[0].strip("| ").split("|")[0].strip() == "file":
+            tables.append(table_rows(current))
+        current = []
+    return tables
+
+
+@pytest.mark.parametrize("page", FILE_TABLE_PAGES, ids=[str(p.relative_to(ROOT)) for p in FILE_TABLE_PAGES])
+def test_every_file_table_names_files_the_code_writes(page: Path) -> None:
+    strings = _code_strings()
+    for table in file_tables(page.read_text(encoding="utf-8")):
+        missing = [name for row in table for name in file_names(row[0]) if name not in strings]
+        assert missing == [], f"{page.name}: files named nowhere in protocol/ or runner/"
+
+
+def test_the_seals_of_the_evidence_table_are_real_fields() -> None:
+    """docs/faults.md's "sealed by" column names raw.csv columns and campaign.json fields."""
+    from protocol.raw_columns import RAW_COLUMNS
+    from protocol.records import CampaignRecord
+
+    known = set(RAW_COLUMNS) | _dataclass_fields(CampaignRecord)
+    (table,) = [t for t in file_tables((ROOT / "docs" / "faults.md").read_text(encoding="utf-8")) if len(t[0]) == 4]
+    cited = [token for row in table for token in CODE.findall(row[2])
+             if FIELD_NAME.match(token) or DOTTED_FIELD.match(token)]
+    assert cited and [token for token in cited if token not in known] == []
+
+
 def test_the_raw_columns_and_statuses_are_the_codes() -> None:
     assert raw_column_problems(CAMPAIGN_DIR_PAGE.read_text(encoding="utf-8")) == []
 
@@ -526,3 +582,47 @@ def test_the_format_checks_catch_what_they_are_for() -> None:
                                          "statuses ['ok', 'oom'] are not STATUSES ['ok', 'oom', 'error', "
                                          "'interrupted', 'timeout', 'refused']"]
     assert file_names("`summary.{md,json}` `raw.csv.partial-N`") == ["summary.md", "summary.json", "raw.csv"]
+
+
+def architecture_layers(text: str) -> dict[str, int]:
+    """The layer of each package in ARCHITECTURE.md's layer picture (``runner.cli`` → 8, ``protocol`` → 0)."""
+    block = sections(text)["Layers"]
+    start = next(i for i, line in enumerate(block) if FENCE.match(line))
+    end = next(i for i, line in enumerate(block) if i > start and FENCE.match(line))
+    layers: dict[str, int] = {}
+    current: int | None = None
+    for line in block[start + 1:end]:
+        number = re.match(r"^\s*(\d+)\s", line)
+        if number:
+            current = int(number.group(1))
+        for package in re.findall(r"(?<![\w/])(runner/\w+|protocol)(?=/|\W|$)", line):
+            if current is not None:
+                layers[package.replace("/", ".")] = current
+    return layers
+
+
+def test_the_architecture_layer_picture_is_the_tested_one() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("import_boundaries", ROOT / "tests/unit/test_import_boundaries.py")
+    assert spec and spec.loader
+    boundaries = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(boundaries)
+    tested = {package: index for index, layer in enumerate(boundaries.LAYERS) for package in layer
+              if package != "runner"}
+    assert architecture_layers(ARCHITECTURE_PATH.read_text(encoding="utf-8")) == tested
+
+
+def test_the_task_table_gives_each_tasks_files_and_metrics() -> None:
+    """docs/tasks.md's table: the files of a pass and the metrics of each task are the task's own."""
+    from protocol.tasks import task_named, task_names
+
+    lines = (ROOT / "docs" / "tasks.md").read_text(encoding="utf-8").splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("| task | each input yields"))
+    rows = table_rows(lines[header:header + 2 + len(task_names())])
+    assert sorted(CODE.findall(row[0])[0] for row in rows) == sorted(task_names())
+    for row in rows:
+        task = task_named(CODE.findall(row[0])[0])
+        assert CODE.findall(row[3]) == list(task.output_files), task.name
+        metrics = re.split(r" (?:against|over) ", row[4])[0]  # what follows names the inputs scored
+        assert CODE.findall(metrics) == list(task.metrics), task.name
