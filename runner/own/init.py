@@ -117,7 +117,12 @@ def _split(corpus: Path, records: tuple[Record, ...], out_dir: Path) -> tuple[Pa
 
 def _c(key: str) -> str:
     entry = KEYS[key]
-    default = "" if entry.required else f" (default {entry.default})"
+    if entry.required:
+        default = ""
+    elif entry.default.startswith("required"):  # "required in [deadline]": the table is optional, the key is not
+        default = f" ({entry.default})"
+    else:
+        default = f" (default {entry.default})"
     return f"  # {entry.meaning}{default}"
 
 

@@ -161,10 +161,19 @@ def _dotted_name_exists(dotted: str) -> bool:
     return False
 
 
+#: A module path followed by a name of it: "`protocol/study_reader.py` `BOUNDS`".
+PATH_AND_NAME = re.compile(r"`((?:runner|protocol|benchmarks)/[\w/]+)\.py` `([A-Za-z_]\w*)`")
+
+
 def missing_module_paths(text: str) -> list[str]:
-    """Repository paths (`runner/…py`, `protocol/…/`, `.ci/run`) and dotted names that do not exist."""
+    """Repository paths (`runner/…py`, `protocol/…/`, `.ci/run`) and dotted names that do not exist, and
+    names cited right after their module's path that it does not define."""
     missing = [found for found in MODULE_PATH.findall(text) if not (ROOT / found).exists()]
     missing.extend(dotted for dotted in DOTTED.findall(text) if not _dotted_name_exists(dotted))
+    for path, name in PATH_AND_NAME.findall(text):
+        dotted = f"{path.replace('/', '.')}.{name}"
+        if (ROOT / f"{path}.py").exists() and not _dotted_name_exists(dotted):
+            missing.append(f"{path}.py {name}")
     return missing
 
 
@@ -247,6 +256,8 @@ def test_the_docs_checks_catch_what_they_are_for(tmp_path: Path) -> None:
         "protocol.stats.no_such_function"
     ]
     assert missing_module_paths("`runner.no_such_package.thing`") == ["runner.no_such_package.thing"]
+    assert missing_module_paths("(`protocol/study.py` `BOUNDS`, `protocol/study_reader.py` `BOUNDS`)") == [
+        "protocol/study.py BOUNDS"]
 
 
 def test_readme_rows_are_read_from_the_commands_table_only() -> None:
