@@ -12,6 +12,7 @@ field of its record (or a raw.csv column, or a key of the line the trial writes)
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import re
 from pathlib import Path
@@ -637,3 +638,23 @@ def test_the_task_table_gives_each_tasks_files_and_metrics() -> None:
         assert CODE.findall(row[3]) == list(task.output_files), task.name
         metrics = re.split(r" (?:against|over) ", row[4])[0]  # what follows names the inputs scored
         assert CODE.findall(metrics) == list(task.metrics), task.name
+
+
+def bundle_campaign_files(text: str) -> list[str]:
+    """The campaign files docs/bundle.md's listing names (``campaign/…`` lines, trials and comments left out)."""
+    names: list[str] = []
+    for line in sections(text)["What a bundle holds"]:
+        if line.startswith("campaign/") and not line.startswith("campaign/trials/"):
+            listed = re.split(r"\s{2,}|\(", line.removeprefix("campaign/"))[0]
+            names += [name.replace("-N", "-*") for name in listed.split()]
+    return names
+
+
+def test_the_bundle_listing_is_what_a_bundle_packs() -> None:
+    from runner.bundle.pack import CAMPAIGN_FILES, OPTIONAL_PATTERNS
+
+    listed = bundle_campaign_files((ROOT / "docs" / "bundle.md").read_text(encoding="utf-8"))
+    packed = [*CAMPAIGN_FILES, *OPTIONAL_PATTERNS]
+    assert [name for name in listed if not any(fnmatch.fnmatchcase(name, pattern) for pattern in packed)] == []
+    exact = [name for name in packed if "*" not in name or name.endswith(".partial-*")]
+    assert [name for name in exact if name not in listed] == [], "docs/bundle.md leaves out files a bundle packs"
