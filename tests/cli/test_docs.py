@@ -658,3 +658,26 @@ def test_the_bundle_listing_is_what_a_bundle_packs() -> None:
     assert [name for name in listed if not any(fnmatch.fnmatchcase(name, pattern) for pattern in packed)] == []
     exact = [name for name in packed if "*" not in name or name.endswith(".partial-*")]
     assert [name for name in exact if name not in listed] == [], "docs/bundle.md leaves out files a bundle packs"
+
+
+#: Class names the docs cite from other projects (transformers, the Docker SDK), not from isocost.
+EXTERNAL_CLASSES = {"AutoModel", "AutoModelForCausalLM", "AutoModelForSequenceClassification",
+                    "BertForSequenceClassification", "LlamaForCausalLM", "DeviceRequest", "HostConfig"}
+CAMEL = re.compile(r"`([A-Z][a-z]+(?:[A-Z][a-z0-9]*)+)`")
+
+
+@functools.cache
+def _defined_names() -> frozenset[str]:
+    """Every class, function and module-level name defined in protocol/ and runner/."""
+    pattern = re.compile(r"^\s*(?:class|def|async def)\s+(\w+)|^(\w+)\s*[:=]", re.MULTILINE)
+    names: set[str] = set()
+    for source in [*(ROOT / "protocol").rglob("*.py"), *(ROOT / "runner").rglob("*.py")]:
+        names.update(a or b for a, b in pattern.findall(source.read_text(encoding="utf-8")))
+    return frozenset(names)
+
+
+@pytest.mark.parametrize("page", [ARCHITECTURE_PATH, *LINKED_PAGES],
+                         ids=[str(p.relative_to(ROOT)) for p in [ARCHITECTURE_PATH, *LINKED_PAGES]])
+def test_every_class_name_the_docs_cite_is_defined(page: Path) -> None:
+    cited = set(CAMEL.findall(page.read_text(encoding="utf-8")))
+    assert sorted(cited - _defined_names() - EXTERNAL_CLASSES) == []
