@@ -443,12 +443,14 @@ def _optional_lines(f: _Facts) -> list[str]:
 
 def _job_lines(f: _Facts) -> list[str]:
     """The [job] table left out (commented): decide then prices the campaign itself (docs/job.md)."""
-    mix = ", ".join(f"{name} = {count / f.records:.2f}" for name, _, count in f.buckets)
+    shares = _hundredths([count for _, _, count in f.buckets], f.records)
+    mix = ", ".join(f"{name} = {share:.2f}" for (name, _, _), share in zip(f.buckets, shares, strict=True))
     return [
         "# [job]  # the real job this study is benchmarked for (omitted: decide prices the campaign itself)",
         f"# inputs = 1000000{_c('job.inputs')}",
-        f"# inputs_per_day = 100000{_c('job.inputs_per_day')}",
-        f"# days = 10{_c('job.days')}",
+        "# # or, instead of inputs (never both):",
+        f"# # inputs_per_day = 100000{_c('job.inputs_per_day')}",
+        f"# # days = 10{_c('job.days')}",
         f"# corpora = 1{_c('job.corpora')}",
         f"# cards_per_lot = 1{_c('job.cards_per_lot')}",
         f"# fit_level = 0.95{_c('job.fit_level')}",
@@ -457,3 +459,13 @@ def _job_lines(f: _Facts) -> list[str]:
         f"# mix = {{ {mix} }}{_c('job.mix')}",
         "",
     ]
+
+
+def _hundredths(counts: list[int], total: int) -> list[float]:
+    """Each count's share of ``total`` in hundredths that sum to exactly 1 (largest remainders round up)."""
+    exact = [100 * count / total for count in counts]
+    cents = [int(value) for value in exact]
+    by_remainder = sorted(range(len(counts)), key=lambda i: exact[i] - cents[i], reverse=True)
+    for i in by_remainder[: 100 - sum(cents)]:
+        cents[i] += 1
+    return [cent / 100 for cent in cents]
