@@ -24,6 +24,7 @@ from protocol.errors import UserError
 from protocol.fingerprint import sha256_bytes
 from protocol.names import check_plain_text
 from protocol.safe_read import decode_text, read_bytes
+from protocol.study_keys import table_keys
 from protocol.study_reader import (
     ErrorCollector,
     StudyErrors,
@@ -48,28 +49,8 @@ from protocol.tasks import DEFAULT_TASK, Task, task_named, task_names
 STUDY_SCHEMA_VERSION = 1
 
 
-_TOP_KEYS = {
-    "schema_version": "the study format version (1)",
-    "task": 'what each input yields and how it is checked: "text-classification" (the default)',
-    "name": "a short name",
-    "question": "the decision question, in words",
-    "scenario": '"offline"',
-    "expected_artifacts": "accepted corpora the job needs (declared before the campaign)",
-    "corpus": "table: path, fingerprint",
-    "tuning": "table: path, fingerprint",
-    "model": "table: path, fingerprint",
-    "length_buckets": "array of tables: name, max_tokens",
-    "quality": "table: the quality rule",
-    "warmup": "table: the warm-up rule",
-    "campaign": "table: repetitions, order, trial_timeout_s, seeds, memory_limit_bytes, cpu_limit, "
-                "output_file_limit_bytes",
-    "base": "table: the base configuration",
-    "series": "array of tables: name, field, values",
-    "deadline": "table: start, end, tz, waiting_h (the access window the work must fit)",
-    "costing": "table: catalog (optional path to a dated plan catalog CSV)",
-    "images": "table: stack = \"REPO@sha256:…\" (run exactly this image for that stack)",
-    "job": "table: the real job to project and price (see protocol/costing/job.py)",
-}
+#: The top-level keys and tables every study accepts, as declared (a task adds its own tables, ``option_tables``).
+_TOP_KEYS = dict.fromkeys(table_keys("", DEFAULT_TASK), "")
 
 
 #: A study is a page of TOML; a larger file is a mistake (or an attack on the parser).
@@ -108,7 +89,7 @@ def parse_study(data: dict[str, Any], *, path: Path, sha256: str) -> Study:
         raise UserError(
             f"study schema_version {version} is not supported (this isocost reads {STUDY_SCHEMA_VERSION})",
             top.where("schema_version"),
-            f"Set `schema_version = {STUDY_SCHEMA_VERSION}` and check the keys against the README.",
+            f"Set `schema_version = {STUDY_SCHEMA_VERSION}` and check the keys against docs/study.md.",
         )
     check = ErrorCollector()
     fields = {

@@ -1,23 +1,59 @@
-"""Every study key: required or its default, and what it means (one line each).
+"""The declared study schema: every key with its type, default, bounds and help text (one line each).
 
-One table feeds ``isocost init`` (every key written with its default and this
-comment), the README's study key table (a test keeps them equal) and
+This one table feeds the parser (:data:`protocol.study_reader.BOUNDS` and
+:data:`protocol.costing.job.JOB_BOUNDS` are read from it; tests/unit/test_study_schema.py
+checks that every table accepts exactly its declared keys, gives the declared defaults
+and refuses just outside the declared bounds), ``isocost init`` (every key written with
+its default and this help text), the key table of docs/study.md (``python -m
+protocol.study_keys`` prints it; tests/cli/test_docs.py keeps them equal) and
 ``isocost check``. Paths in a study resolve relative to the study file.
 
 Example::
 
-    KEYS["quality.minimum"].meaning  # "the quality minimum the final corpus must meet (set on the tuning split)"
+    KEYS["campaign.repetitions"].bounds  # Bounds(low=1, high=1000)
+    KEYS["quality.minimum"].meaning      # "minimum of the metric on the final corpus, set on the tuning split …"
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+#: The declared types (``kind``): what the TOML value is.
+KINDS = ("integer", "number", "string", "boolean", "array", "table")
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The closed range a number must lie in (``low_open``/``high_open``: that end excluded)."""
+
+    low: float
+    high: float
+    low_open: bool = False
+    high_open: bool = False
+
+    def words(self) -> str:
+        """Example: ``Bounds(0, 1, low_open=True).words() == "> 0, ≤ 1"``."""
+        low, high = ">" if self.low_open else "≥", "<" if self.high_open else "≤"
+        return f"{low} {_plain(self.low)}, {high} {_plain(self.high)}"
+
+
+def _plain(number: float) -> str:
+    if not float(number).is_integer():
+        return f"{number:g}"
+    value = int(number)
+    for exponent in (64, 50, 32, 20, 16):
+        for offset in (0, -1):
+            if value == 2**exponent + offset:
+                return f"2^{exponent}" + (" - 1" if offset else "")
+    return f"{value:,}"
+
 
 @dataclass(frozen=True)
 class StudyKey:
     key: str  # dotted path; "[]" marks an array of tables
+    kind: str  # one of KINDS
     default: str  # "required", or the default as TOML text / words
+    bounds: Bounds | None  # the range a number must lie in (None: not a number, or any)
     meaning: str
 
     @property
@@ -25,96 +61,143 @@ class StudyKey:
         return self.default == "required"
 
 
-_ROWS = (
-    ("schema_version", "required", "study format version: 1"),
-    ("name", "required", "short name: up to 100 letters, digits, '-', '_', '.', the first a letter or digit"),
-    ("question", "required", "the decision question, in words, written before any test"),
-    ("scenario", "required", '"offline" (corpus processing; interactive serving is out of scope)'),
-    ("expected_artifacts", "1", "accepted corpora the job needs, declared before the campaign"),
-    ("task", '"text-classification"', "what each input yields and how a pass is checked (docs/tasks.md)"),
-    ("corpus.path", "required", "the final comparison corpus (.jsonl or .csv: id, text, label), relative to the study"),
-    ("corpus.fingerprint", "required", "sha256 of the corpus file, as `isocost fingerprint` prints it"),
-    ("tuning.path", "required", "separate tuning split (thresholds and warm-up come from it, never the final corpus)"),
-    ("tuning.fingerprint", "required", "sha256 of the tuning file"),
-    ("model.path", "required", "checkpoint directory (save_pretrained: config.json with id2label, tokenizer.json)"),
-    ("model.fingerprint", "required", "sha256 of the checkpoint directory tree"),
-    ("length_buckets[].name", "none: no buckets",
-     "name of a length bucket (tokens of the model's tokenizer): a plain name like the series'"),
-    ("length_buckets[].max_tokens", "open-ended", "inclusive upper bound in tokens; only the last bucket may omit it"),
-    ("quality.metric", "required", '"accuracy" or "macro_f1" (averaged over the labels of the truth or the '
-                                   'predictions, as scikit-learn\'s f1_score(average="macro"))'),
-    ("quality.minimum", "required", "minimum of the metric on the final corpus, set on the tuning split "
-                                    "(`isocost tune`)"),
-    ("quality.tuned_on", "required", 'where the minimum was set: "tuning" (never "corpus")'),
-    ("quality.reference_variant", "required", "variant id the others are compared with, e.g. \"precision=fp32\""),
-    ("quality.max_metric_drop", "0.0", "largest metric drop against the reference still equivalent"),
-    ("quality.min_agreement", "0.0", "smallest share of predictions equal to the reference's"),
-    ("quality.subgroups", "[]", 'subgroups evaluated too: "label", "length_bucket"'),
-    ("quality.replay", '"identical"', 'what replay means: "identical", "bounded" (scores) or "quality"'),
-    ("quality.max_score_delta", "none", 'largest score difference; required with replay = "bounded"'),
-    ("warmup.source", '"tuning"', "warm-up inputs come from the tuning split"),
-    ("warmup.inputs", "8", "warm-up inputs per trial (at most the tuning split's size)"),
-    ("warmup.runs", "1", "warm-up runs over those inputs before the measured pass"),
-    ("warmup.recompilation", '"warmup"', "recompilation happens inside the warm-up"),
-    ("campaign.repetitions", "5", "full passes per variant"),
-    ("campaign.order", '"rotate"', "rotated order, so no variant always runs first"),
-    ("campaign.trial_timeout_s", "none (no limit)", "a trial running longer is killed and kept as a timeout row"),
-    ("campaign.seeds", "[]", "common seeds: every variant runs under each, results kept apart"),
-    ("campaign.memory_limit_bytes", "none", "container memory limit (docker launcher)"),
-    ("base.stack", "required", '"cpu", "cuda" or "rocm"'),
-    ("base.device", "required", '"cpu" (cpu stack) or "cuda" (cuda and rocm stacks)'),
-    ("base.precision", "required", '"fp32", "bf16" or "fp16" (GPU only)'),
-    ("base.quantization", "required", '"none" or "int8-dynamic" (CPU only)'),
-    ("base.compile", "required", "torch.compile the model: true or false"),
-    ("base.attention", "required", '"sdpa" or "eager"'),
-    ("base.batch_size", "required", "inputs per forward pass"),
-    ("base.padding", "required", '"longest" (per batch) or "max_length"'),
-    ("base.max_length", "required", "tokens per input; longer inputs are truncated and counted"),
-    ("base.length_grouping", "required", '"none" or "sort" (batches of similar length)'),
-    ("base.resume", "required", '"none" or "halve-batch-on-oom"'),
-    ("base.threads", "required", "torch CPU threads"),
-    ("base.seed", "required", "random seed"),
-    ("base.deterministic", "required", "torch deterministic algorithms: true or false"),
-    ("series[].name", "required",
+_MIB, _PIB, _DAY = 2**20, 2**50, 86400
+_ROWS: tuple[tuple[str, str, str, Bounds | None, str], ...] = (
+    ("schema_version", "integer", "required", None, "study format version: 1"),
+    ("name", "string", "required", None,
+     "short name: up to 100 letters, digits, '-', '_', '.', the first a letter or digit"),
+    ("question", "string", "required", None, "the decision question, in words, written before any test"),
+    ("scenario", "string", "required", None, '"offline" (corpus processing; interactive serving is out of scope)'),
+    ("expected_artifacts", "integer", "1", Bounds(1, 1_000_000),
+     "accepted corpora the job needs, declared before the campaign"),
+    ("task", "string", '"text-classification"', None,
+     "what each input yields and how a pass is checked (docs/tasks.md)"),
+    ("corpus.path", "string", "required", None,
+     "the final comparison corpus (.jsonl or .csv: id, text, label), relative to the study"),
+    ("corpus.fingerprint", "string", "required", None, "sha256 of the corpus file, as `isocost fingerprint` prints it"),
+    ("tuning.path", "string", "required", None,
+     "separate tuning split (thresholds and warm-up come from it, never the final corpus)"),
+    ("tuning.fingerprint", "string", "required", None, "sha256 of the tuning file"),
+    ("model.path", "string", "required", None,
+     "checkpoint directory (save_pretrained: config.json with id2label, tokenizer.json)"),
+    ("model.fingerprint", "string", "required", None, "sha256 of the checkpoint directory tree"),
+    ("length_buckets[].name", "string", "none: no buckets", None,
+     "name of a length bucket (tokens of the model's tokenizer): a plain name like the series'; at most 64 buckets"),
+    ("length_buckets[].max_tokens", "integer", "open-ended", Bounds(1, _MIB),
+     "inclusive upper bound in tokens; only the last bucket may omit it"),
+    ("quality.metric", "string", "required", None,
+     '"accuracy" or "macro_f1" (averaged over the labels of the truth or the predictions, as scikit-learn\'s '
+     'f1_score(average="macro")); each task has its own (docs/tasks.md)'),
+    ("quality.minimum", "number", "required", Bounds(0, 1),
+     "minimum of the metric on the final corpus, set on the tuning split (`isocost tune`)"),
+    ("quality.tuned_on", "string", "required", None, 'where the minimum was set: "tuning" (never "corpus")'),
+    ("quality.reference_variant", "string", "required", None,
+     "variant id the others are compared with, e.g. \"precision=fp32\""),
+    ("quality.max_metric_drop", "number", "0.0", Bounds(0, 1),
+     "largest metric drop against the reference still equivalent"),
+    ("quality.min_agreement", "number", "0.0", Bounds(0, 1), "smallest share of predictions equal to the reference's"),
+    ("quality.subgroups", "array", "[]", None, 'subgroups evaluated too: "label", "length_bucket"'),
+    ("quality.replay", "string", '"identical"', None,
+     'what replay means: "identical", "bounded" (scores) or "quality"'),
+    ("quality.max_score_delta", "number", "none", Bounds(0, 1),
+     'largest score difference; required with replay = "bounded"'),
+    ("warmup.source", "string", '"tuning"', None, "warm-up inputs come from the tuning split"),
+    ("warmup.inputs", "integer", "8", Bounds(0, 100_000), "warm-up inputs per trial (at most the tuning split's size)"),
+    ("warmup.runs", "integer", "1", Bounds(0, 100), "warm-up runs over those inputs before the measured pass"),
+    ("warmup.recompilation", "string", '"warmup"', None, "recompilation happens inside the warm-up"),
+    ("campaign.repetitions", "integer", "5", Bounds(1, 1000),
+     "full passes per variant (variants × repetitions at most 100,000)"),
+    ("campaign.order", "string", '"rotate"', None, "rotated order, so no variant always runs first"),
+    ("campaign.trial_timeout_s", "number", "none (no limit)", Bounds(0, 7 * _DAY, low_open=True),
+     "a trial running longer is killed and kept as a timeout row"),
+    ("campaign.seeds", "array", "[]", None,
+     "common seeds (at most 100, each a seed as base.seed): every variant runs under each, results kept apart"),
+    ("campaign.memory_limit_bytes", "integer", "none: derived from the engine's machine", Bounds(6 * _MIB, _PIB),
+     "container memory limit (container launchers; at least Docker's 6 MiB)"),
+    ("campaign.cpu_limit", "number", "none: all the engine's CPUs", Bounds(0.01, 4096),
+     "container CPU limit in CPUs (container launchers)"),
+    ("campaign.output_file_limit_bytes", "integer", "none: 4 GiB", Bounds(2**16, _PIB),
+     "largest file a trial container may write (container launchers)"),
+    ("base.stack", "string", "required", None, '"cpu", "cuda" or "rocm"'),
+    ("base.device", "string", "required", None, '"cpu" (cpu stack) or "cuda" (cuda and rocm stacks)'),
+    ("base.precision", "string", "required", None, '"fp32", "bf16" or "fp16" (GPU only)'),
+    ("base.quantization", "string", "required", None, '"none" or "int8-dynamic" (CPU only)'),
+    ("base.compile", "boolean", "required", None, "torch.compile the model: true or false"),
+    ("base.attention", "string", "required", None, '"sdpa" or "eager"'),
+    ("base.batch_size", "integer", "required", Bounds(1, 65536), "inputs per forward pass"),
+    ("base.padding", "string", "required", None, '"longest" (per batch) or "max_length"'),
+    ("base.max_length", "integer", "required", Bounds(1, _MIB),
+     "tokens per input; longer inputs are truncated and counted"),
+    ("base.length_grouping", "string", "required", None, '"none" or "sort" (batches of similar length)'),
+    ("base.resume", "string", "required", None, '"none" or "halve-batch-on-oom"'),
+    ("base.threads", "integer", "required", Bounds(1, 1024), "torch CPU threads"),
+    ("base.seed", "integer", "required", Bounds(0, 2**32 - 1), "random seed"),
+    ("base.deterministic", "boolean", "required", None, "torch deterministic algorithms: true or false"),
+    ("series[].name", "string", "required", None,
      "name of a series (at least one): up to 64 letters, digits, '_', '.', '-', the first a letter or digit"),
-    ("series[].field", "required", "the ONE variant field this series varies"),
-    ("series[].values", "required", "the values it takes; each makes a variant"),
-    ("deadline.start", "required in [deadline]", "access window start, local time"),
-    ("deadline.end", "required in [deadline]", "access window end, local time"),
-    ("deadline.tz", "required in [deadline]", "IANA time zone of start and end"),
-    ("deadline.waiting_h", "0", "declared waiting the rental must be held for (at most 87840 h, ten years)"),
-    ("costing.catalog", "the shipped dated snapshot", "your dated plan catalog CSV"),
-    ("images.cpu / images.cuda / images.rocm", "none: images/images.lock", "REPO@sha256:… to run for that stack"),
+    ("series[].field", "string", "required", None, "the ONE variant field this series varies"),
+    ("series[].values", "array", "required", None, "the values it takes; each makes a variant"),
+    ("deadline.start", "string", "required in [deadline]", None, "access window start, local time"),
+    ("deadline.end", "string", "required in [deadline]", None, "access window end, local time"),
+    ("deadline.tz", "string", "required in [deadline]", None, "IANA time zone of start and end"),
+    ("deadline.waiting_h", "number", "0", Bounds(0, 87_840),
+     "declared waiting the rental must be held for (at most 87840 h, ten years)"),
+    ("costing.catalog", "string", "the shipped dated snapshot", None, "your dated plan catalog CSV"),
+    ("images.cpu / images.cuda / images.rocm", "string", "none: images/images.lock", None,
+     "REPO@sha256:… to run for that stack"),
+    # [job] (docs/job.md): the real job a study is benchmarked for; without it decide prices the campaign itself
+    ("job.inputs", "integer", "required in [job] (or inputs_per_day and days)", Bounds(1, 10**12),
+     "inputs the job processes (or inputs_per_day × days)"),
+    ("job.inputs_per_day", "integer", "none", Bounds(1, 10**12), "inputs per day (with days)"),
+    ("job.days", "integer", "none", Bounds(1, 3650), "days at inputs_per_day"),
+    ("job.corpora", "integer", "expected_artifacts", Bounds(1, 1_000_000), "accepted corpora the job must deliver"),
+    ("job.cards_per_lot", "integer", "the catalog's cards per lot", Bounds(1, 1024),
+     "workers one rented lot runs in parallel"),
+    ("job.fit_level", "number", "0.95", Bounds(0.5, 1, high_open=True),
+     "probability of fitting the deadline needed to be ranked (0.5 to 1)"),
+    ("job.bootstrap_resamples", "integer", "2000", Bounds(100, 20_000), "bootstrap resamples over passes"),
+    ("job.bootstrap_seed", "integer", "0", Bounds(0, 2**64 - 1), "seed of the bootstrap (recorded in the decision)"),
+    ("job.mix", "table", "the corpus's own bucket shares", None,
+     "table: length bucket = share of the job's inputs (each in [0, 1], summing to 1)"),
     # sentence-embedding (docs/tasks.md): the [embedding] table and the [quality] key of that task only; its
     # quality.metric is "ndcg@10", "mrr@10" or "recall@10" over the queries
-    ("embedding.pooling", "required", '"mean" (over the attention mask) or "cls" (the first token\'s state)'),
-    ("embedding.normalize", "required", "L2-normalise every vector in the trial: true or false"),
-    ("embedding.dimension", "required", "values per vector: the model's hidden size (config.json hidden_size)"),
-    ("embedding.queries.path", "required",
+    ("embedding.pooling", "string", "required", None,
+     '"mean" (over the attention mask) or "cls" (the first token\'s state)'),
+    ("embedding.normalize", "boolean", "required", None, "L2-normalise every vector in the trial: true or false"),
+    ("embedding.dimension", "integer", "required", Bounds(1, 65536),
+     "values per vector: the model's hidden size (config.json hidden_size)"),
+    ("embedding.queries.path", "string", "required", None,
      "the final query set: JSONL id, text, relevant (ids of final corpus inputs), kept apart from the tuning split"),
-    ("embedding.queries.fingerprint", "required", "sha256 of the query file"),
-    ("embedding.tuning_queries.path", "required",
+    ("embedding.queries.fingerprint", "string", "required", None, "sha256 of the query file"),
+    ("embedding.tuning_queries.path", "string", "required", None,
      "the tuning split's queries (relevant ids are tuning inputs): `isocost tune` measures the metric on them"),
-    ("embedding.tuning_queries.fingerprint", "required", "sha256 of the tuning query file"),
-    ("quality.min_cosine", "0.999", "cosine to the reference variant's vector an input needs to agree, in (0, 1]"),
+    ("embedding.tuning_queries.fingerprint", "string", "required", None, "sha256 of the tuning query file"),
+    ("quality.min_cosine", "number", "0.999", Bounds(0, 1, low_open=True),
+     "cosine to the reference variant's vector an input needs to agree, in (0, 1]"),
     # text-generation (docs/tasks.md#text-generation)
-    ("generation.template", "required in [generation]",
+    ("generation.template", "string", "required in [generation]", None,
      "the prompt around each input: text with {text} where the input goes (no other placeholder is read)"),
-    ("generation.chat_template", "false", "true: the templated text is the user's turn in the model's chat template"),
-    ("generation.max_new_tokens", "required in [generation]",
+    ("generation.chat_template", "boolean", "false", None,
+     "true: the templated text is the user's turn in the model's chat template"),
+    ("generation.max_new_tokens", "integer", "required in [generation]", Bounds(1, 32_768),
      "tokens generated at most per input (greedy, stops at the end-of-sequence token)"),
-    ("generation.top_k", "5", "candidates (token ids and log-probabilities) kept per generated position"),
-    ("generation.decoding", '"greedy"', '"greedy" only: sampling is refused (it needs seeds and a metric-only rule)'),
-    ("quality.min_score_share", "0.99", "text-generation: median score at least this share of the reference "
-                                        "variant's (MLPerf's 99 %)"),
-    ("quality.length_window", "[0.9, 1.1]", "text-generation: mean generated length against the reference "
-                                            "variant's, per pass"),
-    ("quality.min_identical", "0.0", "text-generation: smallest share of ids with token sequences identical to the "
-                                     "reference's (min_agreement applies to identical-or-near-tie)"),
-    ("quality.normalisation", '"whitespace"', 'text-generation exact_match: "none", "whitespace" or "casefold"'),
+    ("generation.top_k", "integer", "5", Bounds(1, 100),
+     "candidates (token ids and log-probabilities) kept per generated position"),
+    ("generation.decoding", "string", '"greedy"', None,
+     '"greedy" only: sampling is refused (it needs seeds and a metric-only rule)'),
+    ("quality.min_score_share", "number", "0.99", Bounds(0, 1),
+     "text-generation: median score at least this share of the reference variant's (MLPerf's 99 %)"),
+    ("quality.length_window", "array", "[0.9, 1.1]", None,
+     "text-generation: mean generated length against the reference variant's, per pass: [low, high], "
+     "0 < low ≤ 1 ≤ high ≤ 100"),
+    ("quality.min_identical", "number", "0.0", Bounds(0, 1),
+     "text-generation: smallest share of ids with token sequences identical to the reference's "
+     "(min_agreement applies to identical-or-near-tie)"),
+    ("quality.normalisation", "string", '"whitespace"', None,
+     'text-generation exact_match: "none", "whitespace" or "casefold"'),
 )
 
-KEYS: dict[str, StudyKey] = {key: StudyKey(key, default, meaning) for key, default, meaning in _ROWS}
+KEYS: dict[str, StudyKey] = {row[0]: StudyKey(*row) for row in _ROWS}
 
 #: Keys (or key prefixes ending in ".") that only the studies of one task have; every other key is every task's.
 TASK_KEYS: dict[str, tuple[str, ...]] = {
@@ -131,8 +214,40 @@ def keys_for(task: str) -> dict[str, StudyKey]:
             if not any(key == p or (p.endswith(".") and key.startswith(p)) for p in others)}
 
 
+def table_keys(table: str, task: str) -> tuple[str, ...]:
+    """The keys declared directly in ``table`` ("" the top level, "campaign", "length_buckets[]",
+    "embedding.queries") for a study of ``task``, a sub-table counting as one key of its table.
+
+    Example: ``table_keys("deadline", "text-classification") == ("start", "end", "tz", "waiting_h")``.
+    """
+    prefix = f"{table}." if table else ""
+    found: list[str] = []
+    for key in keys_for(task):
+        names = [key]
+        if key.startswith("images."):  # one row for the three stacks
+            names = [f"images.{stack}" for stack in ("cpu", "cuda", "rocm")]
+        for name in names:
+            leaf = name[len(prefix):].split(".")[0].removesuffix("[]") if name.startswith(prefix) else ""
+            if leaf and leaf not in found:
+                found.append(leaf)
+    return tuple(found)
+
+
+def bound(key: str) -> Bounds:
+    """The declared bounds of ``key`` (a KeyError for a key without any)."""
+    declared = KEYS[key].bounds
+    if declared is None:
+        raise KeyError(f"{key} declares no bounds")
+    return declared
+
+
 def markdown_table() -> str:
-    """The README's study key table."""
-    lines = ["| key | required / default | meaning |", "|---|---|---|"]
-    lines += [f"| `{k.key}` | {k.default} | {k.meaning} |" for k in KEYS.values()]
+    """The study key table of docs/study.md."""
+    lines = ["| key | type | required / default | bounds | meaning |", "|---|---|---|---|---|"]
+    lines += [f"| `{k.key}` | {k.kind} | {k.default} | {k.bounds.words() if k.bounds else ''} | {k.meaning} |"
+              for k in KEYS.values()]
     return "\n".join(lines)
+
+
+if __name__ == "__main__":  # python -m protocol.study_keys > the table to paste into docs/study.md
+    print(markdown_table())

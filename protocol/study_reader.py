@@ -18,28 +18,33 @@ from pathlib import Path
 from typing import Any
 
 from protocol.errors import UserError
+from protocol.study_keys import bound
 
 #: Upper bounds of every study number that sizes work or memory: a typo (an extra zero or six) is an
-#: error naming the bound, not a campaign that runs for a year or a trial that asks for a petabyte.
+#: error naming the bound, not a campaign that runs for a year or a trial that asks for a petabyte. A key's
+#: bounds are declared with the key (:data:`protocol.study_keys.KEYS`); the counts are bounded here.
+_KEY_BOUNDS = {
+    "repetitions": "campaign.repetitions",
+    "threads": "base.threads",
+    "batch_size": "base.batch_size",
+    "max_length": "base.max_length",
+    "max_tokens": "length_buckets[].max_tokens",
+    "seed": "base.seed",  # numpy's seed range; torch and random accept it too
+    "warmup_inputs": "warmup.inputs",
+    "warmup_runs": "warmup.runs",
+    "trial_timeout_s": "campaign.trial_timeout_s",
+    "memory_limit_bytes": "campaign.memory_limit_bytes",  # Docker's minimum .. 1 PiB
+    "cpu_limit": "campaign.cpu_limit",
+    "output_file_limit_bytes": "campaign.output_file_limit_bytes",
+    "expected_artifacts": "expected_artifacts",
+    "waiting_h": "deadline.waiting_h",  # ten years of declared waiting
+    "max_score_delta": "quality.max_score_delta",  # scores are probabilities
+}
 BOUNDS: dict[str, tuple[float, float]] = {
-    "repetitions": (1, 1000),
-    "threads": (1, 1024),
-    "batch_size": (1, 65536),
-    "max_length": (1, 1_048_576),
-    "max_tokens": (1, 1_048_576),
-    "seed": (0, 2**32 - 1),  # numpy's seed range; torch and random accept it too
+    **{name: (bound(key).low, bound(key).high) for name, key in _KEY_BOUNDS.items()},
     "seeds": (0, 100),  # how many common seeds
-    "warmup_inputs": (0, 100_000),
-    "warmup_runs": (0, 100),
-    "trial_timeout_s": (0, 7 * 86400),
-    "memory_limit_bytes": (6 * 2**20, 2**50),  # Docker's minimum .. 1 PiB
-    "cpu_limit": (0.01, 4096),
-    "output_file_limit_bytes": (2**16, 2**50),
-    "expected_artifacts": (1, 1_000_000),
     "length_buckets": (0, 64),
     "passes": (1, 100_000),  # variants x repetitions
-    "waiting_h": (0, 87_840),  # ten years of declared waiting
-    "max_score_delta": (0, 1),  # scores are probabilities
 }
 
 
@@ -71,7 +76,7 @@ TABLE_HINTS = {
     "model": 'Add a table `[model]` with path = "…" and fingerprint = "sha256:…" (or start from `isocost init`).',
     "quality": "Add a table `[quality]` with metric, minimum, tuned_on and reference_variant "
                "(`isocost tune` proposes the minimum).",
-    "base": "Add a table `[base]` declaring every variant field (the README lists them).",
+    "base": "Add a table `[base]` declaring every variant field (docs/study.md lists them).",
     "series": "Add at least one array table `[[series]]` with name, field and values.",
 }
 

@@ -122,7 +122,8 @@ def parse_quality(top: TableReader, buckets: tuple[LengthBucket, ...] | None, ta
     drop = q.number("max_metric_drop", 0.0, minimum=0.0)
     agreement = q.number("min_agreement", 0.0)
     if not 0.0 <= drop <= 1.0 or not 0.0 <= agreement <= 1.0:
-        raise UserError("max_metric_drop and min_agreement must be in [0, 1]", q.where("max_metric_drop"),
+        raise UserError("max_metric_drop and min_agreement must be in [0, 1]",
+                        q.where("max_metric_drop" if not 0.0 <= drop <= 1.0 else "min_agreement"),
                         "A metric in [0, 1] cannot drop by more than 1; agreement is a share of the ids.")
     _refuse_vacuous_rule(minimum, drop, agreement, q)
     subgroups = tuple(q.get("subgroups", list, []))
@@ -236,7 +237,7 @@ def parse_warmup(top: TableReader) -> WarmupRule:
     recompilation = w.choice("recompilation", ("warmup",), "warmup")
     w.finish()
     if inputs < 0 or runs < 0:
-        raise UserError("warm-up inputs and runs must be >= 0", w.where("inputs"))
+        raise UserError("warm-up inputs and runs must be >= 0", w.where("inputs" if inputs < 0 else "runs"))
     check_bound("warmup_inputs", inputs, w.where("inputs"), shown="inputs")
     check_bound("warmup_runs", runs, w.where("runs"), shown="runs")
     return WarmupRule(source=source, inputs=inputs, runs=runs, recompilation=recompilation)

@@ -34,32 +34,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from protocol.errors import UserError
+from protocol.study_keys import KEYS, bound
 
-JOB_KEYS = {
-    "inputs": "inputs the job processes (or inputs_per_day × days)",
-    "inputs_per_day": "inputs per day (with days)",
-    "days": "days at inputs_per_day",
-    "corpora": "accepted corpora the job must deliver",
-    "cards_per_lot": "workers one rented lot runs in parallel",
-    "fit_level": "probability of fitting the deadline needed to be ranked (0.5 to 1)",
-    "bootstrap_resamples": "bootstrap resamples over passes",
-    "bootstrap_seed": "seed of the bootstrap (recorded in the decision)",
-    "mix": "table: length bucket = share of the job's inputs",
-}
+#: The [job] keys and their help text, as declared in :data:`protocol.study_keys.KEYS`.
+JOB_KEYS = {key.removeprefix("job."): entry.meaning for key, entry in KEYS.items() if key.startswith("job.")}
 
 DEFAULT_FIT_LEVEL = 0.95
 DEFAULT_RESAMPLES = 2000
 #: Upper bounds of the [job] numbers. 20,000 resamples (ten times the default) take a few seconds per
 #: configuration of five passes on a 2-core VM; the bootstrap's time grows with resamples × passes.
-JOB_BOUNDS: dict[str, int] = {
-    "inputs": 10**12,
-    "inputs_per_day": 10**12,
-    "days": 3650,
-    "corpora": 1_000_000,
-    "cards_per_lot": 1024,
-    "bootstrap_resamples": 20_000,
-    "bootstrap_seed": 2**64 - 1,
-}
+JOB_BOUNDS: dict[str, int] = {key: int(bound(f"job.{key}").high) for key in
+                              ("inputs", "inputs_per_day", "days", "corpora", "cards_per_lot", "bootstrap_resamples",
+                               "bootstrap_seed")}
 MIX_TOLERANCE = 1e-6
 
 

@@ -37,6 +37,7 @@ from protocol.corpus import Record
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
 from protocol.memory import read_model_config
+from protocol.study_keys import bound
 from protocol.study_reader import ErrorCollector, StudyErrors, TableReader, resolved_path
 from protocol.study_records import DataRef
 from protocol.tasks.queries import Query, check_query_sets, read_queries
@@ -46,7 +47,7 @@ DEFAULT_MIN_COSINE = 0.999
 #: A campaign's byte copy of the final query file, beside its frozen study.toml.
 FROZEN_QUERIES = "queries.jsonl"
 QUERY_SETS = ("queries", "tuning_queries")
-_MAX_DIMENSION = 65536
+_MAX_DIMENSION = int(bound("embedding.dimension").high)
 _TABLE_FIX = ('Add the table with path = "…" and fingerprint = "sha256:…" (or start from `isocost init CORPUS MODEL '
               "--task sentence-embedding --queries FILE`).")
 

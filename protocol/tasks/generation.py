@@ -33,6 +33,7 @@ from types import MappingProxyType
 from typing import Any
 
 from protocol.errors import UserError
+from protocol.study_keys import bound
 from protocol.tasks.generation_model import check_generation_model
 from protocol.tasks.generation_outputs import (
     OUTPUT_FILE,
@@ -48,8 +49,8 @@ from protocol.validate import Agreement, PassCheck, check_ids, id_problems
 __all__ = ["GENERATION", "GenerationReference", "TextGeneration", "compare_generations", "decode_index_field"]
 
 PLACEHOLDER = "{text}"
-MAX_NEW_TOKENS = 32_768
-MAX_TOP_K = 100
+MAX_NEW_TOKENS = int(bound("generation.max_new_tokens").high)
+MAX_TOP_K = int(bound("generation.top_k").high)
 MAX_TEMPLATE_CHARS = 20_000
 DEFAULT_LENGTH_WINDOW = (0.9, 1.1)
 DEFAULT_SCORE_SHARE = 0.99

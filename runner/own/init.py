@@ -117,7 +117,12 @@ def _split(corpus: Path, records: tuple[Record, ...], out_dir: Path) -> tuple[Pa
 
 def _c(key: str) -> str:
     entry = KEYS[key]
-    default = "" if entry.required else f" (default {entry.default})"
+    if entry.required:
+        default = ""
+    elif entry.default.startswith("required"):  # "required in [deadline]": the table is optional, the key is not
+        default = f" ({entry.default})"
+    else:
+        default = f" (default {entry.default})"
     return f"  # {entry.meaning}{default}"
 
 
@@ -262,7 +267,7 @@ def _header_lines(f: _Facts) -> list[str]:
     question = (f"Which configuration {verb} all {f.records} inputs of {f.corpus.name}, meets the quality "
                 "rule, finishes before the deadline and costs the least?")
     return [
-        "# Study written by `isocost init`: every key with its default and meaning (README: study keys).",
+        "# Study written by `isocost init`: every key with its default and meaning (docs/study.md: study keys).",
         "# Paths are relative to this file. Next: `isocost tune` sets the quality minimum on the tuning split,",
         "# `isocost check` checks everything without timing, `isocost run` runs the campaign.",
         f"schema_version = 1{_c('schema_version')}",
@@ -372,6 +377,8 @@ def _run_lines(f: _Facts) -> list[str]:
         f"# trial_timeout_s = 3600{_c('campaign.trial_timeout_s')}",
         f"seeds = []{_c('campaign.seeds')}",
         f"# memory_limit_bytes = 8589934592{_c('campaign.memory_limit_bytes')}",
+        f"# cpu_limit = 2.0{_c('campaign.cpu_limit')}",
+        f"# output_file_limit_bytes = 4294967296{_c('campaign.output_file_limit_bytes')}",
         "",
     ]
 
@@ -416,7 +423,7 @@ def _series_lines(f: _Facts) -> list[str]:
 
 
 def _optional_lines(f: _Facts) -> list[str]:
-    """Tables left out (commented), with their keys and meanings: deadline, costing, images."""
+    """Tables left out (commented), with their keys and meanings: deadline, costing, images, job."""
     return [
         "# [deadline]  # the access window the whole campaign must fit (omitted: no deadline check)",
         f'# start = "2026-12-07T09:00"{_c("deadline.start")}',
@@ -430,4 +437,35 @@ def _optional_lines(f: _Facts) -> list[str]:
         "# [images]",
         f'# {f.stack} = "REPO@sha256:…"{_c("images.cpu / images.cuda / images.rocm")}',
         "",
+        *_job_lines(f),
     ]
+
+
+def _job_lines(f: _Facts) -> list[str]:
+    """The [job] table left out (commented): decide then prices the campaign itself (docs/job.md)."""
+    shares = _hundredths([count for _, _, count in f.buckets], f.records)
+    mix = ", ".join(f"{name} = {share:.2f}" for (name, _, _), share in zip(f.buckets, shares, strict=True))
+    return [
+        "# [job]  # the real job this study is benchmarked for (omitted: decide prices the campaign itself)",
+        f"# inputs = 1000000{_c('job.inputs')}",
+        "# # or, instead of inputs (never both):",
+        f"# # inputs_per_day = 100000{_c('job.inputs_per_day')}",
+        f"# # days = 10{_c('job.days')}",
+        f"# corpora = 1{_c('job.corpora')}",
+        f"# cards_per_lot = 1{_c('job.cards_per_lot')}",
+        f"# fit_level = 0.95{_c('job.fit_level')}",
+        f"# bootstrap_resamples = 2000{_c('job.bootstrap_resamples')}",
+        f"# bootstrap_seed = 0{_c('job.bootstrap_seed')}",
+        f"# mix = {{ {mix} }}{_c('job.mix')}",
+        "",
+    ]
+
+
+def _hundredths(counts: list[int], total: int) -> list[float]:
+    """Each count's share of ``total`` in hundredths that sum to exactly 1 (largest remainders round up)."""
+    exact = [100 * count / total for count in counts]
+    cents = [int(value) for value in exact]
+    by_remainder = sorted(range(len(counts)), key=lambda i: exact[i] - cents[i], reverse=True)
+    for i in by_remainder[: 100 - sum(cents)]:
+        cents[i] += 1
+    return [cent / 100 for cent in cents]

@@ -151,3 +151,21 @@ def test_length_buckets_count_every_input() -> None:
     buckets = length_buckets(lengths)
     assert buckets == [("short", 5, 60), ("medium", 20, 30), ("long", None, 10)]
     assert length_buckets([7, 7, 7]) == [("all", None, 3)]  # no spread: one open-ended bucket
+
+
+def test_init_job_table_uncommented_is_a_valid_study(tmp_path: Path) -> None:
+    """The [job] lines init writes commented out must load once uncommented: the mix shares sum to exactly 1."""
+    from protocol.study import load_study
+
+    corpus, tuning, model = corpus_and_model(tmp_path, {"0": "x", "1": "y"})
+    study = tmp_path / "study.toml"
+    code, out = cli("init", str(corpus), str(model), "--tuning", str(tuning), "--out", str(study))
+    assert code == 0, out
+    lines = study.read_text(encoding="utf-8").splitlines()
+    start = lines.index(next(line for line in lines if line.startswith("# [job]")))
+    job = [line[2:] for line in lines[start:] if line.startswith("# ")]
+    assert any(line.startswith("mix = ") for line in job)
+    (tmp_path / "job.toml").write_text("\n".join(lines[:start] + job) + "\n", encoding="utf-8")
+    loaded = load_study(tmp_path / "job.toml")
+    assert loaded.job is not None and loaded.job.mix is not None
+    assert abs(sum(share for _, share in loaded.job.mix) - 1.0) < 1e-9
