@@ -36,5 +36,8 @@ RAW_COLUMNS: tuple[str, ...] = (
 #: GPU-path columns (``device_busy_share`` … ``device_used_max_bytes``) were appended within 2;
 #: 3: the seal columns (``spec_sha256``, ``manifest_sha256``, ``status_sha256``, ``outputs_sha256``: the task's
 #: output files as ``name=sha256;…``, ``batches_sha256``), and the first row's anchor includes campaign.json's
-#: ``catalog`` (the frozen catalog's sha256) and ``raw_schema_version``.
-RAW_SCHEMA_VERSION = 3
+#: ``catalog`` (the frozen catalog's sha256) and ``raw_schema_version``; the Slurm block (``queue_s``, ``node``,
+#: ``job_id``, ``allocated_gpu``) was appended within 3, without a bump; 4: the same columns as 3 with the Slurm
+#: block, under their own number. Format 3 is still read, with or without the Slurm block (its cells empty when
+#: absent); formats 1 and 2 are refused with what to do (``runner.campaign_dir.rawtable``).
+RAW_SCHEMA_VERSION = 4

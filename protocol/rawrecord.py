@@ -4,12 +4,12 @@ A cell is text in the file; here it is ``str``, ``int | None``, ``float | None``
 by its column, and an empty cell is ``None`` (its reason is in ``empty_reasons``), never a zero.
 Text columns stay ``str`` (an empty cell is ``""``).
 
-:meth:`RawRecord.from_cells` keeps the cells it was read from, so :meth:`RawRecord.cells` gives back
-exactly what the file held (the chain digest is over those cells); each typed column is converted
-the first time it is read, so a reader that looks at five columns of 100,000 rows converts five.
+:meth:`RawRecord.from_cells` converts every cell and keeps the cells it was read from, so
+:meth:`RawRecord.cells` gives back exactly what the file held (the chain digest is over those cells).
 A record built from values (:meth:`RawRecord.from_values`, what a trial's gather writes) makes its
 cells the way the table is written: empty for None, ``true``/``false``, floats by ``repr``, so a
-row read back and written again gives the same bytes.
+row read back and written again gives the same bytes. A reader of many rows reads the table as one
+typed frame instead (:mod:`runner.campaign_dir.raw_frame`, host side).
 
 Example::
 
@@ -22,11 +22,9 @@ Example::
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from itertools import repeat
-from operator import itemgetter
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from protocol.raw_columns import RAW_COLUMNS
 from protocol.records import csv_cell
@@ -35,8 +33,6 @@ from protocol.records import csv_cell
 @dataclass(frozen=True)
 class RawRecord:
     """One attempted pass, as the raw table holds it (columns in :data:`protocol.records.RAW_COLUMNS` order)."""
-
-    __slots__ = ("_cells", *RAW_COLUMNS)  # a slot per column (set when converted) and the cells read
 
     trial_id: str
     variant_id: str
@@ -106,16 +102,23 @@ class RawRecord:
     job_id: str
     allocated_gpu: str
     chain_sha256: str
+    # The cells the row was read from (None: built from values); not a column, not compared.
+    read_cells: tuple[str, ...] | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def from_cells(cls, cells: Sequence[str]) -> RawRecord:
-        """A row as read from raw.csv (one cell per column). Each column converts when first read: a malformed
-        cell raises ``ValueError`` there, naming the column."""
+        """A row as read from raw.csv (one cell per column). A malformed cell raises ``ValueError`` naming the
+        column and the trial."""
         if len(cells) != len(RAW_COLUMNS):
             raise ValueError(f"a raw row has {len(RAW_COLUMNS)} cells, not {len(cells)}")
-        record = object.__new__(cls)
-        _set_cells(record, tuple(cells))
-        return record
+        values = {}
+        for name, cell in zip(RAW_COLUMNS, cells, strict=True):
+            convert, kind = _CONVERTERS[name]
+            try:
+                values[name] = convert(cell)
+            except ValueError:
+                raise ValueError(f"raw.csv column {name} of trial {cells[0]}: {cell[:40]!r} is not {kind}") from None
+        return cls(**values, read_cells=tuple(cells))
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any]) -> RawRecord:
@@ -135,9 +138,8 @@ class RawRecord:
 
     def cells(self) -> list[str]:
         """The row's cells in column order, as written to raw.csv (exactly the cells it was read from)."""
-        cells = _cells_of(self)
-        if cells is not None:
-            return list(cells)
+        if self.read_cells is not None:
+            return list(self.read_cells)
         return [csv_cell(getattr(self, name)) for name in RAW_COLUMNS]
 
     @property
@@ -148,9 +150,8 @@ class RawRecord:
 
     def cell(self, column: str) -> str:
         """The text of one column as raw.csv holds it (what integrity checks compare)."""
-        cells = _cells_of(self)
-        if cells is not None:
-            return str(cells[_INDEX[column]])
+        if self.read_cells is not None:
+            return self.read_cells[_INDEX[column]]
         return csv_cell(getattr(self, column))
 
     def empty_reason(self, column: str) -> str:
@@ -160,23 +161,6 @@ class RawRecord:
             if key == column:
                 return reason
         return ""
-
-    if not TYPE_CHECKING:  # the lazy conversion of the columns; type checkers see the fields above
-
-        def __getattr__(self, name: str) -> Any:
-            converter = _CONVERTERS.get(name)
-            cells = _cells_of(self) if converter is not None else None
-            if cells is None or converter is None:
-                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-            index, convert, kind = converter
-            try:
-                value = convert(cells[index])
-            except ValueError:
-                trial_id = cells[0]
-                raise ValueError(f"raw.csv column {name} of trial {trial_id}: {cells[index][:40]!r} is "
-                                 f"not {kind}") from None
-            _SETTERS[name](self, value)
-            return value
 
 
 def _int(cell: str) -> int | None:
@@ -201,92 +185,23 @@ def _text(cell: str) -> str:
     return cell
 
 
-#: How a cell of each column type becomes its value (one cell, and a whole column at once), and what it must be.
-_READERS: dict[str, tuple[Callable[[str], Any], Callable[[list[str]], list[Any]], str]] = {
-    "str": (_text, lambda cells: cells, "text"),
-    "int | None": (_int, lambda cells: [int(c) if c else None for c in cells], "an integer"),
-    "float | None": (_float, lambda cells: [float(c) if c else None for c in cells], "a number"),
-    "bool | None": (_bool, lambda cells: [_BOOLS[c] for c in cells], "true or false"),
+#: How a cell of each column type becomes its value, and what it must be.
+_READERS: dict[str, tuple[Callable[[str], Any], str]] = {
+    "str": (_text, "text"),
+    "int | None": (_int, "an integer"),
+    "float | None": (_float, "a number"),
+    "bool | None": (_bool, "true or false"),
 }
-_FIELDS = dataclasses.fields(RawRecord)
+_FIELDS = [f for f in dataclasses.fields(RawRecord) if f.name != "read_cells"]
 if tuple(f.name for f in _FIELDS) != RAW_COLUMNS:
     raise RuntimeError("RawRecord's fields must be RAW_COLUMNS, in order")  # a new column goes in both
+#: Column → its type as written in the record ("str", "int | None", "float | None", "bool | None").
+COLUMN_TYPES: dict[str, str] = {f.name: str(f.type) for f in _FIELDS}
 _COLUMN_SET = frozenset(RAW_COLUMNS)
 _INDEX = {name: index for index, name in enumerate(RAW_COLUMNS)}
-#: Column → (cell index, converter, what the cell must be).
-_CONVERTERS = {f.name: (i, _READERS[str(f.type)][0], _READERS[str(f.type)][2]) for i, f in enumerate(_FIELDS)}
-_BULK = {f.name: _READERS[str(f.type)][1] for f in _FIELDS}
-_TEXT = frozenset(f.name for f in _FIELDS if f.type == "str")
-#: Slot setters: they fill a frozen record's converted columns (the same value a read would cache).
-_SETTERS: dict[str, Callable[[RawRecord, Any], None]] = {
-    name: vars(RawRecord)[name].__set__ for name in RAW_COLUMNS}
-#: The ``_cells`` slot holds the cells read (a tuple) or, for a row read from a plain line, the line itself,
-#: split into cells the first time one is needed (a reader of a few columns never holds every cell).
-_set_cells: Callable[[RawRecord, tuple[str, ...] | str], None] = vars(RawRecord)["_cells"].__set__
-_get_cells = vars(RawRecord)["_cells"].__get__
-
-
-def _source(record: RawRecord) -> tuple[str, ...] | str | None:
-    try:
-        return _get_cells(record, RawRecord)  # type: ignore[no-any-return]
-    except AttributeError:
-        return None  # built from values
-
-
-def _cells_of(record: RawRecord) -> tuple[str, ...] | None:
-    """The cells a record was read from (None: built from values)."""
-    source = _source(record)
-    if isinstance(source, str):
-        source = tuple(source.split(","))
-        _set_cells(record, source)
-    return source
-
-
-def records_from_lines(lines: Iterable[str]) -> list[RawRecord]:
-    """Rows from lines of plain CSV (no quoted cell, no line break), each with one cell per column: the common
-    raw.csv, read without the csv module. The caller checked the cell counts."""
-    new, cls, set_cells = object.__new__, RawRecord, _set_cells
-    records = []
-    for line in lines:
-        record = new(cls)
-        set_cells(record, line)
-        records.append(record)
-    return records
-
-
-def column_values(rows: Sequence[RawRecord], columns: Sequence[str]) -> dict[str, list[Any]]:
-    """The typed values of these columns for every row, one list per column (item i is row i's): what a reader
-    of many rows uses, converting a column at a time without an attribute lookup per cell. The rows are left
-    as they are; a malformed cell raises the error reading its attribute gives, naming the row."""
-    try:
-        sources = list(map(_get_cells, rows, repeat(RawRecord)))
-    except AttributeError:  # rows built from values: read them attribute by attribute
-        sources = [None]
-    if None in sources or not columns:
-        return {name: [getattr(row, name) for row in rows] for name in columns}
-    table = _cell_columns(sources, [_INDEX[name] for name in columns])  # type: ignore[arg-type]
-    found: dict[str, list[Any]] = {}
-    for name, cells in zip(columns, table, strict=True):
-        try:
-            found[name] = _BULK[name](cells)
-        except (ValueError, KeyError):
-            found[name] = [getattr(row, name) for row in rows]
-    return found
-
-
-def _cell_columns(sources: list[tuple[str, ...] | str], indexes: list[int]) -> list[list[str]]:
-    """The cells at ``indexes`` of every row, a column at a time. Rows read from plain lines are joined and split
-    once, so the cells of all rows lie in one list, a row every ``len(RAW_COLUMNS)`` cells: a column is a slice
-    (no list or tuple per row)."""
-    width = len(RAW_COLUMNS)
-    if all(source.__class__ is str for source in sources):
-        flat = ",".join(sources).split(",")  # type: ignore[arg-type]
-        if len(flat) == width * len(sources):
-            return [flat[index::width] for index in indexes]
-    rows = [source.split(",") if source.__class__ is str else source for source in sources]
-    return [list(map(itemgetter(index), rows)) for index in indexes]  # type: ignore[arg-type]
-
-
+#: Column → (converter, what the cell must be).
+_CONVERTERS = {name: _READERS[kind] for name, kind in COLUMN_TYPES.items()}
+_TEXT = frozenset(name for name, kind in COLUMN_TYPES.items() if kind == "str")
 
 
 def _value(name: str, value: Any) -> Any:

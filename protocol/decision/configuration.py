@@ -14,8 +14,6 @@ is acceptable when its quality is equivalent, a corpus was accepted, the cost is
 
 from __future__ import annotations
 
-import statistics
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -105,9 +103,7 @@ def build_configuration(
                      no_period_reason="; ".join(period.empty_reasons.values()))
     fits, fit_note = deadline_fit(period.needed_h, terms.window, terms.deadline_reason)
     own = [span for p in passes for span in spans.get(p.trial_id, [])]
-    statuses = dict(Counter(p.status for p in passes))
-    good = [p.pass_s for p in passes if p.accepted and p.pass_s is not None]
-    median = statistics.median(good) if good else None
+    statuses = dict(variant.statuses)  # the pass figures are the summary's, never recomputed here
     exclusions = _exclusions(variant, artifacts, statuses, cost, fits, fit_note)
     return Configuration(
         configuration_id=label,
@@ -121,13 +117,13 @@ def build_configuration(
         metric=variant.metric,
         median_metric=variant.median_metric,
         passes=passes,
-        median_pass_s=median,
-        min_pass_s=min(good) if good else None,
-        max_pass_s=max(good) if good else None,
-        relative_spread=(max(good) - min(good)) / median if len(good) >= 2 and median else None,
-        attempts=len(passes),
-        accepted_passes=sum(1 for p in passes if p.accepted),
-        failures=sum(1 for p in passes if not p.accepted),
+        median_pass_s=variant.median_pass_s,
+        min_pass_s=variant.min_pass_s,
+        max_pass_s=variant.max_pass_s,
+        relative_spread=_relative_spread(variant),
+        attempts=variant.attempts,
+        accepted_passes=variant.accepted,
+        failures=variant.failed,
         statuses=statuses,
         distinct_accepted_corpora=len(accepted_corpora),
         accepted_artifacts=artifacts,
@@ -143,6 +139,15 @@ def build_configuration(
         acceptable=not exclusions,
         exclusions=tuple(exclusions),
     )
+
+
+def _relative_spread(variant: VariantSummary) -> float | None:
+    """(max − min) / median of the accepted pass times, when at least two passes have one."""
+    timed = sum(seconds is not None for seconds in variant.pass_s)
+    median, low, high = variant.median_pass_s, variant.min_pass_s, variant.max_pass_s
+    if timed < 2 or not median or low is None or high is None:
+        return None
+    return (high - low) / median
 
 
 def pass_records(evidence: CampaignEvidence, variant_id: str) -> tuple[PassRecord, ...]:

@@ -8,34 +8,43 @@ CPU trial has no device time; its reason comes from the row.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from protocol.rawrecord import RawRecord
+import pandas as pd
 
 COLUMN = "device_busy_share"
 
 
-def device_use(rows: Sequence[RawRecord], verdicts: Mapping[str, Mapping[str, Any]],
+def device_use(frame: pd.DataFrame, verdicts: Mapping[str, Mapping[str, Any]],
                variant_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
     """Per variant (in ``variant_ids``' order): median, min and max share over its accepted passes that have
-    one, how many had one, and why it is empty when none had."""
-    accepted: dict[str, list[RawRecord]] = {variant: [] for variant in variant_ids}
-    for row in rows:
-        if (verdicts.get(row.trial_id) or {}).get("corpus_accepted") and row.variant_id in accepted:
-            accepted[row.variant_id].append(row)
-    return {variant: _figures(found) for variant, found in accepted.items()}
+    one, how many had one, and why it is empty when none had. ``frame``: the raw table's frame."""
+    accepted = frame.loc[[bool((verdicts.get(trial_id) or {}).get("corpus_accepted"))
+                          for trial_id in frame["trial_id"].tolist()], ["variant_id", COLUMN, "empty_reasons"]]
+    shares = accepted.groupby("variant_id", sort=False)[COLUMN].agg(["median", "min", "max", "count"])
+    reasons: dict[str, list[str]] = {}
+    for variant, text in zip(accepted["variant_id"].tolist(), accepted["empty_reasons"].tolist(), strict=True):
+        reasons.setdefault(variant, []).append(text)
+    return {variant: _figures(shares.loc[variant] if variant in shares.index else None, reasons.get(variant, []))
+            for variant in variant_ids}
 
 
-def _figures(rows: list[RawRecord]) -> dict[str, Any]:
-    shares = [row.device_busy_share for row in rows if row.device_busy_share is not None]
-    if not shares:
-        reason = next((row.empty_reason(COLUMN) for row in rows if row.empty_reason(COLUMN)), "")
+def _figures(shares: pd.Series | None, reasons: list[str]) -> dict[str, Any]:
+    if shares is None or not shares["count"]:
+        reason = next((found for found in map(_reason, reasons) if found), "")
         return {"median": None, "min": None, "max": None, "passes": 0,
-                "reason": reason or ("no accepted pass" if not rows else "not measured")}
-    return {"median": statistics.median(shares), "min": min(shares), "max": max(shares), "passes": len(shares),
-            "reason": ""}
+                "reason": reason or ("no accepted pass" if not reasons else "not measured")}
+    return {"median": float(shares["median"]), "min": float(shares["min"]), "max": float(shares["max"]),
+            "passes": int(shares["count"]), "reason": ""}
+
+
+def _reason(empty_reasons: str) -> str:
+    for part in empty_reasons.split("; "):
+        key, _, reason = part.partition(": ")
+        if key == COLUMN:
+            return reason
+    return ""
 
 
 def device_use_lines(figures: Mapping[str, Mapping[str, Any]]) -> str:

@@ -12,15 +12,16 @@ from protocol.errors import UserError
 from protocol.jsonio import read_json, write_json_atomic, write_text_atomic
 from protocol.memory import MemoryEstimate, ModelShape, estimate
 from protocol.names import markdown_text
-from protocol.rawrecord import RawRecord
 from protocol.records import CampaignRecord
-from protocol.stats import Summary, VariantSummary, summarize
+from protocol.stats import Summary, VariantSummary
 from protocol.study import Study, load_study
 from protocol.tasks import describe_task, study_task
 from runner.analysis.device_use import device_use, device_use_lines
+from runner.analysis.stats import summarize
 from runner.analysis.verdicts import write_verdicts
 from runner.campaign_dir.integrity import refuse_less_evidence, require_evidence
-from runner.campaign_dir.layout import CampaignPaths, load_record, log_event, read_rows
+from runner.campaign_dir.layout import CampaignPaths, load_record, log_event
+from runner.campaign_dir.raw_frame import frame_rows, read_frame
 
 
 def summarize_campaign(root: Path, *, record_events: bool = False, allow_inconsistent: bool = False) -> Summary:
@@ -35,12 +36,12 @@ def summarize_campaign(root: Path, *, record_events: bool = False, allow_inconsi
     campaign = load_record(root)
     banner = require_evidence(root, allow_inconsistent)
     study = load_study(paths.study)
-    rows = read_rows(paths.raw, allow_inconsistent=allow_inconsistent)
-    refuse_less_evidence(root / "summary.json", len(rows), "summary")
+    frame = read_frame(paths.raw, allow_inconsistent=allow_inconsistent)
+    refuse_less_evidence(root / "summary.json", len(frame), "summary")
     if record_events:
         log_event(paths, "evaluation_start")
-    verdicts = {v["trial_id"]: v for v in write_verdicts(root, campaign, study, rows)}
-    summary = summarize(rows, verdicts, campaign.variants, study.quality, study.reference_for)
+    verdicts = {v["trial_id"]: v for v in write_verdicts(root, campaign, study, frame)}
+    summary = summarize(frame, verdicts, campaign.variants, study.quality, study.reference_for)
     reuse = campaign.seen_corpus_reuse
     if reuse:
         summary = Summary(
@@ -57,14 +58,15 @@ def summarize_campaign(root: Path, *, record_events: bool = False, allow_inconsi
     data["campaign_id"] = campaign.campaign_id
     data["study_sha256"] = campaign.study_sha256
     data["slots_planned"] = campaign.slots_planned
-    data["rows_total"] = len(rows)
+    data["rows_total"] = len(frame)
     if banner:
         data["inconsistent"] = banner
     estimates = _estimates(study, campaign)
     data["memory_estimates"] = {k: v.to_dict() if v else None for k, v in estimates.items()}
+    rows = frame_rows(frame, ("trial_id", "variant_id", "pass_s"))
     energy = _energy(paths, rows, verdicts, campaign.corpus_inputs)
     data["energy"] = energy
-    busy = device_use(rows, verdicts, [v.variant_id for v in summary.variants])
+    busy = device_use(frame, verdicts, [v.variant_id for v in summary.variants])
     data["device_busy_share"] = busy
     figures = _task_figures(paths, study, rows, verdicts)
     if figures:
@@ -91,7 +93,7 @@ def _estimates(study: Study, campaign: CampaignRecord) -> dict[str, MemoryEstima
     }
 
 
-def _energy(paths: CampaignPaths, rows: Sequence[RawRecord], verdicts: dict[str, Any], inputs: int) -> \
+def _energy(paths: CampaignPaths, rows: Sequence[Any], verdicts: dict[str, Any], inputs: int) -> \
         dict[str, dict[str, Any]]:
     """Per variant: joules per input and per validated corpus from the accepted trials' status.json."""
     by_variant: dict[str, list[TrialRecord]] = {}
@@ -106,7 +108,7 @@ def _energy(paths: CampaignPaths, rows: Sequence[RawRecord], verdicts: dict[str,
     return {variant: energy_figures(records, inputs, None) for variant, records in sorted(by_variant.items())}
 
 
-def _task_figures(paths: CampaignPaths, study: Study, rows: Sequence[RawRecord], verdicts: dict[str, Any]) -> \
+def _task_figures(paths: CampaignPaths, study: Study, rows: Sequence[Any], verdicts: dict[str, Any]) -> \
         dict[str, dict[str, Any]]:
     """Per variant, the task's own figures of each accepted pass (a generation's tokens per second…), in run
     order, and their medians; {} for a task that has none."""

@@ -11,16 +11,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from protocol.csvio import safe_cell
 from protocol.jsonio import write_json_atomic
-from protocol.rawrecord import RawRecord
 from protocol.records import CampaignRecord
 from protocol.safe_write import write_handle
 from protocol.study import Study, load_study
 from protocol.tasks import Task, study_task
 from runner.campaign.gather import load_reference
 from runner.campaign_dir.integrity import refuse_less_evidence, require_evidence
-from runner.campaign_dir.layout import CampaignPaths, load_record, read_rows
+from runner.campaign_dir.layout import CampaignPaths, load_record
+from runner.campaign_dir.raw_frame import frame_rows, read_frame
 
 VERDICT_COLUMNS = (
     "trial_id", "variant_id", "status", "expected_ids", "observed_ids", "ids_match", "duplicate_ids",
@@ -36,22 +38,25 @@ def validate_campaign(root: Path, *, allow_inconsistent: bool = False, checked: 
     banner = "" if checked else require_evidence(root, allow_inconsistent)
     study = load_study(paths.study)  # the frozen copy: thresholds as they were at the start
     reference = load_reference(root, study)
-    rows = read_rows(paths.raw, allow_inconsistent=allow_inconsistent)
-    return write_verdicts(root, campaign, study, rows, banner=banner, reference=reference)
+    frame = read_frame(paths.raw, allow_inconsistent=allow_inconsistent)
+    return write_verdicts(root, campaign, study, frame, banner=banner, reference=reference)
 
 
 def write_verdicts(
-    root: Path, campaign: CampaignRecord, study: Study, rows: Sequence[RawRecord], *, banner: str = "",
+    root: Path, campaign: CampaignRecord, study: Study, frame: pd.DataFrame, *, banner: str = "",
     reference: Any = None,
 ) -> list[dict[str, Any]]:
-    """Re-derive the verdict of every row from its prediction file and write verdicts.json and verdicts.csv
-    (what ``summarize`` calls with the campaign, study and rows it has read already)."""
+    """Re-derive the verdict of every row of the raw table's frame (:func:`read_frame`) from its prediction file
+    and write verdicts.json and verdicts.csv (what ``summarize`` calls with the campaign, study and table it has
+    read already)."""
     reference = reference if reference is not None else load_reference(root, study)
-    refuse_less_evidence(root / "verdicts.json", len(rows), "verdicts")
+    refuse_less_evidence(root / "verdicts.json", len(frame), "verdicts")
     paths = CampaignPaths(root)
     task = study_task(study)
     parsed: dict[str, Any] = {}
     verdicts: list[dict[str, Any]] = []
+    rows = frame_rows(frame, ("trial_id", "variant_id", "status", "corpus_accepted", "ids_match", "order_index",
+                              "attempt"))
     for row in rows:
         outputs = task.read_pass(paths.trial_dir(row.trial_id))
         parsed[row.trial_id] = outputs
@@ -60,14 +65,14 @@ def write_verdicts(
         reasons = list(check.reasons)
         if row.status != "ok":
             reasons.insert(0, f"status {row.status}")
-        raw_accepted = row.cell("corpus_accepted") == "true"
+        raw_accepted = _cell(row.corpus_accepted) == "true"
         verdicts.append({
             "trial_id": row.trial_id,
             "variant_id": row.variant_id,
             "status": row.status,
             **{k: v for k, v in check.to_dict().items() if k not in ("accepted", "reasons")},
             "corpus_accepted": accepted,
-            "matches_raw": raw_accepted == accepted and row.cell("ids_match") == str(check.ids_match).lower(),
+            "matches_raw": raw_accepted == accepted and _cell(row.ids_match) == str(check.ids_match).lower(),
             "reasons": "; ".join(reasons),
         })
     _add_agreement(verdicts, parsed, task, study, rows)
@@ -85,7 +90,7 @@ def write_verdicts(
 
 
 def _add_agreement(
-    verdicts: list[dict[str, Any]], parsed: dict[str, Any], task: Task, study: Study, rows: Sequence[RawRecord],
+    verdicts: list[dict[str, Any]], parsed: dict[str, Any], task: Task, study: Study, rows: Sequence[Any],
 ) -> None:
     """Compare each accepted pass with its reference variant's first accepted pass (same seed)."""
     order = {r.trial_id: (r.order_index, r.attempt) for r in rows}

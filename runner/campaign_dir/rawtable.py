@@ -37,16 +37,40 @@ from itertools import accumulate, chain
 from pathlib import Path
 
 from protocol.errors import UserError
-from protocol.gc_pause import collection_paused
 from protocol.jsonio import loads_unique
 from protocol.raw_columns import RAW_COLUMNS, RAW_SCHEMA_VERSION
-from protocol.rawrecord import RawRecord, records_from_lines
+from protocol.rawrecord import RawRecord
 from protocol.safe_read import check_regular
 from protocol.safe_write import append_whole, check_writable_target, open_append, open_fd
 
 CHAIN_COLUMN = RAW_COLUMNS[-1]
 _RESUME_FIX = ("The host stopped while writing it: `isocost run STUDY --out DIR --resume` keeps the cut bytes in "
                "raw.csv.partial-N and records that trial again from its trial directory.")
+
+
+@dataclass(frozen=True)
+class RawChain:
+    """What a check of raw.csv's chain found, before any cell is converted: the intact bytes (header and whole,
+    chained rows), the header as written, each intact row's cells (a plain line, split when asked), and the
+    cut last row if any."""
+
+    data: bytes
+    columns: tuple[str, ...]
+    records: tuple[str | list[str], ...]  # a plain line, or the cells the csv module read
+    partial: bytes  # the bytes of a cut last row (b"" when the table ends cleanly)
+    partial_row: int  # its row number (0: the header itself was cut)
+    last_digest: str  # what the next row chains to
+
+    def row_cells(self) -> Iterator[list[str]]:
+        """The cells of each intact row, in the columns of :data:`RAW_COLUMNS` (a column an older format lacks
+        is an empty cell)."""
+        missing = [name for name in RAW_COLUMNS if name not in self.columns]
+        index = {name: i for i, name in enumerate(self.columns)}
+        for record in self.records:
+            cells = record.split(",") if isinstance(record, str) else record
+            if missing:
+                cells = [cells[index[name]] if name in index else "" for name in RAW_COLUMNS]
+            yield cells
 
 
 @dataclass(frozen=True)
@@ -58,6 +82,7 @@ class RawTable:
     partial: bytes  # the bytes of a cut last row (b"" when the table ends cleanly)
     partial_row: int  # its row number (0: the header itself was cut)
     last_digest: str  # what the next row chains to
+    columns: tuple[str, ...] = RAW_COLUMNS  # the header as written (an older format has fewer)
 
 
 #: The frozen facts of campaign.json the first row chains to (not paths or notes a later move may change).
@@ -126,13 +151,15 @@ def _decoded(lines: Iterator[bytes]) -> Iterator[str]:
         yield line.decode("utf-8", errors="replace")
 
 
-def scan(path: Path, verify: bool = True) -> RawTable:
-    """Read and check raw.csv. A cut last row is returned as ``partial``; any other break raises.
+def check_chain(path: Path, verify: bool = True) -> RawChain:
+    """Read raw.csv and check its chain; no cell is converted. A cut last row is returned as ``partial``; any
+    other break raises.
 
     ``verify=False`` (forensics only, ``--allow-inconsistent``): rows that do not match their digest are read
     as they are.
     """
-    empty = RawTable(rows=(), intact_bytes=0, partial=b"", partial_row=0, last_digest=genesis(path))
+    empty = RawChain(data=b"", columns=RAW_COLUMNS, records=(), partial=b"", partial_row=0,
+                     last_digest=genesis(path))
     if not path.exists() and not path.is_symlink():
         return empty
     check_regular(path, "raw.csv", _EDITED_FIX)  # a FIFO or a device in its place is refused, never read
@@ -142,17 +169,34 @@ def scan(path: Path, verify: bool = True) -> RawTable:
         return empty
     except OSError as exc:
         raise UserError(f"raw.csv cannot be read: {exc.strerror}", str(path), "Check its permissions.") from None
-    with collection_paused():
-        return (_scan_plain(data, empty.last_digest, verify)
-                or _scan_records(data, empty.last_digest, verify, str(path)))
+    return _scan_plain(data, empty.last_digest, verify) or _scan_records(data, empty.last_digest, verify, str(path))
+
+
+def scan(path: Path, verify: bool = True) -> RawTable:
+    """Read and check raw.csv, every row typed (:func:`check_chain`, then :meth:`RawRecord.from_cells`)."""
+    chain = check_chain(path, verify)
+    rows = []
+    for number, cells in enumerate(chain.row_cells(), start=1):
+        try:
+            rows.append(RawRecord.from_cells(cells))
+        except ValueError as exc:
+            raise UserError(f"raw.csv row {number}: {exc}", str(path), _EDITED_FIX) from None
+    return RawTable(tuple(rows), len(chain.data), chain.partial, chain.partial_row, chain.last_digest,
+                    chain.columns)
 
 
 #: Bytes that make a table not plain: it is then read record by record (quotes, escapes, other line ends).
 _NOT_PLAIN_BYTES = bytes([*range(0x0a), *range(0x0b, 0x20), ord('"'), ord("\\")])
-_HEADER_LINE = ",".join(RAW_COLUMNS)
+#: The Slurm block, appended within format 3 (format 4 names it): a format-3 table may lack it.
+SLURM_COLUMNS = ("queue_s", "node", "job_id", "allocated_gpu")
+#: The headers this isocost reads: the current one, and format 3's without the Slurm block (its rows are read
+#: with those four cells empty; nothing is appended to it).
+READABLE_HEADERS: dict[tuple[str, ...], int] = {
+    RAW_COLUMNS: RAW_SCHEMA_VERSION, tuple(c for c in RAW_COLUMNS if c not in SLURM_COLUMNS): 3}
+_HEADER_LINES = {",".join(columns): columns for columns in READABLE_HEADERS}
 
 
-def _scan_plain(data: bytes, previous: str, verify: bool) -> RawTable | None:
+def _scan_plain(data: bytes, previous: str, verify: bool) -> RawChain | None:
     """The common table, read whole: valid UTF-8, no quoted cell, every row complete and chained. None for
     any other table: :func:`_scan_records` then reads it row by row and names what is wrong."""
     if not data.endswith(b"\n") or len(data.translate(None, _NOT_PLAIN_BYTES)) != len(data):
@@ -163,9 +207,10 @@ def _scan_plain(data: bytes, previous: str, verify: bool) -> RawTable | None:
         return None
     lines = text.split("\n")
     lines.pop()  # after the final line break
-    if lines[0] != _HEADER_LINE:
+    columns = _HEADER_LINES.get(lines[0])
+    if columns is None:
         return None
-    commas = len(RAW_COLUMNS) - 1
+    commas = len(columns) - 1
     sha256 = hashlib.sha256
     for line in itertools.islice(lines, 1, None):
         body, _, digest = line.rpartition(",")
@@ -175,44 +220,44 @@ def _scan_plain(data: bytes, previous: str, verify: bool) -> RawTable | None:
         if digest != expected and verify:
             return None
         previous = expected if verify else digest
-    rows = tuple(records_from_lines(itertools.islice(lines, 1, None)))
-    return RawTable(rows, len(data), b"", 0, previous)
+    return RawChain(data, columns, tuple(itertools.islice(lines, 1, None)), b"", 0, previous)
 
 
 _QUOTED_COMMA = '","'
 
 
-def _scan_records(data: bytes, previous: str, verify: bool, where: str) -> RawTable:
-    rows: list[RawRecord] = []
+def _scan_records(data: bytes, previous: str, verify: bool, where: str) -> RawChain:
+    records: list[str | list[str]] = []
     intact = 0
+    columns = RAW_COLUMNS
     all_valid = _utf8(data)  # then every row is (rows end at a line break)
     for number, (start, end, cells) in enumerate(_records(data)):
         whole = data[start:end].endswith(b"\n") and cells is not None
         valid_text = all_valid or _utf8(data[start:end])
         if number == 0:
             if not whole:
-                return RawTable((), 0, data, 0, previous)
-            _check_header(cells or [], where)
+                return RawChain(b"", columns, (), data, 0, previous)
+            columns = _check_header(cells or [], where)
             intact = end
             continue
-        complete = whole and valid_text and cells is not None and len(cells) == len(RAW_COLUMNS)
+        complete = whole and valid_text and cells is not None and len(cells) == len(columns)
         if not complete and end == len(data) and (not data.endswith(b"\n") or cells is None):
-            return RawTable(tuple(rows), intact, data[start:], number, previous)
+            return RawChain(data[:intact], columns, tuple(records), data[start:], number, previous)
         trial_id = (cells or [""])[0][:80]
         if not valid_text:
             raise UserError(f"raw.csv row {number} ({trial_id}) is not valid UTF-8", where, _EDITED_FIX)
-        if cells is None or len(cells) != len(RAW_COLUMNS):
+        if cells is None or len(cells) != len(columns):
             raise UserError(f"raw.csv row {number} ({trial_id}) has {len(cells or [])} cells, the header "
-                            f"{len(RAW_COLUMNS)}", where, _EDITED_FIX)
+                            f"{len(columns)}", where, _EDITED_FIX)
         expected = row_digest(previous, cells[:-1])
         if cells[-1] != expected and verify:
             raise UserError(f"raw.csv row {number} ({trial_id}) does not match its chain digest "
                             f"({cells[-1][:16] or 'empty'}…, the rows before it give {expected[:16]}…)",
                             where, _EDITED_FIX)
         previous = cells[-1] if not verify else expected
-        rows.append(RawRecord.from_cells(cells))
+        records.append(cells)
         intact = end
-    return RawTable(tuple(rows), intact, b"", 0, previous)
+    return RawChain(data[:intact], columns, tuple(records), b"", 0, previous)
 
 
 _EDITED_FIX = ("raw.csv is append-only: this row, or one before it, was changed after it was written. Restore "
@@ -227,21 +272,22 @@ def _utf8(data: bytes) -> bool:
     return True
 
 
-def _check_header(cells: list[str], where: str) -> None:
-    if tuple(cells) == RAW_COLUMNS:
-        return
+def _check_header(cells: list[str], where: str) -> tuple[str, ...]:
+    """The header's columns when this isocost reads them (:data:`READABLE_HEADERS`); else what it is, and what
+    to do."""
+    if tuple(cells) in READABLE_HEADERS:
+        return tuple(cells)
+    refused = ("This isocost reads raw table formats 3 and {current}: formats 1 and 2 cannot be checked by "
+               "it (their first row chains to other campaign.json facts). Read or finish this campaign with the "
+               "isocost version that started it, or run the study again into a new --out.")
     if CHAIN_COLUMN not in cells:
         raise UserError(
             f"raw.csv has no {CHAIN_COLUMN} column: it was written before raw rows were chained (raw table "
-            "format 1)", where,
-            f"This isocost reads raw table format {RAW_SCHEMA_VERSION} only. Read or finish this campaign with the "
-            "isocost version that started it, or run the study again into a new --out.")
+            "format 1)", where, refused.format(current=RAW_SCHEMA_VERSION))
     if "outputs_sha256" not in cells:
         raise UserError(
             "raw.csv has no seal columns (outputs_sha256 …): it was written before trial files were sealed "
-            "(raw table format 2)", where,
-            f"This isocost reads raw table format {RAW_SCHEMA_VERSION} only. Read or finish this campaign with the "
-            "isocost version that started it, or run the study again into a new --out.")
+            "(raw table format 2)", where, refused.format(current=RAW_SCHEMA_VERSION))
     raise UserError("raw.csv has unexpected columns", where, "It was written by another isocost version.")
 
 
@@ -257,15 +303,21 @@ def read_records(path: Path, verify: bool = True) -> list[RawRecord]:
 def append_row(path: Path, row: RawRecord) -> None:
     """Append one row with its chain digest and fsync; write the header first if the file is new."""
     check_writable_target(path)  # a link in raw.csv's place is refused before it is read
-    table = scan(path)
+    table = check_chain(path)
     if table.partial:
-        raise UserError(f"raw.csv ends in a partial row (row {table.partial_row}, byte {table.intact_bytes})",
+        raise UserError(f"raw.csv ends in a partial row (row {table.partial_row}, byte {len(table.data)})",
                         str(path), _RESUME_FIX)
+    if table.data and table.columns != RAW_COLUMNS:
+        raise UserError(
+            f"raw.csv is raw table format {READABLE_HEADERS[table.columns]} (no {', '.join(SLURM_COLUMNS)}): "
+            "this isocost reads it but appends no row to it", str(path),
+            "Finish this campaign with the isocost version that started it, or run the study again into a new "
+            "--out.")
     cells = row.cells()
     cells[-1] = row_digest(table.last_digest, cells[:-1])
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    if table.intact_bytes == 0:
+    if not table.data:
         writer.writerow(RAW_COLUMNS)
     writer.writerow(cells)
     data = buffer.getvalue().encode("utf-8")
@@ -286,7 +338,7 @@ def append_row(path: Path, row: RawRecord) -> None:
 
 def quarantine_partial(path: Path) -> Path | None:
     """Move a cut last row, byte for byte, to ``raw.csv.partial-N``; returns that file (None: nothing cut)."""
-    table = scan(path)
+    table = check_chain(path)
     if not table.partial:
         return None
     number = 1
@@ -307,7 +359,7 @@ def quarantine_partial(path: Path) -> Path | None:
             os.close(fd)
     fd = open_fd(path, os.O_WRONLY, path.parent)
     try:
-        os.ftruncate(fd, table.intact_bytes)
+        os.ftruncate(fd, len(table.data))
         os.fsync(fd)
     finally:
         os.close(fd)

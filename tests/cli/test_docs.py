@@ -148,7 +148,7 @@ def _module_file(parts: list[str]) -> Path | None:
 
 
 def _dotted_name_exists(dotted: str) -> bool:
-    """`runner.trial` (a module) or `protocol.stats.summarize` (a module and a name defined in it)."""
+    """`runner.trial` (a module) or `protocol.stats.Summary` (a module and a name defined in it)."""
     parts = dotted.split(".")
     for depth in range(len(parts), 1, -1):
         source = _module_file(parts[:depth])
@@ -253,7 +253,7 @@ def test_the_docs_checks_catch_what_they_are_for(tmp_path: Path) -> None:
     assert [problem.split(":")[0] for problem in broken_links(doc)] == ["missing.md", "other.md#nope"]
     # module paths and dotted names that are not in the tree are reported
     assert missing_module_paths("`runner/no_such_module.py` and `protocol/stats.py`") == ["runner/no_such_module.py"]
-    assert missing_module_paths("`protocol.stats.no_such_function` `protocol.stats` `protocol.stats.summarize`") == [
+    assert missing_module_paths("`protocol.stats.no_such_function` `protocol.stats` `protocol.stats.Summary`") == [
         "protocol.stats.no_such_function"
     ]
     assert missing_module_paths("`runner.no_such_package.thing`") == ["runner.no_such_package.thing"]

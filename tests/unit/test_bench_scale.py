@@ -20,8 +20,13 @@ def test_validation_row_measures_ours_and_the_baseline_in_the_same_run():
 
 
 def test_summary_row_measures_ours_and_pandas_in_the_same_run():
-    pytest.importorskip("pandas")
     row = scale.summary_row(variants=20, repetitions=2, pairs=2, progress=lambda message: None)
     assert row.key == "5b" and "40 raw rows" in row.title and "pandas" in row.baseline
-    assert row.target == "≤ 1 × baseline" and row.ratio.endswith("ours/baseline")
+    assert row.target == "≤ 1.5 × baseline" and row.ratio.endswith("ours/baseline")
+    details = row.details
+    assert [details[f"ours_{part}_s"]["n"] for part in ("chain", "frame", "summarize")] == [2, 2, 2]
+    shares = details["chain_share_of_ours"]["samples"]
+    assert shares == pytest.approx([chain / ours for chain, ours in zip(details["ours_chain_s"]["samples"],
+                                                                         details["ours_s"]["samples"], strict=True)])
+    assert "chain" in row.measured
     assert row.details["absolute_target_s"] == scale.SUMMARY_TARGET_S

@@ -6,16 +6,18 @@ import json
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from fakecampaign import FakeLauncher, fake_workspace
 
 from protocol.raw_columns import RAW_COLUMNS
-from protocol.rawrecord import RawRecord, column_values
+from protocol.rawrecord import RawRecord
 from runner.analysis.summary import summarize_campaign
 from runner.campaign.run import run_campaign
 from runner.campaign_dir.checks import CampaignChecks
 from runner.campaign_dir.findings import Discrepancy
 from runner.campaign_dir.layout import load_record, read_rows
+from runner.campaign_dir.raw_frame import frame_of, read_frame
 from runner.campaign_dir.slots import planned_slots, slot_of, unfinished_slots
 
 
@@ -103,14 +105,15 @@ def test_slots_of_the_record(built: Path) -> None:
     assert unfinished_slots(rows[:-1], slots) == [slots[-1].trial_id]
 
 
-def test_column_values_are_the_attributes(built: Path) -> None:
+def test_the_frame_holds_the_rows_attributes(built: Path) -> None:
     rows = read_rows(built)
     names = ("trial_id", "pass_s", "repetition", "corpus_accepted", "peak_rss_bytes", "notes")
     expected = {name: [getattr(row, name) for row in rows] for name in names}
-    assert column_values(rows, names) == expected
+    frame = read_frame(built / "raw.csv", names)
+    assert {name: [None if pd.isna(v) else v for v in frame[name].tolist()] for name in names} == expected
     built_rows = [RawRecord.from_values(row.values) for row in rows]
-    assert column_values(built_rows, names) == expected
+    assert frame_of(built_rows, names).equals(frame)
     copied = [RawRecord.from_cells(row.cells()) for row in rows]
-    assert column_values(copied, names) == expected
+    assert copied == rows
     assert [row.cells() for row in copied] == [row.cells() for row in rows]
     assert len(rows[0].cells()) == len(RAW_COLUMNS)

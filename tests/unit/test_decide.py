@@ -25,9 +25,10 @@ from protocol.decision.records import ARTIFACT_RULE, Decision, Expense, Ledger
 from protocol.errors import UserError
 from protocol.raw_columns import RAW_COLUMNS
 from protocol.rawrecord import RawRecord
-from protocol.stats import summarize
 from protocol.study import load_study
 from protocol.study_records import Study
+from runner.analysis.stats import summarize
+from runner.campaign_dir.raw_frame import frame_of
 
 CATALOG = load_catalog(default_catalog_path())
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)  # Monday 09:00 UTC
@@ -105,7 +106,7 @@ def campaign(
     variant_dicts = [{"variant_id": v.variant_id, "series": list(v.series), **v.config()}
                      for v in study.variants() if v.variant_id in variants]
     records = tuple(RawRecord.from_text(row) for row in rows)
-    summary = summarize(records, verdicts, variant_dicts, study.quality)
+    summary = summarize(frame_of(records), verdicts, variant_dicts, study.quality)
     return CampaignEvidence(
         label=label,
         campaign_id=campaign_id or f"{label.replace('/', '')}-0000000000",

@@ -2,7 +2,9 @@
 
 - ``protocol/`` imports none of torch, transformers, docker or click;
 - only ``runner/trial/`` imports torch or transformers;
-- the host CLI starts without torch or transformers.
+- the host CLI starts without torch or transformers;
+- what runs inside the trial images (``protocol/``, ``runner/trial/``) never imports pandas, and the images'
+  requirements hold none: pandas is the host's (pyproject's ``host`` extra).
 
 Each rule is checked by an AST walk over every file (an import inside a
 function counts too) and, where it can be, by importing in a fresh interpreter
@@ -26,7 +28,10 @@ RUNNER = sorted((ROOT / "runner").rglob("*.py"))
 TRIAL = ROOT / "runner" / "trial"
 HOST = sorted(p for p in RUNNER if TRIAL not in p.parents)
 
-PROTOCOL_FORBIDDEN = {"torch", "transformers", "docker", "click"}
+PROTOCOL_FORBIDDEN = {"torch", "transformers", "docker", "click", "pandas"}
+#: The host's table library: never in the code the trial images run, nor in their requirements.
+HOST_ONLY = {"pandas"}
+IN_IMAGES = PROTOCOL + sorted(TRIAL.rglob("*.py"))
 MODEL_LIBRARIES = {"torch", "transformers"}
 
 
@@ -71,6 +76,24 @@ def test_the_ast_scan_sees_imports_inside_functions():
 @pytest.mark.parametrize("path", PROTOCOL, ids=_name)
 def test_protocol_imports_no_framework(path):
     assert imported_roots(path.read_text(encoding="utf-8")) & PROTOCOL_FORBIDDEN == set()
+
+
+@pytest.mark.parametrize("path", IN_IMAGES, ids=_name)
+def test_what_runs_in_the_images_imports_no_pandas(path):
+    assert imported_roots(path.read_text(encoding="utf-8")) & HOST_ONLY == set()
+
+
+def test_the_images_requirements_hold_no_pandas_and_the_host_extra_pins_it():
+    requirements = sorted((ROOT / "images").glob("*/requirements.in"))
+    assert len(requirements) == 3
+    for path in requirements:
+        names = {line.split("#")[0].split("==")[0].strip().lower() for line in path.read_text().splitlines()}
+        assert names & HOST_ONLY == set(), path
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert not any(d.startswith("pandas") for d in project["dependencies"])  # `pip check` in the images
+    assert [d for d in project["optional-dependencies"]["host"] if d.startswith("pandas")] == ["pandas==3.1.1"]
 
 
 @pytest.mark.parametrize("path", HOST, ids=_name)

@@ -3,11 +3,16 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from protocol.rawrecord import RawRecord
-from protocol.stats import summarize
+from runner.analysis.stats import summarize as summarize_frame
+from runner.campaign_dir.raw_frame import frame_of
 
 QUALITY = SimpleNamespace(metric="accuracy", reference_variant="b1", max_metric_drop=0.01, min_agreement=0.99)
 VARIANTS = [{"variant_id": "b1", "series": ["batch"], "batch_size": 1},
             {"variant_id": "b8", "series": ["batch"], "batch_size": 8}]
+
+
+def summarize(rows, *args):
+    return summarize_frame(frame_of(rows), *args)
 
 
 def row(trial, variant, order, status="ok", pass_s="", rss="100"):

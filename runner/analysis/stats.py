@@ -1,0 +1,231 @@
+"""Raw table frame (+ verdicts) → per-variant summary. A pure function: no files, no clock.
+
+Five passes describe a small series; they prove nothing about long-term stability. So: every raw time is shown,
+with median, min and max; no percentile is computed from a handful of runs; failures are counted, never dropped;
+and when the spread is comparable to the difference between two medians the summary says the series cannot yet
+discriminate them.
+
+The figures are group-bys of one frame: raw.csv's rows (:func:`runner.campaign_dir.raw_frame.read_frame`) in run
+order, with each row's verdict beside it. The records it returns (:class:`protocol.stats.Summary`) are what
+summary.json holds.
+
+Example::
+
+    summarize(read_frame(raw, SUMMARY_COLUMNS), verdicts, campaign.variants, study.quality).variants[0].median_pass_s
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from itertools import accumulate
+from operator import itemgetter
+from typing import Any, NamedTuple
+
+import pandas as pd
+
+from protocol.records import Variant
+from protocol.stats import Summary, VariantSummary
+from runner.analysis.stats_rules import equivalence, scarce_warnings, spread_warnings
+
+#: The raw columns a summary reads.
+SUMMARY_COLUMNS = ("trial_id", "variant_id", "status", "order_index", "attempt", "pass_s", "peak_rss_bytes",
+                   "peak_allocated_bytes", "peak_reserved_bytes", "truncated_count", "oom_events", "empty_reasons")
+_PEAKS = ("peak_rss_bytes", "peak_allocated_bytes", "peak_reserved_bytes", "truncated_count")
+
+#: (variant_id, series, configuration) of one variant, whichever form it came in.
+_VariantEntry = tuple[str, tuple[str, ...], dict[str, Any]]
+
+
+def summarize(
+    frame: pd.DataFrame,
+    verdicts: Mapping[str, Mapping[str, Any]],
+    variant_order: Sequence[Variant] | Sequence[Mapping[str, Any]],
+    quality: Any,
+    reference_for: Callable[[str], str] | None = None,
+) -> Summary:
+    """``frame``: raw.csv's rows (at least :data:`SUMMARY_COLUMNS`); ``verdicts``: trial_id → verdict dict from
+    validation; ``variant_order``: the campaign's variants, in the order to report them.
+
+    ``reference_for`` maps a variant to its reference variant (the same seed when the study declares common
+    seeds); by default every variant is compared with ``quality.reference_variant``. (Variants as dicts are
+    still read, for callers not yet converted.)
+    """
+    figures = _Figures.of(_runs(frame, verdicts))
+    reference_id = quality.reference_variant
+    pick = reference_for or (lambda variant_id: reference_id)
+    metrics = dict(zip(figures.number, [row[figures.columns.index("median_metric")] for row in figures.rows],
+                       strict=True))
+    summaries = [_variant_summary(variant, figures.of_variant(variant[0]), quality,
+                                  metrics.get(pick(variant[0])), pick(variant[0]))
+                 for variant in map(_variant_entry, variant_order)]
+    warnings = [*spread_warnings(summaries), *scarce_warnings(summaries)]
+    return Summary(variants=tuple(summaries), warnings=tuple(warnings), reference_variant=reference_id)
+
+
+def _runs(frame: pd.DataFrame, verdicts: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+    """The rows in run order (order index, then attempt), each joined with its verdict (:func:`verdict_table`):
+    ``accepted`` (a verdict that accepts the corpus), ``time_s`` (the pass time of an accepted pass),
+    ``metric_value`` (of an accepted pass), ``agreement`` and ``max_score_delta`` (of every compared pass),
+    ``agreement_failures``, ``subgroups``, and ``variant``: the variant's number, in the order the variants
+    first ran."""
+    runs = frame[list(SUMMARY_COLUMNS)].sort_values(["order_index", "attempt"], kind="stable", ignore_index=True)
+    runs = runs.join(verdict_table(verdicts), on="trial_id")
+    accepted = runs["corpus_accepted"].fillna(False).astype(bool)
+    return runs.assign(variant=pd.factorize(runs["variant_id"])[0], accepted=accepted,
+                       time_s=runs["pass_s"].where(accepted), metric_value=runs["metric_value"].where(accepted))
+
+
+#: The verdict fields a summary reads, and their dtypes.
+_VERDICT_FIELDS = {"corpus_accepted": object, "metric_value": "float64", "agreement": "float64",
+                   "max_score_delta": "float64", "agreement_failures": object, "subgroups": object}
+
+
+def verdict_table(verdicts: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+    """The verdicts as a frame indexed by trial id, one column per field a summary reads (a verdict without
+    the field: missing)."""
+    table = pd.DataFrame(list(verdicts.values()), index=list(verdicts))
+    return pd.DataFrame({name: (table[name] if name in table else pd.Series(None, index=table.index,
+                                                                              dtype=object)).astype(dtype)
+                         for name, dtype in _VERDICT_FIELDS.items()}, index=table.index)
+
+
+class _Figures(NamedTuple):
+    """Every variant's figures, one list per figure (item ``k``: the ``k``-th variant to run)."""
+
+    number: dict[str, int]  # variant id → k
+    columns: tuple[str, ...]  # the figures' names
+    rows: list[tuple[Any, ...]]  # row k: the k-th variant's figures
+
+    @classmethod
+    def of(cls, runs: pd.DataFrame) -> _Figures:
+        groups = runs.groupby(runs["variant"].to_numpy(), sort=True)
+        aggregates = {
+            "attempts": groups.size(), "accepted": groups["accepted"].sum(),
+            "median_pass_s": groups["time_s"].median(), "min_pass_s": groups["time_s"].min(),
+            "max_pass_s": groups["time_s"].max(), "timed": groups["time_s"].count(),
+            "median_metric": groups["metric_value"].median(), "min_agreement": groups["agreement"].min(),
+            "max_score_delta": groups["max_score_delta"].max(), "oom_events": groups["oom_events"].sum(),
+            **{column: groups[column].max() for column in _PEAKS},
+            "first_reason": _first_reasons(runs),
+        }
+        count = len(groups)
+        columns = {name: _python_list(series.reindex(range(count))) for name, series in aggregates.items()}
+        ordered = runs.sort_values("variant", kind="stable")  # each variant's rows together, in run order
+        bounds = [0, *accumulate(columns["attempts"])]
+        for name, source in (("pass_s", "time_s"), ("pass_s_labels", "trial_id")):
+            values = _python_list(ordered[source])
+            columns[name] = [tuple(values[start:end]) for start, end in zip(bounds, bounds[1:], strict=False)]
+        columns["statuses"] = [{} for _ in range(count)]
+        statuses = runs.groupby(["variant", "status"], sort=False).size().reset_index()
+        for k, status, n in zip(*(statuses[c].tolist() for c in statuses.columns), strict=True):
+            columns["statuses"][k][status] = n
+        columns["failures"] = [() for _ in range(count)]
+        given = runs["agreement_failures"].tolist()
+        failed = [(k, failures) for k, failures in zip(runs["variant"].tolist(), given, strict=True)
+                  if isinstance(failures, list) and failures]
+        for k, failures in reversed(failed):  # the first in run order wins
+            columns["failures"][k] = tuple(failures)
+        columns["subgroups"] = _subgroup_medians(runs.loc[runs["accepted"]], count)
+        return cls(dict(zip(pd.unique(runs["variant_id"]).tolist(), range(count), strict=True)), tuple(columns),
+                   list(zip(*columns.values(), strict=True)))
+
+    def of_variant(self, variant_id: str) -> dict[str, Any]:
+        k = self.number.get(variant_id)
+        if k is None:
+            return _NO_ROWS
+        return dict(zip(self.columns, self.rows[k], strict=True))
+
+
+def _subgroup_medians(accepted: pd.DataFrame, count: int) -> list[dict[str, dict[str, float]]]:
+    """Per variant, per subgroup value, the median score over its accepted passes (groups and values in the
+    order the passes first scored them)."""
+    tables = [table if isinstance(table, dict) else {} for table in accepted["subgroups"].tolist()]
+    variants = accepted["variant"].to_numpy()
+    columns = _score_columns(tables)
+    found: list[dict[str, dict[str, float]]] = [{} for _ in range(count)]
+    if columns is not None:
+        medians = pd.DataFrame(columns).groupby(variants).median() if columns else pd.DataFrame()
+        per_group: dict[str, list[tuple[str, list[float]]]] = {}
+        for group, value in columns:
+            per_group.setdefault(group, []).append((value, medians[group, value].tolist()))
+        for row, k in enumerate(medians.index.tolist()):
+            found[k] = {group: {value: scores[row] for value, scores in values} for group, values in per_group.items()}
+        return found
+    long = pd.DataFrame([(k, group, value, score) for k, table in zip(variants.tolist(), tables, strict=True)
+                         for group, values in table.items() for value, score in values.items()],
+                        columns=["variant", "group", "value", "score"])
+    medians_long = long.groupby(["variant", "group", "value"], sort=False)["score"].median().reset_index()
+    for k, group, value, median in zip(*(medians_long[c].tolist() for c in medians_long.columns), strict=True):
+        found[k].setdefault(group, {})[value] = median
+    return found
+
+
+def _score_columns(tables: list[dict[str, dict[str, float]]]) -> dict[tuple[str, str], list[float]] | None:
+    """One column of scores per (group, value) when every pass scored the same subgroups, in the same order (one
+    task's passes do); None when they differ (the scores are then taken one by one)."""
+    groups = list(tables[0]) if tables else []
+    if not all(list(table) == groups for table in tables):
+        return None
+    columns: dict[tuple[str, str], list[float]] = {}
+    for group in groups:
+        scores = list(map(itemgetter(group), tables))
+        values = list(scores[0])
+        if not all(list(score) == values for score in scores):
+            return None
+        columns.update({(group, value): list(map(itemgetter(value), scores)) for value in values})
+    return columns
+
+
+def _variant_summary(variant: _VariantEntry, f: dict[str, Any], quality: Any, ref_metric: float | None,
+                     reference_id: str) -> VariantSummary:
+    variant_id, series, config = variant
+    reasons: dict[str, str] = {}
+    if not f["timed"]:
+        reasons["median_pass_s"] = "no accepted pass"
+    for column in _PEAKS[:-1]:
+        if f[column] is None:
+            reasons[column] = _reason_for(column, f["first_reason"] or "") or "not measured"
+    equivalent, why = equivalence(reference_id, quality, f["median_metric"], ref_metric, f["min_agreement"],
+                                  f["accepted"], f["failures"])
+    return VariantSummary(
+        variant_id=variant_id, series=series, config=config, attempts=f["attempts"], statuses=f["statuses"],
+        accepted=f["accepted"], failed=f["attempts"] - f["accepted"], pass_s=f["pass_s"],
+        pass_s_labels=f["pass_s_labels"], median_pass_s=f["median_pass_s"], min_pass_s=f["min_pass_s"],
+        max_pass_s=f["max_pass_s"], metric=quality.metric, median_metric=f["median_metric"],
+        subgroups=f["subgroups"], min_agreement=f["min_agreement"], max_score_delta=f["max_score_delta"],
+        equivalent=equivalent, equivalence_reason=why, peak_rss_bytes=f["peak_rss_bytes"],
+        peak_allocated_bytes=f["peak_allocated_bytes"], peak_reserved_bytes=f["peak_reserved_bytes"],
+        truncated_count=f["truncated_count"], oom_events=f["oom_events"] or 0, empty_reasons=reasons)
+
+
+_NO_ROWS: dict[str, Any] = {
+    "attempts": 0, "accepted": 0, "timed": 0, "median_pass_s": None, "min_pass_s": None, "max_pass_s": None,
+    "median_metric": None, "min_agreement": None, "max_score_delta": None, "oom_events": 0,
+    **dict.fromkeys(_PEAKS), "first_reason": None, "pass_s": (), "pass_s_labels": (), "statuses": {},
+    "failures": (), "subgroups": {}}
+
+
+def _first_reasons(runs: pd.DataFrame) -> pd.Series:
+    """Per variant, the first ``empty_reasons`` that says something, in run order."""
+    given = runs.loc[runs["empty_reasons"] != "", ["variant", "empty_reasons"]]
+    return given.groupby(given["variant"].to_numpy())["empty_reasons"].first()
+
+
+def _python_list(column: pd.Series) -> list[Any]:
+    """A column's values as the records hold them: None for a missing value (NaN, <NA>), else Python values."""
+    return [None if value is pd.NA or value != value else value for value in column.tolist()]
+
+
+def _variant_entry(variant: Variant | Mapping[str, Any]) -> _VariantEntry:
+    if isinstance(variant, Variant):
+        return variant.variant_id, variant.series, variant.config()
+    return (variant["variant_id"], tuple(variant.get("series", ())),
+            {k: variant[k] for k in variant if k not in ("variant_id", "series", "schema_version")})
+
+
+def _reason_for(column: str, reasons_text: str) -> str:
+    for part in reasons_text.split("; "):
+        key, _, reason = part.partition(": ")
+        if key == column:
+            return reason
+    return ""

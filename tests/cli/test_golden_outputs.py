@@ -1,0 +1,69 @@
+"""The outputs of a real small campaign stay byte for byte what the code before the pandas tables wrote.
+
+``tests/data/golden_campaign`` is a fake-trial campaign (tests/fakecampaign.py: 2 variants × 3 passes) with the
+summary.md/json and verdicts.csv/json the earlier code wrote from it; ``tests/data/golden_decide`` holds what
+``isocost decide`` printed from it (markdown and CSV) and its decision.json, with the campaign directory written
+``<DIR>`` and this checkout ``<REPO>``. ``python tests/cli/test_golden_outputs.py`` records them again.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from runner.analysis.summary import summarize_campaign
+from runner.cli import main
+
+TESTS = Path(__file__).resolve().parents[1]
+REPO = TESTS.parent
+CAMPAIGN = TESTS / "data" / "golden_campaign"
+DECIDE = TESTS / "data" / "golden_decide"
+SUMMARY_FILES = ("summary.json", "summary.md", "verdicts.csv", "verdicts.json")
+
+
+def _copy(tmp_path: Path) -> Path:
+    root = tmp_path / "campaign"
+    shutil.copytree(CAMPAIGN, root)
+    for name in SUMMARY_FILES:
+        (root / name).unlink()
+    return root
+
+
+def _decide(root: Path) -> dict[str, str]:
+    found = {}
+    for name, extra in (("decision.md", []), ("decision.csv", ["--format", "csv"])):
+        result = CliRunner().invoke(main, ["decide", str(root), *extra])
+        assert result.exit_code == 0, result.output
+        found[name] = result.output
+    found["decision.json"] = (root / "decision.json").read_text(encoding="utf-8")
+    return {name: text.replace(str(root), "<DIR>").replace(str(REPO), "<REPO>") for name, text in found.items()}
+
+
+def test_summarize_writes_the_same_bytes_as_before(tmp_path: Path) -> None:
+    root = _copy(tmp_path)
+    summarize_campaign(root)
+    for name in SUMMARY_FILES:
+        assert (root / name).read_bytes() == (CAMPAIGN / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("name", ["decision.md", "decision.csv", "decision.json"])
+def test_decide_writes_the_same_bytes_as_before(tmp_path: Path, name: str) -> None:
+    root = _copy(tmp_path)
+    summarize_campaign(root)
+    assert _decide(root)[name] == (DECIDE / name).read_text(encoding="utf-8")
+
+
+if __name__ == "__main__":  # record the golden files with the code of this checkout
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = _copy(Path(tmp))
+        summarize_campaign(copy)
+        DECIDE.mkdir(exist_ok=True)
+        for file_name, text in _decide(copy).items():
+            (DECIDE / file_name).write_text(text, encoding="utf-8")
+    sys.exit(0)
