@@ -8,6 +8,7 @@ summary.md/json and verdicts.csv/json the earlier code wrote from it; ``tests/da
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -40,7 +41,11 @@ def _decide(root: Path) -> dict[str, str]:
         assert result.exit_code == 0, result.output
         found[name] = result.output
     found["decision.json"] = (root / "decision.json").read_text(encoding="utf-8")
-    return {name: text.replace(str(root), "<DIR>").replace(str(REPO), "<REPO>") for name, text in found.items()}
+    # campaign.json keeps the catalog's source path of the checkout that recorded it: that checkout is <REPO> too
+    source = json.loads((root / "campaign.json").read_text(encoding="utf-8"))["catalog"]["source"]
+    recorded = source.rsplit("/protocol/data/", 1)[0]
+    return {name: text.replace(str(root), "<DIR>").replace(str(REPO), "<REPO>").replace(recorded, "<REPO>")
+            for name, text in found.items()}
 
 
 def test_summarize_writes_the_same_bytes_as_before(tmp_path: Path) -> None:
