@@ -25,16 +25,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from protocol.codec import read_record
 from protocol.csvio import read_dicts
 from protocol.errors import UserError
-from protocol.jsonio import loads_unique, read_json
+from protocol.jsonio import loads_unique
 from protocol.raw_columns import RAW_COLUMNS
 from protocol.rawrecord import RawRecord
-from protocol.records import (
-    CAMPAIGN_SCHEMA_VERSION,
-    CampaignRecord,
-    check_campaign_version,
-)
+from protocol.records import CAMPAIGN_SCHEMA_VERSION, CampaignRecord
 from protocol.safe_write import UnwritablePath, open_fd
 from runner.campaign_dir.appendlog import LogRead, append_line, read_log
 from runner.campaign_dir.rawtable import read_records
@@ -171,12 +168,8 @@ def load_record(root: Path) -> CampaignRecord:
     paths = CampaignPaths(root)
     if not paths.campaign.exists():
         raise UserError("not a campaign directory (no campaign.json)", str(root), "Pass the --out of `isocost run`.")
-    data = read_json(paths.campaign)
-    if not isinstance(data, dict):
-        raise UserError("campaign.json is not a JSON object", str(paths.campaign),
-                        "It was changed after `isocost run` wrote it: restore it from a backup or bundle.")
-    check_campaign_version(data, str(paths.campaign))
-    return CampaignRecord.from_dict(data, str(paths.campaign))
+    return read_record(paths.campaign, CampaignRecord,
+                       fix="It was changed after `isocost run` wrote it: restore it from a backup or bundle.")
 
 
 def now_iso() -> str:
