@@ -245,9 +245,9 @@ def _union(options: tuple[Any, ...], value: Any, key: str) -> Any:
     for option in candidates:
         try:
             return _decode(option, value, key)
-        except _Mismatch:
-            if len(candidates) == 1:
-                break
+        except _Mismatch as exc:
+            if not exc.what.startswith(f"key {key!r} must be "):
+                raise  # a key inside the value: that key is what is wrong
     raise _Mismatch(f"key {key!r} must be {' or '.join(describe(option) for option in options)}, got {_shown(value)}")
 
 

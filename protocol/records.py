@@ -14,6 +14,7 @@ is :class:`protocol.rawrecord.RawRecord`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 from protocol import codec
@@ -367,3 +368,12 @@ def check_campaign_version(data: dict[str, Any], where: str) -> None:
             where,
             f"This isocost reads {CAMPAIGN_SCHEMA_VERSION}; use the version that wrote it.",
         )
+
+
+def read_status(trial_dir: Path) -> TrialStatus | None:
+    """A trial's status.json, typed; None when the trial wrote none (it crashed before), UserError naming the file
+    and the key when it is there but not a status this isocost reads (never read as an empty status)."""
+    path = trial_dir / "status.json"
+    if not path.exists():
+        return None
+    return codec.read_record(path, TrialStatus)

@@ -23,7 +23,7 @@ from protocol.decision.ledger import parse_ledger
 from protocol.decision.rank import CampaignEvidence, Ledger
 from protocol.errors import UserError
 from protocol.jsonio import read_json
-from protocol.records import CampaignRecord, Rental
+from protocol.records import CampaignRecord, Rental, TrialStatus, read_status
 from protocol.stats import Summary
 from protocol.study import Study, load_study
 from runner.analysis.summary import summarize_campaign
@@ -45,16 +45,15 @@ def read_events(path: Path, *, verify: bool = True) -> tuple[dict[str, Any], ...
     return read.entries
 
 
-def trial_capacity(trial_dir: Path) -> TrialCapacity:
-    """Device and host memory capacities recorded by one trial (status.json, manifest.json)."""
+def trial_capacity(trial_dir: Path, status: TrialStatus | None) -> TrialCapacity:
+    """Device and host memory capacities recorded by one trial (its status, read strictly; manifest.json)."""
     device: int | None = None
     device_source = ""
     host: int | None = None
     host_source = ""
-    status = json_or_empty(trial_dir / "status.json")
     manifest = json_or_empty(trial_dir / "manifest.json")
-    total = (status.get("memory") or {}).get("device_total_bytes")
-    if isinstance(total, int) and total > 0:
+    total = status.memory.device_total_bytes if status is not None else None
+    if total is not None and total > 0:
         device, device_source = total, "status.json memory.device_total_bytes"
     else:
         total = (manifest.get("device") or {}).get("gpu_memory_bytes")
@@ -86,6 +85,8 @@ def load_evidence(root: Path, allow_inconsistent: bool = False) -> tuple[Campaig
         notes.append(f"study.toml in {root} hashes to {study.sha256}, not the {record.study_sha256} "
                      "recorded at the start: the frozen copy was edited")
     trial_ids = [row.trial_id for row in rows]
+    # A status.json that is there but unreadable is refused by name, never read as an empty status.
+    statuses = {trial_id: read_status(paths.trial_dir(trial_id)) for trial_id in trial_ids}
     evidence = CampaignEvidence(
         label=str(root),
         campaign_id=record.campaign_id,
@@ -108,11 +109,9 @@ def load_evidence(root: Path, allow_inconsistent: bool = False) -> tuple[Campaig
         events=read_events(paths.events, verify=not allow_inconsistent),
         summary=summary,
         accepted_trials=frozenset(str(v["trial_id"]) for v in verdicts if v.get("corpus_accepted")),
-        capacities={trial_id: trial_capacity(paths.trial_dir(trial_id)) for trial_id in trial_ids},
+        capacities={trial_id: trial_capacity(paths.trial_dir(trial_id), statuses[trial_id]) for trial_id in trial_ids},
         notes=tuple([banner] if banner else []) + tuple(notes),
-        trials={trial_id: trial_record(paths.trial_dir(trial_id),
-                                       json_or_empty(paths.trial_dir(trial_id) / "status.json"))
-                for trial_id in trial_ids},
+        trials={trial_id: trial_record(paths.trial_dir(trial_id), statuses[trial_id]) for trial_id in trial_ids},
     )
     return evidence, study, record
 
