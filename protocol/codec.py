@@ -49,9 +49,11 @@ class Schema:
     """How a record is versioned on disk.
 
     ``kind`` names the file in messages (``"status.json"``). ``version`` is written (None: the record is
-    part of a file and carries none); ``reads`` are the versions read. ``upgrade(data, version)`` turns the dict of an older version into the current keys
-    (after the version check, before the keys are checked). ``check(record)`` returns what is wrong with a
-    decoded record beyond its types ("" when nothing), reported at the record's key.
+    part of a file and carries none); ``reads`` are the versions read. ``upgrade(data, version)`` turns the
+    dict of an older version into the current keys (after the version check, before the keys are checked).
+    ``check(record)`` returns what is wrong with a decoded record beyond its types ("" when nothing),
+    reported at the record's key. ``unversioned``: the version a dict without ``schema_version`` is (a
+    format that carried none before its first bump).
     """
 
     kind: str
@@ -60,6 +62,7 @@ class Schema:
     upgrade: Callable[[dict[str, Any], int], dict[str, Any]] | None = None
     omit_none: bool = False
     check: Callable[[Any], str] | None = None
+    unversioned: int | None = None
 
     def read_versions(self) -> tuple[int, ...]:
         return self.reads or ((self.version,) if self.version is not None else ())
@@ -75,6 +78,10 @@ class _Mismatch(Exception):
     def __init__(self, what: str) -> None:
         self.what = what
         super().__init__(what)
+
+
+#: Field metadata: leave the field out of the dict when it is None (``field(default=None, metadata=OMIT_NONE)``).
+OMIT_NONE = {"codec_omit_none": True}
 
 
 def schema_of(cls: type) -> Schema | None:
@@ -100,7 +107,7 @@ def to_dict(record: Any) -> dict[str, Any]:
     data: dict[str, Any] = {}
     for spec in dataclasses.fields(record):
         value = getattr(record, spec.name)
-        if value is None and schema is not None and schema.omit_none:
+        if value is None and ((schema is not None and schema.omit_none) or spec.metadata.get("codec_omit_none")):
             continue
         data[spec.name] = _encode(value)
     if schema is not None and schema.versioned and VERSION_KEY not in data:
@@ -184,7 +191,7 @@ def _subject(prefix: str, schema: Schema | None) -> str:
 
 
 def _versioned(schema: Schema, data: dict[str, Any], prefix: str) -> dict[str, Any]:
-    version = data.get(VERSION_KEY)
+    version = data.get(VERSION_KEY, schema.unversioned)
     reads = schema.read_versions()
     if isinstance(version, bool) or version not in reads:
         where = f" (key {_name(prefix, VERSION_KEY)!r})" if prefix else ""
@@ -311,5 +318,5 @@ def parse_record(text: str | bytes, cls: type[T], where: str, *, fix: str = "") 
     return from_dict(cls, parse_json(text, where), where, fix=fix)
 
 
-__all__ = ["Schema", "VERSION_KEY", "describe", "from_dict", "parse_record", "read_record",
+__all__ = ["OMIT_NONE", "Schema", "VERSION_KEY", "describe", "from_dict", "parse_record", "read_record",
            "schema_of", "to_dict", "write_record"]

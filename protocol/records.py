@@ -377,3 +377,23 @@ def read_status(trial_dir: Path) -> TrialStatus | None:
     if not path.exists():
         return None
     return codec.read_record(path, TrialStatus)
+
+
+# -- events.jsonl ----------------------------------------------------------------------------------
+
+#: One line of ``events.jsonl``. History: 1: lines without ``schema_version`` (still read);
+#: 2: every line carries ``schema_version``.
+EVENT_SCHEMA_VERSION = 2
+@dataclass(frozen=True)
+class CampaignEvent:
+    """One timestamp of a campaign phase (``events.jsonl``; its ``chain_sha256`` belongs to the log, not here).
+
+    ``trial_id`` for a trial's events, ``job_id`` for a Slurm job's; neither is written when None.
+    """
+
+    at: str
+    event: str
+    trial_id: str | None = field(default=None, metadata=codec.OMIT_NONE)
+    job_id: str | None = field(default=None, metadata=codec.OMIT_NONE)
+    CODEC: ClassVar[Schema] = Schema("events.jsonl line", EVENT_SCHEMA_VERSION, (1, EVENT_SCHEMA_VERSION),
+                                     unversioned=1)

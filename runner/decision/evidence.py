@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from protocol.codec import to_dict
 from protocol.costing.catalog_file import load_catalog
 from protocol.costing.plans import Catalog, default_catalog_path
 from protocol.costing.trial_files import trial_record
@@ -28,7 +29,8 @@ from protocol.stats import Summary
 from protocol.study import Study, load_study
 from runner.analysis.summary import summarize_campaign
 from runner.campaign_dir.appendlog import require_whole
-from runner.campaign_dir.layout import FROZEN_CATALOG, CampaignPaths, load_record, read_events_log, read_rows
+from runner.campaign_dir.layout import FROZEN_CATALOG, CampaignPaths, load_record, read_rows
+from runner.campaign_dir.layout import read_events as read_campaign_events
 from runner.campaign_dir.rentals import RENTALS_FILE, read_rentals
 
 #: Keys a trial manifest may use for the host's RAM (MemTotal from /proc/meminfo), first found wins.
@@ -36,13 +38,14 @@ HOST_MEMORY_KEYS = ("memory_total_bytes", "mem_total_bytes", "ram_total_bytes", 
 
 
 def read_events(path: Path, *, verify: bool = True) -> tuple[dict[str, Any], ...]:
-    """The campaign's events.jsonl, one dict a line (empty when the file is absent), every line checked and
-    chained; ``verify=False`` (``--allow-inconsistent``) reads edited lines as they are, a cut last one left out."""
-    read = read_events_log(path, verify=verify)
+    """The campaign's events (empty when the file is absent), one dict each for the period, every line read as
+    an event (:func:`runner.campaign_dir.layout.read_events`) and chained; ``verify=False``
+    (``--allow-inconsistent``) reads edited lines as they are, a cut last one left out."""
+    events, read = read_campaign_events(path, verify=verify)
     if verify:
         require_whole(read, path, "events.jsonl", "`isocost run STUDY --out DIR --resume` keeps its bytes in "
                       "events.jsonl.partial-N.")
-    return read.entries
+    return tuple(to_dict(event) for event in events)
 
 
 def trial_capacity(trial_dir: Path, status: TrialStatus | None) -> TrialCapacity:

@@ -16,13 +16,13 @@ from pathlib import Path
 import click
 import pytest
 from click.testing import CliRunner, Result
+from recordfiles import trial_status, write_campaign_record, write_status
 
 from protocol.fingerprint import sha256_bytes
 from protocol.raw_columns import RAW_COLUMNS
 from protocol.rawrecord import RawRecord
 from protocol.records import CampaignRecord, HostFacts, InputFacts, Rental
 from protocol.study import load_study
-from recordfiles import trial_status, write_campaign_record, write_status
 from runner.campaign_dir.appendlog import append_line
 from runner.campaign_dir.layout import load_record
 from runner.campaign_dir.rawtable import append_row
