@@ -24,6 +24,7 @@ from protocol.decision.ledger import parse_ledger
 from protocol.decision.rank import CampaignEvidence, Ledger
 from protocol.errors import UserError
 from protocol.jsonio import read_json
+from protocol.manifest import read_manifest
 from protocol.records import CampaignRecord, Rental, TrialStatus, read_status
 from protocol.stats import Summary
 from protocol.study import Study, load_study
@@ -54,15 +55,15 @@ def trial_capacity(trial_dir: Path, status: TrialStatus | None) -> TrialCapacity
     device_source = ""
     host: int | None = None
     host_source = ""
-    manifest = json_or_empty(trial_dir / "manifest.json")
+    manifest = read_manifest(trial_dir)
     total = status.memory.device_total_bytes if status is not None else None
     if total is not None and total > 0:
         device, device_source = total, "status.json memory.device_total_bytes"
     else:
-        total = (manifest.get("device") or {}).get("gpu_memory_bytes")
+        total = ((manifest.device if manifest else None) or {}).get("gpu_memory_bytes")
         if isinstance(total, int) and total > 0:
             device, device_source = total, "manifest.json device.gpu_memory_bytes"
-    host_facts = manifest.get("host") or {}
+    host_facts = manifest.host if manifest else {}
     for key in HOST_MEMORY_KEYS:
         value = host_facts.get(key)
         if isinstance(value, int) and value > 0:
@@ -188,14 +189,3 @@ def read_ledger(path: Path) -> Ledger:
     except UnicodeDecodeError:
         raise UserError("expenses ledger is not UTF-8 text", str(path), "Save it as UTF-8 CSV.") from None
     return parse_ledger(text, str(path))
-
-
-def json_or_empty(path: Path) -> dict[str, Any]:
-    """A trial's JSON file, or {} when absent or unreadable (a crashed trial may leave none)."""
-    if not path.exists():
-        return {}
-    try:
-        data = read_json(path)
-    except UserError:
-        return {}
-    return data if isinstance(data, dict) else {}

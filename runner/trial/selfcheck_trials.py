@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from protocol.jsonio import read_json, write_json_atomic
+from protocol.codec import write_record
+from protocol.manifest import Manifest, read_manifest
 from protocol.predictions import parse_predictions
 from protocol.records import TrialSpec, TrialStatus, Variant, WarmupRule, read_status
 from protocol.selfcheck import MIN_PRECISION_AGREEMENT, OOM_BATCH_SIZE, Check, failed, passed, skipped
@@ -76,7 +77,7 @@ class TrialRun:
     directory: Path
     code: int
     status: TrialStatus | None  # None: the trial wrote no status.json
-    manifest: dict[str, Any]
+    manifest: Manifest | None  # None: the trial wrote none
     shapes: dict[str, list[tuple[int, ...]]] = field(default_factory=dict)
 
     @property
@@ -116,14 +117,14 @@ def run_trial(ctx: Context, spec: TrialSpec) -> TrialRun:
     """Run one trial in this process through ``execute``; determinism is reset afterwards for the next check."""
     directory = ctx.out / "trials" / spec.trial_id
     directory.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(directory / "spec.json", spec.to_dict())
+    write_record(directory / "spec.json", spec)
     trial = ShapeTrial(spec, directory)
     try:
         code = execute(trial)
     finally:
         ctx.torch.set_deterministic_debug_mode("default")
     status = read_status(directory)
-    manifest = read_json(directory / "manifest.json") if (directory / "manifest.json").exists() else {}
+    manifest = read_manifest(directory)
     return TrialRun(spec.trial_id, directory, code, status, manifest, trial.shapes)
 
 
@@ -154,7 +155,7 @@ def check_warmup(ctx: Context) -> Check:
     if run.problem:
         return failed("warmup", "", run.problem)
     ctx.reference = run.directory / "predictions.jsonl"
-    ctx.reference_numerics = run.manifest.get("numerics", {})
+    ctx.reference_numerics = (run.manifest.numerics if run.manifest else None) or {}
     variant = spec.variant
     predicted = pass_shapes(list(ctx.workload.token_counts), variant.batch_size, variant.padding, variant.max_length,
                             variant.length_grouping)
@@ -262,5 +263,5 @@ def write_oom_trial(ctx: Context) -> Path:
     spec = dataclasses.replace(trial_spec(ctx, "oom", batch_size=OOM_BATCH_SIZE), launcher="process")
     directory = ctx.out / "trials" / "oom"
     directory.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(directory / "spec.json", spec.to_dict())
+    write_record(directory / "spec.json", spec)
     return directory

@@ -56,10 +56,10 @@ def write_campaign(
     lots: int = 2,
     trial_s: float = 60.0,
     campaign_id: str = "c0ffee00c0ffee00",
-    status_text: str | None = None,
+    trial_texts: dict[str, str] | None = None,
 ) -> Path:
-    """A finished campaign: each variant's list of statuses ('ok' = correct, complete predictions); ``status_text``
-    replaces every trial's status.json."""
+    """A finished campaign: each variant's list of statuses ('ok' = correct, complete predictions); ``trial_texts``
+    (file name → text) written into every trial's directory before raw.csv seals it."""
     root.mkdir(parents=True)
     (root / "study.toml").write_text(study_text, encoding="utf-8")
     study = load_study(root / "study.toml")
@@ -85,8 +85,8 @@ def write_campaign(
             encoding="utf-8")
         write_status(trial_dir, trial_status(trial_id, "ok" if status == "ok" else "error", completed=len(lines),
                                              expected=len(IDS), pass_s=2.0 + index / 10 if status == "ok" else None))
-        if status_text is not None:  # a status.json as a broken or older trial left it
-            (trial_dir / "status.json").write_text(status_text, encoding="utf-8")
+        for name, text in (trial_texts or {}).items():  # a status.json as a broken or older trial left it…
+            (trial_dir / name).write_text(text, encoding="utf-8")
         row = {name: "" for name in RAW_COLUMNS}
         row.update({
             "trial_id": trial_id, "variant_id": vid, "repetition": str(rep + 1), "order_index": str(index),
@@ -463,7 +463,22 @@ def test_a_job_over_campaigns_without_batches_is_refused_per_configuration(
 def test_decide_refuses_an_unreadable_status_json_naming_it(tmp_path: Path, study_text: Callable[..., str],
                                                              text: str, problem: str) -> None:
     """A status.json that is there but not a status is refused by name, never read as an empty status ({})."""
-    root = write_campaign(tmp_path / "rtx", study_text(minimum=0.5), {"batch_size=1": ["ok"]}, status_text=text)
+    root = write_campaign(tmp_path / "rtx", study_text(minimum=0.5), {"batch_size=1": ["ok"]},
+                          trial_texts={"status.json": text})
     result = run("decide", str(root), "--allow-inconsistent")
     assert result.exit_code == 2, result.output
     assert problem in result.stderr and "status.json" in result.stderr
+
+
+@pytest.mark.parametrize(("text", "problem"), [
+    ("{not json", "not valid JSON"),
+    (json.dumps({"device": {"gpu_memory_bytes": 8 * 2**30}}), "manifest.json has schema_version None"),
+])
+def test_decide_refuses_an_unreadable_manifest_json_naming_it(tmp_path: Path, study_text: Callable[..., str],
+                                                               text: str, problem: str) -> None:
+    """A manifest.json that is there but not a manifest is refused by name, never read as an empty one ({})."""
+    root = write_campaign(tmp_path / "rtx", study_text(minimum=0.5), {"batch_size=1": ["ok"]},
+                          trial_texts={"manifest.json": text})
+    result = run("decide", str(root), "--allow-inconsistent")
+    assert result.exit_code == 2, result.output
+    assert problem in result.stderr and "manifest.json" in result.stderr

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 import pytest
+from recordfiles import manifest_for, sample_spec
 
+from protocol.codec import write_record
 from protocol.predictions import ParsedPredictions, Prediction
 from protocol.tasks.classification import compare_predictions
 from runner.bundle.compare import environment_differences, render_replay, replay_differences
@@ -49,30 +50,27 @@ def test_the_quality_rule_only_asks_for_a_passing_rerun():
     ]
 
 
-def _manifest(folder: Path, data: dict) -> Path:
+def _manifest(folder: Path, **blocks: object) -> Path:
     folder.mkdir()
-    (folder / "manifest.json").write_text(json.dumps(data), encoding="utf-8")
+    write_record(folder / "manifest.json", manifest_for(sample_spec(), **blocks))
     return folder
 
 
 def test_environment_differences_name_each_changed_fact(tmp_path):
-    before = _manifest(tmp_path / "before", {
-        "software": {"torch": "2.3.0", "python": "3.12.1"}, "device": {"name": "cpu"}, "host": "not a dict",
-        "image_id": "sha256:aa", "launcher": "docker",
-    })
-    after = _manifest(tmp_path / "after", {
-        "software": {"torch": "2.4.0", "python": "3.12.1", "numpy": "2.0"}, "device": {"name": "cpu"},
-        "host": {"kernel": "6.1"}, "image_id": "sha256:aa", "launcher": "process",
-    })
+    before = _manifest(tmp_path / "before", software={"torch": "2.3.0", "python": "3.12.1"}, device={"name": "cpu"},
+                       image_id="sha256:aa", launcher="docker")
+    after = _manifest(tmp_path / "after", software={"torch": "2.4.0", "python": "3.12.1", "numpy": "2.0"},
+                      device={"name": "cpu"}, host={"kernel": "6.1"}, image_id="sha256:aa", launcher="process")
     assert environment_differences(before, after) == {
         "software.numpy": [None, "2.0"],
         "software.torch": ["2.3.0", "2.4.0"],
+        "host.kernel": [None, "6.1"],
         "launcher": ["docker", "process"],
     }
 
 
 def test_environment_differences_are_empty_when_a_manifest_is_missing(tmp_path):
-    before = _manifest(tmp_path / "before", {"software": {"torch": "2.3.0"}})
+    before = _manifest(tmp_path / "before", software={"torch": "2.3.0"})
     (tmp_path / "after").mkdir()
     assert environment_differences(before, tmp_path / "after") == {}
 
