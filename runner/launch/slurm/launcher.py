@@ -35,14 +35,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from protocol import codec
 from protocol.codec import read_record
 from protocol.errors import UserError
-from protocol.jsonio import read_json
 from protocol.records import CampaignRecord, TrialSpec
 from runner.campaign_dir.layout import CampaignPaths, log_event, now_iso
 from runner.campaign_dir.rawtable import HOST_STOP_NOTE
 from runner.launch.base import HostInterrupt, LauncherBase, LaunchResult, Placement, TrialPaths
 from runner.launch.container import save_record
+from runner.launch.launcher_file import read_launcher_file
 from runner.launch.process import ENV_FIXED
 from runner.launch.slurm.commands import SlurmCommands
 from runner.launch.slurm.jobs import JobInfo, iso_seconds_between, job_end, slurm_seconds_between
@@ -324,9 +325,10 @@ class SlurmLauncher(LauncherBase):
     def stop_leftover(self, trial_dir: Path) -> LaunchResult | None:
         """The trial's last job stopped if it still runs; what Slurm and the job said of its end."""
         try:
-            record = read_json(trial_dir / "launcher.json")
+            recorded = read_launcher_file(trial_dir)
+            record = codec.to_dict(recorded) if recorded is not None else {}
             job = record["jobs"][-1]
-        except (UserError, KeyError, IndexError, TypeError):
+        except (UserError, KeyError, IndexError, TypeError):  # no job recorded: nothing of it to stop
             return None
         info = self.slurm.job(job["job_id"])
         if info is not None and not info.final:
