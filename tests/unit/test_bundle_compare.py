@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import pytest
 from recordfiles import manifest_for, sample_spec
 
 from protocol.codec import write_record
+from protocol.errors import UserError
 from protocol.predictions import ParsedPredictions, Prediction
 from protocol.tasks.classification import compare_predictions
 from runner.bundle.compare import environment_differences, render_replay, replay_differences
@@ -120,3 +122,13 @@ def test_render_replay_says_when_it_differs_and_is_not_exact():
     assert ": DIFFERS: labels differ: agreement 0.5000\n" in text
     assert text.endswith("Result: the replay DIFFERS (bounded).\n")
     assert not _report().matches  # no trial replayed is no match
+
+
+def test_replay_json_round_trips_and_is_read_strictly():
+    report = _report(_trial(True), _trial(False, ("the replay ended with status oom",)))
+    data = json.loads(json.dumps(report.to_dict()))
+    assert data["matches"] is False  # derived, written for readers
+    assert ReplayReport.from_dict(data) == report
+    data["trials"][0]["replay_metric"] = "0.9"
+    with pytest.raises(UserError, match=r"key 'trials\[0\].replay_metric' must be a number or null, got '0.9'"):
+        ReplayReport.from_dict(data, "r/replay.json")
