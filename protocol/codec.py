@@ -259,7 +259,7 @@ def _union(options: tuple[Any, ...], value: Any, key: str) -> Any:
 
 
 def _sequence(hint: Any, origin: Any, value: Any, key: str) -> Any:
-    if not isinstance(value, list):
+    if not isinstance(value, list | tuple):  # a tuple: a dict built in memory (JSON gives lists)
         raise _Mismatch(f"key {key!r} must be {describe(hint)}, got {_shown(value)}")
     args = typing.get_args(hint)
     if origin is list:
