@@ -83,7 +83,7 @@ def write_campaign(
         (trial_dir / "predictions.jsonl").write_text(
             "".join(json.dumps({"id": i, "label": LABELS[IDS.index(i)], "score": 0.9}) + "\n" for i in lines),
             encoding="utf-8")
-        write_status(trial_dir, trial_status(trial_id, "ok" if status == "ok" else "error", completed=len(lines),
+        write_status(trial_dir, trial_status(trial_id, status, completed=len(lines),
                                              expected=len(IDS), pass_s=2.0 + index / 10 if status == "ok" else None))
         for name, text in (trial_texts or {}).items():  # a status.json as a broken or older trial left it…
             (trial_dir / name).write_text(text, encoding="utf-8")
