@@ -13,10 +13,12 @@ is :class:`protocol.rawrecord.RawRecord`.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, ClassVar
 
+from protocol import codec
+from protocol.codec import Schema
 from protocol.errors import UserError
 
 SCHEMA_VERSION = 1
@@ -42,25 +44,6 @@ WRONG_BUILD_ERROR = "torch build does not match the study's stack"
 STATUSES: tuple[str, ...] = ("ok", "oom", "error", "interrupted", "timeout", "refused")
 
 
-def _check_version(data: dict[str, Any], kind: str, reads: tuple[int, ...] = (SCHEMA_VERSION,)) -> None:
-    version = data.get("schema_version")
-    if version not in reads:
-        raise UserError(
-            f"{kind} has schema_version {version!r}; this isocost reads {' or '.join(map(str, reads))}",
-            kind,
-            "Use the isocost version that wrote it, or re-run the stage that produced it.",
-        )
-
-
-def _from_dict(cls: Any, data: dict[str, Any], kind: str, reads: tuple[int, ...] = (SCHEMA_VERSION,)) -> Any:
-    _check_version(data, kind, reads)
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - names - {"schema_version"})
-    if unknown:
-        raise UserError(f"{kind} has unknown fields {unknown}", kind, "Was it written by a newer isocost?")
-    return cls(**{k: v for k, v in data.items() if k in names})
-
-
 @dataclass(frozen=True)
 class Variant:
     """One fully specified configuration. ``variant_id`` is derived from the series."""
@@ -81,22 +64,18 @@ class Variant:
     seed: int
     deterministic: bool
     series: tuple[str, ...] = ()
+    CODEC: ClassVar[Schema] = Schema("variant", SCHEMA_VERSION)
 
     def config(self) -> dict[str, Any]:
         """The configuration fields only (what defines the variant)."""
         return {name: getattr(self, name) for name in VARIANT_FIELDS}
 
     def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data["series"] = list(self.series)
-        data["schema_version"] = SCHEMA_VERSION
-        return data
+        return codec.to_dict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Variant:
-        data = dict(data)
-        data["series"] = tuple(data.get("series", ()))
-        return _from_dict(cls, data, "variant")
+    def from_dict(cls, data: dict[str, Any], where: str = "variant") -> Variant:
+        return codec.from_dict(cls, data, where)
 
 
 @dataclass(frozen=True)
@@ -109,7 +88,7 @@ class WarmupRule:
     recompilation: str  # "warmup": compile/recompile cost is charged to warm-up
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return codec.to_dict(self)
 
 
 @dataclass(frozen=True)
@@ -145,25 +124,14 @@ class TrialSpec:
     #: What the task needs beyond the variant (e.g. an embedding's pooling), as the study declares it.
     task_options: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SPEC_SCHEMA_VERSION
+    CODEC: ClassVar[Schema] = Schema("spec.json", SPEC_SCHEMA_VERSION, _SPEC_READS)
 
     def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data["variant"] = self.variant.to_dict()
-        data["warmup_texts"] = list(self.warmup_texts)
-        data["warmup_shapes"] = [list(shape) for shape in self.warmup_shapes]
-        return data
+        return codec.to_dict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TrialSpec:
-        data = dict(data)
-        _check_version(data, "trial spec", _SPEC_READS)
-        data["variant"] = Variant.from_dict(data["variant"])
-        data["warmup"] = WarmupRule(**data["warmup"])
-        data["warmup_texts"] = tuple(data["warmup_texts"])
-        data["input_buckets"] = dict(data.get("input_buckets") or {})
-        data["warmup_shapes"] = tuple((int(r), int(n)) for r, n in data.get("warmup_shapes") or ())
-        data["task_options"] = dict(data.get("task_options") or {})
-        return _from_dict(cls, data, "trial spec", _SPEC_READS)
+    def from_dict(cls, data: dict[str, Any], where: str = "spec.json") -> TrialSpec:
+        return codec.from_dict(cls, data, where)
 
 
 @dataclass(frozen=True)
@@ -180,7 +148,7 @@ class PhaseTimes:
     trial_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return codec.to_dict(self)
 
 
 @dataclass(frozen=True)
@@ -197,7 +165,7 @@ class MemoryPeaks:
     device_used_max_bytes: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return codec.to_dict(self)
 
 
 @dataclass(frozen=True)
@@ -225,23 +193,22 @@ class TrialStatus:
     #: in ``empty_reasons`` when the variant does not compile.
     pass_compilations: int | None = None
     schema_version: int = TRIAL_SCHEMA_VERSION
+    CODEC: ClassVar[Schema] = Schema("status.json", TRIAL_SCHEMA_VERSION, _TRIAL_READS,
+                                     upgrade=lambda data, version: _status_upgrade(data))
 
     def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data["phases"] = self.phases.to_dict()
-        data["memory"] = self.memory.to_dict()
-        return data
+        return codec.to_dict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TrialStatus:
-        data = dict(data)
-        _check_version(data, "trial status", _TRIAL_READS)
-        if data["schema_version"] == 1:
-            for kind in ("gpu", "cpu"):
-                data.setdefault(f"{kind}_energy_reason", "not recorded: status.json schema_version 1")
-        data["phases"] = PhaseTimes(**data["phases"])
-        data["memory"] = MemoryPeaks(**data["memory"])
-        return _from_dict(cls, data, "trial status", _TRIAL_READS)
+    def from_dict(cls, data: dict[str, Any], where: str = "status.json") -> TrialStatus:
+        return codec.from_dict(cls, data, where)
+
+
+def _status_upgrade(data: dict[str, Any]) -> dict[str, Any]:
+    """A version 1 status.json: the energy reasons it could not record."""
+    for kind in ("gpu", "cpu"):
+        data.setdefault(f"{kind}_energy_reason", "not recorded: status.json schema_version 1")
+    return data
 
 
 def csv_cell(value: Any) -> str:
@@ -271,9 +238,15 @@ class Rental:
 
     gpu: str
     lots: int
+    CODEC: ClassVar[Schema] = Schema("rental", check=lambda rental: _rental_problem(rental))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"gpu": self.gpu, "lots": self.lots}
+        return codec.to_dict(self)
+
+
+def _rental_problem(rental: Rental) -> str:
+    from protocol.costing.plans import MAX_LOTS
+    return "" if 1 <= rental.lots <= MAX_LOTS else f"rental needs lots from 1 to {MAX_LOTS}, got {rental.lots}"
 
 
 @dataclass(frozen=True)
@@ -290,13 +263,14 @@ class InputFacts:
     inputs: int | None = None
     content_fingerprint: str | None = None
     index_sha256: str | None = None
+    CODEC: ClassVar[Schema] = Schema("input facts", omit_none=True)
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+        return codec.to_dict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> InputFacts:
-        return cls(**data)
+        return codec.from_dict(cls, data, "input facts")
 
 
 @dataclass(frozen=True)
@@ -307,7 +281,7 @@ class HostFacts:
     cpu_count: int | None
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return codec.to_dict(self)
 
 
 @dataclass(frozen=True)
@@ -319,7 +293,7 @@ class CatalogFacts:
     sha256: str
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return codec.to_dict(self)
 
 
 @dataclass(frozen=True)
@@ -351,17 +325,18 @@ class CampaignRecord:
     variants: tuple[Variant, ...] = ()
     repetitions: int = 0
     order: str = ""
-    launcher: dict[str, str] = field(default_factory=dict)
+    launcher: dict[str, Any] = field(default_factory=dict)
     host: HostFacts | None = None
     rental: Rental | None = None
     catalog: CatalogFacts | None = None
     empty_reasons: dict[str, str] = field(default_factory=dict)
     seen_corpus_reuse: dict[str, Any] | None = None
     schema_version: int = CAMPAIGN_SCHEMA_VERSION
+    CODEC: ClassVar[Schema] = Schema("campaign.json", CAMPAIGN_SCHEMA_VERSION)
 
     @property
     def launcher_kind(self) -> str:
-        return self.launcher.get("kind", "")
+        return str(self.launcher.get("kind", ""))
 
     @property
     def corpus_inputs(self) -> int:
@@ -377,38 +352,12 @@ class CampaignRecord:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object written as campaign.json (``from_dict(d).to_dict() == d`` for what isocost writes)."""
-        def nested(value: Any) -> Any:
-            return value.to_dict() if value is not None else None
-
-        data: dict[str, Any] = {
-            "schema_version": self.schema_version, "campaign_id": self.campaign_id, "created_at": self.created_at,
-            "setup_started_at": self.setup_started_at, "isocost_version": self.isocost_version,
-            "raw_schema_version": self.raw_schema_version, "study_name": self.study_name,
-            "study_path": self.study_path, "study_sha256": self.study_sha256, "question": self.question,
-            "corpus": nested(self.corpus), "tuning": nested(self.tuning), "model": nested(self.model),
-            "warmup": nested(self.warmup), "warmup_texts": list(self.warmup_texts),
-            "warmup_ids": list(self.warmup_ids), "variants": [v.to_dict() for v in self.variants],
-            "repetitions": self.repetitions, "order": self.order, "launcher": dict(self.launcher),
-            "host": nested(self.host), "rental": nested(self.rental), "catalog": nested(self.catalog),
-            "empty_reasons": dict(self.empty_reasons), "seen_corpus_reuse": self.seen_corpus_reuse,
-        }
-        return data
+        return codec.to_dict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str = "campaign.json") -> CampaignRecord:
         """Read campaign.json; refuses another schema_version, unknown keys and malformed values."""
-        check_campaign_version(data, where)
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - names)
-        if unknown:
-            raise UserError(f"campaign.json has unknown fields {unknown}", where,
-                            "Was it written by a newer isocost? Read it with the version that wrote it.")
-        try:
-            return cls(**{key: _CAMPAIGN_READERS.get(key, _same)(value) for key, value in data.items()})
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise UserError(f"campaign.json is malformed ({type(exc).__name__}: {str(exc)[:200]})", where,
-                            "It was changed after `isocost run` wrote it: restore it from a backup or bundle.") \
-                from None
+        return codec.from_dict(cls, data, where)
 
 
 def check_campaign_version(data: dict[str, Any], where: str) -> None:
@@ -421,52 +370,30 @@ def check_campaign_version(data: dict[str, Any], where: str) -> None:
         )
 
 
-def _same(value: Any) -> Any:
-    return value
+def read_status(trial_dir: Path) -> TrialStatus | None:
+    """A trial's status.json, typed; None when the trial wrote none (it crashed before), UserError naming the file
+    and the key when it is there but not a status this isocost reads (never read as an empty status)."""
+    path = trial_dir / "status.json"
+    if not path.exists():
+        return None
+    return codec.read_record(path, TrialStatus)
 
 
-def _optional(read: Any) -> Any:
-    return lambda value: None if value is None else read(value)
+# -- events.jsonl ----------------------------------------------------------------------------------
 
+#: One line of ``events.jsonl``. History: 1: lines without ``schema_version`` (still read);
+#: 2: every line carries ``schema_version``.
+EVENT_SCHEMA_VERSION = 2
+@dataclass(frozen=True)
+class CampaignEvent:
+    """One timestamp of a campaign phase (``events.jsonl``; its ``chain_sha256`` belongs to the log, not here).
 
-def _strings(value: Any) -> tuple[str, ...]:
-    if isinstance(value, str) or not all(isinstance(item, str) for item in value):
-        raise TypeError("expected a list of strings")
-    return tuple(value)
+    ``trial_id`` for a trial's events, ``job_id`` for a Slurm job's; neither is written when None.
+    """
 
-
-def _int(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"expected an integer, found {type(value).__name__}")
-    return value
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise TypeError(f"expected an object, found {type(value).__name__}")
-    return dict(value)
-
-
-def _rental(data: dict[str, Any]) -> Rental:
-    from protocol.costing.plans import MAX_LOTS
-    if not isinstance(data.get("gpu"), str) or not 1 <= _int(data.get("lots")) <= MAX_LOTS:
-        raise ValueError(f"rental needs a GPU name and lots from 1 to {MAX_LOTS}")
-    return Rental(**data)
-
-
-_CAMPAIGN_READERS: dict[str, Any] = {
-    "corpus": _optional(InputFacts.from_dict),
-    "tuning": _optional(InputFacts.from_dict),
-    "model": _optional(InputFacts.from_dict),
-    "warmup": _optional(lambda d: WarmupRule(**d)),
-    "warmup_texts": _strings,
-    "warmup_ids": _strings,
-    "variants": lambda items: tuple(Variant.from_dict(_dict(v)) for v in items),
-    "repetitions": _int,
-    "launcher": _dict,
-    "host": _optional(lambda d: HostFacts(**d)),
-    "rental": _optional(lambda d: _rental(_dict(d))),
-    "catalog": _optional(lambda d: CatalogFacts(**d)),
-    "empty_reasons": _dict,
-    "seen_corpus_reuse": _optional(_dict),
-}
+    at: str
+    event: str
+    trial_id: str | None = field(default=None, metadata=codec.OMIT_NONE)
+    job_id: str | None = field(default=None, metadata=codec.OMIT_NONE)
+    CODEC: ClassVar[Schema] = Schema("events.jsonl line", EVENT_SCHEMA_VERSION, (1, EVENT_SCHEMA_VERSION),
+                                     unversioned=1)

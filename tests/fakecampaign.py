@@ -31,11 +31,13 @@ ROOT = TESTS.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(TESTS))
 
+from recordfiles import manifest_for  # noqa: E402
 from workspace import WORDS, write_workspace  # noqa: E402
 
-from protocol.jsonio import read_json, write_json_atomic  # noqa: E402
+from protocol.codec import read_record, write_record  # noqa: E402
 from protocol.records import MemoryPeaks, PhaseTimes, TrialSpec, TrialStatus  # noqa: E402
 from runner.launch.base import LauncherBase, LaunchResult, TrialPaths  # noqa: E402
+from runner.launch.launcher_file import write_launcher_file  # noqa: E402
 
 SCRIPT = Path(__file__).resolve()
 
@@ -83,7 +85,7 @@ class FakeLauncher(LauncherBase):
         with open(paths.log, "ab") as log:
             proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
             if not os.environ.get("ISOCOST_FAKE_NO_LAUNCHER_JSON"):  # set: the host died before writing it
-                write_json_atomic(paths.trial_dir / "launcher.json", {"pid": proc.pid, "command": command})
+                write_launcher_file(paths.trial_dir, {"pid": proc.pid, "command": command})
             proc.wait()
         return LaunchResult(exit_code=proc.returncode, wall_s=time.monotonic() - start)
 
@@ -93,16 +95,11 @@ def _now() -> str:
 
 
 def fake_trial(spec_path: Path, out: Path) -> int:
-    spec = TrialSpec.from_dict(read_json(spec_path))
+    spec = read_record(spec_path, TrialSpec)
     started = _now()
     t0 = time.monotonic()
     records = [json.loads(line) for line in Path(spec.corpus_path).read_text(encoding="utf-8").splitlines()]
-    write_json_atomic(out / "manifest.json", {
-        "trial_id": spec.trial_id, "variant": spec.variant.to_dict(), "campaign_id": spec.campaign_id,
-        "study_sha256": spec.study_sha256, "corpus_fingerprint": spec.corpus_fingerprint,
-        "model_fingerprint": spec.model_fingerprint, "repetition": spec.repetition,
-        "order_index": spec.order_index, "attempt": spec.attempt,
-    })
+    write_record(out / "manifest.json", manifest_for(spec, started_at=started))
     delay = float(os.environ.get("ISOCOST_FAKE_TRIAL_S", "0.05")) / max(len(records), 1)
     with open(out / "predictions.jsonl", "w", encoding="utf-8") as handle:
         for record in records:
@@ -114,7 +111,7 @@ def fake_trial(spec_path: Path, out: Path) -> int:
     status = TrialStatus(trial_id=spec.trial_id, status="ok", completed=len(records), expected=len(records),
                          phases=PhaseTimes(pass_s=pass_s, trial_s=pass_s), memory=MemoryPeaks(),
                          truncated_count=0, started_at=started, ended_at=_now())
-    write_json_atomic(out / "status.json", status.to_dict())
+    write_record(out / "status.json", status)
     return 0
 
 

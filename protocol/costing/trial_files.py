@@ -20,6 +20,7 @@ from typing import Any
 from protocol.costing.batch_fit import Batch
 from protocol.errors import UserError
 from protocol.jsonio import loads_unique
+from protocol.records import TrialStatus
 
 BATCHES_FILE = "batches.jsonl"
 _SETUP_PHASES = ("imports_s", "load_s", "warmup_s")
@@ -121,15 +122,16 @@ def energy_fields(status: dict[str, Any]) -> dict[str, Any]:
     return energy
 
 
-def trial_record(trial_dir: Path, status: dict[str, Any]) -> TrialRecord:
-    """Read one trial's ``batches.jsonl`` and the set-up and energy fields of its status.json."""
+def trial_record(trial_dir: Path, status: TrialStatus | None) -> TrialRecord:
+    """Read one trial's ``batches.jsonl``; the set-up and energy fields of its status (None: it wrote none)."""
     path = trial_dir / BATCHES_FILE
     batches: tuple[Batch, ...] | None = read_batches(path) if path.exists() else None
+    fields = status.to_dict() if status is not None else {}
     return TrialRecord(
         batches=batches,
         batches_reason="" if batches is not None else f"no {BATCHES_FILE} in {trial_dir} (the trial predates it)",
-        setup_s=setup_seconds(status),
-        **energy_fields(status),
+        setup_s=setup_seconds(fields),
+        **energy_fields(fields),
     )
 
 

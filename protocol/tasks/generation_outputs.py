@@ -21,7 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from protocol.codec import read_record
+from protocol.errors import UserError
 from protocol.jsonio import DuplicateKeyError, loads_unique
+from protocol.manifest import Manifest
 
 OUTPUT_FILE = "generations.jsonl"
 KEYS = frozenset({"id", "tokens", "text", "n_tokens", "top_ids", "top_logprobs"})
@@ -61,13 +64,13 @@ class ParsedGenerations:
 
 
 def read_vocab_size(manifest: Path) -> int | None:
-    """``model.vocab_size`` of the trial's manifest, or None when absent or unreadable."""
+    """``model.vocab_size`` of the trial's manifest, or None when absent or not a manifest (the campaign checks name
+    an unreadable manifest; the generations are then read without the vocabulary bound)."""
     try:
-        record = loads_unique(manifest.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
+        record = read_record(manifest, Manifest)
+    except UserError:
         return None
-    model = record.get("model") if isinstance(record, dict) else None
-    size = model.get("vocab_size") if isinstance(model, dict) else None
+    size = (record.model or {}).get("vocab_size")
     return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else None
 
 

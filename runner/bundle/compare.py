@@ -13,8 +13,9 @@ import math
 from pathlib import Path
 from typing import Any
 
+from protocol.codec import read_record
 from protocol.errors import UserError
-from protocol.jsonio import read_json
+from protocol.manifest import Manifest
 from protocol.records import csv_cell
 from protocol.validate import Agreement
 from runner.bundle.records import ReplayReport
@@ -56,21 +57,19 @@ def replay_differences(
 def environment_differences(original_dir: Path, replay_dir: Path) -> dict[str, list[Any]]:
     """Software, device and host facts that differ between the two manifests (informative)."""
     try:
-        before = read_json(original_dir / "manifest.json")
-        after = read_json(replay_dir / "manifest.json")
-    except UserError:
+        before = read_record(original_dir / "manifest.json", Manifest)
+        after = read_record(replay_dir / "manifest.json", Manifest)
+    except UserError:  # informative only: the replay's verdicts are judged on the predictions
         return {}
     differences: dict[str, list[Any]] = {}
     for section in ("software", "device", "host"):
-        old, new = before.get(section) or {}, after.get(section) or {}
-        if not isinstance(old, dict) or not isinstance(new, dict):
-            continue
+        old, new = getattr(before, section) or {}, getattr(after, section) or {}
         for key in sorted(set(old) | set(new)):
             if old.get(key) != new.get(key):
                 differences[f"{section}.{key}"] = [old.get(key), new.get(key)]
     for key in ("image_id", "image_digest", "launcher"):
-        if before.get(key) != after.get(key):
-            differences[key] = [before.get(key), after.get(key)]
+        if getattr(before, key) != getattr(after, key):
+            differences[key] = [getattr(before, key), getattr(after, key)]
     return differences
 
 

@@ -47,7 +47,7 @@ from runner.bundle.records import (
 from runner.bundle.verify import verify_bundle
 from runner.campaign_dir.findings import MALFORMED
 from runner.campaign_dir.integrity import check_campaign
-from runner.campaign_dir.layout import load_record, read_event_lines, read_rows
+from runner.campaign_dir.layout import load_record, read_events, read_rows
 from runner.campaign_dir.slots import planned_slots, unfinished_slots
 
 #: Files every bundled campaign has (the last four: `isocost summarize` writes them).
@@ -325,8 +325,8 @@ def _frozen_study(root: Path, campaign: CampaignRecord) -> Study | None:
 
 def _ledger(root: Path, campaign: CampaignRecord, study: Study | None, catalog: str) -> dict[str, Any]:
     """What a rental ledger entry is matched on: host, rental, the campaign's dates, the deadline."""
-    events = read_event_lines(root / "events.jsonl")
-    stamps = [str(e.get("at")) for e in events if isinstance(e, dict) and e.get("at")]
+    events, _ = read_events(root / "events.jsonl")  # the campaign checks above read the same lines: they hold
+    stamps = [event.at for event in events if event.at]
     deadline = getattr(study, "deadline", None)
     reasons = dict(campaign.empty_reasons)
     if deadline is None:

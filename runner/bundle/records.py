@@ -11,15 +11,15 @@ input kind, and a model directory's fingerprint from its per-file hashes.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from protocol.errors import UserError
+from protocol import codec
+from protocol.codec import Schema
 from protocol.fingerprint import sha256_bytes
 from protocol.records import CampaignRecord, InputFacts
 from runner.campaign_dir.findings import Discrepancy
@@ -65,11 +65,7 @@ class FileEntry:
     size_bytes: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "sha256": self.sha256, "size_bytes": self.size_bytes}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> FileEntry:
-        return cls(path=str(data["path"]), sha256=str(data["sha256"]), size_bytes=int(data["size_bytes"]))
+        return codec.to_dict(self)
 
 
 @dataclass(frozen=True)
@@ -85,27 +81,11 @@ class InputRecord:
     empty_reason: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "original_path": self.original_path,
-            "fingerprint": self.fingerprint,
-            "included": self.included,
-            "archive_path": self.archive_path,
-            "files": [f.to_dict() for f in self.files],
-            "empty_reason": self.empty_reason,
-        }
+        return codec.to_dict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> InputRecord:
-        return cls(
-            kind=str(data["kind"]),
-            original_path=str(data["original_path"]),
-            fingerprint=str(data["fingerprint"]),
-            included=bool(data["included"]),
-            archive_path=str(data["archive_path"]),
-            files=tuple(FileEntry.from_dict(f) for f in data["files"]),
-            empty_reason=str(data.get("empty_reason", "")),
-        )
+    def from_dict(cls, data: dict[str, Any], where: str = MANIFEST_NAME) -> InputRecord:
+        return codec.from_dict(cls, data, where)
 
 
 @dataclass(frozen=True)
@@ -126,55 +106,16 @@ class BundleManifest:
     files: tuple[FileEntry, ...]
     empty_reasons: dict[str, str] = field(default_factory=dict)
     schema_version: int = BUNDLE_SCHEMA_VERSION
+    CODEC: ClassVar[Schema] = Schema(MANIFEST_NAME, BUNDLE_SCHEMA_VERSION)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": self.schema_version,
-            "campaign_id": self.campaign_id,
-            "study_name": self.study_name,
-            "study_sha256": self.study_sha256,
-            "created_at": self.created_at,
-            "isocost_version": self.isocost_version,
-            "ledger": self.ledger,
-            "inputs": [i.to_dict() for i in self.inputs],
-            "trials": list(self.trials),
-            "unfinished_slots": list(self.unfinished_slots),
-            "catalog": self.catalog,
-            "images_lock": self.images_lock,
-            "files": [f.to_dict() for f in self.files],
-            "empty_reasons": self.empty_reasons,
-        }
+        return codec.to_dict(self)
 
     @classmethod
-    def from_dict(cls, data: Any) -> BundleManifest:
-        if not isinstance(data, dict):
-            raise UserError("BUNDLE.json is not a JSON object", MANIFEST_NAME, "This is not an isocost bundle.")
-        version = data.get("schema_version")
-        if version != BUNDLE_SCHEMA_VERSION:
-            raise UserError(
-                f"BUNDLE.json has schema_version {version!r}; this isocost reads {BUNDLE_SCHEMA_VERSION}",
-                MANIFEST_NAME,
-                "Verify it with the isocost version that wrote it (see isocost_version inside).",
-            )
-        try:
-            return cls(
-                campaign_id=str(data["campaign_id"]),
-                study_name=str(data["study_name"]),
-                study_sha256=str(data["study_sha256"]),
-                created_at=str(data["created_at"]),
-                isocost_version=str(data["isocost_version"]),
-                ledger=dict(data["ledger"]),
-                inputs=tuple(InputRecord.from_dict(i) for i in data["inputs"]),
-                trials=tuple(str(t) for t in data["trials"]),
-                unfinished_slots=tuple(str(t) for t in data["unfinished_slots"]),
-                catalog=str(data["catalog"]),
-                images_lock=str(data["images_lock"]),
-                files=tuple(FileEntry.from_dict(f) for f in data["files"]),
-                empty_reasons=dict(data.get("empty_reasons", {})),
-            )
-        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
-            raise UserError(f"BUNDLE.json is malformed ({type(exc).__name__}: {exc})", MANIFEST_NAME,
-                            "This bundle was not written by this isocost version, or was edited.") from None
+    def from_dict(cls, data: Any, where: str = MANIFEST_NAME) -> BundleManifest:
+        """BUNDLE.json; another schema_version, an unknown or missing key, a wrong type: UserError naming the key."""
+        return codec.from_dict(cls, data, where, fix="This bundle was not written by this isocost version, or was "
+                               "edited: verify it with the version named by its isocost_version.")
 
     def input(self, kind: str) -> InputRecord | None:
         return next((i for i in self.inputs if i.kind == kind), None)
@@ -200,18 +141,7 @@ class VerifyReport:
         return self.discrepancies[0] if self.discrepancies else None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": self.schema_version,
-            "bundle": self.bundle,
-            "ok": self.ok,
-            "discrepancies": [d.to_dict() for d in self.discrepancies],
-            "files_checked": self.files_checked,
-            "bytes_checked": self.bytes_checked,
-            "campaign_id": self.campaign_id,
-            "study_sha256": self.study_sha256,
-            "trials": self.trials,
-            "inputs_included": list(self.inputs_included),
-        }
+        return codec.to_dict(self)
 
 
 def input_archive_path(kind: str, original: Path) -> str:
@@ -239,8 +169,8 @@ class InputUse:
     fingerprint: str
     source: str  # "bundle" | "--inputs" | "original path"
 
-    def to_dict(self) -> dict[str, str]:
-        return dataclasses.asdict(self)
+    def to_dict(self) -> dict[str, Any]:
+        return codec.to_dict(self)
 
 
 @dataclass(frozen=True)
@@ -267,9 +197,7 @@ class TrialReplay:
     outputs_sha256: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data["reasons"] = list(self.reasons)
-        return data
+        return codec.to_dict(self)
 
 
 @dataclass(frozen=True)
@@ -288,24 +216,18 @@ class ReplayReport:
     out_dir: str
     created_at: str
     schema_version: int = REPLAY_SCHEMA_VERSION
+    CODEC: ClassVar[Schema] = Schema("replay.json", REPLAY_SCHEMA_VERSION)
 
     @property
     def matches(self) -> bool:
         return bool(self.trials) and all(t.matches for t in self.trials)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": self.schema_version,
-            "bundle": self.bundle,
-            "bundle_sha256": self.bundle_sha256,
-            "campaign_id": self.campaign_id,
-            "study_sha256": self.study_sha256,
-            "mode": self.mode,
-            "max_score_delta": self.max_score_delta,
-            "launcher": self.launcher,
-            "inputs": [i.to_dict() for i in self.inputs],
-            "trials": [t.to_dict() for t in self.trials],
-            "matches": self.matches,
-            "out_dir": self.out_dir,
-            "created_at": self.created_at,
-        }
+        """replay.json: the record and ``matches`` (derived from the trials: written for readers, never read)."""
+        return {**codec.to_dict(self), "matches": self.matches}
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "replay.json") -> ReplayReport:
+        """replay.json, strictly (its written ``matches`` left out: it is derived from the trials)."""
+        plain = {k: v for k, v in data.items() if k != "matches"} if isinstance(data, dict) else data
+        return codec.from_dict(cls, plain, where, fix="Replay the bundle again with this isocost.")

@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from protocol.codec import read_record
 from protocol.errors import UserError
 from protocol.fingerprint import sha256_bytes, sha256_file
 from protocol.jsonio import read_json, write_json_atomic, write_text_atomic
@@ -179,7 +180,7 @@ def _prepare_replay(
     chosen = _choose_trials(requested, rows, campaign)
     uses = tuple(_resolve_input(kind, manifest, campaign, extracted, inputs_dir, allowed_roots)
                  for kind in ("corpus", "model"))
-    specs = {t: TrialSpec.from_dict(read_json(campaign_root / "trials" / t / "spec.json")) for t in chosen}
+    specs = {t: read_record(campaign_root / "trials" / t / "spec.json", TrialSpec) for t in chosen}
     launcher, launcher_facts = replay_launcher(launcher_kind, specs)
     return _Prepared(bundle_sha256, manifest, study, chosen, specs, rows, uses, launcher, launcher_facts)
 

@@ -21,7 +21,7 @@ from protocol.decision.agreement import ConfigurationOutputs
 from protocol.errors import UserError
 from protocol.jsonio import read_json
 from protocol.tasks import study_task
-from runner.bundle.records import REPLAY_SCHEMA_VERSION
+from runner.bundle.records import ReplayReport
 from runner.campaign_dir.seal import outputs_cell
 
 REPLAY_JSON = "replay.json"
@@ -42,30 +42,26 @@ def replay_configurations(replay_dir: Path, study: Any) -> tuple[str, list[Confi
     configuration per replayed variant (its accepted reruns; each rerun's files checked against the sha256
     replay.json recorded for them)."""
     path = replay_dir / "replay.json"
-    data = read_json(path)
-    if not isinstance(data, dict) or data.get("schema_version") != REPLAY_SCHEMA_VERSION:
-        version = data.get("schema_version") if isinstance(data, dict) else None
-        raise UserError(f"replay.json has schema_version {version!r}", str(path),
-                        f"This isocost reads replay.json {REPLAY_SCHEMA_VERSION}: replay the bundle again.")
-    if data.get("study_sha256") != study.sha256:
+    report = ReplayReport.from_dict(read_json(path), str(path))
+    if report.study_sha256 != study.sha256:
         raise UserError("the replay is of a bundle of another study", str(path),
                         "Compare a replay with campaigns of the study it replayed.")
     task = study_task(study)
     by_variant: dict[str, ConfigurationOutputs] = {}
-    for trial in data.get("trials") or []:
-        trial_dir = replay_dir / "trials" / str(trial.get("trial_id", ""))
-        if not trial.get("replay_accepted"):
+    for trial in report.trials:
+        trial_dir = replay_dir / "trials" / trial.trial_id
+        if not trial.replay_accepted:
             continue
-        if (outputs_cell(trial_dir, task.output_files) or "") != trial.get("outputs_sha256"):
-            raise UserError(f"the replayed outputs of {trial.get('trial_id')} are not those replay.json recorded",
+        if (outputs_cell(trial_dir, task.output_files) or "") != trial.outputs_sha256:
+            raise UserError(f"the replayed outputs of {trial.trial_id} are not those replay.json recorded",
                             str(trial_dir), "They were changed after the replay: replay the bundle again.")
-        variant = str(trial["variant_id"])
+        variant = trial.variant_id
         name = f"{variant} replayed in {replay_dir.name}"
         known = by_variant.get(variant) or ConfigurationOutputs(name, variant, [], [], [], str(replay_dir))
         by_variant[variant] = ConfigurationOutputs(
-            name, variant, [*known.metrics, trial.get("replay_metric")], [*known.outputs, task.read_pass(trial_dir)],
-            [*known.trial_ids, str(trial["trial_id"])], str(replay_dir))
-    return str(data.get("campaign_id", "")), list(by_variant.values())
+            name, variant, [*known.metrics, trial.replay_metric], [*known.outputs, task.read_pass(trial_dir)],
+            [*known.trial_ids, trial.trial_id], str(replay_dir))
+    return report.campaign_id, list(by_variant.values())
 
 
 def split_replays(dirs: list[Path]) -> tuple[list[Path], list[Path]]:

@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Any
 
 from protocol.errors import UserError
-from protocol.jsonio import read_json
 from protocol.rawrecord import RawRecord
 from protocol.records import MemoryPeaks, PhaseTimes, TrialSpec, TrialStatus, Variant, format_reasons
+from protocol.records import read_status as read_trial_status
 from protocol.shapes import warmup_shapes
 from protocol.study import Study
 from protocol.tasks import study_task
@@ -37,13 +37,12 @@ def trial_inputs(corpus_index: Path, variant: Variant) -> dict[str, Any]:
 
 
 def read_status(trial_dir: Path) -> tuple[TrialStatus | None, str]:
-    path = trial_dir / "status.json"
-    if not path.exists():
-        return None, "the trial wrote no status.json"
+    """The trial's status, or None and why: none written, or one that is not a status this isocost reads."""
     try:
-        return TrialStatus.from_dict(read_json(path)), ""
-    except (UserError, KeyError, TypeError) as exc:
+        status = read_trial_status(trial_dir)
+    except UserError as exc:
         return None, f"status.json unreadable: {exc}"
+    return status, "" if status is not None else "the trial wrote no status.json"
 
 
 def decide_status(status: TrialStatus | None, result: LaunchResult) -> str:

@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from protocol.codec import read_record
 from protocol.errors import UserError
-from protocol.jsonio import read_json
 from protocol.rawrecord import RawRecord
 from protocol.records import CampaignRecord, Rental, TrialSpec
 from protocol.schedule import Slot, attempt_trial_id
@@ -101,7 +101,7 @@ def record_orphan(study: Study, paths: CampaignPaths, reference: Any, slot: Slot
     if not spec_path.exists():
         shutil.rmtree(trial_dir)  # created but never launched: nothing ran, nothing to keep
         return None
-    spec = TrialSpec.from_dict(read_json(spec_path))
+    spec = read_record(spec_path, TrialSpec)
     seen = None
     if launcher is not None:
         seen = launcher.stop_leftover(trial_dir)

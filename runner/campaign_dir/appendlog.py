@@ -28,12 +28,15 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from protocol import codec
 from protocol.errors import UserError
 from protocol.jsonio import DuplicateKeyError, loads_unique
 from protocol.safe_read import file_kind
 from protocol.safe_write import append_whole, check_writable_target, open_append, open_fd
+
+T = TypeVar("T")
 
 CHAIN_KEY = "chain_sha256"
 #: A log larger than this is not a log isocost wrote (a campaign writes a few lines per trial).
@@ -124,6 +127,13 @@ def _parse(raw: bytes, what: str, where: str, fix: str) -> dict[str, Any]:
     if not isinstance(entry, dict):
         raise UserError(f"{what} has a line that is not a JSON object", where, fix)
     return entry
+
+
+def log_records(read: LogRead, cls: type[T], path: Path, fix: str = "") -> tuple[T, ...]:
+    """Every whole line of a read log as a record (:mod:`protocol.codec`; the chain digest is the log's, not the
+    record's): UserError naming the line and the key of the first that is not one."""
+    return tuple(codec.from_dict(cls, {k: v for k, v in entry.items() if k != CHAIN_KEY}, f"{path}, line {number}",
+                                 fix=fix) for number, entry in enumerate(read.entries, start=1))
 
 
 def require_whole(read: LogRead, path: Path, what: str, fix: str) -> None:

@@ -41,7 +41,7 @@ from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path, sha256_bytes
 from protocol.paths import check_safe_name
 from protocol.rawrecord import RawRecord
-from protocol.records import CampaignRecord, InputFacts
+from protocol.records import CampaignEvent, CampaignRecord, InputFacts
 from protocol.schedule import Slot
 from protocol.study import Study, parse_study
 from protocol.tasks import Task, index_fields, study_task
@@ -50,8 +50,7 @@ from runner.campaign_dir.layout import (
     EVENTS_FILE,
     FROZEN_CATALOG,
     read_csv_rows,
-    read_event_lines,
-    read_events_log,
+    read_events,
     writer_active,
 )
 from runner.campaign_dir.rawtable import scan
@@ -106,9 +105,10 @@ class CampaignChecks(Findings):
             return
         self._trial_dirs(rows)
         self._catalog(campaign)
-        if self._event_chain():
-            self._events(rows)
-            self._event_times(campaign, rows)
+        events = self._event_chain()
+        if events is not None:
+            self._events(rows, events)
+            self._event_times(campaign, rows, events)
         self._rentals()
         if not self.deep:
             return
@@ -291,20 +291,20 @@ class CampaignChecks(Findings):
             self.add(FROZEN_CATALOG, "sha256", f"the file hashes to {actual}, campaign.json field catalog.sha256 "
                      f"(frozen at the start) says {facts.sha256}")
 
-    def _event_chain(self) -> bool:
-        """events.jsonl's lines chain and none is cut; False when a line is unreadable (the event checks would
-        only repeat it)."""
+    def _event_chain(self) -> tuple[CampaignEvent, ...] | None:
+        """events.jsonl's events, their lines chained and none cut; None when a line is not a chained event (the
+        event checks would only repeat it)."""
         try:
-            read = read_events_log(self.root / EVENTS_FILE)
+            events, read = read_events(self.root / EVENTS_FILE)
         except UserError as exc:
             line = exc.where.rpartition(", ")[2] if ", line " in exc.where else "content"
             self.add(EVENTS_FILE, line, exc.what)
-            return False
+            return None
         if read.cut:
             self.add(EVENTS_FILE, f"line {read.cut_line}",
                      f"cut while it was written ({len(read.cut)} bytes, no line end): `isocost run STUDY --out DIR "
                      "--resume` keeps its bytes in events.jsonl.partial-N")
-        return True
+        return events
 
     def _rentals(self) -> None:
         try:
@@ -343,18 +343,14 @@ class CampaignChecks(Findings):
             elif child.name not in known:
                 self.add(f"trials/{child.name}/", "raw row", "this trial directory has no row in raw.csv")
 
-    def _events(self, rows: list[RawRecord]) -> None:
-        events = read_event_lines(self.root / "events.jsonl")
+    def _events(self, rows: list[RawRecord], events: tuple[CampaignEvent, ...]) -> None:
         started: set[str] = set()
         ended: list[str] = []
-        for number, event in enumerate(events, start=1):
-            if not isinstance(event, dict) or "event" not in event or "at" not in event:
-                self.add("events.jsonl", f"line {number}", "not a campaign event")
-                continue
-            if event["event"] == "trial_start":
-                started.add(str(event.get("trial_id")))
-            elif event["event"] == "trial_end":
-                ended.append(str(event.get("trial_id")))
+        for event in events:
+            if event.event == "trial_start":
+                started.add(str(event.trial_id))
+            elif event.event == "trial_end":
+                ended.append(str(event.trial_id))
         known = {row.trial_id for row in rows}
         for number, row in enumerate(rows, start=1):
             if row.trial_id not in started:
@@ -364,39 +360,38 @@ class CampaignChecks(Findings):
             if trial_id not in known:
                 self.add("events.jsonl", "trial_end", f"trial {trial_id!r} ended but has no row in raw.csv")
 
-    def _event_times(self, campaign: CampaignRecord, rows: list[RawRecord]) -> None:
+    def _event_times(self, campaign: CampaignRecord, rows: list[RawRecord], events: tuple[CampaignEvent, ...]) -> None:
         """Events in time order, from the recorded set-up on, none in the future; each row inside its events."""
-        stamped: list[tuple[int, dict[str, Any], datetime]] = []
-        for number, event in enumerate(read_event_lines(self.root / "events.jsonl"), start=1):
-            if isinstance(event, dict) and "at" in event:
-                moment = instant(event["at"])
-                if moment is None:
-                    self.add("events.jsonl", f"line {number}", f"time {str(event['at'])[:40]!r} is not ISO-8601")
-                else:
-                    stamped.append((number, event, moment))
+        stamped: list[tuple[int, CampaignEvent, datetime]] = []
+        for number, event in enumerate(events, start=1):
+            moment = instant(event.at)
+            if moment is None:
+                self.add("events.jsonl", f"line {number}", f"time {event.at[:40]!r} is not ISO-8601")
+            else:
+                stamped.append((number, event, moment))
         if not stamped:
             return
         started = instant(campaign.setup_started_at)
         first_number, first_event, first_at = stamped[0]
-        if started is not None and (first_event.get("event") != "setup_start" or first_at != started):
+        if started is not None and (first_event.event != "setup_start" or first_at != started):
             self.add("events.jsonl", f"line {first_number}",
-                     f"{first_event.get('event')!r} at {first_event.get('at')}, campaign.json says the set-up "
+                     f"{first_event.event!r} at {first_event.at}, campaign.json says the set-up "
                      f"started at {campaign.setup_started_at}")
         later_than = datetime.now(UTC) + CLOCK_SKEW
         previous: tuple[int, datetime] | None = None
         for number, event, moment in stamped:
             if previous is not None and moment < previous[1] - _BACKWARDS:
                 self.add("events.jsonl", f"line {number}",
-                         f"{event['at']} is earlier than line {previous[0]} ({previous[1].isoformat()}): events are "
+                         f"{event.at} is earlier than line {previous[0]} ({previous[1].isoformat()}): events are "
                          "appended in time order")
             if moment > later_than:
-                self.add("events.jsonl", f"line {number}", f"{event['at']} is in the future")
+                self.add("events.jsonl", f"line {number}", f"{event.at} is in the future")
             previous = (number, moment)
         self._rows_inside_events(stamped, rows)
 
-    def _rows_inside_events(self, stamped: list[tuple[int, dict[str, Any], datetime]], rows: list[RawRecord]) -> None:
-        starts = {str(e.get("trial_id")): m for _, e, m in stamped if e.get("event") == "trial_start"}
-        ends = {str(e.get("trial_id")): m for _, e, m in stamped if e.get("event") == "trial_end"}
+    def _rows_inside_events(self, stamped: list[tuple[int, CampaignEvent, datetime]], rows: list[RawRecord]) -> None:
+        starts = {str(e.trial_id): m for _, e, m in stamped if e.event == "trial_start"}
+        ends = {str(e.trial_id): m for _, e, m in stamped if e.event == "trial_end"}
         for number, row in enumerate(rows, start=1):
             trial_id = row.trial_id
             began, ended = instant(row.started_at), instant(row.ended_at)

@@ -23,20 +23,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
+from protocol.codec import read_record, to_dict
 from protocol.csvio import read_dicts
 from protocol.errors import UserError
-from protocol.jsonio import loads_unique, read_json
 from protocol.raw_columns import RAW_COLUMNS
 from protocol.rawrecord import RawRecord
-from protocol.records import (
-    CAMPAIGN_SCHEMA_VERSION,
-    CampaignRecord,
-    check_campaign_version,
-)
+from protocol.records import CAMPAIGN_SCHEMA_VERSION, CampaignEvent, CampaignRecord
 from protocol.safe_write import UnwritablePath, open_fd
-from runner.campaign_dir.appendlog import LogRead, append_line, read_log
+from runner.campaign_dir.appendlog import LogRead, append_line, log_records, read_log
 from runner.campaign_dir.rawtable import read_records
 
 __all__ = ["CAMPAIGN_SCHEMA_VERSION"]  # campaign.json's version, read here (defined beside its record)
@@ -145,24 +140,32 @@ def _lock_holder(fd: int) -> str:
         return "pid and host not yet written"
 
 
-def log_event(paths: CampaignPaths, kind: str, **fields: Any) -> str:
+def log_event(paths: CampaignPaths, kind: str, *, trial_id: str | None = None, job_id: str | None = None) -> str:
     """Append one timestamped campaign event (used for the campaign period), chained to the one before
     (:mod:`runner.campaign_dir.appendlog`); returns its time. A cut last line is first kept in
     ``events.jsonl.partial-N``."""
-    record = {"at": now_iso(), "event": kind, **fields}
+    event = CampaignEvent(at=now_iso(), event=kind, trial_id=trial_id, job_id=job_id)
     try:
-        append_line(paths.events, record, root=paths.root, chained=True, what=EVENTS_FILE)
+        append_line(paths.events, to_dict(event), root=paths.root, chained=True, what=EVENTS_FILE)
     except UnwritablePath:
         raise  # a link or a directory in its place: never written through, never ignored
     except (OSError, UserError):
         # Best effort: the rows carry their own timestamps; a full disk must not lose the trial's row.
         pass
-    return str(record["at"])
+    return event.at
 
 
 def read_events_log(path: Path, *, verify: bool = True) -> LogRead:
     """events.jsonl, every line checked and chained (UserError naming the line); a cut last line is returned."""
     return read_log(path, EVENTS_FILE, chained=True, verify=verify, fix=_EVENTS_FIX)
+
+
+def read_events(path: Path, *, verify: bool = True) -> tuple[tuple[CampaignEvent, ...], LogRead]:
+    """events.jsonl's lines as events, the one reader of the file: a line that is not JSON, not chained
+    (``verify``) or not an event is a UserError naming the line and the key; a cut last line is in the
+    :class:`LogRead` (whoever reads the events says what it does with one)."""
+    read = read_events_log(path, verify=verify)
+    return log_records(read, CampaignEvent, path, _EVENTS_FIX), read
 
 
 def load_record(root: Path) -> CampaignRecord:
@@ -171,12 +174,8 @@ def load_record(root: Path) -> CampaignRecord:
     paths = CampaignPaths(root)
     if not paths.campaign.exists():
         raise UserError("not a campaign directory (no campaign.json)", str(root), "Pass the --out of `isocost run`.")
-    data = read_json(paths.campaign)
-    if not isinstance(data, dict):
-        raise UserError("campaign.json is not a JSON object", str(paths.campaign),
-                        "It was changed after `isocost run` wrote it: restore it from a backup or bundle.")
-    check_campaign_version(data, str(paths.campaign))
-    return CampaignRecord.from_dict(data, str(paths.campaign))
+    return read_record(paths.campaign, CampaignRecord,
+                       fix="It was changed after `isocost run` wrote it: restore it from a backup or bundle.")
 
 
 def now_iso() -> str:
@@ -192,20 +191,6 @@ def read_csv_rows(path: Path) -> list[dict[str, str]]:
     except UnicodeDecodeError:
         raise UserError(f"{path.name} is not UTF-8 text", str(path), "Restore it from a backup or bundle.") from None
     return [row for _, row in read_dicts(text, path.name, str(path))]
-
-
-def read_event_lines(path: Path) -> list[Any]:
-    """The events as parsed objects, for the consistency checks: [] when absent; a line that is not JSON reads
-    as None (the checks name it). The chain is checked by :func:`read_events_log`."""
-    events: list[Any] = []
-    if not path.is_file():
-        return events
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            events.append(loads_unique(line))
-        except (ValueError, RecursionError):
-            events.append(None)
-    return events
 
 
 def writer_active(root: Path) -> bool:

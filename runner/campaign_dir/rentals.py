@@ -23,11 +23,13 @@ Example::
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from protocol import codec
+from protocol.codec import Schema
 from protocol.costing.catalog_file import load_catalog
 from protocol.costing.plans import MAX_LOTS
 from protocol.errors import UserError
@@ -39,7 +41,6 @@ from runner.campaign_dir.rawtable import genesis
 RENTALS_FILE = "rentals.jsonl"
 #: History: 1: first version; 2: every line chained (``chain_sha256``), the first to campaign.json's anchor.
 RENTAL_SCHEMA_VERSION = 2
-_KEYS = {"schema_version", "recorded_at", "gpu", "lots", "plan_start", "host", CHAIN_KEY}
 _RESTORE = ("rentals.jsonl is append-only: restore it from a backup or bundle, or move it away and record the "
             "rental again with `isocost rental DIR --gpu GPU --lots N`.")
 _CUT_FIX = ("The writer stopped while writing it. Record the rental again with `isocost rental DIR --gpu GPU --lots "
@@ -48,45 +49,34 @@ _CUT_FIX = ("The writer stopped while writing it. Record the rental again with `
 
 @dataclass(frozen=True)
 class RentalRecord:
+    """One line of rentals.jsonl (its ``chain_sha256`` belongs to the log); ``host`` is not written when None."""
+
     recorded_at: str
     gpu: str
     lots: int
     plan_start: str | None = None
-    host: str | None = None
+    host: str | None = field(default=None, metadata=codec.OMIT_NONE)
     schema_version: int = RENTAL_SCHEMA_VERSION
+    CODEC: ClassVar[Schema] = Schema("rental line", RENTAL_SCHEMA_VERSION)
 
     def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"schema_version": self.schema_version, "recorded_at": self.recorded_at,
-                                "gpu": self.gpu, "lots": self.lots, "plan_start": self.plan_start}
-        if self.host is not None:
-            data["host"] = self.host
-        return data
+        return codec.to_dict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str) -> RentalRecord:
-        version = data.get("schema_version")
-        if version == 1:
+        if data.get("schema_version") == 1:
             raise UserError("rental line has schema_version 1 (written before rentals were chained)", where,
                             "This isocost reads chained rentals only: move rentals.jsonl away and record the rental "
                             "again with `isocost rental DIR --gpu GPU --lots N`.")
-        if version != RENTAL_SCHEMA_VERSION:
-            raise UserError(f"rental line has schema_version {version!r}", where,
-                            f"This isocost reads {RENTAL_SCHEMA_VERSION}; use the version that wrote it.")
-        unknown = sorted(set(data) - _KEYS)
-        if unknown:
-            raise UserError(f"rental line has unknown keys {unknown}", where, _RESTORE)
-        lots, gpu = data.get("lots"), data.get("gpu")
-        if (not isinstance(gpu, str) or not gpu.strip() or not isinstance(lots, int) or isinstance(lots, bool)
-                or not 1 <= lots <= MAX_LOTS):
+        record = codec.from_dict(cls, {k: v for k, v in data.items() if k != CHAIN_KEY}, where, fix=_RESTORE)
+        if not record.gpu.strip() or not 1 <= record.lots <= MAX_LOTS:
             raise UserError(f"rental line needs a gpu name and an integer lots from 1 to {MAX_LOTS}", where, _RESTORE)
-        check_gpu_name(gpu, where)
+        check_gpu_name(record.gpu, where)
         for key in ("recorded_at", "plan_start", "host"):
-            if data.get(key) is not None and not isinstance(data.get(key), str):
-                raise UserError(f"rental line key {key} is not text", where, _RESTORE)
-            if isinstance(data.get(key), str):
-                check_plain_text(data[key], f"rental line key {key}", where, max_chars=200)
-        return cls(recorded_at=str(data.get("recorded_at", "")), gpu=gpu, lots=lots,
-                   plan_start=data.get("plan_start"), host=data.get("host"))
+            value = getattr(record, key)
+            if value is not None:
+                check_plain_text(value, f"rental line key {key}", where, max_chars=200)
+        return record
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,9 @@ changed in one ``predictions.jsonl``, or 300,000 s added to a set-up time in one
 by name.
 
 What is not sealed, and why: ``trial.log`` (the trial's own output, read by no verdict: its last line is
-copied into the row's notes when the trial wrote no status) and ``launcher.json`` (the process id and
-command a ``--resume`` uses to find a leftover trial; read by no report).
+copied into the row's notes when the trial wrote no status) and ``launcher.json`` (what the launcher recorded:
+a container's id and a Slurm trial's jobs, which ``--resume`` uses to stop a leftover trial, a process's id
+and command; read by no report).
 
 Example::
 

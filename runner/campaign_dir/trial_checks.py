@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from protocol.errors import UserError
+from protocol.manifest import Manifest
 from protocol.rawrecord import RawRecord
 from protocol.records import CampaignRecord, InputFacts, TrialSpec, TrialStatus, csv_cell
 from protocol.study import Study
@@ -50,9 +51,9 @@ class TrialChecks:
         spec_data = self.findings.json(base + "spec.json")
         if spec_data is not None:
             try:
-                spec = TrialSpec.from_dict(spec_data)
-            except (UserError, KeyError, TypeError, ValueError) as exc:
-                add(base + "spec.json", "content", f"not a trial spec ({exc})")
+                spec = TrialSpec.from_dict(spec_data, base + "spec.json")
+            except UserError as exc:
+                add(base + "spec.json", "content", f"not a trial spec ({exc.what})")
             else:
                 self._spec(row, where, base, spec)
         if not (trial_dir / "status.json").is_file():
@@ -61,11 +62,14 @@ class TrialChecks:
         else:
             self._status_file(row, where, base)
         if (trial_dir / "manifest.json").is_file():
-            manifest = self.findings.json(base + "manifest.json")
-            if isinstance(manifest, dict):
-                self._manifest(row, base, manifest)
-            elif manifest is not None:
-                add(base + "manifest.json", "content", "not a JSON object")
+            manifest_data = self.findings.json(base + "manifest.json")
+            if manifest_data is not None:
+                try:
+                    manifest = Manifest.from_dict(manifest_data, base + "manifest.json")
+                except UserError as exc:
+                    add(base + "manifest.json", "content", exc.what)
+                else:
+                    self._manifest(row, base, manifest)
         if self.study is not None and self.reference is not None:
             self._predictions(row, where, base, self.study, self.reference)
 
@@ -76,9 +80,9 @@ class TrialChecks:
         status_data = self.findings.json(base + "status.json")
         if status_data is not None:
             try:
-                status = TrialStatus.from_dict(status_data)
-            except (UserError, KeyError, TypeError, ValueError) as exc:
-                add(base + "status.json", "content", f"not a trial status ({exc})")
+                status = TrialStatus.from_dict(status_data, base + "status.json")
+            except UserError as exc:
+                add(base + "status.json", "content", f"not a trial status ({exc.what})")
             else:
                 self._status(row, where, base, status)
         if not (self.findings.root / base / "manifest.json").is_file():
@@ -123,19 +127,18 @@ class TrialChecks:
             add(base + "status.json", "completed",
                 f"{status.completed}, raw.csv {where} column completed says {row.cell('completed')}")
 
-    def _manifest(self, row: RawRecord, base: str, manifest: dict[str, Any]) -> None:
+    def _manifest(self, row: RawRecord, base: str, manifest: Manifest) -> None:
         campaign = self.campaign
-        variant: dict[str, Any] = manifest["variant"] if isinstance(manifest.get("variant"), dict) else {}
         expected: dict[str, tuple[Any, Any, str]] = {
-            "trial_id": (manifest.get("trial_id"), row.trial_id, "raw.csv"),
-            "variant.variant_id": (variant.get("variant_id"), row.variant_id, "raw.csv"),
-            "campaign_id": (manifest.get("campaign_id"), campaign.campaign_id, "campaign.json"),
-            "study_sha256": (manifest.get("study_sha256"), campaign.study_sha256, "campaign.json"),
-            "corpus_fingerprint": (manifest.get("corpus_fingerprint"), _fingerprint(campaign.corpus), "campaign.json"),
-            "model_fingerprint": (manifest.get("model_fingerprint"), _fingerprint(campaign.model), "campaign.json"),
+            "trial_id": (manifest.trial_id, row.trial_id, "raw.csv"),
+            "variant.variant_id": (manifest.variant.variant_id, row.variant_id, "raw.csv"),
+            "campaign_id": (manifest.campaign_id, campaign.campaign_id, "campaign.json"),
+            "study_sha256": (manifest.study_sha256, campaign.study_sha256, "campaign.json"),
+            "corpus_fingerprint": (manifest.corpus_fingerprint, _fingerprint(campaign.corpus), "campaign.json"),
+            "model_fingerprint": (manifest.model_fingerprint, _fingerprint(campaign.model), "campaign.json"),
         }
         for key in ("repetition", "order_index", "attempt"):
-            expected[key] = (csv_cell(manifest.get(key)), row.cell(key), "raw.csv")
+            expected[key] = (csv_cell(getattr(manifest, key)), row.cell(key), "raw.csv")
         for key, (ours, theirs, source) in expected.items():
             if ours != theirs:
                 said_by = f"raw.csv row of {row.trial_id}" if source == "raw.csv" else source

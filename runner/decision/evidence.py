@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from protocol.codec import to_dict
 from protocol.costing.catalog_file import load_catalog
 from protocol.costing.plans import Catalog, default_catalog_path
 from protocol.costing.trial_files import trial_record
@@ -23,12 +24,14 @@ from protocol.decision.ledger import parse_ledger
 from protocol.decision.rank import CampaignEvidence, Ledger
 from protocol.errors import UserError
 from protocol.jsonio import read_json
-from protocol.records import CampaignRecord, Rental
+from protocol.manifest import read_manifest
+from protocol.records import CampaignRecord, Rental, TrialStatus, read_status
 from protocol.stats import Summary
 from protocol.study import Study, load_study
 from runner.analysis.summary import summarize_campaign
 from runner.campaign_dir.appendlog import require_whole
-from runner.campaign_dir.layout import FROZEN_CATALOG, CampaignPaths, load_record, read_events_log, read_rows
+from runner.campaign_dir.layout import FROZEN_CATALOG, CampaignPaths, load_record, read_rows
+from runner.campaign_dir.layout import read_events as read_campaign_events
 from runner.campaign_dir.rentals import RENTALS_FILE, read_rentals
 
 #: Keys a trial manifest may use for the host's RAM (MemTotal from /proc/meminfo), first found wins.
@@ -36,31 +39,31 @@ HOST_MEMORY_KEYS = ("memory_total_bytes", "mem_total_bytes", "ram_total_bytes", 
 
 
 def read_events(path: Path, *, verify: bool = True) -> tuple[dict[str, Any], ...]:
-    """The campaign's events.jsonl, one dict a line (empty when the file is absent), every line checked and
-    chained; ``verify=False`` (``--allow-inconsistent``) reads edited lines as they are, a cut last one left out."""
-    read = read_events_log(path, verify=verify)
+    """The campaign's events (empty when the file is absent), one dict each for the period, every line read as
+    an event (:func:`runner.campaign_dir.layout.read_events`) and chained; ``verify=False``
+    (``--allow-inconsistent``) reads edited lines as they are, a cut last one left out."""
+    events, read = read_campaign_events(path, verify=verify)
     if verify:
         require_whole(read, path, "events.jsonl", "`isocost run STUDY --out DIR --resume` keeps its bytes in "
                       "events.jsonl.partial-N.")
-    return read.entries
+    return tuple(to_dict(event) for event in events)
 
 
-def trial_capacity(trial_dir: Path) -> TrialCapacity:
-    """Device and host memory capacities recorded by one trial (status.json, manifest.json)."""
+def trial_capacity(trial_dir: Path, status: TrialStatus | None) -> TrialCapacity:
+    """Device and host memory capacities recorded by one trial (its status, read strictly; manifest.json)."""
     device: int | None = None
     device_source = ""
     host: int | None = None
     host_source = ""
-    status = json_or_empty(trial_dir / "status.json")
-    manifest = json_or_empty(trial_dir / "manifest.json")
-    total = (status.get("memory") or {}).get("device_total_bytes")
-    if isinstance(total, int) and total > 0:
+    manifest = read_manifest(trial_dir)
+    total = status.memory.device_total_bytes if status is not None else None
+    if total is not None and total > 0:
         device, device_source = total, "status.json memory.device_total_bytes"
     else:
-        total = (manifest.get("device") or {}).get("gpu_memory_bytes")
+        total = ((manifest.device if manifest else None) or {}).get("gpu_memory_bytes")
         if isinstance(total, int) and total > 0:
             device, device_source = total, "manifest.json device.gpu_memory_bytes"
-    host_facts = manifest.get("host") or {}
+    host_facts = manifest.host if manifest else {}
     for key in HOST_MEMORY_KEYS:
         value = host_facts.get(key)
         if isinstance(value, int) and value > 0:
@@ -86,6 +89,8 @@ def load_evidence(root: Path, allow_inconsistent: bool = False) -> tuple[Campaig
         notes.append(f"study.toml in {root} hashes to {study.sha256}, not the {record.study_sha256} "
                      "recorded at the start: the frozen copy was edited")
     trial_ids = [row.trial_id for row in rows]
+    # A status.json that is there but unreadable is refused by name, never read as an empty status.
+    statuses = {trial_id: read_status(paths.trial_dir(trial_id)) for trial_id in trial_ids}
     evidence = CampaignEvidence(
         label=str(root),
         campaign_id=record.campaign_id,
@@ -108,11 +113,9 @@ def load_evidence(root: Path, allow_inconsistent: bool = False) -> tuple[Campaig
         events=read_events(paths.events, verify=not allow_inconsistent),
         summary=summary,
         accepted_trials=frozenset(str(v["trial_id"]) for v in verdicts if v.get("corpus_accepted")),
-        capacities={trial_id: trial_capacity(paths.trial_dir(trial_id)) for trial_id in trial_ids},
+        capacities={trial_id: trial_capacity(paths.trial_dir(trial_id), statuses[trial_id]) for trial_id in trial_ids},
         notes=tuple([banner] if banner else []) + tuple(notes),
-        trials={trial_id: trial_record(paths.trial_dir(trial_id),
-                                       json_or_empty(paths.trial_dir(trial_id) / "status.json"))
-                for trial_id in trial_ids},
+        trials={trial_id: trial_record(paths.trial_dir(trial_id), statuses[trial_id]) for trial_id in trial_ids},
     )
     return evidence, study, record
 
@@ -186,14 +189,3 @@ def read_ledger(path: Path) -> Ledger:
     except UnicodeDecodeError:
         raise UserError("expenses ledger is not UTF-8 text", str(path), "Save it as UTF-8 CSV.") from None
     return parse_ledger(text, str(path))
-
-
-def json_or_empty(path: Path) -> dict[str, Any]:
-    """A trial's JSON file, or {} when absent or unreadable (a crashed trial may leave none)."""
-    if not path.exists():
-        return {}
-    try:
-        data = read_json(path)
-    except UserError:
-        return {}
-    return data if isinstance(data, dict) else {}

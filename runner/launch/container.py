@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from protocol.errors import UserError
-from protocol.jsonio import read_json, write_json_atomic
+from protocol.records import read_status
 from protocol.safe_write import write_binary
 from runner.launch.base import HostInterrupt, LaunchResult
 from runner.launch.engine import docker_sdk
+from runner.launch.launcher_file import write_launcher_file
 
 #: Where the trial sees its inputs and its output directory.
 CONTAINER_IN = "/in"
@@ -86,7 +87,7 @@ def save_record(trial_dir: Path, record: dict[str, Any]) -> None:
     """Write launcher.json; a full disk must not lose the trial's row (the failure goes into its notes)."""
     record.pop("not_saved", None)
     try:
-        write_json_atomic(trial_dir / "launcher.json", record)
+        write_launcher_file(trial_dir, record)
     except OSError as exc:
         record["not_saved"] = f"launcher.json not written: {exc.strerror}"
 
@@ -94,9 +95,12 @@ def save_record(trial_dir: Path, record: dict[str, Any]) -> None:
 def launch_overhead_s(trial_dir: Path, created_at: str) -> float | None:
     """Container create → the trial's own clock start (``started_at`` in status.json)."""
     try:
-        started = read_json(trial_dir / "status.json").get("started_at")
-        return max((datetime.fromisoformat(started) - datetime.fromisoformat(created_at)).total_seconds(), 0.0)
-    except (UserError, ValueError, TypeError, AttributeError):
+        status = read_status(trial_dir)
+        if status is None:
+            return None
+        started = datetime.fromisoformat(status.started_at)
+        return max((started - datetime.fromisoformat(created_at)).total_seconds(), 0.0)
+    except (UserError, ValueError, TypeError):  # an unreadable status (the row names it), naive and aware times
         return None
 
 

@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 from protocol.errors import UserError
-from protocol.jsonio import read_json
 from runner.launch.container import remove_leftover_containers
+from runner.launch.launcher_file import read_launcher_file
 
 
 def stop_leftover(trial_dir: Path) -> None:
@@ -45,15 +45,11 @@ def stop_leftover(trial_dir: Path) -> None:
 
 def _recorded_container(trial_dir: Path) -> str:
     """The container id the launcher wrote to launcher.json ("" when there is none)."""
-    pid_file = trial_dir / "launcher.json"
-    if not pid_file.exists():
-        return ""
     try:
-        record = read_json(pid_file)
-    except (UserError, ValueError, TypeError):
+        record = read_launcher_file(trial_dir)
+    except UserError:  # the container is still found by the trial-directory label
         return ""
-    container_id = record.get("container_id") if isinstance(record, dict) else None
-    return str(container_id) if container_id else ""
+    return (record.container_id or "") if record is not None else ""
 
 
 def _kill(pid: int) -> None:

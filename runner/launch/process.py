@@ -9,10 +9,10 @@ import sys
 import time
 from pathlib import Path
 
-from protocol.jsonio import write_json_atomic
 from protocol.safe_write import write_binary
 from runner.campaign_dir.rawtable import HOST_STOP_NOTE
 from runner.launch.base import HostInterrupt, LauncherBase, LaunchResult, TrialPaths
+from runner.launch.launcher_file import write_launcher_file
 from runner.trial.measure import clock
 
 #: Environment variables a trial may inherit; everything else is dropped.
@@ -87,8 +87,8 @@ class ProcessLauncher(LauncherBase):
             notes = []
             try:
                 try:
-                    write_json_atomic(paths.trial_dir / "launcher.json", {"pid": proc.pid, "command": command})
-                except OSError as exc:  # only needed to stop a leftover trial on --resume
+                    write_launcher_file(paths.trial_dir, {"pid": proc.pid, "command": command})
+                except OSError as exc:  # forensics only: a leftover trial is found by its command line
                     notes.append(f"launcher.json not written: {exc.strerror}")
                 proc.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:

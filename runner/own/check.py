@@ -30,10 +30,10 @@ from protocol.costing.catalog_file import load_catalog
 from protocol.costing.plans import default_catalog_path
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
-from protocol.jsonio import read_json, write_json_atomic
+from protocol.jsonio import write_json_atomic
 from protocol.memory import ModelShape, estimate
 from protocol.paths import allowed_roots, check_allowed_root
-from protocol.records import TrialSpec
+from protocol.records import TrialSpec, read_status
 from protocol.safe_write import make_dirs, write_text_atomic
 from protocol.schedule import rotated_schedule
 from protocol.study import load_study
@@ -351,12 +351,11 @@ def _probe(study: Study) -> tuple[float, str]:
     write_json_atomic(trial_dir / "spec.json", spec.to_dict(), trial_dir)
     result = ProcessLauncher().run(TrialPaths(trial_dir=trial_dir, corpus=corpus_path, model=study.model.path),
                                    study.campaign.trial_timeout_s)
-    status = read_json(trial_dir / "status.json") if (trial_dir / "status.json").exists() else {}
-    phases = status.get("phases") or {}
-    if status.get("status") != "ok" or phases.get("pass_s") is None:
-        raise UserError(f"the one-batch probe ended {status.get('status', 'without a status')}",
+    status = read_status(trial_dir)
+    pass_s = status.phases.pass_s if status is not None else None
+    if status is None or status.status != "ok" or pass_s is None:
+        raise UserError(f"the one-batch probe ended {status.status if status else 'without a status'}",
                         str(trial_dir / "trial.log"), "Read the log: `isocost run` would fail the same way.")
-    pass_s = float(phases["pass_s"])
     fixed_s = max(0.0, (result.wall_s or pass_s) - pass_s)
     per_input_s = pass_s / len(batch)
     per_trial = fixed_s + per_input_s * n_corpus

@@ -31,8 +31,8 @@ from typing import Any
 from protocol.corpus import Record, content_fingerprint, token_lengths
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
-from protocol.jsonio import read_json, write_json_atomic
-from protocol.records import TrialSpec, Variant
+from protocol.jsonio import write_json_atomic
+from protocol.records import TrialSpec, Variant, read_status
 from protocol.safe_write import make_dirs, write_text_atomic
 from protocol.study import load_study
 from protocol.study_keys import KEYS
@@ -181,10 +181,10 @@ def _run_reference(study: Study, variant: Variant, tuning: tuple[Record, ...],
     progress(f"running {variant.variant_id} over the {len(tuning)} tuning inputs in a fresh process")
     ProcessLauncher().run(TrialPaths(trial_dir=trial_dir, corpus=study.tuning.path, model=study.model.path),
                           study.campaign.trial_timeout_s)
-    status = read_json(trial_dir / "status.json") if (trial_dir / "status.json").exists() else {}
-    if status.get("status") != "ok":
-        raise UserError(f"the tuning run ended {status.get('status', 'without a status')}"
-                        f"{': ' + status['error'] if status.get('error') else ''}",
+    status = read_status(trial_dir)
+    if status is None or status.status != "ok":
+        raise UserError(f"the tuning run ended {status.status if status else 'without a status'}"
+                        f"{': ' + status.error if status and status.error else ''}",
                         str(trial_dir / "trial.log"), "Read the log; fix the study or the checkpoint, then tune again.")
     return trial_dir
 

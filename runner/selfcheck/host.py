@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from protocol.codec import read_record
 from protocol.errors import UserError
 from protocol.jsonio import read_json, write_json_atomic, write_text_atomic
 from protocol.records import TrialSpec
@@ -173,7 +174,7 @@ def oom_trial(report: SelfcheckReport, out: Path, left_s: float) -> Check:
         return skipped("oom-trial", "no OOM trial to run: the gpu check or the model checks did not complete")
     if left_s < OOM_TRIAL_NEEDS_S:
         return cut_for_budget("oom-trial", report.budget_s, OOM_TRIAL_NEEDS_S, left_s)
-    spec = TrialSpec.from_dict(read_json(directory / "spec.json"))
+    spec = read_record(directory / "spec.json", TrialSpec)
     paths = TrialPaths(directory, Path(spec.corpus_path), Path(spec.model_path))
     with _fault(OOM_FAULT):
         result = ProcessLauncher().run(paths, max(left_s, OOM_TRIAL_NEEDS_S))

@@ -24,8 +24,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from protocol.codec import read_record, write_record
 from protocol.fingerprint import fingerprint_path
-from protocol.jsonio import read_json, write_json_atomic
+from protocol.manifest import MANIFEST_FILE, MANIFEST_SCHEMA_VERSION, Manifest
 from protocol.records import MemoryPeaks, PhaseTimes, TrialSpec, TrialStatus
 from runner.trial.batches import NO_BUCKETS, UNBUCKETED, shaped_batches
 from runner.trial.faults import FAULT_ENV, FaultInjector, is_oom
@@ -115,7 +116,7 @@ class Trial:
             cpu_energy_reason=self._energy_reason(self.cpu_energy_j, self.cpu_energy_reason, status),
             pass_compilations=self.pass_compilations,
         )
-        write_json_atomic(self.out / "status.json", record.to_dict())
+        write_record(self.out / "status.json", record)
 
     def _empty_reasons(self, status: str) -> dict[str, str]:
         """Why each empty status field is empty: the reasons recorded so far, else where the trial ended."""
@@ -141,7 +142,9 @@ class Trial:
         return reason or f"not measured: the measured pass did not complete (status {status})"
 
     def write_manifest(self) -> None:
-        write_json_atomic(self.out / "manifest.json", self.manifest)
+        """manifest.json as far as the trial got, through its record (:class:`protocol.manifest.Manifest`)."""
+        write_record(self.out / MANIFEST_FILE, Manifest.from_dict({"schema_version": MANIFEST_SCHEMA_VERSION,
+                                                                   **self.manifest}))
 
     # -- stages ----------------------------------------------------------------------------
     def verify(self) -> str:
@@ -166,7 +169,7 @@ class Trial:
         spec = self.spec
         image_reason = "" if spec.image_id else f"launcher {spec.launcher!r} runs no container image"
         self.manifest = {
-            "schema_version": 1,
+            "schema_version": MANIFEST_SCHEMA_VERSION,
             "trial_id": spec.trial_id,
             "campaign_id": spec.campaign_id,
             "study_sha256": spec.study_sha256,
@@ -364,7 +367,7 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print("usage: python -m runner.trial SPEC.json OUT_DIR", file=sys.stderr)
         return 2
-    spec = TrialSpec.from_dict(read_json(Path(argv[0])))
+    spec = read_record(Path(argv[0]), TrialSpec)
     out = Path(argv[1])
     out.mkdir(parents=True, exist_ok=True)
     signal.signal(signal.SIGTERM, _on_signal)

@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from protocol.jsonio import read_json, write_json_atomic
+from protocol.codec import write_record
+from protocol.manifest import Manifest, read_manifest
 from protocol.predictions import parse_predictions
-from protocol.records import TrialSpec, Variant, WarmupRule
+from protocol.records import TrialSpec, TrialStatus, Variant, WarmupRule, read_status
 from protocol.selfcheck import MIN_PRECISION_AGREEMENT, OOM_BATCH_SIZE, Check, failed, passed, skipped
 from protocol.shapes import pass_shapes, warmup_shapes
 from protocol.tasks.classification import compare_predictions
@@ -75,15 +76,17 @@ class TrialRun:
     name: str
     directory: Path
     code: int
-    status: dict[str, Any]
-    manifest: dict[str, Any]
+    status: TrialStatus | None  # None: the trial wrote no status.json
+    manifest: Manifest | None  # None: the trial wrote none
     shapes: dict[str, list[tuple[int, ...]]] = field(default_factory=dict)
 
     @property
     def problem(self) -> str:
-        if self.code == 0 and self.status.get("status") == "ok":
+        if self.code == 0 and self.status is not None and self.status.status == "ok":
             return ""
-        return f"trial {self.name} ended {self.status.get('status')} (exit {self.code}): {self.status.get('error')}"
+        if self.status is None:
+            return f"trial {self.name} wrote no status.json (exit {self.code})"
+        return f"trial {self.name} ended {self.status.status} (exit {self.code}): {self.status.error}"
 
 
 def base_variant(ctx: Context, **fields: Any) -> Variant:
@@ -114,15 +117,26 @@ def run_trial(ctx: Context, spec: TrialSpec) -> TrialRun:
     """Run one trial in this process through ``execute``; determinism is reset afterwards for the next check."""
     directory = ctx.out / "trials" / spec.trial_id
     directory.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(directory / "spec.json", spec.to_dict())
+    write_record(directory / "spec.json", spec)
     trial = ShapeTrial(spec, directory)
     try:
         code = execute(trial)
     finally:
         ctx.torch.set_deterministic_debug_mode("default")
-    status = read_json(directory / "status.json")
-    manifest = read_json(directory / "manifest.json") if (directory / "manifest.json").exists() else {}
+    status = read_status(directory)
+    manifest = read_manifest(directory)
     return TrialRun(spec.trial_id, directory, code, status, manifest, trial.shapes)
+
+
+def _status(run: TrialRun) -> TrialStatus:
+    """The status of a run whose ``problem`` is empty (it ended ok, so it wrote one)."""
+    if run.status is None:
+        raise RuntimeError(f"trial {run.name} has no status.json: check run.problem first")
+    return run.status
+
+
+def _phases(run: TrialRun) -> dict[str, Any]:
+    return _status(run).phases.to_dict()
 
 
 def _extremes(shapes: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
@@ -141,7 +155,7 @@ def check_warmup(ctx: Context) -> Check:
     if run.problem:
         return failed("warmup", "", run.problem)
     ctx.reference = run.directory / "predictions.jsonl"
-    ctx.reference_numerics = run.manifest.get("numerics", {})
+    ctx.reference_numerics = (run.manifest.numerics if run.manifest else None) or {}
     variant = spec.variant
     predicted = pass_shapes(list(ctx.workload.token_counts), variant.batch_size, variant.padding, variant.max_length,
                             variant.length_grouping)
@@ -150,7 +164,7 @@ def check_warmup(ctx: Context) -> Check:
     needed = _extremes(measured)
     missing = [s for s in needed if s not in warmed]
     covered = sum(1 for s in set(measured) if s in warmed)
-    phases = run.status["phases"]
+    phases = _phases(run)
     figure = (f"{len(measured)} pass batches, {len(set(measured))} shapes ({covered} of them run in the warm-up, "
               f"among them the longest, shortest and last: {', '.join(f'{r}x{n}' for r, n in needed)}); "
               f"pass {phases['pass_s']:.3f} s")
@@ -165,7 +179,7 @@ def check_warmup(ctx: Context) -> Check:
         if gpu_s is None or not 0 < gpu_s <= phases["pass_s"]:
             problems.append(f"device time {gpu_s} is not inside the pass ({phases['pass_s']} s)")
     details = {"pass_shapes": measured, "warmup_shapes": sorted(warmed), "phases": phases,
-               "memory": run.status["memory"]}
+               "memory": _status(run).memory.to_dict()}
     if problems:
         return failed("warmup", figure, "; ".join(problems), **details)
     return passed("warmup", figure, **details)
@@ -235,8 +249,8 @@ def check_compile(ctx: Context) -> Check:
     run = run_trial(ctx, trial_spec(ctx, "compile", compile=True))
     if run.problem:
         return failed("compile", "", run.problem)
-    compiled = run.status.get("pass_compilations")
-    phases = run.status["phases"]
+    compiled = _status(run).pass_compilations
+    phases = _phases(run)
     figure = (f"{compiled} compilations inside the pass; warm-up {phases['warmup_s']:.1f} s, pass "
               f"{phases['pass_s']:.3f} s")
     if compiled != 0:
@@ -249,5 +263,5 @@ def write_oom_trial(ctx: Context) -> Path:
     spec = dataclasses.replace(trial_spec(ctx, "oom", batch_size=OOM_BATCH_SIZE), launcher="process")
     directory = ctx.out / "trials" / "oom"
     directory.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(directory / "spec.json", spec.to_dict())
+    write_record(directory / "spec.json", spec)
     return directory

@@ -16,12 +16,15 @@ from pathlib import Path
 import click
 import pytest
 from click.testing import CliRunner, Result
+from recordfiles import trial_status, write_campaign_record, write_status
 
 from protocol.fingerprint import sha256_bytes
 from protocol.raw_columns import RAW_COLUMNS
 from protocol.rawrecord import RawRecord
+from protocol.records import CampaignRecord, HostFacts, InputFacts, Rental
 from protocol.study import load_study
 from runner.campaign_dir.appendlog import append_line
+from runner.campaign_dir.layout import load_record
 from runner.campaign_dir.rawtable import append_row
 from runner.campaign_dir.rentals import record_rental
 from runner.campaign_dir.seal import seal_values
@@ -53,8 +56,10 @@ def write_campaign(
     lots: int = 2,
     trial_s: float = 60.0,
     campaign_id: str = "c0ffee00c0ffee00",
+    trial_texts: dict[str, str] | None = None,
 ) -> Path:
-    """A finished campaign: each variant's list of statuses ('ok' = correct, complete predictions)."""
+    """A finished campaign: each variant's list of statuses ('ok' = correct, complete predictions); ``trial_texts``
+    (file name → text) written into every trial's directory before raw.csv seals it."""
     root.mkdir(parents=True)
     (root / "study.toml").write_text(study_text, encoding="utf-8")
     study = load_study(root / "study.toml")
@@ -63,8 +68,7 @@ def write_campaign(
         writer.writerow(["id", "label", "n_tokens", "length_bucket"])
         for ident, label in zip(IDS, LABELS, strict=True):
             writer.writerow([ident, label, 5, "short"])
-    variants = [{"variant_id": v.variant_id, "series": list(v.series), "schema_version": 1, **v.config()}
-                for v in study.variants() if v.variant_id in passes]
+    variants = tuple(v for v in study.variants() if v.variant_id in passes)
     events = [{"at": T0.isoformat(), "event": "setup_start"},
               {"at": (T0 + timedelta(seconds=600)).isoformat(), "event": "setup_end"}]
     clock = T0 + timedelta(seconds=600)
@@ -79,7 +83,10 @@ def write_campaign(
         (trial_dir / "predictions.jsonl").write_text(
             "".join(json.dumps({"id": i, "label": LABELS[IDS.index(i)], "score": 0.9}) + "\n" for i in lines),
             encoding="utf-8")
-        (trial_dir / "status.json").write_text(json.dumps({"memory": {"device_total_bytes": None}}))
+        write_status(trial_dir, trial_status(trial_id, status, completed=len(lines),
+                                             expected=len(IDS), pass_s=2.0 + index / 10 if status == "ok" else None))
+        for name, text in (trial_texts or {}).items():  # a status.json as a broken or older trial left it…
+            (trial_dir / name).write_text(text, encoding="utf-8")
         row = {name: "" for name in RAW_COLUMNS}
         row.update({
             "trial_id": trial_id, "variant_id": vid, "repetition": str(rep + 1), "order_index": str(index),
@@ -98,21 +105,20 @@ def write_campaign(
     events.append({"at": clock.isoformat(), "event": "trials_end"})
     for event in events:  # chained, as `isocost run` appends them
         append_line(root / "events.jsonl", event, root=root, chained=True)
-    description = {
-        "schema_version": 1, "campaign_id": campaign_id, "created_at": T0.isoformat(), "isocost_version": "0.1.0",
-        "study_name": study.name, "study_path": str(root / "study.toml"),
-        "study_sha256": sha256_bytes(study_text.encode("utf-8")), "question": study.question,
-        "corpus": {"path": "corpus.jsonl", "fingerprint": study.corpus.fingerprint,
-                   "content_fingerprint": "sha256:" + "c" * 64, "inputs": len(IDS)},
-        "tuning": {"path": "tuning.jsonl", "fingerprint": study.tuning.fingerprint, "inputs": 6},
-        "model": {"path": "model", "fingerprint": study.model.fingerprint},
-        "variants": variants, "repetitions": max(map(len, passes.values())), "order": "rotate",
-        "launcher": {"kind": "process"}, "host": {"hostname": "vm", "cpu_count": 2},
-        "rental": {"gpu": gpu, "lots": lots} if gpu else None,
-        "empty_reasons": {} if gpu else {
+    write_campaign_record(root, CampaignRecord(
+        campaign_id=campaign_id, created_at=T0.isoformat(), isocost_version="0.1.0",
+        study_name=study.name, study_path=str(root / "study.toml"),
+        study_sha256=sha256_bytes(study_text.encode("utf-8")), question=study.question,
+        corpus=InputFacts("corpus.jsonl", study.corpus.fingerprint, inputs=len(IDS),
+                          content_fingerprint="sha256:" + "c" * 64),
+        tuning=InputFacts("tuning.jsonl", study.tuning.fingerprint, inputs=6),
+        model=InputFacts("model", study.model.fingerprint),
+        variants=variants, repetitions=max(map(len, passes.values())), order="rotate",
+        launcher={"kind": "process"}, host=HostFacts("vm", 2),
+        rental=Rental(gpu, lots) if gpu else None,
+        empty_reasons={} if gpu else {
             "rental": "no --gpu given to `isocost run`: the plan this host is rented under is unknown"},
-    }
-    (root / "campaign.json").write_text(json.dumps(description), encoding="utf-8")
+    ))
     for row in rows:  # sealing its trial's files, chained to campaign.json, as `isocost run` writes them
         seals = seal_values(root / "trials" / row["trial_id"], ("predictions.jsonl",))
         row.update({k: v or "" for k, v in seals.items()})
@@ -405,15 +411,13 @@ def test_the_studys_own_catalog_is_found_next_to_the_original_study(
         "rtx-4090,1,3,45.00,USD,2026-10-01,vendor sheet\n", encoding="utf-8")
     text = study_text() + '\n[costing]\ncatalog = "../own.csv"\n'
     root = write_campaign(tmp_path / "camp", text, {"batch_size=1": ["ok"]})
-    description = json.loads((root / "campaign.json").read_text())
-    description["study_path"] = str(tmp_path / "a" / "b" / "study.toml")  # where the user kept the study
-    (root / "campaign.json").write_text(json.dumps(description))
+    record = load_record(root)
+    write_campaign_record(root, record, study_path=str(tmp_path / "a" / "b" / "study.toml"))  # the user's copy
     result = run("decide", str(root))
     assert result.exit_code == 0, result.output
     assert "rtx-4090 3-day plan, 2 lot(s) × 45.00 USD = 90.00 USD" in result.stdout
     assert f"(the study's [costing] catalog ({tmp_path / 'a' / 'own.csv'}))" in result.stdout
-    description["study_path"] = str(tmp_path / "elsewhere" / "study.toml")
-    (root / "campaign.json").write_text(json.dumps(description))
+    write_campaign_record(root, record, study_path=str(tmp_path / "elsewhere" / "study.toml"))
     result = run("decide", str(root))
     assert result.exit_code == 2
     assert "the catalog named by the study's [costing] table is not found" in result.stderr
@@ -448,3 +452,33 @@ def test_a_job_over_campaigns_without_batches_is_refused_per_configuration(
     assert "- batch_size=1 on rtx-4090 ×2 lots: not projected: no per-batch record: no batches.jsonl in " \
            in result.stdout
     assert "(the trial predates it)" in result.stdout
+
+
+
+@pytest.mark.parametrize(("text", "problem"), [
+    (json.dumps({"memory": {"device_total_bytes": None}}), "status.json has schema_version None; this isocost reads"),
+    ("{not json", "not valid JSON"),
+    (json.dumps({**trial_status("t").to_dict(), "colour": "blue"}), "unknown key 'colour'"),
+])
+def test_decide_refuses_an_unreadable_status_json_naming_it(tmp_path: Path, study_text: Callable[..., str],
+                                                             text: str, problem: str) -> None:
+    """A status.json that is there but not a status is refused by name, never read as an empty status ({})."""
+    root = write_campaign(tmp_path / "rtx", study_text(minimum=0.5), {"batch_size=1": ["ok"]},
+                          trial_texts={"status.json": text})
+    result = run("decide", str(root), "--allow-inconsistent")
+    assert result.exit_code == 2, result.output
+    assert problem in result.stderr and "status.json" in result.stderr
+
+
+@pytest.mark.parametrize(("text", "problem"), [
+    ("{not json", "not valid JSON"),
+    (json.dumps({"device": {"gpu_memory_bytes": 8 * 2**30}}), "manifest.json has schema_version None"),
+])
+def test_decide_refuses_an_unreadable_manifest_json_naming_it(tmp_path: Path, study_text: Callable[..., str],
+                                                               text: str, problem: str) -> None:
+    """A manifest.json that is there but not a manifest is refused by name, never read as an empty one ({})."""
+    root = write_campaign(tmp_path / "rtx", study_text(minimum=0.5), {"batch_size=1": ["ok"]},
+                          trial_texts={"manifest.json": text})
+    result = run("decide", str(root), "--allow-inconsistent")
+    assert result.exit_code == 2, result.output
+    assert problem in result.stderr and "manifest.json" in result.stderr

@@ -8,11 +8,12 @@ import tomllib
 from pathlib import Path
 
 from click.testing import CliRunner
+from recordfiles import write_campaign_record
 from workspace import write_corpus
 
 from protocol.costing.plans import default_catalog_path
+from protocol.records import CampaignRecord
 from protocol.study_keys import KEYS, keys_for
-from runner.campaign_dir.layout import CAMPAIGN_SCHEMA_VERSION
 from runner.cli import main
 
 
@@ -97,8 +98,7 @@ def test_check_fails_on_missing_inputs(tmp_path: Path, study_text) -> None:
 
 def fake_campaign(root: Path) -> Path:
     root.mkdir()
-    (root / "campaign.json").write_text(json.dumps({"schema_version": CAMPAIGN_SCHEMA_VERSION, "campaign_id": "c"}),
-                                        encoding="utf-8")
+    write_campaign_record(root, CampaignRecord(campaign_id="c"))
     shutil.copyfile(default_catalog_path(), root / "catalog.csv")
     return root
 

@@ -7,7 +7,10 @@ import math
 from pathlib import Path
 
 import pytest
+from recordfiles import manifest_for, sample_spec
 
+from protocol.codec import write_record
+from protocol.errors import UserError
 from protocol.predictions import ParsedPredictions, Prediction
 from protocol.tasks.classification import compare_predictions
 from runner.bundle.compare import environment_differences, render_replay, replay_differences
@@ -49,30 +52,27 @@ def test_the_quality_rule_only_asks_for_a_passing_rerun():
     ]
 
 
-def _manifest(folder: Path, data: dict) -> Path:
+def _manifest(folder: Path, **blocks: object) -> Path:
     folder.mkdir()
-    (folder / "manifest.json").write_text(json.dumps(data), encoding="utf-8")
+    write_record(folder / "manifest.json", manifest_for(sample_spec(), **blocks))
     return folder
 
 
 def test_environment_differences_name_each_changed_fact(tmp_path):
-    before = _manifest(tmp_path / "before", {
-        "software": {"torch": "2.3.0", "python": "3.12.1"}, "device": {"name": "cpu"}, "host": "not a dict",
-        "image_id": "sha256:aa", "launcher": "docker",
-    })
-    after = _manifest(tmp_path / "after", {
-        "software": {"torch": "2.4.0", "python": "3.12.1", "numpy": "2.0"}, "device": {"name": "cpu"},
-        "host": {"kernel": "6.1"}, "image_id": "sha256:aa", "launcher": "process",
-    })
+    before = _manifest(tmp_path / "before", software={"torch": "2.3.0", "python": "3.12.1"}, device={"name": "cpu"},
+                       image_id="sha256:aa", launcher="docker")
+    after = _manifest(tmp_path / "after", software={"torch": "2.4.0", "python": "3.12.1", "numpy": "2.0"},
+                      device={"name": "cpu"}, host={"kernel": "6.1"}, image_id="sha256:aa", launcher="process")
     assert environment_differences(before, after) == {
         "software.numpy": [None, "2.0"],
         "software.torch": ["2.3.0", "2.4.0"],
+        "host.kernel": [None, "6.1"],
         "launcher": ["docker", "process"],
     }
 
 
 def test_environment_differences_are_empty_when_a_manifest_is_missing(tmp_path):
-    before = _manifest(tmp_path / "before", {"software": {"torch": "2.3.0"}})
+    before = _manifest(tmp_path / "before", software={"torch": "2.3.0"})
     (tmp_path / "after").mkdir()
     assert environment_differences(before, tmp_path / "after") == {}
 
@@ -122,3 +122,13 @@ def test_render_replay_says_when_it_differs_and_is_not_exact():
     assert ": DIFFERS: labels differ: agreement 0.5000\n" in text
     assert text.endswith("Result: the replay DIFFERS (bounded).\n")
     assert not _report().matches  # no trial replayed is no match
+
+
+def test_replay_json_round_trips_and_is_read_strictly():
+    report = _report(_trial(True), _trial(False, ("the replay ended with status oom",)))
+    data = json.loads(json.dumps(report.to_dict()))
+    assert data["matches"] is False  # derived, written for readers
+    assert ReplayReport.from_dict(data) == report
+    data["trials"][0]["replay_metric"] = "0.9"
+    with pytest.raises(UserError, match=r"key 'trials\[0\].replay_metric' must be a number or null, got '0.9'"):
+        ReplayReport.from_dict(data, "r/replay.json")

@@ -61,9 +61,13 @@ def test_an_input_record_without_empty_reason_reads_as_empty():
 
 
 @pytest.mark.parametrize("data, what", [
-    ([], "BUNDLE.json is not a JSON object"),
+    ([], "BUNDLE.json must be a JSON object, got a list"),
     ({"schema_version": 99}, "BUNDLE.json has schema_version 99; this isocost reads 1"),
-    ({"schema_version": 1, "campaign_id": "c1"}, "BUNDLE.json is malformed (KeyError: 'study_name')"),
+    ({"schema_version": 1, "campaign_id": "c1"}, "key 'study_name' is missing"),
+    ({**_manifest().to_dict(), "trials": "001-r1-a"}, "key 'trials' must be a list, got '001-r1-a'"),
+    ({**_manifest().to_dict(), "files": [{"path": "p", "sha256": "s", "size_bytes": "9"}]},
+     "key 'files[0].size_bytes' must be an integer, got '9'"),
+    ({**_manifest().to_dict(), "signed_by": "x"}, "unknown key 'signed_by'"),
 ])
 def test_the_manifest_refuses_what_it_cannot_read(data, what):
     with pytest.raises(UserError) as caught:

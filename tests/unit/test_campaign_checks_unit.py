@@ -67,7 +67,7 @@ def test_a_campaign_json_of_unknown_shape_is_one_discrepancy(campaign: Path) -> 
     data["colour"] = "blue"
     (campaign / "campaign.json").write_text(json.dumps(data), encoding="utf-8")
     assert [(p.file, p.field) for p in problems(campaign)] == [("campaign.json", "content")]
-    assert "unknown fields ['colour']" in problems(campaign)[0].message
+    assert problems(campaign)[0].message == "unknown key 'colour'"
 
 
 def test_a_row_whose_trial_directory_is_gone(campaign: Path) -> None:
@@ -117,3 +117,29 @@ def test_the_frame_holds_the_rows_attributes(built: Path) -> None:
     assert copied == rows
     assert [row.cells() for row in copied] == [row.cells() for row in rows]
     assert len(rows[0].cells()) == len(RAW_COLUMNS)
+
+
+def test_an_event_in_a_cut_last_line_is_unknown_to_every_check(campaign: Path) -> None:
+    """The checks read events.jsonl through one reader: an event whose line was cut while it was written (no line
+    end) is not read as an event by one check while another names the line cut."""
+    last = read_rows(campaign)[-1]
+    path = campaign / "events.jsonl"
+    lines = path.read_bytes().split(b"\n")
+    start = next(i for i, line in enumerate(lines)
+                 if json.loads(line).get("event") == "trial_start" and json.loads(line)["trial_id"] == last.trial_id)
+    path.write_bytes(b"\n".join(lines[: start + 1]))  # the last row's trial_start is the cut last line
+    found = {(p.file, p.field): p.message for p in problems(campaign, deep=False)}
+    assert found[("events.jsonl", f"line {start + 1}")].startswith("cut while it was written")
+    rows = len(read_rows(campaign))
+    assert found[("events.jsonl", "trial_start")] == f"no trial_start event for raw.csv row {rows} ({last.trial_id})"
+
+
+def test_an_events_line_that_is_not_an_event_is_named_with_its_key(campaign: Path) -> None:
+    path = campaign / "events.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    from runner.campaign_dir.appendlog import line_digest
+    entry = {"at": "2026-12-01T00:00:00+00:00", "evnt": "trial_start"}  # misspelt, chained as a writer would
+    entry["chain_sha256"] = line_digest(json.loads(lines[-1])["chain_sha256"], entry)
+    path.write_text("\n".join([*lines, json.dumps(entry)]) + "\n", encoding="utf-8")
+    found = [(p.file, p.field, p.message) for p in problems(campaign, deep=False)]
+    assert ("events.jsonl", f"line {len(lines) + 1}", "unknown key 'evnt'") in found

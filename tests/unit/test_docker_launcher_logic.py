@@ -17,6 +17,8 @@ import pytest
 docker = pytest.importorskip("docker")
 requests = pytest.importorskip("requests")
 
+from recordfiles import trial_status, write_status  # noqa: E402
+
 from protocol.errors import UserError  # noqa: E402
 from runner.campaign.launcher_choice import choose_launcher  # noqa: E402
 from runner.campaign_dir.rawtable import HOST_STOP_NOTE  # noqa: E402
@@ -357,7 +359,7 @@ def test_overhead_from_the_trials_own_clock(trial: TrialPaths) -> None:
     original = client.containers.create
 
     def create(**kwargs: Any) -> FakeContainer:
-        (trial.trial_dir / "status.json").write_text(json.dumps({"started_at": "2999-01-01T00:00:00+00:00"}))
+        write_status(trial.trial_dir, trial_status("t", started_at="2999-01-01T00:00:00+00:00"))
         return original(**kwargs)
 
     client.containers.create = create  # type: ignore[method-assign]

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from runner.launch import leftover
+from runner.launch.launcher_file import write_launcher_file
 
 
 @pytest.fixture
@@ -19,7 +20,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Path, str]]:
 
 
 def test_a_container_named_in_launcher_json_is_removed(tmp_path: Path, calls) -> None:
-    (tmp_path / "launcher.json").write_text(json.dumps({"container_id": "abc123"}))
+    write_launcher_file(tmp_path, {"container_id": "abc123"})
     leftover.stop_leftover(tmp_path)
     assert calls == [(tmp_path, "abc123")]
 

@@ -43,7 +43,7 @@ def test_unknown_schema_version_is_refused_with_advice():
 def test_unknown_field_is_refused():
     data = VARIANT.to_dict()
     data["colour"] = "blue"
-    with pytest.raises(UserError, match="unknown fields"):
+    with pytest.raises(UserError, match="unknown key .colour."):
         Variant.from_dict(data)
 
 
@@ -76,3 +76,31 @@ def test_trial_spec_carries_input_buckets():
                      input_buckets={"x": "short"})
     assert spec.to_dict()["schema_version"] == 3  # spec.json 3: the task (read: 1, 2, 3)
     assert roundtrip(spec, TrialSpec).input_buckets == {"x": "short"}
+
+
+def _status_dict(**changes):
+    status = TrialStatus(trial_id="t", status="ok", completed=1, expected=1, phases=PhaseTimes(load_s=1.0),
+                         memory=MemoryPeaks(), truncated_count=0)
+    return {**status.to_dict(), **changes}
+
+
+@pytest.mark.parametrize(("data", "what"), [
+    (_status_dict(phases={"load_s": "x"}), "key 'phases.load_s' must be a number or null, got 'x'"),
+    (_status_dict(completed="7"), "key 'completed' must be an integer, got '7'"),
+    (_status_dict(memory={"peak_rss_bytes": 1.5}), "key 'memory.peak_rss_bytes' must be an integer or null, got 1.5"),
+    (_status_dict(phases={"load_s": 1.0, "pace_s": 2.0}), "unknown key 'phases.pace_s'"),
+    ({k: v for k, v in _status_dict().items() if k != "status"}, "key 'status' is missing"),
+])
+def test_a_status_json_of_wrong_types_or_keys_is_refused_naming_the_key(data, what):
+    with pytest.raises(UserError) as caught:
+        TrialStatus.from_dict(data)
+    assert caught.value.what == what
+
+
+def test_gather_reads_an_unreadable_status_as_none_with_the_key_named(tmp_path):
+    from runner.campaign.gather import read_status
+
+    (tmp_path / "status.json").write_text(json.dumps(_status_dict(phases={"pass_s": "fast"})), encoding="utf-8")
+    status, reason = read_status(tmp_path)
+    assert status is None
+    assert "key 'phases.pass_s' must be a number or null, got 'fast'" in reason

@@ -47,11 +47,12 @@ def test_latest_line_wins_and_absent_file_is_none(tmp_path: Path) -> None:
         (entry(schema_version=1), "written before rentals were chained"),
         (entry(lots=0), "rental line needs a gpu name and an integer lots from 1 to 10000"),
         (entry(lots=10**30), "rental line needs a gpu name and an integer lots from 1 to 10000"),
-        (entry(lots=True), "rental line needs a gpu name and an integer lots"),
-        (entry(gpu=3), "rental line needs a gpu name"),
+        (entry(lots=True), "key 'lots' must be an integer, got true"),
+        (entry(gpu=3), "key 'gpu' must be a string, got 3"),
         (entry(gpu=""), "rental line needs a gpu name"),
         (entry(gpu="  "), "rental line needs a gpu name"),
-        (entry(extra="x"), "rental line has unknown keys ['extra']"),
+        (entry(extra="x"), "unknown key 'extra'"),
+        (entry(plan_start=9), "key 'plan_start' must be a string or null, got 9"),
     ],
 )
 def test_bad_rental_line_names_file_and_line(tmp_path: Path, bad: dict[str, Any], message: str) -> None:

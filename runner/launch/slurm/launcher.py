@@ -35,12 +35,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from protocol import codec
+from protocol.codec import read_record
 from protocol.errors import UserError
-from protocol.jsonio import read_json
+from protocol.records import CampaignRecord, TrialSpec
 from runner.campaign_dir.layout import CampaignPaths, log_event, now_iso
 from runner.campaign_dir.rawtable import HOST_STOP_NOTE
 from runner.launch.base import HostInterrupt, LauncherBase, LaunchResult, Placement, TrialPaths
 from runner.launch.container import save_record
+from runner.launch.launcher_file import read_launcher_file
 from runner.launch.process import ENV_FIXED
 from runner.launch.slurm.commands import SlurmCommands
 from runner.launch.slurm.jobs import JobInfo, iso_seconds_between, job_end, slurm_seconds_between
@@ -144,7 +147,7 @@ class SlurmLauncher(LauncherBase):
                                                             (study.corpus.fingerprint, study.model.fingerprint))
         self.inputs = (staged_corpus, staged_model)
         campaign = out / "campaign.json"
-        lane = lane_name(str(read_json(campaign).get("campaign_id", ""))) if campaign.exists() else ""
+        lane = lane_name(read_record(campaign, CampaignRecord).campaign_id) if campaign.exists() else ""
         pin = run_preflight(self.slurm, self.options, self.partition, out, self.inputs, python=self.python,
                             root=str(_CHECKOUT), image=self.image, lane=lane, corpus_in=self._corpus_in())
         if self.node and pin.node != self.node:
@@ -207,8 +210,8 @@ class SlurmLauncher(LauncherBase):
 
     def run(self, paths: TrialPaths, timeout_s: float | None) -> LaunchResult:
         trial_dir = paths.trial_dir.resolve()
-        spec = read_json(trial_dir / "spec.json")
-        lane = lane_name(str(spec.get("campaign_id", "")))
+        spec = read_record(trial_dir / "spec.json", TrialSpec)
+        lane = lane_name(spec.campaign_id)
         script = trial_script(self.job_spec(trial_dir, lane))
         (trial_dir / SCRIPT_FILE).write_text(script, encoding="utf-8")
         record: dict[str, Any] = {"lane": lane, "runtime": self.options.runtime, "pinned_node": self.node,
@@ -216,7 +219,7 @@ class SlurmLauncher(LauncherBase):
         events = CampaignPaths(trial_dir.parents[1])
         first_submit = clock()
         while True:
-            job = self._submit(trial_dir, lane, script, record, events, str(spec.get("trial_id", "")))
+            job = self._submit(trial_dir, lane, script, record, events, spec.trial_id)
             watched = watch_job(self.slurm, job["job_id"], submitted_mono=job["mono"], timeout_s=timeout_s,
                                 start_wait_s=max(self.options.start_wait_s - (job["mono"] - first_submit), 1.0),
                                 on_start=functools.partial(log_event, events, "queue_end",
@@ -312,7 +315,7 @@ class SlurmLauncher(LauncherBase):
 
     def recover_leftovers(self, campaign_root: Path) -> list[str]:
         """Cancel every job the campaign's lane still has (a host CLI stopped, or killed, mid-trial)."""
-        lane = lane_name(str(read_json(campaign_root / "campaign.json").get("campaign_id", "")))
+        lane = lane_name(read_record(campaign_root / "campaign.json", CampaignRecord).campaign_id)
         found = []
         for job_id in self.slurm.lane_jobs(lane):
             info = stop_job(self.slurm, job_id, self.kill_grace_s)
@@ -322,9 +325,10 @@ class SlurmLauncher(LauncherBase):
     def stop_leftover(self, trial_dir: Path) -> LaunchResult | None:
         """The trial's last job stopped if it still runs; what Slurm and the job said of its end."""
         try:
-            record = read_json(trial_dir / "launcher.json")
+            recorded = read_launcher_file(trial_dir)
+            record = codec.to_dict(recorded) if recorded is not None else {}
             job = record["jobs"][-1]
-        except (UserError, KeyError, IndexError, TypeError):
+        except (UserError, KeyError, IndexError, TypeError):  # no job recorded: nothing of it to stop
             return None
         info = self.slurm.job(job["job_id"])
         if info is not None and not info.final:

@@ -1,0 +1,322 @@
+"""One record codec: a frozen dataclass ↔ a JSON-ready dict, driven by the dataclass's type hints.
+
+Every file isocost writes and reads as JSON goes through :func:`to_dict` and :func:`from_dict`
+(:func:`read_record` for a file, :func:`parse_record` for a line). A record class that is a file of
+its own declares ``CODEC: ClassVar[Schema]``: the ``schema_version`` it writes, the versions it reads
+(an older one is lifted to the current keys by ``Schema.upgrade``) and how the file is named in
+errors. Reading refuses, each as a :class:`UserError` naming the file and the key:
+
+- a ``schema_version`` the record does not read;
+- a key the record does not have (written by a newer isocost, or edited);
+- a required key (a field without a default) that is missing;
+- a value of the wrong type (``int`` is never ``bool``; a ``float`` field takes a JSON integer).
+
+The types understood: ``str``, ``int``, ``float``, ``bool``, ``None``, ``X | None``, unions,
+``Literal[...]``, enums (by value), ``tuple[X, ...]``, ``tuple[X, Y]``, ``list[X]``, ``dict[str, X]``,
+nested dataclasses and ``Any`` (any JSON value, kept as read). Writing turns tuples into lists, enums
+into their values and nested records into dicts; ``Schema.omit_none`` leaves out fields that are None.
+
+Example::
+
+    status = read_record(trial_dir / "status.json", TrialStatus)
+    # UserError: key 'phases.load_s' must be a number, got 'x' (…/status.json). Restore the file …
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import types
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar, Union
+
+from protocol.errors import UserError
+from protocol.jsonio import parse_json, read_json, write_json_atomic
+
+T = TypeVar("T")
+
+VERSION_KEY = "schema_version"
+_VERSION_FIX = "Use the isocost version that wrote it, or re-run the stage that produced it."
+_UNKNOWN_FIX = "Was it written by a newer isocost? Read it with the version that wrote it."
+_CONTENT_FIX = "It was changed after isocost wrote it: restore it from a backup or bundle, or re-run its stage."
+
+
+@dataclass(frozen=True)
+class Schema:
+    """How a record is versioned on disk.
+
+    ``kind`` names the file in messages (``"status.json"``). ``version`` is written (None: the record is
+    part of a file and carries none); ``reads`` are the versions read. ``upgrade(data, version)`` turns the
+    dict of an older version into the current keys (after the version check, before the keys are checked).
+    ``check(record)`` returns what is wrong with a decoded record beyond its types ("" when nothing),
+    reported at the record's key. ``unversioned``: the version a dict without ``schema_version`` is (a
+    format that carried none before its first bump).
+    """
+
+    kind: str
+    version: int | None = None
+    reads: tuple[int, ...] = ()
+    upgrade: Callable[[dict[str, Any], int], dict[str, Any]] | None = None
+    omit_none: bool = False
+    check: Callable[[Any], str] | None = None
+    unversioned: int | None = None
+
+    def read_versions(self) -> tuple[int, ...]:
+        return self.reads or ((self.version,) if self.version is not None else ())
+
+    @property
+    def versioned(self) -> bool:
+        return self.version is not None
+
+
+class _Mismatch(Exception):
+    """A value is not of its declared type (turned into a UserError where the file is known)."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        super().__init__(what)
+
+
+#: Field metadata: leave the field out of the dict when it is None (``field(default=None, metadata=OMIT_NONE)``).
+OMIT_NONE = {"codec_omit_none": True}
+
+
+def schema_of(cls: type) -> Schema | None:
+    schema = getattr(cls, "CODEC", None)
+    return schema if isinstance(schema, Schema) else None
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
+
+
+# -- writing ------------------------------------------------------------------------------------------
+
+
+def to_dict(record: Any) -> dict[str, Any]:
+    """A dataclass record as a JSON-ready dict (with its ``schema_version`` when its class declares one)."""
+    schema = schema_of(type(record))
+    data: dict[str, Any] = {}
+    for spec in dataclasses.fields(record):
+        value = getattr(record, spec.name)
+        if value is None and ((schema is not None and schema.omit_none) or spec.metadata.get("codec_omit_none")):
+            continue
+        data[spec.name] = _encode(value)
+    if schema is not None and schema.versioned and VERSION_KEY not in data:
+        data[VERSION_KEY] = schema.version
+    return data
+
+
+def _encode(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return to_dict(value)
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, tuple | list):
+        return [_encode(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _encode(item) for key, item in value.items()}
+    return value
+
+
+def write_record(path: Path, record: Any, root: Path | None = None, fix: str = "") -> None:
+    """Write a record as sorted JSON, atomically (see :func:`protocol.jsonio.write_json_atomic`)."""
+    write_json_atomic(path, to_dict(record), root, fix)
+
+
+# -- reading ------------------------------------------------------------------------------------------
+
+
+def from_dict(cls: type[T], data: Any, where: str = "", *, fix: str = "") -> T:
+    """Decode ``data`` into ``cls``; every problem a UserError naming ``where`` (the file) and the key."""
+    schema = schema_of(cls)
+    where = where or (schema.kind if schema else cls.__name__)
+    try:
+        return _record(cls, data, "")
+    except _Mismatch as exc:
+        raise UserError(exc.what, where, fix or _CONTENT_FIX) from None
+    except _Refusal as exc:
+        raise UserError(exc.what, where, exc.fix) from None
+
+
+class _Refusal(Exception):
+    """A version or key refusal, with its own fix."""
+
+    def __init__(self, what: str, fix: str) -> None:
+        self.what = what
+        self.fix = fix
+        super().__init__(what)
+
+
+def _name(prefix: str, key: str) -> str:
+    return f"{prefix}.{key}" if prefix else key
+
+
+def _record(cls: type[T], data: Any, prefix: str) -> T:
+    schema = schema_of(cls)
+    if not isinstance(data, dict):
+        raise _Mismatch(f"{_subject(prefix, schema)} must be a JSON object, got {_shown(data)}")
+    hints = _hints(cls)
+    fields = {spec.name: spec for spec in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    versioned = schema is not None and schema.versioned
+    if schema is not None and versioned:
+        data = _versioned(schema, data, prefix)
+    unknown = sorted(set(data) - set(fields) - ({VERSION_KEY} if versioned else set()))
+    if unknown:
+        names = ", ".join(repr(_name(prefix, key)) for key in unknown)
+        raise _Refusal(f"unknown key{'s' if len(unknown) > 1 else ''} {names}", _UNKNOWN_FIX)
+    values: dict[str, Any] = {}
+    for name, spec in fields.items():
+        if name in data:
+            values[name] = _decode(hints[name], data[name], _name(prefix, name))
+        elif spec.default is dataclasses.MISSING and spec.default_factory is dataclasses.MISSING:
+            raise _Mismatch(f"key {_name(prefix, name)!r} is missing")
+    record = cls(**values)
+    problem = schema.check(record) if schema is not None and schema.check is not None else ""
+    if problem:
+        raise _Mismatch(f"{_subject(prefix, schema)}: {problem}")
+    return record
+
+
+def _subject(prefix: str, schema: Schema | None) -> str:
+    return f"key {prefix!r}" if prefix else (schema.kind if schema else "the record")
+
+
+def _versioned(schema: Schema, data: dict[str, Any], prefix: str) -> dict[str, Any]:
+    version = data.get(VERSION_KEY, schema.unversioned)
+    reads = schema.read_versions()
+    if isinstance(version, bool) or version not in reads:
+        where = f" (key {_name(prefix, VERSION_KEY)!r})" if prefix else ""
+        raise _Refusal(f"{schema.kind} has schema_version {version!r}{where}; this isocost reads "
+                       f"{' or '.join(map(str, reads))}", _VERSION_FIX)
+    if schema.upgrade is not None and version != schema.version:
+        return schema.upgrade(dict(data), version)
+    return data
+
+
+def _decode(hint: Any, value: Any, key: str) -> Any:  # noqa: C901 - one branch per kind of type
+    origin = typing.get_origin(hint)
+    if hint is Any:
+        return value
+    if origin is Union or origin is types.UnionType:
+        return _union(typing.get_args(hint), value, key)
+    if origin is typing.Literal:
+        if value in typing.get_args(hint) and type(value) in {type(a) for a in typing.get_args(hint)}:
+            return value
+        raise _Mismatch(f"key {key!r} must be {describe(hint)}, got {_shown(value)}")
+    if origin is tuple or origin is list:
+        return _sequence(hint, origin, value, key)
+    if origin is dict:
+        return _mapping(hint, value, key)
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return _record(hint, value, key)
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        try:
+            return hint(value)
+        except ValueError:
+            raise _Mismatch(f"key {key!r} must be {describe(hint)}, got {_shown(value)}") from None
+    return _scalar(hint, value, key)
+
+
+def _scalar(hint: Any, value: Any, key: str) -> Any:
+    if hint is type(None) or hint is None:
+        ok = value is None
+    elif hint is bool:
+        ok = isinstance(value, bool)
+    elif hint is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif hint is float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        value = float(value) if ok else value
+    elif hint is str:
+        ok = isinstance(value, str)
+    else:
+        raise TypeError(f"the record codec cannot read type {hint!r} (key {key!r})")  # a bug, not a user's mistake
+    if not ok:
+        raise _Mismatch(f"key {key!r} must be {describe(hint)}, got {_shown(value)}")
+    return value
+
+
+def _union(options: tuple[Any, ...], value: Any, key: str) -> Any:
+    if value is None and type(None) in options:
+        return None
+    candidates = [option for option in options if option is not type(None)]
+    for option in candidates:
+        try:
+            return _decode(option, value, key)
+        except _Mismatch as exc:
+            if not exc.what.startswith(f"key {key!r} must be "):
+                raise  # a key inside the value: that key is what is wrong
+    raise _Mismatch(f"key {key!r} must be {' or '.join(describe(option) for option in options)}, got {_shown(value)}")
+
+
+def _sequence(hint: Any, origin: Any, value: Any, key: str) -> Any:
+    if not isinstance(value, list | tuple):  # a tuple: a dict built in memory (JSON gives lists)
+        raise _Mismatch(f"key {key!r} must be {describe(hint)}, got {_shown(value)}")
+    args = typing.get_args(hint)
+    if origin is list:
+        item = args[0] if args else Any
+        return [_decode(item, v, f"{key}[{i}]") for i, v in enumerate(value)]
+    if len(args) == 2 and args[1] is Ellipsis:
+        return tuple(_decode(args[0], v, f"{key}[{i}]") for i, v in enumerate(value))
+    if not args:
+        return tuple(value)
+    if len(value) != len(args):
+        raise _Mismatch(f"key {key!r} must be a list of {len(args)} items, got {len(value)}")
+    return tuple(_decode(a, v, f"{key}[{i}]") for i, (a, v) in enumerate(zip(args, value, strict=True)))
+
+
+def _mapping(hint: Any, value: Any, key: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise _Mismatch(f"key {key!r} must be {describe(hint)}, got {_shown(value)}")
+    args = typing.get_args(hint)
+    item = args[1] if len(args) == 2 else Any
+    return {name: _decode(item, v, f"{key}.{name}") for name, v in value.items()}
+
+
+def describe(hint: Any) -> str:
+    """A type in words, as the errors say it: ``describe(float | None) == "a number or null"``."""
+    origin = typing.get_origin(hint)
+    words = {str: "a string", int: "an integer", float: "a number", bool: "true or false", type(None): "null"}
+    if hint in words:
+        return words[hint]
+    if origin is Union or origin is types.UnionType:
+        return " or ".join(describe(option) for option in typing.get_args(hint))
+    if origin is typing.Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(hint))
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return "one of " + ", ".join(repr(member.value) for member in hint)
+    if origin is tuple or origin is list:
+        return "a list"
+    return "a JSON object"
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    text = "null" if value is None else ("true" if value is True else "false" if value is False else repr(value))
+    return text if len(text) <= 60 else text[:57] + "…"
+
+
+def read_record(path: Path, cls: type[T], *, fix: str = "") -> T:
+    """A JSON file as a record: strict JSON (:func:`protocol.jsonio.read_json`), then :func:`from_dict`."""
+    return from_dict(cls, read_json(path), str(path), fix=fix)
+
+
+def parse_record(text: str | bytes, cls: type[T], where: str, *, fix: str = "") -> T:
+    """One JSON text (a line of a log) as a record, every problem a UserError naming ``where``."""
+    return from_dict(cls, parse_json(text, where), where, fix=fix)
+
+
+__all__ = ["OMIT_NONE", "Schema", "VERSION_KEY", "describe", "from_dict", "parse_record", "read_record",
+           "schema_of", "to_dict", "write_record"]

@@ -1,0 +1,86 @@
+"""``manifest.json``: what a trial records of itself, environment and settings, typed (:class:`Manifest`).
+
+The trial writes it several times as it goes (after its set-up, after loading, after the pass): the keys
+of the spec and the host facts are there from the first write; each later block (``software``, ``device``,
+``model``, ``truncation``…) only once the trial got that far, and is not written before. The facts blocks
+(``host``, ``software``, ``device``, ``determinism``, ``numerics``, ``model``, an embedding's ``queries``)
+are what the machine and the libraries answered: objects whose keys depend on the machine, kept as read.
+
+History of ``schema_version``: 1 (0.1.0): first version (the keys below).
+
+Example::
+
+    manifest = read_manifest(trial_dir)  # None when the trial wrote none
+    manifest.device.get("gpu_memory_bytes") if manifest and manifest.device else None
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from protocol import codec
+from protocol.codec import OMIT_NONE, Schema
+from protocol.records import Variant, WarmupRule
+
+MANIFEST_SCHEMA_VERSION = 1
+MANIFEST_FILE = "manifest.json"
+
+
+def _later(**kwargs: Any) -> Any:
+    """A block written once the trial got that far: None (and not written) before."""
+    return field(default=None, metadata=OMIT_NONE, **kwargs)
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A trial's ``manifest.json`` (see the module docstring)."""
+
+    trial_id: str
+    campaign_id: str
+    study_sha256: str
+    variant: Variant
+    repetition: int
+    order_index: int
+    attempt: int
+    corpus_fingerprint: str
+    model_fingerprint: str
+    launcher: str
+    image_ref: str | None
+    image_id: str | None
+    image_digest: str | None
+    warmup: WarmupRule
+    fault_injection: str | None
+    started_at: str
+    empty_reasons: dict[str, str] = field(default_factory=dict)
+    host: dict[str, Any] = field(default_factory=dict)
+    software: dict[str, Any] | None = _later()
+    device: dict[str, Any] | None = _later()
+    determinism: dict[str, Any] | None = _later()
+    numerics: dict[str, Any] | None = _later()
+    model: dict[str, Any] | None = _later()
+    warmup_shapes: tuple[tuple[int, int], ...] | None = _later()
+    attention_ops: tuple[str, ...] | None = _later()
+    queries: dict[str, Any] | None = _later()
+    truncation: dict[str, int] | None = _later()
+    pass_order: str | None = _later()
+    ended_at: str | None = _later()
+    schema_version: int = MANIFEST_SCHEMA_VERSION
+    CODEC: ClassVar[Schema] = Schema(MANIFEST_FILE, MANIFEST_SCHEMA_VERSION)
+
+    def to_dict(self) -> dict[str, Any]:
+        return codec.to_dict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], where: str = MANIFEST_FILE) -> Manifest:
+        return codec.from_dict(cls, data, where)
+
+
+def read_manifest(trial_dir: Path) -> Manifest | None:
+    """A trial's manifest.json, typed; None when the trial wrote none, UserError naming the file and the key when
+    it is there but not a manifest this isocost reads."""
+    path = trial_dir / MANIFEST_FILE
+    if not path.exists():
+        return None
+    return codec.read_record(path, Manifest)
