@@ -9,10 +9,10 @@ from typing import Any
 
 from protocol.costing.trial_files import TrialRecord, energy_fields, energy_figures
 from protocol.errors import UserError
-from protocol.jsonio import read_json, write_json_atomic, write_text_atomic
+from protocol.jsonio import write_json_atomic, write_text_atomic
 from protocol.memory import MemoryEstimate, ModelShape, estimate
 from protocol.names import markdown_text
-from protocol.records import CampaignRecord
+from protocol.records import CampaignRecord, read_status
 from protocol.stats import Summary, VariantSummary
 from protocol.study import Study, load_study
 from protocol.tasks import describe_task, study_task
@@ -100,11 +100,10 @@ def _energy(paths: CampaignPaths, rows: Sequence[Any], verdicts: dict[str, Any],
     for row in rows:
         if not (verdicts.get(row.trial_id) or {}).get("corpus_accepted"):
             continue
-        status_path = paths.trial_dir(row.trial_id) / "status.json"
-        # A status.json that is there but unreadable (a key named twice, not JSON) is refused, never read as {}.
-        status = read_json(status_path) if status_path.exists() else {}
-        status = status if isinstance(status, dict) else {}
-        by_variant.setdefault(row.variant_id, []).append(TrialRecord(batches=None, **energy_fields(status)))
+        # A status.json that is there but not a status (a key named twice, an unknown key) is refused, never {}.
+        status = read_status(paths.trial_dir(row.trial_id))
+        fields = energy_fields(status.to_dict() if status is not None else {})
+        by_variant.setdefault(row.variant_id, []).append(TrialRecord(batches=None, **fields))
     return {variant: energy_figures(records, inputs, None) for variant, records in sorted(by_variant.items())}
 
 

@@ -400,17 +400,21 @@ def _dataclass_fields(record: type, prefix: str = "") -> set[str]:
         names |= {item.name, prefix + item.name}
         for nested in _records_in(hints.get(item.name)):
             names |= _dataclass_fields(nested) | _dataclass_fields(nested, f"{prefix}{item.name}.")
+    if hasattr(record, "CODEC"):  # the codec writes the version of a record that declares one
+        names.add("schema_version")
     return names
 
 
 def file_fields() -> dict[str, set[str]]:
     """Each file's fields, from the code that writes it (records, RAW_COLUMNS, the batch line)."""
+    from protocol.manifest import Manifest
     from protocol.predictions import Prediction
     from protocol.raw_columns import RAW_COLUMNS
-    from protocol.records import CampaignRecord, TrialSpec, TrialStatus
+    from protocol.records import CampaignEvent, CampaignRecord, TrialSpec, TrialStatus
     from protocol.tasks.generation_outputs import KEYS as GENERATION_KEYS
     from runner.campaign_dir.appendlog import CHAIN_KEY
     from runner.campaign_dir.rentals import RentalRecord
+    from runner.launch.launcher_file import LauncherFile
     from runner.trial.batches import batch_record
 
     return {
@@ -419,7 +423,9 @@ def file_fields() -> dict[str, set[str]]:
         "spec.json": _dataclass_fields(TrialSpec),
         "campaign.json": _dataclass_fields(CampaignRecord),
         "rentals.jsonl": _dataclass_fields(RentalRecord) | {CHAIN_KEY},
-        "events.jsonl": {CHAIN_KEY},
+        "events.jsonl": _dataclass_fields(CampaignEvent) | {CHAIN_KEY},
+        "manifest.json": _dataclass_fields(Manifest),
+        "launcher.json": _dataclass_fields(LauncherFile),
         "batches.jsonl": set(batch_record(0, [0], [{"input_ids": [1]}], ["all"], 0.1, None)),
         "raw.csv": set(RAW_COLUMNS),
         "generations.jsonl": set(GENERATION_KEYS),
