@@ -121,6 +121,9 @@ def test_subgroup_medians_keep_each_variants_first_order_when_a_later_pass_order
     assert list(b8) == ["label", "length_bucket"] and list(b8["length_bucket"]) == ["long", "short"]
     assert b8 == {"label": {"x": 0.4}, "length_bucket": {"long": 0.4, "short": (0.7 + 0.1) / 2}}
     assert list(b1) == ["length_bucket", "label"]
+    groups_only = {"label": {"x": 0.5}, "length_bucket": {"short": 0.7, "long": 0.6}}
+    b1, b8 = _scored([first, groups_only, first, first, first])  # b8's first pass: the groups the other way
+    assert list(b8) == ["label", "length_bucket"] and list(b8["length_bucket"]) == ["short", "long"]
 
 
 def test_subgroup_medians_of_passes_that_scored_other_values_of_the_same_count():
