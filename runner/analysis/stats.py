@@ -229,13 +229,12 @@ def _score_columns(tables: list[dict[str, dict[str, float]]], variants: np.ndarr
 def _variant_summary(variant: _VariantEntry, f: _VariantFigures, quality: Any, ref_metric: float | None,
                      reference_id: str) -> VariantSummary:
     variant_id, series, config = variant
-    reasons: dict[str, str] = {}
-    if not f.timed:
-        reasons["median_pass_s"] = "no accepted pass"
-    for column, peak in zip(_PEAKS[:-1], (f.peak_rss_bytes, f.peak_allocated_bytes, f.peak_reserved_bytes),
-                            strict=True):
-        if peak is None:
-            reasons[column] = _reason_for(column, f.first_reason or "") or "not measured"
+    reasons: dict[str, str] = {} if f.timed else {"median_pass_s": "no accepted pass"}
+    if f.peak_rss_bytes is None or f.peak_allocated_bytes is None or f.peak_reserved_bytes is None:
+        for column, peak in zip(_PEAKS[:-1], (f.peak_rss_bytes, f.peak_allocated_bytes, f.peak_reserved_bytes),
+                                strict=True):
+            if peak is None:
+                reasons[column] = _reason_for(column, f.first_reason or "") or "not measured"
     equivalent, why = equivalence(reference_id, quality, f.median_metric, ref_metric, f.min_agreement, f.accepted,
                                   f.failures)
     return VariantSummary(
