@@ -54,7 +54,7 @@ def summarize(
     figures = _Figures.of(_runs(frame, verdicts))
     reference_id = quality.reference_variant
     pick = reference_for or (lambda variant_id: reference_id)
-    metrics = {variant_id: figures.rows[k].median_metric for variant_id, k in figures.number.items()}
+    metrics = figures.median_metrics()
     summaries = [_variant_summary(variant, figures.of_variant(variant[0]), quality,
                                   metrics.get(pick(variant[0])), pick(variant[0]))
                  for variant in map(_variant_entry, variant_order)]
@@ -114,10 +114,12 @@ class _VariantFigures(NamedTuple):
 
 
 class _Figures(NamedTuple):
-    """Every variant's figures (row ``k``: the ``k``-th variant to run)."""
+    """Every variant's figures, one list per figure (item ``k``: the ``k``-th variant to run), in the order of
+    :class:`_VariantFigures`' fields. A variant's figures become one record only when its summary is built
+    (thousands of variants: not as many rows kept alive at once)."""
 
     number: dict[str, int]  # variant id → k
-    rows: list[_VariantFigures]
+    columns: list[list[Any]]
 
     @classmethod
     def of(cls, runs: pd.DataFrame) -> _Figures:
@@ -145,12 +147,15 @@ class _Figures(NamedTuple):
         columns["failures"] = _first_failures(runs, count)
         columns["subgroups"] = _subgroup_medians(runs.loc[runs["accepted"]], count)
         return cls(dict(zip(pd.unique(runs["variant_id"]).tolist(), range(count), strict=True)),
-                   list(map(_VariantFigures._make, zip(*(columns[name] for name in _VariantFigures._fields),
-                                                       strict=True))))
+                   [columns[name] for name in _VariantFigures._fields])
 
     def of_variant(self, variant_id: str) -> _VariantFigures:
         k = self.number.get(variant_id)
-        return _NO_ROWS if k is None else self.rows[k]
+        return _NO_ROWS if k is None else _VariantFigures._make([column[k] for column in self.columns])
+
+    def median_metrics(self) -> dict[str, float | None]:
+        """Variant id → its median metric."""
+        return dict(zip(self.number, self.columns[_VariantFigures._fields.index("median_metric")], strict=True))
 
 
 def _first_failures(runs: pd.DataFrame, count: int) -> list[tuple[str, ...]]:
@@ -177,14 +182,13 @@ def _subgroup_medians(accepted: pd.DataFrame, count: int) -> list[dict[str, dict
             return found
         medians = pd.DataFrame(scores).groupby(variants).median()
         blocks, start = [], 0
-        for _, values in layout:  # per group: one {value: median} per variant
-            rows = medians.iloc[:, start:start + len(values)].to_numpy().tolist()
-            blocks.append(list(map(dict, map(zip, repeat(values), rows))))
+        for _, values in layout:  # per group: one {value: median} per variant (one list per value, not per row)
+            columns = medians.iloc[:, start:start + len(values)].to_numpy().T.tolist()
+            blocks.append([dict(zip(values, row, strict=True)) for row in zip(*columns, strict=True)])
             start += len(values)
         groups = [group for group, _ in layout]
-        for k, nested in zip(medians.index.tolist(), map(dict, map(zip, repeat(groups), zip(*blocks, strict=True))),
-                             strict=True):
-            found[k] = nested
+        for k, nested in zip(medians.index.tolist(), zip(*blocks, strict=True), strict=True):
+            found[k] = {group: block for group, block in zip(groups, nested, strict=True)}
         return found
     long = pd.DataFrame([(k, group, value, score) for k, table in zip(variants.tolist(), tables, strict=True)
                          for group, values in table.items() for value, score in values.items()],
@@ -202,7 +206,7 @@ def _score_columns(tables: list[dict[str, dict[str, float]]], variants: np.ndarr
     passes do: the medians then come out in the order :func:`_subgroup_medians` gives them one by one); None
     when they differ, or a score is not a number."""
     groups = list(tables[0]) if tables else []
-    if set(map(len, tables)) - {len(groups)}:
+    if sum(map(len, tables)) != len(groups) * len(tables):  # with each of these groups (else KeyError below)
         return None
     if not groups:
         return [], np.empty((len(tables), 0))
@@ -213,15 +217,17 @@ def _score_columns(tables: list[dict[str, dict[str, float]]], variants: np.ndarr
     try:
         for group in groups:
             scores = list(map(itemgetter(group), tables))
-            values = list(scores[0]) if type(scores[0]) is dict else []
-            if not values or set(map(type, scores)) != {dict} or set(map(len, scores)) != {len(values)} or \
+            values = list(scores[0])
+            # Every pass has each of these values (else KeyError below), so as many in all means no other.
+            if not values or sum(map(len, scores)) != len(values) * len(scores) or \
                     set(map(tuple, map(itemgetter(group), firsts))) != {tuple(values)}:
                 return None
             taken = map(itemgetter(*values), scores) if len(values) > 1 else zip(map(itemgetter(*values), scores))
             columns.append(np.fromiter(chain.from_iterable(taken), "float64", len(scores) * len(values))
                            .reshape(len(scores), len(values)))
             layout.append((group, values))
-    except (KeyError, TypeError, ValueError):  # a pass without one of the first pass's values, or not a number
+    except (KeyError, TypeError, ValueError):  # a pass without one of the first pass's groups or values, or not a
+        # table of numbers
         return None
     return layout, np.hstack(columns)
 
