@@ -16,7 +16,7 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import accumulate, chain, repeat
 from operator import itemgetter
 from typing import Any, NamedTuple
@@ -55,9 +55,9 @@ def summarize(
     reference_id = quality.reference_variant
     pick = reference_for or (lambda variant_id: reference_id)
     metrics = figures.median_metrics()
-    summaries = [_variant_summary(variant, figures.of_variant(variant[0]), quality,
-                                  metrics.get(pick(variant[0])), pick(variant[0]))
-                 for variant in map(_variant_entry, variant_order)]
+    entries = list(map(_variant_entry, variant_order))
+    summaries = [_variant_summary(variant, f, quality, metrics.get(pick(variant[0])), pick(variant[0]))
+                 for variant, f in zip(entries, figures.in_order([entry[0] for entry in entries]), strict=True)]
     warnings = [*spread_warnings(summaries), *scarce_warnings(summaries)]
     return Summary(variants=tuple(summaries), warnings=tuple(warnings), reference_variant=reference_id)
 
@@ -149,9 +149,14 @@ class _Figures(NamedTuple):
         return cls(dict(zip(pd.unique(runs["variant_id"]).tolist(), range(count), strict=True)),
                    [columns[name] for name in _VariantFigures._fields])
 
-    def of_variant(self, variant_id: str) -> _VariantFigures:
-        k = self.number.get(variant_id)
-        return _NO_ROWS if k is None else _VariantFigures._make([column[k] for column in self.columns])
+    def in_order(self, variant_ids: Sequence[str]) -> Iterator[_VariantFigures]:
+        """The figures of each of ``variant_ids`` in turn (:data:`_NO_ROWS` for a variant that never ran), each made
+        when it is reached."""
+        never = len(self.number)  # the item after the last variant's: the figures of no rows
+        picks = list(map(self.number.get, variant_ids, repeat(never)))
+        taken = [list(map([*column, empty].__getitem__, picks)) for column, empty in zip(self.columns, _NO_ROWS,
+                                                                                          strict=True)]
+        return map(_VariantFigures._make, zip(*taken, strict=True))
 
     def median_metrics(self) -> dict[str, float | None]:
         """Variant id → its median metric."""
