@@ -55,9 +55,9 @@ def summarize(
     reference_id = quality.reference_variant
     pick = reference_for or (lambda variant_id: reference_id)
     metrics = figures.median_metrics()
-    entries = list(map(_variant_entry, variant_order))
+    ids = [variant.variant_id if isinstance(variant, Variant) else variant["variant_id"] for variant in variant_order]
     summaries = [_variant_summary(variant, f, quality, metrics.get(pick(variant[0])), pick(variant[0]))
-                 for variant, f in zip(entries, figures.in_order([entry[0] for entry in entries]), strict=True)]
+                 for variant, f in zip(map(_variant_entry, variant_order), figures.in_order(ids), strict=True)]
     warnings = [*spread_warnings(summaries), *scarce_warnings(summaries)]
     return Summary(variants=tuple(summaries), warnings=tuple(warnings), reference_variant=reference_id)
 
