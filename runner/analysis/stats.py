@@ -135,7 +135,8 @@ class _Figures(NamedTuple):
         }
         count = len(groups)
         columns = {name: _python_list(series.reindex(range(count))) for name, series in aggregates.items()}
-        ordered = runs.sort_values("variant", kind="stable")  # each variant's rows together, in run order
+        ordered = runs[["time_s", "trial_id"]].take(np.argsort(runs["variant"].to_numpy(), kind="stable"))  # each
+        # variant's rows together, in run order
         bounds = [0, *accumulate(columns["attempts"])]
         for name, source in (("pass_s", "time_s"), ("pass_s_labels", "trial_id")):
             values = _python_list(ordered[source])
@@ -166,8 +167,9 @@ class _Figures(NamedTuple):
 def _first_failures(runs: pd.DataFrame, count: int) -> list[tuple[str, ...]]:
     """Per variant, the task's failed conditions of its first pass (in run order) that has any; () if none."""
     found: list[tuple[str, ...]] = [() for _ in range(count)]
-    given = runs["agreement_failures"].tolist()
-    failed = [(k, failures) for k, failures in zip(runs["variant"].tolist(), given, strict=True)
+    given = runs["agreement_failures"]
+    given = given[given.notna()]  # most passes have none
+    failed = [(k, failures) for k, failures in zip(runs["variant"][given.index].tolist(), given.tolist(), strict=True)
               if isinstance(failures, list) and failures]
     for k, failures in reversed(failed):  # the first in run order wins
         found[k] = tuple(failures)
