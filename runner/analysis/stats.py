@@ -16,11 +16,12 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from itertools import accumulate
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from itertools import accumulate, chain, repeat
 from operator import itemgetter
 from typing import Any, NamedTuple
 
+import numpy as np
 import pandas as pd
 
 from protocol.records import Variant
@@ -53,23 +54,22 @@ def summarize(
     figures = _Figures.of(_runs(frame, verdicts))
     reference_id = quality.reference_variant
     pick = reference_for or (lambda variant_id: reference_id)
-    metrics = dict(zip(figures.number, [row[figures.columns.index("median_metric")] for row in figures.rows],
-                       strict=True))
-    summaries = [_variant_summary(variant, figures.of_variant(variant[0]), quality,
-                                  metrics.get(pick(variant[0])), pick(variant[0]))
-                 for variant in map(_variant_entry, variant_order)]
+    metrics = figures.median_metrics()
+    ids = [variant.variant_id if isinstance(variant, Variant) else variant["variant_id"] for variant in variant_order]
+    summaries = [_variant_summary(variant, f, quality, metrics.get(pick(variant[0])), pick(variant[0]))
+                 for variant, f in zip(map(_variant_entry, variant_order), figures.in_order(ids), strict=True)]
     warnings = [*spread_warnings(summaries), *scarce_warnings(summaries)]
     return Summary(variants=tuple(summaries), warnings=tuple(warnings), reference_variant=reference_id)
 
 
 def _runs(frame: pd.DataFrame, verdicts: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
-    """The rows in run order (order index, then attempt), each joined with its verdict (:func:`verdict_table`):
-    ``accepted`` (a verdict that accepts the corpus), ``time_s`` (the pass time of an accepted pass),
-    ``metric_value`` (of an accepted pass), ``agreement`` and ``max_score_delta`` (of every compared pass),
-    ``agreement_failures``, ``subgroups``, and ``variant``: the variant's number, in the order the variants
-    first ran."""
+    """The rows in run order (order index, then attempt), each with its verdict's fields beside it
+    (:func:`verdict_columns`): ``accepted`` (a verdict that accepts the corpus), ``time_s`` (the pass time of an
+    accepted pass), ``metric_value`` (of an accepted pass), ``agreement`` and ``max_score_delta`` (of every
+    compared pass), ``agreement_failures``, ``subgroups``, and ``variant``: the variant's number, in the order the
+    variants first ran."""
     runs = frame[list(SUMMARY_COLUMNS)].sort_values(["order_index", "attempt"], kind="stable", ignore_index=True)
-    runs = runs.join(verdict_table(verdicts), on="trial_id")
+    runs = runs.join(verdict_columns(verdicts, runs["trial_id"].tolist()))
     accepted = runs["corpus_accepted"].fillna(False).astype(bool)
     return runs.assign(variant=pd.factorize(runs["variant_id"])[0], accepted=accepted,
                        time_s=runs["pass_s"].where(accepted), metric_value=runs["metric_value"].where(accepted))
@@ -78,23 +78,48 @@ def _runs(frame: pd.DataFrame, verdicts: Mapping[str, Mapping[str, Any]]) -> pd.
 #: The verdict fields a summary reads, and their dtypes.
 _VERDICT_FIELDS = {"corpus_accepted": object, "metric_value": "float64", "agreement": "float64",
                    "max_score_delta": "float64", "agreement_failures": object, "subgroups": object}
+_NO_VERDICT: Mapping[str, Any] = {}
 
 
-def verdict_table(verdicts: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
-    """The verdicts as a frame indexed by trial id, one column per field a summary reads (a verdict without
-    the field: missing)."""
-    table = pd.DataFrame(list(verdicts.values()), index=list(verdicts))
-    return pd.DataFrame({name: (table[name] if name in table else pd.Series(None, index=table.index,
-                                                                              dtype=object)).astype(dtype)
-                         for name, dtype in _VERDICT_FIELDS.items()}, index=table.index)
+def verdict_columns(verdicts: Mapping[str, Mapping[str, Any]], trial_ids: Sequence[str]) -> pd.DataFrame:
+    """The verdict of each of ``trial_ids`` (row ``i``: the ``i``-th trial), one column per field a summary reads
+    (a trial without a verdict, or a verdict without the field: missing)."""
+    found = list(map(verdicts.get, trial_ids, repeat(_NO_VERDICT)))
+    return pd.DataFrame(found, columns=list(_VERDICT_FIELDS)).astype(_VERDICT_FIELDS)
+
+
+class _VariantFigures(NamedTuple):
+    """One variant's figures (:meth:`_Figures.of`)."""
+
+    attempts: int
+    accepted: int
+    median_pass_s: float | None
+    min_pass_s: float | None
+    max_pass_s: float | None
+    timed: int
+    median_metric: float | None
+    min_agreement: float | None
+    max_score_delta: float | None
+    oom_events: int | None
+    peak_rss_bytes: int | None
+    peak_allocated_bytes: int | None
+    peak_reserved_bytes: int | None
+    truncated_count: int | None
+    first_reason: str | None
+    pass_s: tuple[float | None, ...]
+    pass_s_labels: tuple[str, ...]
+    statuses: dict[str, int]
+    failures: tuple[str, ...]
+    subgroups: dict[str, dict[str, float]]
 
 
 class _Figures(NamedTuple):
-    """Every variant's figures, one list per figure (item ``k``: the ``k``-th variant to run)."""
+    """Every variant's figures, one list per figure (item ``k``: the ``k``-th variant to run), in the order of
+    :class:`_VariantFigures`' fields. A variant's figures become one record only when its summary is built
+    (thousands of variants: not as many rows kept alive at once)."""
 
     number: dict[str, int]  # variant id → k
-    columns: tuple[str, ...]  # the figures' names
-    rows: list[tuple[Any, ...]]  # row k: the k-th variant's figures
+    columns: list[list[Any]]
 
     @classmethod
     def of(cls, runs: pd.DataFrame) -> _Figures:
@@ -110,30 +135,45 @@ class _Figures(NamedTuple):
         }
         count = len(groups)
         columns = {name: _python_list(series.reindex(range(count))) for name, series in aggregates.items()}
-        ordered = runs.sort_values("variant", kind="stable")  # each variant's rows together, in run order
+        ordered = runs[["time_s", "trial_id"]].take(np.argsort(runs["variant"].to_numpy(), kind="stable"))  # each
+        # variant's rows together, in run order
         bounds = [0, *accumulate(columns["attempts"])]
         for name, source in (("pass_s", "time_s"), ("pass_s_labels", "trial_id")):
             values = _python_list(ordered[source])
-            columns[name] = [tuple(values[start:end]) for start, end in zip(bounds, bounds[1:], strict=False)]
+            columns[name] = list(map(tuple, map(values.__getitem__, map(slice, bounds, bounds[1:]))))
         columns["statuses"] = [{} for _ in range(count)]
         statuses = runs.groupby(["variant", "status"], sort=False).size().reset_index()
         for k, status, n in zip(*(statuses[c].tolist() for c in statuses.columns), strict=True):
             columns["statuses"][k][status] = n
-        columns["failures"] = [() for _ in range(count)]
-        given = runs["agreement_failures"].tolist()
-        failed = [(k, failures) for k, failures in zip(runs["variant"].tolist(), given, strict=True)
-                  if isinstance(failures, list) and failures]
-        for k, failures in reversed(failed):  # the first in run order wins
-            columns["failures"][k] = tuple(failures)
+        columns["failures"] = _first_failures(runs, count)
         columns["subgroups"] = _subgroup_medians(runs.loc[runs["accepted"]], count)
-        return cls(dict(zip(pd.unique(runs["variant_id"]).tolist(), range(count), strict=True)), tuple(columns),
-                   list(zip(*columns.values(), strict=True)))
+        return cls(dict(zip(pd.unique(runs["variant_id"]).tolist(), range(count), strict=True)),
+                   [columns[name] for name in _VariantFigures._fields])
 
-    def of_variant(self, variant_id: str) -> dict[str, Any]:
-        k = self.number.get(variant_id)
-        if k is None:
-            return _NO_ROWS
-        return dict(zip(self.columns, self.rows[k], strict=True))
+    def in_order(self, variant_ids: Sequence[str]) -> Iterator[_VariantFigures]:
+        """The figures of each of ``variant_ids`` in turn (:data:`_NO_ROWS` for a variant that never ran), each made
+        when it is reached."""
+        never = len(self.number)  # the item after the last variant's: the figures of no rows
+        picks = list(map(self.number.get, variant_ids, repeat(never)))
+        taken = [list(map([*column, empty].__getitem__, picks)) for column, empty in zip(self.columns, _NO_ROWS,
+                                                                                          strict=True)]
+        return map(_VariantFigures._make, zip(*taken, strict=True))
+
+    def median_metrics(self) -> dict[str, float | None]:
+        """Variant id → its median metric."""
+        return dict(zip(self.number, self.columns[_VariantFigures._fields.index("median_metric")], strict=True))
+
+
+def _first_failures(runs: pd.DataFrame, count: int) -> list[tuple[str, ...]]:
+    """Per variant, the task's failed conditions of its first pass (in run order) that has any; () if none."""
+    found: list[tuple[str, ...]] = [() for _ in range(count)]
+    given = runs["agreement_failures"]
+    given = given[given.notna()]  # most passes have none
+    failed = [(k, failures) for k, failures in zip(runs["variant"][given.index].tolist(), given.tolist(), strict=True)
+              if isinstance(failures, list) and failures]
+    for k, failures in reversed(failed):  # the first in run order wins
+        found[k] = tuple(failures)
+    return found
 
 
 def _subgroup_medians(accepted: pd.DataFrame, count: int) -> list[dict[str, dict[str, float]]]:
@@ -141,15 +181,21 @@ def _subgroup_medians(accepted: pd.DataFrame, count: int) -> list[dict[str, dict
     order the passes first scored them)."""
     tables = [table if isinstance(table, dict) else {} for table in accepted["subgroups"].tolist()]
     variants = accepted["variant"].to_numpy()
-    columns = _score_columns(tables)
     found: list[dict[str, dict[str, float]]] = [{} for _ in range(count)]
-    if columns is not None:
-        medians = pd.DataFrame(columns).groupby(variants).median() if columns else pd.DataFrame()
-        per_group: dict[str, list[tuple[str, list[float]]]] = {}
-        for group, value in columns:
-            per_group.setdefault(group, []).append((value, medians[group, value].tolist()))
-        for row, k in enumerate(medians.index.tolist()):
-            found[k] = {group: {value: scores[row] for value, scores in values} for group, values in per_group.items()}
+    scored = _score_columns(tables, variants)
+    if scored is not None:
+        layout, scores = scored
+        if not layout:  # no pass scored a subgroup
+            return found
+        medians = pd.DataFrame(scores).groupby(variants).median()
+        blocks, start = [], 0
+        for _, values in layout:  # per group: one {value: median} per variant (one list per value, not per row)
+            columns = medians.iloc[:, start:start + len(values)].to_numpy().T.tolist()
+            blocks.append([dict(zip(values, row, strict=True)) for row in zip(*columns, strict=True)])
+            start += len(values)
+        groups = [group for group, _ in layout]
+        for k, nested in zip(medians.index.tolist(), zip(*blocks, strict=True), strict=True):
+            found[k] = {group: block for group, block in zip(groups, nested, strict=True)}
         return found
     long = pd.DataFrame([(k, group, value, score) for k, table in zip(variants.tolist(), tables, strict=True)
                          for group, values in table.items() for value, score in values.items()],
@@ -160,49 +206,66 @@ def _subgroup_medians(accepted: pd.DataFrame, count: int) -> list[dict[str, dict
     return found
 
 
-def _score_columns(tables: list[dict[str, dict[str, float]]]) -> dict[tuple[str, str], list[float]] | None:
-    """One column of scores per (group, value) when every pass scored the same subgroups, in the same order (one
-    task's passes do); None when they differ (the scores are then taken one by one)."""
+def _score_columns(tables: list[dict[str, dict[str, float]]], variants: np.ndarray) -> \
+        tuple[list[tuple[str, list[str]]], np.ndarray] | None:
+    """The (group, values) layout of the first pass and every pass's scores in it (one row per pass), when
+    every pass scored the same subgroups and each variant's first pass scored them in that order (one task's
+    passes do: the medians then come out in the order :func:`_subgroup_medians` gives them one by one); None
+    when they differ, or a score is not a number."""
     groups = list(tables[0]) if tables else []
-    if not all(list(table) == groups for table in tables):
+    if sum(map(len, tables)) != len(groups) * len(tables):  # with each of these groups (else KeyError below)
         return None
-    columns: dict[tuple[str, str], list[float]] = {}
-    for group in groups:
-        scores = list(map(itemgetter(group), tables))
-        values = list(scores[0])
-        if not all(list(score) == values for score in scores):
-            return None
-        columns.update({(group, value): list(map(itemgetter(value), scores)) for value in values})
-    return columns
+    if not groups:
+        return [], np.empty((len(tables), 0))
+    firsts = [tables[i] for i in np.unique(variants, return_index=True)[1].tolist()]  # each variant's first pass
+    if set(map(tuple, firsts)) != {tuple(groups)}:
+        return None
+    layout, columns = [], []
+    try:
+        for group in groups:
+            scores = list(map(itemgetter(group), tables))
+            values = list(scores[0])
+            # Every pass has each of these values (else KeyError below), so as many in all means no other.
+            if not values or sum(map(len, scores)) != len(values) * len(scores) or \
+                    set(map(tuple, map(itemgetter(group), firsts))) != {tuple(values)}:
+                return None
+            taken = map(itemgetter(*values), scores) if len(values) > 1 else zip(map(itemgetter(*values), scores))
+            columns.append(np.fromiter(chain.from_iterable(taken), "float64", len(scores) * len(values))
+                           .reshape(len(scores), len(values)))
+            layout.append((group, values))
+    except (KeyError, TypeError, ValueError):  # a pass without one of the first pass's groups or values, or not a
+        # table of numbers
+        return None
+    return layout, np.hstack(columns)
 
 
-def _variant_summary(variant: _VariantEntry, f: dict[str, Any], quality: Any, ref_metric: float | None,
+def _variant_summary(variant: _VariantEntry, f: _VariantFigures, quality: Any, ref_metric: float | None,
                      reference_id: str) -> VariantSummary:
     variant_id, series, config = variant
-    reasons: dict[str, str] = {}
-    if not f["timed"]:
-        reasons["median_pass_s"] = "no accepted pass"
-    for column in _PEAKS[:-1]:
-        if f[column] is None:
-            reasons[column] = _reason_for(column, f["first_reason"] or "") or "not measured"
-    equivalent, why = equivalence(reference_id, quality, f["median_metric"], ref_metric, f["min_agreement"],
-                                  f["accepted"], f["failures"])
+    reasons: dict[str, str] = {} if f.timed else {"median_pass_s": "no accepted pass"}
+    if f.peak_rss_bytes is None or f.peak_allocated_bytes is None or f.peak_reserved_bytes is None:
+        for column, peak in zip(_PEAKS[:-1], (f.peak_rss_bytes, f.peak_allocated_bytes, f.peak_reserved_bytes),
+                                strict=True):
+            if peak is None:
+                reasons[column] = _reason_for(column, f.first_reason or "") or "not measured"
+    equivalent, why = equivalence(reference_id, quality, f.median_metric, ref_metric, f.min_agreement, f.accepted,
+                                  f.failures)
     return VariantSummary(
-        variant_id=variant_id, series=series, config=config, attempts=f["attempts"], statuses=f["statuses"],
-        accepted=f["accepted"], failed=f["attempts"] - f["accepted"], pass_s=f["pass_s"],
-        pass_s_labels=f["pass_s_labels"], median_pass_s=f["median_pass_s"], min_pass_s=f["min_pass_s"],
-        max_pass_s=f["max_pass_s"], metric=quality.metric, median_metric=f["median_metric"],
-        subgroups=f["subgroups"], min_agreement=f["min_agreement"], max_score_delta=f["max_score_delta"],
-        equivalent=equivalent, equivalence_reason=why, peak_rss_bytes=f["peak_rss_bytes"],
-        peak_allocated_bytes=f["peak_allocated_bytes"], peak_reserved_bytes=f["peak_reserved_bytes"],
-        truncated_count=f["truncated_count"], oom_events=f["oom_events"] or 0, empty_reasons=reasons)
+        variant_id=variant_id, series=series, config=config, attempts=f.attempts, statuses=f.statuses,
+        accepted=f.accepted, failed=f.attempts - f.accepted, pass_s=f.pass_s, pass_s_labels=f.pass_s_labels,
+        median_pass_s=f.median_pass_s, min_pass_s=f.min_pass_s, max_pass_s=f.max_pass_s, metric=quality.metric,
+        median_metric=f.median_metric, subgroups=f.subgroups, min_agreement=f.min_agreement,
+        max_score_delta=f.max_score_delta, equivalent=equivalent, equivalence_reason=why,
+        peak_rss_bytes=f.peak_rss_bytes, peak_allocated_bytes=f.peak_allocated_bytes,
+        peak_reserved_bytes=f.peak_reserved_bytes, truncated_count=f.truncated_count, oom_events=f.oom_events or 0,
+        empty_reasons=reasons)
 
 
-_NO_ROWS: dict[str, Any] = {
-    "attempts": 0, "accepted": 0, "timed": 0, "median_pass_s": None, "min_pass_s": None, "max_pass_s": None,
-    "median_metric": None, "min_agreement": None, "max_score_delta": None, "oom_events": 0,
-    **dict.fromkeys(_PEAKS), "first_reason": None, "pass_s": (), "pass_s_labels": (), "statuses": {},
-    "failures": (), "subgroups": {}}
+_NO_ROWS = _VariantFigures(
+    attempts=0, accepted=0, median_pass_s=None, min_pass_s=None, max_pass_s=None, timed=0, median_metric=None,
+    min_agreement=None, max_score_delta=None, oom_events=0, peak_rss_bytes=None, peak_allocated_bytes=None,
+    peak_reserved_bytes=None, truncated_count=None, first_reason=None, pass_s=(), pass_s_labels=(), statuses={},
+    failures=(), subgroups={})
 
 
 def _first_reasons(runs: pd.DataFrame) -> pd.Series:
@@ -213,7 +276,7 @@ def _first_reasons(runs: pd.DataFrame) -> pd.Series:
 
 def _python_list(column: pd.Series) -> list[Any]:
     """A column's values as the records hold them: None for a missing value (NaN, <NA>), else Python values."""
-    return [None if value is pd.NA or value != value else value for value in column.tolist()]
+    return column.to_numpy(dtype=object, na_value=None).tolist()
 
 
 def _variant_entry(variant: Variant | Mapping[str, Any]) -> _VariantEntry:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-import itertools
 import json
 import os
 import re
@@ -210,17 +209,35 @@ def _scan_plain(data: bytes, previous: str, verify: bool) -> RawChain | None:
     columns = _HEADER_LINES.get(lines[0])
     if columns is None:
         return None
-    commas = len(columns) - 1
+    rows = lines[1:]
+    last = _chain_plain(rows, len(columns) - 1, previous) if verify else _last_plain(rows, len(columns) - 1, previous)
+    return None if last is None else RawChain(data, columns, tuple(rows), b"", 0, last)
+
+
+def _chain_plain(rows: list[str], commas: int, previous: str) -> str | None:
+    """The last digest of plain ``rows`` of ``commas + 1`` cells each chained to the one before (the first to
+    ``previous``); None at the first row that is not. :func:`row_digest` of a plain row, one row after the other:
+    its JSON list is its cells in quotes, its other commas each written ``","`` (so that list is ``2 * (commas -
+    1)`` characters longer than the cells, the digest aside, when the row has its cells and no more)."""
     sha256 = hashlib.sha256
-    for line in itertools.islice(lines, 1, None):
+    longer = 2 * (commas - 1)
+    for line in rows:
         body, _, digest = line.rpartition(",")
-        if line.count(",") != commas:
+        quoted = body.replace(",", _QUOTED_COMMA)
+        if len(quoted) - len(body) != longer:  # not the header's cells
             return None
-        expected = sha256(f'{previous}\n["{body.replace(",", _QUOTED_COMMA)}"]'.encode()).hexdigest()
-        if digest != expected and verify:
+        previous = sha256(f'{previous}\n["{quoted}"]'.encode()).hexdigest()
+        if digest != previous:
             return None
-        previous = expected if verify else digest
-    return RawChain(data, columns, tuple(itertools.islice(lines, 1, None)), b"", 0, previous)
+    return previous
+
+
+def _last_plain(rows: list[str], commas: int, previous: str) -> str | None:
+    """The last row's digest as written (``--allow-inconsistent``: the digests are not checked); None when a row
+    has not the header's cells."""
+    if any(line.count(",") != commas for line in rows):
+        return None
+    return rows[-1].rpartition(",")[2] if rows else previous
 
 
 _QUOTED_COMMA = '","'

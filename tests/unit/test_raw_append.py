@@ -186,3 +186,44 @@ def test_fast_row_digest_matches_json():
         cells = ["".join(rng.choices(alphabet, k=rng.randrange(0, 5))) for _ in range(rng.randrange(0, 6))]
         canonical = json.dumps(cells, ensure_ascii=False, separators=(",", ":"))
         assert row_digest("p", cells) == hashlib.sha256(f"p\n{canonical}".encode()).hexdigest(), cells
+
+
+def _plain_table(path, rows):
+    """``rows`` (cells without the digest) as a raw.csv, each chained as append_row chains it (no campaign.json:
+    the chain starts from "")."""
+    from protocol.raw_columns import RAW_COLUMNS
+    from runner.campaign_dir.rawtable import row_digest
+
+    previous, lines = "", [",".join(RAW_COLUMNS)]
+    for cells in rows:
+        previous = row_digest(previous, cells)
+        lines.append(",".join([*cells, previous]))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return previous
+
+
+def test_the_plain_chain_check_gives_the_digests_of_row_digest(tmp_path):
+    import random
+
+    from protocol.raw_columns import RAW_COLUMNS
+    from runner.campaign_dir.rawtable import check_chain
+
+    rng = random.Random(5)
+    alphabet = ["a", "1", ".", " ", "é", "😀", "/", ":", "\u2028", "\x7f"]
+    for _ in range(50):
+        rows = [[f"t{i}", *("".join(rng.choices(alphabet, k=rng.randrange(0, 4))) for _ in RAW_COLUMNS[1:-1])]
+                for i in range(rng.randrange(0, 5))]
+        last = _plain_table(tmp_path / "raw.csv", rows)
+        chain = check_chain(tmp_path / "raw.csv")
+        assert chain.last_digest == last and [line.split(",")[:-1] for line in chain.records] == rows
+
+
+@pytest.mark.parametrize("change", [1, -1])
+def test_a_plain_row_of_other_cells_is_refused_though_its_digest_chains(tmp_path, change):
+    from protocol.raw_columns import RAW_COLUMNS
+
+    cells = ["t0", *(["x"] * (len(RAW_COLUMNS) - 2))]
+    _plain_table(tmp_path / "raw.csv", [cells, cells[:change] if change < 0 else [*cells, "y"]])
+    with pytest.raises(UserError, match=rf"raw.csv row 2 \(t0\) has {len(RAW_COLUMNS) + change} cells, the header "
+                                        rf"{len(RAW_COLUMNS)}"):
+        read_raw(tmp_path / "raw.csv")

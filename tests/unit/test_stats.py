@@ -102,3 +102,33 @@ def test_subgroup_medians_per_variant_whether_or_not_every_pass_scored_the_same_
     summary = summarize(rows, mixed, VARIANTS, QUALITY)
     assert summary.variants[0].subgroups == {"length_bucket": {"short": 0.93}}
     assert summary.variants[1].subgroups == {"length_bucket": {"short": 0.76}, "label": {"x": 0.5}}
+
+
+def _scored(tables):
+    """Five accepted passes (b1: t1 t3 t5, b8: t2 t4), pass ``i`` scoring ``tables[i - 1]``."""
+    rows = [row(f"t{i}", "b1" if i % 2 else "b8", i, pass_s="1") for i in range(1, 6)]
+    verdicts = {f"t{i}": {**verdict(True), "subgroups": table} for i, table in enumerate(tables, start=1)}
+    return [v.subgroups for v in summarize(rows, verdicts, VARIANTS, QUALITY).variants]
+
+
+def test_subgroup_medians_keep_each_variants_first_order_when_a_later_pass_orders_them_otherwise():
+    first = {"length_bucket": {"short": 0.1, "long": 0.2}, "label": {"x": 0.3}}
+    swapped = {"label": {"x": 0.5}, "length_bucket": {"long": 0.6, "short": 0.7}}
+    b1, b8 = _scored([first, first, swapped, first, first])  # t3 (b1's second pass) lists them the other way
+    assert b1 == {"length_bucket": {"short": 0.1, "long": 0.2}, "label": {"x": 0.3}}
+    assert list(b1) == ["length_bucket", "label"] and list(b1["length_bucket"]) == ["short", "long"]
+    b1, b8 = _scored([first, swapped, first, first, first])  # b8's first pass lists them the other way
+    assert list(b8) == ["label", "length_bucket"] and list(b8["length_bucket"]) == ["long", "short"]
+    assert b8 == {"label": {"x": 0.4}, "length_bucket": {"long": 0.4, "short": (0.7 + 0.1) / 2}}
+    assert list(b1) == ["length_bucket", "label"]
+    groups_only = {"label": {"x": 0.5}, "length_bucket": {"short": 0.7, "long": 0.6}}
+    b1, b8 = _scored([first, groups_only, first, first, first])  # b8's first pass: the groups the other way
+    assert list(b8) == ["label", "length_bucket"] and list(b8["length_bucket"]) == ["short", "long"]
+
+
+def test_subgroup_medians_of_passes_that_scored_other_values_of_the_same_count():
+    b1, b8 = _scored([{"g": {"a": 0.1}}, {"g": {"a": 0.2}}, {"g": {"b": 0.3}}, {"g": {"a": 0.4}}, {"g": {"a": 0.5}}])
+    assert b1 == {"g": {"a": 0.3, "b": 0.3}}  # t1 and t5 scored a, t3 scored b
+    assert b8 == {"g": {"a": (0.2 + 0.4) / 2}}
+    b1, b8 = _scored([{"g": {"a": 0.1}}, {"g": {"a": None}}, {}, {"g": {"a": 0.4}}, {"g": {"a": 0.5}}])
+    assert b1 == {"g": {"a": 0.3}} and b8 == {"g": {"a": 0.4}}  # a pass without a score, one of none
