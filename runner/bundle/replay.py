@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from protocol.codec import read_record
+from protocol.codec import read_record, write_record
 from protocol.errors import UserError
 from protocol.fingerprint import sha256_bytes, sha256_file
 from protocol.jsonio import read_json, write_json_atomic, write_text_atomic
@@ -357,7 +357,7 @@ def _rerun(
     image_ref, image_id, image_digest = launcher.image_fields()
     spec = dataclasses.replace(original, corpus_path=corpus_view, model_path=model_view, launcher=launcher.name,
                                image_ref=image_ref, image_id=image_id, image_digest=image_digest)
-    write_json_atomic(trial_dir / "spec.json", spec.to_dict(), out)
+    write_record(trial_dir / "spec.json", spec, out)
     interrupted = False
     try:
         result = launcher.run(paths, original.timeout_s)

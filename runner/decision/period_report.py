@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from protocol.codec import to_dict
 from protocol.costing.period import CampaignPeriod, measure_period
 from protocol.decision.rank import plan_cost
 from protocol.decision.records import CostResult
@@ -45,7 +46,7 @@ class PeriodReport:
     def to_dict(self) -> dict[str, Any]:
         """What ``isocost period --json`` prints; ``schema_version`` is the period's."""
         data = {"schema_version": self.period.schema_version, "period": self.period.to_dict(),
-                "campaign_id": self.campaign_id, "rental": None if self.rental is None else self.rental.to_dict(),
+                "campaign_id": self.campaign_id, "rental": None if self.rental is None else to_dict(self.rental),
                 "cost": self.cost.to_dict(),
                 "catalog_source": self.catalog_source, "catalog_dates": self.catalog_dates}
         if self.inconsistent:
