@@ -205,7 +205,7 @@ def _write_verified(output: Path, manifest: BundleManifest, sources: list[Packed
     tmp = Path(tmp_name)
     try:
         progress(f"writing {output}")
-        manifest_bytes = dumps(manifest.to_dict()).encode("utf-8")
+        manifest_bytes = dumps(to_dict(manifest)).encode("utf-8")
         write_deterministic_tar(tmp, [PackedFile(MANIFEST_NAME, data=manifest_bytes),
                                       *sorted(sources, key=lambda s: s.path)])
         progress("verifying the new bundle")

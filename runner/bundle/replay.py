@@ -25,7 +25,7 @@ from typing import Any
 from protocol.codec import read_record, write_record
 from protocol.errors import UserError
 from protocol.fingerprint import sha256_bytes, sha256_file
-from protocol.jsonio import read_json, write_json_atomic, write_text_atomic
+from protocol.jsonio import write_json_atomic, write_text_atomic
 from protocol.paths import check_allowed_root, check_safe_name
 from protocol.rawrecord import RawRecord
 from protocol.records import CampaignRecord, TrialSpec, TrialStatus
@@ -162,7 +162,7 @@ def _prepare_replay(
     extracted = out / "bundle"
     progress(f"extracting into {extracted}")
     digests = safe_extract(bundle, extracted, limits)
-    manifest = BundleManifest.from_dict(read_json(extracted / MANIFEST_NAME))
+    manifest = read_record(extracted / MANIFEST_NAME, BundleManifest)
     for entry in manifest.files:  # the bytes written are the bytes verified
         digest = digests.get(entry.path)
         if digest is None or digest.sha256 != entry.sha256:

@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from protocol.codec import read_record, to_dict, write_record
+from protocol.codec import from_dict, read_record, to_dict, write_record
 from protocol.fingerprint import fingerprint_path
 from protocol.manifest import MANIFEST_FILE, MANIFEST_SCHEMA_VERSION, Manifest
 from protocol.records import MemoryPeaks, PhaseTimes, TrialSpec, TrialStatus
@@ -143,8 +143,7 @@ class Trial:
 
     def write_manifest(self) -> None:
         """manifest.json as far as the trial got, through its record (:class:`protocol.manifest.Manifest`)."""
-        write_record(self.out / MANIFEST_FILE, Manifest.from_dict({"schema_version": MANIFEST_SCHEMA_VERSION,
-                                                                   **self.manifest}))
+        write_record(self.out / MANIFEST_FILE, from_dict(Manifest, self.manifest))
 
     # -- stages ----------------------------------------------------------------------------
     def verify(self) -> str:
