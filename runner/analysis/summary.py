@@ -63,7 +63,7 @@ def summarize_campaign(root: Path, *, record_events: bool = False, allow_inconsi
     if banner:
         data["inconsistent"] = banner
     estimates = _estimates(study, campaign)
-    data["memory_estimates"] = {k: v.to_dict() if v else None for k, v in estimates.items()}
+    data["memory_estimates"] = {k: to_dict(v) if v else None for k, v in estimates.items()}
     rows = frame_rows(frame, ("trial_id", "variant_id", "pass_s"))
     energy = _energy(paths, rows, verdicts, campaign.corpus_inputs)
     data["energy"] = energy

@@ -41,9 +41,6 @@ class Discrepancy:
     def __str__(self) -> str:
         return f"{self.file}: {self.field}: {self.message}"
 
-    def to_dict(self) -> dict[str, str]:
-        return {"file": self.file, "field": self.field, "message": self.message}
-
 
 class Findings:
     """The discrepancies found in one campaign directory so far, in the order found."""
