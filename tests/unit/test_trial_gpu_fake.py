@@ -272,7 +272,7 @@ def run_main(tmp_path, monkeypatch, spec, fake_model):
     monkeypatch.setattr("runner.trial.energy.POWERCAP", tmp_path / "no-powercap")
     monkeypatch.setattr("signal.signal", lambda *a: None)
     spec_path = tmp_path / "spec.json"
-    spec_path.write_text(json.dumps(codec.to_dict(spec)))
+    codec.write_record(spec_path, spec)
     out = tmp_path / "out"
     code = run_module.main([str(spec_path), str(out)])
     return code, json.loads((out / "status.json").read_text())
