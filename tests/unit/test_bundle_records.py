@@ -74,6 +74,8 @@ def test_the_manifest_refuses_what_it_cannot_read(data, what):
     with pytest.raises(UserError) as caught:
         codec.from_dict(BundleManifest, data)
     assert caught.value.what == what
+    if "schema_version" not in what and "unknown key" not in what:  # a content error says what to do with a bundle
+        assert caught.value.fix.startswith("This bundle was not written by this isocost version, or was edited")
 
 
 def test_the_verify_report_names_its_first_discrepancy():
