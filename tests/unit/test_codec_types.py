@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from decimal import Decimal
+from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
@@ -13,7 +14,10 @@ import pytest
 from protocol import codec
 from protocol.codec import Convert, Schema, options
 from protocol.costing.calendar import format_offset, parse_offset
+from protocol.decision.ledger import parse_ledger
+from protocol.decision.records import Decision, Ledger
 from protocol.errors import UserError
+from protocol.jsonio import dumps
 
 OFFSET = Convert(format_offset, parse_offset, 'a UTC offset like "+01:00"')
 
@@ -82,3 +86,41 @@ def test_derived_keys_may_be_left_out() -> None:
     del data["twice_usd"], data["note"]
     assert codec.from_dict(Bill, data).amount_usd == Decimal("7.50")
 
+
+LEDGER = ("date,description,amount_usd,evidence\n"
+          "2026-09-30,object storage,12.50,invoice S-17\n"
+          "2026-10-02,engineer time,250,timesheet week 40\n")
+
+
+def test_the_ledger_reads_back_as_written() -> None:
+    ledger = parse_ledger(LEDGER, "ledger.csv")
+    data = _written(ledger)
+    assert data["total_usd"] == "262.50" and data["expenses"][1]["amount_usd"] == "250.00"
+    assert data["note"] == "other project expenses: never part of a configuration's cost"
+    assert data["expenses"][0]["date"] == "2026-09-30" and data["expenses"][0]["schema_version"] == 2
+    assert codec.from_dict(Ledger, data) == ledger
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda d: d.update(total_usd="1.00"), "key 'total_usd' is '1.00', but the record's other keys give '262.50'"),
+    (lambda d: d["expenses"][0].update(amount_usd=12.5), "key 'expenses[0].amount_usd' must be a decimal number"),
+    (lambda d: d["expenses"][1].update(date="tomorrow"), "key 'expenses[1].date' must be a date as text"),
+    (lambda d: d["expenses"][0].update(paid=True), "unknown key 'expenses[0].paid'"),
+    (lambda d: d["expenses"][0].update(schema_version=9), "expense has schema_version 9"),
+    (lambda d: d.pop("path"), "key 'path' is missing"),
+])
+def test_a_hostile_ledger_is_refused_naming_the_key(edit: Any, message: str) -> None:
+    data = _written(parse_ledger(LEDGER, "ledger.csv"))
+    edit(data)
+    with pytest.raises(UserError, match="decision.json") as info:
+        codec.from_dict(Ledger, data, "decision.json")
+    assert message in info.value.message
+
+
+GOLDEN_DECISION = Path(__file__).resolve().parents[1] / "data" / "golden_decide" / "decision.json"
+
+
+def test_the_golden_decision_json_reads_back_and_writes_the_same_bytes() -> None:
+    decision = codec.read_record(GOLDEN_DECISION, Decision)
+    assert decision.agreement is not None and decision.catalog_source is not None
+    assert dumps(codec.to_dict(decision)) == GOLDEN_DECISION.read_text(encoding="utf-8")
