@@ -240,6 +240,7 @@ def _record(cls: type[T], data: Any, prefix: str) -> T:
             values[spec.name] = _field(hints[spec.name], spec, data[key], _name(prefix, key))
         elif spec.default is dataclasses.MISSING and spec.default_factory is dataclasses.MISSING:
             raise _Mismatch(f"key {_name(prefix, key)!r} is missing")
+    _check_readable(cls)
     record = cls(**values)
     if schema is not None:
         _check_derived(schema, record, {key: value for key, value in data.items() if key not in fields}, prefix)
@@ -247,6 +248,14 @@ def _record(cls: type[T], data: Any, prefix: str) -> T:
     if problem:
         raise _Mismatch(f"{_subject(prefix, schema)}: {problem}")
     return record
+
+
+def _check_readable(cls: type) -> None:
+    """A field neither written nor defaulted: the record is written only (reading it is a bug, not a user's mistake)."""
+    for spec in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if spec.metadata.get("codec_skip") and spec.default is dataclasses.MISSING \
+                and spec.default_factory is dataclasses.MISSING:
+            raise TypeError(f"the record codec cannot read {cls.__name__}: its field {spec.name!r} is not written")
 
 
 def _refuse_unknown(unknown: set[str], prefix: str) -> None:

@@ -124,3 +124,14 @@ def test_the_golden_decision_json_reads_back_and_writes_the_same_bytes() -> None
     decision = codec.read_record(GOLDEN_DECISION, Decision)
     assert decision.agreement is not None and decision.catalog_source is not None
     assert dumps(codec.to_dict(decision)) == GOLDEN_DECISION.read_text(encoding="utf-8")
+
+
+def test_a_record_with_an_unwritten_required_field_is_written_only() -> None:
+    @dataclass(frozen=True)
+    class Grouped:
+        low: float = field(metadata=options(written=False))
+        CODEC: ClassVar[Schema] = Schema("grouped", extra=lambda record: {"interval": [record.low]})
+
+    assert codec.to_dict(Grouped(1.0)) == {"interval": [1.0]}
+    with pytest.raises(TypeError, match="cannot read Grouped: its field 'low' is not written"):
+        codec.from_dict(Grouped, {"interval": [1.0]})
