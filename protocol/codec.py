@@ -114,7 +114,8 @@ class Convert:
 
 def options(*, key: str | None = None, convert: Convert | None = None, written: bool = True) -> dict[str, Any]:
     """Field metadata: ``key`` the name written and read (``field(metadata=options(key="date"))``), ``convert``
-    its own format, ``written=False`` neither written nor read (the field needs a default)."""
+    its own format, ``written=False`` neither written nor read (read back, it takes its default; without one the
+    record is written only, its keys grouped by ``Schema.extra``)."""
     return {"codec_key": key, "codec_convert": convert, "codec_skip": not written}
 
 
