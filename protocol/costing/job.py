@@ -57,7 +57,6 @@ _SHARES = options(convert=Convert(dict, lambda data: tuple((str(k), float(v)) fo
 class Job:
     """A validated ``[job]`` table. Example: ``Job(source="study.toml", inputs=1_000_000, corpora=1)``."""
 
-    source: str = field(metadata=options(written=False))  # named in errors, not in decision.json
     inputs: int
     corpora: int
     inputs_per_day: int | None = None
@@ -67,8 +66,13 @@ class Job:
     fit_level: float = DEFAULT_FIT_LEVEL
     bootstrap_resamples: int = DEFAULT_RESAMPLES
     bootstrap_seed: int = 0
-    CODEC: ClassVar[Schema] = Schema("job", extra=lambda job: {
-        "mix_source": "declared in [job.mix]" if job.mix else "the measured corpus's own bucket shares"})
+    source: str = field(default="", metadata=options(written=False))  # the study file, named in errors
+    CODEC: ClassVar[Schema] = Schema("job", derived=("mix_source",))
+
+    @property
+    def mix_source(self) -> str:
+        """Example: ``"declared in [job.mix]"``."""
+        return "declared in [job.mix]" if self.mix else "the measured corpus's own bucket shares"
 
     def where(self, key: str) -> str:
         """Example: ``job.where("inputs") == "study.toml, key job.inputs"``."""

@@ -35,6 +35,7 @@ from statistics import NormalDist
 from typing import Any, ClassVar
 
 from protocol.codec import Schema, options
+from protocol.costing.job import Job
 from protocol.costing.plans import CENT, METERED, ROUNDING, Catalog, Plan, charge, format_usd
 from protocol.costing.projection import Projection, percentile
 
@@ -129,7 +130,7 @@ class Comparison:
 class JobDecision:
     """The declared job's answer: ranked configurations, comparisons, Pareto front, method."""
 
-    job: dict[str, Any]
+    job: Job
     level: float
     configurations: tuple[JobConfiguration, ...]
     ranking: tuple[str, ...]

@@ -16,7 +16,6 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from protocol import codec
 from protocol.costing.batch_fit import PassEvidence
 from protocol.costing.calendar import Window
 from protocol.costing.job import Job
@@ -84,7 +83,7 @@ def job_decision(
     ranked = [next(r for r in results if r.configuration_id == c.configuration_id) for c in ranked]
     comparisons = tuple(compare(ranked[0], other, level) for other in ranked[1:TOP_COMPARED])
     return JobDecision(
-        job=codec.to_dict(job), level=level, configurations=tuple(results),
+        job=job, level=level, configurations=tuple(results),
         ranking=tuple(c.configuration_id for c in ranked),
         chosen=ranked[0].configuration_id if ranked else None, comparisons=comparisons, why=tuple(why),
         method=METHOD, assumptions=ASSUMPTIONS,
