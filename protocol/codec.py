@@ -13,8 +13,15 @@ errors. Reading refuses, each as a :class:`UserError` naming the file and the ke
 
 The types understood: ``str``, ``int``, ``float``, ``bool``, ``None``, ``X | None``, unions,
 ``Literal[...]``, enums (by value), ``tuple[X, ...]``, ``tuple[X, Y]``, ``list[X]``, ``dict[str, X]``,
-nested dataclasses and ``Any`` (any JSON value, kept as read). Writing turns tuples into lists, enums
-into their values and nested records into dicts; ``Schema.omit_none`` leaves out fields that are None.
+nested dataclasses, ``Any`` (any JSON value, kept as read), ``Mapping[str, X]`` (as ``dict``), ``Decimal``
+(money: text with at least two decimals, ``"220.00"``, read from text only) and ``datetime.date`` (ISO text,
+``"2026-09-30"``). Writing turns tuples into lists, enums into their values and nested records into dicts;
+``Schema.omit_none`` leaves out fields that are None.
+
+A field may say how it is written (:func:`options`): under another key, by its own :class:`Convert` (a time
+written in a format of its own), or not at all. A record may write values derived from its fields beside them
+(``Schema.derived``: property names; ``Schema.extra``: a function of the record); read back, each must equal
+what the decoded record derives, so a hand-edited total is refused naming its key.
 
 Example::
 
@@ -25,11 +32,13 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import enum
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation, localcontext
 from pathlib import Path
 from typing import Any, TypeVar, Union
 
@@ -55,6 +64,10 @@ class Schema:
     reported at the record's key. ``unversioned``: the version a dict without ``schema_version`` is (a
     format that carried none before its first bump). ``fix``: what a content error tells the reader to do
     (the :func:`from_dict` argument wins; the default says to restore the file or re-run its stage).
+    ``derived``: attributes (properties) written beside the fields; ``extra(record)``: more keys written beside
+    them (a note, a figure in another shape). Neither is read into the record: read back, each must equal what
+    the decoded record gives, else it is refused (so a record reads back only when they depend on written
+    fields alone).
     """
 
     kind: str
@@ -65,6 +78,8 @@ class Schema:
     check: Callable[[Any], str] | None = None
     unversioned: int | None = None
     fix: str = ""
+    derived: tuple[str, ...] = ()
+    extra: Callable[[Any], dict[str, Any]] | None = None
 
     def read_versions(self) -> tuple[int, ...]:
         return self.reads or ((self.version,) if self.version is not None else ())
@@ -84,6 +99,38 @@ class _Mismatch(Exception):
 
 #: Field metadata: leave the field out of the dict when it is None (``field(default=None, metadata=OMIT_NONE)``).
 OMIT_NONE = {"codec_omit_none": True}
+#: Decimal digits a ``Decimal`` is formatted with (money: exact to the cent below 10^90).
+_DECIMAL_DIGITS = 100
+_CENT = Decimal("0.01")
+
+
+@dataclass(frozen=True)
+class Convert:
+    """A field value written by its own functions: ``write(value)`` gives the JSON value, ``read(json)`` the value
+    back (raising ``ValueError``, ``TypeError`` or ``KeyError`` on a bad one: refused as "must be ``words``").
+    None stays None. Example: ``Convert(format_offset, parse_offset, "a UTC offset like '+01:00'")``."""
+
+    write: Callable[[Any], Any]
+    read: Callable[[Any], Any]
+    words: str
+
+
+def options(*, key: str | None = None, convert: Convert | None = None, written: bool = True) -> dict[str, Any]:
+    """Field metadata: ``key`` the name written and read (``field(metadata=options(key="date"))``), ``convert``
+    its own format, ``written=False`` neither written nor read (read back, it takes its default; without one the
+    record is written only, its keys grouped by ``Schema.extra``)."""
+    return {"codec_key": key, "codec_convert": convert, "codec_skip": not written}
+
+
+def decimal_text(amount: Decimal) -> str:
+    """A ``Decimal`` as the codec writes it: at least two decimals, nothing rounded away.
+
+    Example: ``decimal_text(Decimal("2071")) == "2071.00"``; ``decimal_text(Decimal("0.125")) == "0.125"``.
+    """
+    with localcontext(prec=_DECIMAL_DIGITS):
+        if amount == amount.quantize(_CENT):
+            return str(amount.quantize(_CENT))
+    return str(amount)
 
 
 def schema_of(cls: type) -> Schema | None:
@@ -109,11 +156,23 @@ def to_dict(record: Any) -> dict[str, Any]:
     data: dict[str, Any] = {}
     for spec in dataclasses.fields(record):
         value = getattr(record, spec.name)
-        if value is None and ((schema is not None and schema.omit_none) or spec.metadata.get("codec_omit_none")):
+        if spec.metadata.get("codec_skip") or (value is None and (
+                (schema is not None and schema.omit_none) or spec.metadata.get("codec_omit_none"))):
             continue
-        data[spec.name] = _encode(value)
+        convert = spec.metadata.get("codec_convert")
+        data[spec.metadata.get("codec_key") or spec.name] = (
+            convert.write(value) if convert is not None and value is not None else _encode(value))
+    if schema is not None:
+        data.update(_derived(schema, record))
     if schema is not None and schema.versioned and VERSION_KEY not in data:
         data[VERSION_KEY] = schema.version
+    return data
+
+
+def _derived(schema: Schema, record: Any) -> dict[str, Any]:
+    data = {name: _encode(getattr(record, name)) for name in schema.derived}
+    if schema.extra is not None:
+        data.update({key: _encode(value) for key, value in schema.extra(record).items()})
     return data
 
 
@@ -126,6 +185,10 @@ def _encode(value: Any) -> Any:
         return [_encode(item) for item in value]
     if isinstance(value, dict):
         return {key: _encode(item) for key, item in value.items()}
+    if isinstance(value, Decimal):
+        return decimal_text(value)
+    if type(value) is datetime.date:
+        return value.isoformat()
     return value
 
 
@@ -167,25 +230,72 @@ def _record(cls: type[T], data: Any, prefix: str) -> T:
     if not isinstance(data, dict):
         raise _Mismatch(f"{_subject(prefix, schema)} must be a JSON object, got {_shown(data)}")
     hints = _hints(cls)
-    fields = {spec.name: spec for spec in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    fields = {spec.metadata.get("codec_key") or spec.name: spec for spec in dataclasses.fields(cls)  # type: ignore[arg-type]
+              if not spec.metadata.get("codec_skip")}
     versioned = schema is not None and schema.versioned
     if schema is not None and versioned:
         data = _versioned(schema, data, prefix)
-    unknown = sorted(set(data) - set(fields) - ({VERSION_KEY} if versioned else set()))
-    if unknown:
-        names = ", ".join(repr(_name(prefix, key)) for key in unknown)
-        raise _Refusal(f"unknown key{'s' if len(unknown) > 1 else ''} {names}", _UNKNOWN_FIX)
+    known = set(fields) | ({VERSION_KEY} if versioned else set()) | set(schema.derived if schema else ())
+    if schema is None or schema.extra is None:
+        _refuse_unknown(set(data) - known, prefix)
     values: dict[str, Any] = {}
-    for name, spec in fields.items():
-        if name in data:
-            values[name] = _decode(hints[name], data[name], _name(prefix, name))
+    for key, spec in fields.items():
+        if key in data:
+            values[spec.name] = _field(hints[spec.name], spec, data[key], _name(prefix, key))
         elif spec.default is dataclasses.MISSING and spec.default_factory is dataclasses.MISSING:
-            raise _Mismatch(f"key {_name(prefix, name)!r} is missing")
+            raise _Mismatch(f"key {_name(prefix, key)!r} is missing")
+    _check_readable(cls)
     record = cls(**values)
+    if schema is not None:
+        _check_derived(schema, record, {key: value for key, value in data.items() if key not in fields}, prefix)
     problem = schema.check(record) if schema is not None and schema.check is not None else ""
     if problem:
         raise _Mismatch(f"{_subject(prefix, schema)}: {problem}")
     return record
+
+
+def _check_readable(cls: type) -> None:
+    """A field neither written nor defaulted: the record is written only (reading it is a bug, not a user's mistake)."""
+    for spec in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if spec.metadata.get("codec_skip") and spec.default is dataclasses.MISSING \
+                and spec.default_factory is dataclasses.MISSING:
+            raise TypeError(f"the record codec cannot read {cls.__name__}: its field {spec.name!r} is not written")
+
+
+def _refuse_unknown(unknown: set[str], prefix: str) -> None:
+    if unknown:
+        names = ", ".join(repr(_name(prefix, key)) for key in sorted(unknown))
+        raise _Refusal(f"unknown key{'s' if len(unknown) > 1 else ''} {names}", _UNKNOWN_FIX)
+
+
+def _check_derived(schema: Schema, record: Any, given: dict[str, Any], prefix: str) -> None:
+    """Keys beside the fields: each must be one the record derives (``Schema.derived``, ``extra``), and equal it."""
+    derived = _derived(schema, record)
+    _refuse_unknown(set(given) - set(derived) - {VERSION_KEY}, prefix)
+    for key in sorted(set(given) & set(derived)):
+        if given[key] != derived[key]:
+            raise _Mismatch(f"key {_name(prefix, key)!r} is {_shown(given[key])}, but the record's other keys "
+                            f"give {_shown(derived[key])}")
+
+
+def _field(hint: Any, spec: dataclasses.Field[Any], value: Any, key: str) -> Any:
+    convert = spec.metadata.get("codec_convert")
+    if convert is None:
+        return _decode(hint, value, key)
+    if value is None:
+        return _decode(hint, value, key) if _admits_none(hint) else _mismatch(key, convert.words, value)
+    try:
+        return convert.read(value)
+    except (ValueError, TypeError, KeyError, AttributeError, OverflowError):
+        return _mismatch(key, convert.words, value)
+
+
+def _admits_none(hint: Any) -> bool:
+    return (typing.get_origin(hint) in (Union, types.UnionType)) and type(None) in typing.get_args(hint)
+
+
+def _mismatch(key: str, words: str, value: Any) -> typing.NoReturn:
+    raise _Mismatch(f"key {key!r} must be {words}, got {_shown(value)}")
 
 
 def _subject(prefix: str, schema: Schema | None) -> str:
@@ -216,7 +326,7 @@ def _decode(hint: Any, value: Any, key: str) -> Any:  # noqa: C901 - one branch 
         raise _Mismatch(f"key {key!r} must be {describe(hint)}, got {_shown(value)}")
     if origin is tuple or origin is list:
         return _sequence(hint, origin, value, key)
-    if origin is dict:
+    if origin is dict or origin is Mapping:
         return _mapping(hint, value, key)
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return _record(hint, value, key)
@@ -240,11 +350,25 @@ def _scalar(hint: Any, value: Any, key: str) -> Any:
         value = float(value) if ok else value
     elif hint is str:
         ok = isinstance(value, str)
+    elif hint is Decimal or hint is datetime.date:
+        return _text_scalar(hint, value, key)
     else:
         raise TypeError(f"the record codec cannot read type {hint!r} (key {key!r})")  # a bug, not a user's mistake
     if not ok:
         raise _Mismatch(f"key {key!r} must be {describe(hint)}, got {_shown(value)}")
     return value
+
+
+def _text_scalar(hint: Any, value: Any, key: str) -> Any:
+    """A ``Decimal`` (finite) or a ``date`` from its text."""
+    if isinstance(value, str) and value == value.strip() and "_" not in value:
+        try:
+            parsed = Decimal(value) if hint is Decimal else datetime.date.fromisoformat(value)
+        except (InvalidOperation, ValueError):
+            parsed = None
+        if parsed is not None and (not isinstance(parsed, Decimal) or parsed.is_finite()):
+            return parsed
+    return _mismatch(key, describe(hint), value)
 
 
 def _union(options: tuple[Any, ...], value: Any, key: str) -> Any:
@@ -287,7 +411,8 @@ def _mapping(hint: Any, value: Any, key: str) -> dict[str, Any]:
 def describe(hint: Any) -> str:
     """A type in words, as the errors say it: ``describe(float | None) == "a number or null"``."""
     origin = typing.get_origin(hint)
-    words = {str: "a string", int: "an integer", float: "a number", bool: "true or false", type(None): "null"}
+    words = {str: "a string", int: "an integer", float: "a number", bool: "true or false", type(None): "null",
+             Decimal: "a decimal number as text (\"12.50\")", datetime.date: "a date as text (\"2026-09-30\")"}
     if hint in words:
         return words[hint]
     if origin is Union or origin is types.UnionType:
@@ -320,5 +445,5 @@ def parse_record(text: str | bytes, cls: type[T], where: str, *, fix: str = "") 
     return from_dict(cls, parse_json(text, where), where, fix=fix)
 
 
-__all__ = ["OMIT_NONE", "Schema", "VERSION_KEY", "describe", "from_dict", "parse_record", "read_record",
-           "schema_of", "to_dict", "write_record"]
+__all__ = ["OMIT_NONE", "Convert", "Schema", "VERSION_KEY", "decimal_text", "describe", "from_dict", "options",
+           "parse_record", "read_record", "schema_of", "to_dict", "write_record"]

@@ -1,4 +1,4 @@
-"""JSON files: sorted keys, atomic writes, schema-version checks; one strict reader for every JSON isocost reads.
+"""JSON files: sorted keys, atomic writes; one strict reader for every JSON isocost reads (records: protocol.codec).
 
 Reading (:func:`read_json` for a file, :func:`parse_json` for a line or a text, :func:`loads_unique` for
 callers that describe problems themselves) refuses an object that names one key twice: Python's ``json``
@@ -102,22 +102,3 @@ def read_json(path: Path) -> Any:
         raise UserError(f"cannot be read: {exc.strerror or exc}", str(path), "Restore the file.") from None
     return parse_json(data, str(path))
 
-
-def record_dict(record: Any, schema_version: int, **fields: Any) -> dict[str, Any]:
-    """A frozen dataclass as a JSON-ready dict: its fields, ``fields`` replacing some of them (nested records
-    as dicts, tuples as lists, money as text), and its ``schema_version``.
-
-    Example: ``record_dict(option, 1, plan=option.plan.to_dict())["schema_version"] == 1``.
-    """
-    return {**record.__dict__, **fields, "schema_version": schema_version}
-
-
-def check_schema(data: dict[str, Any], kind: str, supported: int, where: str) -> None:
-    """Reject records whose ``schema_version`` this version cannot read."""
-    version = data.get("schema_version")
-    if version != supported:
-        raise UserError(
-            f"{kind} has schema_version {version!r}, this isocost reads {supported}",
-            where,
-            "Use the isocost version that wrote it, or re-run the stage that produced it.",
-        )

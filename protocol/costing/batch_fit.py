@@ -18,8 +18,10 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from protocol.codec import Schema, options
 
 # Version history: 1 = first format (Batch, PassEvidence, Fit, PassCheck, Projection).
 SCHEMA_VERSION = 1
@@ -66,24 +68,15 @@ class Fit:
     """Seconds per token per length bucket, how they were found, and the residual."""
 
     buckets: tuple[str, ...]
-    s_per_token: tuple[float, ...]
+    s_per_token: tuple[float, ...] = field(metadata=options(written=False))  # written by bucket name
     method: str
     residual_rms_s: float
     mean_batch_s: float
     batches: int
     s_per_batch: float = 0.0  # the per-batch constant (0 when the model has none)
+    CODEC: ClassVar[Schema] = Schema("fit", SCHEMA_VERSION, extra=lambda fit: {
+        "s_per_token": dict(zip(fit.buckets, fit.s_per_token, strict=True))})
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "buckets": list(self.buckets),
-            "s_per_batch": self.s_per_batch,
-            "s_per_token": dict(zip(self.buckets, self.s_per_token, strict=True)),
-            "method": self.method,
-            "residual_rms_s": self.residual_rms_s,
-            "mean_batch_s": self.mean_batch_s,
-            "batches": self.batches,
-        }
 
 
 @dataclass(frozen=True)

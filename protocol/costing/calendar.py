@@ -13,19 +13,27 @@ lasts 96 hours. Which plan lengths cover it is :mod:`protocol.costing.coverage`.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import ClassVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from protocol.codec import Convert, Schema, options
 from protocol.errors import UserError
-from protocol.jsonio import check_schema
 
 # Version history: 1 = first format (OffsetChange, Window; PlanFit, Coverage in protocol.costing.coverage).
 SCHEMA_VERSION = 1
 
 _HOUR_S = 3600
 _SCAN_STEP_S = _HOUR_S  # offset changes are located by hourly samples, then bisection
+
+#: How a window writes its times (minutes only when the seconds are zero; UTC as Z) and its UTC offsets; read
+#: back, a time keeps the offset written with it.
+_TIME = options(convert=Convert(lambda moment: _iso(moment), datetime.fromisoformat, "an ISO 8601 time"))
+_UTC_TIME = options(convert=Convert(lambda moment: _iso(moment),
+                                    lambda text: datetime.fromisoformat(text).astimezone(UTC), "an ISO 8601 time"))
+_OFFSET = options(convert=Convert(lambda offset: format_offset(offset), lambda text: parse_offset(text),
+                                  "a UTC offset like \"+01:00\""))
 
 
 @dataclass(frozen=True)
@@ -35,10 +43,12 @@ class OffsetChange:
     Example: Europe/Paris on 2026-10-25 has ``at_utc`` 01:00Z, ``+02:00`` before, ``+01:00`` after.
     """
 
-    at_utc: datetime
-    offset_before: timedelta
-    offset_after: timedelta
+    at_utc: datetime = field(metadata=_UTC_TIME)
+    offset_before: timedelta = field(metadata=_OFFSET)
+    offset_after: timedelta = field(metadata=_OFFSET)
     kind: str  # "dst_starts", "dst_ends" or "standard_offset_change"
+    CODEC: ClassVar[Schema] = Schema("offset change", SCHEMA_VERSION, extra=lambda change: {
+        "wall_before": _iso(change.wall_before), "wall_after": _iso(change.wall_after)})
 
     @property
     def wall_before(self) -> datetime:
@@ -50,29 +60,6 @@ class OffsetChange:
         """Example: ``change.wall_after.hour == 2`` for the Paris fall-back of 2026."""
         return (self.at_utc + self.offset_after).replace(tzinfo=None)
 
-    def to_dict(self) -> dict[str, Any]:
-        """Example: ``OffsetChange.from_dict(change.to_dict()) == change``."""
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "at_utc": _iso(self.at_utc),
-            "offset_before": format_offset(self.offset_before),
-            "offset_after": format_offset(self.offset_after),
-            "wall_before": _iso(self.wall_before),
-            "wall_after": _iso(self.wall_after),
-            "kind": self.kind,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> OffsetChange:
-        """Example: ``OffsetChange.from_dict(change.to_dict()) == change``."""
-        check_schema(data, "offset change", SCHEMA_VERSION, "offset change")
-        return cls(
-            at_utc=datetime.fromisoformat(data["at_utc"]).astimezone(UTC),
-            offset_before=parse_offset(data["offset_before"]),
-            offset_after=parse_offset(data["offset_after"]),
-            kind=str(data["kind"]),
-        )
-
 
 @dataclass(frozen=True)
 class Window:
@@ -83,15 +70,18 @@ class Window:
     """
 
     tz: str | None
-    start: datetime
-    end: datetime
+    start: datetime = field(metadata=_TIME)
+    end: datetime = field(metadata=_TIME)
     elapsed_s: float
     wall_clock_s: float
-    offset_start: timedelta
-    offset_end: timedelta
+    offset_start: timedelta = field(metadata=_OFFSET)
+    offset_end: timedelta = field(metadata=_OFFSET)
     offset_changes: tuple[OffsetChange, ...]
     notes: tuple[str, ...] = ()
     schema_version: int = SCHEMA_VERSION
+    CODEC: ClassVar[Schema] = Schema("window", SCHEMA_VERSION, derived=("elapsed_h", "wall_clock_h", "dst_change"),
+                                     extra=lambda window: {"start_utc": _iso(window.start.astimezone(UTC)),
+                                                           "end_utc": _iso(window.end.astimezone(UTC))})
 
     @property
     def elapsed_h(self) -> float:
@@ -108,47 +98,6 @@ class Window:
         """Example: ``window.dst_change is False`` when the offset stays the same throughout."""
         return bool(self.offset_changes) or self.offset_start != self.offset_end
 
-    def to_dict(self) -> dict[str, Any]:
-        """Example: ``Window.from_dict(window.to_dict()) == window``."""
-        return {
-            "schema_version": self.schema_version,
-            "tz": self.tz,
-            "start": _iso(self.start),
-            "end": _iso(self.end),
-            "start_utc": _iso(self.start.astimezone(UTC)),
-            "end_utc": _iso(self.end.astimezone(UTC)),
-            "elapsed_s": self.elapsed_s,
-            "elapsed_h": self.elapsed_h,
-            "wall_clock_s": self.wall_clock_s,
-            "wall_clock_h": self.wall_clock_h,
-            "dst_change": self.dst_change,
-            "offset_start": format_offset(self.offset_start),
-            "offset_end": format_offset(self.offset_end),
-            "offset_changes": [change.to_dict() for change in self.offset_changes],
-            "notes": list(self.notes),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Window:
-        """Example: ``Window.from_dict(window.to_dict()) == window``."""
-        check_schema(data, "window", SCHEMA_VERSION, "window")
-        tz = data.get("tz")
-        start = datetime.fromisoformat(data["start"])
-        end = datetime.fromisoformat(data["end"])
-        if tz is not None:
-            zone = load_zone(tz)
-            start, end = start.astimezone(zone), end.astimezone(zone)
-        return cls(
-            tz=tz,
-            start=start,
-            end=end,
-            elapsed_s=float(data["elapsed_s"]),
-            wall_clock_s=float(data["wall_clock_s"]),
-            offset_start=parse_offset(data["offset_start"]),
-            offset_end=parse_offset(data["offset_end"]),
-            offset_changes=tuple(OffsetChange.from_dict(c) for c in data["offset_changes"]),
-            notes=tuple(str(note) for note in data.get("notes", [])),
-        )
 
 
 

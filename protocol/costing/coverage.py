@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import ClassVar
 
+from protocol.codec import Schema
 from protocol.costing.calendar import SCHEMA_VERSION, format_hours
 from protocol.errors import UserError
-from protocol.jsonio import check_schema
 
 _DAY_H = 24
 
@@ -29,28 +29,7 @@ class PlanFit:
     plan_hours: int
     covers: bool
     margin_h: float  # plan hours minus window hours; negative = the plan is that much too short
-
-    def to_dict(self) -> dict[str, Any]:
-        """Example: ``PlanFit.from_dict(fit.to_dict()) == fit``."""
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "plan_days": self.plan_days,
-            "plan_hours": self.plan_hours,
-            "covers": self.covers,
-            "margin_h": self.margin_h,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PlanFit:
-        """Example: ``PlanFit.from_dict(fit.to_dict()) == fit``."""
-        check_schema(data, "plan fit", SCHEMA_VERSION, "plan fit")
-        return cls(
-            plan_days=int(data["plan_days"]),
-            plan_hours=int(data["plan_hours"]),
-            covers=bool(data["covers"]),
-            margin_h=float(data["margin_h"]),
-        )
-
+    CODEC: ClassVar[Schema] = Schema("plan fit", SCHEMA_VERSION)
 
 @dataclass(frozen=True)
 class Coverage:
@@ -62,6 +41,8 @@ class Coverage:
     window_h: float
     fits: tuple[PlanFit, ...]
     schema_version: int = SCHEMA_VERSION
+    CODEC: ClassVar[Schema] = Schema("coverage", SCHEMA_VERSION, derived=("covering_days", "needs_rescheduling",
+                                                                          "advice"))
 
     @property
     def covering_days(self) -> tuple[int, ...]:
@@ -92,25 +73,6 @@ class Coverage:
             "no automatic extension is assumed."
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        """Example: ``Coverage.from_dict(coverage.to_dict()) == coverage``."""
-        return {
-            "schema_version": self.schema_version,
-            "window_h": self.window_h,
-            "fits": [fit.to_dict() for fit in self.fits],
-            "covering_days": list(self.covering_days),
-            "needs_rescheduling": self.needs_rescheduling,
-            "advice": self.advice,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Coverage:
-        """Example: ``Coverage.from_dict(coverage.to_dict()) == coverage``."""
-        check_schema(data, "coverage", SCHEMA_VERSION, "coverage")
-        return cls(
-            window_h=float(data["window_h"]),
-            fits=tuple(PlanFit.from_dict(fit) for fit in data["fits"]),
-        )
 
 
 def covering_plans(window_hours: float, plan_days_list: Iterable[int]) -> Coverage:

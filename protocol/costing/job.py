@@ -30,9 +30,10 @@ Example::
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
+from protocol.codec import Convert, Schema, options
 from protocol.errors import UserError
 from protocol.study_keys import KEYS, bound
 
@@ -47,40 +48,36 @@ JOB_BOUNDS: dict[str, int] = {key: int(bound(f"job.{key}").high) for key in
                               ("inputs", "inputs_per_day", "days", "corpora", "cards_per_lot", "bootstrap_resamples",
                                "bootstrap_seed")}
 MIX_TOLERANCE = 1e-6
+#: ``[job.mix]`` written as one JSON object, bucket → share.
+_SHARES = options(convert=Convert(dict, lambda data: tuple((str(k), float(v)) for k, v in data.items()),
+                                  "a JSON object of shares"))
 
 
 @dataclass(frozen=True)
 class Job:
     """A validated ``[job]`` table. Example: ``Job(source="study.toml", inputs=1_000_000, corpora=1)``."""
 
-    source: str
     inputs: int
     corpora: int
     inputs_per_day: int | None = None
     days: int | None = None
-    mix: tuple[tuple[str, float], ...] | None = None  # None: the corpus's own bucket shares
+    mix: tuple[tuple[str, float], ...] | None = field(default=None, metadata=_SHARES)  # None: the corpus's shares
     cards_per_lot: int | None = None  # None: the catalog's cards per lot
     fit_level: float = DEFAULT_FIT_LEVEL
     bootstrap_resamples: int = DEFAULT_RESAMPLES
     bootstrap_seed: int = 0
+    source: str = field(default="", metadata=options(written=False))  # the study file, named in errors
+    CODEC: ClassVar[Schema] = Schema("job", derived=("mix_source",))
+
+    @property
+    def mix_source(self) -> str:
+        """Example: ``"declared in [job.mix]"``."""
+        return "declared in [job.mix]" if self.mix else "the measured corpus's own bucket shares"
 
     def where(self, key: str) -> str:
         """Example: ``job.where("inputs") == "study.toml, key job.inputs"``."""
         return f"{self.source}, key job.{key}"
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "inputs": self.inputs,
-            "inputs_per_day": self.inputs_per_day,
-            "days": self.days,
-            "corpora": self.corpora,
-            "mix": None if self.mix is None else dict(self.mix),
-            "mix_source": "declared in [job.mix]" if self.mix else "the measured corpus's own bucket shares",
-            "cards_per_lot": self.cards_per_lot,
-            "fit_level": self.fit_level,
-            "bootstrap_resamples": self.bootstrap_resamples,
-            "bootstrap_seed": self.bootstrap_seed,
-        }
 
 
 def parse_job(table: Any, source: str, bucket_names: tuple[str, ...], expected_artifacts: int) -> Job | None:

@@ -32,11 +32,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from statistics import NormalDist
-from typing import Any
+from typing import Any, ClassVar
 
-from protocol.costing.plans import CENT, METERED, ROUNDING, Catalog, Plan, charge, format_optional_usd, format_usd
+from protocol.codec import Schema, options
+from protocol.costing.job import Job
+from protocol.costing.plans import CENT, METERED, ROUNDING, Catalog, Plan, charge, format_usd
 from protocol.costing.projection import Projection, percentile
-from protocol.jsonio import record_dict
 
 # Version history: 1 = first format (BillingOption, JobConfiguration, Comparison, JobDecision).
 SCHEMA_VERSION = 1
@@ -54,13 +55,16 @@ class BillingOption:
     p_covers: float
     point_usd: Decimal | None
     expected_usd: Decimal | None
-    low_usd: Decimal | None
-    high_usd: Decimal | None
+    low_usd: Decimal | None = field(metadata=options(written=False))  # written as interval_usd
+    high_usd: Decimal | None = field(metadata=options(written=False))
     fits: bool
     reason: str
-    samples_usd: tuple[Decimal | None, ...] = field(repr=False, default=())
+    samples_usd: tuple[Decimal | None, ...] = field(repr=False, default=(), metadata=options(written=False))
     #: A text-generation job: the expected cost per million generated tokens (None when nothing is generated).
-    per_million_tokens_usd: Decimal | None = None
+    per_million_tokens_usd: Decimal | None = field(default=None,
+                                                   metadata=options(key="per_million_generated_tokens_usd"))
+    CODEC: ClassVar[Schema] = Schema("billing option", SCHEMA_VERSION, derived=("label",), extra=lambda option: {
+        "interval_usd": [option.low_usd, option.high_usd]})
 
     @property
     def label(self) -> str:
@@ -71,15 +75,6 @@ class BillingOption:
             return f"monthly ({self.plan.plan_days}-day months)"
         return f"flat {self.plan.plan_days}-day"
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": SCHEMA_VERSION, "label": self.label, "plan": self.plan.to_dict(), "lots": self.lots,
-            "p_covers": self.p_covers, "point_usd": format_optional_usd(self.point_usd),
-            "expected_usd": format_optional_usd(self.expected_usd),
-            "interval_usd": [format_optional_usd(self.low_usd), format_optional_usd(self.high_usd)],
-            "fits": self.fits, "reason": self.reason,
-            "per_million_generated_tokens_usd": format_optional_usd(self.per_million_tokens_usd),
-        }
 
 
 @dataclass(frozen=True)
@@ -108,18 +103,12 @@ class JobConfiguration:
     pareto: bool = False
     p_keeps_up: float | None = None  # a daily job (inputs_per_day × days): P(job hours <= days × 24)
     per_million_tokens_usd: Decimal | None = None  # text generation: the picked option's cost per million tokens
+    CODEC: ClassVar[Schema] = Schema("job configuration", SCHEMA_VERSION)
 
     @property
     def chosen(self) -> BillingOption | None:
         return next((o for o in self.options if o.label == self.chosen_option), None)
 
-    def to_dict(self) -> dict[str, Any]:
-        return record_dict(
-            self, SCHEMA_VERSION, projection=None if self.projection is None else self.projection.to_dict(),
-            options=[o.to_dict() for o in self.options], expected_usd=format_optional_usd(self.expected_usd),
-            per_corpus_usd=format_optional_usd(self.per_corpus_usd), exclusions=list(self.exclusions),
-            per_million_tokens_usd=format_optional_usd(self.per_million_tokens_usd),
-        )
 
 
 @dataclass(frozen=True)
@@ -134,16 +123,14 @@ class Comparison:
     verdict: str  # decisive, not yet decisive, tie
     extra_passes: int | None
     note: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return record_dict(self, SCHEMA_VERSION)
+    CODEC: ClassVar[Schema] = Schema("comparison", SCHEMA_VERSION)
 
 
 @dataclass(frozen=True)
 class JobDecision:
     """The declared job's answer: ranked configurations, comparisons, Pareto front, method."""
 
-    job: dict[str, Any]
+    job: Job
     level: float
     configurations: tuple[JobConfiguration, ...]
     ranking: tuple[str, ...]
@@ -153,15 +140,8 @@ class JobDecision:
     method: tuple[str, ...]
     assumptions: tuple[str, ...]
     schema_version: int = SCHEMA_VERSION
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": self.schema_version, "job": self.job, "level": self.level,
-            "configurations": [c.to_dict() for c in self.configurations], "ranking": list(self.ranking),
-            "chosen": self.chosen, "comparisons": [c.to_dict() for c in self.comparisons], "why": list(self.why),
-            "pareto": [c.configuration_id for c in self.configurations if c.pareto],
-            "method": list(self.method), "assumptions": list(self.assumptions),
-        }
+    CODEC: ClassVar[Schema] = Schema("job decision", SCHEMA_VERSION, extra=lambda decision: {
+        "pareto": [c.configuration_id for c in decision.configurations if c.pareto]})
 
 
 def price_options(catalog: Catalog, gpu: str, lots: int, projection: Projection, level: float) -> \

@@ -40,8 +40,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
+from protocol.codec import Convert, Schema, options
 from protocol.costing.calendar import merge_intervals
 from protocol.costing.timeline import (
     Interval,
@@ -52,7 +53,6 @@ from protocol.costing.timeline import (
     row_interval,
 )
 from protocol.errors import UserError
-from protocol.jsonio import check_schema
 from protocol.rawrecord import RawRecord
 
 # Version history: 1 = first format (PeriodComponent, CampaignPeriod).
@@ -83,6 +83,11 @@ _NOT_RECORDED = {
 }
 
 
+#: A period's start and end: UTC with milliseconds (:func:`protocol.costing.timeline.iso_utc`).
+_UTC_TIME = Convert(iso_utc, lambda text: datetime.fromisoformat(text).astimezone(UTC),
+                    "an ISO 8601 time like \"2026-11-02T09:00:00.000Z\"")
+
+
 @dataclass(frozen=True)
 class PeriodComponent:
     """One part of the campaign period, in seconds, and where the figure comes from.
@@ -98,36 +103,12 @@ class PeriodComponent:
     source: str
     counted: bool
     intervals: int = 0
+    CODEC: ClassVar[Schema] = Schema("period component", SCHEMA_VERSION, derived=("hours",))
 
     @property
     def hours(self) -> float | None:
         """Example: 5400 seconds are ``1.5`` hours."""
         return None if self.seconds is None else self.seconds / _HOUR_S
-
-    def to_dict(self) -> dict[str, Any]:
-        """Example: ``PeriodComponent.from_dict(c.to_dict()) == c``."""
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "name": self.name,
-            "seconds": self.seconds,
-            "hours": self.hours,
-            "source": self.source,
-            "counted": self.counted,
-            "intervals": self.intervals,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PeriodComponent:
-        """Example: ``PeriodComponent.from_dict(c.to_dict()) == c``."""
-        check_schema(data, "period component", SCHEMA_VERSION, "period component")
-        seconds = data.get("seconds")
-        return cls(
-            name=str(data["name"]),
-            seconds=None if seconds is None else float(seconds),
-            source=str(data["source"]),
-            counted=bool(data["counted"]),
-            intervals=int(data.get("intervals", 0)),
-        )
 
 
 @dataclass(frozen=True)
@@ -141,8 +122,8 @@ class CampaignPeriod:
     declared waiting: ``used_h == 2.5``, ``needed_h == 12.5``.
     """
 
-    start: datetime | None
-    end: datetime | None
+    start: datetime | None = field(metadata=options(convert=_UTC_TIME))
+    end: datetime | None = field(metadata=options(convert=_UTC_TIME))
     span_s: float | None
     used_s: float | None
     idle_s: float | None
@@ -156,6 +137,8 @@ class CampaignPeriod:
     notes: tuple[str, ...] = ()
     empty_reasons: dict[str, str] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
+    CODEC: ClassVar[Schema] = Schema("campaign period", SCHEMA_VERSION,
+                                     derived=("span_h", "used_h", "idle_h", "waiting_h", "needed_h"))
 
     @property
     def used_h(self) -> float | None:
@@ -186,60 +169,6 @@ class CampaignPeriod:
         """Example: ``period.component("setup").seconds == 1800.0``."""
         return next((c for c in self.components if c.name == name), None)
 
-    def to_dict(self) -> dict[str, Any]:
-        """Example: ``CampaignPeriod.from_dict(p.to_dict()) == p``."""
-        return {
-            "schema_version": self.schema_version,
-            "start": iso_utc(self.start),
-            "end": iso_utc(self.end),
-            "span_s": self.span_s,
-            "span_h": self.span_h,
-            "used_s": self.used_s,
-            "used_h": self.used_h,
-            "idle_s": self.idle_s,
-            "idle_h": self.idle_h,
-            "waiting_s": self.waiting_s,
-            "waiting_h": self.waiting_h,
-            "waiting_source": self.waiting_source,
-            "needed_s": self.needed_s,
-            "needed_h": self.needed_h,
-            "overlap_s": self.overlap_s,
-            "sessions": self.sessions,
-            "resumes": self.resumes,
-            "components": [c.to_dict() for c in self.components],
-            "notes": list(self.notes),
-            "empty_reasons": dict(sorted(self.empty_reasons.items())),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CampaignPeriod:
-        """Example: ``CampaignPeriod.from_dict(p.to_dict()) == p``."""
-        check_schema(data, "campaign period", SCHEMA_VERSION, "campaign period")
-
-        def opt(key: str) -> float | None:
-            value = data.get(key)
-            return None if value is None else float(value)
-
-        def when(key: str) -> datetime | None:
-            value = data.get(key)
-            return None if value is None else datetime.fromisoformat(value).astimezone(UTC)
-
-        return cls(
-            start=when("start"),
-            end=when("end"),
-            span_s=opt("span_s"),
-            used_s=opt("used_s"),
-            idle_s=opt("idle_s"),
-            waiting_s=float(data["waiting_s"]),
-            waiting_source=str(data["waiting_source"]),
-            needed_s=opt("needed_s"),
-            overlap_s=float(data["overlap_s"]),
-            sessions=int(data["sessions"]),
-            resumes=int(data["resumes"]),
-            components=tuple(PeriodComponent.from_dict(c) for c in data["components"]),
-            notes=tuple(str(n) for n in data.get("notes", [])),
-            empty_reasons={str(k): str(v) for k, v in data.get("empty_reasons", {}).items()},
-        )
 
 
 def measure_period(

@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from datetime import date
 from decimal import ROUND_CEILING, ROUND_HALF_EVEN, Decimal, localcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from protocol.codec import Schema, decimal_text
 from protocol.errors import UserError
-from protocol.jsonio import check_schema
 
 # Version history: 1 = first format (Plan, Catalog, Quote); 2 = Plan gains billing, minimum_s,
 # increment_s (version-1 records still load, as flat plans).
@@ -81,12 +81,18 @@ def default_catalog_path() -> Path:
 def format_usd(amount: Decimal) -> str:
     """Money as text with at least two decimals, no thousands separator.
 
-    Example: ``format_usd(Decimal("2071")) == "2071.00"``.
+    Example: ``format_usd(Decimal("2071")) == "2071.00"`` (as the record codec writes money).
     """
-    with localcontext(prec=MONEY_DIGITS):
-        if amount == amount.quantize(CENT):
-            return str(amount.quantize(CENT))
-    return str(amount)
+    return decimal_text(amount)
+
+
+def _current(data: dict[str, Any], version: int) -> dict[str, Any]:
+    """A version-1 plan, catalog or quote: the same keys, a flat plan (billing's default)."""
+    return {**data, "schema_version": SCHEMA_VERSION}
+
+
+def _schema(kind: str, **more: Any) -> Schema:
+    return Schema(kind, SCHEMA_VERSION, _READABLE_VERSIONS, upgrade=_current, **more)
 
 
 def format_optional_usd(amount: Decimal | None) -> str | None:
@@ -111,6 +117,12 @@ class Plan:
     minimum_s: int | None = None  # metered billing only
     increment_s: int | None = None  # metered billing only
     schema_version: int = SCHEMA_VERSION
+    CODEC: ClassVar[Schema] = _schema("plan", derived=("currency",))
+
+    @property
+    def currency(self) -> str:
+        """Example: ``"USD"``: every catalog price is in US dollars."""
+        return CATALOG_CURRENCY
 
     @property
     def plan_hours(self) -> int:
@@ -124,39 +136,6 @@ class Plan:
             return "per hour"
         return f"{self.plan_days} days"
 
-    def to_dict(self) -> dict[str, Any]:
-        """Example: ``plan.to_dict()["price_usd_per_lot"] == "110.00"``."""
-        return {
-            "schema_version": self.schema_version,
-            "gpu": self.gpu,
-            "cards_per_lot": self.cards_per_lot,
-            "plan_days": self.plan_days,
-            "price_usd_per_lot": format_usd(self.price_usd_per_lot),
-            "currency": CATALOG_CURRENCY,
-            "catalog_date": self.catalog_date.isoformat(),
-            "source": self.source,
-            "billing": self.billing,
-            "minimum_s": self.minimum_s,
-            "increment_s": self.increment_s,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Plan:
-        """Example: ``Plan.from_dict(plan.to_dict()) == plan``."""
-        _check_version(data, "plan")
-        minimum, increment = data.get("minimum_s"), data.get("increment_s")
-        return cls(
-            gpu=str(data["gpu"]),
-            cards_per_lot=int(data["cards_per_lot"]),
-            plan_days=int(data["plan_days"]),
-            price_usd_per_lot=Decimal(str(data["price_usd_per_lot"])),
-            catalog_date=date.fromisoformat(str(data["catalog_date"])),
-            source=str(data["source"]),
-            billing=str(data.get("billing", BILLING_FLAT)),
-            minimum_s=None if minimum is None else int(minimum),
-            increment_s=None if increment is None else int(increment),
-        )
-
 
 @dataclass(frozen=True)
 class Catalog:
@@ -165,6 +144,7 @@ class Catalog:
     path: str
     plans: tuple[Plan, ...]
     schema_version: int = SCHEMA_VERSION
+    CODEC: ClassVar[Schema] = _schema("catalog")
 
     @property
     def gpus(self) -> tuple[str, ...]:
@@ -203,23 +183,6 @@ class Catalog:
                 return plan
         return None
 
-    def to_dict(self) -> dict[str, Any]:
-        """Example: ``Catalog.from_dict(catalog.to_dict()) == catalog``."""
-        return {
-            "schema_version": self.schema_version,
-            "path": self.path,
-            "plans": [plan.to_dict() for plan in self.plans],
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Catalog:
-        """Example: ``Catalog.from_dict(catalog.to_dict()) == catalog``."""
-        _check_version(data, "catalog")
-        return cls(
-            path=str(data["path"]),
-            plans=tuple(Plan.from_dict(item) for item in data["plans"]),
-        )
-
 
 @dataclass(frozen=True)
 class Quote:
@@ -241,38 +204,8 @@ class Quote:
     per_result_state: str
     rounding: str = ROUNDING_NOTE
     schema_version: int = SCHEMA_VERSION
+    CODEC: ClassVar[Schema] = _schema("quote")
 
-    def to_dict(self) -> dict[str, Any]:
-        """Example: ``quote(catalog, "rtx-4090", 7, 2).to_dict()["total_usd"] == "220.00"``."""
-        per_result = self.cost_per_validated_corpus_usd
-        return {
-            "schema_version": self.schema_version,
-            "plan": self.plan.to_dict(),
-            "lots": self.lots,
-            "cards": self.cards,
-            "total_usd": format_usd(self.total_usd),
-            "accepted_results": self.accepted_results,
-            "cost_per_validated_corpus_usd": None if per_result is None else format_usd(per_result),
-            "per_result_state": self.per_result_state,
-            "rounding": self.rounding,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Quote:
-        """Example: ``Quote.from_dict(q.to_dict()) == q``."""
-        _check_version(data, "quote")
-        per_result = data.get("cost_per_validated_corpus_usd")
-        accepted = data.get("accepted_results")
-        return cls(
-            plan=Plan.from_dict(data["plan"]),
-            lots=int(data["lots"]),
-            cards=int(data["cards"]),
-            total_usd=Decimal(str(data["total_usd"])),
-            accepted_results=None if accepted is None else int(accepted),
-            cost_per_validated_corpus_usd=None if per_result is None else Decimal(str(per_result)),
-            per_result_state=str(data["per_result_state"]),
-            rounding=str(data.get("rounding", ROUNDING_NOTE)),
-        )
 
 
 
@@ -418,8 +351,3 @@ def join_days(days: Any) -> str:
         return "".join(values)
     return ", ".join(values[:-1]) + " or " + values[-1]
 
-
-def _check_version(data: dict[str, Any], kind: str) -> None:
-    if data.get("schema_version") in _READABLE_VERSIONS:
-        return
-    check_schema(data, kind, SCHEMA_VERSION, kind)

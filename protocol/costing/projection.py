@@ -43,8 +43,9 @@ import random
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
+from protocol.codec import Convert, Schema, options
 from protocol.costing.batch_fit import (
     GENERATED,
     SCHEMA_VERSION,
@@ -77,14 +78,30 @@ class PassCheck:
     trial_id: str
     pass_s: float
     predicted_s: float
+    CODEC: ClassVar[Schema] = Schema("pass check", derived=("relative_error",))
 
     @property
     def relative_error(self) -> float:
         return (self.predicted_s - self.pass_s) / self.pass_s if self.pass_s else 0.0
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"trial_id": self.trial_id, "pass_s": self.pass_s, "predicted_s": self.predicted_s,
-                "relative_error": self.relative_error}
+
+#: Pairs (bucket, figure) written as one JSON object.
+_BY_NAME = options(convert=Convert(dict, lambda data: tuple((str(k), float(v)) for k, v in data.items()),
+                                   "a JSON object of numbers"))
+#: Written inside ``interval_h`` and ``bootstrap`` (see ``Projection.CODEC``), or not at all.
+_GROUPED = options(written=False)
+
+
+def _projection_extra(projection: Projection) -> dict[str, Any]:
+    """The figures decision.json shows beside a projection's fields, grouped as readers expect."""
+    return {
+        "max_check_error": max((abs(c.relative_error) for c in projection.checks), default=None),
+        "interval_h": [projection.low_h, projection.high_h],
+        "interval": f"{INTERVAL[0] * 100:g}th–{INTERVAL[1] * 100:g}th percentile of the bootstrap",
+        "bootstrap": {"seed": projection.seed, "resamples": projection.resamples,
+                      "over": f"{projection.passes} accepted passes",
+                      "rng": "Python random.Random(seed), passes drawn with replacement"},
+    }
 
 
 @dataclass(frozen=True)
@@ -98,8 +115,8 @@ class Projection:
     job_inputs: int
     corpora: int
     workers: int
-    shares: tuple[tuple[str, float], ...]
-    tokens_per_input: tuple[tuple[str, float], ...]
+    shares: tuple[tuple[str, float], ...] = field(metadata=_BY_NAME)
+    tokens_per_input: tuple[tuple[str, float], ...] = field(metadata=_BY_NAME)
     fit: Fit
     pass_factor: float
     checks: tuple[PassCheck, ...]
@@ -107,37 +124,16 @@ class Projection:
     setup_s: float
     compute_h: float
     job_h: float
-    low_h: float
-    high_h: float
-    seed: str
-    resamples: int
-    passes: int
-    samples_h: tuple[float, ...] = field(repr=False, default=())
+    low_h: float = field(metadata=_GROUPED)
+    high_h: float = field(metadata=_GROUPED)
+    seed: str = field(metadata=_GROUPED)
+    resamples: int = field(metadata=_GROUPED)
+    passes: int = field(metadata=_GROUPED)
+    samples_h: tuple[float, ...] = field(repr=False, default=(), metadata=_GROUPED)
     #: Measured mean tokens generated per input (a text-generation job), for the cost per million tokens.
     generated_per_input: float | None = None
+    CODEC: ClassVar[Schema] = Schema("projection", SCHEMA_VERSION, extra=_projection_extra)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "job_inputs": self.job_inputs,
-            "corpora": self.corpora,
-            "workers": self.workers,
-            "shares": dict(self.shares),
-            "tokens_per_input": dict(self.tokens_per_input),
-            "generated_per_input": self.generated_per_input,
-            "fit": self.fit.to_dict(),
-            "pass_factor": self.pass_factor,
-            "checks": [c.to_dict() for c in self.checks],
-            "max_check_error": max((abs(c.relative_error) for c in self.checks), default=None),
-            "s_per_input": self.s_per_input,
-            "setup_s": self.setup_s,
-            "compute_h": self.compute_h,
-            "job_h": self.job_h,
-            "interval_h": [self.low_h, self.high_h],
-            "interval": f"{INTERVAL[0] * 100:g}th–{INTERVAL[1] * 100:g}th percentile of the bootstrap",
-            "bootstrap": {"seed": self.seed, "resamples": self.resamples, "over": f"{self.passes} accepted passes",
-                          "rng": "Python random.Random(seed), passes drawn with replacement"},
-        }
 
 
 # -- reading ----------------------------------------------------------------------------------

@@ -27,7 +27,9 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
+
+from protocol.codec import Schema
 
 #: decision.json's ``agreement`` and ``isocost compare --json``. History: 1: first version.
 MATRIX_SCHEMA_VERSION = 1
@@ -62,9 +64,7 @@ class PairAgreement:
     examples: tuple[str, ...]
     reason: str = ""
     failures: tuple[str, ...] = ()  # the task's own conditions of equivalence that do not hold (a length window)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.__dict__, "examples": list(self.examples), "failures": list(self.failures)}
+    CODEC: ClassVar[Schema] = Schema("agreement cell")
 
 
 @dataclass(frozen=True)
@@ -78,9 +78,7 @@ class Repeatability:
     ids_moved: int | None
     examples: tuple[str, ...]
     reason: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.__dict__, "examples": list(self.examples)}
+    CODEC: ClassVar[Schema] = Schema("repeatability")
 
 
 @dataclass(frozen=True)
@@ -97,6 +95,7 @@ class AgreementMatrix:
     #: configuration → the reference configuration it is judged against (with common seeds: the same seed's)
     reference_of: Mapping[str, str] = field(default_factory=dict)
     schema_version: int = MATRIX_SCHEMA_VERSION
+    CODEC: ClassVar[Schema] = Schema("agreement matrix", MATRIX_SCHEMA_VERSION)
 
     def cell(self, row: str, column: str) -> PairAgreement | None:
         return next((c for c in self.cells if c.row == row and c.column == column), None)
@@ -111,13 +110,6 @@ class AgreementMatrix:
     def repeat_of(self, configuration_id: str) -> Repeatability | None:
         return next((r for r in self.repeatability if r.configuration_id == configuration_id), None)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": self.schema_version, "task": self.task, "reference": self.reference,
-            "reference_dir": self.reference_dir, "reference_reason": self.reference_reason,
-            "configurations": list(self.configurations), "cells": [c.to_dict() for c in self.cells],
-            "repeatability": [r.to_dict() for r in self.repeatability], "reference_of": dict(self.reference_of),
-        }
 
 
 def _median(values: Sequence[float | None]) -> float | None:

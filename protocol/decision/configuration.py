@@ -15,7 +15,7 @@ is acceptable when its quality is equivalent, a corpus was accepted, the cost is
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from protocol.costing.calendar import Window, merge_intervals
@@ -187,9 +187,7 @@ def _exclusions(
 
 def with_rank(config: Configuration, rank: int | None) -> Configuration:
     """The configuration with its rank among the acceptable ones (``None``: not acceptable)."""
-    data = dict(config.__dict__)
-    data["rank"] = rank
-    return Configuration(**data)
+    return replace(config, rank=rank)
 
 
 _COUNTERS = (

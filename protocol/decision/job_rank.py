@@ -83,7 +83,7 @@ def job_decision(
     ranked = [next(r for r in results if r.configuration_id == c.configuration_id) for c in ranked]
     comparisons = tuple(compare(ranked[0], other, level) for other in ranked[1:TOP_COMPARED])
     return JobDecision(
-        job=job.to_dict(), level=level, configurations=tuple(results),
+        job=job, level=level, configurations=tuple(results),
         ranking=tuple(c.configuration_id for c in ranked),
         chosen=ranked[0].configuration_id if ranked else None, comparisons=comparisons, why=tuple(why),
         method=METHOD, assumptions=ASSUMPTIONS,

@@ -8,25 +8,27 @@ project expenses travels beside it, never added to a configuration's cost.
 Every record is frozen and writes a ``schema_version``; money is written as
 text (``"220.00"``), hours and seconds as numbers.
 
-Example: ``Ledger.from_dict(ledger.to_dict()) == ledger``; ``decision.to_dict()["chosen"]`` names the
-chosen configuration.
+Every record is written and read by the record codec (:mod:`protocol.codec`): nested records each carry the
+``schema_version``; the figures a record derives (a contracted total, the ledger's total) are written beside its
+fields, and read back must agree with them.
+
+Example: ``codec.from_dict(Ledger, codec.to_dict(ledger)) == ledger``; ``codec.to_dict(decision)["chosen"]``
+names the chosen configuration.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
+from protocol.codec import OMIT_NONE, Schema, options
 from protocol.costing.calendar import Window
+from protocol.costing.job_cost import JobDecision
 from protocol.costing.period import CampaignPeriod
-from protocol.costing.plans import Quote, format_optional_usd, format_usd
+from protocol.costing.plans import Quote
 from protocol.decision.agreement import AgreementMatrix
-from protocol.jsonio import check_schema, record_dict
-
-if TYPE_CHECKING:
-    from protocol.costing.job_cost import JobDecision
 
 # Version history: 1 = first format (Decision and the records inside it; Ledger, Expense).
 #: decision.json. History: 1: first version; 2: ``agreement`` (the matrix against the decision's reference) and
@@ -62,9 +64,7 @@ class PassRecord:
     peak_allocated_bytes: int | None
     peak_reserved_bytes: int | None
     device_used_bytes: int | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return record_dict(self, SCHEMA_VERSION)
+    CODEC: ClassVar[Schema] = Schema("pass record", SCHEMA_VERSION)
 
 
 @dataclass(frozen=True)
@@ -82,9 +82,7 @@ class MemoryCounter:
     capacity_bytes: int | None
     capacity_source: str
     capacity_reason: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return record_dict(self, SCHEMA_VERSION, values=list(self.values))
+    CODEC: ClassVar[Schema] = Schema("memory counter", SCHEMA_VERSION)
 
 
 @dataclass(frozen=True)
@@ -102,10 +100,7 @@ class PlanOption:
     price_usd_per_lot: Decimal | None
     total_usd: Decimal | None
     reason: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return record_dict(self, SCHEMA_VERSION, price_usd_per_lot=format_optional_usd(self.price_usd_per_lot),
-                           total_usd=format_optional_usd(self.total_usd))
+    CODEC: ClassVar[Schema] = Schema("plan option", SCHEMA_VERSION)
 
 
 @dataclass(frozen=True)
@@ -123,6 +118,8 @@ class CostResult:
     contracted: Quote | None
     empty_reason: str
     advice: str = ""
+    CODEC: ClassVar[Schema] = Schema("cost result", SCHEMA_VERSION,
+                                     derived=("total_usd", "cost_per_validated_corpus_usd", "per_result_state"))
 
     @property
     def total_usd(self) -> Decimal | None:
@@ -139,20 +136,6 @@ class CostResult:
         """``defined``, ``undefined`` (zero accepted) or ``unknown`` (no contracted cost)."""
         return "unknown" if self.contracted is None else self.contracted.per_result_state
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "gpu": self.gpu,
-            "lots": self.lots,
-            "needed_h": self.needed_h,
-            "options": [o.to_dict() for o in self.options],
-            "contracted": None if self.contracted is None else self.contracted.to_dict(),
-            "total_usd": format_optional_usd(self.total_usd),
-            "cost_per_validated_corpus_usd": format_optional_usd(self.cost_per_validated_corpus_usd),
-            "per_result_state": self.per_result_state,
-            "empty_reason": self.empty_reason,
-            "advice": self.advice,
-        }
 
 
 @dataclass(frozen=True)
@@ -195,13 +178,7 @@ class Configuration:
     #: Equivalent to the decision's one reference configuration (protocol.decision.agreement), and why.
     cross_equivalent: bool | None = None
     cross_reason: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return record_dict(
-            self, SCHEMA_VERSION, passes=[p.to_dict() for p in self.passes], cost=self.cost.to_dict(),
-            memory=[m.to_dict() for m in self.memory], uncertainty=list(self.uncertainty),
-            exclusions=list(self.exclusions), statuses=dict(sorted(self.statuses.items())),
-        )
+    CODEC: ClassVar[Schema] = Schema("configuration", SCHEMA_VERSION)
 
 
 @dataclass(frozen=True)
@@ -220,10 +197,7 @@ class CampaignResult:
     period: CampaignPeriod
     cost: CostResult
     notes: tuple[str, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        return record_dict(self, SCHEMA_VERSION, period=self.period.to_dict(), cost=self.cost.to_dict(),
-                           notes=list(self.notes))
+    CODEC: ClassVar[Schema] = Schema("campaign result", SCHEMA_VERSION)
 
 
 @dataclass(frozen=True)
@@ -255,79 +229,28 @@ class Decision:
     job: JobDecision | None = None  # the declared [job], projected and priced (protocol/costing/job_cost.py)
     agreement: AgreementMatrix | None = None  # every configuration by id against the decision's reference
     schema_version: int = SCHEMA_VERSION
+    #: Set by the decide stage: where the catalog came from, and the banner of each directory read inconsistent.
+    catalog_source: str | None = field(default=None, metadata=OMIT_NONE)
+    inconsistent: tuple[str, ...] | None = field(default=None, metadata=OMIT_NONE)
+    CODEC: ClassVar[Schema] = Schema("decision.json", SCHEMA_VERSION)
 
     def configuration(self, configuration_id: str) -> Configuration:
         """Example: ``decision.configuration(decision.chosen).cost.total_usd``."""
         return next(c for c in self.configurations if c.configuration_id == configuration_id)
 
-    def to_dict(self) -> dict[str, Any]:
-        """Sorted-JSON-ready dict; money as strings, hours and seconds as numbers."""
-        return {
-            "schema_version": self.schema_version,
-            "study_name": self.study_name,
-            "study_sha256": self.study_sha256,
-            "question": self.question,
-            "expected_artifacts": self.expected_artifacts,
-            "corpus_fingerprint": self.corpus_fingerprint,
-            "corpus_inputs": self.corpus_inputs,
-            "model_fingerprint": self.model_fingerprint,
-            "reference_variant": self.reference_variant,
-            "catalog_path": self.catalog_path,
-            "catalog_dates": self.catalog_dates,
-            "deadline": None if self.deadline is None else self.deadline.to_dict(),
-            "deadline_reason": self.deadline_reason,
-            "campaigns": [c.to_dict() for c in self.campaigns],
-            "configurations": [c.to_dict() for c in self.configurations],
-            "ranking": list(self.ranking),
-            "chosen": self.chosen,
-            "target_load": self.target_load,
-            "why": list(self.why),
-            "deadline_note": self.deadline_note,
-            "uncertain": list(self.uncertain),
-            "ledger": None if self.ledger is None else self.ledger.to_dict(),
-            "artifact_rule": self.artifact_rule,
-            "job": None if self.job is None else self.job.to_dict(),
-            "agreement": None if self.agreement is None else self.agreement.to_dict(),
-        }
 
-
-def _check(data: dict[str, Any], kind: str) -> None:
-    check_schema(data, kind, SCHEMA_VERSION, kind)
 
 
 @dataclass(frozen=True)
 class Expense:
     """One ledger line. Example: ``Expense(date(2026, 9, 30), "storage", Decimal("12.50"), "invoice 17", 2)``."""
 
-    day: date
+    day: date = field(metadata=options(key="date"))
     description: str
     amount_usd: Decimal
     evidence: str
     line: int
-
-    def to_dict(self) -> dict[str, Any]:
-        """Example: ``Expense.from_dict(e.to_dict()) == e``."""
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "date": self.day.isoformat(),
-            "description": self.description,
-            "amount_usd": format_usd(self.amount_usd),
-            "evidence": self.evidence,
-            "line": self.line,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Expense:
-        """Example: ``Expense.from_dict(e.to_dict()) == e``."""
-        _check(data, "expense")
-        return cls(
-            day=date.fromisoformat(data["date"]),
-            description=str(data["description"]),
-            amount_usd=Decimal(str(data["amount_usd"])),
-            evidence=str(data["evidence"]),
-            line=int(data["line"]),
-        )
-
+    CODEC: ClassVar[Schema] = Schema("expense", SCHEMA_VERSION)
 
 @dataclass(frozen=True)
 class Ledger:
@@ -340,26 +263,14 @@ class Ledger:
     path: str
     expenses: tuple[Expense, ...]
     schema_version: int = SCHEMA_VERSION
+    CODEC: ClassVar[Schema] = Schema("ledger", SCHEMA_VERSION, derived=("total_usd", "note"))
 
     @property
     def total_usd(self) -> Decimal:
         """Example: lines of 12.50 and 7.25 USD total ``Decimal("19.75")``."""
         return sum((e.amount_usd for e in self.expenses), Decimal("0"))
 
-    def to_dict(self) -> dict[str, Any]:
-        """Example: ``Ledger.from_dict(ledger.to_dict()) == ledger``."""
-        return {
-            "schema_version": self.schema_version,
-            "path": self.path,
-            "expenses": [e.to_dict() for e in self.expenses],
-            "total_usd": format_usd(self.total_usd),
-            "note": "other project expenses: never part of a configuration's cost",
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Ledger:
-        """Example: ``Ledger.from_dict(ledger.to_dict()) == ledger``."""
-        _check(data, "ledger")
-        return cls(path=str(data["path"]), expenses=tuple(Expense.from_dict(e) for e in data["expenses"]))
-
-
+    @property
+    def note(self) -> str:
+        """What decision.json says beside the total."""
+        return "other project expenses: never part of a configuration's cost"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from protocol import jsonio
+from protocol import codec, jsonio
 from protocol.costing.calendar import SCHEMA_VERSION as CALENDAR_SCHEMA_VERSION
 from protocol.costing.calendar import OffsetChange, Window, access_window, format_hours, format_offset
 from protocol.costing.catalog_file import load_catalog
@@ -92,7 +92,7 @@ def cost(
     catalog = load_catalog(catalog_path if catalog_path is not None else default_catalog_path())
     result = quote(catalog, gpu, int(days), lots, accepted_results)
     if as_json:
-        click.echo(jsonio.dumps(result.to_dict()), nl=False)
+        click.echo(jsonio.dumps(codec.to_dict(result)), nl=False)
         return
     for line in _render_quote(result):
         click.echo(line)
@@ -133,8 +133,8 @@ def window(start: str, end: str, tz: str | None, fold: str | None, as_json: bool
     if as_json:
         data = {
             "schema_version": CALENDAR_SCHEMA_VERSION,
-            "window": measured.to_dict(),
-            "coverage": coverage.to_dict(),
+            "window": codec.to_dict(measured),
+            "coverage": codec.to_dict(coverage),
         }
         click.echo(jsonio.dumps(data), nl=False)
         return
@@ -179,8 +179,8 @@ def _render_quote(result: Quote) -> list[str]:
 
 def _render_window(measured: Window) -> list[str]:
     zone = measured.tz or "no time zone given: offsets as written"
-    start = measured.to_dict()["start"]
-    end = measured.to_dict()["end"]
+    written = codec.to_dict(measured)
+    start, end = written["start"], written["end"]
     lines = [
         f"window: {start} -> {end} ({zone})",
         f"real elapsed: {format_hours(measured.elapsed_h)} h (aware datetimes, UTC arithmetic)",
@@ -212,7 +212,7 @@ def _describe_change(change: OffsetChange) -> str:
     label = _CHANGE_LABELS.get(change.kind, change.kind)
     direction = "forward" if change.offset_after > change.offset_before else "back"
     return (
-        f"{label} at {change.to_dict()['at_utc']}: clocks go {direction} from "
+        f"{label} at {codec.to_dict(change)['at_utc']}: clocks go {direction} from "
         f"{change.wall_before:%Y-%m-%d %H:%M} to {change.wall_after:%H:%M} "
         f"({format_offset(change.offset_before)} -> {format_offset(change.offset_after)})"
     )

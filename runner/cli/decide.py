@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from protocol import jsonio
+from protocol import codec, jsonio
 from runner.bundle.replay_read import replays_loader, split_replays
 from runner.decision.agreement_view import matrix_csv, matrix_text
 from runner.decision.csv_table import render_csv
@@ -115,7 +115,7 @@ def compare(dirs: tuple[Path, ...], reference: Path | None, as_json: bool, outpu
     for banner in banners:
         click.echo(banner)
     if as_json or output_format == "json":
-        click.echo(jsonio.dumps(matrix.to_dict()), nl=False)
+        click.echo(jsonio.dumps(codec.to_dict(matrix)), nl=False)
     elif output_format == "csv":
         click.echo(matrix_csv(matrix), nl=False)
     else:
@@ -144,7 +144,7 @@ def period(campaign_dir: Path, catalog_path: Path | None, as_json: bool, allow_i
     if as_json:
         if report.inconsistent:
             click.echo(report.inconsistent)
-        click.echo(jsonio.dumps(report.to_dict()), nl=False)
+        click.echo(jsonio.dumps(codec.to_dict(report)), nl=False)
         return
     for line in render_period(report):
         click.echo(line)

@@ -136,8 +136,8 @@ def _job_html(job: JobDecision) -> list[str]:
     chosen = next((c for c in job.configurations if c.configuration_id == job.chosen), None)
     if chosen is not None and chosen.projection is not None:
         p = chosen.projection
-        answer = (f"<div class=\"answer\"><p><strong>Cheapest for the job ({spec['inputs']:,} inputs × "
-                  f"{spec['corpora']} corpus/corpora): {escape(chosen.configuration_id)}</strong>: projected "
+        answer = (f"<div class=\"answer\"><p><strong>Cheapest for the job ({spec.inputs:,} inputs × "
+                  f"{spec.corpora} corpus/corpora): {escape(chosen.configuration_id)}</strong>: projected "
                   f"{p.job_h:.1f} h (interval {p.low_h:.1f}–{p.high_h:.1f} h), {escape(str(chosen.chosen_option))} "
                   f"billing, expected {usd(chosen.expected_usd)} USD; per validated corpus "
                   f"{usd(chosen.per_corpus_usd)} USD.</p>" + _ul(job.why) + "</div>")

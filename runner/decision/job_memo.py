@@ -32,12 +32,12 @@ def job_lines(job: JobDecision, catalog_dates: str) -> list[str]:
 def answer_lines(job: JobDecision, catalog_dates: str) -> list[str]:
     """The job's size and length mix, how it is ranked, the cheapest configuration for it and why."""
     spec = job.job
-    size = f"{spec['inputs']:,} inputs"
-    if spec["inputs_per_day"]:
-        size += f" ({spec['inputs_per_day']:,} a day × {spec['days']} days)"
-    mix = (", ".join(f"{b} {v:g}" for b, v in spec["mix"].items()) if spec["mix"] else spec["mix_source"])
+    size = f"{spec.inputs:,} inputs"
+    if spec.inputs_per_day:
+        size += f" ({spec.inputs_per_day:,} a day × {spec.days} days)"
+    mix = ", ".join(f"{b} {v:g}" for b, v in spec.mix) if spec.mix else spec.mix_source
     lines = ["## The declared job", "",
-             f"Job: {size} × {spec['corpora']} accepted corpus/corpora; length mix: {mix}. Every billing option the "
+             f"Job: {size} × {spec.corpora} accepted corpus/corpora; length mix: {mix}. Every billing option the "
              f"catalog (dated {catalog_dates}) has for each GPU is priced; ranked by expected cost among the "
              f"configurations that fit the deadline with P >= {job.level:g}.", ""]
     chosen = next((c for c in job.configurations if c.configuration_id == job.chosen), None)

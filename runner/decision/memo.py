@@ -11,7 +11,9 @@ Example: ``render_memo(decide([evidence], study, catalog), catalog_source="--cat
 
 from __future__ import annotations
 
+from protocol import codec
 from protocol.costing.plans import format_usd
+from protocol.costing.timeline import iso_utc
 from protocol.decision.rank import CampaignResult, Configuration, Decision, Ledger
 from protocol.decision.records import CostResult, PassRecord
 from protocol.names import markdown_text
@@ -134,9 +136,8 @@ def period_lines(campaign: CampaignResult) -> list[str]:
     if period.used_s is None:
         reasons = "; ".join(sorted(set(period.empty_reasons.values())))
         return lines + [f"Period unknown: {reasons}.", ""]
-    written = period.to_dict()
     lines += [
-        f"From {written['start']} to {written['end']}: used {hours(period.used_h)} h "
+        f"From {iso_utc(period.start)} to {iso_utc(period.end)}: used {hours(period.used_h)} h "
         f"({period.sessions} session(s), {period.resumes} resume(s)), idle between sessions "
         f"{hours(period.idle_h)} h, declared waiting {hours(period.waiting_h)} h; needed period "
         f"**{hours(period.needed_h)} h** (used + waiting; overlaps counted once).",
@@ -158,7 +159,7 @@ def deadline_lines(decision: Decision) -> list[str]:
     window = decision.deadline
     if window is None:
         return lines + [decision.deadline_reason + ".", ""]
-    written = window.to_dict()
+    written = codec.to_dict(window)
     dst = "a UTC offset change inside the window" if window.dst_change else "no DST change"
     return lines + [f"Window {written['start']} → {written['end']} ({window.tz}): {hours(window.elapsed_h)} h real "
                     f"elapsed, {dst}. A configuration fits when its campaign's needed period (used + declared "

@@ -10,12 +10,13 @@ Example: ``render_period(campaign_period(Path("results/quick")))[0]`` reads
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import ClassVar
 
-from protocol.codec import to_dict
-from protocol.costing.period import CampaignPeriod, measure_period
+from protocol.codec import OMIT_NONE, Schema
+from protocol.costing.period import SCHEMA_VERSION, CampaignPeriod, measure_period
+from protocol.costing.timeline import iso_utc
 from protocol.decision.rank import plan_cost
 from protocol.decision.records import CostResult
 from protocol.records import Rental
@@ -41,17 +42,9 @@ class PeriodReport:
     cost: CostResult
     catalog_source: str
     catalog_dates: str
-    inconsistent: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        """What ``isocost period --json`` prints; ``schema_version`` is the period's."""
-        data = {"schema_version": self.period.schema_version, "period": self.period.to_dict(),
-                "campaign_id": self.campaign_id, "rental": None if self.rental is None else to_dict(self.rental),
-                "cost": self.cost.to_dict(),
-                "catalog_source": self.catalog_source, "catalog_dates": self.catalog_dates}
-        if self.inconsistent:
-            data["inconsistent"] = self.inconsistent
-        return data
+    inconsistent: str | None = field(default=None, metadata=OMIT_NONE)
+    #: What ``isocost period --json`` prints; ``schema_version`` is the period's.
+    CODEC: ClassVar[Schema] = Schema("period report", SCHEMA_VERSION)
 
 
 def campaign_period(root: Path, catalog_path: Path | None = None, allow_inconsistent: bool = False) -> PeriodReport:
@@ -76,7 +69,7 @@ def campaign_period(root: Path, catalog_path: Path | None = None, allow_inconsis
                      period.needed_h, None, no_gpu_reason=reason,
                      no_period_reason="; ".join(period.empty_reasons.values()))
     return PeriodReport(campaign_id=record.campaign_id, rental=rental, period=period, cost=cost,
-                        catalog_source=source, catalog_dates=catalog.dates_text, inconsistent=banner)
+                        catalog_source=source, catalog_dates=catalog.dates_text, inconsistent=banner or None)
 
 
 def render_period(report: PeriodReport) -> list[str]:
@@ -89,8 +82,7 @@ def render_period(report: PeriodReport) -> list[str]:
     if period.used_s is None:
         lines.append("period unknown: " + "; ".join(sorted(set(period.empty_reasons.values()))))
     else:
-        written = period.to_dict()
-        lines.append(f"from {written['start']} to {written['end']}")
+        lines.append(f"from {iso_utc(period.start)} to {iso_utc(period.end)}")
     width = max(len(c.name) for c in period.components)
     for c in period.components:
         if c.seconds is None:

@@ -15,12 +15,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from protocol.codec import write_record
 from protocol.decision.agreement import ConfigurationOutputs
 from protocol.decision.configuration import configuration_labels
 from protocol.decision.evidence import check_same_study
 from protocol.decision.rank import Decision, decide
 from protocol.errors import UserError
-from protocol.jsonio import write_json_atomic, write_text_atomic
+from protocol.jsonio import write_text_atomic
 from protocol.safe_write import check_writable_target, make_dirs
 from protocol.tasks import describe_task
 from runner.campaign_dir.integrity import INCONSISTENT_BANNER
@@ -93,13 +94,10 @@ def run_decide(
     make_dirs(target, fix=fix)
     for path in (target / DECISION_JSON, target / DECISION_MD, target / REPORT_HTML):
         check_writable_target(path, fix=fix)  # refused before any of the three is written
-    data = decision.to_dict()
-    data["catalog_source"] = catalog_source
     banners = tuple(note for item in evidence for note in item.notes if note.startswith(INCONSISTENT_BANNER))
-    if banners:
-        data["inconsistent"] = list(banners)
+    decision = replace(decision, catalog_source=catalog_source, inconsistent=banners or None)
     written = (target / DECISION_JSON, target / DECISION_MD, target / REPORT_HTML)
-    write_json_atomic(written[0], data, target, fix)
+    write_record(written[0], decision, target, fix)
     write_text_atomic(written[1], "".join(f"{b}\n" for b in banners) + ("\n" if banners else "")
                       + render_memo(decision, catalog_source, describe_task(study)), target, fix)
     write_text_atomic(written[2], render_report(decision), target, fix)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from protocol import codec
 from protocol.costing.catalog_file import load_catalog
 from protocol.costing.plans import BILLING_FLAT, Plan, charge, default_catalog_path
 from protocol.errors import UserError
@@ -48,7 +49,7 @@ def test_every_billing_option_is_listed_flat_first(mixed: Path) -> None:
     assert [p.plan_days for p in catalog.plans_for("rtx-4090")] == [7]  # flat plans only
     hourly = catalog.options_for("rtx-4090")[1]
     assert (hourly.minimum_s, hourly.increment_s, hourly.plan_days) == (3600, 3600, 0)
-    assert Plan.from_dict(hourly.to_dict()) == hourly
+    assert codec.from_dict(Plan, codec.to_dict(hourly)) == hourly
 
 
 def test_flat_plan_is_whole_price_never_prorated(mixed: Path) -> None:

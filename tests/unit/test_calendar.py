@@ -7,6 +7,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from protocol import codec
 from protocol.costing.calendar import (
     OffsetChange,
     Window,
@@ -212,17 +213,17 @@ def test_round_trips() -> None:
         access_window("2026-10-24T09:00", "2026-10-26T09:00", PARIS),
         access_window("2026-10-24T09:00+02:00", "2026-10-26T09:00+01:00", None),
     ):
-        assert Window.from_dict(window.to_dict()) == window
+        assert codec.from_dict(Window, codec.to_dict(window)) == window
         for change in window.offset_changes:
-            assert OffsetChange.from_dict(change.to_dict()) == change
+            assert codec.from_dict(OffsetChange, codec.to_dict(change)) == change
     coverage = covering_plans(96, (3, 7, 30))
-    assert Coverage.from_dict(coverage.to_dict()) == coverage
+    assert codec.from_dict(Coverage, codec.to_dict(coverage)) == coverage
     for fit in coverage.fits:
-        assert PlanFit.from_dict(fit.to_dict()) == fit
+        assert codec.from_dict(PlanFit, codec.to_dict(fit)) == fit
 
 
 def test_window_dict_is_explicit_about_utc() -> None:
-    data = access_window("2026-10-24T09:00", "2026-10-26T09:00", PARIS).to_dict()
+    data = codec.to_dict(access_window("2026-10-24T09:00", "2026-10-26T09:00", PARIS))
     assert data["start"] == "2026-10-24T09:00+02:00"
     assert data["end"] == "2026-10-26T09:00+01:00"
     assert data["start_utc"] == "2026-10-24T07:00Z"

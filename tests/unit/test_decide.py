@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from protocol import codec
 from protocol.costing.calendar import access_window
 from protocol.costing.catalog_file import load_catalog
 from protocol.costing.plans import Catalog, default_catalog_path
@@ -520,9 +521,9 @@ def test_ledger_is_parsed_with_exact_totals() -> None:
     assert [e.amount_usd for e in ledger.expenses] == [Decimal("12.50"), Decimal("250.00"), Decimal("-12.50")]
     assert ledger.total_usd == Decimal("250.00")
     assert ledger.expenses[1].description == "engineer time, setup"
-    assert Ledger.from_dict(ledger.to_dict()) == ledger
-    assert Expense.from_dict(ledger.expenses[0].to_dict()) == ledger.expenses[0]
-    assert ledger.to_dict()["total_usd"] == "250.00"
+    assert codec.from_dict(Ledger, codec.to_dict(ledger)) == ledger
+    assert codec.from_dict(Expense, codec.to_dict(ledger.expenses[0])) == ledger.expenses[0]
+    assert codec.to_dict(ledger)["total_usd"] == "250.00"
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -556,7 +557,7 @@ def test_decision_to_dict_is_json_with_money_as_strings(make_study: Callable[...
     study = make_study(deadline=MONDAY_TO_FRIDAY)
     evidence = campaign(study, {"batch_size=1": FIVE_OK, "batch_size=8": [("oom", None)] * 2})
     decision = decide([evidence], study, CATALOG, parse_ledger(LEDGER, "ledger.csv"))
-    data = json.loads(json.dumps(decision.to_dict()))
+    data = json.loads(json.dumps(codec.to_dict(decision)))
     assert data["schema_version"] == 2  # decision.json 2: the agreement matrix (CHANGELOG)
     assert data["chosen"] == "batch_size=1 on rtx-4090 ×2 lots"
     config = data["configurations"][0]
@@ -569,6 +570,46 @@ def test_decision_to_dict_is_json_with_money_as_strings(make_study: Callable[...
     assert isinstance(decision, Decision)
     assert decision.configuration(decision.chosen or "").rank == 1
 
+
+
+def test_decision_json_reads_back_with_its_deadline_and_ledger(make_study: Callable[..., Study],
+                                                                 tmp_path: Path) -> None:
+    study = make_study(deadline=MONDAY_TO_FRIDAY)
+    decision = decide([campaign(study, {"batch_size=1": FIVE_OK})], study, CATALOG, parse_ledger(LEDGER, "l.csv"))
+    codec.write_record(tmp_path / "decision.json", decision)
+    read = codec.read_record(tmp_path / "decision.json", Decision)
+    assert codec.to_dict(read) == codec.to_dict(decision)
+    assert read.ledger == decision.ledger and read.configurations == decision.configurations
+    assert read.deadline is not None and read.deadline.elapsed_h == 96
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda d: d["configurations"][0]["cost"].update(total_usd="1.00"),
+     "key 'configurations[0].cost.total_usd' is '1.00', but the record's other keys give '220.00'"),
+    (lambda d: d["configurations"][0]["cost"]["contracted"].update(total_usd=220),
+     "key 'configurations[0].cost.contracted.total_usd' must be a decimal number as text"),
+    (lambda d: d["configurations"][0]["cost"]["contracted"]["plan"].update(catalog_date="soon"),
+     "key 'configurations[0].cost.contracted.plan.catalog_date' must be a date as text"),
+    (lambda d: d["campaigns"][0]["period"].update(needed_h=0.1), "key 'campaigns[0].period.needed_h' is 0.1"),
+    (lambda d: d["configurations"][0]["passes"][0].update(pass_s="fast"),
+     "key 'configurations[0].passes[0].pass_s' must be a number or null, got 'fast'"),
+    (lambda d: d["deadline"].update(offset_start="+x"), "key 'deadline.offset_start' must be a UTC offset"),
+    (lambda d: d["deadline"].update(elapsed_h=1.0), "key 'deadline.elapsed_h' is 1.0"),
+    (lambda d: d["ledger"].update(total_usd="0.00"), "key 'ledger.total_usd' is '0.00'"),
+    (lambda d: d["ledger"]["expenses"][0].update(amount_usd=12.5), "key 'ledger.expenses[0].amount_usd' must be a"),
+    (lambda d: d["ledger"]["expenses"][0].update(day="2026-09-30"), "unknown key 'ledger.expenses[0].day'"),
+    (lambda d: d.update(schema_version=3), "decision.json has schema_version 3"),
+])
+def test_a_hostile_decision_json_is_refused_naming_the_key(make_study: Callable[..., Study], tmp_path: Path,
+                                                          edit: Any, message: str) -> None:
+    study = make_study(deadline=MONDAY_TO_FRIDAY)
+    decision = decide([campaign(study, {"batch_size=1": FIVE_OK})], study, CATALOG, parse_ledger(LEDGER, "l.csv"))
+    data = json.loads(json.dumps(codec.to_dict(decision)))
+    edit(data)
+    (tmp_path / "decision.json").write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(UserError, match="decision.json") as info:
+        codec.read_record(tmp_path / "decision.json", Decision)
+    assert message in info.value.message
 
 def test_campaign_wide_warnings_reach_the_memo(make_study: Callable[..., Study]) -> None:
     study = make_study()

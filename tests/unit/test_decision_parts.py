@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
@@ -23,7 +22,6 @@ from protocol.decision.configuration import (
 )
 from protocol.decision.evidence import names_variant
 from protocol.decision.explain import deadline_note, uncertain_lines, why_chosen
-from protocol.jsonio import record_dict
 from protocol.study import load_study
 from protocol.study_records import Study
 
@@ -36,15 +34,6 @@ def study(tmp_path: Path, study_text: Callable[..., str]) -> Study:
 
 
 TERMS = DecisionTerms(CATALOG, window=None, deadline_reason="", expected_artifacts=1)
-
-
-def test_record_dict_replaces_fields_and_stamps_the_version() -> None:
-    @dataclass(frozen=True)
-    class Point:
-        x: int
-        tags: tuple[str, ...]
-
-    assert record_dict(Point(1, ("a",)), 3, tags=["a"]) == {"x": 1, "tags": ["a"], "schema_version": 3}
 
 
 def test_format_optional_usd() -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from test_decide import campaign
 
+from protocol import codec
 from protocol.costing.batch_fit import Batch, PassEvidence
 from protocol.costing.catalog_file import load_catalog
 from protocol.costing.job_cost import compare, price_options
@@ -108,7 +109,7 @@ def test_job_is_projected_priced_under_every_billing_and_ranked(job_study, made_
     assert fast.energy["cpu_j_per_input"] == pytest.approx(5.0)
     assert fast.energy["cpu_j_per_validated_corpus"] == pytest.approx(5_000_000.0)
     assert fast.energy["gpu_j_per_input"] is None and fast.energy["gpu_reason"] == "CPU trial: no GPU energy counter"
-    data = decision.to_dict()["job"]
+    data = codec.to_dict(decision)["job"]
     assert data["pareto"] == [fast.configuration_id]
     assert data["configurations"][0]["projection"]["bootstrap"]["seed"].startswith("0:batch_size=")
 
@@ -159,7 +160,7 @@ def test_without_a_job_table_the_decision_has_no_job(tmp_path, study_text) -> No
     path.write_text(study_text(), encoding="utf-8")
     study = load_study(path)
     decision = decide([two_variants(study)], study, load_catalog(default_catalog_path()))
-    assert decision.job is None and decision.to_dict()["job"] is None
+    assert decision.job is None and codec.to_dict(decision)["job"] is None
 
 
 def test_not_yet_decisive_estimates_the_extra_passes(made_up_catalog) -> None:

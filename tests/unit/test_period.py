@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from protocol import codec
 from protocol.costing.period import CampaignPeriod, PeriodComponent, measure_period
 from protocol.costing.timeline import parse_instant, trial_intervals
 from protocol.errors import UserError
@@ -183,9 +184,9 @@ def test_trial_intervals_merge_events_and_raw_clock() -> None:
 
 def test_round_trip() -> None:
     period = measure_period(simple_events(), [raw("t1", D + "09:31:00.123456+00:00", D + "11:29:00+00:00")], 3)
-    assert CampaignPeriod.from_dict(period.to_dict()) == period
+    assert codec.from_dict(CampaignPeriod, codec.to_dict(period)) == period
     component = period.components[0]
-    assert PeriodComponent.from_dict(component.to_dict()) == component
-    assert period.to_dict()["needed_h"] == 5.5
+    assert codec.from_dict(PeriodComponent, codec.to_dict(component)) == component
+    assert codec.to_dict(period)["needed_h"] == 5.5
     with pytest.raises(UserError, match="schema_version"):
-        CampaignPeriod.from_dict({**period.to_dict(), "schema_version": 99})
+        codec.from_dict(CampaignPeriod, {**codec.to_dict(period), "schema_version": 99})

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from protocol import codec
 from protocol.costing.catalog_file import CATALOG_COLUMNS, load_catalog
 from protocol.costing.plans import (
     PER_RESULT_DEFINED,
@@ -106,8 +107,8 @@ def test_zero_accepted_results_is_undefined_and_the_spend_stands(catalog: Catalo
     assert result.per_result_state == PER_RESULT_UNDEFINED
     assert result.cost_per_validated_corpus_usd is None
     assert result.total_usd == Decimal("2071.00")
-    assert result.to_dict()["cost_per_validated_corpus_usd"] is None
-    assert result.to_dict()["per_result_state"] == "undefined"
+    assert codec.to_dict(result)["cost_per_validated_corpus_usd"] is None
+    assert codec.to_dict(result)["per_result_state"] == "undefined"
 
 
 def test_money_is_never_float(catalog: Catalog) -> None:
@@ -115,7 +116,7 @@ def test_money_is_never_float(catalog: Catalog) -> None:
     assert isinstance(result.total_usd, Decimal)
     assert isinstance(result.cost_per_validated_corpus_usd, Decimal)
     assert isinstance(result.plan.price_usd_per_lot, Decimal)
-    data = result.to_dict()
+    data = codec.to_dict(result)
     assert data["total_usd"] == "2071.00"
     assert data["cost_per_validated_corpus_usd"] == "690.33"
     assert data["plan"]["price_usd_per_lot"] == "2071.00"
@@ -157,19 +158,19 @@ def test_days_must_be_a_positive_int(catalog: Catalog, days: object) -> None:
 
 
 def test_round_trips(catalog: Catalog) -> None:
-    assert Catalog.from_dict(catalog.to_dict()) == catalog
+    assert codec.from_dict(Catalog, codec.to_dict(catalog)) == catalog
     for plan in catalog.plans:
-        assert Plan.from_dict(plan.to_dict()) == plan
+        assert codec.from_dict(Plan, codec.to_dict(plan)) == plan
     for accepted in (None, 0, 3):
         result = quote(catalog, "b200", 7, 2, accepted)
-        assert Quote.from_dict(result.to_dict()) == result
+        assert codec.from_dict(Quote, codec.to_dict(result)) == result
 
 
 def test_from_dict_rejects_unknown_schema_version(catalog: Catalog) -> None:
-    data = quote(catalog, "b200", 7, 1).to_dict()
+    data = codec.to_dict(quote(catalog, "b200", 7, 1))
     data["schema_version"] = 99
     with pytest.raises(UserError, match="schema_version 99"):
-        Quote.from_dict(data)
+        codec.from_dict(Quote, data)
 
 
 def test_records_are_frozen(catalog: Catalog) -> None:

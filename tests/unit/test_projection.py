@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from protocol import codec
 from protocol.costing.batch_fit import Batch, PassEvidence, fit_batches, solve
 from protocol.costing.projection import percentile, project, refusal
 from protocol.costing.trial_files import read_batches, setup_seconds
@@ -97,7 +98,7 @@ def test_bootstrap_interval_spans_the_passes_and_is_reproducible_from_its_seed()
     # every resample lies between "all fast" (1.7 s/input) and "all slow" (3.4 s/input), set-up 36 s
     fast_h, slow_h = (1000 * 1.7 + 36) / 3600, (1000 * 3.4 + 36) / 3600
     assert fast_h - 1e-9 <= first.low_h < first.job_h < first.high_h <= slow_h + 1e-9
-    assert first.to_dict()["bootstrap"] == {"seed": "42:cfg", "resamples": 500, "over": "3 accepted passes",
+    assert codec.to_dict(first)["bootstrap"] == {"seed": "42:cfg", "resamples": 500, "over": "3 accepted passes",
                                             "rng": "Python random.Random(seed), passes drawn with replacement"}
 
 
