@@ -18,7 +18,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
-from protocol import codec
 from protocol.codec import Schema
 from protocol.fingerprint import sha256_bytes
 from protocol.records import CampaignRecord, InputFacts
@@ -190,19 +189,10 @@ class ReplayReport:
     out_dir: str
     created_at: str
     schema_version: int = REPLAY_SCHEMA_VERSION
-    CODEC: ClassVar[Schema] = Schema("replay.json", REPLAY_SCHEMA_VERSION,
+    #: ``matches`` is derived from the trials: written for readers, and a file whose ``matches`` disagrees is refused.
+    CODEC: ClassVar[Schema] = Schema("replay.json", REPLAY_SCHEMA_VERSION, derived=("matches",),
                                      fix="Replay the bundle again with this isocost.")
 
     @property
     def matches(self) -> bool:
         return bool(self.trials) and all(t.matches for t in self.trials)
-
-    def to_dict(self) -> dict[str, Any]:
-        """replay.json: the record and ``matches`` (derived from the trials: written for readers, never read)."""
-        return {**codec.to_dict(self), "matches": self.matches}
-
-    @classmethod
-    def from_dict(cls, data: Any, where: str = "replay.json") -> ReplayReport:
-        """replay.json, strictly (its written ``matches`` left out: it is derived from the trials)."""
-        plain = {k: v for k, v in data.items() if k != "matches"} if isinstance(data, dict) else data
-        return codec.from_dict(cls, plain, where)

@@ -25,7 +25,7 @@ from typing import Any
 from protocol.codec import read_record, write_record
 from protocol.errors import UserError
 from protocol.fingerprint import sha256_bytes, sha256_file
-from protocol.jsonio import write_json_atomic, write_text_atomic
+from protocol.jsonio import write_text_atomic
 from protocol.paths import check_allowed_root, check_safe_name
 from protocol.rawrecord import RawRecord
 from protocol.records import CampaignRecord, TrialSpec, TrialStatus
@@ -112,7 +112,7 @@ def replay_bundle(
         out_dir=str(out),
         created_at=creation_time(),
     )
-    write_json_atomic(out / "replay.json", replay.to_dict(), out)
+    write_record(out / "replay.json", replay, out)
     write_text_atomic(out / "replay.md", render_replay(replay), out)
     if interrupted:  # what ran is written; stop like Ctrl-C does
         raise KeyboardInterrupt

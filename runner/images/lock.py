@@ -51,12 +51,12 @@ class ImageRecord:
     engine: dict[str, str] = field(default_factory=dict)  # version, storage driver, image store
     registry: str = ""
     pushed_at: str = ""
-    #: What to run: the repo digest once pushed, the image ID before (both exact). Derived from them (written for
-    #: readers of the file; the value a file holds is not used).
-    image_ref: str = ""
+    CODEC: ClassVar[Schema] = Schema("image record", derived=("image_ref",))
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "image_ref", self.repo_digest or self.image_id)
+    @property
+    def image_ref(self) -> str:
+        """What to run: the repo digest once pushed, the image ID before (both exact); written beside them."""
+        return self.repo_digest or self.image_id
 
 
 _ABOUT = ("image_id = sha256 of the image config (Image ID, local only); repo_digest = REPO@sha256 of the registry "

@@ -38,7 +38,7 @@ def test_the_lock_is_written_as_before_and_reads_back(tmp_path: Path) -> None:
     assert read_lock(path) == {"cpu": RECORD}
     pushed = dataclasses.replace(RECORD, repo_digest="reg/isocost@sha256:" + "4" * 64)
     update_lock(path, pushed)
-    assert read_lock(path)["cpu"].image_ref == pushed.repo_digest  # derived, never stale
+    assert read_lock(path)["cpu"].image_ref == pushed.repo_digest  # derived from the digest once pushed
     assert read_lock(tmp_path / "absent.lock") == {}
 
 
@@ -57,3 +57,13 @@ def test_a_hostile_lock_is_refused_naming_the_file_and_key(tmp_path: Path, chang
         read_lock(path)
     assert (caught.value.what, caught.value.where) == (what, str(path))
     assert locked_image("cpu", path) is None  # a run that only looks an image up goes on without it
+
+
+def test_an_edited_image_ref_is_refused(tmp_path: Path) -> None:
+    """image_ref is derived (the repo digest once pushed, else the image ID): a file that says otherwise is edited."""
+    path = tmp_path / "images.lock"
+    path.write_text(json.dumps({**WRITTEN, "images": {"cpu": {**WRITTEN["images"]["cpu"], "image_ref": "evil"}}}),
+                    encoding="utf-8")
+    with pytest.raises(UserError, match=r"key 'images.cpu.image_ref' is 'evil', but the record's other keys give "
+                                        r"'sha256:1111"):
+        read_lock(path)
