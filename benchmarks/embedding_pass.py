@@ -73,8 +73,8 @@ def make_spec(root: Path, inputs: int, threads: int) -> Path:
     """A sentence-embedding trial spec over the demo embedding study's first ``inputs`` bodies (its encoder,
     its first queries), written into ``root``."""
     from benchmarks.workspace import demo_dir
+    from protocol.codec import write_record
     from protocol.fingerprint import fingerprint_path
-    from protocol.jsonio import write_json_atomic
     from protocol.records import TrialSpec
     from protocol.study import load_study
 
@@ -97,7 +97,7 @@ def make_spec(root: Path, inputs: int, threads: int) -> Path:
                      model_fingerprint=study.model.fingerprint, warmup=study.warmup,
                      warmup_texts=tuple(tuning[: study.warmup.inputs]), launcher="process", task=study.task,
                      task_options=options)
-    write_json_atomic(root / "spec.json", spec.to_dict())
+    write_record(root / "spec.json", spec)
     return root / "spec.json"
 
 
@@ -155,13 +155,13 @@ def worker(spec_path: Path, out: Path, pairs: int) -> int:
 
     import runner.trial.measured_pass as pass_module
     from benchmarks.overhead import _set_up
-    from protocol.jsonio import read_json
+    from protocol.codec import read_record
     from protocol.records import TrialSpec
     from protocol.tasks.vector_file import read_vectors
     from runner.trial.run import Trial
     from runner.trial.torch_settings import apply_determinism
 
-    spec = TrialSpec.from_dict(read_json(spec_path))
+    spec = read_record(spec_path, TrialSpec)
     torch = _set_up(spec, out)
     if torch is None:
         return 1

@@ -29,6 +29,7 @@ from typing import Any
 
 from benchmarks.common import ROOT, Row, Spread, fmt_ratio, fmt_s, judge, ratio_spread
 from benchmarks.workspace import _set_table_key, demo_dir
+from protocol import codec
 
 TARGET_RATIO = 0.99
 
@@ -78,7 +79,7 @@ def _spec(study_path: Path, variant_id: str) -> Any:
 
 def run(root: Path, inputs: int = 8, max_new_tokens: int = 8, pairs: int = 4, variant_id: str = "batch_size=4",
         progress: Any = print, timeout_s: float | None = None) -> list[Row]:
-    from protocol.jsonio import write_json_atomic
+    from protocol.codec import write_record
     from runner.launch.process import trial_env
 
     title = (f"generation pass vs bare model.generate loop ({variant_id}, {inputs} inputs, {max_new_tokens} new "
@@ -86,7 +87,7 @@ def run(root: Path, inputs: int = 8, max_new_tokens: int = 8, pairs: int = 4, va
     spec = _spec(make_slice(root / "slice", inputs, max_new_tokens), variant_id)
     with tempfile.TemporaryDirectory(prefix="isocost-bench-generation-") as tmp:
         out = Path(tmp)
-        write_json_atomic(out / "spec.json", spec.to_dict())
+        write_record(out / "spec.json", spec)
         env = {**trial_env(), "PYTHONPATH": str(ROOT)}
         progress(f"  {pairs} interleaved pairs in one fresh process ({variant_id}, {inputs} inputs)")
         try:
@@ -116,8 +117,8 @@ def _ratio_row(mode: str, pairs: list[dict[str, Any]], title: str, spec: Any) ->
                measured=fmt_s(Spread(tuple(runner_s))).replace(" s", f" {unit}", 1) + " runner pass_s",
                baseline=fmt_s(Spread(tuple(bare_s))).replace(" s", f" {unit}", 1) + " bare generate loop",
                ratio=f"{fmt_ratio(ratio)} runner/bare throughput", target=f"≥ {TARGET_RATIO} × bare", met=met,
-               reason=why, details={"clock": mode, "pairs": pairs, "order": "ABBA", "variant": spec.variant.to_dict(),
-                                    "task_options": dict(spec.task_options)})
+               reason=why, details={"clock": mode, "pairs": pairs, "order": "ABBA",
+                                    "variant": codec.to_dict(spec.variant), "task_options": dict(spec.task_options)})
 
 
 def _rows(pairs: list[dict[str, Any]], title: str, spec: Any) -> list[Row]:
@@ -212,11 +213,11 @@ def worker(spec_path: Path, out: Path, pairs: int) -> int:
     import gc
 
     from benchmarks.overhead import _set_up
-    from protocol.jsonio import read_json
+    from protocol.codec import read_record
     from protocol.records import TrialSpec
     from runner.trial.torch_settings import apply_determinism
 
-    spec = TrialSpec.from_dict(read_json(spec_path))
+    spec = read_record(spec_path, TrialSpec)
     spec = dataclasses.replace(spec, task_options=dict(spec.task_options))
     torch = _set_up(spec, out)
     if torch is None:

@@ -34,13 +34,14 @@ from typing import Any
 
 from benchmarks.common import ROOT, Row, Spread, fmt_ratio, fmt_s, judge, ratio_spread
 from benchmarks.workspace import Workspace, trial_spec
+from protocol import codec
 
 TARGET_RATIO = 0.99
 
 
 def run(workspace: Workspace, pairs: int = 5, variant_id: str = "batch_size=1", progress: Any = print,
         timeout_s: float | None = None) -> list[Row]:
-    from protocol.jsonio import write_json_atomic
+    from protocol.codec import write_record
     from runner.launch.process import trial_env
 
     study = workspace.study()
@@ -51,7 +52,7 @@ def run(workspace: Workspace, pairs: int = 5, variant_id: str = "batch_size=1", 
     with tempfile.TemporaryDirectory(prefix="isocost-bench-overhead-") as tmp:
         out = Path(tmp)
         spec = trial_spec(study, variant, "bench-overhead")
-        write_json_atomic(out / "spec.json", spec.to_dict())
+        write_record(out / "spec.json", spec)
         command = [sys.executable, "-m", "benchmarks.overhead", str(out / "spec.json"), str(out), str(pairs)]
         env = trial_env()
         env["PYTHONPATH"] = str(ROOT)
@@ -104,7 +105,7 @@ def _row(mode: str, pairs: list[dict[str, Any]], title: str, variant: Any, works
                  "runner_write_s": writes.to_dict(),
                  "runner_write_s_note": "prediction writes (+ truncation count, manifest) are timed apart by the "
                                         "runner and excluded from pass_s; the bare loop writes nothing",
-                 "identical_outputs": same, "variant": variant.to_dict(), "inputs": workspace.inputs,
+                 "identical_outputs": same, "variant": codec.to_dict(variant), "inputs": workspace.inputs,
                  "process": process},
     )
 
@@ -113,10 +114,10 @@ def _row(mode: str, pairs: list[dict[str, Any]], title: str, variant: Any, works
 
 
 def worker(spec_path: Path, out: Path, pairs: int) -> int:
-    from protocol.jsonio import read_json
+    from protocol.codec import read_record
     from protocol.records import TrialSpec
 
-    spec = TrialSpec.from_dict(read_json(spec_path))
+    spec = read_record(spec_path, TrialSpec)
     torch = _set_up(spec, out)
     if torch is None:
         return 1

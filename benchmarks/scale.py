@@ -31,6 +31,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from benchmarks.common import Row, Spread, fmt_ratio, fmt_s, interleaved, judge, ratio_spread, timed
+from protocol import codec
 from protocol.raw_columns import RAW_COLUMNS
 from protocol.records import Variant
 from protocol.tasks.classification import Reference, check_pass, parse_predictions
@@ -262,7 +263,7 @@ def summary_row(variants: int, repetitions: int, pairs: int, progress: Any = pri
     file, interleaved."""
     progress(f"  generating a {variants * repetitions:,}-row raw table ({variants:,} variants × {repetitions})")
     rows, verdicts, order, quality = make_raw_table(variants, repetitions)
-    typed_variants = [Variant.from_dict(v) for v in order]  # campaign.json, read before the table
+    typed_variants = [codec.from_dict(Variant, v) for v in order]  # campaign.json, read before the table
     title = f"summarize {len(rows):,} raw rows ({variants:,} variants × {repetitions}) vs pandas group-by"
     cpu: list[float] = []
     phases: dict[str, list[float]] = {}

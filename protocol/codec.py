@@ -62,10 +62,12 @@ class Schema:
     dict of an older version into the current keys (after the version check, before the keys are checked).
     ``check(record)`` returns what is wrong with a decoded record beyond its types ("" when nothing),
     reported at the record's key. ``unversioned``: the version a dict without ``schema_version`` is (a
-    format that carried none before its first bump). ``derived``: attributes (properties) written beside the
-    fields; ``extra(record)``: more keys written beside them (a note, a figure in another shape). Neither is
-    read into the record: read back, each must equal what the decoded record gives, else it is refused (so a
-    record reads back only when they depend on written fields alone).
+    format that carried none before its first bump). ``fix``: what a content error tells the reader to do
+    (the :func:`from_dict` argument wins; the default says to restore the file or re-run its stage).
+    ``derived``: attributes (properties) written beside the fields; ``extra(record)``: more keys written beside
+    them (a note, a figure in another shape). Neither is read into the record: read back, each must equal what
+    the decoded record gives, else it is refused (so a record reads back only when they depend on written
+    fields alone).
     """
 
     kind: str
@@ -75,6 +77,7 @@ class Schema:
     omit_none: bool = False
     check: Callable[[Any], str] | None = None
     unversioned: int | None = None
+    fix: str = ""
     derived: tuple[str, ...] = ()
     extra: Callable[[Any], dict[str, Any]] | None = None
 
@@ -204,7 +207,7 @@ def from_dict(cls: type[T], data: Any, where: str = "", *, fix: str = "") -> T:
     try:
         return _record(cls, data, "")
     except _Mismatch as exc:
-        raise UserError(exc.what, where, fix or _CONTENT_FIX) from None
+        raise UserError(exc.what, where, fix or (schema.fix if schema else "") or _CONTENT_FIX) from None
     except _Refusal as exc:
         raise UserError(exc.what, where, exc.fix) from None
 

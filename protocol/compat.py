@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+from protocol.codec import to_dict
 from protocol.csvio import read_dicts
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -40,9 +41,6 @@ class CompatResult:
     data_read: str  # the table's "read:" header (when the source was read)
     detail: str  # why, in one sentence
     inputs: dict[str, str | None]
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -195,8 +193,8 @@ def check_device(facts: Mapping[str, Any], torch_version: str | None) -> dict[st
     """The compatibility record for a trial's manifest, from its device facts (``runner.trial.env``)."""
     backend = facts.get("backend")
     if backend == "cuda":
-        return check_cuda(facts.get("backend_version"), facts.get("driver_version")).to_dict()
+        return to_dict(check_cuda(facts.get("backend_version"), facts.get("driver_version")))
     if backend == "rocm":
-        return check_rocm(facts.get("rocm_version"), facts.get("gfx_arch"), torch_version).to_dict()
-    return _result(UNKNOWN, None, "not applicable: CPU trial (no GPU driver or runtime to check)",
-                   {"backend": str(backend)}).to_dict()
+        return to_dict(check_rocm(facts.get("rocm_version"), facts.get("gfx_arch"), torch_version))
+    return to_dict(_result(UNKNOWN, None, "not applicable: CPU trial (no GPU driver or runtime to check)",
+                           {"backend": str(backend)}))

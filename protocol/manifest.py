@@ -69,13 +69,6 @@ class Manifest:
     schema_version: int = MANIFEST_SCHEMA_VERSION
     CODEC: ClassVar[Schema] = Schema(MANIFEST_FILE, MANIFEST_SCHEMA_VERSION)
 
-    def to_dict(self) -> dict[str, Any]:
-        return codec.to_dict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any], where: str = MANIFEST_FILE) -> Manifest:
-        return codec.from_dict(cls, data, where)
-
 
 def read_manifest(trial_dir: Path) -> Manifest | None:
     """A trial's manifest.json, typed; None when the trial wrote none, UserError naming the file and the key when

@@ -9,10 +9,11 @@ cannot be inferred from it either.
 from __future__ import annotations
 
 import struct
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from protocol.codec import Schema
 from protocol.errors import UserError
 from protocol.jsonio import loads_unique
 from protocol.safe_read import open_binary, read_text
@@ -120,13 +121,8 @@ class MemoryEstimate:
     attention_score_bytes: int
     total_bytes: int
     assumptions: tuple[str, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["assumptions"] = list(self.assumptions)
-        data["schema_version"] = 1
-        data["kind"] = "estimate (not a measurement)"
-        return data
+    kind: str = "estimate (not a measurement)"
+    CODEC: ClassVar[Schema] = Schema("memory estimate", 1)  # history: 1 (0.1.0): first version
 
 
 def estimate(shape: ModelShape, precision: str, quantization: str, batch_size: int, max_length: int,

@@ -19,7 +19,6 @@ from typing import Any, ClassVar
 
 from protocol import codec
 from protocol.codec import Schema
-from protocol.errors import UserError
 
 SCHEMA_VERSION = 1
 #: Trial spec and trial status moved to version 2 (see the history above); they still read version 1.
@@ -70,13 +69,6 @@ class Variant:
         """The configuration fields only (what defines the variant)."""
         return {name: getattr(self, name) for name in VARIANT_FIELDS}
 
-    def to_dict(self) -> dict[str, Any]:
-        return codec.to_dict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any], where: str = "variant") -> Variant:
-        return codec.from_dict(cls, data, where)
-
 
 @dataclass(frozen=True)
 class WarmupRule:
@@ -86,9 +78,6 @@ class WarmupRule:
     inputs: int
     runs: int
     recompilation: str  # "warmup": compile/recompile cost is charged to warm-up
-
-    def to_dict(self) -> dict[str, Any]:
-        return codec.to_dict(self)
 
 
 @dataclass(frozen=True)
@@ -126,13 +115,6 @@ class TrialSpec:
     schema_version: int = SPEC_SCHEMA_VERSION
     CODEC: ClassVar[Schema] = Schema("spec.json", SPEC_SCHEMA_VERSION, _SPEC_READS)
 
-    def to_dict(self) -> dict[str, Any]:
-        return codec.to_dict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any], where: str = "spec.json") -> TrialSpec:
-        return codec.from_dict(cls, data, where)
-
 
 @dataclass(frozen=True)
 class PhaseTimes:
@@ -147,9 +129,6 @@ class PhaseTimes:
     write_s: float | None = None
     trial_s: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return codec.to_dict(self)
-
 
 @dataclass(frozen=True)
 class MemoryPeaks:
@@ -163,9 +142,6 @@ class MemoryPeaks:
     device_used_bytes: int | None = None
     device_total_bytes: int | None = None
     device_used_max_bytes: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return codec.to_dict(self)
 
 
 @dataclass(frozen=True)
@@ -195,13 +171,6 @@ class TrialStatus:
     schema_version: int = TRIAL_SCHEMA_VERSION
     CODEC: ClassVar[Schema] = Schema("status.json", TRIAL_SCHEMA_VERSION, _TRIAL_READS,
                                      upgrade=lambda data, version: _status_upgrade(data))
-
-    def to_dict(self) -> dict[str, Any]:
-        return codec.to_dict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any], where: str = "status.json") -> TrialStatus:
-        return codec.from_dict(cls, data, where)
 
 
 def _status_upgrade(data: dict[str, Any]) -> dict[str, Any]:
@@ -240,9 +209,6 @@ class Rental:
     lots: int
     CODEC: ClassVar[Schema] = Schema("rental", check=lambda rental: _rental_problem(rental))
 
-    def to_dict(self) -> dict[str, Any]:
-        return codec.to_dict(self)
-
 
 def _rental_problem(rental: Rental) -> str:
     from protocol.costing.plans import MAX_LOTS
@@ -265,13 +231,6 @@ class InputFacts:
     index_sha256: str | None = None
     CODEC: ClassVar[Schema] = Schema("input facts", omit_none=True)
 
-    def to_dict(self) -> dict[str, Any]:
-        return codec.to_dict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> InputFacts:
-        return codec.from_dict(cls, data, "input facts")
-
 
 @dataclass(frozen=True)
 class HostFacts:
@@ -279,9 +238,6 @@ class HostFacts:
 
     hostname: str
     cpu_count: int | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return codec.to_dict(self)
 
 
 @dataclass(frozen=True)
@@ -291,9 +247,6 @@ class CatalogFacts:
     snapshot: str
     source: str
     sha256: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return codec.to_dict(self)
 
 
 @dataclass(frozen=True)
@@ -349,25 +302,6 @@ class CampaignRecord:
 
     def variant(self, variant_id: str) -> Variant:
         return next(v for v in self.variants if v.variant_id == variant_id)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON object written as campaign.json (``from_dict(d).to_dict() == d`` for what isocost writes)."""
-        return codec.to_dict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any], where: str = "campaign.json") -> CampaignRecord:
-        """Read campaign.json; refuses another schema_version, unknown keys and malformed values."""
-        return codec.from_dict(cls, data, where)
-
-
-def check_campaign_version(data: dict[str, Any], where: str) -> None:
-    """Refuse a campaign.json of another schema_version, saying which version reads it."""
-    if data.get("schema_version") != CAMPAIGN_SCHEMA_VERSION:
-        raise UserError(
-            f"campaign.json has schema_version {data.get('schema_version')!r}",
-            where,
-            f"This isocost reads {CAMPAIGN_SCHEMA_VERSION}; use the version that wrote it.",
-        )
 
 
 def read_status(trial_dir: Path) -> TrialStatus | None:

@@ -102,9 +102,6 @@ class FileDigest:
     sha256: str
     size_bytes: int
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"path": self.name, "sha256": self.sha256, "size_bytes": self.size_bytes}
-
 
 def check_member_name(name: str, *, is_dir: bool = False, limits: ExtractLimits = DEFAULT_LIMITS) -> str:
     """Return the member's normalised name (no trailing '/') or raise :class:`UnsafeArchive`."""

@@ -13,7 +13,7 @@ History of ``SELFCHECK_SCHEMA_VERSION``: 1 (0.1.0): first version.
 
 Example::
 
-    report = SelfcheckReport.from_dict(read_json(Path("selfcheck.json")))
+    report = read_record(Path("selfcheck.json"), SelfcheckReport)
     print(render_text(report), end="")
     sys.exit(exit_code(report))
 """
@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, Literal
 
-from protocol.errors import UserError
+from protocol.codec import Schema
 
 SELFCHECK_SCHEMA_VERSION = 1
-VERDICTS = ("PASS", "FAIL", "SKIP")
+Verdict = Literal["PASS", "FAIL", "SKIP"]
+VERDICTS: tuple[Verdict, ...] = ("PASS", "FAIL", "SKIP")
 
 #: The checks, in the order they run (the order also decides what the budget cuts first: the last ones).
 CHECK_NAMES = ("gpu", "timing", "async", "memory", "energy", "warmup", "numerics", "oom", "oom-trial", "compile")
@@ -58,7 +59,7 @@ class Check:
     """One check's verdict, its figure (one line) and, unless it passed, why."""
 
     name: str
-    verdict: str
+    verdict: Verdict
     figure: str
     reason: str = ""
     seconds: float | None = None
@@ -70,13 +71,6 @@ class Check:
             raise ValueError(f"verdict {self.verdict!r} is not one of {VERDICTS}")
         if self.verdict != "PASS" and not self.reason:
             raise ValueError(f"check {self.name!r} is {self.verdict} without a reason")
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Check:
-        return cls(**data)
 
 
 def passed(name: str, figure: str, **details: Any) -> Check:
@@ -111,6 +105,7 @@ class SelfcheckReport:
     ended_at: str = ""
     elapsed_s: float | None = None
     schema_version: int = SELFCHECK_SCHEMA_VERSION
+    CODEC: ClassVar[Schema] = Schema("selfcheck.json", SELFCHECK_SCHEMA_VERSION)
 
     def with_check(self, check: Check) -> SelfcheckReport:
         return dataclasses.replace(self, checks=(*self.checks, check))
@@ -118,25 +113,6 @@ class SelfcheckReport:
     def check(self, name: str) -> Check | None:
         return next((c for c in self.checks if c.name == name), None)
 
-    def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data["checks"] = [c.to_dict() for c in self.checks]
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> SelfcheckReport:
-        version = data.get("schema_version")
-        if version != SELFCHECK_SCHEMA_VERSION:
-            raise UserError(f"selfcheck.json has schema_version {version!r}, this isocost reads "
-                            f"{SELFCHECK_SCHEMA_VERSION}", "selfcheck.json",
-                            "Use the isocost version that wrote it, or run `isocost selfcheck` again.")
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - names)
-        if unknown:
-            raise UserError(f"selfcheck.json has unknown fields {unknown}", "selfcheck.json",
-                            "Was it written by a newer isocost?")
-        fields = {**data, "checks": tuple(Check.from_dict(c) for c in data.get("checks", ()))}
-        return cls(**fields)
 
 
 def counts(report: SelfcheckReport) -> dict[str, int]:

@@ -40,22 +40,6 @@ class PassCheck:
     def verdict(self) -> str:
         return "accepted" if self.accepted else "rejected: " + "; ".join(self.reasons)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "expected_ids": self.expected_ids,
-            "observed_ids": self.observed_ids,
-            "ids_match": self.ids_match,
-            "duplicate_ids": self.duplicate_ids,
-            "missing_ids": self.missing_ids,
-            "unexpected_ids": self.unexpected_ids,
-            "format_errors": self.format_errors,
-            "metric": self.metric,
-            "metric_value": self.metric_value,
-            "subgroups": self.subgroups,
-            "accepted": self.accepted,
-            "reasons": list(self.reasons),
-        }
-
 
 @dataclass(frozen=True)
 class IdCheck:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from protocol.codec import to_dict
 from protocol.costing.batch_fit import Batch
 from protocol.errors import UserError
 from protocol.jsonio import loads_unique
@@ -126,7 +127,7 @@ def trial_record(trial_dir: Path, status: TrialStatus | None) -> TrialRecord:
     """Read one trial's ``batches.jsonl``; the set-up and energy fields of its status (None: it wrote none)."""
     path = trial_dir / BATCHES_FILE
     batches: tuple[Batch, ...] | None = read_batches(path) if path.exists() else None
-    fields = status.to_dict() if status is not None else {}
+    fields = to_dict(status) if status is not None else {}
     return TrialRecord(
         batches=batches,
         batches_reason="" if batches is not None else f"no {BATCHES_FILE} in {trial_dir} (the trial predates it)",

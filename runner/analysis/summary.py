@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from protocol.codec import to_dict
 from protocol.costing.trial_files import TrialRecord, energy_fields, energy_figures
 from protocol.errors import UserError
 from protocol.jsonio import write_json_atomic, write_text_atomic
@@ -62,7 +63,7 @@ def summarize_campaign(root: Path, *, record_events: bool = False, allow_inconsi
     if banner:
         data["inconsistent"] = banner
     estimates = _estimates(study, campaign)
-    data["memory_estimates"] = {k: v.to_dict() if v else None for k, v in estimates.items()}
+    data["memory_estimates"] = {k: to_dict(v) if v else None for k, v in estimates.items()}
     rows = frame_rows(frame, ("trial_id", "variant_id", "pass_s"))
     energy = _energy(paths, rows, verdicts, campaign.corpus_inputs)
     data["energy"] = energy
@@ -102,7 +103,7 @@ def _energy(paths: CampaignPaths, rows: Sequence[Any], verdicts: dict[str, Any],
             continue
         # A status.json that is there but not a status (a key named twice, an unknown key) is refused, never {}.
         status = read_status(paths.trial_dir(row.trial_id))
-        fields = energy_fields(status.to_dict() if status is not None else {})
+        fields = energy_fields(to_dict(status) if status is not None else {})
         by_variant.setdefault(row.variant_id, []).append(TrialRecord(batches=None, **fields))
     return {variant: energy_figures(records, inputs, None) for variant, records in sorted(by_variant.items())}
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from protocol import codec
 from protocol.csvio import safe_cell
 from protocol.jsonio import write_json_atomic
 from protocol.records import CampaignRecord
@@ -70,7 +71,7 @@ def write_verdicts(
             "trial_id": row.trial_id,
             "variant_id": row.variant_id,
             "status": row.status,
-            **{k: v for k, v in check.to_dict().items() if k not in ("accepted", "reasons")},
+            **{k: v for k, v in codec.to_dict(check).items() if k not in ("accepted", "reasons")},
             "corpus_accepted": accepted,
             "matches_raw": raw_accepted == accepted and _cell(row.ids_match) == str(check.ids_match).lower(),
             "reasons": "; ".join(reasons),

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from protocol import __version__
+from protocol.codec import to_dict
 from protocol.errors import UserError
 from protocol.fingerprint import sha256_bytes, sha256_file
 from protocol.jsonio import dumps, read_json
@@ -204,7 +205,7 @@ def _write_verified(output: Path, manifest: BundleManifest, sources: list[Packed
     tmp = Path(tmp_name)
     try:
         progress(f"writing {output}")
-        manifest_bytes = dumps(manifest.to_dict()).encode("utf-8")
+        manifest_bytes = dumps(to_dict(manifest)).encode("utf-8")
         write_deterministic_tar(tmp, [PackedFile(MANIFEST_NAME, data=manifest_bytes),
                                       *sorted(sources, key=lambda s: s.path)])
         progress("verifying the new bundle")
@@ -334,8 +335,8 @@ def _ledger(root: Path, campaign: CampaignRecord, study: Study | None, catalog: 
     return {
         "campaign_id": campaign.campaign_id,
         "study_name": campaign.study_name,
-        "host": campaign.host.to_dict() if campaign.host is not None else None,
-        "rental": campaign.rental.to_dict() if campaign.rental is not None else None,
+        "host": to_dict(campaign.host) if campaign.host is not None else None,
+        "rental": to_dict(campaign.rental) if campaign.rental is not None else None,
         "launcher": dict(campaign.launcher),
         "campaign_created_at": campaign.created_at,
         "first_event_at": min(stamps) if stamps else None,

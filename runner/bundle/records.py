@@ -1,6 +1,6 @@
 """What a bundle says about itself: ``BUNDLE.json``, the verification report, the replay report.
 
-Frozen records with explicit ``to_dict``/``from_dict`` (``BundleManifest`` rejects an unknown
+Frozen records read and written through :mod:`protocol.codec` (``BundleManifest`` rejects an unknown
 ``schema_version`` with a message that says what to do), the archive's fixed names
 (``BUNDLE.json``, ``campaign/``, ``inputs/``) and the small helpers packing, verifying and
 replaying share: where an included input lives in the archive, the campaign's facts for one
@@ -18,7 +18,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
-from protocol import codec
 from protocol.codec import Schema
 from protocol.fingerprint import sha256_bytes
 from protocol.records import CampaignRecord, InputFacts
@@ -64,9 +63,6 @@ class FileEntry:
     sha256: str
     size_bytes: int
 
-    def to_dict(self) -> dict[str, Any]:
-        return codec.to_dict(self)
-
 
 @dataclass(frozen=True)
 class InputRecord:
@@ -79,13 +75,6 @@ class InputRecord:
     archive_path: str  # "" when not included
     files: tuple[FileEntry, ...]  # relative to the input (a model's files); empty with a reason if unknown
     empty_reason: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return codec.to_dict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any], where: str = MANIFEST_NAME) -> InputRecord:
-        return codec.from_dict(cls, data, where)
 
 
 @dataclass(frozen=True)
@@ -106,16 +95,9 @@ class BundleManifest:
     files: tuple[FileEntry, ...]
     empty_reasons: dict[str, str] = field(default_factory=dict)
     schema_version: int = BUNDLE_SCHEMA_VERSION
-    CODEC: ClassVar[Schema] = Schema(MANIFEST_NAME, BUNDLE_SCHEMA_VERSION)
-
-    def to_dict(self) -> dict[str, Any]:
-        return codec.to_dict(self)
-
-    @classmethod
-    def from_dict(cls, data: Any, where: str = MANIFEST_NAME) -> BundleManifest:
-        """BUNDLE.json; another schema_version, an unknown or missing key, a wrong type: UserError naming the key."""
-        return codec.from_dict(cls, data, where, fix="This bundle was not written by this isocost version, or was "
-                               "edited: verify it with the version named by its isocost_version.")
+    CODEC: ClassVar[Schema] = Schema(MANIFEST_NAME, BUNDLE_SCHEMA_VERSION, fix=(
+        "This bundle was not written by this isocost version, or was edited: verify it with the version named by "
+        "its isocost_version."))
 
     def input(self, kind: str) -> InputRecord | None:
         return next((i for i in self.inputs if i.kind == kind), None)
@@ -139,9 +121,6 @@ class VerifyReport:
     @property
     def first(self) -> Discrepancy | None:
         return self.discrepancies[0] if self.discrepancies else None
-
-    def to_dict(self) -> dict[str, Any]:
-        return codec.to_dict(self)
 
 
 def input_archive_path(kind: str, original: Path) -> str:
@@ -169,9 +148,6 @@ class InputUse:
     fingerprint: str
     source: str  # "bundle" | "--inputs" | "original path"
 
-    def to_dict(self) -> dict[str, Any]:
-        return codec.to_dict(self)
-
 
 @dataclass(frozen=True)
 class TrialReplay:
@@ -196,9 +172,6 @@ class TrialReplay:
     trial_dir: str
     outputs_sha256: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
-        return codec.to_dict(self)
-
 
 @dataclass(frozen=True)
 class ReplayReport:
@@ -216,18 +189,10 @@ class ReplayReport:
     out_dir: str
     created_at: str
     schema_version: int = REPLAY_SCHEMA_VERSION
-    CODEC: ClassVar[Schema] = Schema("replay.json", REPLAY_SCHEMA_VERSION)
+    #: ``matches`` is derived from the trials: written for readers, and a file whose ``matches`` disagrees is refused.
+    CODEC: ClassVar[Schema] = Schema("replay.json", REPLAY_SCHEMA_VERSION, derived=("matches",),
+                                     fix="Replay the bundle again with this isocost.")
 
     @property
     def matches(self) -> bool:
         return bool(self.trials) and all(t.matches for t in self.trials)
-
-    def to_dict(self) -> dict[str, Any]:
-        """replay.json: the record and ``matches`` (derived from the trials: written for readers, never read)."""
-        return {**codec.to_dict(self), "matches": self.matches}
-
-    @classmethod
-    def from_dict(cls, data: Any, where: str = "replay.json") -> ReplayReport:
-        """replay.json, strictly (its written ``matches`` left out: it is derived from the trials)."""
-        plain = {k: v for k, v in data.items() if k != "matches"} if isinstance(data, dict) else data
-        return codec.from_dict(cls, plain, where, fix="Replay the bundle again with this isocost.")

@@ -22,10 +22,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from protocol.codec import read_record
+from protocol.codec import read_record, write_record
 from protocol.errors import UserError
 from protocol.fingerprint import sha256_bytes, sha256_file
-from protocol.jsonio import read_json, write_json_atomic, write_text_atomic
+from protocol.jsonio import write_text_atomic
 from protocol.paths import check_allowed_root, check_safe_name
 from protocol.rawrecord import RawRecord
 from protocol.records import CampaignRecord, TrialSpec, TrialStatus
@@ -112,7 +112,7 @@ def replay_bundle(
         out_dir=str(out),
         created_at=creation_time(),
     )
-    write_json_atomic(out / "replay.json", replay.to_dict(), out)
+    write_record(out / "replay.json", replay, out)
     write_text_atomic(out / "replay.md", render_replay(replay), out)
     if interrupted:  # what ran is written; stop like Ctrl-C does
         raise KeyboardInterrupt
@@ -162,7 +162,7 @@ def _prepare_replay(
     extracted = out / "bundle"
     progress(f"extracting into {extracted}")
     digests = safe_extract(bundle, extracted, limits)
-    manifest = BundleManifest.from_dict(read_json(extracted / MANIFEST_NAME))
+    manifest = read_record(extracted / MANIFEST_NAME, BundleManifest)
     for entry in manifest.files:  # the bytes written are the bytes verified
         digest = digests.get(entry.path)
         if digest is None or digest.sha256 != entry.sha256:
@@ -357,7 +357,7 @@ def _rerun(
     image_ref, image_id, image_digest = launcher.image_fields()
     spec = dataclasses.replace(original, corpus_path=corpus_view, model_path=model_view, launcher=launcher.name,
                                image_ref=image_ref, image_id=image_id, image_digest=image_digest)
-    write_json_atomic(trial_dir / "spec.json", spec.to_dict(), out)
+    write_record(trial_dir / "spec.json", spec, out)
     interrupted = False
     try:
         result = launcher.run(paths, original.timeout_s)

@@ -17,9 +17,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from protocol.codec import read_record
 from protocol.decision.agreement import ConfigurationOutputs
 from protocol.errors import UserError
-from protocol.jsonio import read_json
 from protocol.tasks import study_task
 from runner.bundle.records import ReplayReport
 from runner.campaign_dir.seal import outputs_cell
@@ -42,7 +42,7 @@ def replay_configurations(replay_dir: Path, study: Any) -> tuple[str, list[Confi
     configuration per replayed variant (its accepted reruns; each rerun's files checked against the sha256
     replay.json recorded for them)."""
     path = replay_dir / "replay.json"
-    report = ReplayReport.from_dict(read_json(path), str(path))
+    report = read_record(path, ReplayReport)
     if report.study_sha256 != study.sha256:
         raise UserError("the replay is of a bundle of another study", str(path),
                         "Compare a replay with campaigns of the study it replayed.")

@@ -16,8 +16,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from protocol.codec import read_record
 from protocol.errors import UserError
-from protocol.jsonio import read_json
 from protocol.rawrecord import RawRecord
 from protocol.records import CampaignRecord
 from protocol.safe_extract import DEFAULT_LIMITS, ArchiveError, ExtractLimits, FileDigest, read_archive
@@ -53,7 +53,7 @@ def verify_bundle(path: Path, limits: ExtractLimits = DEFAULT_LIMITS) -> VerifyR
         if MANIFEST_NAME not in digests:
             return _failed(shown, Discrepancy(MANIFEST_NAME, "presence", "missing: this is not an isocost bundle"))
         try:
-            manifest = BundleManifest.from_dict(read_json(work / MANIFEST_NAME))
+            manifest = read_record(work / MANIFEST_NAME, BundleManifest)
         except UserError as exc:
             return _failed(shown, Discrepancy(MANIFEST_NAME, "content", exc.what))
         except (ValueError, RecursionError) as exc:

@@ -23,12 +23,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from protocol import __version__
+from protocol.codec import write_record
 from protocol.corpus import Record, check_disjoint, content_fingerprint, token_lengths
 from protocol.costing.catalog_file import load_catalog
 from protocol.costing.plans import default_catalog_path
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path, tree_files
-from protocol.jsonio import write_json_atomic
 from protocol.raw_columns import RAW_SCHEMA_VERSION
 from protocol.records import (
     CAMPAIGN_SCHEMA_VERSION,
@@ -119,7 +119,7 @@ def freeze(
     )
     reused = check_and_record(study, content_fp, record.campaign_id, paths.root, acknowledge_reuse, ledger_dir)
     record = dataclasses.replace(record, seen_corpus_reuse=reused)
-    write_json_atomic(paths.campaign, record.to_dict(), paths.root)
+    write_record(paths.campaign, record, paths.root)
     return record
 
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from protocol.codec import read_record
+from protocol.codec import read_record, to_dict
 from protocol.errors import UserError
 from protocol.rawrecord import RawRecord
 from protocol.records import CampaignRecord, Rental, TrialSpec
@@ -45,9 +45,9 @@ def check_resume(study: Study, paths: CampaignPaths, launcher: Launcher, rental:
         )
     _check_launcher(campaign.launcher, launcher, out)
     if rental is not None and campaign.rental != rental:
-        recorded = campaign.rental.to_dict() if campaign.rental is not None else None
+        recorded = to_dict(campaign.rental) if campaign.rental is not None else None
         raise UserError(
-            f"this campaign was started with rental {recorded}, not {rental.to_dict()}",
+            f"this campaign was started with rental {recorded}, not {to_dict(rental)}",
             str(out),
             "Resume without --gpu/--lots, or start a new campaign for another host.",
         )

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from protocol.codec import write_record
 from protocol.errors import UserError
-from protocol.jsonio import write_json_atomic
 from protocol.paths import allowed_roots, check_allowed_root
 from protocol.rawrecord import RawRecord
 from protocol.records import NO_GPU_ERROR, WRONG_BUILD_ERROR, CampaignRecord, Rental, TrialSpec, Variant
@@ -249,7 +249,7 @@ def _run_one(
     spec = dataclasses.replace(spec, **trial_inputs(paths.corpus_index, variant))
     # The start event comes before spec.json: a trial with a spec (one --resume records) has its start event.
     log_event(paths, "trial_start", trial_id=trial_id)
-    write_json_atomic(trial_dir / "spec.json", spec.to_dict(), paths.root)
+    write_record(trial_dir / "spec.json", spec, paths.root)
     progress(f"[{slot.order_index}/{n_slots}] {trial_id}: running ({variant.variant_id}, "
              f"repetition {slot.repetition})")
     interrupted: HostInterrupt | None = None

@@ -78,15 +78,8 @@ class CampaignChecks(Findings):
         self.output_files: tuple[str, ...] | None = None
 
     def run(self) -> None:
-        description = self.json("campaign.json")
-        if not isinstance(description, dict):
-            if description is not None:
-                self.add("campaign.json", "content", "not a JSON object")
-            return
-        try:
-            campaign = CampaignRecord.from_dict(description)
-        except UserError as exc:
-            self.add("campaign.json", "content", exc.what)
+        campaign = self.record("campaign.json", CampaignRecord)
+        if campaign is None:
             return
         try:
             self._run(campaign)

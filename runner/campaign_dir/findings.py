@@ -17,14 +17,17 @@ import csv
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from protocol import codec
 from protocol.errors import UserError
 from protocol.jsonio import read_json
 
 #: What malformed (or hostile) content can raise while it is read; a verifier reports it, never crashes.
 MALFORMED = (KeyError, IndexError, TypeError, ValueError, AttributeError, OverflowError, RecursionError, UserError,
              csv.Error, UnicodeDecodeError, tomllib.TOMLDecodeError)
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -37,9 +40,6 @@ class Discrepancy:
 
     def __str__(self) -> str:
         return f"{self.file}: {self.field}: {self.message}"
-
-    def to_dict(self) -> dict[str, str]:
-        return {"file": self.file, "field": self.field, "message": self.message}
 
 
 class Findings:
@@ -65,4 +65,15 @@ class Findings:
             self.add(name, "content", exc.what)
         except (ValueError, RecursionError) as exc:  # huge integers, absurd nesting: hostile, not a crash
             self.add(name, "content", f"unreadable JSON ({type(exc).__name__})")
+        return None
+
+    def record(self, name: str, cls: type[T], what: str = "") -> T | None:
+        """The JSON file ``name`` as a ``cls`` record, or None with a discrepancy (``what`` it is not, and why)."""
+        data = self.json(name)
+        if data is None:
+            return None
+        try:
+            return codec.from_dict(cls, data, name)
+        except UserError as exc:
+            self.add(name, "content", f"not {what} ({exc.what})" if what else exc.what)
         return None

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from protocol.codec import to_dict
 from protocol.errors import UserError
 from protocol.jsonio import read_json
 from runner.campaign_dir.checks import CampaignChecks
@@ -70,7 +71,7 @@ class IntegrityReport:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"consistent": self.ok, "discrepancies": [d.to_dict() for d in self.discrepancies]}
+        return {"consistent": self.ok, "discrepancies": [to_dict(d) for d in self.discrepancies]}
 
 
 def check_evidence(root: Path) -> IntegrityReport:

@@ -57,10 +57,7 @@ class RentalRecord:
     plan_start: str | None = None
     host: str | None = field(default=None, metadata=codec.OMIT_NONE)
     schema_version: int = RENTAL_SCHEMA_VERSION
-    CODEC: ClassVar[Schema] = Schema("rental line", RENTAL_SCHEMA_VERSION)
-
-    def to_dict(self) -> dict[str, Any]:
-        return codec.to_dict(self)
+    CODEC: ClassVar[Schema] = Schema("rental line", RENTAL_SCHEMA_VERSION, fix=_RESTORE)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str) -> RentalRecord:
@@ -68,7 +65,7 @@ class RentalRecord:
             raise UserError("rental line has schema_version 1 (written before rentals were chained)", where,
                             "This isocost reads chained rentals only: move rentals.jsonl away and record the rental "
                             "again with `isocost rental DIR --gpu GPU --lots N`.")
-        record = codec.from_dict(cls, {k: v for k, v in data.items() if k != CHAIN_KEY}, where, fix=_RESTORE)
+        record = codec.from_dict(cls, {k: v for k, v in data.items() if k != CHAIN_KEY}, where)
         if not record.gpu.strip() or not 1 <= record.lots <= MAX_LOTS:
             raise UserError(f"rental line needs a gpu name and an integer lots from 1 to {MAX_LOTS}", where, _RESTORE)
         check_gpu_name(record.gpu, where)
@@ -120,7 +117,7 @@ def record_rental(root: Path, gpu: str, lots: int, plan_start: str | None = None
     read_rentals(root, allow_cut=True)  # every earlier line reads back and chains (a cut last one is kept aside)
     stamp = (now or datetime.now(UTC)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     record = RentalRecord(recorded_at=stamp, gpu=gpu, lots=lots, plan_start=plan_start, host=host)
-    _, side = append_line(root / RENTALS_FILE, record.to_dict(), root=root, chained=True,
+    _, side = append_line(root / RENTALS_FILE, codec.to_dict(record), root=root, chained=True,
                           genesis=genesis(root / "raw.csv"), what=RENTALS_FILE,
                           fix="Pass the campaign directory `isocost run --out` wrote.")
     return Recorded(record, side)

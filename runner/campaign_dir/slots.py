@@ -13,20 +13,16 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from protocol.rawrecord import RawRecord
-from protocol.records import CampaignRecord, Variant
+from protocol.records import CampaignRecord
 from protocol.schedule import Slot, rotated_schedule
 from runner.campaign_dir.rawtable import is_host_stopped
 
 
-def planned_slots(campaign: CampaignRecord | Mapping[str, Any]) -> tuple[Slot, ...]:
-    """Every planned pass, in run order (campaign.json as a record, or as the plain dict older readers pass)."""
-    if isinstance(campaign, CampaignRecord):
-        return rotated_schedule(campaign.variants, campaign.repetitions)
-    variants = tuple(Variant.from_dict(v) for v in campaign["variants"])
-    return rotated_schedule(variants, int(campaign["repetitions"]))
+def planned_slots(campaign: CampaignRecord) -> tuple[Slot, ...]:
+    """Every planned pass, in run order."""
+    return rotated_schedule(campaign.variants, campaign.repetitions)
 
 
 def slot_of(trial_id: str, slots_by_id: dict[str, Slot]) -> tuple[Slot | None, int]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from protocol.errors import UserError
 from protocol.manifest import Manifest
 from protocol.rawrecord import RawRecord
 from protocol.records import CampaignRecord, InputFacts, TrialSpec, TrialStatus, csv_cell
@@ -48,28 +47,18 @@ class TrialChecks:
         if not trial_dir.is_dir():
             add(base, "presence", f"raw.csv {where} names this trial, its directory is missing")
             return
-        spec_data = self.findings.json(base + "spec.json")
-        if spec_data is not None:
-            try:
-                spec = TrialSpec.from_dict(spec_data, base + "spec.json")
-            except UserError as exc:
-                add(base + "spec.json", "content", f"not a trial spec ({exc.what})")
-            else:
-                self._spec(row, where, base, spec)
+        spec = self.findings.record(base + "spec.json", TrialSpec, "a trial spec")
+        if spec is not None:
+            self._spec(row, where, base, spec)
         if not (trial_dir / "status.json").is_file():
             if STATUS_MISSING_NOTE not in row.notes:
                 add(base + "status.json", "presence", f"missing, and raw.csv {where} does not say the trial wrote none")
         else:
             self._status_file(row, where, base)
         if (trial_dir / "manifest.json").is_file():
-            manifest_data = self.findings.json(base + "manifest.json")
-            if manifest_data is not None:
-                try:
-                    manifest = Manifest.from_dict(manifest_data, base + "manifest.json")
-                except UserError as exc:
-                    add(base + "manifest.json", "content", exc.what)
-                else:
-                    self._manifest(row, base, manifest)
+            manifest = self.findings.record(base + "manifest.json", Manifest)
+            if manifest is not None:
+                self._manifest(row, base, manifest)
         if self.study is not None and self.reference is not None:
             self._predictions(row, where, base, self.study, self.reference)
 
@@ -77,14 +66,9 @@ class TrialChecks:
         add = self.findings.add
         if STATUS_MISSING_NOTE in row.notes:
             add(base + "status.json", "presence", f"present, but raw.csv {where} says the trial wrote none")
-        status_data = self.findings.json(base + "status.json")
-        if status_data is not None:
-            try:
-                status = TrialStatus.from_dict(status_data, base + "status.json")
-            except UserError as exc:
-                add(base + "status.json", "content", f"not a trial status ({exc.what})")
-            else:
-                self._status(row, where, base, status)
+        status = self.findings.record(base + "status.json", TrialStatus, "a trial status")
+        if status is not None:
+            self._status(row, where, base, status)
         if not (self.findings.root / base / "manifest.json").is_file():
             add(base + "manifest.json", "presence", "missing (the trial writes it before its status)")
 

@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from protocol import jsonio
+from protocol.codec import to_dict
 from protocol.fingerprint import sha256_file
 from protocol.paths import allowed_roots
 from protocol.safe_extract import DEFAULT_MAX_MEMBERS, DEFAULT_MAX_TOTAL_BYTES, ExtractLimits
@@ -100,7 +101,7 @@ def verify(bundle_file: Path, show_all: bool, as_json: bool, max_expanded_bytes:
     limits = ExtractLimits(max_members=max_members, max_total_bytes=max_expanded_bytes)
     report = verify_bundle(bundle_file, limits)
     if as_json:
-        click.echo(jsonio.dumps(report.to_dict()), nl=False)
+        click.echo(jsonio.dumps(to_dict(report)), nl=False)
     elif report.ok:
         included = ", ".join(report.inputs_included) or "none (hashes only)"
         click.echo(f"OK: {bundle_file}: {report.files_checked} files, {_size(report.bytes_checked)}, every SHA-256 "

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from protocol import codec
 from protocol.errors import UserError
 from protocol.jsonio import read_json
 from protocol.memory import ModelShape, estimate
@@ -64,7 +65,7 @@ def estimate_command(study_path: Path | None, campaign_dir: Path | None, model_d
     else:
         raise UserError("nothing to estimate", "isocost memory estimate", "Pass --study STUDY or --model DIR.")
     if as_json:
-        click.echo(json.dumps([{"variant": name, "estimate": est.to_dict(), "measured": peaks}
+        click.echo(json.dumps([{"variant": name, "estimate": codec.to_dict(est), "measured": peaks}
                                for name, est, peaks in rows], indent=2, sort_keys=True))
         return
     click.echo(f"parameters: {rows[0][1].parameters:,} (counted from the safetensors headers)")

@@ -21,11 +21,12 @@ import json
 import math
 import random
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from protocol import codec
 from protocol.errors import UserError
 from protocol.jsonio import write_text_atomic
 from runner.demo.source import (
@@ -44,21 +45,14 @@ Quota = dict[str, dict[str, int]]
 
 @dataclass(frozen=True)
 class DemoText:
-    """One selected text: a row of a demo corpus or of the tuning split, with its token count."""
+    """One selected text: a row of a demo corpus or of the tuning split (``codec.to_dict``: its keys in this
+    order), with its token count (not written)."""
 
     id: str
     text: str
     label: str
     length_bucket: str
-    n_tokens: int
-
-    def to_dict(self) -> dict[str, str]:
-        return {
-            "id": self.id,
-            "text": self.text,
-            "label": self.label,
-            "length_bucket": self.length_bucket,
-        }
+    n_tokens: int = field(metadata=codec.options(written=False))
 
 
 @dataclass(frozen=True)
@@ -307,5 +301,5 @@ def bucket_counts_line(rows: Sequence[DemoText]) -> str:
 
 def write_jsonl(path: Path, rows: Sequence[DemoText]) -> None:
     """Write ``rows`` as a corpus file: one ``{id, text, label, length_bucket}`` object a line, atomically."""
-    lines = [json.dumps(row.to_dict(), ensure_ascii=False, sort_keys=False) for row in rows]
+    lines = [json.dumps(codec.to_dict(row), ensure_ascii=False, sort_keys=False) for row in rows]
     write_text_atomic(path, "".join(line + "\n" for line in lines))

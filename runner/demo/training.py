@@ -28,6 +28,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from protocol import codec
 from protocol.errors import UserError
 from protocol.jsonio import write_json_atomic
 from protocol.safe_write import write_handle
@@ -50,7 +51,7 @@ def training_request(
         "model_out": str(model_out),
         "seed": seed,
         "labels": list(labels),
-        "rows": [row.to_dict() for row in (*training, *tuning)],
+        "rows": [codec.to_dict(row) for row in (*training, *tuning)],
         "heldout": sorted(row.id for row in tuning),
         "heldout_split": HELDOUT,
     }

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from protocol import codec
 from protocol.costing.plans import MAX_LOTS
 from protocol.errors import UserError
 from protocol.names import check_gpu_name
@@ -66,16 +67,15 @@ class HostSpec:
             "name": self.name,
             "url": self.url,
             "stack": self.stack,
-            "rental": self.rental.to_dict() if self.rental else None,
+            "rental": codec.to_dict(self.rental) if self.rental else None,
             "ssh_config": str(self.ssh_config) if self.ssh_config else "",
             "reconnect_s": self.reconnect_s,
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str) -> HostSpec:
-        """The inverse of :meth:`to_dict` (as recorded in hosts.json)."""
-        entry = {k: v for k, v in data.items() if k in _HOST_KEYS and v not in (None, "")}
-        return _host(entry, where, Path("/"))
+        """The inverse of :meth:`to_dict` (as recorded in hosts.json): checked as a hosts file's host is."""
+        return _host({k: v for k, v in data.items() if v not in (None, "")}, where, Path("/"))
 
 
 def check_name(name: str, where: str) -> str:

@@ -1,20 +1,19 @@
 """``images/images.lock``: one record per stack of the image last built (and pushed) for it.
 
-Sorted JSON with a ``schema_version``: the image ID, the repo digest once pushed, the base and
-its digest, the build arguments, the git revision, the build time and the size
-(:class:`ImageRecord`). ``ISOCOST_IMAGES_LOCK`` points elsewhere (tests, CI).
+Sorted JSON with a ``schema_version`` (:class:`ImageLock`, through :mod:`protocol.codec`): the image ID,
+the repo digest once pushed, the base and its digest, the build arguments, the git revision, the build time
+and the size (:class:`ImageRecord`). ``ISOCOST_IMAGES_LOCK`` points elsewhere (tests, CI).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import ClassVar
 
+from protocol.codec import Schema, read_record, write_record
 from protocol.errors import UserError
-from protocol.jsonio import read_json, write_json_atomic
 
 #: images.lock format. History: 1 (0.1.0): first version.
 LOCK_SCHEMA_VERSION = 1
@@ -52,45 +51,36 @@ class ImageRecord:
     engine: dict[str, str] = field(default_factory=dict)  # version, storage driver, image store
     registry: str = ""
     pushed_at: str = ""
+    CODEC: ClassVar[Schema] = Schema("image record", derived=("image_ref",))
 
     @property
     def image_ref(self) -> str:
-        """What to run: the repo digest once pushed, the image ID before (both exact)."""
+        """What to run: the repo digest once pushed, the image ID before (both exact); written beside them."""
         return self.repo_digest or self.image_id
 
-    def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data["image_ref"] = self.image_ref
-        return data
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ImageRecord:
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+_ABOUT = ("image_id = sha256 of the image config (Image ID, local only); repo_digest = REPO@sha256 of the registry "
+          "manifest (after push/pull; what another host pulls). image_ref = repo_digest or image_id.")
+
+
+@dataclass(frozen=True)
+class ImageLock:
+    """``images.lock``: stack → the image last built for it."""
+
+    images: dict[str, ImageRecord] = field(default_factory=dict)
+    about: str = _ABOUT
+    schema_version: int = LOCK_SCHEMA_VERSION
+    CODEC: ClassVar[Schema] = Schema("images.lock", LOCK_SCHEMA_VERSION, fix=(
+        "Rebuild the images with `isocost images build`, or restore images/images.lock from a backup."))
 
 
 def read_lock(path: Path) -> dict[str, ImageRecord]:
     """Stack → record; an absent file is an empty lock."""
-    if not path.exists():
-        return {}
-    data = read_json(path)
-    if not isinstance(data, dict) or data.get("schema_version") != LOCK_SCHEMA_VERSION:
-        raise UserError(
-            f"images lock has schema_version {data.get('schema_version') if isinstance(data, dict) else None!r}, "
-            f"this isocost reads {LOCK_SCHEMA_VERSION}",
-            str(path),
-            "Rebuild the images with `isocost images build`, or use the isocost version that wrote it.",
-        )
-    return {stack: ImageRecord.from_dict(entry) for stack, entry in sorted(data.get("images", {}).items())}
+    return dict(sorted(read_record(path, ImageLock).images.items())) if path.exists() else {}
 
 
 def write_lock(path: Path, records: dict[str, ImageRecord]) -> None:
-    write_json_atomic(path, {
-        "schema_version": LOCK_SCHEMA_VERSION,
-        "about": "image_id = sha256 of the image config (Image ID, local only); repo_digest = REPO@sha256 of the "
-                 "registry manifest (after push/pull; what another host pulls). image_ref = repo_digest or image_id.",
-        "images": {stack: records[stack].to_dict() for stack in sorted(records)},
-    })
+    write_record(path, ImageLock(images=dict(records)))
 
 
 def update_lock(path: Path, record: ImageRecord) -> None:

@@ -25,12 +25,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from protocol.codec import write_record
 from protocol.corpus import Record, check_disjoint, content_fingerprint, token_lengths
 from protocol.costing.catalog_file import load_catalog
 from protocol.costing.plans import default_catalog_path
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
-from protocol.jsonio import write_json_atomic
 from protocol.memory import ModelShape, estimate
 from protocol.paths import allowed_roots, check_allowed_root
 from protocol.records import TrialSpec, read_status
@@ -348,7 +348,7 @@ def _probe(study: Study) -> tuple[float, str]:
         task=study.task,
         task_options=dict(study.task_options),
     )
-    write_json_atomic(trial_dir / "spec.json", spec.to_dict(), trial_dir)
+    write_record(trial_dir / "spec.json", spec, trial_dir)
     result = ProcessLauncher().run(TrialPaths(trial_dir=trial_dir, corpus=corpus_path, model=study.model.path),
                                    study.campaign.trial_timeout_s)
     status = read_status(trial_dir)

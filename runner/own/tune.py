@@ -28,10 +28,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from protocol.codec import write_record
 from protocol.corpus import Record, content_fingerprint, token_lengths
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
-from protocol.jsonio import write_json_atomic
 from protocol.records import TrialSpec, Variant, read_status
 from protocol.safe_write import make_dirs, write_text_atomic
 from protocol.study import load_study
@@ -177,7 +177,7 @@ def _run_reference(study: Study, variant: Variant, tuning: tuple[Record, ...],
         task=study.task,
         task_options=dict(study.task_options),
     )
-    write_json_atomic(trial_dir / "spec.json", spec.to_dict(), trial_dir)
+    write_record(trial_dir / "spec.json", spec, trial_dir)
     progress(f"running {variant.variant_id} over the {len(tuning)} tuning inputs in a fresh process")
     ProcessLauncher().run(TrialPaths(trial_dir=trial_dir, corpus=study.tuning.path, model=study.model.path),
                           study.campaign.trial_timeout_s)

@@ -26,9 +26,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from protocol.codec import read_record
+from protocol.codec import read_record, write_record
 from protocol.errors import UserError
-from protocol.jsonio import read_json, write_json_atomic, write_text_atomic
+from protocol.jsonio import write_text_atomic
 from protocol.records import TrialSpec
 from protocol.selfcheck import (
     CHECK_NAMES,
@@ -136,7 +136,7 @@ def load_report(out: Path, code: int | None) -> SelfcheckReport:
         raise UserError(f"the check process wrote no selfcheck.json (exit {code}): {' | '.join(tail)}", str(out),
                         "It needs torch and transformers in this python (pip install -e '.[trial]'); "
                         f"its output is in {log}.")
-    return SelfcheckReport.from_dict(read_json(path))
+    return read_record(path, SelfcheckReport)
 
 
 def complete(report: SelfcheckReport, code: int | None, stopped: bool) -> SelfcheckReport:
@@ -224,6 +224,6 @@ def run_selfcheck(request: Request) -> SelfcheckReport:
     check = oom_trial(report, request.out, request.budget_s - (started - start))
     report = report.with_check(dataclasses.replace(check, seconds=round(clock() - started, 3)))
     report = dataclasses.replace(report, elapsed_s=clock() - start)
-    write_json_atomic(request.out / "selfcheck.json", report.to_dict())
+    write_record(request.out / "selfcheck.json", report)
     write_text_atomic(request.out / "selfcheck.txt", render_text(report))
     return report

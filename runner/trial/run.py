@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from protocol.codec import read_record, write_record
+from protocol.codec import from_dict, read_record, to_dict, write_record
 from protocol.fingerprint import fingerprint_path
 from protocol.manifest import MANIFEST_FILE, MANIFEST_SCHEMA_VERSION, Manifest
 from protocol.records import MemoryPeaks, PhaseTimes, TrialSpec, TrialStatus
@@ -143,8 +143,7 @@ class Trial:
 
     def write_manifest(self) -> None:
         """manifest.json as far as the trial got, through its record (:class:`protocol.manifest.Manifest`)."""
-        write_record(self.out / MANIFEST_FILE, Manifest.from_dict({"schema_version": MANIFEST_SCHEMA_VERSION,
-                                                                   **self.manifest}))
+        write_record(self.out / MANIFEST_FILE, from_dict(Manifest, self.manifest))
 
     # -- stages ----------------------------------------------------------------------------
     def verify(self) -> str:
@@ -173,7 +172,7 @@ class Trial:
             "trial_id": spec.trial_id,
             "campaign_id": spec.campaign_id,
             "study_sha256": spec.study_sha256,
-            "variant": spec.variant.to_dict(),
+            "variant": to_dict(spec.variant),
             "repetition": spec.repetition,
             "order_index": spec.order_index,
             "attempt": spec.attempt,
@@ -183,7 +182,7 @@ class Trial:
             "image_ref": spec.image_ref or None,
             "image_id": spec.image_id or None,
             "image_digest": spec.image_digest or None,
-            "warmup": spec.warmup.to_dict(),
+            "warmup": to_dict(spec.warmup),
             "fault_injection": os.environ.get(FAULT_ENV) or None,
             "started_at": self.started_at,
             "empty_reasons": {},

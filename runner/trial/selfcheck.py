@@ -27,8 +27,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from protocol.codec import write_record
 from protocol.errors import UserError
-from protocol.jsonio import write_json_atomic
 from protocol.selfcheck import Check, SelfcheckReport, cut_for_budget, failed, skipped
 from runner.trial.measure import clock
 from runner.trial.selfcheck_device import (
@@ -116,7 +116,7 @@ class Selfcheck:
         self.save()
 
     def save(self) -> None:
-        write_json_atomic(self.args.out / REPORT_NAME, self.report.to_dict())
+        write_record(self.args.out / REPORT_NAME, self.report)
 
     def left_s(self) -> float:
         return self.args.budget_s - (clock() - self.start) - OOM_TRIAL_NEEDS_S[self.ctx.gpu]

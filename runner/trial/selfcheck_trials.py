@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from protocol.codec import write_record
+from protocol.codec import to_dict, write_record
 from protocol.manifest import Manifest, read_manifest
 from protocol.predictions import parse_predictions
 from protocol.records import TrialSpec, TrialStatus, Variant, WarmupRule, read_status
@@ -136,7 +136,7 @@ def _status(run: TrialRun) -> TrialStatus:
 
 
 def _phases(run: TrialRun) -> dict[str, Any]:
-    return _status(run).phases.to_dict()
+    return to_dict(_status(run).phases)
 
 
 def _extremes(shapes: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
@@ -179,7 +179,7 @@ def check_warmup(ctx: Context) -> Check:
         if gpu_s is None or not 0 < gpu_s <= phases["pass_s"]:
             problems.append(f"device time {gpu_s} is not inside the pass ({phases['pass_s']} s)")
     details = {"pass_shapes": measured, "warmup_shapes": sorted(warmed), "phases": phases,
-               "memory": _status(run).memory.to_dict()}
+               "memory": to_dict(_status(run).memory)}
     if problems:
         return failed("warmup", figure, "; ".join(problems), **details)
     return passed("warmup", figure, **details)

@@ -18,6 +18,7 @@ import pytest
 from click.testing import CliRunner, Result
 from recordfiles import trial_status, write_campaign_record, write_status
 
+from protocol import codec
 from protocol.fingerprint import sha256_bytes
 from protocol.raw_columns import RAW_COLUMNS
 from protocol.rawrecord import RawRecord
@@ -458,7 +459,7 @@ def test_a_job_over_campaigns_without_batches_is_refused_per_configuration(
 @pytest.mark.parametrize(("text", "problem"), [
     (json.dumps({"memory": {"device_total_bytes": None}}), "status.json has schema_version None; this isocost reads"),
     ("{not json", "not valid JSON"),
-    (json.dumps({**trial_status("t").to_dict(), "colour": "blue"}), "unknown key 'colour'"),
+    (json.dumps({**codec.to_dict(trial_status("t")), "colour": "blue"}), "unknown key 'colour'"),
 ])
 def test_decide_refuses_an_unreadable_status_json_naming_it(tmp_path: Path, study_text: Callable[..., str],
                                                              text: str, problem: str) -> None:

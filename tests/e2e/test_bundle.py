@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 from workspace import write_workspace
 
+from protocol import codec
 from protocol.errors import UserError
 from protocol.fingerprint import sha256_bytes
 from runner.analysis.summary import summarize_campaign
@@ -100,7 +101,7 @@ def test_bundle_holds_every_record_and_verifies(campaign):
     assert "consistent: 2 trial(s)" in result.output
 
     files = members(campaign.plain)
-    manifest = BundleManifest.from_dict(json.loads(files[MANIFEST_NAME]))
+    manifest = codec.from_dict(BundleManifest, json.loads(files[MANIFEST_NAME]))
     description = json.loads((campaign.out / "campaign.json").read_text())
     assert manifest.campaign_id == description["campaign_id"]
     assert manifest.study_sha256 == description["study_sha256"] == sha256_bytes(files["campaign/study.toml"])
@@ -325,7 +326,7 @@ def test_the_bundle_command_says_what_it_wrote(campaign, tmp_path):
     output = tmp_path / "cli.tar.gz"
     result = CliRunner().invoke(cli, ["bundle", str(campaign.out), "-o", str(output)])
     assert result.exit_code == 0, result.output
-    manifest = BundleManifest.from_dict(json.loads(members(output)[MANIFEST_NAME]))
+    manifest = codec.from_dict(BundleManifest, json.loads(members(output)[MANIFEST_NAME]))
     assert f"wrote {output} (" in result.output
     assert f"files): campaign {manifest.campaign_id}, 2 trial(s), study {manifest.study_sha256}" in result.output
     assert "inputs: hashes only (replay needs the original files or --inputs DIR)" in result.output

@@ -30,7 +30,7 @@ from fakecampaign import fake_workspace, host_command, host_env
 from protocol.schedule import attempt_trial_id
 from runner.analysis.summary import summarize_campaign
 from runner.campaign_dir.integrity import check_campaign
-from runner.campaign_dir.layout import read_raw
+from runner.campaign_dir.layout import load_record, read_raw
 from runner.campaign_dir.rawtable import is_host_stopped, scan
 from runner.campaign_dir.slots import planned_slots, slot_of
 
@@ -114,8 +114,7 @@ def test_resume_after_random_kills_is_exact(study, tmp_path, seed):
     summarize_campaign(out)
     assert check_campaign(out) == [], (seed, [str(p) for p in check_campaign(out)])
 
-    description = json.loads((out / "campaign.json").read_text())
-    slots = planned_slots(description)
+    slots = planned_slots(load_record(out))
     by_id = {slot.trial_id: slot for slot in slots}
     rows = read_raw(out / "raw.csv")
     ids = [row["trial_id"] for row in rows]

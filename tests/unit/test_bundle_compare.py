@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from recordfiles import manifest_for, sample_spec
 
+from protocol import codec
 from protocol.codec import write_record
 from protocol.errors import UserError
 from protocol.predictions import ParsedPredictions, Prediction
@@ -126,9 +127,11 @@ def test_render_replay_says_when_it_differs_and_is_not_exact():
 
 def test_replay_json_round_trips_and_is_read_strictly():
     report = _report(_trial(True), _trial(False, ("the replay ended with status oom",)))
-    data = json.loads(json.dumps(report.to_dict()))
+    data = json.loads(json.dumps(codec.to_dict(report)))
     assert data["matches"] is False  # derived, written for readers
-    assert ReplayReport.from_dict(data) == report
+    assert codec.from_dict(ReplayReport, data) == report
+    with pytest.raises(UserError, match=r"key 'matches' is true, but the record's other keys give false"):
+        codec.from_dict(ReplayReport, {**data, "matches": True}, "r/replay.json")
     data["trials"][0]["replay_metric"] = "0.9"
     with pytest.raises(UserError, match=r"key 'trials\[0\].replay_metric' must be a number or null, got '0.9'"):
-        ReplayReport.from_dict(data, "r/replay.json")
+        codec.from_dict(ReplayReport, data, "r/replay.json")

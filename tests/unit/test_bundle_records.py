@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from protocol import codec
 from protocol.errors import UserError
 from protocol.fingerprint import sha256_bytes, sha256_file, sha256_tree, tree_files
 from protocol.records import CampaignRecord, InputFacts
@@ -47,40 +48,42 @@ def _manifest() -> BundleManifest:
 
 def test_the_manifest_round_trips_through_its_dict():
     manifest = _manifest()
-    data = manifest.to_dict()
+    data = codec.to_dict(manifest)
     assert data["schema_version"] == BUNDLE_SCHEMA_VERSION
-    assert BundleManifest.from_dict(data) == manifest
+    assert codec.from_dict(BundleManifest, data) == manifest
     assert manifest.input("model") is manifest.inputs[2]
     assert manifest.input("nothing") is None
 
 
 def test_an_input_record_without_empty_reason_reads_as_empty():
-    data = _manifest().inputs[0].to_dict()
+    data = codec.to_dict(_manifest().inputs[0])
     del data["empty_reason"]
-    assert InputRecord.from_dict(data).empty_reason == ""
+    assert codec.from_dict(InputRecord, data).empty_reason == ""
 
 
 @pytest.mark.parametrize("data, what", [
     ([], "BUNDLE.json must be a JSON object, got a list"),
     ({"schema_version": 99}, "BUNDLE.json has schema_version 99; this isocost reads 1"),
     ({"schema_version": 1, "campaign_id": "c1"}, "key 'study_name' is missing"),
-    ({**_manifest().to_dict(), "trials": "001-r1-a"}, "key 'trials' must be a list, got '001-r1-a'"),
-    ({**_manifest().to_dict(), "files": [{"path": "p", "sha256": "s", "size_bytes": "9"}]},
+    ({**codec.to_dict(_manifest()), "trials": "001-r1-a"}, "key 'trials' must be a list, got '001-r1-a'"),
+    ({**codec.to_dict(_manifest()), "files": [{"path": "p", "sha256": "s", "size_bytes": "9"}]},
      "key 'files[0].size_bytes' must be an integer, got '9'"),
-    ({**_manifest().to_dict(), "signed_by": "x"}, "unknown key 'signed_by'"),
+    ({**codec.to_dict(_manifest()), "signed_by": "x"}, "unknown key 'signed_by'"),
 ])
 def test_the_manifest_refuses_what_it_cannot_read(data, what):
     with pytest.raises(UserError) as caught:
-        BundleManifest.from_dict(data)
+        codec.from_dict(BundleManifest, data)
     assert caught.value.what == what
+    if "schema_version" not in what and "unknown key" not in what:  # a content error says what to do with a bundle
+        assert caught.value.fix.startswith("This bundle was not written by this isocost version, or was edited")
 
 
 def test_the_verify_report_names_its_first_discrepancy():
     problems = (Discrepancy("a", "sha256", "x"), Discrepancy("b", "presence", "y"))
     report = VerifyReport("b.tar.gz", False, problems, 3, 120, "c1", "sha256:aa", 2, ("corpus",))
     assert report.first == problems[0]
-    data = report.to_dict()
-    assert data["discrepancies"] == [p.to_dict() for p in problems]
+    data = codec.to_dict(report)
+    assert data["discrepancies"] == [codec.to_dict(p) for p in problems]
     assert data["inputs_included"] == ["corpus"]
     assert VerifyReport("b", True, (), 0, 0, "", "", 0, ()).first is None
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from fakecampaign import FakeLauncher, fake_workspace
 
+from protocol import codec
 from protocol.errors import UserError
 from protocol.jsonio import dumps, read_json
 from protocol.raw_columns import RAW_COLUMNS
@@ -29,9 +30,9 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_campaign_json_round_trips_exactly(campaign: Path) -> None:
     data = read_json(campaign / "campaign.json")
     record = load_record(campaign)
-    assert record.to_dict() == data
-    assert dumps(record.to_dict()) == (campaign / "campaign.json").read_text(encoding="utf-8")
-    assert CampaignRecord.from_dict(record.to_dict()) == record
+    assert codec.to_dict(record) == data
+    assert dumps(codec.to_dict(record)) == (campaign / "campaign.json").read_text(encoding="utf-8")
+    assert codec.from_dict(CampaignRecord, codec.to_dict(record)) == record
 
 
 def test_campaign_record_is_typed(campaign: Path) -> None:
@@ -42,7 +43,7 @@ def test_campaign_record_is_typed(campaign: Path) -> None:
     assert isinstance(record.corpus, InputFacts) and record.corpus.inputs == data["corpus"]["inputs"]
     assert record.corpus_inputs == data["corpus"]["inputs"]
     assert record.tuning is not None and record.tuning.index_sha256 is None
-    assert "index_sha256" not in record.tuning.to_dict()
+    assert "index_sha256" not in codec.to_dict(record.tuning)
     assert all(isinstance(v, Variant) for v in record.variants)
     assert record.slots_planned == len(data["variants"]) * data["repetitions"]
     assert record.launcher_kind == "process"
@@ -60,7 +61,7 @@ def test_unknown_schema_version_is_refused(tmp_path: Path) -> None:
     assert typed.value.where == str(tmp_path / "campaign.json")
     assert "Use the isocost version that wrote it" in str(typed.value)
     with pytest.raises(UserError, match="schema_version 99"):
-        CampaignRecord.from_dict({"schema_version": 99})
+        codec.from_dict(CampaignRecord, {"schema_version": 99})
 
 
 def test_no_campaign_json_is_not_a_campaign(tmp_path: Path) -> None:
@@ -70,15 +71,15 @@ def test_no_campaign_json_is_not_a_campaign(tmp_path: Path) -> None:
 
 def test_unknown_or_malformed_fields_are_refused() -> None:
     with pytest.raises(UserError, match=r"unknown key 'colour'"):
-        CampaignRecord.from_dict({"schema_version": 1, "colour": "blue"})
+        codec.from_dict(CampaignRecord, {"schema_version": 1, "colour": "blue"})
     with pytest.raises(UserError, match="key 'repetitions' must be an integer, got 'five'"):
-        CampaignRecord.from_dict({"schema_version": 1, "repetitions": "five"})
+        codec.from_dict(CampaignRecord, {"schema_version": 1, "repetitions": "five"})
     with pytest.raises(UserError, match="key 'corpus.fingerprint' is missing"):
-        CampaignRecord.from_dict({"schema_version": 1, "corpus": {"path": "c"}})
+        codec.from_dict(CampaignRecord, {"schema_version": 1, "corpus": {"path": "c"}})
 
 
 def test_a_sparse_campaign_json_reads_with_defaults() -> None:
-    record = CampaignRecord.from_dict({"schema_version": 1, "campaign_id": "c"})
+    record = codec.from_dict(CampaignRecord, {"schema_version": 1, "campaign_id": "c"})
     assert (record.campaign_id, record.rental, record.variants, record.corpus_inputs) == ("c", None, (), 0)
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from protocol import codec
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
 from runner.demo.reuse import BUILDER_VERSION, make_readable, remove_outputs, reusable_record
@@ -192,7 +193,7 @@ def test_templates_and_the_study_files_written(tmp_path: Path) -> None:
 def test_reusable_record_needs_same_parameters_and_intact_files(tmp_path: Path) -> None:
     rows = [DemoText("t1", "héllo", "a", "short", 3)]
     write_jsonl(tmp_path / "tuning.jsonl", rows)
-    assert json.loads((tmp_path / "tuning.jsonl").read_text(encoding="utf-8")) == rows[0].to_dict()
+    assert json.loads((tmp_path / "tuning.jsonl").read_text(encoding="utf-8")) == codec.to_dict(rows[0])
     parameters, packages = {"seed": 0}, {"torch": "2"}
     record = {"builder_version": BUILDER_VERSION, "parameters": parameters, "packages": packages,
               "files": {"tuning.jsonl": fingerprint_path(tmp_path / "tuning.jsonl")}}

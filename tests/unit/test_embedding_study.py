@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 from embedworkspace import write_embed_workspace
+from recordfiles import sample_spec
 
+from protocol import codec
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
 from protocol.records import TrialSpec
@@ -44,11 +46,8 @@ def test_a_valid_embedding_study_carries_its_queries_into_every_spec(tmp_path: P
     assert not study_task(study).labels_required
     check_inputs(study.path)
     json.dumps(dict(options))  # JSON-ready, as every TrialSpec.task_options
-    spec = TrialSpec.from_dict(json.loads(json.dumps({
-        "trial_id": "t", "campaign_id": "c", "study_sha256": "s", "variant": study.variants()[0].to_dict(),
-        "repetition": 1, "order_index": 1, "attempt": 1, "corpus_path": "c", "corpus_fingerprint": "f",
-        "model_path": "m", "model_fingerprint": "f", "warmup": study.warmup.to_dict(), "warmup_texts": [],
-        "launcher": "process", "task": study.task, "task_options": dict(options), "schema_version": 3})))
+    written = sample_spec(variant=study.variants()[0], warmup=study.warmup, task=study.task, task_options=dict(options))
+    spec = codec.from_dict(TrialSpec, json.loads(json.dumps(codec.to_dict(written))))
     assert spec.task_options["queries"]["items"][0][2] == ["c-000"]
 
 

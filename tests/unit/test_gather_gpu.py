@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 
+from protocol import codec
 from protocol.records import MemoryPeaks, PhaseTimes, TrialSpec, TrialStatus, Variant, WarmupRule
 from protocol.study import load_study
 from protocol.tasks.classification import Reference
@@ -28,7 +28,7 @@ def setup(tmp_path, study_text, **status_fields):
                          memory=MemoryPeaks(peak_allocated_bytes=10, peak_reserved_bytes=20,
                                             device_used_max_bytes=300),
                          truncated_count=0, **status_fields)
-    (trial_dir / "status.json").write_text(json.dumps(status.to_dict()))
+    codec.write_record(trial_dir / "status.json", status)
     spec = TrialSpec(trial_id="t1", campaign_id="c", study_sha256="s", variant=VARIANT, repetition=1, order_index=1,
                      attempt=1, corpus_path="/c", corpus_fingerprint="a", model_path="/m", model_fingerprint="b",
                      warmup=WarmupRule("tuning", 2, 1, "warmup"), warmup_texts=("a",), launcher="process")

@@ -65,6 +65,8 @@ def test_hosts_file(tmp_path: Path):
         merge_hosts(["local=local"], path)
     # What hosts.json records reads back as the same host.
     assert type(first).from_dict(first.to_dict(), "hosts.json") == first
+    with pytest.raises(UserError, match=r"unknown keys \['colour'\] \(hosts.json\)"):
+        type(first).from_dict({**first.to_dict(), "colour": "blue"}, "hosts.json")
 
 
 @pytest.mark.parametrize(("text", "message"), [

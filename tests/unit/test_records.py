@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from protocol import codec
 from protocol.errors import UserError
 from protocol.raw_columns import RAW_COLUMNS
 from protocol.rawrecord import RawRecord
@@ -15,7 +16,7 @@ VARIANT = Variant(variant_id="batch_size=4", stack="cpu", device="cpu", precisio
 
 
 def roundtrip(record, cls):
-    return cls.from_dict(json.loads(json.dumps(record.to_dict(), sort_keys=True)))
+    return codec.from_dict(cls, json.loads(json.dumps(codec.to_dict(record), sort_keys=True)))
 
 
 def test_trial_spec_roundtrip():
@@ -34,17 +35,17 @@ def test_trial_status_roundtrip():
 
 
 def test_unknown_schema_version_is_refused_with_advice():
-    data = VARIANT.to_dict()
+    data = codec.to_dict(VARIANT)
     data["schema_version"] = 99
     with pytest.raises(UserError, match="schema_version 99.*reads 1"):
-        Variant.from_dict(data)
+        codec.from_dict(Variant, data)
 
 
 def test_unknown_field_is_refused():
-    data = VARIANT.to_dict()
+    data = codec.to_dict(VARIANT)
     data["colour"] = "blue"
     with pytest.raises(UserError, match="unknown key .colour."):
-        Variant.from_dict(data)
+        codec.from_dict(Variant, data)
 
 
 def test_raw_row_writes_empty_cells_not_zeros():
@@ -60,11 +61,11 @@ def test_raw_row_writes_empty_cells_not_zeros():
 def test_trial_status_v1_still_loads_with_energy_reasons():
     status = TrialStatus(trial_id="t", status="ok", completed=1, expected=1, phases=PhaseTimes(),
                          memory=MemoryPeaks(), truncated_count=0)
-    data = status.to_dict()
+    data = codec.to_dict(status)
     for key in ("gpu_energy_j", "cpu_energy_j", "gpu_energy_reason", "cpu_energy_reason"):
         del data[key]
     data["schema_version"] = 1
-    loaded = TrialStatus.from_dict(data)
+    loaded = codec.from_dict(TrialStatus, data)
     assert loaded.gpu_energy_j is None
     assert loaded.gpu_energy_reason == "not recorded: status.json schema_version 1"
 
@@ -74,14 +75,14 @@ def test_trial_spec_carries_input_buckets():
                      attempt=1, corpus_path="/c", corpus_fingerprint="a", model_path="/m", model_fingerprint="b",
                      warmup=WarmupRule("tuning", 2, 1, "warmup"), warmup_texts=("a",), launcher="process",
                      input_buckets={"x": "short"})
-    assert spec.to_dict()["schema_version"] == 3  # spec.json 3: the task (read: 1, 2, 3)
+    assert codec.to_dict(spec)["schema_version"] == 3  # spec.json 3: the task (read: 1, 2, 3)
     assert roundtrip(spec, TrialSpec).input_buckets == {"x": "short"}
 
 
 def _status_dict(**changes):
     status = TrialStatus(trial_id="t", status="ok", completed=1, expected=1, phases=PhaseTimes(load_s=1.0),
                          memory=MemoryPeaks(), truncated_count=0)
-    return {**status.to_dict(), **changes}
+    return {**codec.to_dict(status), **changes}
 
 
 @pytest.mark.parametrize(("data", "what"), [
@@ -93,7 +94,7 @@ def _status_dict(**changes):
 ])
 def test_a_status_json_of_wrong_types_or_keys_is_refused_naming_the_key(data, what):
     with pytest.raises(UserError) as caught:
-        TrialStatus.from_dict(data)
+        codec.from_dict(TrialStatus, data)
     assert caught.value.what == what
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from protocol import codec
 from protocol.errors import UserError
-from protocol.jsonio import write_json_atomic
 from protocol.records import MemoryPeaks, PhaseTimes, TrialSpec, TrialStatus, Variant, WarmupRule
 from protocol.selfcheck import CHECK_NAMES, SelfcheckReport, passed
 from runner.launch.base import LaunchResult
@@ -112,7 +112,7 @@ def write_status(directory: Path, status: str, completed: int, error: str, alloc
     record = TrialStatus(trial_id="oom", status=status, completed=completed, expected=12, phases=PhaseTimes(),
                          memory=MemoryPeaks(peak_allocated_bytes=allocated, peak_reserved_bytes=reserved),
                          truncated_count=None, error=error)
-    write_json_atomic(directory / "status.json", record.to_dict())
+    codec.write_record(directory / "status.json", record)
 
 
 def test_an_oom_trial_that_crashed_fails(tmp_path):

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from protocol import codec
 from protocol.errors import UserError
 from protocol.selfcheck import (
     Check,
@@ -31,17 +34,26 @@ def report(*checks: Check) -> SelfcheckReport:
 
 def test_round_trip_keeps_every_field():
     original = report(passed("gpu", "NVIDIA H200", facts={"a": 1}), skipped("energy", "no counter"))
-    again = SelfcheckReport.from_dict(original.to_dict())
+    again = codec.from_dict(SelfcheckReport, codec.to_dict(original))
     assert again == original
-    assert original.to_dict()["schema_version"] == 1
+    assert codec.to_dict(original)["schema_version"] == 1
 
 
-def test_other_versions_and_unknown_fields_are_refused_with_what_to_do():
-    data = report().to_dict()
-    with pytest.raises(UserError, match="schema_version 2, this isocost reads 1"):
-        SelfcheckReport.from_dict({**data, "schema_version": 2})
-    with pytest.raises(UserError, match=r"unknown fields \['extra'\]"):
-        SelfcheckReport.from_dict({**data, "extra": 1})
+@pytest.mark.parametrize(("change", "what"), [
+    ({"schema_version": 2}, "selfcheck.json has schema_version 2; this isocost reads 1"),
+    ({"extra": 1}, "unknown key 'extra'"),
+    ({"budget_s": "300"}, "key 'budget_s' must be a number, got '300'"),
+    ({"checks": [{"name": "gpu", "verdict": "WARN", "figure": ""}]}, "key 'checks[0].verdict' must be one of 'PASS', "
+                                                                     "'FAIL', 'SKIP', got 'WARN'"),
+    ({"checks": [{"name": "gpu", "verdict": "PASS", "figure": "", "colour": 1}]}, "unknown key 'checks[0].colour'"),
+])
+def test_a_hostile_selfcheck_json_is_refused_naming_the_file_and_key(tmp_path, change, what):
+    path = tmp_path / "selfcheck.json"
+    path.write_text(json.dumps({**codec.to_dict(report(passed("gpu", "x"))), **change}), encoding="utf-8")
+    with pytest.raises(UserError) as caught:
+        codec.read_record(path, SelfcheckReport)
+    assert caught.value.what == what
+    assert caught.value.where == str(path)
 
 
 def test_a_fail_or_skip_needs_a_reason_and_verdicts_are_closed():

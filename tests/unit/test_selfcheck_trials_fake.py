@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from fakegpu import FakeAmdsmi, FakeNvml, pose_as_gpu
 
+from protocol import codec
 from protocol.records import TrialStatus
 from protocol.selfcheck import CHECK_NAMES, OOM_BATCH_SIZE, OOM_FAULT, SelfcheckReport
 
@@ -191,10 +192,10 @@ def test_the_oom_trial_ends_as_an_oom_row_with_its_first_batch_and_peaks(tmp_pat
     from protocol.records import TrialSpec
     from runner.trial.run import Trial, execute
 
-    code = execute(Trial(TrialSpec.from_dict(spec), directory))  # what python -m runner.trial runs
-    status = TrialStatus.from_dict(json.loads((directory / "status.json").read_text()))
+    code = execute(Trial(codec.from_dict(TrialSpec, spec), directory))  # what python -m runner.trial runs
+    status = codec.read_record(directory / "status.json", TrialStatus)
     assert code == 1 and status.status == "oom" and status.completed == OOM_BATCH_SIZE
-    check = judge_oom_trial(TrialSpec.from_dict(spec), directory, LaunchResult(exit_code=code))
+    check = judge_oom_trial(codec.from_dict(TrialSpec, spec), directory, LaunchResult(exit_code=code))
     assert check.verdict == "PASS", check
     assert check.details["row_status"] == "oom"
     assert check.figure.startswith(f"row status oom (exit 1, status.json written): {OOM_BATCH_SIZE} of 12 inputs")
@@ -212,7 +213,7 @@ def run_process(tmp_path, monkeypatch, budget_s=300.0, device="cuda", model=None
                         lambda self: setattr(self, "tensor_device", "cpu"))
     monkeypatch.setattr("runner.trial.faults.allocate_device_bytes", _refuse_at_once)
     selfcheck_main.Selfcheck(args, torch).run()
-    return SelfcheckReport.from_dict(json.loads((tmp_path / "selfcheck.json").read_text()))
+    return codec.read_record(tmp_path / "selfcheck.json", SelfcheckReport)
 
 
 def _refuse_at_once(torch_, nbytes):

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from fakegpu import GPU_UUID, FakeModel, FakeNvml, FakeTokenizer, pose_as_gpu, write_corpus
 
+from protocol import codec
 from protocol.records import TrialSpec, Variant, WarmupRule
 from protocol.shapes import pass_shapes, warmup_shapes
 
@@ -271,7 +272,7 @@ def run_main(tmp_path, monkeypatch, spec, fake_model):
     monkeypatch.setattr("runner.trial.energy.POWERCAP", tmp_path / "no-powercap")
     monkeypatch.setattr("signal.signal", lambda *a: None)
     spec_path = tmp_path / "spec.json"
-    spec_path.write_text(json.dumps(spec.to_dict()))
+    codec.write_record(spec_path, spec)
     out = tmp_path / "out"
     code = run_module.main([str(spec_path), str(out)])
     return code, json.loads((out / "status.json").read_text())
