@@ -174,14 +174,10 @@ def _subgroup_medians(accepted: pd.DataFrame, count: int) -> list[dict[str, dict
         if not layout:  # no pass scored a subgroup
             return found
         medians = pd.DataFrame(scores).groupby(variants).median()
-        blocks, start = [], 0
-        for _, values in layout:  # per group: one {value: median} per variant (one list per value, not per row)
-            columns = medians.iloc[:, start:start + len(values)].to_numpy().T.tolist()
-            blocks.append([dict(zip(values, row, strict=True)) for row in zip(*columns, strict=True)])
-            start += len(values)
-        groups = [group for group, _ in layout]
-        for k, nested in zip(medians.index.tolist(), zip(*blocks, strict=True), strict=True):
-            found[k] = {group: block for group, block in zip(groups, nested, strict=True)}
+        ends = list(accumulate(len(values) for _, values in layout))
+        spans = [(group, values, end - len(values), end) for (group, values), end in zip(layout, ends, strict=True)]
+        for k, row in zip(medians.index.tolist(), medians.to_numpy().tolist(), strict=True):
+            found[k] = {group: dict(zip(values, row[start:end], strict=True)) for group, values, start, end in spans}
         return found
     long = pd.DataFrame([(k, group, value, score) for k, table in zip(variants.tolist(), tables, strict=True)
                          for group, values in table.items() for value, score in values.items()],
