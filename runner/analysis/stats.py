@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from protocol.gc_pause import collection_paused
 from protocol.records import Variant
 from protocol.stats import Summary, VariantSummary
 from runner.analysis.stats_rules import equivalence, scarce_warnings, spread_warnings
@@ -38,6 +39,7 @@ _PEAKS = ("peak_rss_bytes", "peak_allocated_bytes", "peak_reserved_bytes", "trun
 _VariantEntry = tuple[str, tuple[str, ...], dict[str, Any]]
 
 
+@collection_paused()  # tens of thousands of records and tables at once, none in a cycle
 def summarize(
     frame: pd.DataFrame,
     verdicts: Mapping[str, Mapping[str, Any]],
