@@ -142,7 +142,7 @@ def _listed(runs: pd.DataFrame, attempts: list[int]) -> dict[str, list[Any]]:
     for k, status, n in zip(*(statuses[c].tolist() for c in statuses.columns), strict=True):
         found["statuses"][k][status] = n
     found["failures"] = _first_failures(runs, count)
-    found["subgroups"] = _subgroup_medians(runs.loc[runs["accepted"]], count)
+    found["subgroups"] = _subgroup_medians(runs.loc[runs["accepted"], ["variant", "subgroups"]], count)
     return found
 
 
