@@ -16,14 +16,16 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import fields
 from itertools import accumulate, chain, repeat
-from operator import itemgetter
-from typing import Any, NamedTuple
+from operator import itemgetter, sub
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from protocol.gc_pause import collection_paused
 from protocol.records import Variant
 from protocol.stats import Summary, VariantSummary
 from runner.analysis.stats_rules import equivalence, scarce_warnings, spread_warnings
@@ -37,6 +39,7 @@ _PEAKS = ("peak_rss_bytes", "peak_allocated_bytes", "peak_reserved_bytes", "trun
 _VariantEntry = tuple[str, tuple[str, ...], dict[str, Any]]
 
 
+@collection_paused()  # tens of thousands of records and tables at once, none in a cycle
 def summarize(
     frame: pd.DataFrame,
     verdicts: Mapping[str, Mapping[str, Any]],
@@ -51,13 +54,25 @@ def summarize(
     seeds); by default every variant is compared with ``quality.reference_variant``. (Variants as dicts are
     still read, for callers not yet converted.)
     """
-    figures = _Figures.of(_runs(frame, verdicts))
+    runs = _runs(frame, verdicts)
+    ran = pd.unique(runs["variant_id"]).tolist()  # item k: the k-th variant to run
+    entries = list(map(_variant_entry, variant_order))
+    ids = [variant_id for variant_id, _, _ in entries]
+    figures = _figures(runs, pd.Index(ran, dtype=object).get_indexer(ids))
+    metric_of = _median_metrics(runs, ran)
     reference_id = quality.reference_variant
-    pick = reference_for or (lambda variant_id: reference_id)
-    metrics = figures.median_metrics()
-    ids = [variant.variant_id if isinstance(variant, Variant) else variant["variant_id"] for variant in variant_order]
-    summaries = [_variant_summary(variant, f, quality, metrics.get(pick(variant[0])), pick(variant[0]))
-                 for variant, f in zip(map(_variant_entry, variant_order), figures.in_order(ids), strict=True)]
+    references = list(map(reference_for, ids)) if reference_for else [reference_id] * len(ids)
+    judged = list(map(equivalence, references, repeat(quality), figures["median_metric"],
+                      map(metric_of.get, references), figures["min_agreement"], figures["accepted"],
+                      figures["failures"]))
+    figures.update(
+        variant_id=ids, series=[series for _, series, _ in entries], config=[config for _, _, config in entries],
+        failed=list(map(sub, figures["attempts"], figures["accepted"])), metric=repeat(quality.metric),
+        equivalent=[equivalent for equivalent, _ in judged], equivalence_reason=[why for _, why in judged],
+        empty_reasons=list(map(_empty_reasons, figures["timed"], figures["first_reason"],
+                               *(figures[column] for column in _PEAKS[:-1]))))
+    # One record per variant, its fields taken from the columns by name.
+    summaries = list(map(VariantSummary, *(figures[spec.name] for spec in fields(VariantSummary))))
     warnings = [*spread_warnings(summaries), *scarce_warnings(summaries)]
     return Summary(variants=tuple(summaries), warnings=tuple(warnings), reference_variant=reference_id)
 
@@ -88,80 +103,53 @@ def verdict_columns(verdicts: Mapping[str, Mapping[str, Any]], trial_ids: Sequen
     return pd.DataFrame(found, columns=list(_VERDICT_FIELDS)).astype(_VERDICT_FIELDS)
 
 
-class _VariantFigures(NamedTuple):
-    """One variant's figures (:meth:`_Figures.of`)."""
-
-    attempts: int
-    accepted: int
-    median_pass_s: float | None
-    min_pass_s: float | None
-    max_pass_s: float | None
-    timed: int
-    median_metric: float | None
-    min_agreement: float | None
-    max_score_delta: float | None
-    oom_events: int | None
-    peak_rss_bytes: int | None
-    peak_allocated_bytes: int | None
-    peak_reserved_bytes: int | None
-    truncated_count: int | None
-    first_reason: str | None
-    pass_s: tuple[float | None, ...]
-    pass_s_labels: tuple[str, ...]
-    statuses: dict[str, int]
-    failures: tuple[str, ...]
-    subgroups: dict[str, dict[str, float]]
+def _figures(runs: pd.DataFrame, picks: np.ndarray) -> dict[str, Any]:
+    """The figures of the variants that ran ``picks[i]``-th (``picks[i]`` -1: a variant that never ran, the
+    figures of no rows), one list per figure named as :class:`VariantSummary`'s fields, with ``timed`` (its
+    accepted passes with a time) and ``first_reason`` (:func:`_first_reasons`)."""
+    groups = runs.groupby(runs["variant"].to_numpy(), sort=True)
+    counts = {"attempts": groups.size(), "accepted": groups["accepted"].sum(), "timed": groups["time_s"].count(),
+              "oom_events": groups["oom_events"].sum()}
+    aggregates = {
+        "median_pass_s": groups["time_s"].median(), "min_pass_s": groups["time_s"].min(),
+        "max_pass_s": groups["time_s"].max(), "median_metric": groups["metric_value"].median(),
+        "min_agreement": groups["agreement"].min(), "max_score_delta": groups["max_score_delta"].max(),
+        **{column: groups[column].max() for column in _PEAKS}, "first_reason": _first_reasons(runs),
+    }
+    figures = {name: _python_list(series.reindex(picks, fill_value=0)) for name, series in counts.items()}
+    figures.update({name: _python_list(series.reindex(picks)) for name, series in aggregates.items()})
+    never: dict[str, Any] = {"pass_s": (), "pass_s_labels": (), "statuses": {}, "failures": (), "subgroups": {}}
+    chosen = picks.tolist()
+    for name, per_variant in _listed(runs, counts["attempts"].tolist()).items():
+        figures[name] = list(map([*per_variant, never[name]].__getitem__, chosen))  # -1: the last, no rows
+    return figures
 
 
-class _Figures(NamedTuple):
-    """Every variant's figures, one list per figure (item ``k``: the ``k``-th variant to run), in the order of
-    :class:`_VariantFigures`' fields. A variant's figures become one record only when its summary is built
-    (thousands of variants: not as many rows kept alive at once)."""
+def _listed(runs: pd.DataFrame, attempts: list[int]) -> dict[str, list[Any]]:
+    """The figures that are lists or tables, per variant in the order they first ran (``attempts``: each one's
+    rows): its pass times and their trials in run order, its statuses, its first failed conditions, its subgroup
+    medians."""
+    count = len(attempts)
+    ordered = runs[["time_s", "trial_id"]].take(np.argsort(runs["variant"].to_numpy(), kind="stable"))  # each
+    # variant's rows together, in run order
+    bounds = [0, *accumulate(attempts)]
+    found: dict[str, list[Any]] = {}
+    for name, source in (("pass_s", "time_s"), ("pass_s_labels", "trial_id")):
+        values = _python_list(ordered[source])
+        found[name] = list(map(tuple, map(values.__getitem__, map(slice, bounds, bounds[1:]))))
+    found["statuses"] = [{} for _ in range(count)]
+    statuses = runs.groupby(["variant", "status"], sort=False).size().reset_index()
+    for k, status, n in zip(*(statuses[c].tolist() for c in statuses.columns), strict=True):
+        found["statuses"][k][status] = n
+    found["failures"] = _first_failures(runs, count)
+    found["subgroups"] = _subgroup_medians(runs.loc[runs["accepted"], ["variant", "subgroups"]], count)
+    return found
 
-    number: dict[str, int]  # variant id → k
-    columns: list[list[Any]]
 
-    @classmethod
-    def of(cls, runs: pd.DataFrame) -> _Figures:
-        groups = runs.groupby(runs["variant"].to_numpy(), sort=True)
-        aggregates = {
-            "attempts": groups.size(), "accepted": groups["accepted"].sum(),
-            "median_pass_s": groups["time_s"].median(), "min_pass_s": groups["time_s"].min(),
-            "max_pass_s": groups["time_s"].max(), "timed": groups["time_s"].count(),
-            "median_metric": groups["metric_value"].median(), "min_agreement": groups["agreement"].min(),
-            "max_score_delta": groups["max_score_delta"].max(), "oom_events": groups["oom_events"].sum(),
-            **{column: groups[column].max() for column in _PEAKS},
-            "first_reason": _first_reasons(runs),
-        }
-        count = len(groups)
-        columns = {name: _python_list(series.reindex(range(count))) for name, series in aggregates.items()}
-        ordered = runs[["time_s", "trial_id"]].take(np.argsort(runs["variant"].to_numpy(), kind="stable"))  # each
-        # variant's rows together, in run order
-        bounds = [0, *accumulate(columns["attempts"])]
-        for name, source in (("pass_s", "time_s"), ("pass_s_labels", "trial_id")):
-            values = _python_list(ordered[source])
-            columns[name] = list(map(tuple, map(values.__getitem__, map(slice, bounds, bounds[1:]))))
-        columns["statuses"] = [{} for _ in range(count)]
-        statuses = runs.groupby(["variant", "status"], sort=False).size().reset_index()
-        for k, status, n in zip(*(statuses[c].tolist() for c in statuses.columns), strict=True):
-            columns["statuses"][k][status] = n
-        columns["failures"] = _first_failures(runs, count)
-        columns["subgroups"] = _subgroup_medians(runs.loc[runs["accepted"]], count)
-        return cls(dict(zip(pd.unique(runs["variant_id"]).tolist(), range(count), strict=True)),
-                   [columns[name] for name in _VariantFigures._fields])
-
-    def in_order(self, variant_ids: Sequence[str]) -> Iterator[_VariantFigures]:
-        """The figures of each of ``variant_ids`` in turn (:data:`_NO_ROWS` for a variant that never ran), each made
-        when it is reached."""
-        never = len(self.number)  # the item after the last variant's: the figures of no rows
-        picks = list(map(self.number.get, variant_ids, repeat(never)))
-        taken = [list(map([*column, empty].__getitem__, picks)) for column, empty in zip(self.columns, _NO_ROWS,
-                                                                                          strict=True)]
-        return map(_VariantFigures._make, zip(*taken, strict=True))
-
-    def median_metrics(self) -> dict[str, float | None]:
-        """Variant id → its median metric."""
-        return dict(zip(self.number, self.columns[_VariantFigures._fields.index("median_metric")], strict=True))
+def _median_metrics(runs: pd.DataFrame, ran: list[str]) -> dict[str, float | None]:
+    """Variant id → the median metric of its accepted passes (None: none), for every variant that ran."""
+    medians = runs.groupby(runs["variant"].to_numpy(), sort=True)["metric_value"].median()
+    return dict(zip(ran, _python_list(medians), strict=True))
 
 
 def _first_failures(runs: pd.DataFrame, count: int) -> list[tuple[str, ...]]:
@@ -188,14 +176,10 @@ def _subgroup_medians(accepted: pd.DataFrame, count: int) -> list[dict[str, dict
         if not layout:  # no pass scored a subgroup
             return found
         medians = pd.DataFrame(scores).groupby(variants).median()
-        blocks, start = [], 0
-        for _, values in layout:  # per group: one {value: median} per variant (one list per value, not per row)
-            columns = medians.iloc[:, start:start + len(values)].to_numpy().T.tolist()
-            blocks.append([dict(zip(values, row, strict=True)) for row in zip(*columns, strict=True)])
-            start += len(values)
-        groups = [group for group, _ in layout]
-        for k, nested in zip(medians.index.tolist(), zip(*blocks, strict=True), strict=True):
-            found[k] = {group: block for group, block in zip(groups, nested, strict=True)}
+        ends = list(accumulate(len(values) for _, values in layout))
+        spans = [(group, values, end - len(values), end) for (group, values), end in zip(layout, ends, strict=True)]
+        for k, row in zip(medians.index.tolist(), medians.to_numpy().tolist(), strict=True):
+            found[k] = {group: dict(zip(values, row[start:end], strict=True)) for group, values, start, end in spans}
         return found
     long = pd.DataFrame([(k, group, value, score) for k, table in zip(variants.tolist(), tables, strict=True)
                          for group, values in table.items() for value, score in values.items()],
@@ -239,33 +223,13 @@ def _score_columns(tables: list[dict[str, dict[str, float]]], variants: np.ndarr
     return layout, np.hstack(columns)
 
 
-def _variant_summary(variant: _VariantEntry, f: _VariantFigures, quality: Any, ref_metric: float | None,
-                     reference_id: str) -> VariantSummary:
-    variant_id, series, config = variant
-    reasons: dict[str, str] = {} if f.timed else {"median_pass_s": "no accepted pass"}
-    if f.peak_rss_bytes is None or f.peak_allocated_bytes is None or f.peak_reserved_bytes is None:
-        for column, peak in zip(_PEAKS[:-1], (f.peak_rss_bytes, f.peak_allocated_bytes, f.peak_reserved_bytes),
-                                strict=True):
-            if peak is None:
-                reasons[column] = _reason_for(column, f.first_reason or "") or "not measured"
-    equivalent, why = equivalence(reference_id, quality, f.median_metric, ref_metric, f.min_agreement, f.accepted,
-                                  f.failures)
-    return VariantSummary(
-        variant_id=variant_id, series=series, config=config, attempts=f.attempts, statuses=f.statuses,
-        accepted=f.accepted, failed=f.attempts - f.accepted, pass_s=f.pass_s, pass_s_labels=f.pass_s_labels,
-        median_pass_s=f.median_pass_s, min_pass_s=f.min_pass_s, max_pass_s=f.max_pass_s, metric=quality.metric,
-        median_metric=f.median_metric, subgroups=f.subgroups, min_agreement=f.min_agreement,
-        max_score_delta=f.max_score_delta, equivalent=equivalent, equivalence_reason=why,
-        peak_rss_bytes=f.peak_rss_bytes, peak_allocated_bytes=f.peak_allocated_bytes,
-        peak_reserved_bytes=f.peak_reserved_bytes, truncated_count=f.truncated_count, oom_events=f.oom_events or 0,
-        empty_reasons=reasons)
-
-
-_NO_ROWS = _VariantFigures(
-    attempts=0, accepted=0, median_pass_s=None, min_pass_s=None, max_pass_s=None, timed=0, median_metric=None,
-    min_agreement=None, max_score_delta=None, oom_events=0, peak_rss_bytes=None, peak_allocated_bytes=None,
-    peak_reserved_bytes=None, truncated_count=None, first_reason=None, pass_s=(), pass_s_labels=(), statuses={},
-    failures=(), subgroups={})
+def _empty_reasons(timed: int, first_reason: str | None, *peaks: int | None) -> dict[str, str]:
+    """Why a variant's median pass time or a memory peak (:data:`_PEAKS` but the last) is empty."""
+    reasons = {} if timed else {"median_pass_s": "no accepted pass"}
+    for column, peak in zip(_PEAKS[:-1], peaks, strict=True):
+        if peak is None:
+            reasons[column] = _reason_for(column, first_reason or "") or "not measured"
+    return reasons
 
 
 def _first_reasons(runs: pd.DataFrame) -> pd.Series:

@@ -10,6 +10,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import Any
 
 from protocol.stats import VariantSummary
@@ -47,16 +48,15 @@ def equivalence(
 
 def spread_warnings(summaries: Sequence[VariantSummary]) -> list[str]:
     """Neighbours by median pass time whose spread is at least the difference between their medians."""
-    timed = [s for s in summaries if s.median_pass_s is not None and s.accepted >= 2]
-    timed.sort(key=lambda s: s.median_pass_s or 0.0)
+    timed = sorted(((s.median_pass_s, (s.max_pass_s or 0) - (s.min_pass_s or 0), s.variant_id) for s in summaries
+                    if s.median_pass_s is not None and s.accepted >= 2), key=itemgetter(0))
     warnings = []
-    for a, b in zip(timed, timed[1:], strict=False):
-        assert a.median_pass_s is not None and b.median_pass_s is not None
-        difference = b.median_pass_s - a.median_pass_s
-        spread = max((a.max_pass_s or 0) - (a.min_pass_s or 0), (b.max_pass_s or 0) - (b.min_pass_s or 0))
+    for (median_a, spread_a, a), (median_b, spread_b, b) in zip(timed, timed[1:], strict=False):
+        difference = median_b - median_a
+        spread = max(spread_a, spread_b)
         if spread >= difference:
             warnings.append(
-                f"{a.variant_id} vs {b.variant_id}: the spread of pass times ({spread:.3f} s) is comparable "
+                f"{a} vs {b}: the spread of pass times ({spread:.3f} s) is comparable "
                 f"to the difference between medians ({difference:.3f} s), so this series cannot yet "
                 "discriminate them. Run more repetitions, or look for a cause (machine load, input shape, "
                 "compilation, competing activity)."
