@@ -152,21 +152,40 @@ def _hints(cls: type) -> dict[str, Any]:
 
 def to_dict(record: Any) -> dict[str, Any]:
     """A dataclass record as a JSON-ready dict (with its ``schema_version`` when its class declares one)."""
-    schema = schema_of(type(record))
+    schema, plan = _plan(type(record))
     data: dict[str, Any] = {}
-    for spec in dataclasses.fields(record):
-        value = getattr(record, spec.name)
-        if spec.metadata.get("codec_skip") or (value is None and (
-                (schema is not None and schema.omit_none) or spec.metadata.get("codec_omit_none"))):
-            continue
-        convert = spec.metadata.get("codec_convert")
-        data[spec.metadata.get("codec_key") or spec.name] = (
-            convert.write(value) if convert is not None and value is not None else _encode(value))
+    for name, key, convert, omit_none in plan:
+        value = getattr(record, name)
+        if value is None:
+            if not omit_none:
+                data[key] = None
+        elif convert is not None:
+            data[key] = convert.write(value)
+        else:
+            data[key] = value if type(value) in _SCALARS else _encode(value)
     if schema is not None:
         data.update(_derived(schema, record))
     if schema is not None and schema.versioned and VERSION_KEY not in data:
         data[VERSION_KEY] = schema.version
     return data
+
+
+#: What a record writes, per class: its schema, and (field name, key, own format, left out when None) of each
+#: field it writes (worked out once: a summary writes tens of thousands of records of one class).
+_PLANS: dict[type, tuple[Schema | None, tuple[tuple[str, str, Convert | None, bool], ...]]] = {}
+#: Values written as they are.
+_SCALARS = frozenset((str, int, float, bool))
+
+
+def _plan(cls: type) -> tuple[Schema | None, tuple[tuple[str, str, Convert | None, bool], ...]]:
+    if cls not in _PLANS:
+        schema = schema_of(cls)
+        omit = schema is not None and schema.omit_none
+        _PLANS[cls] = schema, tuple(
+            (spec.name, spec.metadata.get("codec_key") or spec.name, spec.metadata.get("codec_convert"),
+             omit or bool(spec.metadata.get("codec_omit_none")))
+            for spec in dataclasses.fields(cls) if not spec.metadata.get("codec_skip"))
+    return _PLANS[cls]
 
 
 def _derived(schema: Schema, record: Any) -> dict[str, Any]:
@@ -177,6 +196,8 @@ def _derived(schema: Schema, record: Any) -> dict[str, Any]:
 
 
 def _encode(value: Any) -> Any:
+    if value is None or type(value) in _SCALARS:
+        return value
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return to_dict(value)
     if isinstance(value, enum.Enum):

@@ -1,4 +1,5 @@
-"""The summary's records: one :class:`VariantSummary` per variant and the :class:`Summary` summary.json holds.
+"""The summary's records: one :class:`VariantSummary` per variant, the :class:`Summary` of a campaign, and the
+:class:`SummaryRecord` summary.json holds (written and read by :mod:`protocol.codec`).
 
 They are computed on the host from the raw table's frame (:func:`runner.analysis.stats.summarize`); they live
 here because the decision code (``protocol.decision``) reads them.
@@ -7,7 +8,10 @@ here because the decision code (``protocol.decision``) reads them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
+
+from protocol.codec import OMIT_NONE, Schema
+from protocol.memory import MemoryEstimate
 
 SUMMARY_SCHEMA_VERSION = 1
 
@@ -40,14 +44,6 @@ class VariantSummary:
     oom_events: int = 0
     empty_reasons: dict[str, str] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
-        data = dict(self.__dict__)
-        data["series"] = list(self.series)
-        data["pass_s"] = list(self.pass_s)
-        data["pass_s_labels"] = list(self.pass_s_labels)
-        return data
-
-
 
 @dataclass(frozen=True)
 class Summary:
@@ -55,10 +51,22 @@ class Summary:
     warnings: tuple[str, ...]
     reference_variant: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": SUMMARY_SCHEMA_VERSION,
-            "reference_variant": self.reference_variant,
-            "variants": [v.to_dict() for v in self.variants],
-            "warnings": list(self.warnings),
-        }
+
+@dataclass(frozen=True)
+class SummaryRecord(Summary):
+    """summary.json: the summary, the campaign it is of, and the figures summary.md shows beside its table
+    (per variant: the memory estimate, energy per input and per corpus, the device's busy share, the task's own
+    figures of each accepted pass). ``inconsistent``: the banner of a directory read with
+    ``--allow-inconsistent``."""
+
+    campaign_id: str
+    study_sha256: str
+    slots_planned: int
+    rows_total: int
+    memory_estimates: dict[str, MemoryEstimate | None]
+    energy: dict[str, dict[str, Any]]
+    device_busy_share: dict[str, dict[str, Any]]
+    task_figures: dict[str, dict[str, Any]] | None = field(default=None, metadata=OMIT_NONE)
+    inconsistent: str | None = field(default=None, metadata=OMIT_NONE)
+    schema_version: int = SUMMARY_SCHEMA_VERSION
+    CODEC: ClassVar[Schema] = Schema("summary.json", SUMMARY_SCHEMA_VERSION)

@@ -119,8 +119,13 @@ def cases() -> dict[str, dict[str, Any]]:
 
 
 def summary_text(summary: Any) -> str:
-    """A summary as the golden file holds it: its dict as JSON (floats written exactly)."""
-    return json.dumps(summary.to_dict(), indent=1, ensure_ascii=False)
+    """A summary as the golden file holds it: as JSON in the layout summary.json had when the golden files were
+    recorded (its keys in that order; floats written exactly), each variant as :mod:`protocol.codec` writes it."""
+    from protocol.codec import to_dict
+
+    data = {"schema_version": 1, "reference_variant": summary.reference_variant,
+            "variants": [to_dict(variant) for variant in summary.variants], "warnings": list(summary.warnings)}
+    return json.dumps(data, indent=1, ensure_ascii=False)
 
 
 def _write_golden() -> None:  # the code of this checkout: run it only to record what that code makes

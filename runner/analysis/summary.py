@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from protocol.codec import to_dict
+from protocol.codec import to_dict, write_record
 from protocol.costing.trial_files import TrialRecord, energy_fields, energy_figures
 from protocol.errors import UserError
-from protocol.jsonio import write_json_atomic, write_text_atomic
+from protocol.jsonio import write_text_atomic
 from protocol.memory import MemoryEstimate, ModelShape, estimate
 from protocol.names import markdown_text
 from protocol.records import CampaignRecord, read_status
-from protocol.stats import Summary, VariantSummary
+from protocol.stats import Summary, SummaryRecord, VariantSummary
 from protocol.study import Study, load_study
 from protocol.tasks import describe_task, study_task
 from runner.analysis.device_use import device_use, device_use_lines
@@ -25,7 +26,7 @@ from runner.campaign_dir.layout import CampaignPaths, load_record, log_event
 from runner.campaign_dir.raw_frame import frame_rows, read_frame
 
 
-def summarize_campaign(root: Path, *, record_events: bool = False, allow_inconsistent: bool = False) -> Summary:
+def summarize_campaign(root: Path, *, record_events: bool = False, allow_inconsistent: bool = False) -> SummaryRecord:
     """Validate and summarize. ``record_events``: log the evaluation in events.jsonl (the campaign's own
     evaluation on the rented host, as `isocost run` does; a later re-reading elsewhere is not rental time).
 
@@ -45,40 +46,27 @@ def summarize_campaign(root: Path, *, record_events: bool = False, allow_inconsi
     summary = summarize(frame, verdicts, campaign.variants, study.quality, study.reference_for)
     reuse = campaign.seen_corpus_reuse
     if reuse:
-        summary = Summary(
-            variants=summary.variants,
-            reference_variant=summary.reference_variant,
-            warnings=(
-                f"this final corpus had already been evaluated by campaign {reuse['campaign_id']} under another "
-                f"quality rule {reuse['quality_rule']}; the reuse was acknowledged, so these verdicts are not an "
-                "independent evaluation",
-                *summary.warnings,
-            ),
-        )
-    data = summary.to_dict()
-    data["campaign_id"] = campaign.campaign_id
-    data["study_sha256"] = campaign.study_sha256
-    data["slots_planned"] = campaign.slots_planned
-    data["rows_total"] = len(frame)
-    if banner:
-        data["inconsistent"] = banner
+        summary = dataclasses.replace(summary, warnings=(
+            f"this final corpus had already been evaluated by campaign {reuse['campaign_id']} under another "
+            f"quality rule {reuse['quality_rule']}; the reuse was acknowledged, so these verdicts are not an "
+            "independent evaluation", *summary.warnings))
     estimates = _estimates(study, campaign)
-    data["memory_estimates"] = {k: to_dict(v) if v else None for k, v in estimates.items()}
     rows = frame_rows(frame, ("trial_id", "variant_id", "pass_s"))
     energy = _energy(paths, rows, verdicts, campaign.corpus_inputs)
-    data["energy"] = energy
     busy = device_use(frame, verdicts, [v.variant_id for v in summary.variants])
-    data["device_busy_share"] = busy
     figures = _task_figures(paths, study, rows, verdicts)
-    if figures:
-        data["task_figures"] = figures
-    write_json_atomic(root / "summary.json", data, root)
+    record = SummaryRecord(
+        variants=summary.variants, warnings=summary.warnings, reference_variant=summary.reference_variant,
+        campaign_id=campaign.campaign_id, study_sha256=campaign.study_sha256, slots_planned=campaign.slots_planned,
+        rows_total=len(frame), memory_estimates=estimates, energy=energy, device_busy_share=busy,
+        task_figures=figures or None, inconsistent=banner or None)
+    write_record(root / "summary.json", record, root)
     write_text_atomic(root / "summary.md", (banner + "\n\n" if banner else "")
                       + render_markdown(summary, campaign, estimates, describe_task(study)) + device_use_lines(busy)
                       + _energy_lines(energy) + _task_figure_lines(figures))
     if record_events:
         log_event(paths, "evaluation_end")
-    return summary
+    return record
 
 
 def _estimates(study: Study, campaign: CampaignRecord) -> dict[str, MemoryEstimate | None]:

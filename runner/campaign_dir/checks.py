@@ -43,6 +43,7 @@ from protocol.paths import check_safe_name
 from protocol.rawrecord import RawRecord
 from protocol.records import CampaignEvent, CampaignRecord, InputFacts
 from protocol.schedule import Slot
+from protocol.stats import SummaryRecord
 from protocol.study import Study, parse_study
 from protocol.tasks import Task, index_fields, study_task
 from runner.campaign_dir.findings import MALFORMED, Findings
@@ -106,12 +107,12 @@ class CampaignChecks(Findings):
         if not self.deep:
             return
         self._verdicts(campaign, rows)
-        summary = self.json("summary.json")
-        if isinstance(summary, dict):
+        summary = self.record("summary.json", SummaryRecord, "a summary")
+        if summary is not None:
             for key in ("campaign_id", "study_sha256"):
                 recorded = getattr(campaign, key)
-                if summary.get(key) != recorded:
-                    self.add("summary.json", key, f"{summary.get(key)!r}, campaign.json says {recorded!r}")
+                if getattr(summary, key) != recorded:
+                    self.add("summary.json", key, f"{getattr(summary, key)!r}, campaign.json says {recorded!r}")
 
     def _study(self, campaign: CampaignRecord) -> Study | None:
         path = self.root / "study.toml"

@@ -13,7 +13,6 @@ import click
 from protocol.costing.plans import MAX_LOTS
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
-from protocol.jsonio import read_json
 from protocol.names import check_gpu_name, check_image_reference
 from protocol.records import Rental
 from runner.analysis.summary import summarize_campaign
@@ -237,9 +236,8 @@ def summarize(campaign_dir: Path, as_json: bool, allow_inconsistent: bool) -> No
 
     Example: isocost summarize results/quick
     """
-    summarize_campaign(campaign_dir, allow_inconsistent=allow_inconsistent)
+    banner = summarize_campaign(campaign_dir, allow_inconsistent=allow_inconsistent).inconsistent
     name = "summary.json" if as_json else "summary.md"
-    banner = read_json(campaign_dir / "summary.json").get("inconsistent") if allow_inconsistent else None
     if banner and as_json:
         click.echo(banner)  # summary.md starts with it already
     click.echo((campaign_dir / name).read_text(encoding="utf-8"), nl=False)

@@ -130,7 +130,7 @@ def _summarize(root: Path, allow_inconsistent: bool) -> tuple[Summary, str]:
             str(root),
             "decide re-runs validate and summarize in each results directory: copy it somewhere writable.",
         ) from None
-    return summary, str(read_json(root / "summary.json").get("inconsistent") or "")
+    return summary, summary.inconsistent or ""
 
 
 def _rental(root: Path, record: CampaignRecord, verify: bool = True) -> tuple[Rental | None, list[str]]:

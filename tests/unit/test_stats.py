@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from protocol.codec import to_dict
 from protocol.rawrecord import RawRecord
 from runner.analysis.stats import summarize as summarize_frame
 from runner.campaign_dir.raw_frame import frame_of
@@ -47,7 +48,7 @@ def test_raw_times_median_min_max_and_failures():
     assert b1.empty_reasons["peak_allocated_bytes"] == "CPU trial: no GPU"
     assert not any("cannot yet discriminate" in w for w in summary.warnings)
     assert any("b8: only 2 accepted" in w for w in summary.warnings)
-    assert "p95" not in str(summary.to_dict())
+    assert "p95" not in str(to_dict(summary))
 
 
 def test_spread_comparable_to_difference_warns():
@@ -86,8 +87,7 @@ def test_rows_read_from_cells_and_rows_built_from_values_give_the_same_summary()
     verdicts = {"t1": verdict(True), "t2": verdict(True), "t3": verdict(False), "t4": verdict(True, 0.88)}
     read = [RawRecord.from_text(r) for r in rows]
     built = [RawRecord.from_values(r.values) for r in read]
-    assert summarize(read, verdicts, VARIANTS, QUALITY).to_dict() == summarize(built, verdicts, VARIANTS,
-                                                                                 QUALITY).to_dict()
+    assert summarize(read, verdicts, VARIANTS, QUALITY) == summarize(built, verdicts, VARIANTS, QUALITY)
     assert summarize(read, verdicts, VARIANTS, QUALITY).variants[0].peak_rss_bytes == 100
 
 
