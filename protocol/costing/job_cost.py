@@ -37,7 +37,7 @@ from typing import Any, ClassVar
 from protocol.codec import Schema, options
 from protocol.costing.job import Job
 from protocol.costing.plans import CENT, METERED, ROUNDING, Catalog, Plan, charge, format_usd
-from protocol.costing.projection import Projection, percentile
+from protocol.costing.projection import Projection
 
 # Version history: 1 = first format (BillingOption, JobConfiguration, Comparison, JobDecision).
 SCHEMA_VERSION = 1
@@ -286,8 +286,3 @@ def rank_job(configs: list[JobConfiguration], level: float) -> tuple[list[JobCon
     else:
         why.append("it is the only configuration that meets the level")
     return ranked, why
-
-
-def percentile_h(samples: Sequence[float], q: float) -> float:
-    """Example: ``percentile_h([3, 1, 2], 0.5) == 2``."""
-    return percentile(sorted(samples), q)

@@ -95,14 +95,6 @@ def _schema(kind: str, **more: Any) -> Schema:
     return Schema(kind, SCHEMA_VERSION, _READABLE_VERSIONS, upgrade=_current, **more)
 
 
-def format_optional_usd(amount: Decimal | None) -> str | None:
-    """:func:`format_usd`, or ``None`` for an unknown amount.
-
-    Example: ``format_optional_usd(None) is None``; ``format_optional_usd(Decimal("7.5")) == "7.50"``.
-    """
-    return None if amount is None else format_usd(amount)
-
-
 @dataclass(frozen=True)
 class Plan:
     """One catalog row. Example: ``load_catalog(default_catalog_path()).plans[1].gpu == "b200"``."""

@@ -240,30 +240,6 @@ def _amdsmi(facts: dict[str, Any], reasons: dict[str, str]) -> None:
         reasons["driver_version"] = f"amdsmi unavailable: {exc}"
 
 
-
-def device_memory_used_bytes(device: str) -> tuple[int | None, str]:
-    """Whole-device memory in use as NVML sees it (device 0), or None and why.
-
-    No longer used by the trial (it reads ``torch.cuda.mem_get_info`` on CUDA and ROCm); kept for
-    ``../shared/gpu-check/device_check.sh``, whose direct probe imports it.
-    """
-    if device == "cpu":
-        return None, "CPU trial: no device memory"
-    try:
-        import pynvml
-    except ImportError:
-        return None, "nvidia-ml-py (pynvml) not installed"
-    try:
-        pynvml.nvmlInit()
-        try:
-            handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-            return int(pynvml.nvmlDeviceGetMemoryInfo(handle).used), ""
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception as exc:  # NVML raises its own error types
-        return None, f"NVML unavailable: {exc}"
-
-
 def gpu_energy_meter(facts: dict[str, Any]) -> Any:
     """An energy meter (``runner.trial.energy``) for the card in ``facts`` (from :func:`device_facts`)."""
     from runner.trial.energy import AmdsmiEnergy, NoMeter, NvmlEnergy

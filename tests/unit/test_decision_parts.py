@@ -11,7 +11,6 @@ import pytest
 from test_decide import CATALOG, FIVE_OK, campaign
 
 from protocol.costing.period import measure_period
-from protocol.costing.plans import format_optional_usd
 from protocol.costing.timeline import trial_intervals
 from protocol.decision.configuration import (
     DecisionTerms,
@@ -34,11 +33,6 @@ def study(tmp_path: Path, study_text: Callable[..., str]) -> Study:
 
 
 TERMS = DecisionTerms(CATALOG, window=None, deadline_reason="", expected_artifacts=1)
-
-
-def test_format_optional_usd() -> None:
-    assert format_optional_usd(None) is None
-    assert format_optional_usd(Decimal("7.5")) == "7.50"
 
 
 def test_names_variant_matches_own_and_pair_warnings_only() -> None:
