@@ -16,7 +16,9 @@ Example::
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass
+from typing import Any
 
 #: The declared types (``kind``): what the TOML value is.
 KINDS = ("integer", "number", "string", "boolean", "array", "table")
@@ -59,6 +61,17 @@ class StudyKey:
     @property
     def required(self) -> bool:
         return self.default == "required"
+
+    @property
+    def value(self) -> Any:
+        """The default as the parser gives it: ``...`` for a required key (also "required in [deadline]"), the
+        TOML literal's value (``'"rotate"'`` → ``"rotate"``), or None for a default in words ("none: …")."""
+        if self.default.startswith("required"):
+            return ...
+        try:
+            return tomllib.loads(f"v = {self.default}")["v"]
+        except tomllib.TOMLDecodeError:
+            return None
 
 
 _MIB, _PIB, _DAY = 2**20, 2**50, 86400

@@ -666,7 +666,7 @@ def test_tune_refuses_a_measured_metric_the_split_is_too_small_for(ws, monkeypat
 @pytest.mark.parametrize("rule, accepts", [
     ("minimum = 0.0\nmax_metric_drop = 1.0\nmin_agreement = 0.0", "accepts every pass"),
     ("minimum = 0.5\nmax_metric_drop = 1.0\nmin_agreement = 0.0", "every variant as equivalent"),
-    ("minimum = 0.5\nmax_metric_drop = 2.5\nmin_agreement = 0.9", "must be in [0, 1]"),
+    ("minimum = 0.5\nmax_metric_drop = 2.5\nmin_agreement = 0.9", "max_metric_drop must be between 0 and 1, got 2.5"),
 ])
 def test_check_refuses_a_rule_that_accepts_anything(ws, rule, accepts):
     study = write_study(ws)
