@@ -1,9 +1,9 @@
 """The declared study schema: every key with its type, default, bounds and help text (one line each).
 
-This one table feeds the parser (:data:`protocol.study_reader.BOUNDS` and
-:data:`protocol.costing.job.JOB_BOUNDS` are read from it; tests/unit/test_study_schema.py
-checks that every table accepts exactly its declared keys, gives the declared defaults
-and refuses just outside the declared bounds), ``isocost init`` (every key written with
+This one table feeds the parser (:meth:`protocol.study_reader.TableReader.declared` reads each
+key's type, default and bounds from it; tests/unit/test_study_schema.py checks that every table
+accepts exactly its declared keys, gives the declared defaults, refuses just outside the declared
+bounds and a value of another type), ``isocost init`` (every key written with
 its default and this help text), the key table of docs/study.md (``python -m
 protocol.study_keys`` prints it; tests/cli/test_docs.py keeps them equal) and
 ``isocost check``. Paths in a study resolve relative to the study file.
