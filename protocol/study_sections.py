@@ -72,7 +72,7 @@ def parse_data_ref(top: TableReader, key: str, base_dir: Path) -> DataRef:
             table.where("fingerprint"),
             "Compute it with `isocost fingerprint PATH`.",
         )
-    table.finish({"path": "", "fingerprint": ""})
+    table.finish()
     resolved = resolved_path(base_dir / rel, table.where("path")) if not Path(rel).is_absolute() else Path(rel)
     return DataRef(path=resolved, fingerprint=fingerprint)
 
@@ -88,7 +88,7 @@ def parse_length_buckets(top: TableReader) -> tuple[LengthBucket, ...]:
         reader = TableReader(top.source, item, f"length_buckets[{i}].")
         name = check_label_name(reader.declared("name"), "a length bucket name", reader.where("name"))
         max_tokens = reader.declared("max_tokens")
-        reader.finish({"name": "", "max_tokens": ""})
+        reader.finish()
         if max_tokens is None and i != len(items) - 1:
             raise UserError("only the last length bucket may be open-ended", reader.where("max_tokens"))
         if max_tokens is not None and max_tokens <= previous:
@@ -313,7 +313,7 @@ def parse_series(top: TableReader, base: dict[str, Any] | None) -> tuple[Series,
                 f"A series varies exactly one of: {', '.join(VARIANT_FIELDS)}.",
             )
         values = s.declared("values")
-        s.finish({"name": "", "field": "", "values": ""})
+        s.finish()
         if not values:
             raise UserError("a series needs at least one value", s.where("values"))
         if len(set(map(repr, values))) != len(values):
