@@ -157,15 +157,10 @@ class TableReader:
         value = self.get(key, KIND_TYPES[KEYS[name].kind], KEYS[name].value, fix)
         return None if value is None else check_declared(name, value, self.where(key), fix=fix)
 
-    def number(self, key: str, default: Any = ..., *, minimum: float | None = None) -> Any:
-        """A finite number (an integer is accepted), at least ``minimum`` when given."""
+    def number(self, key: str, default: Any = ...) -> Any:
+        """A finite number (an integer is accepted), as a float."""
         value = self.get(key, (int, float), default)
-        if value is None:
-            return None
-        number = _finite(value, self.where(key))
-        if minimum is not None and number < minimum:
-            raise UserError(f"must be at least {minimum:g}, got {value!r}", self.where(key))
-        return number
+        return None if value is None else _finite(value, self.where(key))
 
     def path(self, key: str, default: Any = ...) -> str | None:
         """A path (``default`` omitted: the declared key's default)."""
