@@ -84,7 +84,7 @@ def parse_study(data: dict[str, Any], *, path: Path, sha256: str) -> Study:
     """
     source = str(path)
     top = TableReader(source, data, "")
-    version = top.get("schema_version", int)
+    version = top.declared("schema_version")
     if version != STUDY_SCHEMA_VERSION:
         raise UserError(
             f"study schema_version {version} is not supported (this isocost reads {STUDY_SCHEMA_VERSION})",
@@ -115,7 +115,7 @@ def _identity(top: TableReader, check: ErrorCollector) -> dict[str, Any]:
         "name": check.attempt(_name, top),
         "question": check.attempt(_question, top),
         "scenario": check.attempt(_scenario, top),
-        "expected_artifacts": check.attempt(_expected_artifacts, top),
+        "expected_artifacts": check.attempt(top.declared, "expected_artifacts"),
         "task": check.attempt(_task, top),
     }
 
@@ -196,7 +196,7 @@ def _check_variants(study: Study, source: str) -> None:
 
 
 def _name(top: TableReader) -> str:
-    name = top.get("name", str)
+    name = top.declared("name")
     if not name or len(name) > MAX_NAME_CHARS or not name[0].isalnum() \
             or not all(c.isalnum() or c in "-_." for c in name):
         raise UserError(f"name must be 1 to {MAX_NAME_CHARS} letters, digits, '-', '_' or '.', starting with a letter "
@@ -205,7 +205,7 @@ def _name(top: TableReader) -> str:
 
 
 def _question(top: TableReader) -> str:
-    question = str(top.get("question", str)).strip()
+    question = str(top.declared("question")).strip()
     if not question:
         raise UserError("the question is empty", top.where("question"), "Write the decision question first.")
     # It heads the summary, the memo and the report, and is printed on terminals: no control characters.
@@ -213,12 +213,12 @@ def _question(top: TableReader) -> str:
 
 
 def _task(top: TableReader) -> str:
-    name = top.get("task", str, DEFAULT_TASK)
+    name = top.declared("task")
     return task_named(str(name), top.where("task")).name
 
 
 def _scenario(top: TableReader) -> str:
-    scenario = top.get("scenario", str)
+    scenario = top.declared("scenario")
     if scenario != "offline":
         raise UserError(
             f"scenario {scenario!r} is out of scope",
@@ -227,13 +227,4 @@ def _scenario(top: TableReader) -> str:
             "arrivals, concurrency and latency bounds, which this protocol does not measure.",
         )
     return str(scenario)
-
-
-def _expected_artifacts(top: TableReader) -> int:
-    expected_artifacts = top.get("expected_artifacts", int, 1)
-    if expected_artifacts < 1:
-        raise UserError("expected_artifacts must be at least 1", top.where("expected_artifacts"))
-    check_bound("expected_artifacts", expected_artifacts, top.where("expected_artifacts"))
-    return int(expected_artifacts)
-
 

@@ -1,9 +1,9 @@
 """The declared study schema: every key with its type, default, bounds and help text (one line each).
 
-This one table feeds the parser (:data:`protocol.study_reader.BOUNDS` and
-:data:`protocol.costing.job.JOB_BOUNDS` are read from it; tests/unit/test_study_schema.py
-checks that every table accepts exactly its declared keys, gives the declared defaults
-and refuses just outside the declared bounds), ``isocost init`` (every key written with
+This one table feeds the parser (:meth:`protocol.study_reader.TableReader.declared` reads each
+key's type, default and bounds from it; tests/unit/test_study_schema.py checks that every table
+accepts exactly its declared keys, gives the declared defaults, refuses just outside the declared
+bounds and a value of another type), ``isocost init`` (every key written with
 its default and this help text), the key table of docs/study.md (``python -m
 protocol.study_keys`` prints it; tests/cli/test_docs.py keeps them equal) and
 ``isocost check``. Paths in a study resolve relative to the study file.
@@ -16,7 +16,9 @@ Example::
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass
+from typing import Any
 
 #: The declared types (``kind``): what the TOML value is.
 KINDS = ("integer", "number", "string", "boolean", "array", "table")
@@ -59,6 +61,17 @@ class StudyKey:
     @property
     def required(self) -> bool:
         return self.default == "required"
+
+    @property
+    def value(self) -> Any:
+        """The default as the parser gives it: ``...`` for a required key (also "required in [deadline]"), the
+        TOML literal's value (``'"rotate"'`` → ``"rotate"``), or None for a default in words ("none: …")."""
+        if self.default.startswith("required"):
+            return ...
+        try:
+            return tomllib.loads(f"v = {self.default}")["v"]
+        except tomllib.TOMLDecodeError:
+            return None
 
 
 _MIB, _PIB, _DAY = 2**20, 2**50, 86400

@@ -4,47 +4,36 @@
 paths) and remembers the keys it used so that :meth:`TableReader.finish`
 refuses the unknown ones; :class:`ErrorCollector` runs one check after
 another and keeps each :class:`~protocol.errors.UserError`;
-:class:`StudyErrors` reports them together. :data:`BOUNDS` caps every number
-that sizes work or memory (:func:`check_bound`).
+:class:`StudyErrors` reports them together. :meth:`TableReader.declared` reads a key
+as :data:`protocol.study_keys.KEYS` declares it (type, default, bounds); :data:`BOUNDS` caps the counts
+that size work (:func:`check_bound`).
 
 Example: ``TableReader("study.toml", {"repetitions": 0}, "campaign.").get("repetitions", int)`` is ``0``;
-``check_bound("repetitions", 0, "here")`` raises ``UserError("repetitions must be between 1 and 1000 …")``.
+``.declared("repetitions")`` raises ``UserError("repetitions must be between 1 and 1000, got 0 …")``.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
 from protocol.errors import UserError
-from protocol.study_keys import bound
+from protocol.study_keys import KEYS, bound
 
-#: Upper bounds of every study number that sizes work or memory: a typo (an extra zero or six) is an
-#: error naming the bound, not a campaign that runs for a year or a trial that asks for a petabyte. A key's
-#: bounds are declared with the key (:data:`protocol.study_keys.KEYS`); the counts are bounded here.
-_KEY_BOUNDS = {
-    "repetitions": "campaign.repetitions",
-    "threads": "base.threads",
-    "batch_size": "base.batch_size",
-    "max_length": "base.max_length",
-    "max_tokens": "length_buckets[].max_tokens",
-    "seed": "base.seed",  # numpy's seed range; torch and random accept it too
-    "warmup_inputs": "warmup.inputs",
-    "warmup_runs": "warmup.runs",
-    "trial_timeout_s": "campaign.trial_timeout_s",
-    "memory_limit_bytes": "campaign.memory_limit_bytes",  # Docker's minimum .. 1 PiB
-    "cpu_limit": "campaign.cpu_limit",
-    "output_file_limit_bytes": "campaign.output_file_limit_bytes",
-    "expected_artifacts": "expected_artifacts",
-    "waiting_h": "deadline.waiting_h",  # ten years of declared waiting
-    "max_score_delta": "quality.max_score_delta",  # scores are probabilities
-}
+#: Bounds of the counts a study sizes work by (every key's own bounds are declared with it, in
+#: :data:`protocol.study_keys.KEYS`; batch_size and max_length bound ``isocost memory``'s options too).
 BOUNDS: dict[str, tuple[float, float]] = {
-    **{name: (bound(key).low, bound(key).high) for name, key in _KEY_BOUNDS.items()},
     "seeds": (0, 100),  # how many common seeds
     "length_buckets": (0, 64),
     "passes": (1, 100_000),  # variants x repetitions
+    **{name: (bound(f"base.{name}").low, bound(f"base.{name}").high) for name in ("batch_size", "max_length")},
+}
+#: The Python types of each declared kind (a "number" may be written as an integer).
+KIND_TYPES: dict[str, tuple[type, ...]] = {
+    "integer": (int,), "number": (int, float), "string": (str,), "boolean": (bool,), "array": (list,),
+    "table": (dict,),
 }
 
 
@@ -53,6 +42,46 @@ def check_bound(name: str, value: float, where: str, *, shown: str = "") -> None
     if not low <= value <= high:
         raise UserError(f"{shown or name} must be between {_plain(low)} and {_plain(high)}, got {value!r}", where,
                         f"Use a value from {_plain(low)} to {_plain(high)}.")
+
+
+def check_declared(key: str, value: Any, where: str, *, fix: str = "", shown: str = "") -> Any:
+    """``value`` of the declared ``key`` (``"campaign.repetitions"``): of its kind, a finite number (returned as a
+    float), within its bounds (the error names them and the key's meaning).
+
+    Example: ``check_declared("campaign.repetitions", 0, "here")`` raises
+    ``UserError("repetitions must be between 1 and 1000, got 0 …")``.
+    """
+    entry = KEYS[key]
+    value = checked_type(value, KIND_TYPES[entry.kind], where, fix)
+    if entry.kind == "number":
+        value = _finite(value, where)
+    limits = entry.bounds
+    if limits is None or (limits.low < value < limits.high or
+                          (value == limits.low and not limits.low_open) or
+                          (value == limits.high and not limits.high_open)):
+        return value
+    low, high = (f"{_plain(end)}{' (excluded)' if is_open else ''}"
+                 for end, is_open in ((limits.low, limits.low_open), (limits.high, limits.high_open)))
+    raise UserError(f"{shown or key.rpartition('.')[2]} must be between {low} and {high}, got {value!r}", where,
+                    f"Use a value from {low} to {high} ({entry.meaning}).")
+
+
+def checked_type(value: Any, kinds: tuple[type, ...], where: str, fix: str = "") -> Any:
+    if isinstance(value, bool) and bool not in kinds:
+        raise UserError(f"expected {kind_name(kinds)}, got a boolean", where, fix)
+    if not isinstance(value, kinds):
+        raise UserError(f"expected {kind_name(kinds)}, got {type(value).__name__} {value!r}", where, fix)
+    return value
+
+
+def _finite(value: int | float, where: str) -> float:
+    try:
+        number = float(value)
+    except OverflowError:
+        raise UserError(f"{value!r} is too large", where) from None
+    if not math.isfinite(number):
+        raise UserError(f"expected a finite number, got {value!r}", where)
+    return number
 
 
 def _plain(number: float) -> str:
@@ -116,41 +145,33 @@ class TableReader:
                 hint = TABLE_HINTS.get(self.prefix + key, f"Add `{key} = …`.")
                 raise UserError("missing required key", self.where(key), fix or hint)
             return default
-        value = self.table[key]
-        kinds = kind if isinstance(kind, tuple) else (kind,)
-        if isinstance(value, bool) and bool not in kinds:
-            raise UserError(f"expected {kind_name(kinds)}, got a boolean", self.where(key), fix)
-        if int in kinds and float in kinds and isinstance(value, int):
-            return value
-        if not isinstance(value, kinds):
-            raise UserError(
-                f"expected {kind_name(kinds)}, got {type(value).__name__} {value!r}", self.where(key), fix
-            )
-        return value
+        return checked_type(self.table[key], kind if isinstance(kind, tuple) else (kind,), self.where(key), fix)
 
-    def number(self, key: str, default: Any = ..., *, minimum: float | None = None) -> Any:
-        """A finite number (an integer is accepted), at least ``minimum`` when given."""
+    def declared(self, key: str, fix: str = "") -> Any:
+        """``key`` as :data:`protocol.study_keys.KEYS` declares it (:func:`check_declared`), its declared default
+        when absent (None for a default in words, a "missing required key" for a required one).
+
+        Example: ``TableReader("s.toml", {}, "campaign.").declared("repetitions") == 5``.
+        """
+        name = re.sub(r"\[\d+\]", "[]", self.prefix) + key
+        value = self.get(key, KIND_TYPES[KEYS[name].kind], KEYS[name].value, fix)
+        return None if value is None else check_declared(name, value, self.where(key), fix=fix)
+
+    def number(self, key: str, default: Any = ...) -> Any:
+        """A finite number (an integer is accepted), as a float."""
         value = self.get(key, (int, float), default)
-        if value is None:
-            return None
-        try:
-            number = float(value)
-        except OverflowError:
-            raise UserError(f"{value!r} is too large", self.where(key)) from None
-        if not math.isfinite(number):
-            raise UserError(f"expected a finite number, got {value!r}", self.where(key))
-        if minimum is not None and number < minimum:
-            raise UserError(f"must be at least {minimum:g}, got {value!r}", self.where(key))
-        return number
+        return None if value is None else _finite(value, self.where(key))
 
     def path(self, key: str, default: Any = ...) -> str | None:
-        value = self.get(key, str, default)
+        """A path (``default`` omitted: the declared key's default)."""
+        value = self.declared(key) if default is ... else self.get(key, str, default)
         if value is not None and ("\x00" in value or not value.strip()):
             raise UserError("a path must be non-empty and contain no NUL byte", self.where(key))
         return value
 
     def choice(self, key: str, choices: tuple[str, ...], default: Any = ...) -> str:
-        value = self.get(key, str, default)
+        """One of ``choices`` (``default`` omitted: the declared key's default)."""
+        value = self.declared(key) if default is ... else self.get(key, str, default)
         if value not in choices:
             raise UserError(
                 f"{value!r} is not one of {', '.join(choices)}", self.where(key), f"Use one of: {', '.join(choices)}."

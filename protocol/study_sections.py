@@ -12,7 +12,6 @@ Example: ``parse_campaign(TableReader("study.toml", {"campaign": {}}, "")).repet
 
 from __future__ import annotations
 
-import math
 import re
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from protocol.study_reader import (
     StudyErrors,
     TableReader,
     check_bound,
+    check_declared,
     resolved_path,
     sub_table,
 )
@@ -63,8 +63,8 @@ def parse_data_ref(top: TableReader, key: str, base_dir: Path) -> DataRef:
     table = sub_table(top, key)
     table.require(("path", "fingerprint"))
     rel = str(table.path("path"))
-    fingerprint = table.get(
-        "fingerprint", str, fix="Add the expected `fingerprint = \"sha256:…\"` (see `isocost fingerprint PATH`)."
+    fingerprint = table.declared(
+        "fingerprint", fix="Add the expected `fingerprint = \"sha256:…\"` (see `isocost fingerprint PATH`)."
     )
     if not fingerprint.startswith("sha256:") or len(fingerprint) != 71:
         raise UserError(
@@ -72,7 +72,7 @@ def parse_data_ref(top: TableReader, key: str, base_dir: Path) -> DataRef:
             table.where("fingerprint"),
             "Compute it with `isocost fingerprint PATH`.",
         )
-    table.finish({"path": "", "fingerprint": ""})
+    table.finish()
     resolved = resolved_path(base_dir / rel, table.where("path")) if not Path(rel).is_absolute() else Path(rel)
     return DataRef(path=resolved, fingerprint=fingerprint)
 
@@ -86,13 +86,11 @@ def parse_length_buckets(top: TableReader) -> tuple[LengthBucket, ...]:
         if not isinstance(item, dict):
             raise UserError("each length bucket must be a table", top.where(f"length_buckets[{i}]"))
         reader = TableReader(top.source, item, f"length_buckets[{i}].")
-        name = check_label_name(reader.get("name", str), "a length bucket name", reader.where("name"))
-        max_tokens = reader.get("max_tokens", int, None)
-        reader.finish({"name": "", "max_tokens": ""})
+        name = check_label_name(reader.declared("name"), "a length bucket name", reader.where("name"))
+        max_tokens = reader.declared("max_tokens")
+        reader.finish()
         if max_tokens is None and i != len(items) - 1:
             raise UserError("only the last length bucket may be open-ended", reader.where("max_tokens"))
-        if max_tokens is not None:
-            check_bound("max_tokens", max_tokens, reader.where("max_tokens"))
         if max_tokens is not None and max_tokens <= previous:
             raise UserError("length buckets must have increasing max_tokens", reader.where("max_tokens"))
         previous = max_tokens or previous
@@ -108,25 +106,18 @@ def parse_quality(top: TableReader, buckets: tuple[LengthBucket, ...] | None, ta
     q = sub_table(top, "quality")
     q.require(("metric", "minimum", "tuned_on", "reference_variant"))
     metric = q.choice("metric", task.metrics if task is not None else METRICS)
-    minimum = q.number("minimum")
-    if not 0.0 <= minimum <= 1.0:
-        raise UserError("minimum must be between 0 and 1", q.where("minimum"))
-    tuned_on = q.get("tuned_on", str, fix='Say which data set the threshold was tuned on, e.g. "tuning".')
+    minimum = q.declared("minimum")
+    tuned_on = q.declared("tuned_on", fix='Say which data set the threshold was tuned on, e.g. "tuning".')
     if tuned_on == "corpus":
         raise UserError(
             "the threshold was tuned on the final comparison corpus",
             q.where("tuned_on"),
             "Tune thresholds on the tuning corpus, or declare a new independent evaluation corpus.",
         )
-    reference = q.get("reference_variant", str)
-    drop = q.number("max_metric_drop", 0.0, minimum=0.0)
-    agreement = q.number("min_agreement", 0.0)
-    if not 0.0 <= drop <= 1.0 or not 0.0 <= agreement <= 1.0:
-        raise UserError("max_metric_drop and min_agreement must be in [0, 1]",
-                        q.where("max_metric_drop" if not 0.0 <= drop <= 1.0 else "min_agreement"),
-                        "A metric in [0, 1] cannot drop by more than 1; agreement is a share of the ids.")
+    reference = q.declared("reference_variant")
+    drop, agreement = q.declared("max_metric_drop"), q.declared("min_agreement")
     _refuse_vacuous_rule(minimum, drop, agreement, q)
-    subgroups = tuple(q.get("subgroups", list, []))
+    subgroups = tuple(q.declared("subgroups"))
     # buckets None: [[length_buckets]] failed its own check (reported there): do not add a derived error.
     known = set(task.subgroups) if task is not None else {"label", "length_bucket"}
     allowed = (known - {"length_bucket"}) | ({"length_bucket"} & known if buckets is None or buckets else set())
@@ -137,11 +128,8 @@ def parse_quality(top: TableReader, buckets: tuple[LengthBucket, ...] | None, ta
                 q.where("subgroups"),
                 f"Use {', '.join(sorted(allowed))} (length_bucket needs [[length_buckets]]).",
             )
-    replay = q.choice("replay", REPLAY_KINDS, "identical")
-    delta = q.number("max_score_delta", None, minimum=0.0) if "max_score_delta" in q.table else None
-    if delta is not None:
-        check_bound("max_score_delta", delta, q.where("max_score_delta"))
-    q.used.add("max_score_delta")
+    replay = q.choice("replay", REPLAY_KINDS)
+    delta = q.declared("max_score_delta")
     if replay == "bounded" and delta is None:
         raise UserError('replay = "bounded" needs a bound', q.where("max_score_delta"), "Add `max_score_delta = …`.")
     extra = task.parse_quality_extras(q) if task is not None else {}
@@ -155,7 +143,7 @@ def parse_quality(top: TableReader, buckets: tuple[LengthBucket, ...] | None, ta
         min_agreement=agreement,
         subgroups=subgroups,
         replay=replay,
-        max_score_delta=float(delta) if delta is not None else None,
+        max_score_delta=delta,
         extra=extra,
     )
 
@@ -179,14 +167,11 @@ def parse_deadline(top: TableReader) -> Deadline | None:
         top.used.add("deadline")
         return None
     d = sub_table(top, "deadline")
-    start = d.get("start", str, fix='Write a local time such as "2026-12-07T09:00".')
-    end = d.get("end", str, fix='Write a local time such as "2026-12-11T09:00".')
-    tz = d.get("tz", str, fix='Name an IANA time zone such as "Europe/Paris".')
-    waiting = d.number("waiting_h", 0, minimum=0.0)
+    start = d.declared("start", fix='Write a local time such as "2026-12-07T09:00".')
+    end = d.declared("end", fix='Write a local time such as "2026-12-11T09:00".')
+    tz = d.declared("tz", fix='Name an IANA time zone such as "Europe/Paris".')
+    waiting = d.declared("waiting_h")
     d.finish()
-    if waiting < 0:
-        raise UserError("waiting_h must be >= 0", d.where("waiting_h"))
-    check_bound("waiting_h", waiting, d.where("waiting_h"))
     from protocol.costing.calendar import access_window
 
     try:
@@ -201,7 +186,7 @@ def parse_costing(top: TableReader, base_dir: Path) -> Costing:
         top.used.add("costing")
         return Costing(catalog=None)
     c = sub_table(top, "costing")
-    catalog = c.path("catalog", None)
+    catalog = c.path("catalog")
     c.finish()
     if catalog is None:
         return Costing(catalog=None)
@@ -231,88 +216,46 @@ def parse_images(top: TableReader) -> tuple[tuple[str, str], ...]:
 
 def parse_warmup(top: TableReader) -> WarmupRule:
     w = sub_table(top, "warmup", optional=True)
-    source = w.choice("source", ("tuning",), "tuning")
-    inputs = w.get("inputs", int, 8)
-    runs = w.get("runs", int, 1)
-    recompilation = w.choice("recompilation", ("warmup",), "warmup")
+    source = w.choice("source", ("tuning",))
+    inputs, runs = w.declared("inputs"), w.declared("runs")
+    recompilation = w.choice("recompilation", ("warmup",))
     w.finish()
-    if inputs < 0 or runs < 0:
-        raise UserError("warm-up inputs and runs must be >= 0", w.where("inputs" if inputs < 0 else "runs"))
-    check_bound("warmup_inputs", inputs, w.where("inputs"), shown="inputs")
-    check_bound("warmup_runs", runs, w.where("runs"), shown="runs")
     return WarmupRule(source=source, inputs=inputs, runs=runs, recompilation=recompilation)
 
 
 def parse_campaign(top: TableReader) -> CampaignRule:
     c = sub_table(top, "campaign", optional=True)
-    repetitions = c.get("repetitions", int, 5)
-    if repetitions < 1:
-        raise UserError("repetitions must be at least 1", c.where("repetitions"))
-    check_bound("repetitions", repetitions, c.where("repetitions"))
-    order = c.choice("order", ("rotate",), "rotate")
-    timeout = c.get("trial_timeout_s", (int, float), None)
-    if timeout is not None and (not math.isfinite(timeout) or timeout <= 0):
-        raise UserError("trial_timeout_s must be a positive number of seconds", c.where("trial_timeout_s"))
-    if timeout is not None:
-        check_bound("trial_timeout_s", timeout, c.where("trial_timeout_s"))
-    seeds = c.get("seeds", list, [])
+    repetitions = c.declared("repetitions")
+    order = c.choice("order", ("rotate",))
+    timeout = c.declared("trial_timeout_s")
+    seeds = c.declared("seeds")
     check_bound("seeds", len(seeds), c.where("seeds"), shown="the number of seeds")
     for seed in seeds:
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise UserError(f"seeds must be non-negative integers, got {seed!r}", c.where("seeds"))
-        check_bound("seed", seed, c.where("seeds"), shown="a seed")
+        check_declared("base.seed", seed, c.where("seeds"), shown="a seed")
     if len(set(seeds)) != len(seeds):
         raise UserError("a seed is listed twice", c.where("seeds"))
-    memory = c.get("memory_limit_bytes", int, None)
-    if memory is not None and memory < 6 * 2**20:
-        raise UserError("memory_limit_bytes must be at least 6 MiB (Docker's minimum)", c.where("memory_limit_bytes"))
-    if memory is not None:
-        check_bound("memory_limit_bytes", memory, c.where("memory_limit_bytes"))
-    cpus = c.number("cpu_limit", None)
-    if cpus is not None:
-        check_bound("cpu_limit", cpus, c.where("cpu_limit"))
-    output_limit = c.get("output_file_limit_bytes", int, None)
-    if output_limit is not None:
-        check_bound("output_file_limit_bytes", output_limit, c.where("output_file_limit_bytes"))
+    memory, cpus = c.declared("memory_limit_bytes"), c.declared("cpu_limit")
+    output_limit = c.declared("output_file_limit_bytes")
     c.finish()
     return CampaignRule(repetitions=repetitions, order=order, trial_timeout_s=timeout, seeds=tuple(seeds),
                         memory_limit_bytes=memory, cpu_limit=cpus, output_file_limit_bytes=output_limit)
 
 
-FIELD_RULES: dict[str, Any] = {
-    "stack": STACKS,
-    "device": ("cpu", "cuda"),
-    "precision": PRECISIONS,
-    "quantization": QUANTIZATIONS,
-    "compile": bool,
-    "attention": ATTENTIONS,
-    "batch_size": int,
-    "padding": PADDINGS,
-    "max_length": int,
-    "length_grouping": GROUPINGS,
-    "resume": RESUMES,
-    "threads": int,
-    "seed": int,
-    "deterministic": bool,
+#: The variant fields that take one of a few words; every other field is checked as declared ([base] in
+#: :data:`protocol.study_keys.KEYS`).
+FIELD_CHOICES: dict[str, tuple[str, ...]] = {
+    "stack": STACKS, "device": ("cpu", "cuda"), "precision": PRECISIONS, "quantization": QUANTIZATIONS,
+    "attention": ATTENTIONS, "padding": PADDINGS, "length_grouping": GROUPINGS, "resume": RESUMES,
 }
 
 
 def check_field(key: str, value: Any, where: str) -> Any:
-    rule = FIELD_RULES[key]
-    if key == "seed":
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise UserError(f"expected a non-negative integer seed, got {value!r}", where)
-        check_bound("seed", value, where)
-    elif isinstance(rule, tuple):
-        if value not in rule:
-            raise UserError(f"{value!r} is not one of {', '.join(rule)}", where, f"Use one of: {', '.join(rule)}.")
-    elif rule is bool:
-        if not isinstance(value, bool):
-            raise UserError(f"expected true or false, got {value!r}", where)
-    else:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise UserError(f"expected a positive integer, got {value!r}", where)
-        check_bound(key, value, where)
+    """A variant field's value (in [base] or a series): one of its choices, or of its declared type and bounds."""
+    choices = FIELD_CHOICES.get(key)
+    if choices is None:
+        return check_declared(f"base.{key}", value, where)
+    if value not in choices:
+        raise UserError(f"{value!r} is not one of {', '.join(choices)}", where, f"Use one of: {', '.join(choices)}.")
     return value
 
 
@@ -361,16 +304,16 @@ def parse_series(top: TableReader, base: dict[str, Any] | None) -> tuple[Series,
         if not isinstance(item, dict):
             raise UserError("each series must be a table", top.where(f"series[{i}]"))
         s = TableReader(top.source, item, f"series[{i}].")
-        name = check_label_name(s.get("name", str), "a series name", s.where("name"))
-        field_name = s.get("field", str)
+        name = check_label_name(s.declared("name"), "a series name", s.where("name"))
+        field_name = s.declared("field")
         if field_name not in VARIANT_FIELDS:
             raise UserError(
                 f"unknown variant field {field_name!r}",
                 s.where("field"),
                 f"A series varies exactly one of: {', '.join(VARIANT_FIELDS)}.",
             )
-        values = s.get("values", list)
-        s.finish({"name": "", "field": "", "values": ""})
+        values = s.declared("values")
+        s.finish()
         if not values:
             raise UserError("a series needs at least one value", s.where("values"))
         if len(set(map(repr, values))) != len(values):

@@ -14,8 +14,8 @@ Keys (every error names the study file and the key):
 - ``bootstrap_resamples`` (default 2000) and ``bootstrap_seed`` (default 0): the recorded bootstrap;
 - ``[job.mix]``: share of the job's inputs per length bucket, summing to 1 (default: the corpus's own shares).
 
-Every number has a bound (:data:`JOB_BOUNDS`), named in the error: a typo (three zeros too many in
-``bootstrap_resamples``) is refused by ``check``, never a ``decide`` that runs for an hour.
+Every number has a bound (declared in :data:`protocol.study_keys.KEYS`), named in the error: a typo (three
+zeros too many in ``bootstrap_resamples``) is refused by ``check``, never a ``decide`` that runs for an hour.
 
 Example::
 
@@ -35,18 +35,11 @@ from typing import Any, ClassVar
 
 from protocol.codec import Convert, Schema, options
 from protocol.errors import UserError
-from protocol.study_keys import KEYS, bound
+from protocol.study_keys import KEYS
+from protocol.study_reader import TableReader, check_declared
 
-#: The [job] keys and their help text, as declared in :data:`protocol.study_keys.KEYS`.
-JOB_KEYS = {key.removeprefix("job."): entry.meaning for key, entry in KEYS.items() if key.startswith("job.")}
-
-DEFAULT_FIT_LEVEL = 0.95
-DEFAULT_RESAMPLES = 2000
-#: Upper bounds of the [job] numbers. 20,000 resamples (ten times the default) take a few seconds per
-#: configuration of five passes on a 2-core VM; the bootstrap's time grows with resamples × passes.
-JOB_BOUNDS: dict[str, int] = {key: int(bound(f"job.{key}").high) for key in
-                              ("inputs", "inputs_per_day", "days", "corpora", "cards_per_lot", "bootstrap_resamples",
-                               "bootstrap_seed")}
+DEFAULT_FIT_LEVEL: float = KEYS["job.fit_level"].value
+DEFAULT_RESAMPLES: int = KEYS["job.bootstrap_resamples"].value
 MIX_TOLERANCE = 1e-6
 #: ``[job.mix]`` written as one JSON object, bucket → share.
 _SHARES = options(convert=Convert(dict, lambda data: tuple((str(k), float(v)) for k, v in data.items()),
@@ -81,79 +74,38 @@ class Job:
 
 
 def parse_job(table: Any, source: str, bucket_names: tuple[str, ...], expected_artifacts: int) -> Job | None:
-    """Validate the ``[job]`` table (``None`` when the study has none).
+    """Validate the ``[job]`` table (``None`` when the study has none); each key's type, default and bounds are
+    declared in :data:`protocol.study_keys.KEYS`.
 
     Example: ``parse_job({"inputs": 10}, "s.toml", ("short",), 1).inputs == 10``;
-    ``parse_job({"inputs": 0}, "s.toml", (), 1)`` raises ``UserError("job size must be … (s.toml, key job.inputs)")``.
+    ``parse_job({"inputs": 0}, "s.toml", (), 1)`` raises ``UserError("inputs must be between 1 and … (s.toml, key
+    job.inputs)")``.
     """
     if table is None:
         return None
-
-    def where(key: str) -> str:
-        return f"{source}, key job.{key}"
-
     if not isinstance(table, dict):
         raise UserError("job must be a table", f"{source}, key job", "Write `[job]` with `inputs = …` below it.")
-    unknown = sorted(set(table) - set(JOB_KEYS))
-    if unknown:
-        raise UserError(f"unknown key {unknown[0]!r}", where(unknown[0]),
-                        f"Remove it or fix its spelling; [job] accepts: {', '.join(sorted(JOB_KEYS))}.")
-
-    def positive_int(key: str, default: Any = None) -> Any:
-        if key not in table:
-            return default
-        value = table[key]
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise UserError(f"expected a whole number, got {value!r}", where(key), f"Write `{key} = 1000000`.")
-        if value < 1:
-            raise UserError(f"job size must be a positive whole number, got {value}", where(key),
-                            "A job processes at least one input; sizes are never zero or negative.")
-        _bounded(key, value, where(key))
-        return value
-
-    inputs = positive_int("inputs")
-    per_day, days = positive_int("inputs_per_day"), positive_int("days")
+    job = TableReader(source, table, "job.")
+    job.used.update(key.removeprefix("job.") for key in KEYS if key.startswith("job."))
+    job.finish()
+    fix = "Write `inputs = 1000000`, or `inputs_per_day = …` with `days = …`."
+    inputs = job.declared("inputs", fix) if "inputs" in table else None
+    per_day, days = job.declared("inputs_per_day", fix), job.declared("days", fix)
     if inputs is not None and (per_day is not None or days is not None):
-        raise UserError("give inputs, or inputs_per_day with days, not both", where("inputs"),
+        raise UserError("give inputs, or inputs_per_day with days, not both", job.where("inputs"),
                         "Keep one way of stating the job's size.")
     if inputs is None:
         if per_day is None or days is None:
             missing = "inputs_per_day" if per_day is None else "days"
-            raise UserError("the job's size is missing", where(missing if days or per_day else "inputs"),
+            raise UserError("the job's size is missing", job.where(missing if days or per_day else "inputs"),
                             "Add `inputs = …`, or both `inputs_per_day = …` and `days = …`.")
-        inputs = per_day * days
-        _bounded("inputs", inputs, where("days"), shown=f"inputs_per_day × days ({per_day} × {days})")
-    corpora = positive_int("corpora", expected_artifacts)
-    cards = positive_int("cards_per_lot")
-    resamples = positive_int("bootstrap_resamples", DEFAULT_RESAMPLES)
-    if resamples < 100:
-        raise UserError(f"bootstrap_resamples must be at least 100, got {resamples}", where("bootstrap_resamples"),
-                        "Use 1000 or more for stable probabilities.")
-    seed, level = _seed_and_level(table, where)
-    mix = _mix(table.get("mix"), bucket_names, where("mix"))
-    return Job(source=source, inputs=inputs, corpora=corpora, inputs_per_day=per_day, days=days, mix=mix,
-               cards_per_lot=cards, fit_level=level, bootstrap_resamples=resamples, bootstrap_seed=seed)
-
-
-def _seed_and_level(table: dict[str, Any], where: Any) -> tuple[int, float]:
-    """``bootstrap_seed`` (a whole number from 0 to 2^64 - 1) and ``fit_level`` (0.5 to below 1)."""
-    seed = table.get("bootstrap_seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise UserError(f"bootstrap_seed must be a whole number >= 0, got {seed!r}", where("bootstrap_seed"))
-    _bounded("bootstrap_seed", seed, where("bootstrap_seed"))
-    level = table.get("fit_level", DEFAULT_FIT_LEVEL)
-    if isinstance(level, bool) or not isinstance(level, int | float) or not math.isfinite(level) \
-            or not 0.5 <= level < 1:
-        raise UserError(f"fit_level must be a probability from 0.5 to below 1, got {level!r}", where("fit_level"),
-                        "Use 0.95 unless you have a reason to accept more risk.")
-    return seed, float(level)
-
-
-def _bounded(key: str, value: int, where: str, shown: str = "") -> None:
-    bound = JOB_BOUNDS[key]
-    if value > bound:
-        raise UserError(f"{shown or key} must be at most {bound:,}, got {value:,}", where,
-                        f"Use a value up to {bound:,} ({JOB_KEYS[key]}).")
+        inputs = check_declared("job.inputs", per_day * days, job.where("days"),
+                                shown=f"inputs_per_day × days ({per_day} × {days})")
+    corpora = job.declared("corpora")
+    return Job(source=source, inputs=inputs, corpora=expected_artifacts if corpora is None else corpora,
+               inputs_per_day=per_day, days=days, mix=_mix(table.get("mix"), bucket_names, job.where("mix")),
+               cards_per_lot=job.declared("cards_per_lot"), fit_level=job.declared("fit_level"),
+               bootstrap_resamples=job.declared("bootstrap_resamples"), bootstrap_seed=job.declared("bootstrap_seed"))
 
 
 def _mix(table: Any, bucket_names: tuple[str, ...], where: str) -> tuple[tuple[str, float], ...] | None:

@@ -126,6 +126,23 @@ def _c(key: str) -> str:
     return f"  # {entry.meaning}{default}"
 
 
+def _line(key: str, value: Any = ..., note: str = "") -> str:
+    """``leaf = value  # meaning (default …)`` for the declared ``key``; ``value`` omitted: its declared default.
+
+    Example: ``_line("warmup.runs") == "runs = 1  # warm-up runs over those inputs … (default 1)"``.
+    """
+    return f"{key.rpartition('.')[2]} = {KEYS[key].default if value is ... else _toml(value)}{_c(key)}{note}"
+
+
+def _table(table: str, values: dict[str, Any], *, commented: tuple[str, ...] = (),
+           notes: dict[str, str] | None = None) -> list[str]:
+    """``[table]`` with one :func:`_line` per key (``...``: the declared default; ``commented``: written as a
+    comment), then a blank line."""
+    return [f"[{table}]", *(("# " if key in commented else "") + _line(f"{table}.{key}", value, (notes or {})
+                                                                       .get(key, "")) for key, value in
+                            values.items()), ""]
+
+
 def _toml(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -270,12 +287,8 @@ def _header_lines(f: _Facts) -> list[str]:
         "# Study written by `isocost init`: every key with its default and meaning (docs/study.md: study keys).",
         "# Paths are relative to this file. Next: `isocost tune` sets the quality minimum on the tuning split,",
         "# `isocost check` checks everything without timing, `isocost run` runs the campaign.",
-        f"schema_version = 1{_c('schema_version')}",
-        f"task = {_toml(f.task)}{_c('task')}",
-        f"name = {_toml(name)}{_c('name')}",
-        f"question = {_toml(question)}{_c('question')}",
-        f'scenario = "offline"{_c("scenario")}',
-        f"expected_artifacts = 1{_c('expected_artifacts')}",
+        _line("schema_version", 1), _line("task", f.task), _line("name", name), _line("question", question),
+        _line("scenario", "offline"), _line("expected_artifacts"),
         "",
     ]
 
@@ -285,8 +298,8 @@ def _input_lines(f: _Facts) -> list[str]:
     for table, path in (("corpus", f.corpus), ("tuning", f.tuning), ("model", f.model)):
         lines += [
             f"[{table}]",
-            f"path = {_toml(f.rel(path))}{_c(f'{table}.path')}",
-            f"fingerprint = {_toml(fingerprint_path(path))}{_c(f'{table}.fingerprint')}",
+            _line(f"{table}.path", f.rel(path)),
+            _line(f"{table}.fingerprint", fingerprint_path(path)),
             "",
         ]
     if f.embedding is not None:
@@ -304,17 +317,17 @@ def _embedding_lines(f: _Facts, e: EmbeddingInputs) -> list[str]:
     lines = [
         "",
         f"[embedding]  # pooling and normalisation {e.source}",
-        f"pooling = {_toml(e.pooling)}{_c('embedding.pooling')}",
-        f"normalize = {_toml(e.normalize)}{_c('embedding.normalize')}",
-        f"dimension = {e.dimension}{_c('embedding.dimension')}",
+        _line("embedding.pooling", e.pooling),
+        _line("embedding.normalize", e.normalize),
+        _line("embedding.dimension", e.dimension),
     ]
     for table, path, count in (("queries", e.queries, e.n_queries), ("tuning_queries", e.tuning_queries,
                                                                        e.n_tuning_queries)):
         lines += [
             "",
             f"[embedding.{table}]  # {count} queries",
-            f"path = {_toml(f.rel(path))}{_c(f'embedding.{table}.path')}",
-            f"fingerprint = {_toml(fingerprint_path(path))}{_c(f'embedding.{table}.fingerprint')}",
+            _line(f"embedding.{table}.path", f.rel(path)),
+            _line(f"embedding.{table}.fingerprint", fingerprint_path(path)),
         ]
     return lines
 
@@ -323,9 +336,9 @@ def _bucket_lines(f: _Facts) -> list[str]:
     lines = ["", f"# Length buckets, tokens of the model's tokenizer over the {f.records} corpus inputs "
                  f"(short ≤ 60th percentile, medium ≤ 90th, long open-ended; longest input {max(f.lengths)} tokens):"]
     for bucket_name, max_tokens, count in f.buckets:
-        lines += ["[[length_buckets]]", f"name = {_toml(bucket_name)}{_c('length_buckets[].name')}"]
+        lines += ["[[length_buckets]]", _line("length_buckets[].name", bucket_name)]
         if max_tokens is not None:
-            lines.append(f"max_tokens = {max_tokens}{_c('length_buckets[].max_tokens')}: {count} inputs")
+            lines.append(_line("length_buckets[].max_tokens", max_tokens, f": {count} inputs"))
         else:
             lines.append(f"# max_tokens omitted: open-ended  ({count} inputs)")
         lines.append("")
@@ -346,73 +359,42 @@ def _quality_lines(f: _Facts) -> list[str]:
 def _classification_rule(f: _Facts) -> list[str]:
     """[quality] of a classification or sentence-embedding study (left for `isocost tune`)."""
     embedding = f.embedding is not None
-    return [
-        "[quality]",
-        f'metric = "ndcg@10"{_c("quality.metric")}: ndcg@10, mrr@10 or recall@10 over the queries' if embedding
-        else f'metric = "accuracy"{_c("quality.metric")}',
-        f"minimum = 0.0{_c('quality.minimum')}; NOT TUNED YET",
-        f'tuned_on = "not tuned yet"{_c("quality.tuned_on")}',
-        f"reference_variant = {_toml(f.reference)}{_c('quality.reference_variant')}",
-        f"max_metric_drop = 0.0{_c('quality.max_metric_drop')}",
-        f"min_agreement = 0.0{_c('quality.min_agreement')}",
-        *([f"min_cosine = 0.999{_c('quality.min_cosine')}"] if embedding else []),
-        f'subgroups = {_toml(["length_bucket"] if embedding else ["label", "length_bucket"])}{_c("quality.subgroups")}',
-        f'replay = "quality"{_c("quality.replay")}',
-        f"# max_score_delta = 0.01{_c('quality.max_score_delta')}",
-        "",
-    ]
+    values = {"metric": "ndcg@10" if embedding else "accuracy", "minimum": 0.0, "tuned_on": "not tuned yet",
+              "reference_variant": f.reference, "max_metric_drop": ..., "min_agreement": ...,
+              **({"min_cosine": ...} if embedding else {}),
+              "subgroups": ["length_bucket"] if embedding else ["label", "length_bucket"], "replay": "quality",
+              "max_score_delta": 0.01}
+    notes = {"minimum": "; NOT TUNED YET",
+             **({"metric": ": ndcg@10, mrr@10 or recall@10 over the queries"} if embedding else {})}
+    return _table("quality", values, commented=("max_score_delta",), notes=notes)
 
 
 def _run_lines(f: _Facts) -> list[str]:
-    return [
-        "[warmup]",
-        f'source = "tuning"{_c("warmup.source")}',
-        f"inputs = {min(8, f.tuning_inputs)}{_c('warmup.inputs')}",
-        f"runs = 1{_c('warmup.runs')}",
-        f'recompilation = "warmup"{_c("warmup.recompilation")}',
-        "",
-        "[campaign]",
-        f"repetitions = 5{_c('campaign.repetitions')}",
-        f'order = "rotate"{_c("campaign.order")}',
-        f"# trial_timeout_s = 3600{_c('campaign.trial_timeout_s')}",
-        f"seeds = []{_c('campaign.seeds')}",
-        f"# memory_limit_bytes = 8589934592{_c('campaign.memory_limit_bytes')}",
-        f"# cpu_limit = 2.0{_c('campaign.cpu_limit')}",
-        f"# output_file_limit_bytes = 4294967296{_c('campaign.output_file_limit_bytes')}",
-        "",
-    ]
+    warmup = _table("warmup", {"source": ..., "inputs": min(8, f.tuning_inputs), "runs": ..., "recompilation": ...})
+    return warmup + _table("campaign", {
+        "repetitions": ..., "order": ..., "trial_timeout_s": 3600, "seeds": ..., "memory_limit_bytes": 8589934592,
+        "cpu_limit": 2.0, "output_file_limit_bytes": 4294967296,
+    }, commented=("trial_timeout_s", "memory_limit_bytes", "cpu_limit", "output_file_limit_bytes"))
 
 
 def _base_lines(f: _Facts) -> list[str]:
     truncated = sum(1 for n in f.lengths if n > f.max_length)
     threads = os.cpu_count() or 1
-    return [
-        "[base]",
-        f"stack = {_toml(f.stack)}{_c('base.stack')}",
-        f"device = {_toml(f.series['device'])}{_c('base.device')}",
-        f"precision = {_toml(f.series['precisions'][0])}{_c('base.precision')}",
-        f'quantization = "none"{_c("base.quantization")}',
-        f"compile = false{_c('base.compile')}",
-        f'attention = "sdpa"{_c("base.attention")}',
-        f"batch_size = {f.series['batches'][0]}{_c('base.batch_size')}",
-        f'padding = "longest"{_c("base.padding")}',
-        f"max_length = {f.max_length}{_c('base.max_length')}; model limit {f.limit}, "
-        f"{truncated} corpus input(s) longer",
-        f'length_grouping = "none"{_c("base.length_grouping")}',
-        f'resume = "none"{_c("base.resume")}',
-        f"threads = {threads}{_c('base.threads')}; this machine has {threads} CPU(s)",
-        f"seed = 0{_c('base.seed')}",
-        f"deterministic = true{_c('base.deterministic')}",
-        "",
-    ]
+    return _table("base", {
+        "stack": f.stack, "device": f.series["device"], "precision": f.series["precisions"][0], "quantization": "none",
+        "compile": False, "attention": "sdpa", "batch_size": f.series["batches"][0], "padding": "longest",
+        "max_length": f.max_length, "length_grouping": "none", "resume": "none", "threads": threads, "seed": 0,
+        "deterministic": True,
+    }, notes={"max_length": f"; model limit {f.limit}, {truncated} corpus input(s) longer",
+              "threads": f"; this machine has {threads} CPU(s)"})
 
 
 def _series_lines(f: _Facts) -> list[str]:
     return [
         "[[series]]",
-        f'name = "precision"{_c("series[].name")}',
-        f'field = "precision"{_c("series[].field")}',
-        f"values = {_toml(list(f.series['precisions']))}{_c('series[].values')}",
+        _line("series[].name", "precision"),
+        _line("series[].field", "precision"),
+        _line("series[].values", list(f.series["precisions"])),
         "",
         "[[series]]",
         'name = "batch"',
@@ -426,13 +408,11 @@ def _optional_lines(f: _Facts) -> list[str]:
     """Tables left out (commented), with their keys and meanings: deadline, costing, images, job."""
     return [
         "# [deadline]  # the access window the whole campaign must fit (omitted: no deadline check)",
-        f'# start = "2026-12-07T09:00"{_c("deadline.start")}',
-        f'# end = "2026-12-11T09:00"{_c("deadline.end")}',
-        f'# tz = "UTC"{_c("deadline.tz")}',
-        f"# waiting_h = 0{_c('deadline.waiting_h')}",
+        *(f"# {_line(f'deadline.{key}', value)}" for key, value in
+          (("start", "2026-12-07T09:00"), ("end", "2026-12-11T09:00"), ("tz", "UTC"), ("waiting_h", ...))),
         "",
         "# [costing]",
-        f'# catalog = "my-catalog.csv"{_c("costing.catalog")}',
+        f"# {_line('costing.catalog', 'my-catalog.csv')}",
         "",
         "# [images]",
         f'# {f.stack} = "REPO@sha256:…"{_c("images.cpu / images.cuda / images.rocm")}',
@@ -447,15 +427,13 @@ def _job_lines(f: _Facts) -> list[str]:
     mix = ", ".join(f"{name} = {share:.2f}" for (name, _, _), share in zip(f.buckets, shares, strict=True))
     return [
         "# [job]  # the real job this study is benchmarked for (omitted: decide prices the campaign itself)",
-        f"# inputs = 1000000{_c('job.inputs')}",
+        f"# {_line('job.inputs', 1000000)}",
         "# # or, instead of inputs (never both):",
-        f"# # inputs_per_day = 100000{_c('job.inputs_per_day')}",
-        f"# # days = 10{_c('job.days')}",
-        f"# corpora = 1{_c('job.corpora')}",
-        f"# cards_per_lot = 1{_c('job.cards_per_lot')}",
-        f"# fit_level = 0.95{_c('job.fit_level')}",
-        f"# bootstrap_resamples = 2000{_c('job.bootstrap_resamples')}",
-        f"# bootstrap_seed = 0{_c('job.bootstrap_seed')}",
+        f"# # {_line('job.inputs_per_day', 100000)}",
+        f"# # {_line('job.days', 10)}",
+        *(f"# {_line(f'job.{key}', value)}" for key, value in
+          (("corpora", 1), ("cards_per_lot", 1), ("fit_level", ...), ("bootstrap_resamples", ...),
+           ("bootstrap_seed", ...))),
         f"# mix = {{ {mix} }}{_c('job.mix')}",
         "",
     ]

@@ -53,9 +53,10 @@ def test_identical_configs_from_two_series_are_one_variant(tmp_path, study_text)
          "quality.reference_variant"),
         ('field = "batch_size"', 'field = "batch"', "unknown variant field 'batch'", "series[0].field"),
         ("values = [1, 4, 8]", "values = [1, 4, 4]", "same value twice", "series[0].values"),
-        ("values = [1, 4, 8]", "values = [1, 0]", "positive integer", "series[0].values"),
+        ("values = [1, 4, 8]", "values = [1, 0]", "batch_size must be between 1 and 65536, got 0", "series[0].values"),
         ("schema_version = 1", "schema_version = 2", "not supported", "schema_version"),
-        ("repetitions = 5", "repetitions = 0", "at least 1", "campaign.repetitions"),
+        ("repetitions = 5", "repetitions = 0", "repetitions must be between 1 and 1000, got 0",
+             "campaign.repetitions"),
         ('path = "tuning.jsonl"', 'path = "corpus.jsonl"', "tuning corpus is the final corpus", "tuning.path"),
     ],
 )

@@ -25,7 +25,7 @@ def test_all_errors_of_a_sparse_study_come_in_one_report(tmp_path):
     for key in ("key question", "key scenario", "key corpus", "key tuning", "key model", "key quality",
                 "key series", "key base.device", "key base.precision", "key base.seed"):
         assert key in message, (key, message)
-    assert "expected a positive integer, got 0" in message  # a value error beside the missing keys
+    assert "batch_size must be between 1 and 65536, got 0" in message  # a value error beside the missing keys
     assert message.count("\n") >= 6  # one line per problem
 
 
@@ -46,7 +46,7 @@ def test_two_independent_mistakes_are_both_reported(tmp_path, study_text):
     with pytest.raises(UserError) as info:
         load_study(write(tmp_path, text))
     assert "'bleu' is not one of" in info.value.message
-    assert "repetitions must be at least 1" in info.value.message
+    assert "repetitions must be between 1 and 1000, got 0" in info.value.message
 
 
 def test_warmup_and_campaign_tables_may_be_omitted(tmp_path, study_text):

@@ -10,7 +10,7 @@ import pytest
 
 from protocol.errors import UserError
 from protocol.study import load_study
-from protocol.study_reader import ErrorCollector, StudyErrors, TableReader, check_bound, sub_table
+from protocol.study_reader import ErrorCollector, StudyErrors, TableReader, check_bound, check_declared, sub_table
 from protocol.study_sections import check_config, check_field, parse_campaign
 
 
@@ -41,9 +41,15 @@ def test_error_collector_keeps_every_error_and_returns_the_default() -> None:
 
 
 def test_check_bound_names_the_range() -> None:
-    check_bound("repetitions", 1000, "here")
-    with pytest.raises(UserError, match="repetitions must be between 1 and 1000, got 1001"):
-        check_bound("repetitions", 1001, "here")
+    check_bound("seeds", 100, "here")
+    with pytest.raises(UserError, match="seeds must be between 0 and 100, got 101"):
+        check_bound("seeds", 101, "here")
+    assert check_declared("campaign.repetitions", 1000, "here") == 1000
+    with pytest.raises(UserError, match=r"repetitions must be between 1 and 1000, got 1001 \(here\)\. Use a value "
+                                        r"from 1 to 1000 \(full passes per variant"):
+        check_declared("campaign.repetitions", 1001, "here")
+    with pytest.raises(UserError, match=r"trial_timeout_s must be between 0 \(excluded\) and 604800, got 0\.0"):
+        check_declared("campaign.trial_timeout_s", 0, "here")
 
 
 def test_campaign_table_defaults_and_field_rules() -> None:
@@ -54,7 +60,7 @@ def test_campaign_table_defaults_and_field_rules() -> None:
         parse_campaign(top)
     assert sub_table(top, "campaign").prefix == "campaign."
     assert check_field("precision", "bf16", "w") == "bf16"
-    with pytest.raises(UserError, match="expected a positive integer, got 0"):
+    with pytest.raises(UserError, match="batch_size must be between 1 and 65536, got 0"):
         check_field("batch_size", 0, "w")
     with pytest.raises(UserError, match="fp16 is GPU-only"):
         check_config(top, {"stack": "cpu", "device": "cpu", "quantization": "none", "precision": "fp16"})

@@ -1,6 +1,7 @@
 """The declared study schema (protocol/study_keys.py) is the parser's: every table accepts exactly its
 declared keys, a missing required key is refused by name, an absent optional key takes its declared
-default, and every declared bound is where the parser starts refusing."""
+default, every declared bound is where the parser starts refusing, and a value of another type than
+the declared one is refused naming the key."""
 
 from __future__ import annotations
 
@@ -204,6 +205,18 @@ def test_the_declared_bounds_are_where_the_parser_refuses(task: str, key: str) -
         if entry.kind == "integer" or math.isfinite(value):
             errors = errors_of(_with_value(task, key, convert(value)))
             assert names_key(errors, key), (key, value, [e.message for e in errors])
+
+
+TYPED = [(task, key) for task in TASKS for key, entry in keys_for(task).items() if entry.kind != "table"
+         and not key.startswith("images") and (task == "text-classification" or key not in
+                                               keys_for("text-classification"))]
+
+
+@pytest.mark.parametrize(("task", "key"), TYPED, ids=[f"{t}:{k}" for t, k in TYPED])
+def test_a_value_of_another_type_is_refused_naming_the_key(task: str, key: str) -> None:
+    wrong: Any = "not an array" if KEYS[key].kind == "array" else [1]
+    errors = errors_of(_with_value(task, key, wrong))
+    assert names_key(errors, key), (key, [e.message for e in errors])
 
 
 def test_the_task_keys_are_declared_keys() -> None:
