@@ -29,6 +29,7 @@ from typing import Any
 
 from protocol.corpus import Record
 from protocol.errors import UserError
+from protocol.study_keys import KEYS
 from protocol.tasks import embedding_options as options
 from protocol.tasks import retrieval
 from protocol.tasks.queries import Query
@@ -239,8 +240,8 @@ class SentenceEmbedding:
         return check_pass(outputs, reference, study.quality.metric, study.quality.minimum)
 
     def agreement(self, candidate: EmbeddingPass, reference: EmbeddingPass, study: Any) -> Agreement:
-        return compare_passes(candidate, reference, float(study.quality.extra.get("min_cosine",
-                                                                                  options.DEFAULT_MIN_COSINE)))
+        minimum = study.quality.extra.get("min_cosine", KEYS["quality.min_cosine"].value)
+        return compare_passes(candidate, reference, float(minimum))
 
     def is_proportion(self, metric: str) -> bool:
         return False  # a mean of per-query scores: a seeded bootstrap over the queries

@@ -37,17 +37,14 @@ from protocol.corpus import Record
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
 from protocol.memory import read_model_config
-from protocol.study_keys import bound
 from protocol.study_reader import ErrorCollector, StudyErrors, TableReader, resolved_path
 from protocol.study_records import DataRef
 from protocol.tasks.queries import Query, check_query_sets, read_queries
 
 POOLINGS = ("mean", "cls")
-DEFAULT_MIN_COSINE = 0.999
 #: A campaign's byte copy of the final query file, beside its frozen study.toml.
 FROZEN_QUERIES = "queries.jsonl"
 QUERY_SETS = ("queries", "tuning_queries")
-_MAX_DIMENSION = int(bound("embedding.dimension").high)
 _TABLE_FIX = ('Add the table with path = "…" and fingerprint = "sha256:…" (or start from `isocost init CORPUS MODEL '
               "--task sentence-embedding --queries FILE`).")
 
@@ -62,8 +59,8 @@ def parse_options(top: TableReader, base_dir: Path) -> dict[str, Any]:
     present = set(table.table)
     options: dict[str, Any] = {
         "pooling": check.attempt(table.choice, "pooling", POOLINGS) if "pooling" in present else None,
-        "normalize": check.attempt(table.get, "normalize", bool) if "normalize" in present else None,
-        "dimension": check.attempt(_dimension, table) if "dimension" in present else None,
+        "normalize": check.attempt(table.declared, "normalize") if "normalize" in present else None,
+        "dimension": check.attempt(table.declared, "dimension") if "dimension" in present else None,
     }
     for name in QUERY_SETS:
         options[name] = check.attempt(_data_ref, table, name, base_dir) if name in present else None
@@ -94,7 +91,7 @@ def _data_ref(table: TableReader, key: str, base_dir: Path) -> DataRef:
     ref = sub_table(table, key)
     ref.require(("path", "fingerprint"))
     rel = str(ref.path("path"))
-    fingerprint = ref.get("fingerprint", str)
+    fingerprint = ref.declared("fingerprint")
     if not fingerprint.startswith("sha256:") or len(fingerprint) != 71:
         raise UserError("fingerprint must be 'sha256:' followed by 64 hex digits", ref.where("fingerprint"),
                         "Compute it with `isocost fingerprint PATH`.")
@@ -103,21 +100,9 @@ def _data_ref(table: TableReader, key: str, base_dir: Path) -> DataRef:
     return DataRef(path=path, fingerprint=fingerprint)
 
 
-def _dimension(table: TableReader) -> int:
-    value = table.get("dimension", int)
-    if not 1 <= value <= _MAX_DIMENSION:
-        raise UserError(f"dimension must be between 1 and {_MAX_DIMENSION}, got {value}", table.where("dimension"),
-                        "Use the model's hidden size (config.json hidden_size).")
-    return int(value)
-
-
 def parse_quality_extras(quality: TableReader) -> dict[str, Any]:
-    """``[quality] min_cosine``: in (0, 1], default 0.999."""
-    value = quality.number("min_cosine", DEFAULT_MIN_COSINE)
-    if not 0.0 < value <= 1.0:
-        raise UserError(f"min_cosine must be in (0, 1], got {value:g}", quality.where("min_cosine"),
-                        "A cosine similarity is at most 1; 0.999 is what vLLM's own tests require.")
-    return {"min_cosine": float(value)}
+    """``[quality] min_cosine``, as :data:`protocol.study_keys.KEYS` declares it."""
+    return {"min_cosine": quality.declared("min_cosine")}
 
 
 def query_file(options: dict[str, Any], base_dir: Path | None = None) -> Path:

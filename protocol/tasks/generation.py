@@ -33,7 +33,7 @@ from types import MappingProxyType
 from typing import Any
 
 from protocol.errors import UserError
-from protocol.study_keys import bound
+from protocol.study_keys import KEYS
 from protocol.tasks.generation_model import check_generation_model
 from protocol.tasks.generation_outputs import (
     OUTPUT_FILE,
@@ -49,11 +49,7 @@ from protocol.validate import Agreement, PassCheck, check_ids, id_problems
 __all__ = ["GENERATION", "GenerationReference", "TextGeneration", "compare_generations", "decode_index_field"]
 
 PLACEHOLDER = "{text}"
-MAX_NEW_TOKENS = int(bound("generation.max_new_tokens").high)
-MAX_TOP_K = int(bound("generation.top_k").high)
 MAX_TEMPLATE_CHARS = 20_000
-DEFAULT_LENGTH_WINDOW = (0.9, 1.1)
-DEFAULT_SCORE_SHARE = 0.99
 
 
 @dataclass(frozen=True)
@@ -82,7 +78,8 @@ def decode_index_field(cell: str, name: str, ident: str) -> str:
 
 def _scores(outputs: ParsedGenerations, reference: GenerationReference, study: Any) -> dict[str, float]:
     """Each generated id's score against its reference."""
-    metric, normalisation = study.quality.metric, study.quality.extra.get("normalisation", "whitespace")
+    metric = study.quality.metric
+    normalisation = study.quality.extra.get("normalisation", KEYS["quality.normalisation"].value)
     return {item.id: score_one(metric, item.text, reference.references[item.id], normalisation)
             for item in outputs.items}
 
@@ -169,7 +166,7 @@ def compare_generations(candidate: ParsedGenerations, reference: ParsedGeneratio
     mean_ours = statistics.fmean(item.n_tokens for item in ours.values())
     mean_theirs = statistics.fmean(item.n_tokens for item in theirs.values())
     ratio = mean_ours / mean_theirs if mean_theirs else (1.0 if not mean_ours else float("inf"))
-    low, high = rule.get("length_window", DEFAULT_LENGTH_WINDOW)
+    low, high = rule.get("length_window", KEYS["quality.length_window"].value)
     failures = []
     if not low <= ratio <= high:
         failures.append(f"mean generated length {mean_ours:.2f} tokens is {ratio:.3f}× the reference variant's "
@@ -182,13 +179,6 @@ def compare_generations(candidate: ParsedGenerations, reference: ParsedGeneratio
                "first_non_tie_divergence": first_diverging}
     return Agreement(agreement=near / n, max_score_delta=delta, identical=identical == n, details=details,
                      failures=tuple(failures), differing_ids=tuple(apart))
-
-
-def _number_in(reader: Any, key: str, default: float, low: float, high: float) -> float:
-    value = float(reader.number(key, default))
-    if not low <= value <= high:
-        raise UserError(f"{key} must be between {low:g} and {high:g}, got {value!r}", reader.where(key))
-    return value
 
 
 class TextGeneration:
@@ -208,7 +198,7 @@ class TextGeneration:
         from protocol.study_reader import sub_table
 
         table = sub_table(top, "generation")
-        template = table.get("template", str, fix=f'Add `template = "… {PLACEHOLDER} …"` around the input text.')
+        template = table.declared("template", fix=f'Add `template = "… {PLACEHOLDER} …"` around the input text.')
         if PLACEHOLDER not in template:
             raise UserError(f"the template has no {PLACEHOLDER} placeholder for the input's text",
                             table.where("template"), f"Write {PLACEHOLDER} where the input goes, e.g. "
@@ -216,15 +206,10 @@ class TextGeneration:
         if len(template) > MAX_TEMPLATE_CHARS or "\x00" in template:
             raise UserError(f"the template must be text of at most {MAX_TEMPLATE_CHARS} characters",
                             table.where("template"))
-        chat = table.get("chat_template", bool, False)
-        max_new = table.get("max_new_tokens", int, fix="Add `max_new_tokens = 64` (tokens generated at most).")
-        if not 1 <= max_new <= MAX_NEW_TOKENS:
-            raise UserError(f"max_new_tokens must be between 1 and {MAX_NEW_TOKENS}, got {max_new!r}",
-                            table.where("max_new_tokens"), "Generate at least one token, at most the model's context.")
-        top_k = table.get("top_k", int, 5)
-        if not 1 <= top_k <= MAX_TOP_K:
-            raise UserError(f"top_k must be between 1 and {MAX_TOP_K}, got {top_k!r}", table.where("top_k"))
-        decoding = table.get("decoding", str, "greedy")
+        chat = table.declared("chat_template")
+        max_new = table.declared("max_new_tokens", fix="Add `max_new_tokens = 64` (tokens generated at most).")
+        top_k = table.declared("top_k")
+        decoding = table.declared("decoding")
         if decoding != "greedy":
             raise UserError(f"decoding {decoding[:40]!r} is not supported: only greedy decoding is measured",
                             table.where("decoding"),
@@ -236,14 +221,13 @@ class TextGeneration:
 
     def parse_quality_extras(self, quality: Any) -> dict[str, Any]:
         """min_score_share, length_window, min_identical and normalisation of ``[quality]``."""
-        share = _number_in(quality, "min_score_share", DEFAULT_SCORE_SHARE, 0.0, 1.0)
-        identical = _number_in(quality, "min_identical", 0.0, 0.0, 1.0)
-        window = quality.get("length_window", list, list(DEFAULT_LENGTH_WINDOW))
+        share, identical = quality.declared("min_score_share"), quality.declared("min_identical")
+        window = quality.declared("length_window")
         if len(window) != 2 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in window) \
                 or not 0 < window[0] <= 1 <= window[1] <= 100:
             raise UserError(f"length_window must be [low, high] with 0 < low ≤ 1 ≤ high, got {window!r}",
                             quality.where("length_window"), "Use MLPerf's window: length_window = [0.9, 1.1].")
-        normalisation = quality.choice("normalisation", NORMALISATIONS, "whitespace")
+        normalisation = quality.choice("normalisation", NORMALISATIONS)
         return {"min_score_share": share, "min_identical": identical,
                 "length_window": [float(window[0]), float(window[1])], "normalisation": normalisation}
 
@@ -270,7 +254,8 @@ class TextGeneration:
 
     def agreement(self, candidate: ParsedGenerations, reference: ParsedGenerations, study: Any) -> Agreement:
         extra = study.quality.extra
-        return compare_generations(candidate, reference, extra, float(extra.get("min_identical", 0.0)))
+        identical = extra.get("min_identical", KEYS["quality.min_identical"].value)
+        return compare_generations(candidate, reference, extra, float(identical))
 
     def pass_figures(self, trial_dir: Path, pass_s: float | None) -> dict[str, Any]:
         """Output tokens per second, time to first token per batch, time per output token

@@ -52,9 +52,12 @@ def test_a_valid_embedding_study_carries_its_queries_into_every_spec(tmp_path: P
 
 
 @pytest.mark.parametrize(("old", "new", "key", "message"), [
-    ("min_cosine = 0.999", "min_cosine = 0", "quality.min_cosine", "min_cosine must be in (0, 1], got 0"),
-    ("min_cosine = 0.999", "min_cosine = 1.5", "quality.min_cosine", "min_cosine must be in (0, 1], got 1.5"),
-    ("min_cosine = 0.999", "min_cosine = -0.2", "quality.min_cosine", "min_cosine must be in (0, 1]"),
+    ("min_cosine = 0.999", "min_cosine = 0", "quality.min_cosine",
+     "min_cosine must be between 0 (excluded) and 1, got 0.0"),
+    ("min_cosine = 0.999", "min_cosine = 1.5", "quality.min_cosine",
+     "min_cosine must be between 0 (excluded) and 1, got 1.5"),
+    ("min_cosine = 0.999", "min_cosine = -0.2", "quality.min_cosine",
+     "min_cosine must be between 0 (excluded) and 1, got -0.2"),
     ('pooling = "mean"', 'pooling = "max"', "embedding.pooling", "'max' is not one of mean, cls"),
     ("dimension = 384", "dimension = 0", "embedding.dimension", "dimension must be between 1 and 65536"),
     ("normalize = true", 'normalize = "yes"', "embedding.normalize", "expected true or false"),
