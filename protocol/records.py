@@ -331,3 +331,40 @@ class CampaignEvent:
     job_id: str | None = field(default=None, metadata=codec.OMIT_NONE)
     CODEC: ClassVar[Schema] = Schema("events.jsonl line", EVENT_SCHEMA_VERSION, (1, EVENT_SCHEMA_VERSION),
                                      unversioned=1)
+
+
+# -- verdicts.json ---------------------------------------------------------------------------------
+
+#: ``verdicts.json``. History: 1 (0.1.0): first version.
+VERDICTS_SCHEMA_VERSION = 1
+
+
+def _check_verdicts(record: VerdictsRecord) -> str:
+    """Each verdict names its trial and says whether its pass was accepted (what the decision reads)."""
+    for number, verdict in enumerate(record.verdicts):
+        if not isinstance(verdict.get("trial_id"), str):
+            return f"key 'verdicts[{number}].trial_id' must be a string, got {verdict.get('trial_id')!r}"
+        if not isinstance(verdict.get("corpus_accepted"), bool):
+            return f"key 'verdicts[{number}].corpus_accepted' must be true or false"
+    return ""
+
+
+@dataclass(frozen=True)
+class VerdictsRecord:
+    """``verdicts.json``: every trial's verdict, re-derived from its prediction file by the validate stage.
+
+    A verdict's keys depend on the study's task (its check's figures, the agreement's details), so each is kept as
+    the object written; the check makes sure each has a string ``trial_id`` and a ``corpus_accepted`` true or
+    false. ``inconsistent`` (the evidence banner, when read with ``--allow-inconsistent``) is not written when None.
+    """
+
+    campaign_id: str
+    rows_total: int
+    verdicts: tuple[dict[str, Any], ...]
+    inconsistent: str | None = field(default=None, metadata=codec.OMIT_NONE)
+    CODEC: ClassVar[Schema] = Schema("verdicts.json", VERDICTS_SCHEMA_VERSION, check=_check_verdicts)
+
+    @property
+    def accepted_trials(self) -> frozenset[str]:
+        """The trials whose pass was accepted."""
+        return frozenset(str(v["trial_id"]) for v in self.verdicts if v["corpus_accepted"])

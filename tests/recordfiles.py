@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from protocol.codec import write_record
 from protocol.manifest import Manifest
 from protocol.records import CampaignRecord, MemoryPeaks, PhaseTimes, TrialSpec, TrialStatus, Variant, WarmupRule
+
+if TYPE_CHECKING:
+    from runner.hosts.record import HostEntry, HostsFile
 
 
 def trial_status(trial_id: str, status: str = "ok", *, completed: int = 0, expected: int = 0,
@@ -61,3 +64,19 @@ def sample_spec(trial_id: str = "001-r1-batch_size-4", **changes: Any) -> TrialS
                      model_path="/model", model_fingerprint="sha256:b", warmup=WarmupRule("tuning", 2, 1, "warmup"),
                      warmup_texts=("a", "b"), launcher="process")
     return dataclasses.replace(spec, **changes) if changes else spec
+
+
+def host_entry(name: str, folder: str = "", **fields: Any) -> HostEntry:
+    """A host of hosts.json as `isocost run --host NAME=local` writes it (folder: its name), with ``fields`` set."""
+    from runner.hosts.record import HostEntry
+
+    return HostEntry(name=name, dir=folder or name, url="local", spec={"name": name, "url": "local"}, **fields)
+
+
+def hosts_file(*hosts: HostEntry) -> HostsFile:
+    """A multi-host campaign's hosts.json record listing ``hosts`` (write it with ``write_record``)."""
+    from runner.hosts.record import HostsFile, HostsImage
+
+    return HostsFile(about="one campaign per host", created_at="2026-12-01T00:00:00.000+00:00", study_name="s",
+                     study_sha256="0" * 64, stack="cpu", image=HostsImage("img@sha256:" + "1" * 64, "", "", "pulled"),
+                     hosts=hosts)

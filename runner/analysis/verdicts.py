@@ -15,8 +15,7 @@ import pandas as pd
 
 from protocol import codec
 from protocol.csvio import safe_cell
-from protocol.jsonio import write_json_atomic
-from protocol.records import CampaignRecord
+from protocol.records import CampaignRecord, VerdictsRecord
 from protocol.safe_write import write_handle
 from protocol.study import Study, load_study
 from protocol.tasks import Task, study_task
@@ -77,11 +76,8 @@ def write_verdicts(
             "reasons": "; ".join(reasons),
         })
     _add_agreement(verdicts, parsed, task, study, rows)
-    record: dict[str, Any] = {"schema_version": 1, "campaign_id": campaign.campaign_id,
-                              "rows_total": len(rows), "verdicts": verdicts}
-    if banner:
-        record["inconsistent"] = banner
-    write_json_atomic(root / "verdicts.json", record, root)
+    record = VerdictsRecord(campaign.campaign_id, len(rows), tuple(verdicts), banner or None)
+    codec.write_record(root / "verdicts.json", record, root)
     with write_handle(root / "verdicts.csv", root) as handle:
         writer = csv.DictWriter(handle, fieldnames=VERDICT_COLUMNS, extrasaction="ignore", lineterminator="\n")
         writer.writeheader()

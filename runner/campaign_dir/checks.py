@@ -41,7 +41,7 @@ from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path, sha256_bytes
 from protocol.paths import check_safe_name
 from protocol.rawrecord import RawRecord
-from protocol.records import CampaignEvent, CampaignRecord, InputFacts
+from protocol.records import CampaignEvent, CampaignRecord, InputFacts, VerdictsRecord
 from protocol.schedule import Slot
 from protocol.stats import SummaryRecord
 from protocol.study import Study, parse_study
@@ -411,10 +411,11 @@ class CampaignChecks(Findings):
                         if verdict.get(key) != row.cell(key):
                             self.add("verdicts.csv", f"row {number} ({row.trial_id}), column {key}",
                                      f"{verdict.get(key)!r}, raw.csv says {row.cell(key)!r}")
-        data = self.json("verdicts.json") if (self.root / "verdicts.json").is_file() else None
-        if isinstance(data, dict) and data.get("campaign_id") != campaign.campaign_id:
+        record = (self.record("verdicts.json", VerdictsRecord, "a verdicts record")
+                  if (self.root / "verdicts.json").is_file() else None)
+        if record is not None and record.campaign_id != campaign.campaign_id:
             self.add("verdicts.json", "campaign_id",
-                     f"{data.get('campaign_id')!r}, campaign.json says {campaign.campaign_id!r}")
+                     f"{record.campaign_id!r}, campaign.json says {campaign.campaign_id!r}")
 
 
 def instant(value: Any) -> datetime | None:

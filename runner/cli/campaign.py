@@ -149,7 +149,7 @@ def _run_hosts(study: Path, out: Path, resume: bool, launcher_kind: str, image: 
         raise UserError("--gpu/--lots name one host's plan", "--host",
                         "Give each host its rental in a hosts file (rental = { gpu = \"rtx-4090\", lots = 1 }).")
     hosts = merge_hosts(host_options, hosts_file)
-    names = [h.name for h in hosts] or [h["name"] for h in load_hosts_json(out)["hosts"]]
+    names = [h.name for h in hosts] or [h.name for h in load_hosts_json(out).hosts]
     board = HostBoard(names)
     previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     try:

@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from protocol.codec import to_dict
+from protocol.codec import read_record, to_dict
 from protocol.costing.catalog_file import load_catalog
 from protocol.costing.plans import Catalog, default_catalog_path
 from protocol.costing.trial_files import trial_record
@@ -23,9 +23,8 @@ from protocol.decision.evidence import TrialCapacity
 from protocol.decision.ledger import parse_ledger
 from protocol.decision.rank import CampaignEvidence, Ledger
 from protocol.errors import UserError
-from protocol.jsonio import read_json
 from protocol.manifest import read_manifest
-from protocol.records import CampaignRecord, Rental, TrialStatus, read_status
+from protocol.records import CampaignRecord, Rental, TrialStatus, VerdictsRecord, read_status
 from protocol.stats import Summary
 from protocol.study import Study, load_study
 from runner.analysis.summary import summarize_campaign
@@ -82,7 +81,7 @@ def load_evidence(root: Path, allow_inconsistent: bool = False) -> tuple[Campaig
     record = load_record(root)
     summary, banner = _summarize(root, allow_inconsistent)
     study = load_study(paths.study)  # the frozen copy: rules as they were at the start
-    verdicts = read_json(root / "verdicts.json").get("verdicts", [])
+    verdicts = read_record(root / "verdicts.json", VerdictsRecord)
     rows = read_rows(paths.raw, allow_inconsistent=allow_inconsistent)
     rental, notes = _rental(root, record, verify=not allow_inconsistent)
     if record.study_sha256 != study.sha256:
@@ -112,7 +111,7 @@ def load_evidence(root: Path, allow_inconsistent: bool = False) -> tuple[Campaig
         rows=tuple(rows),
         events=read_events(paths.events, verify=not allow_inconsistent),
         summary=summary,
-        accepted_trials=frozenset(str(v["trial_id"]) for v in verdicts if v.get("corpus_accepted")),
+        accepted_trials=verdicts.accepted_trials,
         capacities={trial_id: trial_capacity(paths.trial_dir(trial_id), statuses[trial_id]) for trial_id in trial_ids},
         notes=tuple([banner] if banner else []) + tuple(notes),
         trials={trial_id: trial_record(paths.trial_dir(trial_id), statuses[trial_id]) for trial_id in trial_ids},

@@ -43,7 +43,7 @@ from runner.campaign.run import run_campaign
 from runner.campaign_dir.layout import read_rows
 from runner.campaign_dir.rawtable import is_host_stopped
 from runner.hosts.board import HostBoard
-from runner.hosts.record import HostsRecord, now_iso, prepare_hosts_record
+from runner.hosts.record import HostsImage, HostsRecord, now_iso, prepare_hosts_record
 from runner.hosts.spec import HostSpec
 from runner.launch.engine import engine_identity
 from runner.launch.engine_url import connect
@@ -96,7 +96,7 @@ class _HostsRun:
 
     study_path: Path
     out: Path
-    image: dict[str, str]
+    image: HostsImage
     record: HostsRecord
     board: HostBoard
     stop: threading.Event
@@ -131,7 +131,7 @@ def run_hosts(
     _check_study_inputs(study, allowed_root_list)
     data, hosts = prepare_hosts_record(study, out, hosts, study_stack(study_path), image, resume, lock_path)
     names = [h.name for h in hosts]
-    run = _HostsRun(study_path=study_path, out=out, image=data["image"], record=HostsRecord(out, data),
+    run = _HostsRun(study_path=study_path, out=out, image=data.image, record=HostsRecord(out, data),
                     board=board or HostBoard(names), stop=stop or threading.Event(), results={},
                     acknowledge_seen_corpus=acknowledge_seen_corpus, allowed_root_list=allowed_root_list,
                     ledger_dir=ledger_dir,
@@ -141,9 +141,7 @@ def run_hosts(
     for thread in threads:
         thread.start()
     _join_hosts(threads, run)
-    run.record.data["ended_at"] = now_iso()
-    run.record.data["wall_s"] = round(time.monotonic() - started, 3)
-    run.record.save()
+    run.record.finish(ended_at=now_iso(), wall_s=round(time.monotonic() - started, 3))
     return MultiHostOutcome(root=out, hosts=tuple(run.results[n] for n in names), wall_s=time.monotonic() - started)
 
 
@@ -173,8 +171,7 @@ def _join_hosts(threads: list[threading.Thread], run: _HostsRun) -> None:
         run.board.note("stopping: every host records its running trial, then stops (Ctrl-C again to abandon)")
         for thread in threads:
             thread.join()
-        run.record.data["ended_at"] = now_iso()
-        run.record.save()
+        run.record.finish(ended_at=now_iso())
         raise
 
 
@@ -250,19 +247,19 @@ def _host_launcher(host: HostSpec, run: _HostsRun, client: Any, extra_env: dict[
     from runner.launch.remote import ShippingDockerLauncher
 
     identity = engine_identity(client)
-    before = (run.record.by_name[host.name].get("engine") or {}).get("engine_id")
+    before = (run.record.host(host.name).engine or {}).get("engine_id")
     if before and before != identity["engine_id"]:
         raise UserError(f"host {host.name} now answers with engine {identity['engine_id']}, the campaign ran on "
                         f"{before}", host.url, "Trials of one configuration never mix hosts: point the host at "
                                                "its original engine, or start a new campaign.")
     run.record.update(host.name, engine=identity)
     say(f"engine {identity['engine_id']} (Docker {identity['engine_version']}, {identity['name']}, "
-        f"{identity['cpus']} CPUs); image {run.image['ref']}")
-    if not _image_present(client, run.image["ref"]):
+        f"{identity['cpus']} CPUs); image {run.image.ref}")
+    if not _image_present(client, run.image.ref):
         say("the image is not on the host: pulling it by digest")
     launcher = ShippingDockerLauncher(
-        run.image["ref"], host_name=host.name, address=host.address, client=client, stack=_stack(run.study_path),
-        prefer_digest=run.image.get("repo_digest", ""), reconnect_s=host.reconnect_s, poll_s=run.poll_s,
+        run.image.ref, host_name=host.name, address=host.address, client=client, stack=_stack(run.study_path),
+        prefer_digest=run.image.repo_digest, reconnect_s=host.reconnect_s, poll_s=run.poll_s,
         campaign_dir=run.out / host.name, stop=run.stop, extra_env=extra_env, progress=say,
         limits=_limits(run.study_path),
     )

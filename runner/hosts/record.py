@@ -1,20 +1,25 @@
 """``OUT/hosts.json``: the record of a multi-host campaign, and reading a multi-host directory.
 
-hosts.json (schema 1) lists the hosts, their folders, engines, images, inputs and states.
-:func:`prepare_hosts_record` starts it (hosts checked, image chosen) or takes it up again on
-``--resume``; :class:`HostsRecord` rewrites it atomically as each host's state changes;
-:func:`expand_campaign_dirs` turns a multi-host directory into its hosts' campaign directories.
+hosts.json (schema 1) is a :class:`HostsFile` on the record codec: the hosts (:class:`HostEntry`), their
+folders, engines, images, inputs and states. :func:`load_hosts_json` reads it (an unknown key, a mistyped
+value or another schema_version refused naming the file and the key); :func:`prepare_hosts_record` starts it
+(hosts checked, image chosen) or takes it up again on ``--resume``; :class:`HostsRecord` rewrites it
+atomically as each host's state changes; :func:`expand_campaign_dirs` turns a multi-host directory into its
+hosts' campaign directories.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from protocol.codec import Schema, from_dict, write_record
 from protocol.errors import UserError
-from protocol.jsonio import read_json, write_json_atomic
+from protocol.jsonio import read_json
 from protocol.paths import check_safe_name
 from runner.hosts.spec import HostSpec
 
@@ -35,19 +40,79 @@ def is_multihost(root: Path) -> bool:
     return (root / HOSTS_JSON).is_file()
 
 
-def load_hosts_json(root: Path) -> dict[str, Any]:
+def _check_state(entry: HostEntry) -> str:
+    return "" if entry.state in HOST_STATES else f"state {entry.state!r} is not one of {', '.join(HOST_STATES)}"
+
+
+@dataclass(frozen=True)
+class HostEntry:
+    """One host in hosts.json: its folder (``dir``), its spec (:meth:`HostSpec.to_dict`) and state, and what its
+    thread records as it goes (engine, image, inputs, times, rows): a key is written once it is known."""
+
+    name: str
+    dir: str
+    url: str
+    spec: dict[str, Any]
+    state: str = "pending"
+    reason: str = ""
+    started_at: str | None = None
+    ended_at: str | None = None
+    wall_s: float | None = None
+    rows: int | None = None
+    slots: int | None = None
+    campaign: bool | None = None
+    inputs: dict[str, Any] | None = None
+    engine: dict[str, Any] | None = None
+    image_id: str | None = None
+    image_digest: str | None = None
+    image_pulled: bool | None = None
+    image_s: float | None = None
+    traceback: str | None = None
+    CODEC: ClassVar[Schema] = Schema("hosts.json host", omit_none=True, check=_check_state)
+
+
+@dataclass(frozen=True)
+class HostsImage:
+    """The one image every host runs: ``ref`` (its repo digest where it has one), ``repo_digest`` and ``image_id``
+    ("" when unknown), ``how`` it reaches the hosts."""
+
+    ref: str
+    repo_digest: str
+    image_id: str
+    how: str
+
+
+@dataclass(frozen=True)
+class HostsFile:
+    """``OUT/hosts.json`` (schema 1). ``resumed_at``, ``ended_at`` and ``wall_s`` are written once known."""
+
+    about: str
+    created_at: str
+    study_name: str
+    study_sha256: str
+    stack: str
+    image: HostsImage
+    hosts: tuple[HostEntry, ...]
+    resumed_at: tuple[str, ...] | None = None
+    ended_at: str | None = None
+    wall_s: float | None = None
+    CODEC: ClassVar[Schema] = Schema(HOSTS_JSON, HOSTS_SCHEMA_VERSION, omit_none=True)
+
+
+def load_hosts_json(root: Path) -> HostsFile:
+    """``root``'s hosts.json as a record; UserError naming the file (and the key) when it is not one."""
     path = root / HOSTS_JSON
     data = read_json(path)
-    if not isinstance(data, dict) or data.get("schema_version") != HOSTS_SCHEMA_VERSION:
-        version = data.get("schema_version") if isinstance(data, dict) else None
+    version = data.get("schema_version") if isinstance(data, dict) else None
+    if isinstance(version, bool) or version != HOSTS_SCHEMA_VERSION:  # true == 1 in Python, not in a record
         raise UserError(f"hosts.json has schema_version {version!r}",
                         str(path), f"This isocost reads {HOSTS_SCHEMA_VERSION}; use the version that wrote it.")
     hosts = data.get("hosts")
+    edited = "It was changed after `isocost run` wrote it: restore it from a backup or bundle."
     if not isinstance(hosts, list) or not all(
             isinstance(h, dict) and isinstance(h.get("name"), str) and isinstance(h.get("dir"), str) for h in hosts):
-        raise UserError("hosts.json key hosts is not a list of hosts with a name and a dir", str(path),
-                        "It was changed after `isocost run` wrote it: restore it from a backup or bundle.")
-    return data
+        raise UserError("hosts.json key hosts is not a list of hosts with a name and a dir", str(path), edited)
+    return from_dict(HostsFile, data, str(path), fix=edited)
 
 
 def expand_campaign_dirs(roots: list[Path]) -> list[Path]:
@@ -59,9 +124,9 @@ def expand_campaign_dirs(roots: list[Path]) -> list[Path]:
     expanded: list[Path] = []
     for root in roots:
         if is_multihost(root) and not (root / "campaign.json").exists():
-            data = load_hosts_json(root)
-            _check_listed(root, data)
-            dirs = [root / h["dir"] for h in data["hosts"] if (root / h["dir"] / "campaign.json").exists()]
+            record = load_hosts_json(root)
+            _check_listed(root, record)
+            dirs = [root / h.dir for h in record.hosts if (root / h.dir / "campaign.json").exists()]
             if not dirs:
                 raise UserError("no host of this multi-host campaign has started its campaign", str(root),
                                 "See hosts.json for each host's state; continue with isocost run --resume.")
@@ -71,14 +136,13 @@ def expand_campaign_dirs(roots: list[Path]) -> list[Path]:
     return expanded
 
 
-def _check_listed(root: Path, data: dict[str, Any]) -> None:
+def _check_listed(root: Path, record: HostsFile) -> None:
     """Each host's folder is a plain name inside ``root``, and every campaign inside ``root`` is a listed host's:
     a host removed from hosts.json would otherwise drop its campaign from the decision without a word."""
     listed = set()
-    for host in data["hosts"]:
-        name = str(host.get("dir", ""))
-        check_safe_name(name, what=f"hosts.json dir of host {str(host.get('name'))[:40]!r}")
-        listed.add(name)
+    for host in record.hosts:
+        check_safe_name(host.dir, what=f"hosts.json dir of host {host.name[:40]!r}")
+        listed.add(host.dir)
     for child in sorted(root.iterdir()):
         if child.is_dir() and (child / "campaign.json").exists() and child.name not in listed:
             raise UserError(f"{child.name}/ holds a campaign that hosts.json lists for no host", str(root / HOSTS_JSON),
@@ -90,32 +154,38 @@ def hosts_without_campaign(root: Path) -> list[tuple[str, str, str]]:
     """(host, state, reason) for hosts of a multi-host directory that have no campaign to read."""
     if not is_multihost(root):
         return []
-    data = load_hosts_json(root)
-    return [(h["name"], h.get("state", ""), h.get("reason", "")) for h in data["hosts"]
-            if not (root / h["dir"] / "campaign.json").exists()]
+    return [(h.name, h.state, h.reason) for h in load_hosts_json(root).hosts
+            if not (root / h.dir / "campaign.json").exists()]
 
 
 class HostsRecord:
     """hosts.json, rewritten atomically whenever a host's state changes (threads share it)."""
 
-    def __init__(self, root: Path, data: dict[str, Any]) -> None:
+    def __init__(self, root: Path, record: HostsFile) -> None:
         self.path = root / HOSTS_JSON
-        self.data = data
+        self.record = record
         self.lock = threading.Lock()
-        self.by_name = {h["name"]: h for h in data["hosts"]}
+
+    def host(self, name: str) -> HostEntry:
+        return next(entry for entry in self.record.hosts if entry.name == name)
 
     def update(self, name: str, **fields: Any) -> None:
+        """Set ``fields`` (:class:`HostEntry` fields) of host ``name`` and rewrite the file."""
         with self.lock:
-            self.by_name[name].update(fields)
-            write_json_atomic(self.path, self.data)
+            hosts = tuple(dataclasses.replace(entry, **fields) if entry.name == name else entry
+                          for entry in self.record.hosts)
+            self.record = dataclasses.replace(self.record, hosts=hosts)
+            write_record(self.path, self.record)
 
-    def save(self) -> None:
+    def finish(self, **fields: Any) -> None:
+        """Set ``fields`` of the campaign (:class:`HostsFile`: ``ended_at``, ``wall_s``) and rewrite the file."""
         with self.lock:
-            write_json_atomic(self.path, self.data)
+            self.record = dataclasses.replace(self.record, **fields)
+            write_record(self.path, self.record)
 
 
 def prepare_hosts_record(study: Any, out: Path, hosts: list[HostSpec], stack: str, image: str | None,
-                         resume: bool, lock_path: Path | None) -> tuple[dict[str, Any], list[HostSpec]]:
+                         resume: bool, lock_path: Path | None) -> tuple[HostsFile, list[HostSpec]]:
     """New: check the hosts, pick the image, write hosts.json. Resume: the recorded hosts and image."""
     if (out / "campaign.json").exists():
         raise UserError("this results directory holds a single-host campaign", str(out),
@@ -131,15 +201,15 @@ def prepare_hosts_record(study: Any, out: Path, hosts: list[HostSpec], stack: st
 
 
 def _resumed_record(study: Any, out: Path, hosts: list[HostSpec],
-                    image: str | None) -> tuple[dict[str, Any], list[HostSpec]]:
+                    image: str | None) -> tuple[HostsFile, list[HostSpec]]:
     """The recorded hosts (with a new address where one is given) and image of a campaign to resume."""
     path = out / HOSTS_JSON
     data = load_hosts_json(out)
-    if data.get("study_sha256") != study.sha256:
-        raise UserError(f"the study changed since this campaign started ({data.get('study_sha256')} at start, "
+    if data.study_sha256 != study.sha256:
+        raise UserError(f"the study changed since this campaign started ({data.study_sha256} at start, "
                         f"{study.sha256} now)", str(study.path),
                         "Restore the study, or start a new campaign in another --out.")
-    recorded = [HostSpec.from_dict(h["spec"], f"{path}, host {h['name']}") for h in data["hosts"]]
+    recorded = [HostSpec.from_dict(h.spec, f"{path}, host {h.name}") for h in data.hosts]
     if hosts and sorted(h.name for h in hosts) != sorted(h.name for h in recorded):
         raise UserError(f"this campaign's hosts are {', '.join(h.name for h in recorded)}, not "
                         f"{', '.join(h.name for h in hosts)}", str(path),
@@ -149,18 +219,16 @@ def _resumed_record(study: Any, out: Path, hosts: list[HostSpec],
         recorded = [HostSpec(name=h.name, url=by_name[h.name].url, stack=h.stack, rental=h.rental,
                              ssh_config=by_name[h.name].ssh_config or h.ssh_config, reconnect_s=h.reconnect_s)
                     for h in recorded]
-        for entry, host in zip(data["hosts"], recorded, strict=True):
-            entry["spec"] = host.to_dict()
-    if image and image not in (data["image"]["ref"], data["image"].get("repo_digest")):
-        raise UserError(f"this campaign runs image {data['image']['ref']}, not {image}", "--image",
+        data = dataclasses.replace(data, hosts=tuple(
+            dataclasses.replace(entry, spec=host.to_dict()) for entry, host in zip(data.hosts, recorded, strict=True)))
+    if image and image not in (data.image.ref, data.image.repo_digest):
+        raise UserError(f"this campaign runs image {data.image.ref}, not {image}", "--image",
                         "Resume with the same image (or without --image): trials never mix images.")
-    data.setdefault("resumed_at", []).append(now_iso())
-    data.pop("ended_at", None)
-    return data, recorded
+    return dataclasses.replace(data, resumed_at=(*(data.resumed_at or ()), now_iso()), ended_at=None), recorded
 
 
 def _new_record(study: Any, out: Path, hosts: list[HostSpec], stack: str, image: str | None,
-                lock_path: Path | None) -> dict[str, Any]:
+                lock_path: Path | None) -> HostsFile:
     """Check the hosts and the image for a new campaign; write its hosts.json."""
     if out.exists() and any(out.iterdir()):
         raise UserError("the results directory is not empty and holds no campaign", str(out),
@@ -181,20 +249,15 @@ def _new_record(study: Any, out: Path, hosts: list[HostSpec], stack: str, image:
             "HOST:PORT), then run again; or pass --image REPO@sha256:….",
         )
     out.mkdir(parents=True, exist_ok=True)
-    data = {
-        "schema_version": HOSTS_SCHEMA_VERSION,
-        "about": "one campaign per host, each in its own folder (dir); isocost decide reads this directory",
-        "created_at": now_iso(),
-        "study_name": study.name,
-        "study_sha256": study.sha256,
-        "stack": stack,
-        "image": {"ref": repo_digest or image_ref, "repo_digest": repo_digest, "image_id": image_id,
-                  "how": "pulled by repo digest on each host (or found there by image ID)"},
-        "hosts": [{"name": h.name, "dir": h.name, "url": h.url, "spec": h.to_dict(), "state": "pending",
-                   "reason": ""} for h in hosts],
-    }
-    write_json_atomic(out / HOSTS_JSON, data)
-    return data
+    record = HostsFile(
+        about="one campaign per host, each in its own folder (dir); isocost decide reads this directory",
+        created_at=now_iso(), study_name=study.name, study_sha256=study.sha256, stack=stack,
+        image=HostsImage(ref=repo_digest or image_ref, repo_digest=repo_digest, image_id=image_id,
+                         how="pulled by repo digest on each host (or found there by image ID)"),
+        hosts=tuple(HostEntry(name=h.name, dir=h.name, url=h.url, spec=h.to_dict()) for h in hosts),
+    )
+    write_record(out / HOSTS_JSON, record)
+    return record
 
 
 def _choose_image(study: Any, stack: str, image: str | None, lock_path: Path | None) -> tuple[str, str, str]:

@@ -143,3 +143,26 @@ def test_an_events_line_that_is_not_an_event_is_named_with_its_key(campaign: Pat
     path.write_text("\n".join([*lines, json.dumps(entry)]) + "\n", encoding="utf-8")
     found = [(p.file, p.field, p.message) for p in problems(campaign, deep=False)]
     assert ("events.jsonl", f"line {len(lines) + 1}", "unknown key 'evnt'") in found
+
+
+@pytest.mark.parametrize(("edit", "key"), [
+    (lambda d: d.update(colour="blue"), "colour"),
+    (lambda d: d.update(rows_total="many"), "rows_total"),
+    (lambda d: d.update(schema_version=2), "schema_version"),
+])
+def test_a_verdicts_json_of_unknown_shape_is_one_discrepancy(campaign: Path, edit, key: str) -> None:
+    path = campaign / "verdicts.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    edit(data)
+    path.write_text(json.dumps(data), encoding="utf-8")
+    [found] = problems(campaign)
+    assert (found.file, found.field) == ("verdicts.json", "content")
+    assert found.message.startswith("not a verdicts record (") and key in found.message
+
+
+def test_a_verdicts_json_of_another_campaign_is_named(campaign: Path) -> None:
+    path = campaign / "verdicts.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["campaign_id"] = "another"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    assert [(p.file, p.field) for p in problems(campaign)] == [("verdicts.json", "campaign_id")]

@@ -7,35 +7,41 @@ import json
 from pathlib import Path
 
 import pytest
+from recordfiles import host_entry as entry
+from recordfiles import hosts_file
 
+from protocol.codec import to_dict, write_record
 from protocol.errors import UserError
-from runner.hosts.record import HOSTS_JSON, HOSTS_SCHEMA_VERSION, expand_campaign_dirs
+from runner.hosts.record import HOSTS_JSON, HostEntry, expand_campaign_dirs, hosts_without_campaign, load_hosts_json
 
 
 def _out(tmp_path: Path, hosts: object, campaigns: tuple[str, ...] = ("a", "b")) -> Path:
+    """A multi-host directory whose hosts.json lists ``hosts`` (HostEntry records, or any JSON value)."""
     out = tmp_path / "out"
     for name in campaigns:
         (out / name).mkdir(parents=True)
         (out / name / "campaign.json").write_text("{}", encoding="utf-8")
-    (out / HOSTS_JSON).write_text(json.dumps({"schema_version": HOSTS_SCHEMA_VERSION, "hosts": hosts}),
-                                  encoding="utf-8")
+    if isinstance(hosts, list) and all(isinstance(h, HostEntry) for h in hosts):
+        write_record(out / HOSTS_JSON, hosts_file(*hosts))
+    else:
+        (out / HOSTS_JSON).write_text(json.dumps({**to_dict(hosts_file()), "hosts": hosts}), encoding="utf-8")
     return out
 
 
 def test_every_listed_host_with_a_campaign_is_read(tmp_path: Path) -> None:
-    out = _out(tmp_path, [{"name": "a", "dir": "a"}, {"name": "b", "dir": "b"}])
+    out = _out(tmp_path, [entry("a"), entry("b")])
     assert expand_campaign_dirs([out]) == [out / "a", out / "b"]
 
 
 def test_a_campaign_no_host_lists_is_refused(tmp_path: Path) -> None:
-    out = _out(tmp_path, [{"name": "a", "dir": "a"}])
+    out = _out(tmp_path, [entry("a")])
     with pytest.raises(UserError, match=r"b/ holds a campaign that hosts.json lists for no host"):
         expand_campaign_dirs([out])
 
 
 @pytest.mark.parametrize("hosts", [
-    [{"name": "a", "dir": "../elsewhere"}, {"name": "b", "dir": "b"}],
-    [{"name": "a", "dir": "/etc"}],
+    [entry("a", "../elsewhere"), entry("b")],
+    [entry("a", "/etc")],
 ])
 def test_a_host_folder_outside_the_directory_is_refused(tmp_path: Path, hosts: object) -> None:
     with pytest.raises(UserError, match="hosts.json dir of host 'a'"):
@@ -46,3 +52,63 @@ def test_a_host_folder_outside_the_directory_is_refused(tmp_path: Path, hosts: o
 def test_a_malformed_host_list_is_an_error_not_a_traceback(tmp_path: Path, hosts: object) -> None:
     with pytest.raises(UserError, match="hosts.json key hosts is not a list of hosts"):
         expand_campaign_dirs([_out(tmp_path, hosts)])
+
+
+def test_a_written_hosts_json_reads_back_as_the_same_record(tmp_path: Path) -> None:
+    hosts = [entry("a", state="complete", rows=4, slots=4, campaign=True, wall_s=1.5, engine={"engine_id": "E"}),
+             entry("b", state="unreachable", reason="Connection refused")]
+    out = _out(tmp_path, hosts, campaigns=("a",))
+    assert load_hosts_json(out) == hosts_file(*hosts)
+    assert "resumed_at" not in json.loads((out / HOSTS_JSON).read_text(encoding="utf-8"))  # None: not written
+    assert hosts_without_campaign(out) == [("b", "unreachable", "Connection refused")]
+
+
+@pytest.mark.parametrize(("edit", "key"), [
+    (lambda d: d.update(colour="blue"), "'colour'"),
+    (lambda d: d["hosts"][0].update(colour="blue"), "'hosts[0].colour'"),
+    (lambda d: d.update(study_sha256=7), "'study_sha256'"),
+    (lambda d: d["hosts"][0].update(rows="four"), "'hosts[0].rows'"),
+    (lambda d: d["hosts"][1].update(state="sleeping"), "'hosts[1]'"),
+    (lambda d: d["image"].pop("ref"), "'image.ref'"),
+    (lambda d: d.pop("stack"), "'stack'"),
+])
+def test_a_hostile_hosts_json_is_refused_naming_the_file_and_the_key(tmp_path: Path, edit, key: str) -> None:
+    out = _out(tmp_path, [entry("a"), entry("b")])
+    data = json.loads((out / HOSTS_JSON).read_text(encoding="utf-8"))
+    edit(data)
+    (out / HOSTS_JSON).write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(UserError) as caught:
+        expand_campaign_dirs([out])
+    assert key in caught.value.what and caught.value.where == str(out / HOSTS_JSON)
+
+
+@pytest.mark.parametrize("version", [2, None, "1", True])
+def test_a_hosts_json_of_another_version_is_refused_saying_what_this_isocost_reads(tmp_path: Path, version) -> None:
+    out = _out(tmp_path, [entry("a"), entry("b")])
+    data = json.loads((out / HOSTS_JSON).read_text(encoding="utf-8"))
+    data["schema_version"] = version
+    (out / HOSTS_JSON).write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(UserError, match=r"hosts.json has schema_version .*This isocost reads 1"):
+        expand_campaign_dirs([out])
+
+
+def test_the_record_rewritten_as_hosts_go_and_taken_up_again_on_resume(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from runner.hosts.record import HostsRecord, prepare_hosts_record
+
+    out = _out(tmp_path, [entry("a"), entry("b")], campaigns=())
+    live = HostsRecord(out, load_hosts_json(out))
+    live.update("a", state="running", engine={"engine_id": "E1"})
+    live.finish(ended_at="2026-12-01T01:00:00.000+00:00", wall_s=3.5)
+    written = load_hosts_json(out)
+    first, second = written.hosts
+    assert (first.state, first.engine, second.state) == ("running", {"engine_id": "E1"}, "pending")
+    assert (written.ended_at, written.wall_s) == ("2026-12-01T01:00:00.000+00:00", 3.5)
+    study = SimpleNamespace(sha256="0" * 64, path=tmp_path / "study.toml")
+    resumed, hosts = prepare_hosts_record(study, out, [], "cpu", None, True, None)
+    assert [h.name for h in hosts] == ["a", "b"] and resumed.ended_at is None and len(resumed.resumed_at or ()) == 1
+    with pytest.raises(UserError, match="the study changed since this campaign started"):
+        prepare_hosts_record(SimpleNamespace(sha256="1" * 64, path=study.path), out, [], "cpu", None, True, None)
+    with pytest.raises(UserError, match="this campaign runs image img@sha256"):
+        prepare_hosts_record(study, out, [], "cpu", "other:latest", True, None)

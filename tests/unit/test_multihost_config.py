@@ -9,7 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from recordfiles import host_entry as entry
+from recordfiles import hosts_file
 
+from protocol.codec import write_record
 from protocol.errors import UserError
 from protocol.fingerprint import sha256_tree
 from runner.hosts.board import HostBoard
@@ -125,9 +128,7 @@ def test_expand_campaign_dirs(tmp_path: Path):
     for name in ("a", "b"):
         (multi / name).mkdir(parents=True)
     (multi / "a" / "campaign.json").write_text("{}", encoding="utf-8")
-    (multi / HOSTS_JSON).write_text(json.dumps({"schema_version": 1, "hosts": [
-        {"name": "a", "dir": "a", "state": "complete", "reason": ""},
-        {"name": "b", "dir": "b", "state": "unreachable", "reason": "Connection refused"},
-    ]}), encoding="utf-8")
+    write_record(multi / HOSTS_JSON, hosts_file(entry("a", state="complete"),
+                                                entry("b", state="unreachable", reason="Connection refused")))
     assert expand_campaign_dirs([multi, single]) == [multi / "a", single]
     assert hosts_without_campaign(multi) == [("b", "unreachable", "Connection refused")]
