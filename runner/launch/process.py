@@ -104,7 +104,7 @@ class ProcessLauncher(LauncherBase):
                 self._current = None
         wall = clock() - start
         if timed_out:
-            notes.append(f"killed by the host at the trial time limit ({timeout_s} s)")
+            notes.append(f"killed by the host at the trial time limit ({timeout_s:g} s)")
         if interrupted:
             notes.append(f"{HOST_STOP_NOTE} this trial (Ctrl-C or SIGTERM)")
         result = LaunchResult(
