@@ -9,8 +9,8 @@ import click
 
 from protocol import codec
 from protocol.errors import UserError
-from protocol.jsonio import read_json
 from protocol.memory import ModelShape, estimate
+from protocol.stats import SummaryRecord, VariantSummary
 from protocol.study import load_study
 from protocol.study_reader import BOUNDS
 from protocol.study_records import ATTENTIONS, PRECISIONS, QUANTIZATIONS
@@ -65,7 +65,8 @@ def estimate_command(study_path: Path | None, campaign_dir: Path | None, model_d
     else:
         raise UserError("nothing to estimate", "isocost memory estimate", "Pass --study STUDY or --model DIR.")
     if as_json:
-        click.echo(json.dumps([{"variant": name, "estimate": codec.to_dict(est), "measured": peaks}
+        click.echo(json.dumps([{"variant": name, "estimate": codec.to_dict(est),
+                                "measured": codec.to_dict(peaks) if peaks else None}
                                for name, est, peaks in rows], indent=2, sort_keys=True))
         return
     click.echo(f"parameters: {rows[0][1].parameters:,} (counted from the safetensors headers)")
@@ -73,21 +74,18 @@ def estimate_command(study_path: Path | None, campaign_dir: Path | None, model_d
         line = (f"{name}: estimate {_mib(est.total_bytes)} (weights {_mib(est.weight_bytes)}, activations "
                 f"{_mib(est.activation_bytes)}, attention scores {_mib(est.attention_score_bytes)})")
         if peaks is not None:
-            line += (f"; measured: host peak RSS {_mib(peaks.get('peak_rss_bytes'))}, device allocated "
-                     f"{_mib(peaks.get('peak_allocated_bytes'))}, reserved {_mib(peaks.get('peak_reserved_bytes'))}")
+            line += (f"; measured: host peak RSS {_mib(peaks.peak_rss_bytes)}, device allocated "
+                     f"{_mib(peaks.peak_allocated_bytes)}, reserved {_mib(peaks.peak_reserved_bytes)}")
         click.echo(line)
     click.echo("assumptions: " + "; ".join(rows[0][1].assumptions))
 
 
-def _measured(campaign_dir: Path) -> dict[str, dict[str, int | None]]:
+def _measured(campaign_dir: Path) -> dict[str, VariantSummary]:
     path = campaign_dir / "summary.json"
     if not path.exists():
         raise UserError("no summary.json", str(campaign_dir), "Run `isocost summarize DIR` first.")
-    data = read_json(path)
-    variants = data.get("variants") if isinstance(data, dict) else None
-    if not isinstance(variants, list) or not all(isinstance(v, dict) and "variant_id" in v for v in variants):
-        raise UserError("summary.json has no list of variants", str(path), "Run `isocost summarize DIR` again.")
-    return {v["variant_id"]: v for v in variants}
+    return {v.variant_id: v for v in codec.read_record(path, SummaryRecord, fix="Run `isocost summarize DIR` again.")
+            .variants}
 
 
 COMMANDS = [memory]

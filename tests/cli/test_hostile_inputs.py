@@ -15,6 +15,7 @@ import csv
 import io
 import json
 import os
+import shutil
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -906,3 +907,29 @@ def test_an_engine_refusing_a_base_reference_is_a_user_error(monkeypatch):
 
     with pytest.raises(UserError, match="the engine refuses the base image reference 'x': invalid reference format"):
         _base_facts(Client(), "x", override=True, progress=lambda message: None)
+
+
+GOLDEN_SUMMARY = Path(__file__).resolve().parents[1] / "data" / "golden_campaign" / "summary.json"
+
+
+def test_memory_estimate_shows_the_campaigns_measured_peaks(ws, tmp_path):
+    campaign = tmp_path / "campaign"
+    campaign.mkdir()
+    shutil.copyfile(GOLDEN_SUMMARY, campaign / "summary.json")
+    result = invoke(["memory", "estimate", "--study", str(write_study(ws)), "--campaign", str(campaign), "--json"])
+    assert result.exit_code == 0, result.output
+    measured = {row["variant"]: row["measured"] for row in json.loads(result.output)}
+    golden = {v["variant_id"]: v for v in json.loads(GOLDEN_SUMMARY.read_text(encoding="utf-8"))["variants"]}
+    assert any(measured.values()), (measured, sorted(golden))
+    for name, peaks in measured.items():
+        assert peaks == golden.get(name)
+
+
+def test_memory_estimate_refuses_an_edited_summary_naming_the_key(ws, tmp_path):
+    campaign = tmp_path / "campaign"
+    campaign.mkdir()
+    data = json.loads(GOLDEN_SUMMARY.read_text(encoding="utf-8"))
+    data["variants"][0]["peak_rss_bytes"] = "lots"
+    (campaign / "summary.json").write_text(json.dumps(data), encoding="utf-8")
+    result = invoke(["memory", "estimate", "--study", str(write_study(ws)), "--campaign", str(campaign)])
+    assert_user_error(result, "variants[0].peak_rss_bytes")
