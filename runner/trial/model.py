@@ -55,6 +55,18 @@ def timed_forward(model: Any, batch: dict[str, Any], torch: Any, events: list[tu
     return output
 
 
+def encode_truncated(tokenizer: Any, texts: list[str], max_length: int) -> list[dict[str, list[int]]]:
+    """An encoder's token ids (and its other inputs) per text, truncated at ``max_length``, not padded yet."""
+    encoded = tokenizer(texts, truncation=True, max_length=max_length, padding=False)
+    keys = list(encoded.keys())
+    return [{key: encoded[key][i] for key in keys} for i in range(len(texts))]
+
+
+def untruncated_lengths(tokenizer: Any, texts: list[str]) -> list[int]:
+    """How many tokens each text has before any truncation."""
+    return [len(ids) for ids in tokenizer(texts, truncation=False, padding=False)["input_ids"]]
+
+
 def describe_common(model: Any, tokenizer: Any, variant: Variant) -> dict[str, Any]:
     """What the manifest records of any loaded encoder."""
     config = model.config

@@ -21,7 +21,14 @@ from typing import IO, Any
 
 from protocol.records import Variant
 from protocol.safe_write import write_handle
-from runner.trial.model import describe_common, padded_batch, prepare_model, timed_forward
+from runner.trial.model import (
+    describe_common,
+    encode_truncated,
+    padded_batch,
+    prepare_model,
+    timed_forward,
+    untruncated_lengths,
+)
 
 OUTPUT_FILE = "predictions.jsonl"
 
@@ -60,13 +67,10 @@ class Classifier:
 
     def tokenize(self, texts: list[str]) -> list[dict[str, list[int]]]:
         """Token ids per text, truncated at ``max_length``, not padded yet."""
-        encoded = self.tokenizer(texts, truncation=True, max_length=self.variant.max_length, padding=False)
-        keys = list(encoded.keys())
-        return [{key: encoded[key][i] for key in keys} for i in range(len(texts))]
+        return encode_truncated(self.tokenizer, texts, self.variant.max_length)
 
     def untruncated_lengths(self, texts: list[str]) -> list[int]:
-        encoded = self.tokenizer(texts, truncation=False, padding=False)
-        return [len(ids) for ids in encoded["input_ids"]]
+        return untruncated_lengths(self.tokenizer, texts)
 
     def predict_encoded(self, features: list[dict[str, list[int]]]) -> tuple[list[str], list[float]]:
         """Pad one batch per the padding policy, run it, bring labels and scores to the host."""

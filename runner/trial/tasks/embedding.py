@@ -26,7 +26,14 @@ from protocol.records import Variant
 from protocol.safe_write import write_binary, write_handle
 from protocol.tasks.embedding import QUERY_IDS, QUERY_VECTORS, VECTOR_IDS, VECTORS
 from protocol.tasks.vector_file import header, id_lines
-from runner.trial.model import describe_common, padded_batch, prepare_model, timed_forward
+from runner.trial.model import (
+    describe_common,
+    encode_truncated,
+    padded_batch,
+    prepare_model,
+    timed_forward,
+    untruncated_lengths,
+)
 
 
 @dataclass
@@ -71,13 +78,10 @@ class Embedder:
 
     def tokenize(self, texts: list[str]) -> list[dict[str, list[int]]]:
         """Token ids per text, truncated at ``max_length``, not padded yet."""
-        encoded = self.tokenizer(texts, truncation=True, max_length=self.variant.max_length, padding=False)
-        keys = list(encoded.keys())
-        return [{key: encoded[key][i] for key in keys} for i in range(len(texts))]
+        return encode_truncated(self.tokenizer, texts, self.variant.max_length)
 
     def untruncated_lengths(self, texts: list[str]) -> list[int]:
-        encoded = self.tokenizer(texts, truncation=False, padding=False)
-        return [len(ids) for ids in encoded["input_ids"]]
+        return untruncated_lengths(self.tokenizer, texts)
 
     def predict_encoded(self, features: list[dict[str, list[int]]]) -> Any:
         """Pad one batch per the padding policy, run it, pool in float32 and bring the vectors to the host."""
