@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from benchmarks import scale
@@ -30,3 +34,18 @@ def test_summary_row_measures_ours_and_pandas_in_the_same_run():
                                                                          details["ours_s"]["samples"], strict=True)])
     assert "chain" in row.measured
     assert row.details["absolute_target_s"] == scale.SUMMARY_TARGET_S
+    floor = details["ratio_chain_and_frame_over_baseline"]["samples"]
+    assert floor == pytest.approx([
+        (chain + frame) / base for chain, frame, base in zip(details["ours_chain_s"]["samples"],
+                                                             details["ours_frame_s"]["samples"],
+                                                             details["baseline_s"]["samples"], strict=True)])
+
+
+def test_the_synthetic_raw_table_is_the_same_whatever_the_hash_seed():
+    # The pass times were once drawn from hash(variant_id), which changes with PYTHONHASHSEED: two runs of the
+    # benchmark then summarized different tables (and counted different spread warnings).
+    script = ("import hashlib, json; from benchmarks.scale import make_raw_table; "
+              "print(hashlib.sha256(json.dumps(make_raw_table(30, 2)[0]).encode()).hexdigest())")
+    digests = {subprocess.run([sys.executable, "-c", script], env={**os.environ, "PYTHONHASHSEED": seed},
+                              capture_output=True, text=True, check=True).stdout for seed in ("1", "2")}
+    assert len(digests) == 1
