@@ -38,6 +38,9 @@ RAW_COLUMNS: tuple[str, ...] = (
 #: output files as ``name=sha256;…``, ``batches_sha256``), and the first row's anchor includes campaign.json's
 #: ``catalog`` (the frozen catalog's sha256) and ``raw_schema_version``; the Slurm block (``queue_s``, ``node``,
 #: ``job_id``, ``allocated_gpu``) was appended within 3, without a bump; 4: the same columns as 3 with the Slurm
-#: block, under their own number. Format 3 is still read, with or without the Slurm block (its cells empty when
-#: absent); formats 1 and 2 are refused with what to do (``runner.campaign_dir.rawtable``).
-RAW_SCHEMA_VERSION = 4
+#: block, under their own number; 5: the same columns, each row's digest of its text as written up to its last
+#: comma instead of its cells as a JSON list (checkable with any sha256 tool; a re-quoted cell breaks it).
+#: Formats 3 and 4 are still read, and appended to in their own format (3 with the Slurm block only); format 3
+#: without the Slurm block is read with those cells empty; formats 1 and 2 are refused with what to do
+#: (``runner.campaign_dir.rawtable``).
+RAW_SCHEMA_VERSION = 5

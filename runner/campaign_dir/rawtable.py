@@ -1,11 +1,16 @@
 """The raw table, ``raw.csv``: append-only, one row per attempted pass, every row chained to the one before.
 
 The last column, ``chain_sha256``, is the sha256 of the previous row's digest, a newline, and this
-row's other cells as a JSON list (column order). The first row chains to the sha256 of the frozen
-facts of the ``campaign.json`` beside the table (:data:`ANCHOR_FIELDS`: campaign id, dates, study
-hash, input fingerprints and the corpus index hash, variants; the empty string where there is no
-campaign.json), so an edited campaign description breaks the chain too. Each row is written with
+row's text as written up to its last comma (its other cells, as the csv module writes them: raw
+table format 5; formats 3 and 4 hashed the cells as a JSON list instead, and a table goes on in the
+format its campaign.json declares). The first row chains to the sha256 of the frozen facts of the
+``campaign.json`` beside the table (:data:`ANCHOR_FIELDS`: campaign id, dates, study hash, input
+fingerprints and the corpus index hash, variants, the raw format; the empty string where there is
+no campaign.json), so an edited campaign description breaks the chain too. Each row is written with
 its digest in one ``write`` and fsynced before the next trial starts.
+
+So a format-5 chain is checked with any sha256 tool, over the bytes of the file: no cell is parsed,
+and a row whose bytes changed breaks it even where its cells read the same.
 
 Every read checks the whole chain. A row that does not match its digest is an error naming the
 row. A cut last row (the host died while writing it: no final newline, or fewer cells) is
@@ -59,6 +64,7 @@ class RawChain:
     partial: bytes  # the bytes of a cut last row (b"" when the table ends cleanly)
     partial_row: int  # its row number (0: the header itself was cut)
     last_digest: str  # what the next row chains to
+    chain_format: int = RAW_SCHEMA_VERSION  # the raw format its digests are of (:func:`row_digest`)
 
     def row_cells(self) -> Iterator[list[str]]:
         """The cells of each intact row, in the columns of :data:`RAW_COLUMNS` (a column an older format lacks
@@ -91,14 +97,23 @@ ANCHOR_FIELDS = ("campaign_id", "created_at", "setup_started_at", "study_sha256"
 
 def genesis(path: Path) -> str:
     """What the first row chains to: the frozen facts of the campaign.json beside the table ("" if none)."""
+    return _anchor(path)[0]
+
+
+def _anchor(path: Path) -> tuple[str, int]:
+    """:func:`genesis`, and the raw format the rows chain by: the one campaign.json declares (none: format 3,
+    which did not say), the current one where there is no campaign.json. The declared format is one of the
+    anchored facts, so a changed one breaks the first row."""
     try:
         description = loads_unique((path.parent / "campaign.json").read_bytes())
     except (OSError, ValueError, RecursionError):
-        return ""
+        return "", RAW_SCHEMA_VERSION
     if not isinstance(description, dict):
-        return ""
+        return "", RAW_SCHEMA_VERSION
     anchor = {key: description.get(key) for key in ANCHOR_FIELDS}
-    return hashlib.sha256(json.dumps(anchor, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+    declared = description.get("raw_schema_version")
+    version = declared if isinstance(declared, int) and not isinstance(declared, bool) else 3
+    return hashlib.sha256(json.dumps(anchor, sort_keys=True, ensure_ascii=False).encode()).hexdigest(), version
 
 
 #: A cell without these characters is written by JSON as itself in quotes, and by CSV without quotes.
@@ -106,13 +121,32 @@ _PLAIN = re.compile(r'[\x00-\x1f"\\]')
 _canonical = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
-def row_digest(previous: str, cells: Sequence[str]) -> str:
-    """The chain digest of a row whose cells (without the digest column) are ``cells``."""
+def row_digest(previous: str, cells: Sequence[str], version: int = RAW_SCHEMA_VERSION) -> str:
+    """The chain digest of a row whose cells (without the digest column) are ``cells``, in raw format
+    ``version``: from 5 on, of :func:`row_text`; formats 3 and 4, of the cells as a JSON list."""
+    if version >= _TEXT_CHAIN:
+        return _text_digest(previous, row_text(cells))
     if _PLAIN.search("".join(cells)) is None:  # the common row: its JSON list is its cells in quotes
         canonical = '["' + '","'.join(cells) + '"]' if cells else "[]"
     else:
         canonical = _canonical(list(cells))
-    return hashlib.sha256(f"{previous}\n{canonical}".encode()).hexdigest()
+    return _text_digest(previous, canonical)
+
+
+def row_text(cells: Sequence[str]) -> str:
+    """``cells`` as raw.csv writes them on a row, without the line end (quoted by the csv module where a cell
+    needs it)."""
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerow(cells)
+    return buffer.getvalue()[:-1]
+
+
+def _text_digest(previous: str, text: str) -> str:
+    return hashlib.sha256(f"{previous}\n{text}".encode()).hexdigest()
+
+
+#: The first raw format whose digests are of the row's text (:func:`row_digest`).
+_TEXT_CHAIN = 5
 
 
 def _records(data: bytes) -> Iterator[tuple[int, int, list[str] | None]]:
@@ -157,8 +191,9 @@ def check_chain(path: Path, verify: bool = True) -> RawChain:
     ``verify=False`` (forensics only, ``--allow-inconsistent``): rows that do not match their digest are read
     as they are.
     """
-    empty = RawChain(data=b"", columns=RAW_COLUMNS, records=(), partial=b"", partial_row=0,
-                     last_digest=genesis(path))
+    anchor, version = _anchor(path)
+    empty = RawChain(data=b"", columns=RAW_COLUMNS, records=(), partial=b"", partial_row=0, last_digest=anchor,
+                     chain_format=version)
     if not path.exists() and not path.is_symlink():
         return empty
     check_regular(path, "raw.csv", _EDITED_FIX)  # a FIFO or a device in its place is refused, never read
@@ -168,7 +203,7 @@ def check_chain(path: Path, verify: bool = True) -> RawChain:
         return empty
     except OSError as exc:
         raise UserError(f"raw.csv cannot be read: {exc.strerror}", str(path), "Check its permissions.") from None
-    return _scan_plain(data, empty.last_digest, verify) or _scan_records(data, empty.last_digest, verify, str(path))
+    return _scan_plain(data, empty, verify) or _scan_records(data, empty, verify, str(path))
 
 
 def scan(path: Path, verify: bool = True) -> RawTable:
@@ -184,7 +219,10 @@ def scan(path: Path, verify: bool = True) -> RawTable:
                     chain.columns)
 
 
-#: Bytes that make a table not plain: it is then read record by record (quotes, escapes, other line ends).
+#: Bytes that make a table not plain, in any format: it is then read record by record (a quote: a quoted cell,
+#: maybe over lines; a carriage return: a line end to a CSV reader; NUL).
+_NEVER_PLAIN = (b'"', b"\r", b"\x00")
+#: And in formats 3 and 4, whose digests are of the cells as a JSON list: control characters and backslashes too.
 _NOT_PLAIN_BYTES = bytes([*range(0x0a), *range(0x0b, 0x20), ord('"'), ord("\\")])
 #: The Slurm block, appended within format 3 (format 4 names it): a format-3 table may lack it.
 SLURM_COLUMNS = ("queue_s", "node", "job_id", "allocated_gpu")
@@ -195,10 +233,11 @@ READABLE_HEADERS: dict[tuple[str, ...], int] = {
 _HEADER_LINES = {",".join(columns): columns for columns in READABLE_HEADERS}
 
 
-def _scan_plain(data: bytes, previous: str, verify: bool) -> RawChain | None:
-    """The common table, read whole: valid UTF-8, no quoted cell, every row complete and chained. None for
-    any other table: :func:`_scan_records` then reads it row by row and names what is wrong."""
-    if not data.endswith(b"\n") or len(data.translate(None, _NOT_PLAIN_BYTES)) != len(data):
+def _scan_plain(data: bytes, empty: RawChain, verify: bool) -> RawChain | None:
+    """The common table, read whole: valid UTF-8, no quoted cell, every row complete and chained (from ``empty``'s
+    digest, in its format). None for any other table: :func:`_scan_records` then reads it row by row and names
+    what is wrong."""
+    if not data.endswith(b"\n") or any(byte in data for byte in _NEVER_PLAIN):
         return None
     try:
         text = data.decode("utf-8")
@@ -209,14 +248,33 @@ def _scan_plain(data: bytes, previous: str, verify: bool) -> RawChain | None:
     columns = _HEADER_LINES.get(lines[0])
     if columns is None:
         return None
-    rows = lines[1:]
-    last = _chain_plain(rows, len(columns) - 1, previous) if verify else _last_plain(rows, len(columns) - 1, previous)
-    return None if last is None else RawChain(data, columns, tuple(rows), b"", 0, last)
+    rows, commas, previous = lines[1:], len(columns) - 1, empty.last_digest
+    version = min(empty.chain_format, READABLE_HEADERS[columns])
+    if version < _TEXT_CHAIN and len(data.translate(None, _NOT_PLAIN_BYTES)) != len(data):
+        return None  # a cell whose JSON form is not itself in quotes
+    if not verify:
+        last = _last_plain(rows, commas, previous)
+    else:
+        last = (_chain_text if version >= _TEXT_CHAIN else _chain_plain)(rows, commas, previous)
+    return None if last is None else RawChain(data, columns, tuple(rows), b"", 0, last, version)
+
+
+def _chain_text(rows: list[str], commas: int, previous: str) -> str | None:
+    """The last digest of plain ``rows`` of ``commas + 1`` cells each chained to the one before (the first to
+    ``previous``) in format 5: the digest of a row's text up to its last comma; None at the first row that is
+    not."""
+    sha256 = hashlib.sha256
+    for line in rows:
+        text, _, digest = line.rpartition(",")
+        previous = sha256(f"{previous}\n{text}".encode()).hexdigest()
+        if digest != previous or text.count(",") != commas - 1:
+            return None
+    return previous
 
 
 def _chain_plain(rows: list[str], commas: int, previous: str) -> str | None:
     """The last digest of plain ``rows`` of ``commas + 1`` cells each chained to the one before (the first to
-    ``previous``); None at the first row that is not. :func:`row_digest` of a plain row, one row after the other:
+    ``previous``) in formats 3 and 4; None at the first row that is not. :func:`row_digest` of a plain row:
     its JSON list is its cells in quotes, its other commas each written ``","`` (so that list is ``2 * (commas -
     1)`` characters longer than the cells, the digest aside, when the row has its cells and no more)."""
     sha256 = hashlib.sha256
@@ -243,30 +301,34 @@ def _last_plain(rows: list[str], commas: int, previous: str) -> str | None:
 _QUOTED_COMMA = '","'
 
 
-def _scan_records(data: bytes, previous: str, verify: bool, where: str) -> RawChain:
+def _scan_records(data: bytes, empty: RawChain, verify: bool, where: str) -> RawChain:
     records: list[str | list[str]] = []
     intact = 0
-    columns = RAW_COLUMNS
+    columns, previous, version = RAW_COLUMNS, empty.last_digest, empty.chain_format
     all_valid = _utf8(data)  # then every row is (rows end at a line break)
     for number, (start, end, cells) in enumerate(_records(data)):
         whole = data[start:end].endswith(b"\n") and cells is not None
         valid_text = all_valid or _utf8(data[start:end])
         if number == 0:
             if not whole:
-                return RawChain(b"", columns, (), data, 0, previous)
+                return RawChain(b"", columns, (), data, 0, previous, version)
             columns = _check_header(cells or [], where)
+            version = min(version, READABLE_HEADERS[columns])
             intact = end
             continue
         complete = whole and valid_text and cells is not None and len(cells) == len(columns)
         if not complete and end == len(data) and (not data.endswith(b"\n") or cells is None):
-            return RawChain(data[:intact], columns, tuple(records), data[start:], number, previous)
+            return RawChain(data[:intact], columns, tuple(records), data[start:], number, previous, version)
         trial_id = (cells or [""])[0][:80]
         if not valid_text:
             raise UserError(f"raw.csv row {number} ({trial_id}) is not valid UTF-8", where, _EDITED_FIX)
         if cells is None or len(cells) != len(columns):
             raise UserError(f"raw.csv row {number} ({trial_id}) has {len(cells or [])} cells, the header "
                             f"{len(columns)}", where, _EDITED_FIX)
-        expected = row_digest(previous, cells[:-1])
+        if version >= _TEXT_CHAIN:  # the record's text up to its last comma (a line end is not part of it)
+            expected = _text_digest(previous, data[start:end].decode("utf-8")[:-1].rpartition(",")[0])
+        else:
+            expected = row_digest(previous, cells[:-1], version)
         if cells[-1] != expected and verify:
             raise UserError(f"raw.csv row {number} ({trial_id}) does not match its chain digest "
                             f"({cells[-1][:16] or 'empty'}…, the rows before it give {expected[:16]}…)",
@@ -274,7 +336,7 @@ def _scan_records(data: bytes, previous: str, verify: bool, where: str) -> RawCh
         previous = cells[-1] if not verify else expected
         records.append(cells)
         intact = end
-    return RawChain(data[:intact], columns, tuple(records), b"", 0, previous)
+    return RawChain(data[:intact], columns, tuple(records), b"", 0, previous, version)
 
 
 _EDITED_FIX = ("raw.csv is append-only: this row, or one before it, was changed after it was written. Restore "
@@ -331,7 +393,7 @@ def append_row(path: Path, row: RawRecord) -> None:
             "Finish this campaign with the isocost version that started it, or run the study again into a new "
             "--out.")
     cells = row.cells()
-    cells[-1] = row_digest(table.last_digest, cells[:-1])
+    cells[-1] = row_digest(table.last_digest, cells[:-1], table.chain_format)  # a table goes on in its format
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     if not table.data:

@@ -173,7 +173,7 @@ def test_fast_record_reading_matches_the_csv_module():
             assert list(_records(sample)) == list(_records_by_csv_module(sample)), sample
 
 
-def test_fast_row_digest_matches_json():
+def test_fast_row_digest_matches_json_in_format_4():
     import hashlib
     import json
     import random
@@ -185,7 +185,7 @@ def test_fast_row_digest_matches_json():
     for _ in range(500):
         cells = ["".join(rng.choices(alphabet, k=rng.randrange(0, 5))) for _ in range(rng.randrange(0, 6))]
         canonical = json.dumps(cells, ensure_ascii=False, separators=(",", ":"))
-        assert row_digest("p", cells) == hashlib.sha256(f"p\n{canonical}".encode()).hexdigest(), cells
+        assert row_digest("p", cells, version=4) == hashlib.sha256(f"p\n{canonical}".encode()).hexdigest(), cells
 
 
 def _plain_table(path, rows):
@@ -227,3 +227,28 @@ def test_a_plain_row_of_other_cells_is_refused_though_its_digest_chains(tmp_path
     with pytest.raises(UserError, match=rf"raw.csv row 2 \(t0\) has {len(RAW_COLUMNS) + change} cells, the header "
                                         rf"{len(RAW_COLUMNS)}"):
         read_raw(tmp_path / "raw.csv")
+
+
+def test_a_format_5_table_of_any_notes_reads_back_and_any_changed_byte_breaks_it(tmp_path):
+    """Rows whose notes hold commas, quotes, line ends and control characters (read record by record): they
+    read back as written, and a change of any one byte of the file is refused."""
+    import random
+
+    from runner.campaign_dir.rawtable import check_chain
+
+    rng = random.Random(11)
+    alphabet = ["a", ",", '"', "\n", "\r", "\\", "é", "\x1f", " ", "😀"]
+    path = tmp_path / "raw.csv"
+    notes = ["".join(rng.choices(alphabet, k=rng.randrange(0, 8))) for _ in range(6)]
+    for i, note in enumerate(notes):
+        append_row(path, RawRecord.from_values({"trial_id": f"t{i}", "notes": note}))
+    rows = read_raw(path)
+    assert [row["notes"] for row in rows] == notes
+    assert check_chain(path).last_digest == rows[-1]["chain_sha256"]
+    data = path.read_bytes()
+    header = data.index(b"\n") + 1
+    for at in rng.sample(range(header, len(data)), 40):
+        changed = data[:at] + (b"x" if data[at:at + 1] != b"x" else b"y") + data[at + 1:]
+        path.write_bytes(changed)
+        with pytest.raises(UserError):
+            read_raw(path)
