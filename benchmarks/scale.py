@@ -32,12 +32,12 @@ from typing import Any
 
 from benchmarks.common import Row, Spread, fmt_ratio, fmt_s, interleaved, judge, ratio_spread, timed
 from protocol import codec
-from protocol.raw_columns import RAW_COLUMNS
+from protocol.raw_columns import RAW_COLUMNS, RAW_SCHEMA_VERSION
 from protocol.records import Variant
 from protocol.tasks.classification import Reference, check_pass, parse_predictions
 from runner.analysis.stats import SUMMARY_COLUMNS, summarize
 from runner.campaign_dir.raw_frame import typed_frame
-from runner.campaign_dir.rawtable import check_chain, row_digest
+from runner.campaign_dir.rawtable import check_chain, genesis, row_digest
 
 LABELS = ("business", "entertainment", "politics", "sport", "tech")
 BUCKETS = ("short", "medium", "long")
@@ -154,14 +154,17 @@ def make_raw_table(variants: int, repetitions: int, seed: int = 0) -> tuple[list
     return rows, verdicts, order, quality
 
 
-def write_raw_table(path: Path, rows: list[dict[str, str]]) -> None:
-    """``rows`` as a raw.csv, every row chained as ``append_row`` writes it (no campaign.json: the chain starts
-    from "")."""
-    previous = ""
+def write_raw_table(path: Path, rows: list[dict[str, str]], version: int | None = None) -> None:
+    """``rows`` as a raw.csv, every row chained as ``append_row`` writes it: in the current raw format, with no
+    campaign.json (the chain starts from ""), or in format ``version``, with a campaign.json beside it that
+    declares it."""
+    if version is not None:
+        (path.parent / "campaign.json").write_text(json.dumps({"raw_schema_version": version}), encoding="utf-8")
+    previous = genesis(path)
     lines = [",".join(RAW_COLUMNS)]
     for row in rows:
         cells = [row[column] for column in RAW_COLUMNS[:-1]]
-        previous = row_digest(previous, cells)
+        previous = row_digest(previous, cells, version or RAW_SCHEMA_VERSION)
         lines.append(",".join([*cells, previous]))
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
@@ -270,6 +273,9 @@ def summary_row(variants: int, repetitions: int, pairs: int, progress: Any = pri
     with tempfile.TemporaryDirectory(prefix="isocost-bench-summary-") as tmp:
         path = Path(tmp) / "raw.csv"
         write_raw_table(path, rows)
+        (Path(tmp) / "format-4").mkdir()
+        format_4 = Path(tmp) / "format-4" / "raw.csv"  # the same rows chained as raw format 4 chained them
+        write_raw_table(format_4, rows, version=4)
         del rows
 
         def ours() -> float:
@@ -279,6 +285,9 @@ def summary_row(variants: int, repetitions: int, pairs: int, progress: Any = pri
         ours_s, base_s = interleaved(pairs, ours, lambda: _cpu_timed(lambda: summary_baseline(path, verdicts), []))
         result = summary_ours(path, verdicts, typed_variants, quality)
         size = path.stat().st_size
+        progress(f"  checking its chain in format 5 and in format 4, {pairs} interleaved pairs")
+        chain_5_s, chain_4_s = interleaved(pairs, lambda: timed(lambda: check_chain(path))[0],
+                                           lambda: timed(lambda: check_chain(format_4))[0])
     chain_share = ratio_spread(phases["chain"][:pairs], ours_s)
     return _ratio_row(
         "5b", title, ours_s, cpu, base_s, "pandas read_csv + group-by", SUMMARY_TARGET_RATIO,
@@ -293,6 +302,9 @@ def summary_row(variants: int, repetitions: int, pairs: int, progress: Any = pri
          "ratio_chain_and_frame_over_baseline": ratio_spread(
              [chain + frame for chain, frame in zip(phases["chain"][:pairs], phases["frame"][:pairs], strict=True)],
              base_s).to_dict(),
+         # The chain check of the same rows in the raw format before (a row's cells as a JSON list), same run.
+         "chain_format_5_s": Spread(tuple(chain_5_s)).to_dict(), "chain_format_4_s": Spread(tuple(chain_4_s)).to_dict(),
+         "ratio_chain_format_5_over_4": ratio_spread(chain_5_s, chain_4_s).to_dict(),
          "summary_does": "read raw.csv and check its chain; per variant: raw times, median/min/max, statuses, "
                          "median metric, subgroup medians, agreement, equivalence, memory peaks; "
                          "spread-vs-difference warnings",
