@@ -37,7 +37,7 @@ from protocol.records import Variant
 from protocol.tasks.classification import Reference, check_pass, parse_predictions
 from runner.analysis.stats import SUMMARY_COLUMNS, summarize
 from runner.campaign_dir.raw_frame import typed_frame
-from runner.campaign_dir.rawtable import check_chain, genesis, row_digest
+from runner.campaign_dir.rawtable import check_chain, genesis, row_digest, row_text
 
 LABELS = ("business", "entertainment", "politics", "sport", "tech")
 BUCKETS = ("short", "medium", "long")
@@ -154,18 +154,25 @@ def make_raw_table(variants: int, repetitions: int, seed: int = 0) -> tuple[list
     return rows, verdicts, order, quality
 
 
-def write_raw_table(path: Path, rows: list[dict[str, str]], version: int | None = None) -> None:
-    """``rows`` as a raw.csv, every row chained as ``append_row`` writes it: in the current raw format, with no
-    campaign.json (the chain starts from ""), or in format ``version``, with a campaign.json beside it that
-    declares it."""
+#: An empty cell's reason as a CPU trial writes it: with a comma, so its cell is quoted (the demo's rows all are).
+QUOTED_REASON = "device_used_bytes: CPU trial: no GPU, so no device memory counters"
+
+
+def write_raw_table(path: Path, rows: list[dict[str, str]], version: int | None = None, quoted: bool = False) -> None:
+    """``rows`` as a raw.csv, every row chained and written as ``append_row`` writes it: in the current raw
+    format, with no campaign.json (the chain starts from ""), or in format ``version``, with a campaign.json
+    beside it that declares it. ``quoted``: every row's ``empty_reasons`` also holds :data:`QUOTED_REASON`."""
     if version is not None:
         (path.parent / "campaign.json").write_text(json.dumps({"raw_schema_version": version}), encoding="utf-8")
     previous = genesis(path)
     lines = [",".join(RAW_COLUMNS)]
+    reasons = RAW_COLUMNS.index("empty_reasons")
     for row in rows:
         cells = [row[column] for column in RAW_COLUMNS[:-1]]
+        if quoted:
+            cells[reasons] = "; ".join(filter(None, (cells[reasons], QUOTED_REASON)))
         previous = row_digest(previous, cells, version or RAW_SCHEMA_VERSION)
-        lines.append(",".join([*cells, previous]))
+        lines.append(f"{row_text(cells)},{previous}")
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
@@ -261,6 +268,40 @@ def validation_row(predictions: int, pairs: int, progress: Any = print) -> Row:
                           "format checks, no subgroups"})
 
 
+def _other_tables(directory: Path, rows: list[dict[str, str]]) -> dict[str, Path]:
+    """The same rows as two more tables in ``directory``: "format-4", chained as raw format 4 chained them, and
+    "quoted", with a quoted cell in each row (as every row of a CPU trial has: :data:`QUOTED_REASON`)."""
+    tables = {}
+    for name, options in (("format-4", {"version": 4}), ("quoted", {"quoted": True})):
+        (directory / name).mkdir()
+        tables[name] = directory / name / "raw.csv"
+        write_raw_table(tables[name], rows, **options)  # type: ignore[arg-type]
+    return tables
+
+
+def _chain_comparisons(path: Path, beside: dict[str, Path], pairs: int, progress: Any) -> dict[str, Any]:
+    """Side by side, ``pairs`` interleaved runs each: the chain check of ``path`` and of its format-4 copy, and
+    the chain check + typed read of ``path`` and of its quoted copy (:func:`_other_tables`)."""
+    progress(f"  checking its chain in format 5 and in format 4, {pairs} interleaved pairs")
+    chain_5_s, chain_4_s = interleaved(pairs, lambda: timed(lambda: check_chain(path))[0],
+                                       lambda: timed(lambda: check_chain(beside["format-4"]))[0])
+    progress(f"  checking and reading it with and without a quoted cell per row, {pairs} interleaved pairs")
+
+    def read(table: Path) -> float:
+        return timed(lambda: typed_frame(check_chain(table), SUMMARY_COLUMNS, str(table)))[0]
+
+    plain_s, quoted_s = interleaved(pairs, lambda: read(path), lambda: read(beside["quoted"]))
+    return {
+        # The chain check of the same rows in the raw format before (a row's cells as a JSON list).
+        "chain_format_5_s": Spread(tuple(chain_5_s)).to_dict(), "chain_format_4_s": Spread(tuple(chain_4_s)).to_dict(),
+        "ratio_chain_format_5_over_4": ratio_spread(chain_5_s, chain_4_s).to_dict(),
+        # The chain check + typed read of the same rows with one quoted cell each (every row of a CPU campaign).
+        "chain_and_frame_s": Spread(tuple(plain_s)).to_dict(),
+        "chain_and_frame_quoted_s": Spread(tuple(quoted_s)).to_dict(),
+        "ratio_quoted_over_unquoted_chain_and_frame": ratio_spread(quoted_s, plain_s).to_dict(),
+    }
+
+
 def summary_row(variants: int, repetitions: int, pairs: int, progress: Any = print) -> Row:
     """5b: read and summarize a raw.csv of ``variants`` × ``repetitions`` rows, against pandas from the same
     file, interleaved."""
@@ -273,9 +314,7 @@ def summary_row(variants: int, repetitions: int, pairs: int, progress: Any = pri
     with tempfile.TemporaryDirectory(prefix="isocost-bench-summary-") as tmp:
         path = Path(tmp) / "raw.csv"
         write_raw_table(path, rows)
-        (Path(tmp) / "format-4").mkdir()
-        format_4 = Path(tmp) / "format-4" / "raw.csv"  # the same rows chained as raw format 4 chained them
-        write_raw_table(format_4, rows, version=4)
+        beside = _other_tables(Path(tmp), rows)
         del rows
 
         def ours() -> float:
@@ -285,9 +324,7 @@ def summary_row(variants: int, repetitions: int, pairs: int, progress: Any = pri
         ours_s, base_s = interleaved(pairs, ours, lambda: _cpu_timed(lambda: summary_baseline(path, verdicts), []))
         result = summary_ours(path, verdicts, typed_variants, quality)
         size = path.stat().st_size
-        progress(f"  checking its chain in format 5 and in format 4, {pairs} interleaved pairs")
-        chain_5_s, chain_4_s = interleaved(pairs, lambda: timed(lambda: check_chain(path))[0],
-                                           lambda: timed(lambda: check_chain(format_4))[0])
+        compared = _chain_comparisons(path, beside, pairs, progress)
     chain_share = ratio_spread(phases["chain"][:pairs], ours_s)
     return _ratio_row(
         "5b", title, ours_s, cpu, base_s, "pandas read_csv + group-by", SUMMARY_TARGET_RATIO,
@@ -302,9 +339,7 @@ def summary_row(variants: int, repetitions: int, pairs: int, progress: Any = pri
          "ratio_chain_and_frame_over_baseline": ratio_spread(
              [chain + frame for chain, frame in zip(phases["chain"][:pairs], phases["frame"][:pairs], strict=True)],
              base_s).to_dict(),
-         # The chain check of the same rows in the raw format before (a row's cells as a JSON list), same run.
-         "chain_format_5_s": Spread(tuple(chain_5_s)).to_dict(), "chain_format_4_s": Spread(tuple(chain_4_s)).to_dict(),
-         "ratio_chain_format_5_over_4": ratio_spread(chain_5_s, chain_4_s).to_dict(),
+         **compared,
          "summary_does": "read raw.csv and check its chain; per variant: raw times, median/min/max, statuses, "
                          "median metric, subgroup medians, agreement, equivalence, memory peaks; "
                          "spread-vs-difference warnings",

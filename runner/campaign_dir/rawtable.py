@@ -72,7 +72,10 @@ class RawChain:
         missing = [name for name in RAW_COLUMNS if name not in self.columns]
         index = {name: i for i, name in enumerate(self.columns)}
         for record in self.records:
-            cells = record.split(",") if isinstance(record, str) else record
+            if isinstance(record, str):  # a whole line: a quoted cell in it is read as the csv module reads it
+                cells = record.split(",") if '"' not in record else next(csv.reader([record], strict=True))
+            else:
+                cells = record
             if missing:
                 cells = [cells[index[name]] if name in index else "" for name in RAW_COLUMNS]
             yield cells
@@ -219,10 +222,11 @@ def scan(path: Path, verify: bool = True) -> RawTable:
                     chain.columns)
 
 
-#: Bytes that make a table not plain, in any format: it is then read record by record (a quote: a quoted cell,
-#: maybe over lines; a carriage return: a line end to a CSV reader; NUL).
-_NEVER_PLAIN = (b'"', b"\r", b"\x00")
-#: And in formats 3 and 4, whose digests are of the cells as a JSON list: control characters and backslashes too.
+#: Bytes that make a table not plain, in any format: it is then read record by record (a carriage return: a line
+#: end to a CSV reader; NUL).
+_NEVER_PLAIN = (b"\r", b"\x00")
+#: And in formats 3 and 4, whose digests are of the cells as a JSON list: quotes, control characters and
+#: backslashes too.
 _NOT_PLAIN_BYTES = bytes([*range(0x0a), *range(0x0b, 0x20), ord('"'), ord("\\")])
 #: The Slurm block, appended within format 3 (format 4 names it): a format-3 table may lack it.
 SLURM_COLUMNS = ("queue_s", "node", "job_id", "allocated_gpu")
@@ -234,9 +238,9 @@ _HEADER_LINES = {",".join(columns): columns for columns in READABLE_HEADERS}
 
 
 def _scan_plain(data: bytes, empty: RawChain, verify: bool) -> RawChain | None:
-    """The common table, read whole: valid UTF-8, no quoted cell, every row complete and chained (from ``empty``'s
-    digest, in its format). None for any other table: :func:`_scan_records` then reads it row by row and names
-    what is wrong."""
+    """The common table, read whole: valid UTF-8, every row one whole line (no line end in a cell; in formats 3
+    and 4 no quoted cell at all), complete and chained (from ``empty``'s digest, in its format). None for any
+    other table: :func:`_scan_records` then reads it row by row and names what is wrong."""
     if not data.endswith(b"\n") or any(byte in data for byte in _NEVER_PLAIN):
         return None
     try:
@@ -262,14 +266,31 @@ def _scan_plain(data: bytes, empty: RawChain, verify: bool) -> RawChain | None:
 def _chain_text(rows: list[str], commas: int, previous: str) -> str | None:
     """The last digest of plain ``rows`` of ``commas + 1`` cells each chained to the one before (the first to
     ``previous``) in format 5: the digest of a row's text up to its last comma; None at the first row that is
-    not."""
+    not (or whose quoting is not the csv module's own: :func:`_separators`)."""
     sha256 = hashlib.sha256
     for line in rows:
         text, _, digest = line.rpartition(",")
         previous = sha256(f"{previous}\n{text}".encode()).hexdigest()
-        if digest != previous or text.count(",") != commas - 1:
+        if digest != previous or (text.count(",") if '"' not in text else _separators(text)) != commas - 1:
             return None
     return previous
+
+
+def _separators(line: str) -> int:
+    """The commas between the cells of a line with quoted cells, when each quoted cell is whole on it and quoted
+    as the csv module quotes it (from a comma or the line's start to a comma or its end, a quote in it
+    doubled); -1 for any other line. Split at its quotes, the line's even pieces are outside the quoted cells
+    (an empty one between two odd pieces: a doubled quote)."""
+    pieces = line.split('"')
+    if len(pieces) % 2 == 0:  # a quoted cell not closed on this line, or a stray quote
+        return -1
+    outside = pieces[0::2]
+    first, last = outside[0], outside[-1]
+    if (first and first[-1] != ",") or (last and last[0] != ","):
+        return -1
+    if any(piece and (piece[0] != "," or piece[-1] != ",") for piece in outside[1:-1]):
+        return -1
+    return sum(piece.count(",") for piece in outside)
 
 
 def _chain_plain(rows: list[str], commas: int, previous: str) -> str | None:

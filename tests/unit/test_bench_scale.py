@@ -40,6 +40,7 @@ def test_summary_row_measures_ours_and_pandas_in_the_same_run():
                                                              details["ours_frame_s"]["samples"],
                                                              details["baseline_s"]["samples"], strict=True)])
     assert details["chain_format_5_s"]["n"] == details["chain_format_4_s"]["n"] == 2
+    assert details["chain_and_frame_s"]["n"] == details["chain_and_frame_quoted_s"]["n"] == 2
     assert details["ratio_chain_format_5_over_4"]["samples"] == pytest.approx([
         five / four for five, four in zip(details["chain_format_5_s"]["samples"],
                                           details["chain_format_4_s"]["samples"], strict=True)])
@@ -56,6 +57,19 @@ def test_the_format_4_copy_of_the_raw_table_holds_the_same_rows_chained_as_forma
     assert (current.chain_format, four.chain_format) == (5, 4)
     assert [cells[:-1] for cells in current.row_cells()] == [cells[:-1] for cells in four.row_cells()]
     assert current.last_digest != four.last_digest
+
+
+def test_the_quoted_copy_of_the_raw_table_has_a_quoted_cell_in_every_row_and_the_same_rows(tmp_path):
+    from runner.campaign_dir.raw_frame import read_frame
+
+    rows = scale.make_raw_table(6, 2)[0]
+    scale.write_raw_table(tmp_path / "raw.csv", rows, quoted=True)
+    lines = (tmp_path / "raw.csv").read_text(encoding="utf-8").splitlines()[1:]
+    assert len(lines) == 12 and all(f'"{scale.QUOTED_REASON}' in line or f'; {scale.QUOTED_REASON}"' in line
+                                    for line in lines)
+    frame = read_frame(tmp_path / "raw.csv", ("trial_id", "empty_reasons"))
+    assert frame["trial_id"].tolist() == [row["trial_id"] for row in rows]
+    assert all(reasons.endswith(scale.QUOTED_REASON) for reasons in frame["empty_reasons"].tolist())
 
 
 def test_the_synthetic_raw_table_is_the_same_whatever_the_hash_seed():

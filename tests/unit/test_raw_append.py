@@ -252,3 +252,44 @@ def test_a_format_5_table_of_any_notes_reads_back_and_any_changed_byte_breaks_it
         path.write_bytes(changed)
         with pytest.raises(UserError):
             read_raw(path)
+
+
+def test_the_cells_of_a_line_with_quotes_are_counted_as_the_csv_module_reads_them():
+    """``_separators`` either refuses a line (-1: it is then read record by record) or counts its cells as the
+    csv module does; every line the csv module writes is counted."""
+    import csv
+    import random
+
+    from runner.campaign_dir.rawtable import _separators, row_text
+
+    rng = random.Random(13)
+    for _ in range(3000):
+        line = "".join(rng.choices(['"', ",", "a", "é"], k=rng.randrange(1, 9)))
+        if '"' not in line:
+            continue
+        counted = _separators(line)
+        if counted != -1:
+            assert len(next(csv.reader([line], strict=True))) == counted + 1, line
+    for _ in range(1000):
+        cells = ["".join(rng.choices(['"', ",", "a", " "], k=rng.randrange(0, 5))) for _ in range(rng.randrange(2, 6))]
+        line = row_text(cells)
+        if '"' in line:
+            assert _separators(line) == len(cells) - 1, (cells, line)
+
+
+def test_a_format_5_table_with_quoted_cells_is_read_whole_and_as_the_csv_module_reads_it(tmp_path):
+    import random
+
+    from runner.campaign_dir.raw_frame import read_frame
+    from runner.campaign_dir.rawtable import check_chain
+
+    rng = random.Random(17)
+    path = tmp_path / "raw.csv"
+    notes = ["".join(rng.choices(['"', ",", "a", " ", "é"], k=rng.randrange(0, 9))) for _ in range(30)]
+    for i, note in enumerate(notes):
+        append_row(path, RawRecord.from_values({"trial_id": f"t{i}", "notes": note,
+                                                "empty_reasons": "x: no GPU, so no counters"}))
+    chain = check_chain(path)
+    assert all(isinstance(record, str) for record in chain.records)  # one line per row: no record-by-record read
+    assert [row["notes"] for row in read_raw(path)] == notes
+    assert read_frame(path, ("trial_id", "notes"))["notes"].tolist() == notes
