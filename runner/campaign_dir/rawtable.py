@@ -415,12 +415,8 @@ def append_row(path: Path, row: RawRecord) -> None:
             "--out.")
     cells = row.cells()
     cells[-1] = row_digest(table.last_digest, cells[:-1], table.chain_format)  # a table goes on in its format
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    if not table.data:
-        writer.writerow(RAW_COLUMNS)
-    writer.writerow(cells)
-    data = buffer.getvalue().encode("utf-8")
+    # The row as row_text writes it: in format 5, its digest is of exactly this text up to the last comma.
+    data = (("" if table.data else row_text(RAW_COLUMNS) + "\n") + row_text(cells) + "\n").encode("utf-8")
     fd = open_append(path, path.parent)
     try:
         try:
