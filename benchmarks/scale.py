@@ -37,7 +37,8 @@ from protocol.records import Variant
 from protocol.tasks.classification import Reference, check_pass, parse_predictions
 from runner.analysis.stats import SUMMARY_COLUMNS, summarize
 from runner.campaign_dir.raw_frame import typed_frame
-from runner.campaign_dir.rawtable import check_chain, genesis, row_digest, row_text
+from runner.campaign_dir.rawformat import genesis, row_digest, row_text
+from runner.campaign_dir.rawtable import check_chain
 
 LABELS = ("business", "entertainment", "politics", "sport", "tech")
 BUCKETS = ("short", "medium", "long")

@@ -3,8 +3,8 @@
 The last column, ``chain_sha256``, is the sha256 of the previous row's digest, a newline, and this
 row's text as written up to its last comma (its other cells, as the csv module writes them: raw
 table format 5; formats 3 and 4 hashed the cells as a JSON list instead, and a table goes on in the
-format its campaign.json declares). The first row chains to the sha256 of the frozen facts of the
-``campaign.json`` beside the table (:data:`ANCHOR_FIELDS`: campaign id, dates, study hash, input
+format its campaign.json declares: :mod:`runner.campaign_dir.rawformat`). The first row chains to the
+sha256 of the frozen facts of the ``campaign.json`` beside the table (campaign id, dates, study hash, input
 fingerprints and the corpus index hash, variants, the raw format; the empty string where there is
 no campaign.json), so an edited campaign description breaks the chain too. Each row is written with
 its digest in one ``write`` and fsynced before the next trial starts.
@@ -31,23 +31,30 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import io
-import json
 import os
-import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from itertools import accumulate, chain
 from pathlib import Path
 
 from protocol.errors import UserError
-from protocol.jsonio import loads_unique
 from protocol.raw_columns import RAW_COLUMNS, RAW_SCHEMA_VERSION
 from protocol.rawrecord import RawRecord
 from protocol.safe_read import check_regular
 from protocol.safe_write import append_whole, check_writable_target, open_append, open_fd
+from runner.campaign_dir.rawformat import (
+    HEADER_LINES,
+    PLAIN_CELL,
+    READABLE_HEADERS,
+    SLURM_COLUMNS,
+    TEXT_CHAIN,
+    anchor,
+    check_header,
+    row_digest,
+    row_text,
+    text_digest,
+)
 
-CHAIN_COLUMN = RAW_COLUMNS[-1]
 _RESUME_FIX = ("The host stopped while writing it: `isocost run STUDY --out DIR --resume` keeps the cut bytes in "
                "raw.csv.partial-N and records that trial again from its trial directory.")
 
@@ -93,65 +100,6 @@ class RawTable:
     columns: tuple[str, ...] = RAW_COLUMNS  # the header as written (an older format has fewer)
 
 
-#: The frozen facts of campaign.json the first row chains to (not paths or notes a later move may change).
-ANCHOR_FIELDS = ("campaign_id", "created_at", "setup_started_at", "study_sha256", "corpus", "tuning", "model",
-                 "warmup", "variants", "repetitions", "catalog", "raw_schema_version")
-
-
-def genesis(path: Path) -> str:
-    """What the first row chains to: the frozen facts of the campaign.json beside the table ("" if none)."""
-    return _anchor(path)[0]
-
-
-def _anchor(path: Path) -> tuple[str, int]:
-    """:func:`genesis`, and the raw format the rows chain by: the one campaign.json declares (none: format 3,
-    which did not say), the current one where there is no campaign.json. The declared format is one of the
-    anchored facts, so a changed one breaks the first row."""
-    try:
-        description = loads_unique((path.parent / "campaign.json").read_bytes())
-    except (OSError, ValueError, RecursionError):
-        return "", RAW_SCHEMA_VERSION
-    if not isinstance(description, dict):
-        return "", RAW_SCHEMA_VERSION
-    anchor = {key: description.get(key) for key in ANCHOR_FIELDS}
-    declared = description.get("raw_schema_version")
-    version = declared if isinstance(declared, int) and not isinstance(declared, bool) else 3
-    return hashlib.sha256(json.dumps(anchor, sort_keys=True, ensure_ascii=False).encode()).hexdigest(), version
-
-
-#: A cell without these characters is written by JSON as itself in quotes, and by CSV without quotes.
-_PLAIN = re.compile(r'[\x00-\x1f"\\]')
-_canonical = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-
-
-def row_digest(previous: str, cells: Sequence[str], version: int = RAW_SCHEMA_VERSION) -> str:
-    """The chain digest of a row whose cells (without the digest column) are ``cells``, in raw format
-    ``version``: from 5 on, of :func:`row_text`; formats 3 and 4, of the cells as a JSON list."""
-    if version >= _TEXT_CHAIN:
-        return _text_digest(previous, row_text(cells))
-    if _PLAIN.search("".join(cells)) is None:  # the common row: its JSON list is its cells in quotes
-        canonical = '["' + '","'.join(cells) + '"]' if cells else "[]"
-    else:
-        canonical = _canonical(list(cells))
-    return _text_digest(previous, canonical)
-
-
-def row_text(cells: Sequence[str]) -> str:
-    """``cells`` as raw.csv writes them on a row, without the line end (quoted by the csv module where a cell
-    needs it)."""
-    buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="\n").writerow(cells)
-    return buffer.getvalue()[:-1]
-
-
-def _text_digest(previous: str, text: str) -> str:
-    return hashlib.sha256(f"{previous}\n{text}".encode()).hexdigest()
-
-
-#: The first raw format whose digests are of the row's text (:func:`row_digest`).
-_TEXT_CHAIN = 5
-
-
 def _records(data: bytes) -> Iterator[tuple[int, int, list[str] | None]]:
     """(start byte, end byte, cells or None when unparseable) of each CSV record in ``data``.
 
@@ -166,7 +114,7 @@ def _records(data: bytes) -> Iterator[tuple[int, int, list[str] | None]]:
     for line in remaining:
         text = line.decode("utf-8", errors="replace")
         body = text[:-1]
-        if text[-1:] == "\n" and body and _PLAIN.search(body) is None:
+        if text[-1:] == "\n" and body and PLAIN_CELL.search(body) is None:
             yield offsets[index], offsets[index + 1], body.split(",")
             index += 1
             continue
@@ -194,8 +142,8 @@ def check_chain(path: Path, verify: bool = True) -> RawChain:
     ``verify=False`` (forensics only, ``--allow-inconsistent``): rows that do not match their digest are read
     as they are.
     """
-    anchor, version = _anchor(path)
-    empty = RawChain(data=b"", columns=RAW_COLUMNS, records=(), partial=b"", partial_row=0, last_digest=anchor,
+    first, version = anchor(path)
+    empty = RawChain(data=b"", columns=RAW_COLUMNS, records=(), partial=b"", partial_row=0, last_digest=first,
                      chain_format=version)
     if not path.exists() and not path.is_symlink():
         return empty
@@ -228,15 +176,6 @@ _NEVER_PLAIN = (b"\r", b"\x00")
 #: And in formats 3 and 4, whose digests are of the cells as a JSON list: quotes, control characters and
 #: backslashes too.
 _NOT_PLAIN_BYTES = bytes([*range(0x0a), *range(0x0b, 0x20), ord('"'), ord("\\")])
-#: The Slurm block, appended within format 3 (format 4 names it): a format-3 table may lack it.
-SLURM_COLUMNS = ("queue_s", "node", "job_id", "allocated_gpu")
-#: The headers this isocost reads: the current one, and format 3's without the Slurm block (its rows are read
-#: with those four cells empty; nothing is appended to it).
-READABLE_HEADERS: dict[tuple[str, ...], int] = {
-    RAW_COLUMNS: RAW_SCHEMA_VERSION, tuple(c for c in RAW_COLUMNS if c not in SLURM_COLUMNS): 3}
-_HEADER_LINES = {",".join(columns): columns for columns in READABLE_HEADERS}
-
-
 def _scan_plain(data: bytes, empty: RawChain, verify: bool) -> RawChain | None:
     """The common table, read whole: valid UTF-8, every row one whole line (no line end in a cell; in formats 3
     and 4 no quoted cell at all), complete and chained (from ``empty``'s digest, in its format). None for any
@@ -249,17 +188,17 @@ def _scan_plain(data: bytes, empty: RawChain, verify: bool) -> RawChain | None:
         return None
     lines = text.split("\n")
     lines.pop()  # after the final line break
-    columns = _HEADER_LINES.get(lines[0])
+    columns = HEADER_LINES.get(lines[0])
     if columns is None:
         return None
     rows, commas, previous = lines[1:], len(columns) - 1, empty.last_digest
     version = min(empty.chain_format, READABLE_HEADERS[columns])
-    if version < _TEXT_CHAIN and len(data.translate(None, _NOT_PLAIN_BYTES)) != len(data):
+    if version < TEXT_CHAIN and len(data.translate(None, _NOT_PLAIN_BYTES)) != len(data):
         return None  # a cell whose JSON form is not itself in quotes
     if not verify:
         last = _last_plain(rows, commas, previous)
     else:
-        last = (_chain_text if version >= _TEXT_CHAIN else _chain_plain)(rows, commas, previous)
+        last = (_chain_text if version >= TEXT_CHAIN else _chain_plain)(rows, commas, previous)
     return None if last is None else RawChain(data, columns, tuple(rows), b"", 0, last, version)
 
 
@@ -333,7 +272,7 @@ def _scan_records(data: bytes, empty: RawChain, verify: bool, where: str) -> Raw
         if number == 0:
             if not whole:
                 return RawChain(b"", columns, (), data, 0, previous, version)
-            columns = _check_header(cells or [], where)
+            columns = check_header(cells or [], where)
             version = min(version, READABLE_HEADERS[columns])
             intact = end
             continue
@@ -346,8 +285,8 @@ def _scan_records(data: bytes, empty: RawChain, verify: bool, where: str) -> Raw
         if cells is None or len(cells) != len(columns):
             raise UserError(f"raw.csv row {number} ({trial_id}) has {len(cells or [])} cells, the header "
                             f"{len(columns)}", where, _EDITED_FIX)
-        if version >= _TEXT_CHAIN:  # the record's text up to its last comma (a line end is not part of it)
-            expected = _text_digest(previous, data[start:end].decode("utf-8")[:-1].rpartition(",")[0])
+        if version >= TEXT_CHAIN:  # the record's text up to its last comma (a line end is not part of it)
+            expected = text_digest(previous, data[start:end].decode("utf-8")[:-1].rpartition(",")[0])
         else:
             expected = row_digest(previous, cells[:-1], version)
         if cells[-1] != expected and verify:
@@ -370,25 +309,6 @@ def _utf8(data: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     return True
-
-
-def _check_header(cells: list[str], where: str) -> tuple[str, ...]:
-    """The header's columns when this isocost reads them (:data:`READABLE_HEADERS`); else what it is, and what
-    to do."""
-    if tuple(cells) in READABLE_HEADERS:
-        return tuple(cells)
-    refused = ("This isocost reads raw table formats 3 and {current}: formats 1 and 2 cannot be checked by "
-               "it (their first row chains to other campaign.json facts). Read or finish this campaign with the "
-               "isocost version that started it, or run the study again into a new --out.")
-    if CHAIN_COLUMN not in cells:
-        raise UserError(
-            f"raw.csv has no {CHAIN_COLUMN} column: it was written before raw rows were chained (raw table "
-            "format 1)", where, refused.format(current=RAW_SCHEMA_VERSION))
-    if "outputs_sha256" not in cells:
-        raise UserError(
-            "raw.csv has no seal columns (outputs_sha256 …): it was written before trial files were sealed "
-            "(raw table format 2)", where, refused.format(current=RAW_SCHEMA_VERSION))
-    raise UserError("raw.csv has unexpected columns", where, "It was written by another isocost version.")
 
 
 def read_records(path: Path, verify: bool = True) -> list[RawRecord]:

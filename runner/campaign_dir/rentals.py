@@ -36,7 +36,7 @@ from protocol.errors import UserError
 from protocol.names import check_gpu_name, check_plain_text
 from protocol.safe_write import check_writable_target
 from runner.campaign_dir.appendlog import CHAIN_KEY, LogRead, append_line, read_log, require_whole
-from runner.campaign_dir.rawtable import genesis
+from runner.campaign_dir.rawformat import genesis
 
 RENTALS_FILE = "rentals.jsonl"
 #: History: 1: first version; 2: every line chained (``chain_sha256``), the first to campaign.json's anchor.

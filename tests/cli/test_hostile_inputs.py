@@ -770,7 +770,7 @@ def _absurd_inputs(ws: Path, a: Path) -> None:
         with open(ws / name, "w", encoding="utf-8", newline="") as handle:
             csv.writer(handle).writerows(table)
     from runner.campaign_dir.appendlog import append_line
-    from runner.campaign_dir.rawtable import genesis
+    from runner.campaign_dir.rawformat import genesis
     from runner.campaign_dir.rentals import RENTAL_SCHEMA_VERSION
 
     append_line(a / "rentals.jsonl", {"gpu": "rtx-4090", "lots": int(HUGE), "plan_start": None,  # chained, as

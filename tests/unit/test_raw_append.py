@@ -53,7 +53,7 @@ def _table(tmp_path, n=3):
 
 def test_every_row_carries_a_chain_digest_in_the_last_column(tmp_path):
     from protocol.raw_columns import RAW_COLUMNS
-    from runner.campaign_dir.rawtable import genesis, row_digest
+    from runner.campaign_dir.rawformat import genesis, row_digest
 
     path = _table(tmp_path)
     rows = read_raw(path)
@@ -178,7 +178,7 @@ def test_fast_row_digest_matches_json_in_format_4():
     import json
     import random
 
-    from runner.campaign_dir.rawtable import row_digest
+    from runner.campaign_dir.rawformat import row_digest
 
     rng = random.Random(3)
     alphabet = ["a", ",", '"', "\n", "\\", "é", "\x1f", "\x7f", " ", "\u2028", "😀", "/"]
@@ -192,7 +192,7 @@ def _plain_table(path, rows):
     """``rows`` (cells without the digest) as a raw.csv, each chained as append_row chains it (no campaign.json:
     the chain starts from "")."""
     from protocol.raw_columns import RAW_COLUMNS
-    from runner.campaign_dir.rawtable import row_digest
+    from runner.campaign_dir.rawformat import row_digest
 
     previous, lines = "", [",".join(RAW_COLUMNS)]
     for cells in rows:
@@ -260,7 +260,8 @@ def test_the_cells_of_a_line_with_quotes_are_counted_as_the_csv_module_reads_the
     import csv
     import random
 
-    from runner.campaign_dir.rawtable import _separators, row_text
+    from runner.campaign_dir.rawformat import row_text
+    from runner.campaign_dir.rawtable import _separators
 
     rng = random.Random(13)
     for _ in range(3000):

@@ -20,7 +20,8 @@ from protocol.errors import UserError
 from protocol.raw_columns import RAW_COLUMNS, RAW_SCHEMA_VERSION
 from protocol.rawrecord import RawRecord
 from runner.campaign_dir.raw_frame import read_frame
-from runner.campaign_dir.rawtable import SLURM_COLUMNS, append_row, check_chain, genesis, read_records, row_digest
+from runner.campaign_dir.rawformat import SLURM_COLUMNS, genesis, row_digest
+from runner.campaign_dir.rawtable import append_row, check_chain, read_records
 
 FORMAT_3 = tuple(c for c in RAW_COLUMNS if c not in SLURM_COLUMNS)
 
@@ -178,3 +179,26 @@ def test_a_format_5_table_with_control_characters_in_cells_reads_the_same_by_row
     assert isinstance(check_chain(path).records[0], str)  # read as a plain table
     assert [row.notes for row in read_records(path)] == notes
     assert read_frame(path, ("trial_id", "notes"))["notes"].tolist() == notes
+
+
+@pytest.mark.parametrize("declared", [6, 99, 2, 0, "5", True])
+def test_a_declared_raw_format_this_isocost_cannot_read_is_refused_not_read_as_another(
+        tmp_path: Path, declared: object) -> None:
+    """A campaign.json naming a raw format other than 3, 4 or 5 (a newer isocost's, or none that ever existed) is
+    refused by every reader and writer, never chained as another format, which would call its rows edited."""
+    path = tmp_path / "raw.csv"
+    for row in ROWS:
+        append_row(path, RawRecord.from_values(row))
+    description = json.loads((tmp_path / "campaign.json").read_text()) if (tmp_path / "campaign.json").exists() \
+        else {"campaign_id": "c-formats"}
+    (tmp_path / "campaign.json").write_text(json.dumps({**description, "raw_schema_version": declared}),
+                                            encoding="utf-8")
+    before = path.read_bytes()
+    for attempt in (lambda: read_records(path), lambda: read_frame(path), lambda: check_chain(path),
+                    lambda: append_row(path, RawRecord.from_values({"trial_id": "003-r2-a"}))):
+        with pytest.raises(UserError) as caught:
+            attempt()
+        assert f"raw table format {declared!r}" in caught.value.what
+        assert "does not match" not in caught.value.what  # not called an edited row
+        assert "isocost version that started it" in caught.value.fix
+    assert path.read_bytes() == before
