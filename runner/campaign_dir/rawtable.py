@@ -252,8 +252,8 @@ def _chain_plain(rows: list[str], commas: int, previous: str) -> str | None:
 
 def _last_plain(rows: list[str], commas: int, previous: str) -> str | None:
     """The last row's digest as written (``--allow-inconsistent``: the digests are not checked); None when a row
-    has not the header's cells."""
-    if any(line.count(",") != commas for line in rows):
+    has not the header's cells (counted as :func:`_chain_text` counts them)."""
+    if any((line.count(",") if '"' not in line else _separators(line)) != commas for line in rows):
         return None
     return rows[-1].rpartition(",")[2] if rows else previous
 
