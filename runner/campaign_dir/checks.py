@@ -54,6 +54,7 @@ from runner.campaign_dir.layout import (
     read_events,
     writer_active,
 )
+from runner.campaign_dir.rawformat import declared_format
 from runner.campaign_dir.rawtable import scan
 from runner.campaign_dir.rentals import RENTALS_FILE, read_rentals
 from runner.campaign_dir.seal import SEAL_COLUMNS, seal_findings
@@ -82,6 +83,8 @@ class CampaignChecks(Findings):
         campaign = self.record("campaign.json", CampaignRecord)
         if campaign is None:
             return
+        # A raw format this isocost does not read is no discrepancy: nothing here can check it (UserError).
+        declared_format(campaign.raw_schema_version, str(self.root / "campaign.json"), campaign.isocost_version)
         try:
             self._run(campaign)
         except MALFORMED as exc:

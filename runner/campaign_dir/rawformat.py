@@ -49,8 +49,8 @@ ANCHOR_FIELDS = ("campaign_id", "created_at", "setup_started_at", "study_sha256"
                  "warmup", "variants", "repetitions", "catalog", "raw_schema_version")
 
 _OTHER_FORMAT_FIX = (f"This isocost reads raw table formats {READABLE_FORMATS[0]} to {READABLE_FORMATS[-1]}. Read "
-                     "or finish this campaign with the isocost version that started it (campaign.json's "
-                     "isocost_version), or run the study again into a new --out.")
+                     "or finish this campaign with the isocost version that started it{started_by}, or run the "
+                     "study again into a new --out.")
 
 
 def genesis(path: Path) -> str:
@@ -69,17 +69,23 @@ def anchor(path: Path) -> tuple[str, int]:
         return "", RAW_SCHEMA_VERSION
     if not isinstance(description, dict):
         return "", RAW_SCHEMA_VERSION
-    declared = description.get("raw_schema_version")
-    if declared is None:
-        version = 3
-    elif type(declared) is int and declared in READABLE_FORMATS:
-        version = declared
-    else:
-        newer = type(declared) is int and declared > RAW_SCHEMA_VERSION
-        raise UserError(f"campaign.json declares raw table format {declared!r}, which this isocost does not read"
-                        + (" (a newer isocost wrote it)" if newer else ""), str(where), _OTHER_FORMAT_FIX)
+    version = declared_format(description.get("raw_schema_version"), str(where), description.get("isocost_version"))
     facts = {key: description.get(key) for key in ANCHOR_FIELDS}
     return hashlib.sha256(json.dumps(facts, sort_keys=True, ensure_ascii=False).encode()).hexdigest(), version
+
+
+def declared_format(declared: object, where: str, started_by: object = "") -> int:
+    """The raw format a campaign.json's ``raw_schema_version`` declares (None: format 3, which did not say); a
+    format this isocost does not read is refused (UserError naming it, and ``started_by``: the campaign.json's
+    ``isocost_version``)."""
+    if declared is None:
+        return 3
+    if type(declared) is int and declared in READABLE_FORMATS:
+        return declared
+    newer = type(declared) is int and declared > RAW_SCHEMA_VERSION
+    raise UserError(f"campaign.json declares raw table format {declared!r}, which this isocost does not read"
+                    + (" (a newer isocost wrote it)" if newer else ""), where, _OTHER_FORMAT_FIX.format(
+                        started_by=f" ({started_by}, by its campaign.json)" if started_by else ""))
 
 
 def check_header(cells: list[str], where: str) -> tuple[str, ...]:
@@ -90,11 +96,11 @@ def check_header(cells: list[str], where: str) -> tuple[str, ...]:
     if CHAIN_COLUMN not in cells:
         raise UserError(
             f"raw.csv has no {CHAIN_COLUMN} column: it was written before raw rows were chained (raw table "
-            "format 1)", where, _OTHER_FORMAT_FIX)
+            "format 1)", where, _OTHER_FORMAT_FIX.format(started_by=""))
     if "outputs_sha256" not in cells:
         raise UserError(
             "raw.csv has no seal columns (outputs_sha256 …): it was written before trial files were sealed "
-            "(raw table format 2)", where, _OTHER_FORMAT_FIX)
+            "(raw table format 2)", where, _OTHER_FORMAT_FIX.format(started_by=""))
     raise UserError("raw.csv has unexpected columns", where, "It was written by another isocost version.")
 
 
