@@ -168,26 +168,33 @@ def case_oom_in_runner(ctx: Context) -> Outcome:
 def case_killed_mid_pass(ctx: Context) -> Outcome:
     study = ctx.study(n=12, repetitions=1, batches="[1]")
     out = ctx.root / "out"
+    run_killing_first_trial(ctx, study, out, "predictions.jsonl", lines=3, sleep_s=0.4)
+    row = _first_row(out)
+    ok = row["status"] == "interrupted" and int(row["completed"]) >= 3 and row["corpus_accepted"] == "false"
+    return Outcome("trial killed mid-pass (SIGKILL)", ctx.launcher_name, "interrupted, completed count kept",
+                   f"{row['status']}, completed {row['completed']}", rows_lost(out), ok, row["notes"][:120])
+
+
+def run_killing_first_trial(ctx: Context, study: Path, out: Path, outputs: str, lines: int, sleep_s: float,
+                            wait_s: float = 120) -> None:
+    """Run the campaign of ``study`` into ``out``, each batch slowed by ``sleep_s``, and SIGKILL its first trial
+    once its file ``outputs`` holds ``lines`` lines (given up after ``wait_s``)."""
     first = out / "trials" / "001-r1-batch_size-1"
 
     def killer() -> None:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
-            predictions = first / "predictions.jsonl"
-            if predictions.exists() and predictions.read_text().count("\n") >= 3:
+            written = first / outputs
+            if written.exists() and written.read_text().count("\n") >= lines:
                 _kill_trial(first, ctx.launcher_name)
                 return
             time.sleep(0.05)
 
     thread = threading.Thread(target=killer)
-    with fault("sleep-per-batch:0.4"):
+    with fault(f"sleep-per-batch:{sleep_s}"):
         thread.start()
         run_campaign(study, out, ctx.launcher_factory())
         thread.join()
-    row = _first_row(out)
-    ok = row["status"] == "interrupted" and int(row["completed"]) >= 3 and row["corpus_accepted"] == "false"
-    return Outcome("trial killed mid-pass (SIGKILL)", ctx.launcher_name, "interrupted, completed count kept",
-                   f"{row['status']}, completed {row['completed']}", rows_lost(out), ok, row["notes"][:120])
 
 
 def _kill_trial(trial_dir: Path, launcher_name: str) -> None:

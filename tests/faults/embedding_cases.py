@@ -9,12 +9,10 @@ Example: ``EMBEDDING_CASES["embedding-killed-mid-pass"](process_context(root, mo
 from __future__ import annotations
 
 import json
-import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
-from cases import Context, Outcome, _kill_trial, fault, rows_lost  # noqa: I001 (tests/faults on the path)
+from cases import Context, Outcome, fault, rows_lost, run_killing_first_trial  # noqa: I001 (tests/faults on the path)
 from embedworkspace import write_embed_workspace
 
 from protocol.errors import UserError
@@ -36,21 +34,7 @@ def case_killed_mid_pass(ctx: Context) -> Outcome:
     study = _study(ctx, n=12, batches="[1]")
     out = ctx.root / "out"
     first = out / "trials" / "001-r1-batch_size-1"
-
-    def killer() -> None:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            ids = first / "vector_ids.jsonl"
-            if ids.exists() and ids.read_text().count("\n") >= 3:
-                _kill_trial(first, ctx.launcher_name)
-                return
-            time.sleep(0.05)
-
-    thread = threading.Thread(target=killer)
-    with fault("sleep-per-batch:0.4"):
-        thread.start()
-        run_campaign(study, out, ctx.launcher_factory())
-        thread.join()
+    run_killing_first_trial(ctx, study, out, "vector_ids.jsonl", lines=3, sleep_s=0.4)
     row = read_raw(out / "raw.csv")[0]
     kept = read_vectors(first / "vectors.f32", first / "vector_ids.jsonl")
     completed = int(row["completed"] or 0)

@@ -10,13 +10,9 @@ Example: ``GENERATION_CASES["killed-mid-generation"](process_context(root, model
 from __future__ import annotations
 
 import json
-import threading
-import time
 
-from cases import Context, Outcome, _first_row, _kill_trial, fault, rows_lost  # noqa: I001 (tests/faults on the path)
+from cases import Context, Outcome, _first_row, rows_lost, run_killing_first_trial  # noqa: I001 (tests/faults on the path)
 from generation_workspace import smollm2_checkpoint, write_generation_workspace
-
-from runner.campaign.run import run_campaign
 
 
 def case_killed_mid_generation(ctx: Context) -> Outcome:
@@ -24,22 +20,8 @@ def case_killed_mid_generation(ctx: Context) -> Outcome:
     for path in [study.parent, *study.parent.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)
     out = ctx.root / "out"
-    first = out / "trials" / "001-r1-batch_size-1"
-    outputs = first / "generations.jsonl"
-
-    def killer() -> None:
-        deadline = time.monotonic() + 600
-        while time.monotonic() < deadline:
-            if outputs.exists() and outputs.read_text().count("\n") >= 2:
-                _kill_trial(first, ctx.launcher_name)
-                return
-            time.sleep(0.05)
-
-    thread = threading.Thread(target=killer)
-    with fault("sleep-per-batch:1.0"):
-        thread.start()
-        run_campaign(study, out, ctx.launcher_factory())
-        thread.join()
+    outputs = out / "trials" / "001-r1-batch_size-1" / "generations.jsonl"
+    run_killing_first_trial(ctx, study, out, outputs.name, lines=2, sleep_s=1.0, wait_s=600)
     row = _first_row(out)
     text = outputs.read_text() if outputs.exists() else ""
     kept = [json.loads(line)["id"] for line in text[: text.rfind("\n") + 1].splitlines()]  # whole lines
