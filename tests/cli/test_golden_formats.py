@@ -81,3 +81,15 @@ def test_the_golden_bundle_holds_the_golden_campaign() -> None:
                 assert name in names, name
                 handle = archive.extractfile(name)
                 assert handle is not None and handle.read() == path.read_bytes(), name
+
+
+def test_the_version_is_one_figure_everywhere_it_is_reported() -> None:
+    """pyproject.toml, ``protocol.__version__`` (campaign.json, BUNDLE.json, each trial's manifest) and
+    ``isocost --version`` say the same version."""
+    import tomllib
+
+    project = tomllib.loads((DATA.parents[1] / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert project["version"] == __version__
+    assert _run("--version").strip().endswith(__version__)
+    manifest = json.loads(next(CAMPAIGN.glob("trials/*/manifest.json")).read_text(encoding="utf-8"))
+    assert manifest["software"]["isocost"] == "1.0.0"
