@@ -6,7 +6,8 @@ from the frozen ``corpus_index.csv`` and the study), how a pass's outputs are re
 against the study's quality rule (a :class:`~protocol.validate.PassCheck`, which the raw row, the verdicts,
 the summary and the decision read), the agreement of two passes by id (an
 :class:`~protocol.validate.Agreement`), and which metrics it knows. Everything after the pass check (summary,
-decision, costing, bundles) is the same for every task. Tasks are found by name in :mod:`protocol.tasks`.
+decision, costing, bundles) is the same for every task. Tasks are found by name, from their folders, in
+:mod:`protocol.tasks`.
 
 Example::
 
@@ -31,6 +32,9 @@ class Task(Protocol):
     name: str
     #: The files one pass writes into its trial directory besides spec, manifest, status and batches.
     output_files: tuple[str, ...]
+    #: The module that holds the task's trial half, ``TRIAL_TASK`` (a ``runner.trial.tasks.base.TrialTask``):
+    #: imported by the trial only, never by the host (it imports torch).
+    trial_module: str
     #: The values ``[quality] metric`` may take, the first the default.
     metrics: tuple[str, ...]
     #: Whether every corpus input must carry a ``label``.

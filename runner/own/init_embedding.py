@@ -29,8 +29,8 @@ from protocol.jsonio import loads_unique
 from protocol.memory import read_model_config
 from protocol.safe_write import write_handle
 from protocol.study_reader import StudyErrors
-from protocol.tasks.embedding_options import model_problems
-from protocol.tasks.queries import Query, check_query_sets, read_queries
+from protocol.tasks.embedding.options import model_problems
+from protocol.tasks.embedding.queries import Query, check_query_sets, read_queries
 
 #: Share of the queries held out, with the documents only they name, as the tuning split.
 TUNING_SHARE = 0.2

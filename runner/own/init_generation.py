@@ -5,7 +5,7 @@ The ``[generation]`` table (the template around each input, the model's chat tem
 variant's score, the length window, identical and near-tie agreement) and the prompt length: ``max_length`` holds
 the longest input plus room for the template, within the model's context less ``max_new_tokens``. The minimum is
 left for ``isocost tune``. The checkpoint is checked after the study is written
-(:func:`protocol.tasks.generation_model.check_generation_model`).
+(:func:`protocol.tasks.generation.model.check_generation_model`).
 
 Example::
 
@@ -23,8 +23,8 @@ from typing import Any
 
 from protocol.errors import UserError
 from protocol.tasks.generation import PLACEHOLDER
-from protocol.tasks.generation_model import _has_chat_template
-from protocol.tasks.generation_scores import SCORES
+from protocol.tasks.generation.model import _has_chat_template
+from protocol.tasks.generation.scores import SCORES
 
 #: Tokens of room left in max_length for the template (and a chat template's turn markers) around the input.
 TEMPLATE_ROOM = 64

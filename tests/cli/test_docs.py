@@ -411,7 +411,7 @@ def file_fields() -> dict[str, set[str]]:
     from protocol.predictions import Prediction
     from protocol.raw_columns import RAW_COLUMNS
     from protocol.records import CampaignEvent, CampaignRecord, TrialSpec, TrialStatus
-    from protocol.tasks.generation_outputs import KEYS as GENERATION_KEYS
+    from protocol.tasks.generation.outputs import KEYS as GENERATION_KEYS
     from runner.campaign_dir.appendlog import CHAIN_KEY
     from runner.campaign_dir.rentals import RentalRecord
     from runner.launch.launcher_file import LauncherFile

@@ -4,11 +4,11 @@ corpus's ``reference`` texts and compared token by token with the reference vari
 The study declares the prompt (``[generation] template`` around the input's text, optionally inside the model's
 chat template), ``max_new_tokens`` and the ``top_k`` log-probabilities kept per generated position; decoding is
 greedy (sampling is refused: a sampled job needs common seeds and a metric-only rule). The unit of output is one
-line per input in ``generations.jsonl`` (:mod:`protocol.tasks.generation_outputs`).
+line per input in ``generations.jsonl`` (:mod:`protocol.tasks.generation.outputs`).
 
 The gate of one pass (:meth:`TextGeneration.check_pass`): the exact id set; the format (token ids inside the
 vocabulary, at most ``max_new_tokens``, ``top_k`` candidates per position); the task score
-(:mod:`protocol.tasks.generation_scores`: ROUGE-L F1, chrF or exact match after a declared normalisation, the
+(:mod:`protocol.tasks.generation.scores`: ROUGE-L F1, chrF or exact match after a declared normalisation, the
 mean over the inputs) at least the study's ``minimum``. Against the reference variant
 (:meth:`TextGeneration.agreement`): the share of ids whose token sequences are identical and the share whose first
 divergence is a near tie (each run's token inside the other run's top-k there), both always reported; the mean
@@ -34,8 +34,8 @@ from typing import Any
 
 from protocol.errors import UserError
 from protocol.study_keys import KEYS
-from protocol.tasks.generation_model import check_generation_model
-from protocol.tasks.generation_outputs import (
+from protocol.tasks.generation.model import check_generation_model
+from protocol.tasks.generation.outputs import (
     OUTPUT_FILE,
     Generation,
     ParsedGenerations,
@@ -43,7 +43,7 @@ from protocol.tasks.generation_outputs import (
     range_problems,
     read_vocab_size,
 )
-from protocol.tasks.generation_scores import NORMALISATIONS, SCORES, score_one
+from protocol.tasks.generation.scores import NORMALISATIONS, SCORES, score_one
 from protocol.validate import Agreement, PassCheck, check_ids, id_problems
 
 __all__ = ["GENERATION", "GenerationReference", "TextGeneration", "compare_generations", "decode_index_field"]
@@ -186,6 +186,7 @@ class TextGeneration:
 
     name: str = "text-generation"
     output_files: tuple[str, ...] = (OUTPUT_FILE,)
+    trial_module: str = "runner.trial.tasks.generation"
     metrics: tuple[str, ...] = SCORES
     labels_required: bool = False
     corpus_fields: tuple[str, ...] = ("reference",)
@@ -259,8 +260,8 @@ class TextGeneration:
 
     def pass_figures(self, trial_dir: Path, pass_s: float | None) -> dict[str, Any]:
         """Output tokens per second, time to first token per batch, time per output token
-        (:mod:`protocol.tasks.generation_figures`)."""
-        from protocol.tasks.generation_figures import read_pass_figures
+        (:mod:`protocol.tasks.generation.figures`)."""
+        from protocol.tasks.generation.figures import read_pass_figures
 
         return read_pass_figures(trial_dir, pass_s)
 
@@ -291,4 +292,4 @@ class TextGeneration:
         return score
 
 
-GENERATION = TextGeneration()
+GENERATION = TASK = TextGeneration()

@@ -202,6 +202,7 @@ class Classification:
 
     name: str = "text-classification"
     output_files: tuple[str, ...] = ("predictions.jsonl",)
+    trial_module: str = "runner.trial.tasks.classification"
     metrics: tuple[str, ...] = ("accuracy", "macro_f1")
     labels_required: bool = True
     corpus_fields: tuple[str, ...] = ()
@@ -271,4 +272,4 @@ class Classification:
         return score
 
 
-CLASSIFICATION = Classification()
+CLASSIFICATION = TASK = Classification()
