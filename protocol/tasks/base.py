@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from protocol.study_keys import StudyKey
 from protocol.validate import Agreement, PassCheck
 
 
@@ -35,6 +36,9 @@ class Task(Protocol):
     #: The module that holds the task's trial half, ``TRIAL_TASK`` (a ``runner.trial.tasks.base.TrialTask``):
     #: imported by the trial only, never by the host (it imports torch).
     trial_module: str
+    #: The task's own study keys (its tables, its ``[quality]`` keys), each with its type, default, bounds and
+    #: help: ``protocol.study_keys.KEYS`` adds them to the common ones.
+    study_keys: tuple[StudyKey, ...]
     #: The values ``[quality] metric`` may take, the first the default.
     metrics: tuple[str, ...]
     #: Whether every corpus input must carry a ``label``.

@@ -24,6 +24,7 @@ from typing import Any
 
 from protocol.errors import UserError
 from protocol.predictions import ParsedPredictions, parse_predictions
+from protocol.study_keys import StudyKey
 from protocol.validate import Agreement, IdCheck, PassCheck, check_ids, id_problems
 
 __all__ = ["CLASSIFICATION", "Reference", "check_pass", "compare_predictions", "compute_metric", "parse_predictions"]
@@ -203,6 +204,7 @@ class Classification:
     name: str = "text-classification"
     output_files: tuple[str, ...] = ("predictions.jsonl",)
     trial_module: str = "runner.trial.tasks.classification"
+    study_keys: tuple[StudyKey, ...] = ()
     metrics: tuple[str, ...] = ("accuracy", "macro_f1")
     labels_required: bool = True
     corpus_fields: tuple[str, ...] = ()

@@ -29,8 +29,9 @@ from typing import Any
 
 from protocol.corpus import Record
 from protocol.errors import UserError
-from protocol.study_keys import KEYS
+from protocol.study_keys import KEYS, StudyKey
 from protocol.tasks.embedding import options, retrieval
+from protocol.tasks.embedding.keys import STUDY_KEYS
 from protocol.tasks.embedding.queries import Query
 from protocol.tasks.embedding.vector_file import VectorFile, read_vectors
 from protocol.validate import Agreement, PassCheck, check_ids, id_problems
@@ -190,6 +191,7 @@ class SentenceEmbedding:
     name: str = "sentence-embedding"
     output_files: tuple[str, ...] = (VECTORS, VECTOR_IDS, QUERY_VECTORS, QUERY_IDS)
     trial_module: str = "runner.trial.tasks.embedding"
+    study_keys: tuple[StudyKey, ...] = STUDY_KEYS
     metrics: tuple[str, ...] = retrieval.METRICS
     labels_required: bool = False
     corpus_fields: tuple[str, ...] = ()

@@ -33,7 +33,8 @@ from types import MappingProxyType
 from typing import Any
 
 from protocol.errors import UserError
-from protocol.study_keys import KEYS
+from protocol.study_keys import KEYS, StudyKey
+from protocol.tasks.generation.keys import STUDY_KEYS
 from protocol.tasks.generation.model import check_generation_model
 from protocol.tasks.generation.outputs import (
     OUTPUT_FILE,
@@ -187,6 +188,7 @@ class TextGeneration:
     name: str = "text-generation"
     output_files: tuple[str, ...] = (OUTPUT_FILE,)
     trial_module: str = "runner.trial.tasks.generation"
+    study_keys: tuple[StudyKey, ...] = STUDY_KEYS
     metrics: tuple[str, ...] = SCORES
     labels_required: bool = False
     corpus_fields: tuple[str, ...] = ("reference",)
