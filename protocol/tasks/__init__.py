@@ -46,8 +46,7 @@ def _outside_packages(path: str) -> list[tuple[str, str]]:
     for folder in filter(None, path.split(os.pathsep)):
         root = Path(folder)
         if not root.is_dir():
-            raise UserError(f"{TASKS_PATH_ENV} names {folder!r}, which is not a folder", TASKS_PATH_ENV,
-                            "Name folders that hold task packages (each a folder with __init__.py).")
+            continue  # not on this machine (a container sees none of the host's folders): its tasks are unknown here
         for package in sorted(p for p in root.iterdir() if (p / "__init__.py").is_file() and not p.is_symlink()):
             found.append((OUTSIDE_PREFIX + package.name.replace("-", "_"), str(package)))
     return found
@@ -149,6 +148,8 @@ def task_named(name: str, where: str = "") -> Task:
     """The task of that name; an unknown one is an error listing the known ones."""
     tasks = _registry()
     if name not in tasks:
+        searched = os.environ.get(TASKS_PATH_ENV, "")
         raise UserError(f"unknown task {name[:80]!r}", where or "task",
-                        f"Known tasks: {', '.join(tasks)} (your own: a package in a folder of {TASKS_PATH_ENV}).")
+                        f"Known tasks: {', '.join(tasks)}. Your own task is a package in a folder of {TASKS_PATH_ENV} "
+                        f"({'now ' + repr(searched[:200]) if searched else 'not set'}; docs/tasks.md).")
     return tasks[name]

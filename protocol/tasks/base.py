@@ -19,11 +19,30 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from protocol.study_keys import StudyKey
 from protocol.validate import Agreement, PassCheck
+
+
+@dataclass(frozen=True)
+class TaskExample:
+    """A tiny valid case of a task: what the conformance test (``tests/unit/test_task_conformance.py``) runs every
+    task through alike. The study's rule (``metric``, ``minimum``, ``extra``: its own ``[quality]`` keys) and
+    ``task_options``, ``corpus_index.csv`` rows, and one batch's ``outputs`` for their ids as the trial half's
+    model returns them; ``after``: the pass's other writes (renamed pass files, ids, outputs: an embedding's
+    queries); ``described``: the manifest's ``model`` block, as the trial half's model describes itself."""
+
+    metric: str
+    minimum: float
+    extra: Mapping[str, Any]
+    task_options: Mapping[str, Any]
+    index_rows: tuple[Mapping[str, str], ...]
+    outputs: Any
+    after: tuple[tuple[Mapping[str, str], tuple[str, ...], Any], ...] = ()
+    described: Mapping[str, Any] = field(default_factory=dict)
 
 
 class Task(Protocol):
@@ -99,3 +118,6 @@ class Task(Protocol):
 
     def resampled_metric(self, outputs: Any, reference: Any, study: Any) -> Callable[[Sequence[int]], float]:
         """The metric over a resample of the scored units (indices in their order): for a seeded bootstrap."""
+
+    def example(self) -> TaskExample:
+        """A tiny valid case of the task (:class:`TaskExample`), for the conformance test every task passes."""

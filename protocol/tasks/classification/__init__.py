@@ -25,6 +25,7 @@ from typing import Any
 from protocol.errors import UserError
 from protocol.predictions import ParsedPredictions, parse_predictions
 from protocol.study_keys import StudyKey
+from protocol.tasks.base import TaskExample
 from protocol.validate import Agreement, IdCheck, PassCheck, check_ids, id_problems
 
 __all__ = ["CLASSIFICATION", "Reference", "check_pass", "compare_predictions", "compute_metric", "parse_predictions"]
@@ -273,5 +274,10 @@ class Classification:
 
         return score
 
+
+    def example(self) -> TaskExample:
+        rows = tuple({"id": f"e{i}", "label": label, "n_tokens": "4", "length_bucket": "all"}
+                     for i, label in enumerate(("x", "y", "x")))
+        return TaskExample("accuracy", 0.9, {}, {}, rows, (["x", "y", "x"], [0.9, 0.8, 0.7]))
 
 CLASSIFICATION = TASK = Classification()

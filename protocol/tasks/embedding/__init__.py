@@ -30,6 +30,7 @@ from typing import Any
 from protocol.corpus import Record
 from protocol.errors import UserError
 from protocol.study_keys import KEYS, StudyKey
+from protocol.tasks.base import TaskExample
 from protocol.tasks.embedding import options, retrieval
 from protocol.tasks.embedding.keys import STUDY_KEYS
 from protocol.tasks.embedding.queries import Query
@@ -263,5 +264,16 @@ class SentenceEmbedding:
         scores = outputs.per_query(study.quality.metric, reference)
         return lambda indices: retrieval.mean(scores, indices) if len(indices) else math.nan
 
+
+    def example(self) -> TaskExample:
+        import numpy as np
+
+        rows = tuple({"id": f"e{i}", "label": "", "n_tokens": "4", "length_bucket": "all"} for i in range(3))
+        vectors = np.eye(3, dtype=np.float32)
+        queries = {"path": "queries.jsonl", "items": [["q0", "first", ["e0"]], ["q1", "second", ["e1"]]]}
+        renamed = {VECTORS: QUERY_VECTORS, VECTOR_IDS: QUERY_IDS}
+        return TaskExample("ndcg@10", 0.9, {"min_cosine": 0.999},
+                           {"pooling": "mean", "normalize": True, "dimension": 3, "queries": queries}, rows, vectors,
+                           after=((renamed, ("q0", "q1"), vectors[:2]),))
 
 EMBEDDING = TASK = SentenceEmbedding()

@@ -34,6 +34,7 @@ from typing import Any
 
 from protocol.errors import UserError
 from protocol.study_keys import KEYS, StudyKey
+from protocol.tasks.base import TaskExample
 from protocol.tasks.generation.keys import STUDY_KEYS
 from protocol.tasks.generation.model import check_generation_model
 from protocol.tasks.generation.outputs import (
@@ -293,5 +294,13 @@ class TextGeneration:
 
         return score
 
+
+    def example(self) -> TaskExample:
+        rows = tuple({"id": f"e{i}", "label": "", "n_tokens": "4", "length_bucket": "all",
+                      "reference": '"a b"'} for i in range(3))
+        line = {"tokens": [5, 6], "text": "a b", "n_tokens": 2, "top_ids": [[5, 1, 2, 3, 4], [6, 1, 2, 3, 4]],
+                "top_logprobs": [[-0.1, -2.0, -3.0, -4.0, -5.0], [-0.2, -2.0, -3.0, -4.0, -5.0]]}
+        return TaskExample("rouge_l", 0.9, {}, {"template": "{text}", "max_new_tokens": 4, "top_k": 5}, rows,
+                           [dict(line) for _ in rows], described={"vocab_size": 100})
 
 GENERATION = TASK = TextGeneration()
