@@ -116,3 +116,23 @@ def test_without_its_folder_the_task_is_unknown_naming_the_variable(tiny_model: 
                            check=False)
     assert found.returncode != 0 and "unknown task 'text-regression'" in found.stdout + found.stderr
     assert "ISOCOST_TASKS_PATH" in found.stdout + found.stderr
+
+
+def test_init_writes_a_study_of_the_fourth_task_from_its_own_init(tiny_model: Path, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    study, _ = _regression_workspace(tmp_path / "ws", tiny_model)
+    out = tmp_path / "init.toml"
+    made = _isocost("init", str(study.parent / "corpus.jsonl"), str(study.parent / "model"), "--tuning",
+                    str(study.parent / "tuning.jsonl"), "--task", "text-regression", "--score-label", "y",
+                    "--out", str(out))
+    assert made.returncode == 0, made.stdout + made.stderr
+    assert "text-regression: each score is the probability of label 'y'" in made.stdout
+    monkeypatch.setenv("ISOCOST_TASKS_PATH", str(TASKS))
+    from protocol.study import load_study
+
+    loaded = load_study(out)
+    assert (loaded.task, loaded.task_options, loaded.quality.metric) == ("text-regression", {"label": "y"}, "pearson")
+    assert loaded.quality.extra == {"max_abs_diff": 0.01, "max_mean_abs_diff": 0.005}
+    refused = _isocost("init", str(study.parent / "corpus.jsonl"), str(study.parent / "model"), "--score-label",
+                       "y", "--out", str(tmp_path / "other.toml"))
+    assert refused.returncode != 0 and "--score-label is for --task text-regression" in refused.stdout + refused.stderr

@@ -30,8 +30,9 @@ from typing import Any
 from protocol.corpus import Record
 from protocol.errors import UserError
 from protocol.study_keys import KEYS, StudyKey
-from protocol.tasks.base import TaskExample
+from protocol.tasks.base import TaskExample, TaskInit
 from protocol.tasks.embedding import options, retrieval
+from protocol.tasks.embedding.init import EMBEDDING_INIT
 from protocol.tasks.embedding.keys import STUDY_KEYS
 from protocol.tasks.embedding.queries import Query
 from protocol.tasks.embedding.vector_file import VectorFile, read_vectors
@@ -193,6 +194,11 @@ class SentenceEmbedding:
     output_files: tuple[str, ...] = (VECTORS, VECTOR_IDS, QUERY_VECTORS, QUERY_IDS)
     trial_module: str = "runner.trial.tasks.embedding"
     study_keys: tuple[StudyKey, ...] = STUDY_KEYS
+    init: TaskInit = EMBEDDING_INIT
+    docs: Mapping[str, str] = MappingProxyType({
+        "yields": 'a float32 vector', "model": 'any `AutoModel` encoder',
+        "metrics": '`ndcg@10`, `mrr@10`, `recall@10` over declared queries',
+        "agreement": 'share of inputs whose cosine is ≥ `min_cosine`'})
     metrics: tuple[str, ...] = retrieval.METRICS
     labels_required: bool = False
     corpus_fields: tuple[str, ...] = ()

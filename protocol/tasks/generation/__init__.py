@@ -34,7 +34,8 @@ from typing import Any
 
 from protocol.errors import UserError
 from protocol.study_keys import KEYS, StudyKey
-from protocol.tasks.base import TaskExample
+from protocol.tasks.base import TaskExample, TaskInit
+from protocol.tasks.generation.init import GENERATION_INIT, PLACEHOLDER
 from protocol.tasks.generation.keys import STUDY_KEYS
 from protocol.tasks.generation.model import check_generation_model
 from protocol.tasks.generation.outputs import (
@@ -50,7 +51,6 @@ from protocol.validate import Agreement, PassCheck, check_ids, id_problems
 
 __all__ = ["GENERATION", "GenerationReference", "TextGeneration", "compare_generations", "decode_index_field"]
 
-PLACEHOLDER = "{text}"
 MAX_TEMPLATE_CHARS = 20_000
 
 
@@ -190,6 +190,12 @@ class TextGeneration:
     output_files: tuple[str, ...] = (OUTPUT_FILE,)
     trial_module: str = "runner.trial.tasks.generation"
     study_keys: tuple[StudyKey, ...] = STUDY_KEYS
+    init: TaskInit = GENERATION_INIT
+    docs: Mapping[str, str] = MappingProxyType({
+        "yields": 'greedily generated tokens and their text', "model": 'any `AutoModelForCausalLM`',
+        "metrics": "`rouge_l`, `chrf`, `exact_match` against each input's `reference`",
+        "agreement": "share of ids whose tokens are identical or first diverge at a near tie "
+                     "([below](#text-generation))"})
     metrics: tuple[str, ...] = SCORES
     labels_required: bool = False
     corpus_fields: tuple[str, ...] = ("reference",)
