@@ -1,8 +1,9 @@
 """The measured pass: corpus in, the task's outputs and ``batches.jsonl`` out, ``pass_s`` timed.
 
 Measured boundary (offline): corpus read, tokenization, host→device transfer, inference and
-materialisation of predictions on the host (their JSON lines included). The incremental writes and
-flushes of ``predictions.jsonl`` are timed apart and excluded from ``pass_s``; so are the writes of
+materialisation of the task's outputs on the host (their JSON lines included). The incremental writes and
+flushes of the task's pass files (the one :class:`~runner.trial.tasks.sink.OutputSink`) are timed apart and
+excluded from ``pass_s``; so are the writes of
 ``batches.jsonl`` and the device-memory probe after each batch. On a GPU the device is synchronised
 before the timer starts and before it stops; ``gpu_pass_s`` is device time: the sum, over the
 pass's forwards, of CUDA events recorded just before and after each forward.
