@@ -52,8 +52,9 @@ def _task_options(command: Callable[..., None]) -> Callable[..., None]:
               help="Batch and precision series suited to this stack.")
 @click.option("--force", is_flag=True, help="Overwrite --out if it exists.")
 @click.option("--task", type=click.Choice(TASKS), default=TASKS[0], show_default=True,
-              help="What each input yields: " + "; ".join(f"{t.name}: {t.docs['yields']} ({t.docs['model']})"
-                                                          for t in all_tasks()) + " (docs/tasks.md).")
+              help="What each input yields: " + "; ".join(
+                  f"{t.name}: {t.docs['yields']} ({t.docs['model']})".replace("`", "") for t in all_tasks())
+              + " (docs/tasks.md).")
 @_task_options
 def init(corpus: Path, model: Path, tuning: Path | None, out: Path, stack: str, force: bool, task: str,
          **task_options: Any) -> None:
