@@ -55,7 +55,8 @@ def _resolve(base: Path, token: str) -> list[Path]:
 
 
 def named_modules(text: str) -> set[Path]:
-    """The module files ARCHITECTURE.md's package lists name."""
+    """The module files ARCHITECTURE.md's package lists name. In an item, a ``dir/`` names the folder the names
+    after it are looked for in first (``embedding/`` … ``init.py``), then the item's own folder, then the package."""
     parts = sections(text)
     named: set[Path] = set()
     for package in PACKAGES:
@@ -65,10 +66,15 @@ def named_modules(text: str) -> set[Path]:
             first = tokens[0] if tokens else ""
             narrowed = base / first.rstrip("/") if first.endswith("/") and (base / first.rstrip("/")).is_dir() \
                 else base
+            context = narrowed
             for token in tokens:
-                if SOURCE_NAME.match(token) and token.endswith(".py"):
-                    token = token.removeprefix(f"{package}/")
-                    named.update(_resolve(narrowed, token)[:1] or _resolve(base, token)[:1])
+                token = token.removeprefix(f"{package}/")
+                if token.endswith("/") and SOURCE_NAME.match(token):
+                    found = _resolve(narrowed, token)[:1] or _resolve(base, token)[:1]
+                    context = found[0] if found and found[0].is_dir() else context
+                elif SOURCE_NAME.match(token) and token.endswith(".py"):
+                    named.update(_resolve(context, token)[:1] or _resolve(narrowed, token)[:1]
+                                 or _resolve(base, token)[:1])
     return named
 
 
@@ -126,6 +132,9 @@ def test_the_checks_catch_what_they_are_for() -> None:
             "## Campaign directory\n\n```\nDIR/raw.csv  rows\n```\n")
     assert ROOT / "runner" / "campaign_dir" / "layout.py" in named_modules(text)
     assert ROOT / "runner" / "campaign_dir" / "rawtable.py" not in named_modules(text)
+    nested = "### protocol/\n\n- `tasks/` `embedding/` `init.py`; `generation/` `keys.py`\n"
+    assert {ROOT / "protocol" / "tasks" / "embedding" / "init.py",
+            ROOT / "protocol" / "tasks" / "generation" / "keys.py"} <= named_modules(nested)
     assert campaign_block_files(text) == {"raw.csv"}
     assert {"raw.csv", "campaign.json", "events.jsonl"} <= layout_files()
 
