@@ -27,8 +27,8 @@ from typing import Any
 
 from protocol.codec import write_record
 from protocol.corpus import Record, check_disjoint, content_fingerprint, token_lengths
-from protocol.costing.catalog_file import load_catalog
-from protocol.costing.plans import default_catalog_path
+from protocol.decision.job_rank import check_deadline_ahead
+from protocol.decision.rank import deadline_terms
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
 from protocol.memory import ModelShape, estimate
@@ -40,6 +40,7 @@ from protocol.study import load_study
 from protocol.study_reader import StudyErrors
 from protocol.study_records import Study, bucket_for, split_seeded_id
 from protocol.tasks import read_task_corpus, study_task
+from runner.campaign.freeze import check_fingerprint, check_warmup, checked_catalog
 from runner.campaign.seen import ledger_path, quality_rule, raise_if_conflict, seen_entries
 
 
@@ -87,6 +88,7 @@ def check_study(study_path: Path, *, hosts: tuple[str, ...] = (), probe: bool = 
     if inputs_ok:
         _content(report, study, ledger_dir)
     _quality(report, study)
+    _deadline(report, study)
     _memory(report, study, target_memory_gib)
     _launcher(report, study, launcher_kind, launcher_options)
     if hosts:
@@ -96,20 +98,16 @@ def check_study(study_path: Path, *, hosts: tuple[str, ...] = (), probe: bool = 
 
 
 def _inputs(report: CheckReport, study: Study) -> bool:
+    """Fingerprints, allowed roots and the catalog: `run`'s own checks (runner.campaign.freeze), its messages."""
     ok = True
     for kind, ref in (("corpus", study.corpus), ("tuning", study.tuning), ("model", study.model)):
-        if not ref.path.exists():
-            report.add("FAIL", f"{kind} path", f"{ref.path} does not exist. Fix [{kind}] path (relative to the "
-                                               "study file).")
-            ok = False
-            continue
-        actual = fingerprint_path(ref.path)
-        if actual != ref.fingerprint:
-            report.add("FAIL", f"{kind} fingerprint", f"{actual} on disk, the study says {ref.fingerprint}. Restore "
-                                                      f"the {kind}, or update [{kind}] fingerprint knowingly.")
+        try:
+            check_fingerprint(kind, ref.path, ref.fingerprint, str(study.path))
+        except UserError as exc:
+            _fail(report, f"{kind} {'path' if not ref.path.exists() else 'fingerprint'}", exc)
             ok = False
         else:
-            report.add("ok", f"{kind} fingerprint", f"{actual} ({ref.path})")
+            report.add("ok", f"{kind} fingerprint", f"{ref.fingerprint} ({ref.path})")
     roots = allowed_roots()  # ISOCOST_ALLOWED_ROOTS, as `run` reads it
     for path in (study.path, study.corpus.path, study.tuning.path, study.model.path, study.costing.catalog):
         if path is not None and roots:
@@ -118,15 +116,31 @@ def _inputs(report: CheckReport, study: Study) -> bool:
             except UserError as exc:
                 _fail(report, "allowed roots", exc)
                 ok = False
-    catalog = study.costing.catalog or default_catalog_path()
     try:
-        load_catalog(catalog)
+        catalog = checked_catalog(study)
     except UserError as exc:
         _fail(report, "catalog", exc)
         ok = False
     else:
         report.add("ok", "catalog", f"{catalog} reads")
     return ok
+
+
+def _deadline(report: CheckReport, study: Study) -> None:
+    """`decide` refuses a ``[job]`` whose deadline window has already ended: say so before the rental is spent."""
+    if study.deadline is None:
+        return
+    window, _waiting_h, _reason = deadline_terms(study)
+    try:
+        check_deadline_ahead(study.job.source if study.job is not None else str(study.path), window)
+    except UserError as exc:
+        if study.job is not None:
+            _fail(report, "deadline", exc)
+        else:
+            report.add("warn", "deadline", f"{exc.what}: no configuration can fit it ({study.path}, key deadline.end)")
+        return
+    assert window is not None
+    report.add("ok", "deadline", f"the window ends {window.end.isoformat()}, ahead of now")
 
 
 def _model_fits(report: CheckReport, study: Study, corpus: tuple[Record, ...], tuning: tuple[Record, ...]) -> None:
@@ -159,9 +173,10 @@ def _content(report: CheckReport, study: Study, ledger_dir: Path | None) -> None
         _fail(report, "corpora", exc)
         return
     report.add("ok", "corpora", f"{len(corpus)} final inputs, {len(tuning)} tuning inputs, disjoint")
-    if len(tuning) < study.warmup.inputs:
-        report.add("FAIL", "warm-up", f"needs {study.warmup.inputs} inputs, the tuning split has {len(tuning)}. "
-                                      "Lower warmup.inputs or add tuning data.")
+    try:
+        check_warmup(study, tuning)
+    except UserError as exc:
+        _fail(report, "warm-up", exc)
     _model_fits(report, study, corpus, tuning)
     _task_inputs(report, study, corpus, tuning)
     try:
