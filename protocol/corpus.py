@@ -55,6 +55,7 @@ def read_corpus(path: Path, *, require_label: bool = True, extra_fields: tuple[s
     if not rows:
         raise UserError("the corpus is empty", str(path), "A corpus needs at least one input.")
     seen: dict[str, int] = {}
+    forms: dict[str, tuple[str, int]] = {}  # the NFC form of each id → the id as written, its line
     records = []
     for line_no, data in rows:
         where = f"{path}, line {line_no}"
@@ -65,9 +66,29 @@ def read_corpus(path: Path, *, require_label: bool = True, extra_fields: tuple[s
                 where,
                 "Every input needs a unique, stable id.",
             )
+        other = forms.setdefault(id_form(record.id), (record.id, line_no))
+        if other[0] != record.id:
+            raise ambiguous_ids(other[0], record.id, f"lines {other[1]} and {line_no}", str(path))
         seen[record.id] = line_no
         records.append(record)
     return tuple(records)
+
+
+def id_form(ident: str) -> str:
+    """An id as Unicode's canonical composition (NFC) writes it: ``café`` typed two ways is one id."""
+    return unicodedata.normalize("NFC", ident)
+
+
+def ambiguous_ids(first: str, second: str, lines: str, where: str) -> UserError:
+    """Two ids that are the same text once normalised (``café`` in NFC and in NFD): two inputs that every
+    screen, spreadsheet and editor shows as one, and that a tool which normalises on save would merge."""
+    return UserError(
+        f"ids {ascii(first)} and {ascii(second)} on {lines} differ only by Unicode normalisation (both are "
+        f"{id_form(first)!r} once composed): they look like one id but would count as two inputs",
+        where,
+        "Write each id in one form (NFC, e.g. unicodedata.normalize('NFC', id)), and give distinct inputs "
+        "visibly distinct ids.",
+    )
 
 
 def _read_jsonl(path: Path, data: bytes) -> Any:
@@ -147,8 +168,8 @@ def normalise_text(text: str) -> str:
 
 def check_disjoint(final: tuple[Record, ...], tuning: tuple[Record, ...], where: str) -> None:
     """Tuning data must share neither ids nor (normalised) texts with the final corpus."""
-    final_ids = {r.id for r in final}
-    shared_ids = sorted(final_ids & {r.id for r in tuning})
+    final_ids = {id_form(r.id) for r in final}  # café in NFC and in NFD is one id (read_corpus)
+    shared_ids = sorted(final_ids & {id_form(r.id) for r in tuning})
     if shared_ids:
         raise UserError(
             f"the tuning corpus shares {len(shared_ids)} id(s) with the final corpus, e.g. {shared_ids[0]!r}",

@@ -29,6 +29,7 @@ from protocol.stats import Summary
 from protocol.study import Study, load_study
 from runner.analysis.summary import summarize_campaign
 from runner.campaign_dir.appendlog import require_whole
+from runner.campaign_dir.fault_hooks import FAULT_HOOK_BANNER
 from runner.campaign_dir.layout import FROZEN_CATALOG, CampaignPaths, load_record, read_rows
 from runner.campaign_dir.layout import read_events as read_campaign_events
 from runner.campaign_dir.rentals import RENTALS_FILE, read_rentals
@@ -113,7 +114,8 @@ def load_evidence(root: Path, allow_inconsistent: bool = False) -> tuple[Campaig
         summary=summary,
         accepted_trials=verdicts.accepted_trials,
         capacities={trial_id: trial_capacity(paths.trial_dir(trial_id), statuses[trial_id]) for trial_id in trial_ids},
-        notes=tuple([banner] if banner else []) + tuple(notes),
+        notes=tuple(w for w in summary.warnings if w.startswith(FAULT_HOOK_BANNER)) + tuple([banner] if banner else [])
+        + tuple(notes),
         trials={trial_id: trial_record(paths.trial_dir(trial_id), statuses[trial_id]) for trial_id in trial_ids},
     )
     return evidence, study, record

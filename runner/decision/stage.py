@@ -24,6 +24,7 @@ from protocol.errors import UserError
 from protocol.jsonio import write_text_atomic
 from protocol.safe_write import check_writable_target, make_dirs
 from protocol.tasks import describe_task
+from runner.campaign_dir.fault_hooks import FAULT_HOOK_BANNER
 from runner.campaign_dir.integrity import INCONSISTENT_BANNER
 from runner.decision.crosscheck import cross_check
 from runner.decision.evidence import choose_catalog, load_evidence, read_ledger
@@ -38,7 +39,8 @@ REPORT_HTML = "report.html"
 @dataclass(frozen=True)
 class DecideOutcome:
     """What ``run_decide`` decided and wrote: the decision, the three files, where the catalog came from, and
-    the inconsistency banners (one per directory read with ``allow_inconsistent`` that failed the checks)."""
+    the banners printed first: a campaign run with the test-only fault hook, a directory read with
+    ``allow_inconsistent`` that failed the checks."""
 
     decision: Decision
     written: tuple[Path, ...]
@@ -94,8 +96,11 @@ def run_decide(
     make_dirs(target, fix=fix)
     for path in (target / DECISION_JSON, target / DECISION_MD, target / REPORT_HTML):
         check_writable_target(path, fix=fix)  # refused before any of the three is written
-    banners = tuple(note for item in evidence for note in item.notes if note.startswith(INCONSISTENT_BANNER))
-    decision = replace(decision, catalog_source=catalog_source, inconsistent=banners or None)
+    inconsistent = _flags(evidence, INCONSISTENT_BANNER)
+    hooks = _flags(evidence, FAULT_HOOK_BANNER)
+    banners = hooks + inconsistent
+    decision = replace(decision, catalog_source=catalog_source, inconsistent=inconsistent or None,
+                       test_hooks=hooks or None)
     written = (target / DECISION_JSON, target / DECISION_MD, target / REPORT_HTML)
     write_record(written[0], decision, target, fix)
     write_text_atomic(written[1], "".join(f"{b}\n" for b in banners) + ("\n" if banners else "")
@@ -118,5 +123,9 @@ def run_compare(roots: list[Path], *, reference: Path | None = None, allow_incon
     matrix = cross_check(list(zip(campaign_roots, evidence, strict=True)), study, configuration_labels(evidence),
                          reference=_reference_campaign(roots, campaign_roots, reference),
                          extra=extra(study) if extra is not None else ())
-    banners = tuple(note for item in evidence for note in item.notes if note.startswith(INCONSISTENT_BANNER))
-    return matrix, banners
+    return matrix, _flags(evidence, FAULT_HOOK_BANNER) + _flags(evidence, INCONSISTENT_BANNER)
+
+
+def _flags(evidence: Sequence[Any], prefix: str) -> tuple[str, ...]:
+    """The campaigns' notes that every output shows first: the fault hook, an inconsistent directory."""
+    return tuple(note for item in evidence for note in item.notes if note.startswith(prefix))
