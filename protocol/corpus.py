@@ -57,8 +57,9 @@ def read_corpus(path: Path, *, require_label: bool = True, extra_fields: tuple[s
     seen: dict[str, int] = {}
     forms: dict[str, tuple[str, int]] = {}  # the NFC form of each id → the id as written, its line
     records = []
+    ends = line_end_note(data)
     for line_no, data in rows:
-        where = f"{path}, line {line_no}"
+        where = f"{path}, line {line_no}{ends}"
         record = _record(data, where, required, extra_fields)
         if record.id in seen:
             raise UserError(
@@ -91,10 +92,17 @@ def ambiguous_ids(first: str, second: str, lines: str, where: str) -> UserError:
     )
 
 
+def line_end_note(data: bytes) -> str:
+    """What a line number needs beside it when the lines end in CR alone (old Mac OS): the reader counts them as
+    lines, but ``wc -l``, ``sed -n 3p`` and most editors on Linux see one line."""
+    return " (the file's lines end in CR alone, as on old Macs)" if b"\r" in data and b"\n" not in data else ""
+
+
 def _read_jsonl(path: Path, data: bytes) -> Any:
-    for line_no, raw in enumerate(data.split(b"\n"), start=1):
-        where = f"{path}, line {line_no}"
-        line = decode_text(raw, "corpus line", where).removesuffix("\r")
+    ends = line_end_note(data)
+    for line_no, raw in enumerate(data.splitlines(), start=1):  # LF, CRLF or CR alone: a JSON text holds no raw CR
+        where = f"{path}, line {line_no}{ends}"
+        line = decode_text(raw, "corpus line", where)
         if not line.strip():
             continue
         try:  # a key named twice (two labels) is refused: json alone would keep the last one silently
@@ -110,7 +118,7 @@ def _read_jsonl(path: Path, data: bytes) -> Any:
 def _read_csv(path: Path, data: bytes, required: tuple[str, ...]) -> Any:
     text = decode_text(data, "corpus file", str(path))
     # A column named twice is refused (csv.DictReader would keep the last one silently).
-    yield from read_dicts(text, "CSV", str(path), required=required)
+    yield from read_dicts(text, "CSV", str(path), required=required, line_note=line_end_note(data))
 
 
 def _record(data: Any, where: str, required: tuple[str, ...], extra_fields: tuple[str, ...]) -> Record:

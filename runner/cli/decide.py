@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from protocol import codec, jsonio
-from runner.bundle.replay_read import replays_loader, split_replays
+from runner.bundle.replay_read import refuse_replay_reference, replays_loader, split_replays
 from runner.decision.agreement_view import matrix_csv, matrix_text
 from runner.decision.csv_table import render_csv
 from runner.decision.period_report import campaign_period, render_period
@@ -67,6 +67,7 @@ def decide(dirs: tuple[Path, ...], expenses: Path | None, catalog_path: Path | N
     Example: isocost decide results/rtx4090 results/b200 --expenses ledger.csv
     Example: isocost decide results/rtx4090 results/b200 --format csv > decision.csv
     """
+    refuse_replay_reference(reference, "decide")
     campaigns, replays = split_replays(list(dirs))
     outcome = run_decide(campaigns, catalog_path=catalog_path, expenses_path=expenses, out=out,
                          allow_inconsistent=allow_inconsistent, reference=reference, extra=replays_loader(replays))
@@ -109,6 +110,7 @@ def compare(dirs: tuple[Path, ...], reference: Path | None, as_json: bool, outpu
     Example: isocost compare results/h200 results/rtx4090
     Example: isocost compare results/h200 results/rtx4090 --reference results/rtx4090 --format csv
     """
+    refuse_replay_reference(reference, "compare")
     campaigns, replays = split_replays(list(dirs))
     matrix, banners = run_compare(campaigns, reference=reference, allow_inconsistent=allow_inconsistent,
                                   extra=replays_loader(replays))

@@ -72,7 +72,8 @@ def trial_capacity(trial_dir: Path, status: TrialStatus | None) -> TrialCapacity
     return TrialCapacity(device, device_source, host, host_source)
 
 
-def load_evidence(root: Path, allow_inconsistent: bool = False) -> tuple[CampaignEvidence, Study, CampaignRecord]:
+def load_evidence(root: Path, allow_inconsistent: bool = False,
+                  command: str = "decide") -> tuple[CampaignEvidence, Study, CampaignRecord]:
     """Read one campaign directory into the evidence ``decide`` weighs (re-deriving its verdicts).
 
     The evidence checks run once, in summarize; ``allow_inconsistent`` reads an inconsistent directory anyway
@@ -80,7 +81,7 @@ def load_evidence(root: Path, allow_inconsistent: bool = False) -> tuple[Campaig
     """
     paths = CampaignPaths(root)
     record = load_record(root)
-    summary, banner = _summarize(root, allow_inconsistent)
+    summary, banner = _summarize(root, allow_inconsistent, command)
     study = load_study(paths.study)  # the frozen copy: rules as they were at the start
     verdicts = read_record(root / "verdicts.json", VerdictsRecord)
     rows = read_rows(paths.raw, allow_inconsistent=allow_inconsistent)
@@ -121,7 +122,7 @@ def load_evidence(root: Path, allow_inconsistent: bool = False) -> tuple[Campaig
     return evidence, study, record
 
 
-def _summarize(root: Path, allow_inconsistent: bool) -> tuple[Summary, str]:
+def _summarize(root: Path, allow_inconsistent: bool, command: str) -> tuple[Summary, str]:
     """Re-derive the verdicts and the summary (the evidence checks run there); the inconsistency banner or ""."""
     try:
         summary = summarize_campaign(root, allow_inconsistent=allow_inconsistent)
@@ -129,7 +130,8 @@ def _summarize(root: Path, allow_inconsistent: bool) -> tuple[Summary, str]:
         raise UserError(
             f"cannot write the re-derived verdicts ({exc.strerror})",
             str(root),
-            "decide re-runs validate and summarize in each results directory: copy it somewhere writable.",
+            f"isocost {command} re-runs validate and summarize in each results directory: copy it somewhere "
+            "writable.",
         ) from None
     return summary, summary.inconsistent or ""
 

@@ -116,13 +116,13 @@ def run_compare(roots: list[Path], *, reference: Path | None = None, allow_incon
     if not roots:
         raise UserError("no results directory given", "isocost compare", "Pass at least one DIR.")
     campaign_roots = expand_campaign_dirs(roots)
-    loaded = [load_evidence(root, allow_inconsistent) for root in campaign_roots]
+    loaded = [load_evidence(root, allow_inconsistent, "compare") for root in campaign_roots]
     evidence = [item[0] for item in loaded]
-    check_same_study(evidence)
+    check_same_study(evidence, "compare")
     study = loaded[0][1]
     matrix = cross_check(list(zip(campaign_roots, evidence, strict=True)), study, configuration_labels(evidence),
                          reference=_reference_campaign(roots, campaign_roots, reference),
-                         extra=extra(study) if extra is not None else ())
+                         extra=extra(study) if extra is not None else (), command="compare")
     return matrix, _flags(evidence, FAULT_HOOK_BANNER) + _flags(evidence, INCONSISTENT_BANNER)
 
 

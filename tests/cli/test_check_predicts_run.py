@@ -11,7 +11,6 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import pytest
 from test_hostile_inputs import assert_out_usable, assert_user_error, invoke, run_args, write_study
 from test_hostile_inputs import ws as ws  # noqa: F401  (the fixture)
 

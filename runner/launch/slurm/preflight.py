@@ -105,9 +105,11 @@ def check_node_size(extra: tuple[str, ...], rows: list[NodeRow], partition: str)
     cpus = int(cpus_text) if cpus_text and cpus_text.isdigit() else 1
     known_cpus = [row.cpus for row in rows if row.cpus is not None]
     if cpus_text and known_cpus and cpus > max(known_cpus):
-        raise UserError(f"no node of partition {partition} has the {cpus} CPUs --slurm-arg=--cpus-per-task={cpus_text} "
-                        f"asks for (most: {max(known_cpus)}): sbatch would refuse every job", "--slurm-arg",
-                        f"Ask for at most {max(known_cpus)} CPUs, or choose a partition with larger nodes (sinfo -N -l).")
+        raise UserError(f"no node of partition {partition} has the {cpus} CPUs "
+                        f"--slurm-arg=--cpus-per-task={cpus_text} asks for (most: {max(known_cpus)}): sbatch would "
+                        "refuse every job", "--slurm-arg",
+                        f"Ask for at most {max(known_cpus)} CPUs, or choose a partition with larger nodes "
+                        "(sinfo -N -l).")
     for name, factor in (("mem", 1), ("mem-per-cpu", cpus)):
         text = _arg_value(extra, name)
         wanted = _memory_mb(text) if text else None
