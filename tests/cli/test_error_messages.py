@@ -135,3 +135,28 @@ def test_a_replay_directory_as_reference_is_told_what_it_is(two, tmp_path, comma
     assert_user_error(result, "--reference names a replay directory", "a replay is compared with the reference",
                       f"isocost {command}", str(replay / "bundle" / "campaign"))
     assert "not among those" not in result.output
+
+
+# -- the sweep over the newer commands -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("more", [[], ["--model", "{model}"]])
+def test_memory_estimate_campaign_without_study_says_what_is_missing(tmp_path, more):
+    from test_hostile_inputs import make_model
+
+    model = make_model(tmp_path / "model")
+    campaign = tmp_path / "campaign"
+    campaign.mkdir()
+    args = [a.replace("{model}", str(model)) for a in more]
+    result = invoke(["memory", "estimate", "--campaign", str(campaign), *args])
+    assert_user_error(result, "--campaign needs --study", "isocost memory estimate",
+                      f"--study {campaign / 'study.toml'}")
+    assert "nothing to estimate" not in result.output
+
+
+@pytest.mark.parametrize("args, where", [
+    (["--start", "2026-01-01T00:00", "--end", "2025-01-01T00:00", "--tz", "UTC"], "(--end)"),
+    (["--start", "2026-01-01T00:00", "--end", "2026-01-02T00:00", "--tz", "Mars/Olympus"], "(--tz)"),
+    (["--start", "yesterday", "--end", "2026-01-02T00:00", "--tz", "UTC"], "(--start)"),
+])
+def test_window_names_its_options(args, where):
+    assert_user_error(invoke(["window", *args]), where)
