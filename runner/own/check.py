@@ -27,11 +27,13 @@ from typing import Any
 
 from protocol.codec import write_record
 from protocol.corpus import Record, check_disjoint, content_fingerprint, token_lengths
+from protocol.costing.catalog_file import load_catalog
 from protocol.decision.job_rank import check_deadline_ahead
 from protocol.decision.rank import deadline_terms
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
 from protocol.memory import ModelShape, estimate
+from protocol.names import check_image_reference
 from protocol.paths import allowed_roots, check_allowed_root
 from protocol.records import TrialSpec, read_status
 from protocol.safe_write import make_dirs, write_text_atomic
@@ -41,7 +43,9 @@ from protocol.study_reader import StudyErrors
 from protocol.study_records import Study, bucket_for, split_seeded_id
 from protocol.tasks import read_task_corpus, study_task
 from runner.campaign.freeze import check_fingerprint, check_warmup, checked_catalog
+from runner.campaign.run import check_out, rental_from_options
 from runner.campaign.seen import ledger_path, quality_rule, raise_if_conflict, seen_entries
+from runner.campaign_dir.layout import CampaignPaths
 
 
 @dataclass
@@ -67,9 +71,22 @@ def _fail(report: CheckReport, topic: str, exc: UserError) -> None:
     report.add("FAIL", topic, exc.message)
 
 
+@dataclass(frozen=True)
+class RunOptions:
+    """The options of ``isocost run`` that ``check`` checks the same way: where results go, the image, the rental
+    and the allowed roots (each None or empty when not given)."""
+
+    out: Path | None = None
+    image: str | None = None
+    gpu: str | None = None
+    lots: int | None = None
+    allowed_root_list: tuple[str, ...] = ()
+
+
 def check_study(study_path: Path, *, hosts: tuple[str, ...] = (), probe: bool = False,
                 target_memory_gib: float | None = None, ledger_dir: Path | None = None,
-                launcher_kind: str = "auto", launcher_options: dict[str, dict[str, Any]] | None = None) -> CheckReport:
+                launcher_kind: str = "auto", launcher_options: dict[str, dict[str, Any]] | None = None,
+                run: RunOptions = RunOptions()) -> CheckReport:
     check_target_memory(target_memory_gib)
     report = CheckReport()
     try:
@@ -84,20 +101,21 @@ def check_study(study_path: Path, *, hosts: tuple[str, ...] = (), probe: bool = 
         report.add("FAIL", "other checks", "not run: the study file must be valid first")
         return report
     report.add("ok", "study keys", f"{study.path} is valid (paths resolve relative to it)")
-    inputs_ok = _inputs(report, study)
+    inputs_ok = _inputs(report, study, run.allowed_root_list)
+    _run_options(report, study, run)
     if inputs_ok:
         _content(report, study, ledger_dir)
     _quality(report, study)
     _deadline(report, study)
     _memory(report, study, target_memory_gib)
-    _launcher(report, study, launcher_kind, launcher_options)
+    _launcher(report, study, launcher_kind, launcher_options, run.image)
     if hosts:
         _hosts(report, study, hosts)
     _schedule(report, study, probe and inputs_ok and report.ok)
     return report
 
 
-def _inputs(report: CheckReport, study: Study) -> bool:
+def _inputs(report: CheckReport, study: Study, allowed_root_list: tuple[str, ...] = ()) -> bool:
     """Fingerprints, allowed roots and the catalog: `run`'s own checks (runner.campaign.freeze), its messages."""
     ok = True
     for kind, ref in (("corpus", study.corpus), ("tuning", study.tuning), ("model", study.model)):
@@ -108,7 +126,7 @@ def _inputs(report: CheckReport, study: Study) -> bool:
             ok = False
         else:
             report.add("ok", f"{kind} fingerprint", f"{ref.fingerprint} ({ref.path})")
-    roots = allowed_roots()  # ISOCOST_ALLOWED_ROOTS, as `run` reads it
+    roots = allowed_roots(allowed_root_list)  # --allowed-root, else ISOCOST_ALLOWED_ROOTS, as `run` reads them
     for path in (study.path, study.corpus.path, study.tuning.path, study.model.path, study.costing.catalog):
         if path is not None and roots:
             try:
@@ -124,6 +142,34 @@ def _inputs(report: CheckReport, study: Study) -> bool:
     else:
         report.add("ok", "catalog", f"{catalog} reads")
     return ok
+
+
+def _run_options(report: CheckReport, study: Study, run: RunOptions) -> None:
+    """``--out``, ``--gpu`` and ``--lots`` as ``run`` checks them (runner.campaign.run), and a GPU the catalog in force
+    cannot price (``decide`` would then price no plan: not a refusal, a warning)."""
+    if run.out is not None:
+        try:
+            check_out(CampaignPaths(run.out), resume=False)
+        except UserError as exc:
+            _fail(report, "out", exc)
+    try:
+        rental = rental_from_options(run.gpu, run.lots)
+    except UserError as exc:
+        _fail(report, "rental", exc)
+        return
+    if rental is None:
+        return
+    try:
+        catalog = load_catalog(checked_catalog(study))
+    except UserError:
+        return  # already a FAIL under "catalog"
+    if not catalog.plans_for(rental.gpu):
+        report.add("warn", "rental", f"the catalog dated {catalog.dates_text} has no price for {rental.gpu}: decide "
+                                     "will price no plan for this campaign (pass --catalog FILE to decide, or "
+                                     "record another GPU with isocost rental)")
+    else:
+        report.add("ok", "rental", f"{rental.gpu} ×{rental.lots} lot(s), priced by the catalog dated "
+                                   f"{catalog.dates_text}")
 
 
 def _deadline(report: CheckReport, study: Study) -> None:
@@ -286,7 +332,7 @@ def _memory(report: CheckReport, study: Study, target_memory_gib: float | None) 
 
 
 def _launcher(report: CheckReport, study: Study, kind: str = "auto",
-              options: dict[str, dict[str, Any]] | None = None) -> None:
+              options: dict[str, dict[str, Any]] | None = None, image: str | None = None) -> None:
     from runner.campaign.launcher_choice import choose_launcher
 
     missing = [str(p) for p in (study.corpus.path, study.model.path) if not p.exists()]
@@ -294,7 +340,8 @@ def _launcher(report: CheckReport, study: Study, kind: str = "auto",
         report.add("warn", "image", f"not checked: the inputs are missing ({', '.join(missing)})")
         return
     try:
-        choice = choose_launcher(study.path, kind, None, options=options)
+        image = check_image_reference(image, "--image") if image is not None else None
+        choice = choose_launcher(study.path, kind, image, options=options)
     except UserError as exc:
         _fail(report, "launcher", exc)
         return

@@ -109,3 +109,53 @@ def test_check_and_run_give_the_same_missing_input_message(ws, tmp_path):
     study = write_study(ws)
     (ws / "tuning.jsonl").unlink()
     _same_refusal(ws, tmp_path, study, "tuning not found at")
+
+
+# -- run's own options, given to check: the same refusals --------------------------------------------------------
+
+def _both(ws: Path, tmp_path: Path, *flags: str, out: Path | None = None) -> tuple[str, str]:
+    study = write_study(ws)
+    out = out or tmp_path / "out"
+    checked = invoke(["check", str(study), "--launcher", "process", "--out", str(out), *flags])
+    assert checked.exit_code == 2 and "isocost run would not start" in checked.output, checked.output
+    ran = invoke([*run_args(study, out), *flags])
+    assert_user_error(ran)
+    return checked.output, ran.output
+
+
+def test_check_refuses_an_out_that_holds_something_as_run_does(ws, tmp_path):
+    out = tmp_path / "busy"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    said, run_said = _both(ws, tmp_path, out=out)
+    assert "FAIL  out: the results directory is not empty and holds no campaign" in said
+    assert "the results directory is not empty and holds no campaign" in run_said
+
+
+def test_check_refuses_lots_without_gpu_and_a_bad_gpu_name_as_run_does(ws, tmp_path):
+    said, run_said = _both(ws, tmp_path, "--lots", "2")
+    assert "--lots needs --gpu" in said and "--lots needs --gpu" in run_said
+    said, run_said = _both(ws, tmp_path, "--gpu", "=HYPERLINK(1)")
+    what = run_said[run_said.index("Error: ") + 7:].split(" (")[0]
+    assert what in said, (what, said)
+
+
+def test_check_warns_of_a_gpu_the_catalog_cannot_price(ws):
+    study = write_study(ws)
+    result = invoke(["check", str(study), "--launcher", "process", "--gpu", "imaginary-9000"])
+    assert "warn  rental: " in result.output and "imaginary-9000" in result.output, result.output
+    assert "decide will price no plan" in result.output
+
+
+def test_check_refuses_an_input_outside_the_allowed_roots_as_run_does(ws, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    said, run_said = _both(ws, tmp_path, "--allowed-root", str(elsewhere))
+    what = run_said[run_said.index("Error: ") + 7:].split(" (")[0]
+    assert "FAIL  allowed roots: " + what in said, (what, said)
+
+
+def test_check_refuses_a_malformed_image_reference_as_run_does(ws, tmp_path):
+    said, run_said = _both(ws, tmp_path, "--image", "UPPER/Case::bad")
+    what = run_said[run_said.index("Error: ") + 7:].split(" (")[0]
+    assert what in said, (what, said)
