@@ -75,7 +75,7 @@ def decide(dirs: tuple[Path, ...], expenses: Path | None, catalog_path: Path | N
     if output_format == "csv":
         click.echo(render_csv(outcome.decision), nl=False)
     elif as_json or output_format == "json":
-        for banner in outcome.banners:
+        for banner in outcome.decision.inconsistent or ():  # the fault hook's flag is in the JSON (test_hooks)
             click.echo(banner)
         click.echo(json_path.read_text(encoding="utf-8"), nl=False)
     else:
@@ -116,12 +116,12 @@ def compare(dirs: tuple[Path, ...], reference: Path | None, as_json: bool, outpu
                                   extra=replays_loader(replays))
     for banner in banners:
         click.echo(banner)
-    if as_json or output_format == "json":
+    if as_json or output_format == "json":  # the fault hook's flag is in the JSON (flags), and in the CSV's column
         click.echo(jsonio.dumps(codec.to_dict(matrix)), nl=False)
     elif output_format == "csv":
         click.echo(matrix_csv(matrix), nl=False)
     else:
-        click.echo(matrix_text(matrix), nl=False)
+        click.echo("".join(f"{flag}\n" for flag in matrix.flags or ()) + matrix_text(matrix), nl=False)
 
 
 @click.command()

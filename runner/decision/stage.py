@@ -112,7 +112,8 @@ def run_decide(
 def run_compare(roots: list[Path], *, reference: Path | None = None, allow_inconsistent: bool = False,
                 extra: Callable[[Any], Sequence[ConfigurationOutputs]] | None = None) -> tuple[Any, tuple[str, ...]]:
     """``isocost compare``: the agreement matrix of the campaigns (and ``extra`` configurations), no pricing;
-    returns the matrix and the inconsistency banners."""
+    returns the matrix (its ``flags``: campaigns run with the test-only fault hook) and the inconsistency
+    banners."""
     if not roots:
         raise UserError("no results directory given", "isocost compare", "Pass at least one DIR.")
     campaign_roots = expand_campaign_dirs(roots)
@@ -123,7 +124,8 @@ def run_compare(roots: list[Path], *, reference: Path | None = None, allow_incon
     matrix = cross_check(list(zip(campaign_roots, evidence, strict=True)), study, configuration_labels(evidence),
                          reference=_reference_campaign(roots, campaign_roots, reference),
                          extra=extra(study) if extra is not None else (), command="compare")
-    return matrix, _flags(evidence, FAULT_HOOK_BANNER) + _flags(evidence, INCONSISTENT_BANNER)
+    hooks = _flags(evidence, FAULT_HOOK_BANNER)
+    return replace(matrix, flags=hooks or None), _flags(evidence, INCONSISTENT_BANNER)
 
 
 def _flags(evidence: Sequence[Any], prefix: str) -> tuple[str, ...]:

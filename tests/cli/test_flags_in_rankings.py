@@ -9,6 +9,8 @@ text once normalised (``café`` in NFC and NFD) are refused by every reader of i
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import unicodedata
 from pathlib import Path
@@ -43,7 +45,7 @@ def hooked(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _invoke(*args: str) -> str:
     result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    return result.output
+    return result.stdout
 
 
 def _says_hook(text: str) -> None:
@@ -75,12 +77,22 @@ def test_decide_flags_the_hook_in_the_memo_the_json_and_the_report(hooked, tmp_p
     decision = json.loads((tmp_path / "d" / "decision.json").read_text())
     _says_hook(" ".join(decision["test_hooks"]))
     _says_hook((tmp_path / "d" / "report.html").read_text())
-    _says_hook(_invoke("decide", str(hooked), "--out", str(tmp_path / "j"), "--json"))
+    as_json = json.loads(_invoke("decide", str(hooked), "--out", str(tmp_path / "j"), "--json"))  # still JSON
+    _says_hook(" ".join(as_json["test_hooks"]))
+    rows = list(csv.DictReader(io.StringIO(_invoke("decide", str(hooked), "--out", str(tmp_path / "c"),
+                                                   "--format", "csv"))))
+    assert rows and all(row["not_a_measurement"] for row in rows)
+    _says_hook(rows[0]["not_a_measurement"])
 
 
 def test_compare_flags_the_hook(hooked):
-    _says_hook(_invoke("compare", str(hooked)))
-    _says_hook(_invoke("compare", str(hooked), "--format", "csv"))
+    text = _invoke("compare", str(hooked))
+    assert text.startswith("NOT A MEASUREMENT"), text[:300]
+    _says_hook(text)
+    _says_hook(" ".join(json.loads(_invoke("compare", str(hooked), "--json"))["flags"]))  # still JSON
+    rows = list(csv.DictReader(io.StringIO(_invoke("compare", str(hooked), "--format", "csv"))))
+    assert rows and all(row["not_a_measurement"] for row in rows)
+    _says_hook(rows[0]["not_a_measurement"])
 
 
 def test_a_campaign_without_the_hook_has_no_flag(tmp_path):

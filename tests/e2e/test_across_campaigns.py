@@ -109,7 +109,9 @@ def test_compare_prints_the_matrix_as_text_json_and_csv(campaigns: dict[str, Pat
     dirs = [str(campaigns["reference"]), str(campaigns["far"])]
     text = cli("compare", *dirs)
     assert text.exit_code == 0, text.output
-    assert text.output.startswith("reference: batch_size=1 on rtx-4090 ×1 lot")
+    flag, rest = text.output.split("\n", 1)  # the far host ran with the test-only fault hook: said first
+    assert flag.startswith("NOT A MEASUREMENT") and "ISOCOST_FAULT_INJECT=disagree:0.7" in flag, flag
+    assert rest.startswith("reference: batch_size=1 on rtx-4090 ×1 lot")
     assert "own repetitions: — (one accepted pass: nothing to repeat)" in text.output
     as_json = json.loads(cli("compare", *dirs, "--json").output)
     assert len(as_json["cells"]) == 16 and as_json["schema_version"] == 1
