@@ -24,7 +24,7 @@ from protocol.errors import UserError
 from protocol.jsonio import write_text_atomic
 from protocol.safe_write import check_writable_target, make_dirs
 from protocol.tasks import describe_task
-from runner.campaign_dir.fault_hooks import FAULT_HOOK_BANNER
+from runner.campaign_dir.fault_hooks import FAULT_HOOK_BANNER, fault_hook_banner
 from runner.campaign_dir.integrity import INCONSISTENT_BANNER
 from runner.decision.crosscheck import cross_check
 from runner.decision.evidence import choose_catalog, load_evidence, read_ledger
@@ -87,9 +87,10 @@ def run_decide(
     catalog, catalog_source = choose_catalog(catalog_path, study, record)
     ledger = read_ledger(expenses_path) if expenses_path is not None else None
     check_same_study(evidence)  # before any output is read across campaigns
+    extras = extra(study) if extra is not None else ()
     matrix = cross_check(list(zip(campaign_roots, evidence, strict=True)), study, configuration_labels(evidence),
                          reference=_reference_campaign(roots, campaign_roots, reference),
-                         extra=extra(study) if extra is not None else ())
+                         extra=extras)
     decision = decide(evidence, study, catalog, ledger, agreement=matrix)
     target = out if out is not None else roots[0]
     fix = "Choose a writable --out." if out is not None else "Pass a writable --out DIR."
@@ -97,7 +98,7 @@ def run_decide(
     for path in (target / DECISION_JSON, target / DECISION_MD, target / REPORT_HTML):
         check_writable_target(path, fix=fix)  # refused before any of the three is written
     inconsistent = _flags(evidence, INCONSISTENT_BANNER)
-    hooks = _flags(evidence, FAULT_HOOK_BANNER)
+    hooks = _flags(evidence, FAULT_HOOK_BANNER) + _replay_hooks(extras)
     banners = hooks + inconsistent
     decision = replace(decision, catalog_source=catalog_source, inconsistent=inconsistent or None,
                        test_hooks=hooks or None)
@@ -121,11 +122,18 @@ def run_compare(roots: list[Path], *, reference: Path | None = None, allow_incon
     evidence = [item[0] for item in loaded]
     check_same_study(evidence, "compare")
     study = loaded[0][1]
+    extras = extra(study) if extra is not None else ()
     matrix = cross_check(list(zip(campaign_roots, evidence, strict=True)), study, configuration_labels(evidence),
                          reference=_reference_campaign(roots, campaign_roots, reference),
-                         extra=extra(study) if extra is not None else (), command="compare")
-    hooks = _flags(evidence, FAULT_HOOK_BANNER)
+                         extra=extras, command="compare")
+    hooks = _flags(evidence, FAULT_HOOK_BANNER) + _replay_hooks(extras)
     return replace(matrix, flags=hooks or None), _flags(evidence, INCONSISTENT_BANNER)
+
+
+def _replay_hooks(extras: Sequence[ConfigurationOutputs]) -> tuple[str, ...]:
+    """The fault-hook flag of each replay directory whose reruns ran with it (their manifests, trials/<id>/)."""
+    found = (fault_hook_banner(Path(c.source), c.trial_ids) for c in extras)
+    return tuple(dict.fromkeys(flag for flag in found if flag))
 
 
 def _flags(evidence: Sequence[Any], prefix: str) -> tuple[str, ...]:

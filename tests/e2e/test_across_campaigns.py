@@ -162,6 +162,7 @@ def test_a_replay_on_another_host_is_compared_by_id(campaigns: dict[str, Path], 
     assert replayed.exit_code == 1, replayed.output  # it does not match the original (identical rule)
     far = _differing(campaigns["ids"], 0.7)
     as_json = json.loads(cli("compare", str(campaigns["reference"]), str(out), "--json").output)
+    assert "ISOCOST_FAULT_INJECT=disagree:0.7" in " ".join(as_json["flags"])  # the replay ran under the hook
     name = f"batch_size=1 replayed in {out.name}"
     cell = next(c for c in as_json["cells"] if c["row"] == name and c["column"] == as_json["reference"])
     assert cell["ids_differ"] == len(far) and cell["examples"] == far[:5]
@@ -170,6 +171,7 @@ def test_a_replay_on_another_host_is_compared_by_id(campaigns: dict[str, Path], 
     data = json.loads((tmp_path / "d" / "decision.json").read_text())
     assert name in data["agreement"]["configurations"]
     assert f"| {name} |" in (tmp_path / "d" / "decision.md").read_text()
+    assert (tmp_path / "d" / "decision.md").read_text().startswith("NOT A MEASUREMENT")
     # An edited rerun is refused by name.
     trial = next((out / "trials").iterdir())
     (trial / "predictions.jsonl").write_text((trial / "predictions.jsonl").read_text().replace('"x"', '"y"', 1))
