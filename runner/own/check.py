@@ -108,7 +108,7 @@ def check_study(study_path: Path, *, hosts: tuple[str, ...] = (), probe: bool = 
     _quality(report, study)
     _deadline(report, study)
     _memory(report, study, target_memory_gib)
-    _launcher(report, study, launcher_kind, launcher_options, run.image)
+    _launcher(report, study, launcher_kind, launcher_options, run)
     if hosts:
         _hosts(report, study, hosts)
     _schedule(report, study, probe and inputs_ok and report.ok)
@@ -332,7 +332,7 @@ def _memory(report: CheckReport, study: Study, target_memory_gib: float | None) 
 
 
 def _launcher(report: CheckReport, study: Study, kind: str = "auto",
-              options: dict[str, dict[str, Any]] | None = None, image: str | None = None) -> None:
+              options: dict[str, dict[str, Any]] | None = None, run: RunOptions = RunOptions()) -> None:
     from runner.campaign.launcher_choice import choose_launcher
 
     missing = [str(p) for p in (study.corpus.path, study.model.path) if not p.exists()]
@@ -340,8 +340,9 @@ def _launcher(report: CheckReport, study: Study, kind: str = "auto",
         report.add("warn", "image", f"not checked: the inputs are missing ({', '.join(missing)})")
         return
     try:
-        image = check_image_reference(image, "--image") if image is not None else None
+        image = check_image_reference(run.image, "--image") if run.image is not None else None
         choice = choose_launcher(study.path, kind, image, options=options)
+        _slurm_shared(choice.launcher, run.out)
     except UserError as exc:
         _fail(report, "launcher", exc)
         return
@@ -349,6 +350,16 @@ def _launcher(report: CheckReport, study: Study, kind: str = "auto",
         report.add("warn", "image", choice.notice)
     else:
         report.add("ok", *choice.launcher.check_line())
+
+
+def _slurm_shared(launcher: Any, out: Path | None) -> None:
+    """A Slurm campaign's ``--slurm-shared`` exists and holds ``--out``: the pre-flight's own check, run here."""
+    from runner.launch.slurm.options import SlurmOptions
+    from runner.launch.slurm.preflight import check_shared
+
+    options = getattr(launcher, "options", None)
+    if isinstance(options, SlurmOptions) and options.shared is not None:
+        check_shared(options, out)
 
 
 def _hosts(report: CheckReport, study: Study, host_options: tuple[str, ...]) -> None:

@@ -254,6 +254,21 @@ def test_check_refuses_memory_no_node_has_with_runs_message(cluster, tmp_path):
     assert not (tmp_path / "out" / "campaign.json").exists()
 
 
+def test_check_refuses_an_out_outside_the_shared_directory_as_run_does(cluster, tmp_path):
+    from click.testing import CliRunner
+
+    from runner.cli import main as cli
+
+    study = fake_workspace(tmp_path / "ws", n=4, repetitions=1, batches="[1]")
+    (tmp_path / "shared").mkdir()
+    flags = ["--out", str(tmp_path / "out"), "--launcher", "slurm", "--slurm-shared", str(tmp_path / "shared")]
+    checked = CliRunner().invoke(cli, ["check", str(study), *flags])
+    ran = CliRunner().invoke(cli, ["run", str(study), *flags])
+    words = f"--out {tmp_path / 'out'} is outside the shared directory"
+    assert checked.exit_code == 2 and "FAIL  launcher: " + words in checked.output, checked.output
+    assert ran.exit_code == 2 and words in ran.output, ran.output
+
+
 def test_sbatch_missing_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # no Slurm commands at all
     with pytest.raises(UserError) as info:

@@ -60,3 +60,21 @@ def test_sinfo_lists_memory_and_cpus(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     rows = SlurmCommands().nodes()
     assert [(r.node, r.memory_mb, r.cpus) for r in rows] == [("gpu01", 1000, 2), ("gpu02", 257000, 64)]
+
+
+def test_the_shared_directory_is_checked_as_the_preflight_does(tmp_path):
+    """`check --launcher slurm --slurm-shared DIR --out OUT` and run's pre-flight call the same check."""
+    from runner.launch.slurm.options import SlurmOptions
+    from runner.launch.slurm.preflight import check_shared
+
+    missing = SlurmOptions.from_values({"shared": str(tmp_path / "nowhere")})
+    with pytest.raises(UserError) as info:
+        check_shared(missing, None)
+    assert "does not exist here" in info.value.what and info.value.where == "--slurm-shared"
+    (tmp_path / "shared").mkdir()
+    options = SlurmOptions.from_values({"shared": str(tmp_path / "shared")})
+    with pytest.raises(UserError) as info:
+        check_shared(options, tmp_path / "out")
+    assert "is outside the shared directory" in info.value.what and info.value.where == "--out"
+    assert check_shared(options, tmp_path / "shared" / "out") == (tmp_path / "shared").resolve()
+    assert check_shared(options, None) == (tmp_path / "shared").resolve()

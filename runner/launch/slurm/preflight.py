@@ -147,18 +147,26 @@ def _check_gpus(options: SlurmOptions, rows: list[NodeRow], partition: str) -> N
                         "Ask for a type and count that sinfo -o %G lists for the partition.")
 
 
+def check_shared(options: SlurmOptions, out: Path | None) -> Path:
+    """``--slurm-shared`` exists here and holds ``--out`` (when given): ``run``'s pre-flight and ``check`` refuse
+    the same way."""
+    assert options.shared is not None
+    shared = options.shared.resolve()
+    if not shared.is_dir():
+        raise UserError(f"the shared directory {shared} does not exist here", "--slurm-shared",
+                        "Give a directory this machine and the compute nodes both mount (e.g. /scratch/$USER).")
+    if out is not None and not out.resolve().is_relative_to(shared):
+        raise UserError(f"--out {out} is outside the shared directory {shared}: the compute nodes could not "
+                        "write the trials' files", "--out", f"Put --out inside {shared}.")
+    return shared
+
+
 def shared_inputs(options: SlurmOptions, out: Path, corpus: Path, model: Path,
                   fingerprints: tuple[str, str]) -> tuple[Path, Path, str]:
     """The corpus and model as the nodes see them (copied into the shared directory when outside it); a note."""
     if options.shared is None:
         return corpus.resolve(), model.resolve(), ""
-    shared = options.shared.resolve()
-    if not shared.is_dir():
-        raise UserError(f"the shared directory {shared} does not exist here", "--slurm-shared",
-                        "Give a directory this machine and the compute nodes both mount (e.g. /scratch/$USER).")
-    if not out.resolve().is_relative_to(shared):
-        raise UserError(f"--out {out} is outside the shared directory {shared}: the compute nodes could not "
-                        "write the trials' files", "--out", f"Put --out inside {shared}.")
+    shared = check_shared(options, out)
     staged, notes = [], []
     for kind, path, fingerprint in (("corpus", corpus, fingerprints[0]), ("model", model, fingerprints[1])):
         path = path.resolve()
