@@ -180,3 +180,34 @@ def test_a_pass_whose_ids_were_renormalised_says_so():
 
     reasons = id_problems([], check_ids(["a", NFD], ["a", NFC]))
     assert any("differ from a corpus id only by Unicode normalisation" in r for r in reasons), reasons
+
+
+def test_tune_under_the_fault_hook_says_the_rule_is_the_hooks(tmp_path, monkeypatch):
+    """The tuning run's manifest records the hook: tune says so before its rule (the model run is faked)."""
+    from recordfiles import manifest_for, sample_spec
+    from test_hostile_inputs import invoke, make_model, write_study
+    from workspace import write_corpus
+
+    import runner.own.tune as tune
+    from protocol.codec import write_record
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    write_corpus(ws / "corpus.jsonl", "c", 6, seed=1)
+    write_corpus(ws / "tuning.jsonl", "t", 40, seed=2)
+    make_model(ws / "model")
+    study = write_study(ws)
+
+    def fake_run(study_, variant, tuning, progress):
+        trial = ws / ".isocost" / "tune" / "fake"
+        trial.mkdir(parents=True)
+        (trial / "predictions.jsonl").write_text("".join(
+            json.dumps({"id": r.id, "label": r.label, "score": 0.9}) + "\n" for r in tuning), encoding="utf-8")
+        write_record(trial / "manifest.json", manifest_for(sample_spec("tune-fake"), fault_injection=HOOK))
+        return trial
+
+    monkeypatch.setattr(tune, "_run_reference", fake_run)
+    result = invoke(["tune", str(study), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert f"warning: NOT A MEASUREMENT: the test-only fault hook ISOCOST_FAULT_INJECT={HOOK} was set for this " \
+           "tuning run" in result.output, result.output
