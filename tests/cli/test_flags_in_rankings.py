@@ -156,7 +156,7 @@ def test_a_tuning_id_equal_to_a_final_id_once_normalised_is_shared(tmp_path):
 
 def test_the_query_reader_refuses_ids_equal_once_normalised(tmp_path):
     from protocol.errors import UserError
-    from protocol.tasks.queries import read_queries
+    from protocol.tasks.embedding.queries import read_queries
 
     path = tmp_path / "queries.jsonl"
     path.write_text("".join(json.dumps({"id": i, "text": "a question", "relevant": ["d1"]}) + "\n"
@@ -168,7 +168,7 @@ def test_the_query_reader_refuses_ids_equal_once_normalised(tmp_path):
 
 
 def test_a_query_naming_a_document_in_another_form_says_so():
-    from protocol.tasks.queries import Query, relevance_problems
+    from protocol.tasks.embedding.queries import Query, relevance_problems
 
     problems = relevance_problems([Query("q1", "a question", (NFD,))], {NFC})
     assert problems and "the corpus has 'caf\\xe9': the same text in another Unicode normalisation form" \
