@@ -11,8 +11,8 @@ Example: ``market_lines(decision.market)[0] == "## Prices across providers"``.
 
 from __future__ import annotations
 
-from protocol.costing.market import OfferCost
-from protocol.costing.plans import format_usd
+from protocol.costing.market import CardPricing, OfferCost
+from protocol.costing.plans import SPOT_RISK, format_usd
 from protocol.decision.market_rank import ConfigurationMarket, MarketDecision
 from protocol.names import markdown_text
 from runner.decision.text_format import hours as hours_text
@@ -100,3 +100,24 @@ def _offer(offer: OfferCost) -> str:
     return (f"{markdown_text(offer.provider)} {markdown_text(offer.instance)}, {offer.capacity}{risk}, "
             f"{offer.instances} instance(s) × {format_usd(offer.price_usd_per_instance)} USD ({offer.billing}) = "
             f"{format_usd(offer.total_usd)} USD{per_result}, catalog dated {offer.catalog_date.isoformat()}")
+
+
+def pricing_lines(pricing: CardPricing) -> list[str]:
+    """``isocost cost --market`` as text: one line per offer, cheapest first, then what was left out."""
+    lines = [f"card {pricing.card}: {hours_text(pricing.needed_h)} h on {pricing.cards_needed} card(s), "
+             f"{len(pricing.offers)} offer(s), cheapest first (whole instances paid)"]
+    for offer in pricing.offers:
+        per_result = f", {format_usd(offer.per_result_usd)} USD per accepted result" if offer.per_result_usd else ""
+        lines.append(f"  {format_usd(offer.total_usd):>10} USD  {offer.where}: {offer.instances} × "
+                     f"{format_usd(offer.price_usd_per_instance)} USD ({offer.billing}), catalog dated "
+                     f"{offer.catalog_date.isoformat()}{per_result}")
+    if not pricing.offers:
+        lines.append("  no offer")
+    median = pricing.median_provider_usd
+    if median is not None and pricing.cheapest_usd is not None:
+        lines.append(f"median provider: {format_usd(median)} USD ({format_usd(median - pricing.cheapest_usd)} USD "
+                     "above the cheapest)")
+    lines += [f"left out: {reason}" for reason in pricing.excluded]
+    if any(offer.capacity == "spot" for offer in pricing.offers):
+        lines.append(SPOT_RISK)
+    return lines

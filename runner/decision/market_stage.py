@@ -13,6 +13,7 @@ Example: ``decision = price_market(decision, roots, evidence, MarketOptions((Pat
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from protocol.costing.catalog_file import load_catalog
 from protocol.costing.gpu_map import GpuMap, load_gpu_map
-from protocol.costing.market import MarketFilter
+from protocol.costing.market import CardPricing, MarketFilter, price_card
 from protocol.costing.plans import Catalog
 from protocol.decision.configuration import configuration_labels
 from protocol.decision.evidence import CampaignEvidence
@@ -30,6 +31,7 @@ from protocol.errors import UserError
 from protocol.fingerprint import sha256_file
 from protocol.jsonio import loads_unique
 from protocol.manifest import read_manifest
+from protocol.names import check_gpu_name
 from runner.campaign_dir.layout import CampaignPaths
 
 
@@ -140,3 +142,20 @@ def output_paths(decision: Decision, paths: tuple[Path, Path, Path]) -> tuple[De
             "one is kept as it is, never re-priced in place")
     market = replace(decision.market, earlier=(*decision.market.earlier, note))
     return replace(decision, market=market), (beside[0], beside[1], beside[2])
+
+
+#: The longest job ``cost --market --hours`` prices (about 11 years): more is a typo.
+MAX_JOB_HOURS = 100_000.0
+
+
+def price_market_job(catalogs: Sequence[Catalog], gpu: str, hours: float | None, cards: int,
+                     accepted: int | None, gpu_maps: Sequence[Path], chosen: MarketFilter) -> CardPricing:
+    """``isocost cost --market``: ``hours`` on ``cards`` cards of the card ``gpu`` names, on every offer."""
+    if hours is None or not math.isfinite(hours) or not 0 < hours <= MAX_JOB_HOURS:
+        raise UserError(f"--hours must be above 0 and at most {MAX_JOB_HOURS:,.0f}, got {hours}", "--hours",
+                        "Give the hours the job needs, e.g. --hours 3 (a campaign's needed period: isocost period).")
+    if accepted is not None and accepted < 0:
+        raise UserError(f"--accepted-results must be 0 or more, got {accepted}", "--accepted-results",
+                        "Count the corpora actually completed and validated, or leave the option out.")
+    card = load_gpu_map(list(gpu_maps)).card_for_rental(check_gpu_name(gpu, "--gpu"))
+    return price_card(catalogs, card, cards=cards, needed_h=hours, accepted=accepted or 0, market_filter=chosen)
