@@ -1,7 +1,8 @@
 """Where the real SkyPilot catalog snapshot (2026-12-03) is: ``../shared/data/skypilot-catalog`` beside the clone.
 
 The snapshot is read-only test data with no licence of its own (its README): it is never copied into the repository.
-Tests that need it skip with the reason when it is absent (``ISOCOST_SHARED_DIR`` names another shared/ folder, and only it).
+Tests that need it skip with the reason when it is absent (``ISOCOST_SHARED_DIR`` names another shared/ folder,
+and only it).
 Its files are checked against the sha256 its README records, so a test never runs on edited prices.
 
 Example: ``@requires_snapshot`` on a test; ``SNAPSHOT / "lambda" / "vms.csv"``.

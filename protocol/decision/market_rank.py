@@ -128,7 +128,8 @@ def market_decision(decision: Any, cards: Mapping[str, CardChoice], catalogs: Se
     chosen = by_id.get(decision.chosen) if decision.chosen else None
     offers = chosen.pricing.offers if chosen and chosen.pricing else ()
     acceptable = [item for item in priced if item.acceptable and item.pricing and item.pricing.offers]
-    cheapest_config = min(acceptable, key=lambda item: (_cheapest(item), item.configuration_id), default=None)
+    cheapest_config = min(acceptable, key=lambda item: (_cheapest(item), item.configuration_id != decision.chosen,
+                                                        item.configuration_id), default=None)  # a tie keeps the chosen
     return MarketDecision(
         catalogs=tuple(uses), gpu_map_version=gpu_map.version, gpu_map_sources=gpu_map.sources,
         market_filter=market_filter, configurations=priced, chosen=decision.chosen,

@@ -25,7 +25,8 @@ from runner.launch.process import ProcessLauncher
 pytestmark = pytest.mark.e2e
 
 HEADER = "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,Price,Region,GpuInfo,SpotPrice\n"
-OLDER = HEADER + "1x_RTX4090_MADEUP,RTX4090,1.0,8.0,32.0,0.99,eu-1,,\n8x_RTX4090_MADEUP,RTX4090,8.0,64.0,256.0,7.00,eu-1,,\n"
+OLDER = (HEADER + "1x_RTX4090_MADEUP,RTX4090,1.0,8.0,32.0,0.99,eu-1,,\n"
+         "8x_RTX4090_MADEUP,RTX4090,8.0,64.0,256.0,7.00,eu-1,,\n")
 NEWER = HEADER + "1x_RTX4090_MADEUP,RTX4090,1.0,8.0,32.0,0.59,eu-1,,0.25\n"
 
 
@@ -79,7 +80,7 @@ def test_a_real_campaign_priced_across_providers_and_never_re_priced_in_place(
     newer, provider, instance = _newer_catalog(tmp_path)
     second = run("decide", str(campaign), "--market", str(newer), "--capacity", "on-demand")
     memo = second.stdout
-    assert f"**Cheapest across providers for batch_size=" in memo and f"{provider} {instance}, on-demand" in memo
+    assert "**Cheapest across providers for batch_size=" in memo and f"{provider} {instance}, on-demand" in memo
     assert "Runner-up: " in memo and "dated **2026-12-03**" in memo
     assert "earlier decision: decision.json beside this one was priced with catalogs dated 2026-09-24; 2026-09-24; " \
            "2026-11-20" in memo
