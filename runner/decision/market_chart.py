@@ -100,9 +100,9 @@ def market_svg(market: MarketDecision) -> str:
             out.append(f'<line x1="0" x2="{WIDTH}" y1="{mid - ROW_H / 2:.1f}" y2="{mid - ROW_H / 2:.1f}" '
                        'stroke="#bbb"/>')
         out += _bar(item, offer, market, mid, x, plot_w) + (_median(item, row, x) if first else [])
-    out += legend(height - 18, [("rect", GREEN, "cheapest for the chosen configuration"),
-                                ("rect", BLUE, "on-demand or flat"), ("rect", RED, "median provider (dashed)"),
-                                ("empty", GREY, "no offer (reason written)")])
+    out += legend(height - 18, [("rect", GREEN, "cheapest, chosen config"), ("rect", BLUE, "on-demand or flat"),
+                                ("rect", "url(#spot)", "spot (hatched)"), ("dash", RED, "median provider"),
+                                ("empty", GREY, "no offer")])
     out.append("</svg>")
     return "".join(out)
 
@@ -135,13 +135,14 @@ def _median(item: ConfigurationMarket, first_row: int, x: Callable[[float], floa
     cheapest = pricing.offers[0].total_usd / per_result
     rows = len(pricing.by_provider())
     top, bottom = TOP + ROW_H * first_row + 3, TOP + ROW_H * (first_row + rows) - 3
-    spread = f"spread cheapest → median provider: {format_usd(median - cheapest)} USD"
+    spread = f"median provider − cheapest: {format_usd(median - cheapest)} USD per accepted result"
     return [f'<line class="market-median" x1="{x(float(median)):.1f}" x2="{x(float(median)):.1f}" y1="{top}" '
             f'y2="{bottom}" stroke="{RED}" stroke-width="2" stroke-dasharray="5 3"><title>{escape(spread)}</title>'
             "</line>",
-            f'<text x="{WIDTH - RIGHT_W + 4}" y="{top + 12}" font-size="10" fill="{RED}">{escape(spread[:28])}</text>',
+            f'<text class="market-spread" x="{WIDTH - RIGHT_W + 4}" y="{top + 12}" font-size="10" fill="{RED}">'
+            "median − cheapest</text>",
             f'<text x="{WIDTH - RIGHT_W + 4}" y="{top + 24}" font-size="10" fill="{RED}">'
-            f"{escape(spread[28:])}</text>"]
+            f"+{format_usd(median - cheapest)} USD</text>"]
 
 
 def _offer(offer: OfferCost) -> str:
