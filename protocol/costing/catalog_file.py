@@ -2,7 +2,9 @@
 
 One row per plan: ``gpu,cards_per_lot,plan_days,price_usd_per_lot,currency,catalog_date,source``,
 optionally ``billing,minimum_s,increment_s`` (a catalog without them holds flat
-plans only, like the shipped snapshot). Every cell is checked before it is
+plans only, like the shipped snapshot), and the market columns an imported catalog adds
+(``provider,region,instance_type,accelerator,card_memory_gib,spot_usd_per_lot``, read by
+:mod:`protocol.costing.market_columns`; ``isocost catalog import`` writes them). Every cell is checked before it is
 converted (a bound on its length, then its form), one currency per catalog,
 one row per (gpu, billing, plan_days); the error names the file, the line and
 the column, and says how to fix it. A GPU name is a plain name and a source

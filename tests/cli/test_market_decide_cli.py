@@ -12,6 +12,7 @@ from recordfiles import manifest_for, sample_spec
 from test_decide_cli import run, write_campaign
 
 from protocol import codec
+from protocol.decision.records import Decision
 from protocol.jsonio import dumps
 
 COLUMNS = ("gpu,cards_per_lot,plan_days,price_usd_per_lot,currency,catalog_date,source,billing,minimum_s,increment_s,"
@@ -42,7 +43,9 @@ def test_the_measured_card_is_priced_across_providers_and_the_filter_recorded(
     assert "Card: h100-sxm (measured: NVIDIA H100 80GB HBM3, 79.6 GiB (trial manifests))." in memo
     assert "acme 1x_h100, on-demand, 1 instance(s) × 3.00 USD (hourly)" in memo
     assert "Runner-up: bravo 8x_h100, on-demand" in memo  # a 1-card job pays the whole 8-card instance
-    data = json.loads((root / "decision.json").read_text(encoding="utf-8"))["market"]
+    written = (root / "decision.json").read_text(encoding="utf-8")
+    assert dumps(codec.to_dict(codec.read_record(root / "decision.json", Decision))) == written  # reads back whole
+    data = json.loads(written)["market"]
     assert data["market_filter"] == {"capacity": "on-demand", "providers": [], "regions": [],
                                      "schema_version": 1}
     assert data["configurations"][0]["pricing"]["excluded"] == [
