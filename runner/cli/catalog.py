@@ -112,8 +112,8 @@ def import_command(source: Path, taken: str, out: Path, commits: tuple[str, ...]
                    f"offers kept; skipped: {skipped}; repeated rows dropped: {provider.repeated_rows}")
         for text in provider.notes:
             click.echo(f"  note: {text}")
-    click.echo(f"Wrote {report.out}: {report.rows_written} rows ({report.plans} plans: a row with a spot price is two), "
-               f"dated {report.catalog_date.isoformat()}, billed {terms.billing} (minimum {terms.minimum_s} s, step "
+    click.echo(f"Wrote {report.out}: {report.rows_written} rows ({report.plans} plans: a row with a spot price is "
+               f"two), dated {report.catalog_date.isoformat()}, billed {terms.billing} (minimum {terms.minimum_s} s, step "
                f"{terms.increment_s} s)")
 
 
