@@ -113,8 +113,8 @@ def import_command(source: Path, taken: str, out: Path, commits: tuple[str, ...]
         for text in provider.notes:
             click.echo(f"  note: {text}")
     click.echo(f"Wrote {report.out}: {report.rows_written} rows ({report.plans} plans: a row with a spot price is "
-               f"two), dated {report.catalog_date.isoformat()}, billed {terms.billing} (minimum {terms.minimum_s} s, step "
-               f"{terms.increment_s} s)")
+               f"two), dated {report.catalog_date.isoformat()}, billed {terms.billing} (minimum {terms.minimum_s} s, "
+               f"step {terms.increment_s} s)")
 
 
 COMMANDS = [catalog]
