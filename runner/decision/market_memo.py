@@ -51,8 +51,8 @@ def answer_lines(market: MarketDecision) -> list[str]:
         lines = [f"**Cheapest across providers for {market.chosen}: {_offer(market.cheapest)}**."]
         if market.runner_up is not None:
             lines += ["", f"Runner-up: {_offer(market.runner_up)}."]
-    lines += ["", f"Provider choice: {market.provider_effect}.", "",
-              f"Configuration choice: {market.configuration_effect}."]
+    lines += ["", f"Provider choice: {markdown_text(market.provider_effect)}.", "",
+              f"Configuration choice: {markdown_text(market.configuration_effect)}."]
     if market.cheapest_configuration and market.cheapest_configuration != market.chosen:
         lines += ["", f"Across providers, the cheapest acceptable configuration is "
                   f"**{market.cheapest_configuration}** (the chosen one is ranked on its campaign's rental)."]

@@ -6,6 +6,7 @@ The catalogs here are written by the test (MADE-UP prices, not real offers), exc
 
 from __future__ import annotations
 
+import re
 from datetime import date
 from decimal import Decimal
 from pathlib import Path
@@ -204,3 +205,24 @@ def test_hand_checked_prices_from_the_real_snapshot(tmp_path: Path) -> None:
     assert not b200.offers  # metadata.csv lists the B200 with 80 GB: refused, never priced as a 180 GB card
     assert b200.excluded == ("runpod B200: the catalog lists 80 GiB per card, the GPU map's b200 has 180 GiB "
                              "(32 rows)",)
+
+
+def test_a_hostile_catalog_source_reaches_the_memo_and_report_as_text(tmp_path: Path) -> None:
+    """A plain catalog's source names its provider: markup and table breaks in it stay text everywhere."""
+    from runner.decision.market_chart import market_html
+    from runner.decision.market_memo import market_lines
+
+    hostile = tmp_path / "flat.csv"
+    hostile.write_text("gpu,cards_per_lot,plan_days,price_usd_per_lot,currency,catalog_date,source\n"
+                       "h100-sxm,1,7,100.00,USD,2026-12-01,<img src=x onerror=alert(1)>|=HYPERLINK(1)\n",
+                       encoding="utf-8")
+    gpu_map = load_gpu_map()
+    catalogs = [load_catalog(hostile), _catalog(tmp_path, _row("acme", "1x", 1, "3.00"))]
+    config = SimpleNamespace(configuration_id="c", acceptable=True, campaign_needed_h=1.0, accepted_artifacts=1)
+    uses = [catalog_use(c, "", date(2026, 12, 3), None) for c in catalogs]
+    result = market_decision(_decision([config], "c"), {"c": CardChoice(gpu_map.card_named("h100-sxm"), "m", 1)},
+                             catalogs, uses, gpu_map, MarketFilter())
+    memo = "\n".join(market_lines(result))
+    assert not re.search(r"(?<!\\)<img", memo) and "\\<img src=x onerror=alert(1)\\>\\|=HYPERLINK(1)" in memo
+    page = "".join(market_html(result))
+    assert "<img" not in page and "&lt;img src=x onerror=alert(1)&gt;|=HYPERLINK(1)" in page
