@@ -19,6 +19,10 @@ from runner.decision.text_format import hours as hours_text
 
 #: Offers listed per configuration in the memo (all of them are in decision.json).
 SHOWN_OFFERS = 8
+#: The columns ``decide --market --format csv`` appends: each configuration's cheapest offer across providers.
+MARKET_COLUMNS = ("market_card", "market_cheapest_provider", "market_cheapest_instance", "market_cheapest_capacity",
+                  "market_cheapest_usd", "market_cheapest_per_accepted_result_usd", "market_median_provider_usd",
+                  "market_catalog_date", "market_no_offer_because")
 
 
 def market_lines(market: MarketDecision) -> list[str]:
@@ -121,3 +125,14 @@ def pricing_lines(pricing: CardPricing) -> list[str]:
     if any(offer.capacity == "spot" for offer in pricing.offers):
         lines.append(SPOT_RISK)
     return lines
+
+
+def market_cells(market: MarketDecision, configuration_id: str) -> list[object]:
+    """One configuration's :data:`MARKET_COLUMNS` cells (empty where there is no offer, with the reason)."""
+    item = next((c for c in market.configurations if c.configuration_id == configuration_id), None)
+    if item is None or item.pricing is None or not item.pricing.offers:
+        return [item.card if item else None, *[None] * 7, item.empty_reason if item else "not priced"]
+    best, median = item.pricing.offers[0], item.pricing.median_provider_usd
+    return [item.card, best.provider, best.instance, best.capacity, format_usd(best.total_usd),
+            format_usd(best.per_result_usd) if best.per_result_usd is not None else None,
+            format_usd(median) if median is not None else None, best.catalog_date.isoformat(), None]

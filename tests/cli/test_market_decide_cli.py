@@ -46,6 +46,12 @@ def test_the_measured_card_is_priced_across_providers_and_the_filter_recorded(
     written = (root / "decision.json").read_text(encoding="utf-8")
     assert dumps(codec.to_dict(codec.read_record(root / "decision.json", Decision))) == written  # reads back whole
     data = json.loads(written)["market"]
+    table = run("decide", str(root), "--market", str(market), "--capacity", "on-demand", "--format", "csv")
+    header, row = table.stdout.splitlines()[:2]
+    assert header.endswith(",market_card,market_cheapest_provider,market_cheapest_instance,market_cheapest_capacity,"
+                           "market_cheapest_usd,market_cheapest_per_accepted_result_usd,market_median_provider_usd,"
+                           "market_catalog_date,market_no_offer_because")
+    assert row.endswith(",h100-sxm,acme,1x_h100,on-demand,3.00,3.00,11.50,2026-11-01,")
     assert data["market_filter"] == {"capacity": "on-demand", "providers": [], "regions": [],
                                      "schema_version": 1}
     assert data["configurations"][0]["pricing"]["excluded"] == [
