@@ -28,6 +28,7 @@ from runner.campaign_dir.fault_hooks import FAULT_HOOK_BANNER, fault_hook_banner
 from runner.campaign_dir.integrity import INCONSISTENT_BANNER
 from runner.decision.crosscheck import cross_check
 from runner.decision.evidence import choose_catalog, load_evidence, read_ledger
+from runner.decision.market_stage import MarketOptions, output_paths, price_market
 from runner.decision.memo import render_memo
 from runner.hosts.record import expand_campaign_dirs, hosts_without_campaign
 
@@ -67,10 +68,12 @@ def run_decide(
     allow_inconsistent: bool = False,
     reference: Path | None = None,
     extra: Callable[[Any], Sequence[ConfigurationOutputs]] | None = None,
+    market: MarketOptions | None = None,
 ) -> DecideOutcome:
     """Decide over ``roots`` (campaigns of one study) and write the memo, JSON and report; ``reference``: the
     campaign whose reference variant every configuration is compared with by id (default: the first); ``extra``:
-    configurations to compare as well (replays), built from the study."""
+    configurations to compare as well (replays), built from the study; ``market``: price every configuration
+    across providers too (runner.decision.market_stage), written beside an earlier decision of other dates."""
     from runner.decision.html_report import render_report  # keeps the CLI import light
 
     if not roots:
@@ -92,6 +95,8 @@ def run_decide(
                          reference=_reference_campaign(roots, campaign_roots, reference),
                          extra=extras)
     decision = decide(evidence, study, catalog, ledger, agreement=matrix)
+    if market is not None:
+        decision = price_market(decision, campaign_roots, evidence, market, catalog)
     target = out if out is not None else roots[0]
     fix = "Choose a writable --out." if out is not None else "Pass a writable --out DIR."
     make_dirs(target, fix=fix)
@@ -102,7 +107,7 @@ def run_decide(
     banners = hooks + inconsistent
     decision = replace(decision, catalog_source=catalog_source, inconsistent=inconsistent or None,
                        test_hooks=hooks or None)
-    written = (target / DECISION_JSON, target / DECISION_MD, target / REPORT_HTML)
+    decision, written = output_paths(decision, (target / DECISION_JSON, target / DECISION_MD, target / REPORT_HTML))
     write_record(written[0], decision, target, fix)
     write_text_atomic(written[1], "".join(f"{b}\n" for b in banners) + ("\n" if banners else "")
                       + render_memo(decision, catalog_source, describe_task(study)), target, fix)
