@@ -233,6 +233,8 @@ class Decision:
     #: Set by the decide stage: where the catalog came from, and the banner of each directory read inconsistent.
     catalog_source: str | None = field(default=None, metadata=OMIT_NONE)
     inconsistent: tuple[str, ...] | None = field(default=None, metadata=OMIT_NONE)
+    #: Set by the decide stage: a campaign whose trials ran with the test-only fault hook (not a measurement).
+    test_hooks: tuple[str, ...] | None = field(default=None, metadata=OMIT_NONE)
     #: Set by the decide stage with --market: every configuration priced across providers (market_rank.py).
     market: MarketDecision | None = field(default=None, metadata=OMIT_NONE)
     CODEC: ClassVar[Schema] = Schema("decision.json", SCHEMA_VERSION)

@@ -156,7 +156,11 @@ def window(start: str, end: str, tz: str | None, fold: str | None, as_json: bool
     \b
     Example: isocost window --start 2026-11-02T09:00 --end 2026-11-06T09:00 --tz Europe/Paris
     """
-    measured = access_window(start, end, tz, None if fold is None else int(fold))
+    try:
+        measured = access_window(start, end, tz, None if fold is None else int(fold))
+    except UserError as exc:  # the calendar names its arguments (start, end, tz, fold): here they are options
+        where = f"--{exc.where}" if exc.where in ("start", "end", "tz", "fold") else exc.where
+        raise UserError(exc.what, where, exc.fix) from None
     coverage = covering_plans(measured.elapsed_h, PLAN_LENGTHS_DAYS)
     if as_json:
         data = {

@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from protocol import codec, jsonio
-from runner.bundle.replay_read import replays_loader, split_replays
+from runner.bundle.replay_read import refuse_replay_reference, replays_loader, split_replays
 from runner.cli.catalog import market_filter, market_options
 from runner.decision.agreement_view import matrix_csv, matrix_text
 from runner.decision.csv_table import render_csv
@@ -81,6 +81,7 @@ def decide(dirs: tuple[Path, ...], expenses: Path | None, catalog_path: Path | N
     Example: isocost decide results/rtx4090 --market market-2026-12-03.csv --capacity on-demand
     Example: isocost decide results/rtx4090 results/b200 --format csv > decision.csv
     """
+    refuse_replay_reference(reference, "decide")
     campaigns, replays = split_replays(list(dirs))
     market = MarketOptions(tuple(market_paths), tuple(gpu_maps), market_filter(providers, regions, capacity)) \
         if market_paths else None
@@ -91,7 +92,7 @@ def decide(dirs: tuple[Path, ...], expenses: Path | None, catalog_path: Path | N
     if output_format == "csv":
         click.echo(render_csv(outcome.decision), nl=False)
     elif as_json or output_format == "json":
-        for banner in outcome.banners:
+        for banner in outcome.decision.inconsistent or ():  # the fault hook's flag is in the JSON (test_hooks)
             click.echo(banner)
         click.echo(json_path.read_text(encoding="utf-8"), nl=False)
     else:
@@ -126,17 +127,18 @@ def compare(dirs: tuple[Path, ...], reference: Path | None, as_json: bool, outpu
     Example: isocost compare results/h200 results/rtx4090
     Example: isocost compare results/h200 results/rtx4090 --reference results/rtx4090 --format csv
     """
+    refuse_replay_reference(reference, "compare")
     campaigns, replays = split_replays(list(dirs))
     matrix, banners = run_compare(campaigns, reference=reference, allow_inconsistent=allow_inconsistent,
                                   extra=replays_loader(replays))
     for banner in banners:
         click.echo(banner)
-    if as_json or output_format == "json":
+    if as_json or output_format == "json":  # the fault hook's flag is in the JSON (flags), and in the CSV's column
         click.echo(jsonio.dumps(codec.to_dict(matrix)), nl=False)
     elif output_format == "csv":
         click.echo(matrix_csv(matrix), nl=False)
     else:
-        click.echo(matrix_text(matrix), nl=False)
+        click.echo("".join(f"{flag}\n" for flag in matrix.flags or ()) + matrix_text(matrix), nl=False)
 
 
 @click.command()

@@ -18,6 +18,7 @@ from typing import Any
 from protocol.costing.job_cost import JobConfiguration
 from protocol.csvio import safe_row
 from protocol.decision.rank import Configuration, Decision
+from runner.campaign_dir.fault_hooks import FAULT_HOOK_BANNER
 from runner.decision.market_memo import MARKET_COLUMNS, market_cells
 from runner.decision.text_format import usd
 
@@ -25,7 +26,7 @@ COLUMNS = ("configuration_id", "variant_id", "hardware", "equivalent", "metric",
            "accepted_passes", "attempts", "median_pass_s", "campaign_rank", "campaign_cost_usd",
            "campaign_cost_per_validated_corpus_usd", "job_rank", "job_h", "job_h_low", "job_h_high",
            "job_billing", "job_expected_usd", "job_per_validated_corpus_usd", "p_fits_plan", "p_fits_deadline",
-           "pareto", "gpu_j_per_input", "cpu_j_per_input", "not_ranked_because")
+           "pareto", "gpu_j_per_input", "cpu_j_per_input", "not_ranked_because", "not_a_measurement")
 
 
 def render_csv(decision: Decision) -> str:
@@ -36,8 +37,10 @@ def render_csv(decision: Decision) -> str:
     writer = csv.writer(out, lineterminator="\n")
     market = decision.market
     writer.writerow(COLUMNS + (MARKET_COLUMNS if market is not None else ()))
+    hooks = {r.campaign_id: " ".join(note for note in r.notes if note.startswith(FAULT_HOOK_BANNER))
+             for r in decision.campaigns}  # a campaign run with the test-only fault hook: not a measurement
     for c in decision.configurations:
-        row = _row(c, by_id.get(c.configuration_id), with_job=job is not None)
+        row = [*_row(c, by_id.get(c.configuration_id), with_job=job is not None), hooks.get(c.campaign_id, "")]
         row += market_cells(market, c.configuration_id) if market is not None else []
         writer.writerow(safe_row("" if v is None else v for v in row))
     return out.getvalue()

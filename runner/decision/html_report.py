@@ -68,6 +68,8 @@ def render_report(decision: Decision) -> str:
         f"<style>{_CSS}</style></head><body>",
         f"<h1>Decision: {escape(decision.study_name)}</h1>",
         f"<p class=\"muted\">{escape(decision.question)}</p>",
+        *(f"<p class=\"warn\"><strong>{escape(flag)}</strong></p>"
+          for flag in (*(decision.test_hooks or ()), *(decision.inconsistent or ()))),
         _answer_html(decision),
     ]
     if decision.deadline_note:
