@@ -1,4 +1,4 @@
-"""The launcher as a plugin: kinds registered by name, each with its options, choice and replay; every
+"""The launcher as a plugin: kinds found by name, each with its options, choice and replay; every
 launcher's life behind one interface (no cluster or engine needed here)."""
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ import pytest
 from click.testing import CliRunner
 
 from protocol.errors import UserError
-from runner.campaign.launcher_choice import KINDS, LAUNCHER_KINDS, choose_launcher, launcher_options, replay_launcher
+from runner.campaign.launcher_choice import choose_launcher, launcher_options, replay_launcher
 from runner.cli import main
 from runner.launch.base import LauncherBase, LaunchResult, placement_values
+from runner.launch.kind import kind_names, launcher_kinds
 from runner.launch.process import ProcessLauncher
 
 
@@ -24,8 +25,10 @@ def study(tmp_path: Path, study_text) -> Path:
     return path
 
 
-def test_every_kind_is_registered_and_auto_chooses_among_them():
-    assert set(KINDS) == set(LAUNCHER_KINDS) - {"auto"} == {"process", "docker", "slurm"}
+def test_every_kind_is_found_and_auto_chooses_among_them():
+    assert list(launcher_kinds()) == ["process", "docker", "slurm"]
+    assert kind_names(auto=True) == ("auto", "process", "docker", "slurm")
+    assert kind_names(replay=True) == ("original", "process", "docker")
     names = [option.name for option in launcher_options()["slurm"]]
     assert names[:5] == ["partition", "account", "qos", "gres", "gpus"] and "shared" in names
 
