@@ -53,7 +53,10 @@ class KindChoice(click.Choice):  # type: ignore[type-arg]
 
 def launcher_help(command: str) -> str:
     """The ``--launcher`` help of a command: how ``auto`` (or ``original``) chooses, then one line per kind."""
-    kinds = launcher_kinds()
+    try:
+        kinds = launcher_kinds()
+    except UserError as exc:  # a broken ISOCOST_LAUNCHERS folder: the command says so (Error: …) when it runs
+        return f"The launcher kind (none can be listed now: {exc.what})."
     auto = ", else ".join(k.name for k in sorted(kinds.values(), key=lambda k: k.auto_order) if k.auto)
     shown = [k for k in kinds.values() if k.replay_choice] if command == "replay" else list(kinds.values())
     return " ".join([_LEADS[command].format(auto=auto), *(f"{k.name}: {k.help}." for k in shown)])
@@ -71,8 +74,13 @@ def _param(kind: str, name: str) -> str:
 
 
 def launcher_flags(command: F) -> F:
-    """Add every kind's options (in declaration order) to a click command."""
-    for kind, options in reversed(list(launcher_options().items())):
+    """Add every kind's options (in declaration order) to a click command (none while the kinds cannot be listed:
+    the command then says why when it runs)."""
+    try:
+        every = launcher_options()
+    except UserError:
+        every = {}
+    for kind, options in reversed(list(every.items())):
         for option in reversed(options):
             command = click.option(f"--{kind}-{option.name}", _param(kind, option.name), metavar=option.metavar,
                                    help=f"[--launcher {kind}] {option.help}", multiple=option.multiple,

@@ -154,15 +154,7 @@ def _load(package: Path, builtin: bool) -> LauncherKind:
     if builtin:
         module = importlib.import_module(f"runner.launch.kinds.{package.name}")
     else:
-        name = f"isocost_launchers.{package.name}"
-        module = sys.modules.get(name)  # type: ignore[assignment]
-        if module is None or Path(str(module.__file__)).resolve() != (package / "__init__.py").resolve():
-            spec = importlib.util.spec_from_file_location(name, package / "__init__.py",
-                                                          submodule_search_locations=[str(package)])
-            assert spec is not None and spec.loader is not None
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[name] = module
-            spec.loader.exec_module(module)
+        module = _external(package)
     kind = getattr(module, "KIND", None)
     if not isinstance(kind, LauncherKind):
         raise UserError(f"launcher package {package} defines no KIND", str(package / "__init__.py"),
@@ -173,6 +165,28 @@ def _load(package: Path, builtin: bool) -> LauncherKind:
                         "Name the kind in lowercase words joined by '-', its package the same with '_' "
                         f"(never {' or '.join(RESERVED_NAMES)}).")
     return kind
+
+
+def _external(package: Path) -> Any:
+    """A launcher package outside runner/ as module ``isocost_launchers.<package>``; imported once per version of
+    its ``__init__.py`` (so its classes stay the same objects between calls)."""
+    name = f"isocost_launchers.{package.name}"
+    init = (package / "__init__.py").resolve()
+    stamp = (str(init), init.stat().st_mtime_ns)
+    module = sys.modules.get(name)
+    if module is not None and getattr(module, "__isocost_stamp__", None) == stamp:
+        return module
+    spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(package)])
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    module.__isocost_stamp__ = stamp  # type: ignore[attr-defined]
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
 
 
 def launcher_kinds() -> dict[str, LauncherKind]:

@@ -22,12 +22,10 @@ pytestmark = pytest.mark.e2e
 
 
 def _local_kinds() -> list[str]:
-    before = os.environ.get(LAUNCHERS_ENV)
-    os.environ[LAUNCHERS_ENV] = str(FIXTURES)
-    try:
+    """Every kind found with the fixture folder that needs no engine or cluster (its ``requires`` is empty)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(LAUNCHERS_ENV, str(FIXTURES))
         return [name for name, kind in launcher_kinds().items() if not kind.requires]
-    finally:
-        os.environ.pop(LAUNCHERS_ENV) if before is None else os.environ.__setitem__(LAUNCHERS_ENV, before)
 
 
 def _isocost(*args: str) -> subprocess.CompletedProcess[str]:

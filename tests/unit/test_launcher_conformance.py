@@ -18,8 +18,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -36,20 +34,8 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURE_LAUNCHERS = ROOT / "tests" / "launchers"
 
 
-@contextmanager
-def fixture_folder() -> Iterator[None]:
-    before = os.environ.get(LAUNCHERS_ENV)
-    os.environ[LAUNCHERS_ENV] = str(FIXTURE_LAUNCHERS)
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(LAUNCHERS_ENV, None)
-        else:
-            os.environ[LAUNCHERS_ENV] = before
-
-
-with fixture_folder():
+with pytest.MonkeyPatch.context() as _patch:  # the kinds found with the fixture folder, at collection
+    _patch.setenv(LAUNCHERS_ENV, str(FIXTURE_LAUNCHERS))
     KINDS = launcher_kinds()
 
 

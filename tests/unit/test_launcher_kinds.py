@@ -85,3 +85,22 @@ def test_placement_cells_are_empty_with_a_reason_without_a_scheduler():
     values, reasons = placement_values("process", LaunchResult(exit_code=0))
     assert values == {"queue_s": None, "node": None, "job_id": None, "allocated_gpu": None}
     assert reasons["queue_s"] == "launcher 'process' has no scheduler queue"
+
+
+def test_a_broken_launcher_folder_is_an_error_with_the_fix(study, tmp_path, monkeypatch):
+    monkeypatch.setenv("ISOCOST_LAUNCHERS", str(tmp_path / "missing"))
+    result = CliRunner().invoke(main, ["run", str(study), "--out", str(tmp_path / "out"), "--launcher", "process"])
+    assert result.exit_code == 2 and "is not a directory (ISOCOST_LAUNCHERS)" in result.output
+    folder = tmp_path / "launchers"
+    (folder / "no_kind").mkdir(parents=True)
+    (folder / "no_kind" / "__init__.py").write_text("KIND = 1\n")
+    monkeypatch.setenv("ISOCOST_LAUNCHERS", str(folder))
+    with pytest.raises(UserError, match="defines no KIND"):
+        launcher_kinds()
+    (folder / "no_kind" / "__init__.py").write_text(
+        "from runner.launch.kinds.process import KIND as PROCESS\nKIND = PROCESS\n")
+    with pytest.raises(UserError, match="is not a usable name for package no_kind"):
+        launcher_kinds()
+    (folder / "no_kind").rename(folder / "process")
+    with pytest.raises(UserError, match="two launcher packages are named 'process'"):
+        launcher_kinds()
