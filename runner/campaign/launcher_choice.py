@@ -1,7 +1,7 @@
 """Which launcher runs a campaign (or a replay): the kind named by ``--launcher``, or ``auto``.
 
 The kinds are found by name (:func:`runner.launch.kind.launcher_kinds`: the packages of
-``runner/launch/kinds/`` and of ``ISOCOST_LAUNCHERS``); each says how it is chosen, how it replays and
+``runner/launch/kinds/`` and of ``ISOCOST_LAUNCHERS_PATH``); each says how it is chosen, how it replays and
 which options it takes. This module only parses the study once, hands each kind what it asks for (the
 image lock, the engine check) and refuses options given to another kind than the one chosen; it never
 asks which kind it is.

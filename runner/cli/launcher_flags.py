@@ -36,7 +36,7 @@ _LEADS = {
 
 
 class KindChoice(click.Choice):  # type: ignore[type-arg]
-    """The launcher kinds found when the command runs (those of ISOCOST_LAUNCHERS included)."""
+    """The launcher kinds found when the command runs (those of ISOCOST_LAUNCHERS_PATH included)."""
 
     def __init__(self, replay: bool = False) -> None:
         self.replay = replay
@@ -55,7 +55,7 @@ def launcher_help(command: str) -> str:
     """The ``--launcher`` help of a command: how ``auto`` (or ``original``) chooses, then one line per kind."""
     try:
         kinds = launcher_kinds()
-    except UserError as exc:  # a broken ISOCOST_LAUNCHERS folder: the command says so (Error: …) when it runs
+    except UserError as exc:  # a broken ISOCOST_LAUNCHERS_PATH folder: the command says so (Error: …) when it runs
         return f"The launcher kind (none can be listed now: {exc.what})."
     auto = ", else ".join(k.name for k in sorted(kinds.values(), key=lambda k: k.auto_order) if k.auto)
     shown = [k for k in kinds.values() if k.replay_choice] if command == "replay" else list(kinds.values())

@@ -8,7 +8,7 @@ it replays a bundle's trials (``replay``). Everything after the choice (the camp
 ``isocost check``) calls the launcher's own methods (:mod:`runner.launch.base`).
 
 The kinds are the packages of ``runner/launch/kinds/`` and of every folder named in the environment
-variable ``ISOCOST_LAUNCHERS`` (folders separated by ``os.pathsep``; read when a command starts): a new
+variable ``ISOCOST_LAUNCHERS_PATH`` (folders separated by ``os.pathsep``; read when a command starts): a new
 launcher is a new package there, nothing else changes (docs/launchers.md).
 
 Example::
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from runner.launch.base import Launcher
 
 #: Folders of extra launcher packages, besides the built-in ones (``runner/launch/kinds/``).
-LAUNCHERS_ENV = "ISOCOST_LAUNCHERS"
+LAUNCHERS_ENV = "ISOCOST_LAUNCHERS_PATH"
 BUILTIN_FOLDER = Path(__file__).resolve().parent / "kinds"
 #: Names that are choices of ``--launcher`` but no kind: the automatic choice, and the originals' kind (replay).
 RESERVED_NAMES = ("auto", "original")

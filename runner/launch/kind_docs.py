@@ -1,7 +1,7 @@
 """The tables of docs/launchers.md, generated from what each launcher kind says of itself.
 
 ``python -m runner.launch.kind_docs`` prints them; ``tests/cli/test_launcher_docs.py`` fails when the page
-differs from the kinds found (built-in ones only: a folder in ``ISOCOST_LAUNCHERS`` is a user's own).
+differs from the kinds found (built-in ones only: a folder in ``ISOCOST_LAUNCHERS_PATH`` is a user's own).
 
 Example::
 

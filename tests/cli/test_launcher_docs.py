@@ -20,5 +20,5 @@ def test_the_launcher_tables_are_the_kinds_own(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_a_new_kind_changes_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(LAUNCHERS_ENV, str(PAGE.parents[1] / "tests" / "launchers"))
+    monkeypatch.setenv(LAUNCHERS_ENV, str(PAGE.parents[1] / "tests" / "fixtures" / "launchers"))
     assert "`cwd-process`" in kinds_table() and "`cwd-process`" not in PAGE.read_text(encoding="utf-8")

@@ -1,5 +1,5 @@
 """Every launcher kind that can run on any machine runs a real campaign through the CLI, found by name: the
-built-in ones and the fixture kind ``cwd-process`` (tests/launchers/, through ``ISOCOST_LAUNCHERS`` as a
+built-in ones and the fixture kind ``cwd-process`` (tests/fixtures/launchers/, through ``ISOCOST_LAUNCHERS_PATH`` as a
 user's own launcher), then ``--resume`` finds the campaign's launcher unchanged. Kinds that need an engine or a
 cluster run theirs in tests/docker and tests/slurm."""
 
@@ -17,7 +17,7 @@ from runner.campaign_dir.layout import read_raw
 from runner.launch.kind import LAUNCHERS_ENV, launcher_kinds
 
 ROOT = Path(__file__).resolve().parents[2]
-FIXTURES = ROOT / "tests" / "launchers"
+FIXTURES = ROOT / "tests" / "fixtures" / "launchers"
 pytestmark = pytest.mark.e2e
 
 

@@ -62,7 +62,7 @@ def test_a_key_no_launcher_writes_or_an_unknown_kind_is_refused_with_the_fix(tmp
     (tmp_path / "launcher.json").write_text(json.dumps({"schema_version": 3, "kind": "kubernetes"}), encoding="utf-8")
     with pytest.raises(UserError) as info:
         read_launcher_file(tmp_path)
-    assert "names launcher kind 'kubernetes'" in info.value.what and "ISOCOST_LAUNCHERS" in info.value.fix
+    assert "names launcher kind 'kubernetes'" in info.value.what and "ISOCOST_LAUNCHERS_PATH" in info.value.fix
     (tmp_path / "launcher.json").write_text(json.dumps({"schema_version": 4, "kind": "process"}), encoding="utf-8")
     with pytest.raises(UserError, match="schema_version 4"):
         read_launcher_file(tmp_path)

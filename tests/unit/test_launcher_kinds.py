@@ -88,13 +88,13 @@ def test_placement_cells_are_empty_with_a_reason_without_a_scheduler():
 
 
 def test_a_broken_launcher_folder_is_an_error_with_the_fix(study, tmp_path, monkeypatch):
-    monkeypatch.setenv("ISOCOST_LAUNCHERS", str(tmp_path / "missing"))
+    monkeypatch.setenv("ISOCOST_LAUNCHERS_PATH", str(tmp_path / "missing"))
     result = CliRunner().invoke(main, ["run", str(study), "--out", str(tmp_path / "out"), "--launcher", "process"])
-    assert result.exit_code == 2 and "is not a directory (ISOCOST_LAUNCHERS)" in result.output
+    assert result.exit_code == 2 and "is not a directory (ISOCOST_LAUNCHERS_PATH)" in result.output
     folder = tmp_path / "launchers"
     (folder / "no_kind").mkdir(parents=True)
     (folder / "no_kind" / "__init__.py").write_text("KIND = 1\n")
-    monkeypatch.setenv("ISOCOST_LAUNCHERS", str(folder))
+    monkeypatch.setenv("ISOCOST_LAUNCHERS_PATH", str(folder))
     with pytest.raises(UserError, match="defines no KIND"):
         launcher_kinds()
     (folder / "no_kind" / "__init__.py").write_text(
