@@ -5,10 +5,10 @@ record round-trips, it is chosen by name (and ``auto`` chooses among the kinds),
 The kinds are those the discovery finds (runner/launch/kinds/) plus the test fixture kind ``cwd-process``
 (tests/fixtures/launchers/, found through ``ISOCOST_LAUNCHERS_PATH`` as a user's own launcher is): a kind
 added to either folder runs through these cases with no change here. A kind that cannot be chosen on this
-machine (no Docker engine, no Slurm cluster: the kind's ``requires``) skips the cases that need its launcher here; they run in
-tests/docker and tests/slurm with the same functions (tests/launcher_cases.py), which fail instead of skipping
-where CI sets ``ISOCOST_REQUIRE_DOCKER=1`` and ``ISOCOST_REQUIRE_SLURM=1``. The real campaign of every kind
-that can run here is ``tests/e2e/test_launcher_kinds_e2e.py``.
+machine (no Docker engine, no Slurm cluster: the kind's ``requires``) skips the cases that need its launcher
+here; they run in tests/docker and tests/slurm with the same functions (tests/launcher_cases.py), which fail
+instead of skipping where CI sets ``ISOCOST_REQUIRE_DOCKER=1`` and ``ISOCOST_REQUIRE_SLURM=1``. The real
+campaign of every kind that can run here is ``tests/e2e/test_launcher_kinds_e2e.py``.
 """
 
 from __future__ import annotations
