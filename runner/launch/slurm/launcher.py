@@ -49,6 +49,7 @@ from runner.launch.slurm.commands import SlurmCommands
 from runner.launch.slurm.jobs import JobInfo, iso_seconds_between, job_end, slurm_seconds_between
 from runner.launch.slurm.options import SlurmOptions
 from runner.launch.slurm.preflight import check_cluster, run_preflight, shared_inputs
+from runner.launch.slurm.record import SlurmRecord
 from runner.launch.slurm.script import (
     CONTAINER_IN,
     CONTAINER_MODEL,
@@ -240,13 +241,13 @@ class SlurmLauncher(LauncherBase):
         except UserError as exc:
             self.lost = exc.message
             record["error"] = exc.message
-            save_record(trial_dir, record)
+            save_record(trial_dir, record, SlurmRecord)
             raise HostInterrupt(LaunchResult(exit_code=None, interrupted=True, notes=(
                 f"{exc.message}; {HOST_STOP_NOTE}: the campaign stops here and --resume runs this pass again",),
                 placement=Placement())) from None
         job = {"job_id": job_id, "submitted_at": submitted_at, "mono": mono}
         record["jobs"].append({k: v for k, v in job.items() if k != "mono"})
-        save_record(trial_dir, record)
+        save_record(trial_dir, record, SlurmRecord)
         log_event(events, "queue_start", trial_id=trial_id, job_id=job_id)
         return job
 
@@ -260,7 +261,7 @@ class SlurmLauncher(LauncherBase):
         entry = record["jobs"][-1]
         entry.update({"seen": facts, "cancelled_by_isocost": cancelled,
                       "slurm": dataclasses.asdict(info) if info else {}})
-        save_record(trial_dir, record)
+        save_record(trial_dir, record, SlurmRecord)
         return facts
 
     def _result(self, job: dict[str, Any], watched: Any, facts: dict[str, Any], record: dict[str, Any],
