@@ -46,7 +46,7 @@ from decimal import Decimal, InvalidOperation, localcontext
 from pathlib import Path
 from typing import Any, TypeVar, Union
 
-from protocol.domains import Domain, unit_of
+from protocol.domains import Domain, domain_of
 from protocol.errors import UserError
 from protocol.jsonio import parse_json, read_json, write_json_atomic
 
@@ -320,8 +320,9 @@ def _field(hint: Any, spec: dataclasses.Field[Any], value: Any, key: str) -> Any
 
 def _in_domain(spec: dataclasses.Field[Any], value: Any, key: str) -> Any:
     """``value`` when each number in it (a scalar, or the items of a list) lies in the field's domain: its own
-    (``options(domain=…)``) or the one its unit gives (``_s`` seconds, ``_bytes``, ``_j``, ``_share``, counts)."""
-    domain = spec.metadata.get("codec_domain") or unit_of(spec.name)
+    (``options(domain=…)``), or the one its name gives (:func:`protocol.domains.domain_of`: ``_s`` seconds,
+    ``_bytes``, ``_j``, ``_share``, counts, and the shared quantities such as ``completed`` and ``attempt``)."""
+    domain = spec.metadata.get("codec_domain") or domain_of(spec.name)
     if domain is None:
         return value
     numbers = value if isinstance(value, list | tuple) else (value,)

@@ -6,9 +6,11 @@ domain of its field: finite, and within the bounds its unit gives (seconds, byte
 the field declares. A value outside it (``pass_s = -5``, ``inf``, ``nan``, a peak of 10^30 bytes) is refused
 naming the file, the row and the column, before any summary or ranking sees it.
 
-Where the domains are declared: a raw.csv column's in :data:`protocol.raw_columns.RAW_DOMAINS` (beside the
-columns), a record field's by its unit (:func:`unit_domain`) unless its field metadata says otherwise
-(``field(metadata=options(domain=COUNT))``, :mod:`protocol.codec`).
+Where the domains are declared: by unit for every field whose name carries one (``_s``, ``_bytes``, ``_j``,
+``_share``, ``_count``, ``n_…``), by name for the quantities the evidence files share (:data:`QUANTITIES`:
+``completed``, ``attempt``, ``batch_size`` …), a raw.csv column's own in :data:`protocol.raw_columns.RAW_DOMAINS`
+(beside the columns), and a record field's own in its metadata (``field(metadata=options(domain=COUNT))``,
+:mod:`protocol.codec`). Each reader checks the numbers it reads against them.
 
 Example::
 
@@ -83,6 +85,21 @@ _BY_SUFFIX = (("_s", SECONDS), ("_bytes", BYTES), ("_j", JOULES), ("_share", SHA
               ("_count", COUNT))
 
 
+#: The quantities the evidence files share by name whose name says no unit: the same field in raw.csv, spec.json,
+#: status.json and manifest.json (a record field may still declare its own, ``options(domain=…)``).
+QUANTITIES: dict[str, Domain] = {
+    **dict.fromkeys(("repetition", "attempt", "batch_size", "max_length", "threads"), POSITIVE),
+    **dict.fromkeys(("order_index", "completed", "expected", "expected_ids", "observed_ids", "seed", "oom_events",
+                     "pass_compilations", "truncated_count"), COUNT),
+    "exit_code": EXIT_CODE,
+}
+
+
+def domain_of(name: str) -> Domain | None:
+    """A field's domain by its name: :data:`QUANTITIES`, else its unit (:func:`unit_of`); None: only finite."""
+    return QUANTITIES.get(name) or unit_of(name)
+
+
 def unit_of(name: str) -> Domain | None:
     """The domain a field's unit gives, by its name's ending (``_s``, ``_bytes``, ``_j``, ``_share``, ``_count``)
     or ``n_…`` (a count); None when the name says no unit (hours are left out: a margin in hours may be
@@ -94,9 +111,9 @@ def unit_of(name: str) -> Domain | None:
 
 
 def unit_domain(name: str, is_int: bool = False) -> Domain:
-    """:func:`unit_of`, else any finite number (an integer: any 64-bit one)."""
-    return unit_of(name) or (INT64 if is_int else FINITE)
+    """:func:`domain_of`, else any finite number (an integer: any 64-bit one)."""
+    return domain_of(name) or (INT64 if is_int else FINITE)
 
 
 __all__ = ["BYTES", "COUNT", "EXIT_CODE", "FINITE", "FRACTION", "INT64", "JOULES", "POSITIVE", "SECONDS",
-           "SHARE", "Domain", "unit_domain", "unit_of"]
+           "QUANTITIES", "SHARE", "Domain", "domain_of", "unit_domain", "unit_of"]

@@ -8,7 +8,7 @@ Example::
 
 from __future__ import annotations
 
-from protocol.domains import COUNT, EXIT_CODE, FINITE, POSITIVE, Domain, unit_domain
+from protocol.domains import FINITE, Domain, unit_domain
 from protocol.records import VARIANT_FIELDS
 
 #: Columns of ``raw.csv``, in order. New columns are only ever appended at the end.
@@ -47,17 +47,17 @@ RAW_COLUMNS: tuple[str, ...] = (
 #: (``runner.campaign_dir.rawtable``).
 RAW_SCHEMA_VERSION = 5
 
-#: The domain of each numeric column whose name does not say it by its unit (``pass_s``: seconds,
-#: ``peak_rss_bytes``: bytes, ``gpu_energy_j``: joules, ``device_busy_share``: a share; :mod:`protocol.domains`).
-#: Every numeric cell is checked against its column's domain when read (:class:`protocol.rawrecord.RawRecord`,
-#: and the typed frame of ``runner.campaign_dir.raw_frame``): the chain proves a row unchanged, not possible.
+#: The domain of a numeric column: by its unit (``pass_s`` seconds, ``peak_rss_bytes`` bytes, ``gpu_energy_j``
+#: joules, ``device_busy_share`` a share) or its name (``completed``, ``attempt``, ``batch_size``, ``exit_code``
+#: …: :data:`protocol.domains.QUANTITIES`, shared with spec.json, status.json and manifest.json), else the one
+#: declared here; any other number is finite (an integer, 64-bit). Every numeric cell is checked against its
+#: column's domain when read (:class:`protocol.rawrecord.RawRecord`, and the typed frame of
+#: ``runner.campaign_dir.raw_frame``): the chain proves a row unchanged, not possible.
 RAW_DOMAINS: dict[str, Domain] = {
-    "repetition": POSITIVE, "order_index": COUNT, "expected_ids": COUNT, "observed_ids": COUNT, "attempt": POSITIVE,
-    "completed": COUNT, "metric_value": FINITE, "batch_size": POSITIVE, "max_length": POSITIVE, "threads": POSITIVE,
-    "seed": COUNT, "truncated_count": COUNT, "oom_events": COUNT, "exit_code": EXIT_CODE, "pass_compilations": COUNT,
+    "metric_value": FINITE,  # accuracy, ROUGE-L, a cosine agreement (which may be negative)
 }
 
 
 def raw_domain(column: str) -> Domain:
-    """The domain of a numeric raw.csv column: :data:`RAW_DOMAINS`, else the one its unit gives."""
+    """The domain of a numeric raw.csv column: :data:`RAW_DOMAINS`, else its unit's or name's."""
     return RAW_DOMAINS.get(column) or unit_domain(column, is_int=True)
