@@ -35,6 +35,7 @@ from typing import Any
 from protocol.errors import UserError
 from protocol.study_keys import KEYS
 from protocol.tasks.generation_model import check_generation_model
+from protocol.tasks.output_checks import text_problems
 from protocol.tasks.generation_outputs import (
     OUTPUT_FILE,
     Generation,
@@ -97,7 +98,8 @@ def check_generation_pass(outputs: ParsedGenerations, reference: GenerationRefer
     options, quality = study.task_options, study.quality
     ids = check_ids(outputs.ids, reference.ids, reference.references)
     format_errors = [*outputs.format_errors,
-                     *range_problems(outputs, int(options["max_new_tokens"]), int(options["top_k"]))]
+                     *range_problems(outputs, int(options["max_new_tokens"]), int(options["top_k"])),
+                     *text_problems(outputs.items, getattr(getattr(study, "model", None), "path", None))]
     reasons = id_problems(format_errors, ids)
     metric_value: float | None = None
     subgroups: dict[str, dict[str, float]] = {}
