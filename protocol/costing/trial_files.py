@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from protocol.codec import to_dict
-from protocol.domains import COUNT, SECONDS
 from protocol.costing.batch_fit import Batch
+from protocol.domains import COUNT, SECONDS
 from protocol.errors import UserError
 from protocol.jsonio import loads_unique
 from protocol.records import TrialStatus

@@ -31,8 +31,8 @@ from protocol.corpus import Record
 from protocol.errors import UserError
 from protocol.study_keys import KEYS
 from protocol.tasks import embedding_options as options
-from protocol.tasks.output_checks import norm_problems
 from protocol.tasks import retrieval
+from protocol.tasks.output_checks import norm_problems
 from protocol.tasks.queries import Query
 from protocol.tasks.vector_file import VectorFile, read_vectors
 from protocol.validate import Agreement, PassCheck, check_ids, id_problems

@@ -35,7 +35,6 @@ from typing import Any
 from protocol.errors import UserError
 from protocol.study_keys import KEYS
 from protocol.tasks.generation_model import check_generation_model
-from protocol.tasks.output_checks import text_problems
 from protocol.tasks.generation_outputs import (
     OUTPUT_FILE,
     Generation,
@@ -45,6 +44,7 @@ from protocol.tasks.generation_outputs import (
     read_vocab_size,
 )
 from protocol.tasks.generation_scores import NORMALISATIONS, SCORES, score_one
+from protocol.tasks.output_checks import text_problems
 from protocol.validate import Agreement, PassCheck, check_ids, id_problems
 
 __all__ = ["GENERATION", "GenerationReference", "TextGeneration", "compare_generations", "decode_index_field"]

@@ -10,12 +10,11 @@ Example: ``render_csv(decision).splitlines()[0]`` starts with ``configuration_id
 
 from __future__ import annotations
 
-import csv
 import io
 from typing import Any
 
 from protocol.costing.job_cost import JobConfiguration
-from protocol.csvio import safe_row
+from protocol.csvio import csv_writer
 from protocol.decision.rank import Configuration, Decision
 from runner.decision.text_format import usd
 
@@ -31,11 +30,11 @@ def render_csv(decision: Decision) -> str:
     job = decision.job
     by_id = {} if job is None else {c.configuration_id: c for c in job.configurations}
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    writer = csv_writer(out)
     writer.writerow(COLUMNS)
     for c in decision.configurations:
         row = _row(c, by_id.get(c.configuration_id), with_job=job is not None)
-        writer.writerow(safe_row("" if v is None else v for v in row))
+        writer.writerow(row)  # None: an empty cell; a formula-like text shown as text
     return out.getvalue()
 
 

@@ -12,7 +12,6 @@ import os
 from pathlib import Path
 
 import pytest
-from test_evidence_values import built, campaign  # noqa: F401 (fixtures)
 from test_hostile_inputs import assert_user_error, invoke
 
 from runner.campaign_dir.layout import read_rows
@@ -27,23 +26,23 @@ def outside(tmp_path: Path) -> Path:
     return folder
 
 
-def test_rental_refuses_a_rentals_jsonl_hard_linked_outside(campaign: Path, outside: Path) -> None:
+def test_rental_refuses_a_rentals_jsonl_hard_linked_outside(evidence_campaign: Path, outside: Path) -> None:
     empty = outside / "empty"
     empty.write_bytes(b"")
-    rentals = campaign / "rentals.jsonl"
+    rentals = evidence_campaign / "rentals.jsonl"
     rentals.unlink(missing_ok=True)
     os.link(empty, rentals)
-    assert_user_error(invoke(["rental", str(campaign), "--gpu", "rtx-4090", "--lots", "1"]),
+    assert_user_error(invoke(["rental", str(evidence_campaign), "--gpu", "rtx-4090", "--lots", "1"]),
                       "rentals.jsonl has 2 hard links")
     assert empty.read_bytes() == b""
 
 
 @pytest.mark.parametrize("name", ["status.json", "trial.log", "extra.txt"])
-def test_bundle_refuses_a_trial_file_hard_linked_outside(campaign: Path, outside: Path, tmp_path: Path,
+def test_bundle_refuses_a_trial_file_hard_linked_outside(evidence_campaign: Path, outside: Path, tmp_path: Path,
                                                          name: str) -> None:
     """A secret's bytes under a trial file's name (trial.log is not sealed; extra.txt is no trial file), or a
     sealed file given a second name outside."""
-    target = campaign / "trials" / read_rows(campaign)[0].trial_id / name
+    target = evidence_campaign / "trials" / read_rows(evidence_campaign)[0].trial_id / name
     if name == "status.json":
         os.link(target, outside / name)
     else:
@@ -52,24 +51,25 @@ def test_bundle_refuses_a_trial_file_hard_linked_outside(campaign: Path, outside
         target.unlink(missing_ok=True)
         os.link(secret, target)
     out = tmp_path / "b.tar.gz"
-    assert_user_error(invoke(["bundle", str(campaign), "-o", str(out)]), f"{name} has 2 hard links")
+    assert_user_error(invoke(["bundle", str(evidence_campaign), "-o", str(out)]), f"{name} has 2 hard links")
     assert not out.exists()
 
 
 @pytest.mark.parametrize("name", ["campaign.json", "raw.csv", "events.jsonl", "summary.json"])
-def test_bundle_refuses_a_campaign_file_hard_linked_outside(campaign: Path, outside: Path, tmp_path: Path,
+def test_bundle_refuses_a_campaign_file_hard_linked_outside(evidence_campaign: Path, outside: Path, tmp_path: Path,
                                                             name: str) -> None:
-    os.link(campaign / name, outside / name)  # the campaign's own file, with a second name outside
+    os.link(evidence_campaign / name, outside / name)  # the campaign's own file, with a second name outside
     out = tmp_path / "b.tar.gz"
-    assert_user_error(invoke(["bundle", str(campaign), "-o", str(out)]), f"{name} has 2 hard links")
+    assert_user_error(invoke(["bundle", str(evidence_campaign), "-o", str(out)]), f"{name} has 2 hard links")
     assert not out.exists()
 
 
 @pytest.mark.parametrize("command", ["summarize", "decide"])
-def test_a_derived_file_hard_linked_outside_is_not_written_there(campaign: Path, outside: Path, command: str) -> None:
+def test_a_derived_file_hard_linked_outside_is_not_written_there(evidence_campaign: Path, outside: Path,
+                                                                 command: str) -> None:
     name = {"summarize": "summary.md", "decide": "decision.md"}[command]
     kept = outside / name
-    os.link(campaign / name, kept)
+    os.link(evidence_campaign / name, kept)
     before = kept.read_bytes()
-    assert_user_error(invoke([command, str(campaign)]), f"{name} has 2 hard links")
+    assert_user_error(invoke([command, str(evidence_campaign)]), f"{name} has 2 hard links")
     assert kept.read_bytes() == before

@@ -10,7 +10,6 @@ a traceback. The campaign is real host code with fake trials (tests/fakecampaign
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -23,31 +22,7 @@ READING = ["validate", "summarize", "decide", "period", "bundle"]
 
 
 def _argv(command: str, root: Path, tmp: Path) -> list[str]:
-    return {"bundle": ["bundle", str(root), "-o", str(tmp / "b.tar.gz")],
-            "memory": ["memory", "estimate", "--campaign", str(root)]}.get(command, [command, str(root)])
-
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from fakecampaign import FakeLauncher, fake_workspace
-
-    from protocol.records import Rental
-    from runner.campaign.run import run_campaign
-
-    root = tmp_path_factory.mktemp("values")
-    run_campaign(fake_workspace(root / "ws", n=6, repetitions=2), root / "out", FakeLauncher(),
-                 rental=Rental("rtx-4090", 2))
-    for command in ("validate", "summarize", "decide"):
-        result = invoke([command, str(root / "out")])
-        assert result.exit_code == 0, result.output
-    return root / "out"
-
-
-@pytest.fixture
-def campaign(built: Path, tmp_path: Path) -> Path:
-    copy = tmp_path / "campaign"
-    shutil.copytree(built, copy)
-    return copy
+    return {"bundle": ["bundle", str(root), "-o", str(tmp / "b.tar.gz")]}.get(command, [command, str(root)])
 
 
 def _set_cell(column: str, value: str, row: int = 1):
@@ -61,16 +36,16 @@ def _set_cell(column: str, value: str, row: int = 1):
                                            ("peak_rss_bytes", "1" + "0" * 30), ("pass_s", "-inf"),
                                            ("load_s", "-1"), ("peak_allocated_bytes", "-1"), ("completed", "-3"),
                                            ("device_busy_share", "7"), ("queue_s", "1e300"), ("repetition", "0")])
-def test_a_rechained_row_with_an_impossible_value_is_refused_naming_row_and_column(campaign, tmp_path, command,
-                                                                                    column, value):
-    rechain(campaign, _set_cell(column, value, row=2))
-    assert_user_error(invoke(_argv(command, campaign, tmp_path)), "raw.csv", "row 2", column)
+def test_a_rechained_row_with_an_impossible_value_is_refused_naming_row_and_column(evidence_campaign, tmp_path,
+                                                                                    command, column, value):
+    rechain(evidence_campaign, _set_cell(column, value, row=2))
+    assert_user_error(invoke(_argv(command, evidence_campaign, tmp_path)), "raw.csv", "row 2", column)
 
 
-def test_the_unedited_campaign_reads_with_every_command(campaign, tmp_path):
-    rechain(campaign, lambda rows: None)  # the helper itself changes nothing a reader sees
+def test_the_unedited_campaign_reads_with_every_command(evidence_campaign, tmp_path):
+    rechain(evidence_campaign, lambda rows: None)  # the helper itself changes nothing a reader sees
     for command in READING:
-        result = invoke(_argv(command, campaign, tmp_path))
+        result = invoke(_argv(command, evidence_campaign, tmp_path))
         assert result.exit_code == 0, f"{command}: {result.output}"
 
 
@@ -98,11 +73,11 @@ TRIAL_FILE_EDITS = {
 @pytest.mark.parametrize("case, command", [  # validate reads no status or manifest, summarize no manifest
     (case, command) for case in sorted(TRIAL_FILE_EDITS) for command in ("summarize", "decide", "bundle")
     if not (case.startswith("manifest") and command == "summarize")])
-def test_a_resealed_trial_file_with_an_impossible_value_is_refused_naming_file_and_key(campaign, tmp_path, command,
-                                                                                       case):
+def test_a_resealed_trial_file_with_an_impossible_value_is_refused_naming_file_and_key(evidence_campaign, tmp_path,
+                                                                                       command, case):
     name, change, key = TRIAL_FILE_EDITS[case]
-    where = _edit_trial_json(campaign, name, change)
-    result = invoke(_argv(command, campaign, tmp_path))
+    where = _edit_trial_json(evidence_campaign, name, change)
+    result = invoke(_argv(command, evidence_campaign, tmp_path))
     assert_user_error(result, where, key)
     assert "outside its domain" in result.output or "finite" in result.output, result.output
 

@@ -98,7 +98,8 @@ def test_a_prediction_line_with_invalid_utf8_is_a_format_error(tmp_path: Path) -
     assert parsed.format_errors == ("line 2: not valid UTF-8",)
 
 
-@pytest.mark.parametrize("text", ['{"id": "b", "label": "x", "score": NaN}', '{"id": "b", "label": "x", "score": Infinity}'])
+@pytest.mark.parametrize("text", ['{"id": "b", "label": "x", "score": NaN}',
+                                  '{"id": "b", "label": "x", "score": Infinity}'])
 def test_a_prediction_with_nan_or_infinity_is_a_format_error(tmp_path: Path, text: str) -> None:
     from protocol.predictions import parse_predictions
 
