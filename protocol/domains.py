@@ -90,8 +90,8 @@ _BY_SUFFIX = (("_s", SECONDS), ("_bytes", BYTES), ("_j", JOULES), ("_share", SHA
 QUANTITIES: dict[str, Domain] = {
     **dict.fromkeys(("repetition", "attempt", "batch_size", "max_length", "threads"), POSITIVE),
     **dict.fromkeys(("order_index", "completed", "expected", "expected_ids", "observed_ids", "seed", "oom_events",
-                     "pass_compilations", "truncated_count"), COUNT),
-    "exit_code": EXIT_CODE,
+                     "pass_compilations", "truncated_count", "rows", "slots"), COUNT),
+    "exit_code": EXIT_CODE, "seconds": SECONDS,
 }
 
 
