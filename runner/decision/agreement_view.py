@@ -98,7 +98,7 @@ def matrix_text(matrix: AgreementMatrix) -> str:
 
 
 MATRIX_COLUMNS = ("row", "column", "share_equal", "min_share_equal", "metric_difference", "ids_differ", "examples",
-                  "reason")
+                  "reason", "not_a_measurement")
 
 
 def matrix_csv(matrix: AgreementMatrix) -> str:
@@ -106,9 +106,10 @@ def matrix_csv(matrix: AgreementMatrix) -> str:
     buffer = io.StringIO()
     writer = csv_writer(buffer)
     writer.writerow(MATRIX_COLUMNS)
+    flags = " ".join(matrix.flags or ())  # a campaign run with the test-only fault hook: on every row
     for cell in matrix.cells:
         values = [cell.row, cell.column, cell.share_equal, cell.min_share_equal, cell.metric_difference,
-                  cell.ids_differ, " ".join(cell.examples), cell.reason]
+                  cell.ids_differ, " ".join(cell.examples), cell.reason, flags]
         writer.writerow(values)
     return buffer.getvalue()
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from protocol.tasks.generation import GENERATION
-from protocol.tasks.generation_outputs import Generation, ParsedGenerations, parse_generations
+from protocol.tasks.generation.outputs import Generation, ParsedGenerations, parse_generations
 
 WORDS = ["[UNK]", "Rooney", "charged", "by", "FA", "Apple", "unveils", "an", "iPod", "cheaper"]
 
