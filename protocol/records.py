@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 
 from protocol import codec
 from protocol.codec import Schema
+from protocol.csvio import safe_cell
 
 SCHEMA_VERSION = 1
 #: status.json; history: 1 (0.1.0): first version; 2: the energy reasons (1.0's version; 1 is refused).
@@ -173,14 +174,16 @@ class TrialStatus:
 
 
 def csv_cell(value: Any) -> str:
-    """One raw-table cell: empty for None, true/false, floats by repr (round-trips exactly)."""
+    """One raw-table cell: empty for None, true/false, floats by repr (round-trips exactly); a text that starts
+    like a spreadsheet formula (a trial's last log line in ``notes``) shown as text
+    (:func:`protocol.csvio.safe_cell`)."""
     if value is None:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
         return repr(value)
-    return str(value)
+    return str(safe_cell(str(value)))
 
 
 def format_reasons(reasons: dict[str, str]) -> str:

@@ -6,7 +6,6 @@ if a re-derived verdict disagrees with the raw row, the disagreement is reported
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ from typing import Any
 import pandas as pd
 
 from protocol import codec
-from protocol.csvio import safe_cell
+from protocol.csvio import csv_writer
 from protocol.records import CampaignRecord, VerdictsRecord
 from protocol.safe_write import write_handle
 from protocol.study import Study, load_study
@@ -79,10 +78,10 @@ def write_verdicts(
     record = VerdictsRecord(campaign.campaign_id, len(rows), tuple(verdicts), banner or None)
     codec.write_record(root / "verdicts.json", record, root)
     with write_handle(root / "verdicts.csv", root) as handle:
-        writer = csv.DictWriter(handle, fieldnames=VERDICT_COLUMNS, extrasaction="ignore", lineterminator="\n")
-        writer.writeheader()
+        writer = csv_writer(handle)  # no formula cells
+        writer.writerow(VERDICT_COLUMNS)
         for verdict in verdicts:
-            writer.writerow({k: safe_cell(_cell(verdict.get(k))) for k in VERDICT_COLUMNS})  # no formula cells
+            writer.writerow(_cell(verdict.get(k)) for k in VERDICT_COLUMNS)
     return verdicts
 
 

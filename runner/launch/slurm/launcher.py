@@ -39,6 +39,7 @@ from protocol import codec
 from protocol.codec import read_record
 from protocol.errors import UserError
 from protocol.records import CampaignRecord, TrialSpec
+from protocol.safe_write import write_text_atomic
 from runner.campaign_dir.layout import CampaignPaths, log_event, now_iso
 from runner.campaign_dir.rawtable import HOST_STOP_NOTE
 from runner.launch.base import HostInterrupt, LauncherBase, LaunchResult, Placement, TrialPaths
@@ -214,7 +215,7 @@ class SlurmLauncher(LauncherBase):
         spec = read_record(trial_dir / "spec.json", TrialSpec)
         lane = lane_name(spec.campaign_id)
         script = trial_script(self.job_spec(trial_dir, lane))
-        (trial_dir / SCRIPT_FILE).write_text(script, encoding="utf-8")
+        write_text_atomic(trial_dir / SCRIPT_FILE, script, trial_dir)  # never through a link, hard or symbolic
         record: dict[str, Any] = {"lane": lane, "runtime": self.options.runtime, "pinned_node": self.node,
                                   "pinned_gpus": self.gpus, "jobs": []}
         events = CampaignPaths(trial_dir.parents[1])
