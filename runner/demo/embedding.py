@@ -23,9 +23,11 @@ Example::
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 import tempfile
+import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +35,8 @@ from typing import Any
 
 from protocol.fingerprint import fingerprint_path, sha256_file
 from protocol.jsonio import write_json_atomic, write_text_atomic
+from protocol.time_limits import OVERRIDE_VARIABLE, tuning_limit
+from runner.demo.machine import load_per_core
 from runner.demo.reuse import make_readable, reusable_record
 from runner.demo.source import Article, model_source, normalise, package_versions, read_articles, source_dir
 
@@ -144,8 +148,11 @@ def build_embedding_demo(out_dir: Path, articles_dir: Path, model_src: Path, see
     if tune is None:
         progress(f"{study.name} is not tuned yet: run `isocost tune {study}`.")
         return {name: fingerprint_path(out_dir / name) for name in (*FILES, "encoder", study.name)}
+    limit = tuning_limit(float(tomllib.loads(study.read_text(encoding="utf-8"))["campaign"]["trial_timeout_s"]),
+                         load_per_core=load_per_core(), study=study.name, override=os.environ.get(OVERRIDE_VARIABLE))
+    progress(f"Tuning {study.name} (time limit {limit.seconds:.0f} s: {limit.source}) ...")
     with tempfile.TemporaryDirectory(prefix="isocost-demo-ledger-") as ledger:  # the builder's own tuning run
-        result = tune(study, ledger_dir=Path(ledger), progress=progress)
+        result = tune(study, ledger_dir=Path(ledger), progress=progress, time_limit=limit)
     proposal = result.proposal
     progress(f"Tuned {study.name} on its tuning split: {result.metric} {proposal.metric_value:.4f} over "
              f"{proposal.n} queries; minimum {proposal.minimum}, max_metric_drop {proposal.max_metric_drop}, "

@@ -811,7 +811,8 @@ def test_absurd_values_for_every_newer_command(ws, decided, name, args, fragment
     # "Invalid IPv6 URL" for all three, 3.11.7 only for the first two); ours names the form and the fix.
     ("ssh://u@[::1", "not USER@HOST[:PORT]"), ("ssh://[", "not USER@HOST[:PORT]"),
     ("ssh://u@[::1]]", "not USER@HOST[:PORT]"),
-    ("ssh://u@[zz]:22", "not an IPv6 address"), ("ssh://u@[1.2.3.4]", "not an IPv6 address"), ("ssh://u@h:0", "outside 1..65535"),
+    ("ssh://u@[zz]:22", "not an IPv6 address"), ("ssh://u@[1.2.3.4]", "not an IPv6 address"),
+    ("ssh://u@h:0", "outside 1..65535"),
     ("ssh://u@h:99999", "invalid port"), ("ssh://u@-oProxyCommand=x", "not a host name"),
     ("ssh://-l@h", "not a plain user name"), ("ssh://@h", "not a plain user name"), ("ssh://u@h h", "not a host name"),
     ("ssh://u@h\u202e", "not printable"), ("ssh://\udcff@h", "not text"), ("ssh://u@h/x?y", "path, query"),
