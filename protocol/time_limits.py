@@ -32,9 +32,9 @@ CAMPAIGN_SAFETY = 4.0
 
 @dataclass(frozen=True)
 class TimeLimit:
-    """A time limit in seconds, where it comes from (in words), and how to raise it."""
+    """A time limit in seconds (None: no limit), where it comes from (in words), and how to raise it."""
 
-    seconds: float
+    seconds: float | None
     source: str
     fix: str
 

@@ -17,6 +17,7 @@ from protocol import codec, jsonio
 from runner.bundle.replay_read import replays_loader, split_replays
 from runner.decision.agreement_view import matrix_csv, matrix_text
 from runner.decision.csv_table import render_csv
+from runner.decision.nothing_fits_memo import NOTHING_FITS_EXIT
 from runner.decision.period_report import campaign_period, render_period
 from runner.decision.stage import run_compare, run_decide
 
@@ -64,6 +65,12 @@ def decide(dirs: tuple[Path, ...], expenses: Path | None, catalog_path: Path | N
     batches and priced under every billing option of the catalog.
 
     \b
+    Exit status: 0 the memo is written; 3 the memo and decision.json are
+    written and say that nothing fits: no plan covers the declared job on any
+    configuration (why, and what would cover it: more lots, another billing,
+    a longer period); 2 an error (nothing written).
+
+    \b
     Example: isocost decide results/rtx4090 results/b200 --expenses ledger.csv
     Example: isocost decide results/rtx4090 results/b200 --format csv > decision.csv
     """
@@ -80,6 +87,11 @@ def decide(dirs: tuple[Path, ...], expenses: Path | None, catalog_path: Path | N
     else:
         click.echo(memo_path.read_text(encoding="utf-8"), nl=False)
     click.echo(f"Wrote {memo_path}, {json_path} and {report_path}", err=True)
+    job = outcome.decision.job
+    if job is not None and job.nothing_fits is not None:
+        click.echo(f"Nothing fits: no plan covers the declared job on any configuration ({memo_path} says why and "
+                   "what would cover it).", err=True)
+        raise SystemExit(NOTHING_FITS_EXIT)
 
 
 @click.command()

@@ -67,7 +67,7 @@ def prepare(out_dir: Path, study: str | None, generation: bool) -> None:
     """
     from runner.own.tune import tune_study
 
-    parts = DEMO_PARTS if study is None else (part_of(study),)
+    parts: tuple[str, ...] = DEMO_PARTS if study is None else (part_of(study),)
     if study is None and not generation:
         parts = tuple(p for p in parts if p != "generation")
     if "classification" in parts:

@@ -192,7 +192,7 @@ def _run_reference(study: Study, variant: Variant, tuning: tuple[Record, ...],
     if launched.timed_out:  # the trial only saw a SIGTERM: the cause is the host's limit
         wall = f" after {launched.wall_s:.0f} s" if launched.wall_s is not None else ""
         raise UserError(f"the tuning pass over {len(tuning)} inputs was stopped at its time limit of "
-                        f"{limit.seconds:g} s ({limit.source}){wall}: this machine is slower, or busier, than "
+                        f"{limit.seconds or 0:g} s ({limit.source}){wall}: this machine is slower, or busier, than "
                         "the limit allows", str(trial_dir / "trial.log"), limit.fix)
     if status is None or status.status != "ok":
         raise UserError(f"the tuning run ended {status.status if status else 'without a status'}"
