@@ -509,4 +509,5 @@ def test_a_declared_job_no_plan_covers_writes_the_memo_saying_so_and_exits_3(
     decision = json.loads((root / "decision.json").read_text(encoding="utf-8"))
     assert decision["job"]["chosen"] is None and decision["job"]["nothing_fits"]["remedies"]
     assert "nothing fits" in result.stderr.lower()
+    assert "Nothing fits" in (root / "report.html").read_text(encoding="utf-8")
     assert "3" in run("decide", "--help").output and "nothing fits" in run("decide", "--help").output.lower()
