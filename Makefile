@@ -52,7 +52,7 @@ torch: ## Install the pinned torch into .venv from TORCH_WHEELS, else TORCH_INDE
 		echo "notice: $(or $(TORCH_INDEX),no CPU torch index) not reachable: installing $(TORCH_CPU) from the default index (on x86 Linux, the CUDA build, unless pip finds a CPU wheel first); TORCH_WHEELS=DIR installs from a folder of wheels"; \
 		$(BIN)/pip install --quiet $(TORCH_CPU); \
 	fi
-	@$(BIN)/python -W ignore -c 'import torch; print(f"installed torch {torch.__version__}: " + (f"CUDA {torch.version.cuda} build (carries the CUDA libraries; on a CPU-only machine set TORCH_WHEELS=DIR or TORCH_INDEX=URL and make clean setup)" if torch.version.cuda else "CPU build"))'
+	@$(BIN)/python -W ignore -c 'import torch; print(f"installed torch {torch.__version__}: " + (f"CUDA {torch.version.cuda} build (carries the CUDA libraries; on a CPU-only machine set TORCH_WHEELS=DIR or TORCH_INDEX=URL and make clean setup)" if torch.version.cuda else "CPU build"))' 2>/dev/null || echo "torch does not import in $(VENV) yet: no build to report"
 
 demo: $(STAMP) ## Build every demo (classification, embeddings, text generation) in .isocost-demo/
 	$(BIN)/isocost demo prepare --out $(DEMO_DIR)

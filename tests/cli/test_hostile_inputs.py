@@ -649,7 +649,7 @@ def test_tune_refuses_a_measured_metric_the_split_is_too_small_for(ws, monkeypat
     study = write_study(ws)
     before = study.read_bytes()
 
-    def fake_run(study_, variant, tuning, progress):
+    def fake_run(study_, variant, tuning, progress, time_limit=None):
         trial = ws / ".isocost" / "tune" / "fake"
         trial.mkdir(parents=True)
         wrong = {"x": "y", "y": "x"}
