@@ -22,6 +22,7 @@ from runner.analysis.agreement_shares import share_lines, shares_by_variant
 from runner.analysis.device_use import device_use, device_use_lines
 from runner.analysis.stats import summarize
 from runner.analysis.verdicts import write_verdicts
+from runner.campaign_dir.fault_hooks import fault_hook_banner
 from runner.campaign_dir.integrity import refuse_less_evidence, require_evidence
 from runner.campaign_dir.layout import CampaignPaths, load_record, log_event
 from runner.campaign_dir.raw_frame import frame_rows, read_frame
@@ -53,6 +54,9 @@ def summarize_campaign(root: Path, *, record_events: bool = False, allow_inconsi
             "independent evaluation", *summary.warnings))
     estimates = _estimates(study, campaign)
     rows = frame_rows(frame, ("trial_id", "variant_id", "pass_s"))
+    hooks = fault_hook_banner(root, [str(row.trial_id) for row in rows])
+    if hooks:
+        summary = dataclasses.replace(summary, warnings=(hooks, *summary.warnings))
     energy = _energy(paths, rows, verdicts, campaign.corpus_inputs)
     busy = device_use(frame, verdicts, [v.variant_id for v in summary.variants])
     figures = _task_figures(paths, study, rows, verdicts)
@@ -65,7 +69,7 @@ def summarize_campaign(root: Path, *, record_events: bool = False, allow_inconsi
         rows_total=len(frame), memory_estimates=estimates, energy=energy, device_busy_share=busy,
         task_figures=figures or None, inconsistent=banner or None)
     write_record(root / "summary.json", record, root)
-    write_text_atomic(root / "summary.md", (banner + "\n\n" if banner else "")
+    write_text_atomic(root / "summary.md", "".join(f"{line}\n\n" for line in (hooks, banner) if line)
                       + render_markdown(summary, campaign, estimates, describe_task(study)) + device_use_lines(busy)
                       + _energy_lines(energy) + _task_figure_lines(figures)
                       + share_lines(study_task(study), shares))

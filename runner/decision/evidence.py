@@ -29,6 +29,7 @@ from protocol.stats import Summary
 from protocol.study import Study, load_study
 from runner.analysis.summary import summarize_campaign
 from runner.campaign_dir.appendlog import require_whole
+from runner.campaign_dir.fault_hooks import FAULT_HOOK_BANNER
 from runner.campaign_dir.layout import FROZEN_CATALOG, CampaignPaths, load_record, read_rows
 from runner.campaign_dir.layout import read_events as read_campaign_events
 from runner.campaign_dir.rentals import RENTALS_FILE, read_rentals
@@ -71,7 +72,8 @@ def trial_capacity(trial_dir: Path, status: TrialStatus | None) -> TrialCapacity
     return TrialCapacity(device, device_source, host, host_source)
 
 
-def load_evidence(root: Path, allow_inconsistent: bool = False) -> tuple[CampaignEvidence, Study, CampaignRecord]:
+def load_evidence(root: Path, allow_inconsistent: bool = False,
+                  command: str = "decide") -> tuple[CampaignEvidence, Study, CampaignRecord]:
     """Read one campaign directory into the evidence ``decide`` weighs (re-deriving its verdicts).
 
     The evidence checks run once, in summarize; ``allow_inconsistent`` reads an inconsistent directory anyway
@@ -79,7 +81,7 @@ def load_evidence(root: Path, allow_inconsistent: bool = False) -> tuple[Campaig
     """
     paths = CampaignPaths(root)
     record = load_record(root)
-    summary, banner = _summarize(root, allow_inconsistent)
+    summary, banner = _summarize(root, allow_inconsistent, command)
     study = load_study(paths.study)  # the frozen copy: rules as they were at the start
     verdicts = read_record(root / "verdicts.json", VerdictsRecord)
     rows = read_rows(paths.raw, allow_inconsistent=allow_inconsistent)
@@ -113,13 +115,14 @@ def load_evidence(root: Path, allow_inconsistent: bool = False) -> tuple[Campaig
         summary=summary,
         accepted_trials=verdicts.accepted_trials,
         capacities={trial_id: trial_capacity(paths.trial_dir(trial_id), statuses[trial_id]) for trial_id in trial_ids},
-        notes=tuple([banner] if banner else []) + tuple(notes),
+        notes=tuple(w for w in summary.warnings if w.startswith(FAULT_HOOK_BANNER)) + tuple([banner] if banner else [])
+        + tuple(notes),
         trials={trial_id: trial_record(paths.trial_dir(trial_id), statuses[trial_id]) for trial_id in trial_ids},
     )
     return evidence, study, record
 
 
-def _summarize(root: Path, allow_inconsistent: bool) -> tuple[Summary, str]:
+def _summarize(root: Path, allow_inconsistent: bool, command: str) -> tuple[Summary, str]:
     """Re-derive the verdicts and the summary (the evidence checks run there); the inconsistency banner or ""."""
     try:
         summary = summarize_campaign(root, allow_inconsistent=allow_inconsistent)
@@ -127,7 +130,8 @@ def _summarize(root: Path, allow_inconsistent: bool) -> tuple[Summary, str]:
         raise UserError(
             f"cannot write the re-derived verdicts ({exc.strerror})",
             str(root),
-            "decide re-runs validate and summarize in each results directory: copy it somewhere writable.",
+            f"isocost {command} re-runs validate and summarize in each results directory: copy it somewhere "
+            "writable.",
         ) from None
     return summary, summary.inconsistent or ""
 

@@ -19,6 +19,7 @@ from protocol.decision.records import CostResult, PassRecord
 from protocol.names import markdown_text
 from runner.decision.agreement_view import reference_lines
 from runner.decision.job_memo import job_lines
+from runner.decision.market_memo import market_lines
 from runner.decision.nothing_fits_memo import nothing_fits_lines
 from runner.decision.text_format import cell, hours, seconds, usd
 
@@ -33,6 +34,8 @@ def render_memo(decision: Decision, catalog_source: str = "given", task_line: st
     lines += [task_line, ""] if task_line else []
     lines += nothing_fits_lines(decision.job)
     lines += answer_lines(decision)
+    if decision.market is not None:
+        lines += ["", *market_lines(decision.market)]
     if decision.job is not None:
         lines += ["", *job_lines(decision.job, decision.catalog_dates)]
     lines += ["", "## What is uncertain", ""]

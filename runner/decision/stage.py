@@ -24,9 +24,11 @@ from protocol.errors import UserError
 from protocol.jsonio import write_text_atomic
 from protocol.safe_write import check_writable_target, make_dirs
 from protocol.tasks import describe_task
+from runner.campaign_dir.fault_hooks import FAULT_HOOK_BANNER, fault_hook_banner
 from runner.campaign_dir.integrity import INCONSISTENT_BANNER
 from runner.decision.crosscheck import cross_check
 from runner.decision.evidence import choose_catalog, load_evidence, read_ledger
+from runner.decision.market_stage import MarketOptions, output_paths, price_market
 from runner.decision.memo import render_memo
 from runner.hosts.record import expand_campaign_dirs, hosts_without_campaign
 
@@ -38,7 +40,8 @@ REPORT_HTML = "report.html"
 @dataclass(frozen=True)
 class DecideOutcome:
     """What ``run_decide`` decided and wrote: the decision, the three files, where the catalog came from, and
-    the inconsistency banners (one per directory read with ``allow_inconsistent`` that failed the checks)."""
+    the banners printed first: a campaign run with the test-only fault hook, a directory read with
+    ``allow_inconsistent`` that failed the checks."""
 
     decision: Decision
     written: tuple[Path, ...]
@@ -65,10 +68,12 @@ def run_decide(
     allow_inconsistent: bool = False,
     reference: Path | None = None,
     extra: Callable[[Any], Sequence[ConfigurationOutputs]] | None = None,
+    market: MarketOptions | None = None,
 ) -> DecideOutcome:
     """Decide over ``roots`` (campaigns of one study) and write the memo, JSON and report; ``reference``: the
     campaign whose reference variant every configuration is compared with by id (default: the first); ``extra``:
-    configurations to compare as well (replays), built from the study."""
+    configurations to compare as well (replays), built from the study; ``market``: price every configuration
+    across providers too (runner.decision.market_stage), written beside an earlier decision of other dates."""
     from runner.decision.html_report import render_report  # keeps the CLI import light
 
     if not roots:
@@ -85,18 +90,24 @@ def run_decide(
     catalog, catalog_source = choose_catalog(catalog_path, study, record)
     ledger = read_ledger(expenses_path) if expenses_path is not None else None
     check_same_study(evidence)  # before any output is read across campaigns
+    extras = extra(study) if extra is not None else ()
     matrix = cross_check(list(zip(campaign_roots, evidence, strict=True)), study, configuration_labels(evidence),
                          reference=_reference_campaign(roots, campaign_roots, reference),
-                         extra=extra(study) if extra is not None else ())
+                         extra=extras)
     decision = decide(evidence, study, catalog, ledger, agreement=matrix)
+    if market is not None:
+        decision = price_market(decision, campaign_roots, evidence, market, catalog)
     target = out if out is not None else roots[0]
     fix = "Choose a writable --out." if out is not None else "Pass a writable --out DIR."
     make_dirs(target, fix=fix)
     for path in (target / DECISION_JSON, target / DECISION_MD, target / REPORT_HTML):
         check_writable_target(path, fix=fix)  # refused before any of the three is written
-    banners = tuple(note for item in evidence for note in item.notes if note.startswith(INCONSISTENT_BANNER))
-    decision = replace(decision, catalog_source=catalog_source, inconsistent=banners or None)
-    written = (target / DECISION_JSON, target / DECISION_MD, target / REPORT_HTML)
+    inconsistent = _flags(evidence, INCONSISTENT_BANNER)
+    hooks = _flags(evidence, FAULT_HOOK_BANNER) + _replay_hooks(extras)
+    banners = hooks + inconsistent
+    decision = replace(decision, catalog_source=catalog_source, inconsistent=inconsistent or None,
+                       test_hooks=hooks or None)
+    decision, written = output_paths(decision, (target / DECISION_JSON, target / DECISION_MD, target / REPORT_HTML))
     write_record(written[0], decision, target, fix)
     write_text_atomic(written[1], "".join(f"{b}\n" for b in banners) + ("\n" if banners else "")
                       + render_memo(decision, catalog_source, describe_task(study)), target, fix)
@@ -107,16 +118,29 @@ def run_decide(
 def run_compare(roots: list[Path], *, reference: Path | None = None, allow_inconsistent: bool = False,
                 extra: Callable[[Any], Sequence[ConfigurationOutputs]] | None = None) -> tuple[Any, tuple[str, ...]]:
     """``isocost compare``: the agreement matrix of the campaigns (and ``extra`` configurations), no pricing;
-    returns the matrix and the inconsistency banners."""
+    returns the matrix (its ``flags``: campaigns run with the test-only fault hook) and the inconsistency
+    banners."""
     if not roots:
         raise UserError("no results directory given", "isocost compare", "Pass at least one DIR.")
     campaign_roots = expand_campaign_dirs(roots)
-    loaded = [load_evidence(root, allow_inconsistent) for root in campaign_roots]
+    loaded = [load_evidence(root, allow_inconsistent, "compare") for root in campaign_roots]
     evidence = [item[0] for item in loaded]
-    check_same_study(evidence)
+    check_same_study(evidence, "compare")
     study = loaded[0][1]
+    extras = extra(study) if extra is not None else ()
     matrix = cross_check(list(zip(campaign_roots, evidence, strict=True)), study, configuration_labels(evidence),
                          reference=_reference_campaign(roots, campaign_roots, reference),
-                         extra=extra(study) if extra is not None else ())
-    banners = tuple(note for item in evidence for note in item.notes if note.startswith(INCONSISTENT_BANNER))
-    return matrix, banners
+                         extra=extras, command="compare")
+    hooks = _flags(evidence, FAULT_HOOK_BANNER) + _replay_hooks(extras)
+    return replace(matrix, flags=hooks or None), _flags(evidence, INCONSISTENT_BANNER)
+
+
+def _replay_hooks(extras: Sequence[ConfigurationOutputs]) -> tuple[str, ...]:
+    """The fault-hook flag of each replay directory whose reruns ran with it (their manifests, trials/<id>/)."""
+    found = (fault_hook_banner(Path(c.source), c.trial_ids) for c in extras)
+    return tuple(dict.fromkeys(flag for flag in found if flag))
+
+
+def _flags(evidence: Sequence[Any], prefix: str) -> tuple[str, ...]:
+    """The campaigns' notes that every output shows first: the fault hook, an inconsistent directory."""
+    return tuple(note for item in evidence for note in item.notes if note.startswith(prefix))
