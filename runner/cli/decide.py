@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from protocol import codec, jsonio
+from protocol.decision.rank import Decision
 from runner.bundle.replay_read import refuse_replay_reference, replays_loader, split_replays
 from runner.cli.catalog import market_filter, market_options
 from runner.decision.agreement_view import matrix_csv, matrix_text
@@ -105,12 +106,16 @@ def decide(dirs: tuple[Path, ...], expenses: Path | None, catalog_path: Path | N
     else:
         click.echo(memo_path.read_text(encoding="utf-8"), nl=False)
     click.echo(f"Wrote {memo_path}, {json_path} and {report_path}", err=True)
-    job = outcome.decision.job
-    if job is not None and job.nothing_fits is not None:
+    _exit_if_nothing_fits(outcome.decision, memo_path)
+
+
+
+def _exit_if_nothing_fits(decision: Decision, memo_path: Path) -> None:
+    """Exit 3 (after the memo is written and printed) when the declared job fits no plan."""
+    if decision.job is not None and decision.job.nothing_fits is not None:
         click.echo(f"Nothing fits: no plan covers the declared job on any configuration ({memo_path} says why and "
                    "what would cover it).", err=True)
         raise SystemExit(NOTHING_FITS_EXIT)
-
 
 @click.command()
 @click.argument("dirs", nargs=-1, required=True, type=_DIR)
