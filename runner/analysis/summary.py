@@ -18,6 +18,7 @@ from protocol.records import CampaignRecord, read_status
 from protocol.stats import Summary, SummaryRecord, VariantSummary
 from protocol.study import Study, load_study
 from protocol.tasks import describe_task, study_task
+from runner.analysis.agreement_shares import share_lines, shares_by_variant
 from runner.analysis.device_use import device_use, device_use_lines
 from runner.analysis.stats import summarize
 from runner.analysis.verdicts import write_verdicts
@@ -59,6 +60,9 @@ def summarize_campaign(root: Path, *, record_events: bool = False, allow_inconsi
     energy = _energy(paths, rows, verdicts, campaign.corpus_inputs)
     busy = device_use(frame, verdicts, [v.variant_id for v in summary.variants])
     figures = _task_figures(paths, study, rows, verdicts)
+    shares = shares_by_variant(study_task(study), rows, verdicts)
+    for variant, entry in shares.items():  # the shares the task's rule always reports, beside its figures
+        figures.setdefault(variant, {"passes": [], "median": {}})["agreement"] = entry
     record = SummaryRecord(
         variants=summary.variants, warnings=summary.warnings, reference_variant=summary.reference_variant,
         campaign_id=campaign.campaign_id, study_sha256=campaign.study_sha256, slots_planned=campaign.slots_planned,
@@ -67,7 +71,8 @@ def summarize_campaign(root: Path, *, record_events: bool = False, allow_inconsi
     write_record(root / "summary.json", record, root)
     write_text_atomic(root / "summary.md", "".join(f"{line}\n\n" for line in (hooks, banner) if line)
                       + render_markdown(summary, campaign, estimates, describe_task(study)) + device_use_lines(busy)
-                      + _energy_lines(energy) + _task_figure_lines(figures))
+                      + _energy_lines(energy) + _task_figure_lines(figures)
+                      + share_lines(study_task(study), shares))
     if record_events:
         log_event(paths, "evaluation_end")
     return record
@@ -125,6 +130,7 @@ def _medians(passes: list[dict[str, Any]]) -> dict[str, float | None]:
 
 def _task_figure_lines(figures: dict[str, dict[str, Any]]) -> str:
     """``## Generation per pass``: output tokens per second, time to first token, time per output token."""
+    figures = {variant: entry for variant, entry in figures.items() if entry["passes"]}
     if not figures:
         return ""
     lines = ["", "## Generation per accepted pass (medians; from batches.jsonl and pass_s)", "",

@@ -14,11 +14,13 @@ from pathlib import Path
 import click
 
 from protocol import codec, jsonio
+from protocol.decision.rank import Decision
 from runner.bundle.replay_read import refuse_replay_reference, replays_loader, split_replays
 from runner.cli.catalog import market_filter, market_options
 from runner.decision.agreement_view import matrix_csv, matrix_text
 from runner.decision.csv_table import render_csv
 from runner.decision.market_stage import MarketOptions
+from runner.decision.nothing_fits_memo import NOTHING_FITS_EXIT
 from runner.decision.period_report import campaign_period, render_period
 from runner.decision.stage import run_compare, run_decide
 
@@ -77,6 +79,12 @@ def decide(dirs: tuple[Path, ...], expenses: Path | None, catalog_path: Path | N
     new one is written beside it.
 
     \b
+    Exit status: 0 the memo is written; 3 the memo and decision.json are
+    written and say that nothing fits: no plan covers the declared job on any
+    configuration (why, and what would cover it: more lots, another billing,
+    a longer period); 2 an error (nothing written).
+
+    \b
     Example: isocost decide results/rtx4090 results/b200 --expenses ledger.csv
     Example: isocost decide results/rtx4090 --market market-2026-12-03.csv --capacity on-demand
     Example: isocost decide results/rtx4090 results/b200 --format csv > decision.csv
@@ -98,7 +106,16 @@ def decide(dirs: tuple[Path, ...], expenses: Path | None, catalog_path: Path | N
     else:
         click.echo(memo_path.read_text(encoding="utf-8"), nl=False)
     click.echo(f"Wrote {memo_path}, {json_path} and {report_path}", err=True)
+    _exit_if_nothing_fits(outcome.decision, memo_path)
 
+
+
+def _exit_if_nothing_fits(decision: Decision, memo_path: Path) -> None:
+    """Exit 3 (after the memo is written and printed) when the declared job fits no plan."""
+    if decision.job is not None and decision.job.nothing_fits is not None:
+        click.echo(f"Nothing fits: no plan covers the declared job on any configuration ({memo_path} says why and "
+                   "what would cover it).", err=True)
+        raise SystemExit(NOTHING_FITS_EXIT)
 
 @click.command()
 @click.argument("dirs", nargs=-1, required=True, type=_DIR)

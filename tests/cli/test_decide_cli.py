@@ -483,3 +483,31 @@ def test_decide_refuses_an_unreadable_manifest_json_naming_it(tmp_path: Path, st
     result = run("decide", str(root), "--allow-inconsistent")
     assert result.exit_code == 2, result.output
     assert problem in result.stderr and "manifest.json" in result.stderr
+
+
+def batches_jsonl(seconds: float) -> str:
+    """Six one-input batches of five short tokens each, ``seconds`` each."""
+    return "".join(json.dumps({"index": i, "n_inputs": 1, "n_tokens": 5, "inputs_by_bucket": {"short": 1},
+                               "tokens_by_bucket": {"short": 5}, "batch_s": seconds, "device_s": None}) + "\n"
+                   for i in range(6))
+
+
+def test_a_declared_job_no_plan_covers_writes_the_memo_saying_so_and_exits_3(
+        tmp_path: Path, study_text: Callable[..., str]) -> None:
+    """A tiny campaign whose declared job cannot fit: the memo and decision.json say that nothing fits, why, and
+    what would cover it; the exit status (3, in --help) says the answer is not a choice."""
+    text = study_text(minimum=0.5) + "\n[job]\ninputs = 10000000\nbootstrap_resamples = 100\n"
+    root = write_campaign(tmp_path / "slow", text, {"batch_size=1": ["ok", "ok", "ok"]},
+                          trial_texts={"batches.jsonl": batches_jsonl(0.3)})
+    result = run("decide", str(root))
+    assert result.exit_code == 3, result.output
+    assert "Traceback" not in result.output and "Error:" not in result.output
+    memo = (root / "decision.md").read_text(encoding="utf-8")
+    assert "**Nothing fits:" in memo and "is short by" in memo
+    assert "What would cover it:" in memo and "--lots" in memo and "hourly" in memo and "days)" in memo
+    assert memo in result.stdout
+    decision = json.loads((root / "decision.json").read_text(encoding="utf-8"))
+    assert decision["job"]["chosen"] is None and decision["job"]["nothing_fits"]["remedies"]
+    assert "nothing fits" in result.stderr.lower()
+    assert "Nothing fits" in (root / "report.html").read_text(encoding="utf-8")
+    assert "3" in run("decide", "--help").output and "nothing fits" in run("decide", "--help").output.lower()
