@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from protocol.errors import UserError
 from protocol.records import TrialSpec
-from protocol.study import load_study
+from protocol.study import Study, load_study
 from runner.launch.base import Launcher, LauncherOption
 
 if TYPE_CHECKING:
@@ -43,9 +43,9 @@ class LauncherChoice:
 
 @dataclass(frozen=True)
 class ChoiceRequest:
-    """What ``isocost run --launcher KIND`` was given."""
+    """What ``isocost run --launcher KIND`` was given (``study``: the study, parsed once by the caller)."""
 
-    study_path: Path
+    study: Study
     image: str | None
     options: Mapping[str, Any] = field(default_factory=dict)  # this kind's options, by name
     lock_path: Path | None = None
@@ -63,9 +63,14 @@ class LauncherKind:
     options: tuple[LauncherOption, ...] = ()
 
 
-def study_stack(study_path: Path) -> str:
+def parsed(study: Study | Path) -> Study:
+    """The study itself, parsed once: a :class:`Study` as given, a path parsed."""
+    return study if isinstance(study, Study) else load_study(study)
+
+
+def study_stack(study_or_path: Study | Path) -> str:
     """The one stack every variant of the study runs on (one image serves one stack)."""
-    study = load_study(study_path)
+    study = parsed(study_or_path)
     stacks = sorted({variant.stack for variant in study.variants()})
     if len(stacks) != 1:
         raise UserError(
@@ -82,7 +87,7 @@ def launcher_options() -> dict[str, tuple[LauncherOption, ...]]:
 
 
 def choose_launcher(
-    study_path: Path,
+    study: Study | Path,
     kind: str = "auto",
     image: str | None = None,
     *,
@@ -104,7 +109,7 @@ def choose_launcher(
                           if value not in (None, "", (), False))
         raise UserError(f"{flags} belong to --launcher {other}", f"--launcher {kind}",
                         f"Add --launcher {other}, or drop {flags}.")
-    request = ChoiceRequest(study_path, image, dict(given.get(kind, {})), lock_path, engine_timeout_s, answers)
+    request = ChoiceRequest(parsed(study), image, dict(given.get(kind, {})), lock_path, engine_timeout_s, answers)
     if kind == "auto":
         return _choose_auto(request)
     return KINDS[kind].choose(request)
@@ -154,8 +159,8 @@ def _image_target(request: ChoiceRequest) -> tuple[_ImageTarget, bool, str, bool
     from runner.launch.engine import engine_answers
     from runner.launch.limits import study_limits
 
-    study = load_study(request.study_path)
-    stack = study_stack(request.study_path)
+    study = request.study
+    stack = study_stack(study)
     image = request.image or study.image_for(stack) or None  # the study may name its image by digest
     lock_path = request.lock_path or default_lock_path()
     ok, why = (request.answers or engine_answers)(request.engine_timeout_s)
@@ -169,17 +174,17 @@ def _image_target(request: ChoiceRequest) -> tuple[_ImageTarget, bool, str, bool
 def _choose_docker(request: ChoiceRequest) -> LauncherChoice:
     target, ok, why, named = _image_target(request)
     where = "--image (or the study's [images])" if named else "--launcher docker"
-    return _required_container(target, request.study_path, ok, why, where)
+    return _required_container(target, request.study, ok, why, where)
 
 
 def _choose_auto(request: ChoiceRequest) -> LauncherChoice:
     target, ok, why, named = _image_target(request)
     if named:
-        return _required_container(target, request.study_path, ok, why, "--image (or the study's [images])")
-    return _container_if_usable(target, request.study_path, ok, why)
+        return _required_container(target, request.study, ok, why, "--image (or the study's [images])")
+    return _container_if_usable(target, request.study, ok, why)
 
 
-def _required_container(target: _ImageTarget, study_path: Path, ok: bool, why: str, where: str) -> LauncherChoice:
+def _required_container(target: _ImageTarget, study: Study, ok: bool, why: str, where: str) -> LauncherChoice:
     """--launcher docker or --image: a container launcher, or a UserError saying what is missing."""
     from runner.launch.docker import DockerLauncher
 
@@ -191,11 +196,11 @@ def _required_container(target: _ImageTarget, study_path: Path, ok: bool, why: s
         raise UserError(f"no {target.stack} image is known (none in {target.lock_path})", where,
                         f"Build one (isocost images build --stack {target.stack}) or pass --image REPO@sha256:….")
     launcher = DockerLauncher(target.ref, stack=target.stack, prefer_digest=target.prefer, limits=target.limits)
-    _check_study_inputs(launcher, study_path)
+    _check_study_inputs(launcher, study)
     return LauncherChoice(launcher, "")
 
 
-def _container_if_usable(target: _ImageTarget, study_path: Path, ok: bool, why: str) -> LauncherChoice:
+def _container_if_usable(target: _ImageTarget, study: Study, ok: bool, why: str) -> LauncherChoice:
     """--launcher auto: containers where an engine answers and the locked image resolves, else processes."""
     from runner.launch.docker import DockerLauncher
     from runner.launch.engine import connect_engine, resolve_image
@@ -218,13 +223,12 @@ def _container_if_usable(target: _ImageTarget, study_path: Path, ok: bool, why: 
                                                  f"isocost images build --stack {stack}, or pass --image)")
     launcher = DockerLauncher(target.ref, stack=stack, client=client, prefer_digest=target.prefer,
                               limits=target.limits)
-    _check_study_inputs(launcher, study_path)
+    _check_study_inputs(launcher, study)
     return LauncherChoice(launcher, "")
 
 
-def _check_study_inputs(launcher: DockerLauncher, study_path: Path) -> None:
+def _check_study_inputs(launcher: DockerLauncher, study: Study) -> None:
     """Fail before the campaign starts if the container could not read the study's corpus or model."""
-    study = load_study(study_path)
     launcher.check_inputs(study.corpus.path, study.model.path)
 
 
@@ -262,8 +266,8 @@ def _choose_slurm(request: ChoiceRequest) -> LauncherChoice:
     from runner.launch.slurm.options import SlurmOptions
 
     options = SlurmOptions.from_values(request.options)
-    study = load_study(request.study_path)
-    stack = study_stack(request.study_path)
+    study = request.study
+    stack = study_stack(study)
     image = request.image or study.image_for(stack) or ""
     if not image and options.runtime != "process":
         record = locked_image(stack, request.lock_path or default_lock_path())

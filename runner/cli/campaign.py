@@ -15,12 +15,12 @@ from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
 from protocol.names import check_gpu_name, check_image_reference
 from protocol.records import Rental
+from protocol.study import Study, load_study
 from runner.analysis.summary import summarize_campaign
-from runner.analysis.verdicts import validate_campaign
+from runner.analysis.verdicts import derive_verdicts, write_verdicts
 from runner.campaign.launcher_choice import LAUNCHER_KINDS, choose_launcher
 from runner.campaign.run import run_campaign
-from runner.campaign_dir.integrity import require_evidence
-from runner.campaign_dir.layout import load_record
+from runner.campaign_dir.campaign import open_campaign
 from runner.cli.launcher_flags import launcher_flags, launcher_values
 
 
@@ -92,7 +92,8 @@ def run(study: Path, out: Path, resume: bool, launcher_kind: str, image: str | N
                    host_options, hosts_file, ledger)
         return
     image = check_image_reference(image, "--image") if image is not None else None
-    choice = choose_launcher(study, launcher_kind, image, options=options)
+    parsed = load_study(study)  # parsed once; the launcher, the campaign and the summary are handed it
+    choice = choose_launcher(parsed, launcher_kind, image, options=options)
     launcher = choice.launcher
     if choice.notice:
         click.echo(f"notice: {choice.notice}", err=True)
@@ -103,7 +104,7 @@ def run(study: Path, out: Path, resume: bool, launcher_kind: str, image: str | N
         if lots is not None and gpu is None:
             raise UserError("--lots needs --gpu", "isocost run", "Name the rented GPU type with --gpu.")
         rental = Rental(gpu=check_gpu_name(gpu, "--gpu"), lots=lots or 1) if gpu is not None else None
-        outcome = run_campaign(study, out, launcher, resume=resume, progress=_progress, rental=rental,
+        outcome = run_campaign(parsed, out, launcher, resume=resume, progress=_progress, rental=rental,
                                acknowledge_seen_corpus=acknowledge_seen_corpus, allowed_root_list=allowed_root,
                                ledger_dir=ledger)
     except KeyboardInterrupt:
@@ -115,7 +116,7 @@ def run(study: Path, out: Path, resume: bool, launcher_kind: str, image: str | N
         signal.signal(signal.SIGTERM, previous)
     click.echo(f"{outcome.rows_written} trial(s) run now; {outcome.rows_total} row(s) in raw.csv "
                f"for {outcome.slots_total} planned pass(es).", err=True)
-    summary_text = _summarize(out)
+    summary_text = _summarize(out, parsed)
     click.echo(summary_text)
     click.echo(f"Results: {out.resolve()}")
 
@@ -178,8 +179,8 @@ def _run_hosts(study: Path, out: Path, resume: bool, launcher_kind: str, image: 
     click.echo(f"Decide across hosts: isocost decide {out}")
 
 
-def _summarize(out: Path) -> str:
-    summarize_campaign(out, record_events=True)
+def _summarize(out: Path, study: Study) -> str:
+    summarize_campaign(out, record_events=True, study=study)
     return (out / "summary.md").read_text(encoding="utf-8")
 
 
@@ -204,11 +205,11 @@ def validate(campaign_dir: Path, allow_inconsistent: bool) -> None:
 
     Example: isocost validate results/quick
     """
-    load_record(campaign_dir)
-    banner = require_evidence(campaign_dir, allow_inconsistent)
-    if banner:
-        click.echo(banner)
-    verdicts = validate_campaign(campaign_dir, allow_inconsistent=allow_inconsistent, checked=True)
+    campaign = open_campaign(campaign_dir, allow_inconsistent=allow_inconsistent)
+    if campaign.banner:
+        click.echo(campaign.banner)
+    verdicts = derive_verdicts(campaign)
+    write_verdicts(campaign, verdicts, banner=campaign.banner)
     accepted = sum(1 for v in verdicts if v["corpus_accepted"])
     for v in verdicts:
         state = "accepted" if v["corpus_accepted"] else "rejected"

@@ -3,8 +3,8 @@
 Thin commands: parse the options, call ``runner.decision.stage`` (decide) or ``runner.decision.period_report``
 (period), print the memo, JSON or CSV.
 
-Example: ``isocost decide results/rtx4090 results/b200 --expenses ledger.csv`` writes
-``results/rtx4090/decision.md``, ``decision.json`` and ``report.html``.
+Example: ``isocost decide results/rtx4090 results/b200 --expenses ledger.csv --out decisions/q4`` prints the memo
+and writes ``decisions/q4/decision.md``, ``decision.json`` and ``report.html``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from runner.bundle.replay_read import replays_loader, split_replays
 from runner.decision.agreement_view import matrix_csv, matrix_text
 from runner.decision.csv_table import render_csv
 from runner.decision.period_report import campaign_period, render_period
-from runner.decision.stage import run_compare, run_decide
+from runner.decision.stage import DECISION_JSON, DECISION_MD, run_compare, run_decide
 
 _DIR = click.Path(path_type=Path, file_okay=False, exists=True)
 _FILE = click.Path(path_type=Path, dir_okay=False)
@@ -33,7 +33,8 @@ _FILE = click.Path(path_type=Path, dir_okay=False)
               help="Your own dated plan catalog CSV (default: the study's [costing] catalog, else the shipped "
                    "snapshot).")
 @click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=None,
-              help="Write decision.md, decision.json and report.html here (default: the first DIR).")
+              help="Write decision.md, decision.json and report.html here (never inside a DIR it reads; without "
+                   "--out nothing is written).")
 @click.option("--json", "as_json", is_flag=True, help="Print decision.json instead of the memo.")
 @click.option("--reference", "reference", type=_DIR, default=None,
               help="The campaign whose run of the study's reference variant is the ONE reference every "
@@ -63,23 +64,30 @@ def decide(dirs: tuple[Path, ...], expenses: Path | None, catalog_path: Path | N
     With a [job] table in the study, the job is projected from the measured
     batches and priced under every billing option of the catalog.
 
+    It writes nothing into the campaigns it reads; --out DIR writes
+    decision.md, decision.json and report.html there.
+
     \b
-    Example: isocost decide results/rtx4090 results/b200 --expenses ledger.csv
+    Example: isocost decide results/rtx4090 results/b200 --expenses ledger.csv --out decisions/q4
     Example: isocost decide results/rtx4090 results/b200 --format csv > decision.csv
     """
     campaigns, replays = split_replays(list(dirs))
     outcome = run_decide(campaigns, catalog_path=catalog_path, expenses_path=expenses, out=out,
                          allow_inconsistent=allow_inconsistent, reference=reference, extra=replays_loader(replays))
-    json_path, memo_path, report_path = outcome.written
     if output_format == "csv":
         click.echo(render_csv(outcome.decision), nl=False)
     elif as_json or output_format == "json":
         for banner in outcome.banners:
             click.echo(banner)
-        click.echo(json_path.read_text(encoding="utf-8"), nl=False)
+        click.echo(outcome.texts[DECISION_JSON], nl=False)
     else:
-        click.echo(memo_path.read_text(encoding="utf-8"), nl=False)
-    click.echo(f"Wrote {memo_path}, {json_path} and {report_path}", err=True)
+        click.echo(outcome.texts[DECISION_MD], nl=False)
+    if outcome.written:
+        json_path, memo_path, report_path = outcome.written
+        click.echo(f"Wrote {memo_path}, {json_path} and {report_path}", err=True)
+    else:
+        click.echo("Nothing written (decide never writes into the campaigns it reads): pass --out DIR to write "
+                   "decision.md, decision.json and report.html there.", err=True)
 
 
 @click.command()
