@@ -46,7 +46,7 @@ from runner.bundle.records import (
     creation_time,
     quiet,
 )
-from runner.bundle.verify import verify_bundle
+from runner.bundle.verify import DecisionCheck, verify_bundle
 from runner.campaign.launcher_choice import replay_launcher
 from runner.campaign_dir.layout import load_record, read_csv_rows, read_rows
 from runner.campaign_dir.seal import outputs_cell
@@ -77,13 +77,15 @@ def replay_bundle(
     allowed_roots: tuple[Path, ...] = (),
     limits: ExtractLimits = DEFAULT_LIMITS,
     progress: Progress = quiet,
+    decision_check: DecisionCheck | None = None,
 ) -> ReplayReport:
-    """Rerun trials of a verified bundle and compare them as the study's ``quality.replay`` declares."""
+    """Rerun trials of a verified bundle (``decision_check``: see :func:`runner.bundle.verify.verify_bundle`) and
+    compare them as the study's ``quality.replay`` declares."""
     if launcher_kind not in REPLAY_LAUNCHERS:
         raise UserError(f"unknown launcher {launcher_kind!r}", "--launcher", f"Use one of {REPLAY_LAUNCHERS}.")
     requested = [check_safe_name(t, what="trial id", where="--trial") for t in trial_ids]
     progress(f"verifying {bundle}")
-    report = verify_bundle(bundle, limits)
+    report = verify_bundle(bundle, limits, decision_check=decision_check)
     if not report.ok:
         raise UserError(f"the bundle does not verify: {report.first}", str(bundle),
                         "Replay only a bundle that verifies (isocost verify FILE names every discrepancy).")
