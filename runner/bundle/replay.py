@@ -33,7 +33,7 @@ from protocol.safe_extract import DEFAULT_LIMITS, ExtractLimits, safe_extract
 from protocol.safe_write import make_dirs
 from protocol.study import Study, parse_study
 from protocol.tasks import study_task
-from runner.bundle.compare import environment_differences, render_replay, replay_differences
+from runner.bundle.compare import environment_differences, render_replay, rerun_figures
 from runner.bundle.records import (
     MANIFEST_NAME,
     BundleManifest,
@@ -311,27 +311,14 @@ def _replay_one(
     the comparison and whether the user interrupted it."""
     trial_dir, final, status, interrupted = _rerun(original, out, launcher, corpus, model)
     task = study_task(study)
-    replayed = task.read_pass(trial_dir)
-    before = task.read_pass(campaign_root / "trials" / original.trial_id)
-    quality = study.quality
-    check = task.check_pass(replayed, reference, study)
-    agreement = task.agreement(replayed, before, study)
-    reasons = replay_differences(final, check.accepted, check.reasons, agreement, replayed, before,
-                                 quality.replay, quality.max_score_delta)
+    figures = rerun_figures(task, study, reference, trial_dir, campaign_root / "trials" / original.trial_id, final)
     return TrialReplay(
         trial_id=original.trial_id,
         variant_id=original.variant.variant_id,
-        mode=quality.replay,
-        matches=not reasons,
-        reasons=tuple(reasons),
+        mode=study.quality.replay,
         status=final,
-        compared_ids=len(set(replayed.ids) & set(before.ids)),
-        label_agreement=agreement.agreement,
-        max_score_delta=agreement.max_score_delta,
-        identical=agreement.identical,
+        **figures,
         original_metric=row.metric_value,
-        replay_metric=check.metric_value,
-        replay_accepted=final == "ok" and check.accepted,
         original_pass_s=row.pass_s,
         replay_pass_s=status.phases.pass_s if status is not None and final == "ok" else None,
         environment_differences=environment_differences(campaign_root / "trials" / original.trial_id,
