@@ -51,7 +51,8 @@ def rederived_texts(campaign: Campaign) -> dict[str, str]:
     """The text each derived file of ``campaign`` must hold, re-derived from its evidence."""
     verdicts = derive_verdicts(campaign)
     record, markdown = derive_summary(campaign, verdicts, estimates=_model_estimates(campaign))
-    return {"verdicts.csv": verdicts_csv(verdicts), "verdicts.json": dumps(to_dict(verdicts_record(campaign, verdicts))),
+    return {"verdicts.csv": verdicts_csv(verdicts),
+            "verdicts.json": dumps(to_dict(verdicts_record(campaign, verdicts))),
             "summary.json": dumps(to_dict(record)), "summary.md": markdown}
 
 

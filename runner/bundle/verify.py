@@ -44,7 +44,6 @@ from runner.campaign_dir.integrity import check_campaign
 from runner.campaign_dir.layout import load_record, read_rows
 from runner.campaign_dir.slots import planned_slots, unfinished_slots
 
-
 #: A check of the decision files of an extracted bundle's campaign (campaign root, bundle root, name prefix):
 #: :func:`runner.decision.rederive.decision_findings`, handed in by the commands (``verify``, ``replay``).
 DecisionCheck = Callable[[Path, Path, str], list[Discrepancy]]

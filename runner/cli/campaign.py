@@ -150,11 +150,12 @@ def _run_hosts(study: Path, out: Path, resume: bool, launcher_kind: str, image: 
         raise UserError("--gpu/--lots name one host's plan", "--host",
                         "Give each host its rental in a hosts file (rental = { gpu = \"rtx-4090\", lots = 1 }).")
     hosts = merge_hosts(host_options, hosts_file)
+    parsed = load_study(study)  # parsed once; every host's campaign and summary are handed it
     names = [h.name for h in hosts] or [h.name for h in load_hosts_json(out).hosts]
     board = HostBoard(names)
     previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     try:
-        outcome = run_hosts(study, out, hosts, image=image, resume=resume, board=board,
+        outcome = run_hosts(parsed, out, hosts, image=image, resume=resume, board=board,
                             acknowledge_seen_corpus=acknowledge_seen_corpus, allowed_root_list=allowed_root,
                             ledger_dir=ledger)
     except KeyboardInterrupt:
@@ -170,7 +171,7 @@ def _run_hosts(study: Path, out: Path, resume: bool, launcher_kind: str, image: 
         click.echo(f"{host.name:<{width}}  {host.state:<11}  {host.rows_total:>6}/{host.slots_total:<4}  "
                    f"{host.wall_s:6.1f} s{reason}")
         if (out / host.name / "campaign.json").exists():
-            summarize_campaign(out / host.name)
+            summarize_campaign(out / host.name, study=parsed)
     click.echo(f"All hosts: {outcome.wall_s:.1f} s wall. Per host: {out.resolve()}/<host>/summary.md; "
                f"hosts: {out.resolve() / 'hosts.json'}")
     if not outcome.complete:

@@ -109,7 +109,7 @@ def decision_texts(decision: Decision, banners: Sequence[str], study: Any) -> di
     return {
         DECISION_JSON: dumps(to_dict(decision)),
         DECISION_MD: "".join(f"{b}\n" for b in banners) + ("\n" if banners else "")
-        + render_memo(decision, decision.catalog_source, describe_task(study)),
+        + render_memo(decision, decision.catalog_source or "", describe_task(study)),
         REPORT_HTML: render_report(decision),
     }
 
