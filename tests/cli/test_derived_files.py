@@ -96,3 +96,18 @@ def test_an_edited_derived_file_with_recomputed_hashes_is_named(bundled, tmp_pat
     code, output = _invoke(["verify", str(_repack(files, tmp_path / "forged.tar.gz"))])
     assert code == 1, output
     assert f": campaign/{name}: " in output.splitlines()[0], output
+
+
+def test_bundle_never_packs_a_file_an_edited_decision_json_names_as_its_catalog(tmp_path):
+    """decision.json is derived: its catalog_source naming a file that is not a catalog packs nothing from it."""
+    campaign = tmp_path / "campaign"
+    shutil.copytree(GOLDEN, campaign)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("token=do-not-pack\n", encoding="utf-8")
+    (campaign / "decision.json").write_text(json.dumps({"catalog_source": f"--catalog {secret}"}), encoding="utf-8")
+    bundle = tmp_path / "b.tar.gz"
+    code, output = _invoke(["bundle", str(campaign), "-o", str(bundle)])
+    assert code == 0, output
+    packed = _members(bundle)
+    assert not any(b"do-not-pack" in data for data in packed.values())
+    assert "catalog/secret.txt" not in packed
