@@ -16,7 +16,6 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from protocol import codec
@@ -26,7 +25,7 @@ from protocol.safe_write import write_handle
 from protocol.study import Study
 from protocol.tasks import Task, study_task
 from runner.campaign.gather import load_reference
-from runner.campaign_dir.campaign import Campaign, open_campaign
+from runner.campaign_dir.campaign import Campaign
 from runner.campaign_dir.integrity import refuse_less_evidence
 from runner.campaign_dir.raw_frame import frame_rows
 
@@ -37,13 +36,8 @@ VERDICT_COLUMNS = (
 )
 
 
-def validate_campaign(root: Path, *, allow_inconsistent: bool = False) -> list[dict[str, Any]]:
-    """``isocost validate``: open the campaign (the evidence checks run there), re-derive every verdict and write
-    verdicts.json and verdicts.csv into it (the banner in verdicts.json when read with ``allow_inconsistent``)."""
-    campaign = open_campaign(root, allow_inconsistent=allow_inconsistent)
-    verdicts = derive_verdicts(campaign)
-    write_verdicts(campaign, verdicts, banner=campaign.banner)
-    return verdicts
+#: The raw columns a verdict is derived beside (the rest comes from the trial's files).
+_ROW_COLUMNS = ("trial_id", "variant_id", "status", "corpus_accepted", "ids_match", "order_index", "attempt")
 
 
 def derive_verdicts(campaign: Campaign, reference: Any = None) -> list[dict[str, Any]]:
@@ -54,9 +48,7 @@ def derive_verdicts(campaign: Campaign, reference: Any = None) -> list[dict[str,
     task = study_task(study)
     parsed: dict[str, Any] = {}
     verdicts: list[dict[str, Any]] = []
-    rows = frame_rows(campaign.frame(("trial_id", "variant_id", "status", "corpus_accepted", "ids_match",
-                                     "order_index", "attempt")),
-                      ("trial_id", "variant_id", "status", "corpus_accepted", "ids_match", "order_index", "attempt"))
+    rows = frame_rows(campaign.frame(_ROW_COLUMNS), _ROW_COLUMNS)
     for row in rows:
         outputs = task.read_pass(campaign.trial_dir(row.trial_id))
         parsed[row.trial_id] = outputs
