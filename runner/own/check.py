@@ -279,7 +279,7 @@ def _launcher(report: CheckReport, study: Study, kind: str = "auto",
         report.add("warn", "image", f"not checked: the inputs are missing ({', '.join(missing)})")
         return
     try:
-        choice = choose_launcher(study.path, kind, None, options=options)
+        choice = choose_launcher(study, kind, None, options=options)
     except UserError as exc:
         _fail(report, "launcher", exc)
         return
