@@ -12,7 +12,7 @@ the measured peaks, never replacing them).
 
 Example::
 
-    derived_findings(Path("bundle/campaign"), "campaign/")   # [] or [Discrepancy("campaign/summary.md", ...)]
+    derived_findings(open_campaign(Path("bundle/campaign")), "campaign/")   # [] or [Discrepancy(...summary.md...)]
 """
 
 from __future__ import annotations
@@ -21,24 +21,19 @@ from pathlib import Path
 from typing import Any
 
 from protocol.codec import from_dict, to_dict
-from protocol.errors import UserError
 from protocol.jsonio import dumps, read_json
 from protocol.memory import MemoryEstimate
 from protocol.stats import SummaryRecord
 from runner.analysis.summary import _estimates, derive_summary
 from runner.analysis.verdicts import derive_verdicts, verdicts_csv, verdicts_record
-from runner.campaign_dir.campaign import Campaign, open_campaign
+from runner.campaign_dir.campaign import Campaign
 from runner.campaign_dir.findings import MALFORMED, Discrepancy
 
 
-def derived_findings(root: Path, prefix: str = "") -> list[Discrepancy]:
-    """Each derived file of the campaign at ``root`` (verdicts.csv, verdicts.json, summary.json, summary.md) that
-    differs from the one re-derived from its sealed evidence; [] when they all follow (or the campaign cannot be
-    opened: its own checks name why)."""
-    try:
-        campaign = open_campaign(root)
-    except UserError:
-        return []  # the campaign checks have named what is wrong
+def derived_findings(campaign: Campaign, prefix: str = "") -> list[Discrepancy]:
+    """Each derived file of the opened ``campaign`` (verdicts.csv, verdicts.json, summary.json, summary.md) that
+    differs from the one re-derived from its sealed evidence; [] when they all follow."""
+    root = campaign.root
     try:
         texts = rederived_texts(campaign)
     except MALFORMED as exc:

@@ -39,14 +39,15 @@ from runner.bundle.records import (
     input_archive_path,
     tree_fingerprint,
 )
+from runner.campaign_dir.campaign import Campaign, open_campaign
 from runner.campaign_dir.findings import MALFORMED, Discrepancy
 from runner.campaign_dir.integrity import check_campaign
 from runner.campaign_dir.layout import load_record, read_rows
 from runner.campaign_dir.slots import planned_slots, unfinished_slots
 
-#: A check of the decision files of an extracted bundle's campaign (campaign root, bundle root, name prefix):
-#: :func:`runner.decision.rederive.decision_findings`, handed in by the commands (``verify``, ``replay``).
-DecisionCheck = Callable[[Path, Path, str], list[Discrepancy]]
+#: A check of the decision files of an extracted bundle's campaign (the opened campaign, the bundle root, the name
+#: prefix): :func:`runner.decision.rederive.decision_findings`, handed in by the commands (``verify``, ``replay``).
+DecisionCheck = Callable[[Campaign, Path, str], list[Discrepancy]]
 
 
 def verify_bundle(path: Path, limits: ExtractLimits = DEFAULT_LIMITS, *,
@@ -73,9 +74,7 @@ def verify_bundle(path: Path, limits: ExtractLimits = DEFAULT_LIMITS, *,
         problems += check_campaign(work / "campaign", CAMPAIGN_PREFIX)
         problems += _check_manifest(manifest, digests, work / "campaign")
         if not problems:  # the evidence holds: every derived file must follow from it
-            problems += derived_findings(work / "campaign", CAMPAIGN_PREFIX)
-            if decision_check is not None:
-                problems += decision_check(work / "campaign", work, CAMPAIGN_PREFIX)
+            problems += _derived(work, decision_check)
     return VerifyReport(
         bundle=shown,
         ok=not problems,
@@ -87,6 +86,18 @@ def verify_bundle(path: Path, limits: ExtractLimits = DEFAULT_LIMITS, *,
         trials=len(manifest.trials),
         inputs_included=tuple(i.kind for i in manifest.inputs if i.included),
     )
+
+
+def _derived(work: Path, decision_check: DecisionCheck | None) -> list[Discrepancy]:
+    """The derived files of the extracted campaign re-derived from its evidence (opened once for both checks)."""
+    try:
+        campaign = open_campaign(work / "campaign")
+    except UserError as exc:  # the campaign checks passed: only a study or table that cannot be parsed is left
+        return [Discrepancy(CAMPAIGN_PREFIX + "campaign.json", "content", exc.what)]
+    problems = derived_findings(campaign, CAMPAIGN_PREFIX)
+    if decision_check is not None:
+        problems += decision_check(campaign, work, CAMPAIGN_PREFIX)
+    return problems
 
 
 def _failed(bundle: str, problem: Discrepancy) -> VerifyReport:

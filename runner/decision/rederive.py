@@ -9,7 +9,7 @@ campaigns, an expenses ledger or replays cannot be re-derived from one bundle: t
 
 Example::
 
-    decision_findings(Path("work/campaign"), Path("work"), "campaign/")   # [] or [Discrepancy(...decision.json...)]
+    decision_findings(open_campaign(Path("work/campaign")), Path("work"), "campaign/")   # [] or [Discrepancy(…)]
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from protocol.decision.configuration import configuration_labels
 from protocol.decision.rank import decide
 from protocol.jsonio import read_json
 from runner.analysis.rederive import differs
-from runner.campaign_dir.campaign import open_campaign
+from runner.campaign_dir.campaign import Campaign
 from runner.campaign_dir.findings import MALFORMED, Discrepancy
 from runner.decision.crosscheck import cross_check
 from runner.decision.evidence import choose_catalog, load_evidence
@@ -31,9 +31,10 @@ from runner.decision.stage import DECISION_JSON, DECISION_MD, REPORT_HTML, decis
 DECISION_FILES = (DECISION_JSON, DECISION_MD, REPORT_HTML)
 
 
-def decision_findings(root: Path, bundle_root: Path, prefix: str = "") -> list[Discrepancy]:
-    """The decision files of the campaign at ``root`` (extracted from a bundle at ``bundle_root``) that do not
+def decision_findings(campaign: Campaign, bundle_root: Path, prefix: str = "") -> list[Discrepancy]:
+    """The decision files of the opened ``campaign`` (extracted from a bundle at ``bundle_root``) that do not
     follow from its sealed evidence; [] when there are none, or they all follow."""
+    root = campaign.root
     present = [name for name in DECISION_FILES if (root / name).is_file()]
     if not present:
         return []
@@ -45,7 +46,7 @@ def decision_findings(root: Path, bundle_root: Path, prefix: str = "") -> list[D
         why, label, catalog = _re_derivable(recorded, root, bundle_root)
         if why:
             return [Discrepancy(prefix + DECISION_JSON, "re-derivation", why)]
-        texts = _rederived(root, recorded, label, catalog)
+        texts = _rederived(campaign, recorded, label, catalog)
     except MALFORMED as exc:
         return [Discrepancy(prefix + DECISION_JSON, "re-derivation",
                             f"cannot be re-derived from the sealed evidence ({type(exc).__name__}: {str(exc)[:200]})")]
@@ -75,10 +76,11 @@ def _re_derivable(recorded: Any, root: Path, bundle_root: Path) -> tuple[str, st
     return "", label, bundled
 
 
-def _rederived(root: Path, recorded: dict[str, Any], label: str, catalog_path: Path | None) -> dict[str, str]:
-    """decision.json, decision.md and report.html decided again over the campaign at ``root``, with the paths
-    the recorded decision used."""
-    campaign = open_campaign(root)
+def _rederived(campaign: Campaign, recorded: dict[str, Any], label: str, catalog_path: Path | None) -> \
+        dict[str, str]:
+    """decision.json, decision.md and report.html decided again over ``campaign``, with the paths the recorded
+    decision used."""
+    root = campaign.root
     evidence = [load_evidence(campaign)]
     study = campaign.study
     catalog, source = choose_catalog(catalog_path, study, campaign.record)
