@@ -32,7 +32,7 @@ TARGET_RATIO = 1.2
 
 
 def _write(directory: Path, stem: tuple[str, str], ids: list[str], vectors: Any) -> None:
-    from protocol.tasks.vector_file import header, id_lines
+    from protocol.tasks.embedding.vector_file import header, id_lines
 
     directory.mkdir(parents=True, exist_ok=True)
     with open(directory / stem[0], "wb") as handle:
@@ -46,7 +46,7 @@ def make_passes(root: Path, documents: int, queries: int, dimension: int = 384) 
     import numpy as np
 
     from protocol.tasks.embedding import EmbeddingReference
-    from protocol.tasks.queries import Query
+    from protocol.tasks.embedding.queries import Query
 
     rng = np.random.default_rng(0)
     ids = [f"doc-{i:07d}" for i in range(documents)]

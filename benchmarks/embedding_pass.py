@@ -157,7 +157,7 @@ def worker(spec_path: Path, out: Path, pairs: int) -> int:
     from benchmarks.overhead import _set_up
     from protocol.codec import read_record
     from protocol.records import TrialSpec
-    from protocol.tasks.vector_file import read_vectors
+    from protocol.tasks.embedding.vector_file import read_vectors
     from runner.trial.run import Trial
     from runner.trial.torch_settings import apply_determinism
 

@@ -11,7 +11,7 @@ Row 8: ``bare_s / runner pass_s`` per pair (target ≥ 0.99), on the wall clock;
 the runner's pass clock and the bare loop's switched to ``time.process_time`` (CPU seconds of the process, which
 other jobs on a shared machine cannot inflate), as benchmark 1c does; torch runs 1 thread on both sides.
 Row 8b: the tokens per second isocost reports
-(:func:`protocol.tasks.generation_figures.read_pass_figures`, from ``batches.jsonl``) against tokens counted
+(:func:`protocol.tasks.generation.figures.read_pass_figures`, from ``batches.jsonl``) against tokens counted
 independently from ``generations.jsonl`` over the same ``pass_s``: equal in every pass.
 """
 
@@ -192,7 +192,7 @@ class BareGenerator:
 
 
 def _runner(spec: Any, out: Path) -> dict[str, Any]:
-    from protocol.tasks.generation_figures import read_pass_figures
+    from protocol.tasks.generation.figures import read_pass_figures
     from runner.trial.run import Trial
 
     out.mkdir()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +37,8 @@ class Record:
 
 def read_corpus(path: Path, *, require_label: bool = True, extra_fields: tuple[str, ...] = ()) -> tuple[Record, ...]:
     """Read a corpus (``.jsonl`` or ``.csv`` with ``id``, ``text``, and ``label`` unless ``require_label`` is
-    False; each field of ``extra_fields`` is required too, as text).
+    False; each field of ``extra_fields`` (a task's ``corpus_fields``) is required too, as text, a JSON number
+    read as its text as a CSV cell would be: the task parses its own fields).
 
     Refuses empty corpora, duplicate or malformed ids, empty texts and missing labels:
     every input must keep one stable identity for the whole campaign. A label given where none is
@@ -121,6 +123,8 @@ def _record(data: Any, where: str, required: tuple[str, ...], extra_fields: tupl
     fields = []
     for name in extra_fields:
         value = data[name]
+        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+            value = json.dumps(value)  # a number as its text, as a CSV corpus gives it: the task reads it
         if not isinstance(value, str) or not value.strip():
             raise UserError(f"empty or non-text {name!r} for id {ident!r}", where, f"Each input needs a {name} text.")
         check_encodable(value, f"the {name} of id {ident!r}", where)

@@ -17,6 +17,7 @@ Example::
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -172,59 +173,57 @@ _ROWS: tuple[tuple[str, str, str, Bounds | None, str], ...] = (
     ("job.bootstrap_seed", "integer", "0", Bounds(0, 2**64 - 1), "seed of the bootstrap (recorded in the decision)"),
     ("job.mix", "table", "the corpus's own bucket shares", None,
      "table: length bucket = share of the job's inputs (each in [0, 1], summing to 1)"),
-    # sentence-embedding (docs/tasks.md): the [embedding] table and the [quality] key of that task only; its
-    # quality.metric is "ndcg@10", "mrr@10" or "recall@10" over the queries
-    ("embedding.pooling", "string", "required", None,
-     '"mean" (over the attention mask) or "cls" (the first token\'s state)'),
-    ("embedding.normalize", "boolean", "required", None, "L2-normalise every vector in the trial: true or false"),
-    ("embedding.dimension", "integer", "required", Bounds(1, 65536),
-     "values per vector: the model's hidden size (config.json hidden_size)"),
-    ("embedding.queries.path", "string", "required", None,
-     "the final query set: JSONL id, text, relevant (ids of final corpus inputs), kept apart from the tuning split"),
-    ("embedding.queries.fingerprint", "string", "required", None, "sha256 of the query file"),
-    ("embedding.tuning_queries.path", "string", "required", None,
-     "the tuning split's queries (relevant ids are tuning inputs): `isocost tune` measures the metric on them"),
-    ("embedding.tuning_queries.fingerprint", "string", "required", None, "sha256 of the tuning query file"),
-    ("quality.min_cosine", "number", "0.999", Bounds(0, 1, low_open=True),
-     "cosine to the reference variant's vector an input needs to agree, in (0, 1]"),
-    # text-generation (docs/tasks.md#text-generation)
-    ("generation.template", "string", "required in [generation]", None,
-     "the prompt around each input: text with {text} where the input goes (no other placeholder is read)"),
-    ("generation.chat_template", "boolean", "false", None,
-     "true: the templated text is the user's turn in the model's chat template"),
-    ("generation.max_new_tokens", "integer", "required in [generation]", Bounds(1, 32_768),
-     "tokens generated at most per input (greedy, stops at the end-of-sequence token)"),
-    ("generation.top_k", "integer", "5", Bounds(1, 100),
-     "candidates (token ids and log-probabilities) kept per generated position"),
-    ("generation.decoding", "string", '"greedy"', None,
-     '"greedy" only: sampling is refused (it needs seeds and a metric-only rule)'),
-    ("quality.min_score_share", "number", "0.99", Bounds(0, 1),
-     "text-generation: median score at least this share of the reference variant's (MLPerf's 99 %)"),
-    ("quality.length_window", "array", "[0.9, 1.1]", None,
-     "text-generation: mean generated length against the reference variant's, per pass: [low, high], "
-     "0 < low ≤ 1 ≤ high ≤ 100"),
-    ("quality.min_identical", "number", "0.0", Bounds(0, 1),
-     "text-generation: smallest share of ids with token sequences identical to the reference's "
-     "(min_agreement applies to identical-or-near-tie)"),
-    ("quality.normalisation", "string", '"whitespace"', None,
-     'text-generation exact_match: "none", "whitespace" or "casefold"'),
 )
 
-KEYS: dict[str, StudyKey] = {row[0]: StudyKey(*row) for row in _ROWS}
+#: The keys every study has, whatever its task; a task's own keys are its package's (``Task.study_keys``).
+COMMON_KEYS: dict[str, StudyKey] = {row[0]: StudyKey(*row) for row in _ROWS}
 
-#: Keys (or key prefixes ending in ".") that only the studies of one task have; every other key is every task's.
-TASK_KEYS: dict[str, tuple[str, ...]] = {
-    "sentence-embedding": ("embedding.", "quality.min_cosine"),
-    "text-generation": ("generation.", "quality.min_score_share", "quality.length_window", "quality.min_identical",
-                        "quality.normalisation"),
-}
+
+def key_rows(*rows: tuple[str, str, str, Bounds | None, str]) -> tuple[StudyKey, ...]:
+    """A task's own keys, written as the rows above: (key, kind, default, bounds, meaning)."""
+    return tuple(StudyKey(*row) for row in rows)
+
+
+class _Keys(Mapping[str, StudyKey]):
+    """Every declared key: the common ones, then each task's own, tasks in :func:`protocol.tasks.task_names` order
+    (a key two tasks declare must be declared alike)."""
+
+    def _all(self) -> dict[str, StudyKey]:
+        from protocol.tasks import all_tasks
+
+        keys = dict(COMMON_KEYS)
+        for task in all_tasks():
+            for entry in task.study_keys:
+                if keys.setdefault(entry.key, entry) != entry:
+                    raise ValueError(f"task {task.name} declares study key {entry.key} unlike another declaration")
+        return keys
+
+    def __getitem__(self, key: str) -> StudyKey:
+        return COMMON_KEYS[key] if key in COMMON_KEYS else self._all()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
+KEYS: Mapping[str, StudyKey] = _Keys()
 
 
 def keys_for(task: str) -> dict[str, StudyKey]:
     """The keys a study of ``task`` has (what ``isocost init --task`` writes): every task's, and its own."""
-    others = [prefix for name, prefixes in TASK_KEYS.items() if name != task for prefix in prefixes]
-    return {key: entry for key, entry in KEYS.items()
-            if not any(key == p or (p.endswith(".") and key.startswith(p)) for p in others)}
+    from protocol.tasks import task_named
+
+    return {**COMMON_KEYS, **{entry.key: entry for entry in task_named(task).study_keys}}
+
+
+def task_key_table(task: str) -> str:
+    """The key table of one task's own keys (docs/tasks.md), '' when it has none."""
+    from protocol.tasks import task_named
+
+    own = task_named(task).study_keys
+    return _table(own) if own else ""
 
 
 def table_keys(table: str, task: str) -> tuple[str, ...]:
@@ -255,10 +254,14 @@ def bound(key: str) -> Bounds:
 
 
 def markdown_table() -> str:
-    """The study key table of docs/study.md."""
+    """The study key table of docs/study.md: every key, each task's own after the common ones."""
+    return _table(KEYS.values())
+
+
+def _table(keys: Iterable[StudyKey]) -> str:
     lines = ["| key | type | required / default | bounds | meaning |", "|---|---|---|---|---|"]
     lines += [f"| `{k.key}` | {k.kind} | {k.default} | {k.bounds.words() if k.bounds else ''} | {k.meaning} |"
-              for k in KEYS.values()]
+              for k in keys]
     return "\n".join(lines)
 
 

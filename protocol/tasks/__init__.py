@@ -1,7 +1,11 @@
 """The tasks isocost knows, found by name: the study's ``task`` key (default ``text-classification``).
 
-Each task is one module here (:mod:`protocol.tasks.base` says what a task provides) and one on the trial side
-(``runner/trial/tasks/``). Adding a task is adding those two modules and registering them by name.
+A task is one package that describes itself (:mod:`protocol.tasks.base` says what it provides): its
+``__init__`` holds ``TASK``, the host half, which names its trial half (``trial_module``: the module with
+``TRIAL_TASK``, imported only inside the trial). No list names the tasks: every package under
+``protocol/tasks/`` is one, and so is every package in a folder of ``ISOCOST_TASKS_PATH`` (folders separated
+as in ``PATH``), which is how your own task is added without touching isocost ([docs/tasks.md](docs/tasks.md)).
+Two tasks of one name are an error naming both folders.
 
 Example::
 
@@ -10,20 +14,80 @@ Example::
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import os
+import pkgutil
+import sys
+from pathlib import Path
 from typing import Any
 
 from protocol.errors import UserError
 from protocol.tasks.base import Task
 
 DEFAULT_TASK = "text-classification"
+#: Folders of your own task packages, separated by ``os.pathsep``; each package's ``__init__`` holds ``TASK``.
+TASKS_PATH_ENV = "ISOCOST_TASKS_PATH"
+#: The module-name prefix an outside task package is imported under (its folder name follows).
+OUTSIDE_PREFIX = "isocost_task_"
+
+_FOUND: dict[str, dict[str, Task]] = {}
+
+
+def _builtin_packages() -> list[tuple[str, str]]:
+    """(module name, folder) of every task package under protocol/tasks/, in name order."""
+    return [(f"{__name__}.{info.name}", str(Path(__path__[0]) / info.name))
+            for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name) if info.ispkg]
+
+
+def _outside_packages(path: str) -> list[tuple[str, str]]:
+    """(module name, folder) of every package in the folders of ``path`` (``ISOCOST_TASKS_PATH``)."""
+    found = []
+    for folder in filter(None, path.split(os.pathsep)):
+        root = Path(folder)
+        if not root.is_dir():
+            continue  # not on this machine (a container sees none of the host's folders): its tasks are unknown here
+        for package in sorted(p for p in root.iterdir() if (p / "__init__.py").is_file() and not p.is_symlink()):
+            found.append((OUTSIDE_PREFIX + package.name.replace("-", "_"), str(package)))
+    return found
+
+
+def _import_package(name: str, folder: str) -> Any:
+    """The package ``name`` (imported once; an outside folder's by its location, under ``name``)."""
+    if name in sys.modules or name.startswith(f"{__name__}."):
+        return importlib.import_module(name)
+    spec = importlib.util.spec_from_file_location(name, Path(folder) / "__init__.py",
+                                                  submodule_search_locations=[folder])
+    if spec is None or spec.loader is None:
+        raise UserError(f"task package {folder!r} cannot be imported", TASKS_PATH_ENV, "Check the folder.")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
 
 
 def _registry() -> dict[str, Task]:
-    from protocol.tasks.classification import CLASSIFICATION
-    from protocol.tasks.embedding import EMBEDDING
-    from protocol.tasks.generation import GENERATION
-
-    return {CLASSIFICATION.name: CLASSIFICATION, EMBEDDING.name: EMBEDDING, GENERATION.name: GENERATION}
+    """Every task found, by name: protocol/tasks/ first, then ``ISOCOST_TASKS_PATH`` (read on each call)."""
+    path = os.environ.get(TASKS_PATH_ENV, "")
+    if path in _FOUND:
+        return _FOUND[path]
+    tasks: dict[str, Task] = {}
+    where: dict[str, str] = {}
+    for name, folder in _builtin_packages() + _outside_packages(path):
+        task = getattr(_import_package(name, folder), "TASK", None)
+        if task is None:
+            raise UserError(f"the task package {folder!r} has no TASK", folder,
+                            "Its __init__.py must define TASK, the task's host half (docs/tasks.md).")
+        if task.name in tasks:
+            raise UserError(f"two tasks are named {task.name!r}", f"{where[task.name]} and {folder}",
+                            f"Rename one, or take its folder out of {TASKS_PATH_ENV}.")
+        tasks[task.name], where[task.name] = task, folder
+    _FOUND[path] = tasks
+    return tasks
 
 
 def study_task(study: Any) -> Task:
@@ -70,13 +134,22 @@ def index_fields(record: Any, fields: tuple[str, ...]) -> list[str]:
 
 
 def task_names() -> tuple[str, ...]:
-    return tuple(_registry())
+    """Every task found, the default first."""
+    names = tuple(_registry())
+    return (DEFAULT_TASK, *(name for name in names if name != DEFAULT_TASK))
+
+
+def all_tasks() -> tuple[Task, ...]:
+    """Every task found, in :func:`task_names` order."""
+    return tuple(task_named(name) for name in task_names())
 
 
 def task_named(name: str, where: str = "") -> Task:
     """The task of that name; an unknown one is an error listing the known ones."""
     tasks = _registry()
     if name not in tasks:
+        searched = os.environ.get(TASKS_PATH_ENV, "")
         raise UserError(f"unknown task {name[:80]!r}", where or "task",
-                        f"Known tasks: {', '.join(tasks)}.")
+                        f"Known tasks: {', '.join(tasks)}. Your own task is a package in a folder of {TASKS_PATH_ENV} "
+                        f"({'now ' + repr(searched[:200]) if searched else 'not set'}; docs/tasks.md).")
     return tasks[name]

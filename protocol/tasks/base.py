@@ -6,7 +6,8 @@ from the frozen ``corpus_index.csv`` and the study), how a pass's outputs are re
 against the study's quality rule (a :class:`~protocol.validate.PassCheck`, which the raw row, the verdicts,
 the summary and the decision read), the agreement of two passes by id (an
 :class:`~protocol.validate.Agreement`), and which metrics it knows. Everything after the pass check (summary,
-decision, costing, bundles) is the same for every task. Tasks are found by name in :mod:`protocol.tasks`.
+decision, costing, bundles) is the same for every task. Tasks are found by name, from their folders, in
+:mod:`protocol.tasks`.
 
 Example::
 
@@ -18,10 +19,104 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from protocol.study_keys import StudyKey
 from protocol.validate import Agreement, PassCheck
+
+
+@dataclass(frozen=True)
+class TaskExample:
+    """A tiny valid case of a task: what the conformance test (``tests/unit/test_task_conformance.py``) runs every
+    task through alike. The study's rule (``metric``, ``minimum``, ``extra``: its own ``[quality]`` keys) and
+    ``task_options``, ``corpus_index.csv`` rows, and one batch's ``outputs`` for their ids as the trial half's
+    model returns them; ``after``: the pass's other writes (renamed pass files, ids, outputs: an embedding's
+    queries); ``described``: the manifest's ``model`` block, as the trial half's model describes itself."""
+
+    metric: str
+    minimum: float
+    extra: Mapping[str, Any]
+    task_options: Mapping[str, Any]
+    index_rows: tuple[Mapping[str, str], ...]
+    outputs: Any
+    after: tuple[tuple[Mapping[str, str], tuple[str, ...], Any], ...] = ()
+    described: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class InitOption:
+    """One option of ``isocost init`` that a task reads: its flag, help, default and kind (``text``, ``integer``,
+    ``file``: an existing file; ``choices`` for a closed set of texts)."""
+
+    flag: str
+    help: str
+    default: Any = None
+    kind: str = "text"
+    choices: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        """The name its value goes by: ``--max-new-tokens`` → ``max_new_tokens``."""
+        return self.flag.lstrip("-").replace("-", "_")
+
+
+@dataclass(frozen=True)
+class InitInputs:
+    """What ``isocost init`` gives a task's init hooks: the files, the records read, the reference variant and
+    the task's own option values (by :attr:`InitOption.key`; None where not given)."""
+
+    out: Path
+    corpus: Path
+    tuning: Path
+    model: Path
+    records: tuple[Any, ...]
+    tuning_records: tuple[Any, ...]
+    reference: str
+    values: Mapping[str, Any]
+
+    def rel(self, path: Path) -> str:
+        """``path`` relative to the study file's folder."""
+        import os
+
+        return os.path.relpath(Path(path).resolve(), self.out.parent)
+
+
+class TaskInit(Protocol):
+    """A task's part of ``isocost init``: its options, its checks of the inputs, its lines of the study."""
+
+    #: The options of ``isocost init`` this task reads.
+    options: tuple[InitOption, ...]
+    #: What a configuration does to every input, in the study's question ("classifies").
+    verb: str
+
+    def check_options(self, values: Mapping[str, Any]) -> None:
+        """The task's option values (None where not given; ``tuning``: the tuning split given or None) before
+        anything is read: UserError naming the flag. Another task's option was refused before."""
+
+    def split(self, values: Mapping[str, Any], corpus: Path, records: tuple[Any, ...],
+              out_dir: Path) -> tuple[Path, Path, tuple[Path, ...], Mapping[str, Any]] | None:
+        """The task's own tuning split when none is given (final, tuning, files written, its option values as
+        they now are), or None: the usual split."""
+
+    def inputs(self, facts: InitInputs) -> Any:
+        """The task's checks of the corpora and the model (every problem at once); what the study is written from."""
+
+    def max_length(self, found: Any, lengths: tuple[int, ...], limit: int) -> int | None:
+        """``base.max_length`` for these token lengths within the model's limit, or None: the usual rule."""
+
+    def input_lines(self, found: Any, facts: InitInputs) -> list[str]:
+        """Lines after ``[model]``: a comment on the inputs, or the task's input tables."""
+
+    def table_lines(self, found: Any, facts: InitInputs) -> list[str]:
+        """The task's own tables after the length buckets."""
+
+    def quality_lines(self, found: Any, facts: InitInputs) -> list[str]:
+        """``[quality]``, its minimum left for ``isocost tune``."""
+
+    def report(self, found: Any, facts: InitInputs) -> tuple[list[str], list[str], int, str]:
+        """What ``isocost init`` prints: lines, warnings, and the units ``tune`` scores (count, word)."""
 
 
 class Task(Protocol):
@@ -31,6 +126,12 @@ class Task(Protocol):
     name: str
     #: The files one pass writes into its trial directory besides spec, manifest, status and batches.
     output_files: tuple[str, ...]
+    #: The module that holds the task's trial half, ``TRIAL_TASK`` (a ``runner.trial.tasks.base.TrialTask``):
+    #: imported by the trial only, never by the host (it imports torch).
+    trial_module: str
+    #: The task's own study keys (its tables, its ``[quality]`` keys), each with its type, default, bounds and
+    #: help: ``protocol.study_keys.KEYS`` adds them to the common ones.
+    study_keys: tuple[StudyKey, ...]
     #: The values ``[quality] metric`` may take, the first the default.
     metrics: tuple[str, ...]
     #: Whether every corpus input must carry a ``label``.
@@ -91,3 +192,12 @@ class Task(Protocol):
 
     def resampled_metric(self, outputs: Any, reference: Any, study: Any) -> Callable[[Sequence[int]], float]:
         """The metric over a resample of the scored units (indices in their order): for a seeded bootstrap."""
+
+    #: The task's part of ``isocost init``.
+    init: TaskInit
+    #: The task's row of the table in docs/tasks.md (generated): ``yields`` (what each input yields), ``model``
+    #: (the checkpoint it runs), ``metrics`` (its metrics, in words) and ``agreement`` (with the reference).
+    docs: Mapping[str, str]
+
+    def example(self) -> TaskExample:
+        """A tiny valid case of the task (:class:`TaskExample`), for the conformance test every task passes."""

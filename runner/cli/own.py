@@ -7,14 +7,17 @@ Thin commands over :mod:`runner.own.init`, :mod:`runner.own.tune`, :mod:`runner.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
 from protocol.costing.plans import MAX_LOTS
 from protocol.names import check_gpu_name, check_plain_text
 from protocol.study_records import STACKS
-from protocol.tasks import task_names
+from protocol.tasks import all_tasks, task_names
+from protocol.tasks.base import InitOption
 from protocol.tuning import MIN_TUNING_INPUTS, WORST_CASE_INPUTS
 from runner.campaign.launcher_choice import LAUNCHER_KINDS
 from runner.campaign_dir.rentals import RENTALS_FILE, record_rental
@@ -22,6 +25,20 @@ from runner.cli.launcher_flags import launcher_flags, launcher_values
 
 _FILE = click.Path(path_type=Path, dir_okay=False)
 TASKS = task_names()
+
+
+def _task_options(command: Callable[..., None]) -> Callable[..., None]:
+    """Every found task's own options of ``isocost init`` (``Task.init.options``), each once."""
+    seen: dict[str, InitOption] = {}
+    for option in (o for task in all_tasks() for o in task.init.options):
+        seen.setdefault(option.flag, option)
+    for option in reversed(seen.values()):
+        kind: Any = {"integer": int, "file": click.Path(path_type=Path, dir_okay=False, exists=True)}.get(
+            option.kind, click.Choice(option.choices) if option.choices else str)
+        default = "" if option.default is None else f" (default: {option.default})"
+        command = click.option(option.flag, option.key, type=kind, default=None,
+                               help=option.help + default)(command)
+    return command
 
 
 @click.command()
@@ -35,64 +52,43 @@ TASKS = task_names()
               help="Batch and precision series suited to this stack.")
 @click.option("--force", is_flag=True, help="Overwrite --out if it exists.")
 @click.option("--task", type=click.Choice(TASKS), default=TASKS[0], show_default=True,
-              help="What each input yields: a label (MODEL is an AutoModelForSequenceClassification checkpoint), a "
-                   "vector (sentence-embedding: MODEL is any AutoModel encoder; needs --queries) or a generated "
-                   "text (text-generation: MODEL is a causal LM, each input carries a reference text).")
-@click.option("--queries", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
-              help="sentence-embedding: the final query set, JSONL id, text, relevant (ids of CORPUS inputs).")
-@click.option("--tuning-queries", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
-              help="sentence-embedding, with --tuning: the tuning split's own queries (default without --tuning: "
-                   "a fifth of --queries and the documents only they name are held out).")
-@click.option("--template", default="{text}", show_default=True,
-              help="text-generation: the prompt around each input, {text} where the input goes.")
-@click.option("--max-new-tokens", type=int, default=64, show_default=True,
-              help="text-generation: tokens generated at most per input.")
-@click.option("--score", type=click.Choice(("rouge_l", "chrf", "exact_match")), default="rouge_l",
-              show_default=True, help="text-generation: the task score against the references.")
+              help="What each input yields: " + "; ".join(
+                  f"{t.name}: {t.docs['yields']} ({t.docs['model']})".replace("`", "") for t in all_tasks())
+              + " (docs/tasks.md).")
+@_task_options
 def init(corpus: Path, model: Path, tuning: Path | None, out: Path, stack: str, force: bool, task: str,
-         queries: Path | None, tuning_queries: Path | None, template: str, max_new_tokens: int, score: str) -> None:
+         **task_options: Any) -> None:
     """Write a complete, commented study for your own CORPUS and checkpoint MODEL.
 
     Computes the fingerprints, length buckets from the model's tokenizer
     (with counts), checks the corpus labels against the model's id2label (or,
     for sentence embeddings, the query sets against the corpora) and writes
     every key with its default and meaning. With --task text-generation: a
-    causal LM, the [generation] table and its rule.
+    causal LM, the [generation] table and its rule. Each task's own options
+    are its own (docs/tasks.md).
 
     \b
     Example: isocost init reports.jsonl weather-model --tuning reports-tuning.jsonl --out study.toml
     Example: isocost init docs.jsonl encoder --task sentence-embedding --queries queries.jsonl
     """
     from runner.own.init import init_study
-    from runner.own.init_generation import GenerationChoice
 
-    generation = GenerationChoice(template, max_new_tokens, score) if task == "text-generation" else None
     report = init_study(corpus, model, out=out, tuning=tuning, stack=stack, force=force, task=task,
-                        queries=queries, tuning_queries=tuning_queries, generation=generation)
+                        options=task_options)
     for path in report.written:
         click.echo(f"wrote {path}")
     buckets = ", ".join(f"{name} ≤ {bound} tokens: {count}" if bound is not None else f"{name}: {count}"
                         for name, bound, count in report.buckets)
     click.echo(f"length buckets (model tokenizer): {buckets}")
-    if report.embedding is not None:
-        e = report.embedding
-        click.echo(f"queries: {e.n_queries} final, {e.n_tuning_queries} tuning, every relevant id in its corpus; "
-                   f"vectors: {e.dimension} values, {e.pooling} pooling, normalize = {str(e.normalize).lower()} "
-                   f"({e.source})")
-    elif generation is not None:
-        click.echo(f"text-generation: template {template!r}, max_new_tokens {max_new_tokens}, score {score}")
-    else:
-        click.echo(f"labels: {', '.join(report.labels)} (all in the model's id2label)")
-    if report.extra_model_labels:
-        click.echo(f"warning: the model also predicts {', '.join(report.extra_model_labels)}, absent from the "
-                   "corpus: any such prediction rejects a pass", err=True)
+    for line in report.lines:
+        click.echo(line)
+    for warning in report.warnings:
+        click.echo(warning, err=True)
     click.echo(f"{report.variants} variants, reference {report.reference_variant}, 5 repetitions each")
-    units = report.embedding.n_tuning_queries if report.embedding is not None else report.tuning_inputs
-    if units < MIN_TUNING_INPUTS:
-        what = "queries" if report.embedding is not None else "input(s)"
-        click.echo(f"warning: the tuning split has {units} {what}; `isocost tune` needs at least "
-                   f"{MIN_TUNING_INPUTS} (up to {WORST_CASE_INPUTS}, depending on the metric): pass a larger "
-                   "--tuning FILE", err=True)
+    if report.tuning_units < MIN_TUNING_INPUTS:
+        click.echo(f"warning: the tuning split has {report.tuning_units} {report.units_word}; `isocost tune` needs "
+                   f"at least {MIN_TUNING_INPUTS} (up to {WORST_CASE_INPUTS}, depending on the metric): pass a "
+                   "larger --tuning FILE", err=True)
     click.echo(f"wrote {report.study}")
     click.echo(f"next: isocost tune {out}")
 

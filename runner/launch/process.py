@@ -28,6 +28,7 @@ ENV_ALLOW = (
     "HIP_VISIBLE_DEVICES",
     "ROCR_VISIBLE_DEVICES",
     "ISOCOST_FAULT_INJECT",
+    "ISOCOST_TASKS_PATH",  # your own tasks' folders (protocol.tasks): the trial finds its task's half there too
 )
 
 #: Offline by construction: nothing may be fetched from a hub during a trial.

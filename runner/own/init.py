@@ -19,22 +19,23 @@ import json
 import math
 import os
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from protocol.corpus import Record, check_disjoint, read_corpus, token_lengths
+from protocol.corpus import Record, token_lengths
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
 from protocol.jsonio import DUPLICATE_KEY_FIX, DuplicateKeyError, loads_unique
-from protocol.labels import check_labels
 from protocol.safe_write import check_writable_target, make_dirs, write_handle, write_text_atomic
 from protocol.study import load_study
-from protocol.study_keys import KEYS
-from protocol.tasks import DEFAULT_TASK, read_task_corpus, task_named
-from runner.own import init_generation
-from runner.own.init_embedding import EmbeddingInputs, embedding_inputs, split_with_queries
-from runner.own.init_generation import GenerationChoice
+from protocol.study_lines import comment as _c
+from protocol.study_lines import line as _line
+from protocol.study_lines import table as _table
+from protocol.study_lines import toml as _toml
+from protocol.tasks import DEFAULT_TASK, all_tasks, read_task_corpus, task_named
+from protocol.tasks.base import InitInputs, Task
 
 #: Series per stack: batch sizes and precisions worth comparing there (fp16 is GPU-only).
 STACK_SERIES: dict[str, dict[str, Any]] = {
@@ -52,14 +53,14 @@ TUNING_SHARE = 0.2
 class InitReport:
     study: Path
     buckets: tuple[tuple[str, int | None, int], ...]  # name, max_tokens, count
-    labels: tuple[str, ...]
-    extra_model_labels: tuple[str, ...]
     written: tuple[Path, ...]  # split files written when no --tuning was given
     reference_variant: str
     variants: int
-    tuning_inputs: int = 0
     task: str = DEFAULT_TASK
-    embedding: EmbeddingInputs | None = None
+    lines: tuple[str, ...] = ()  # what the task says of its inputs (labels, queries, template)
+    warnings: tuple[str, ...] = ()
+    tuning_units: int = 0  # what `isocost tune` scores on the tuning split, and their word
+    units_word: str = "input(s)"
 
 
 def _quantile(sorted_values: list[int], share: float) -> int:
@@ -115,132 +116,80 @@ def _split(corpus: Path, records: tuple[Record, ...], out_dir: Path) -> tuple[Pa
     return final_path, tuning_path
 
 
-def _c(key: str) -> str:
-    entry = KEYS[key]
-    if entry.required:
-        default = ""
-    elif entry.default.startswith("required"):  # "required in [deadline]": the table is optional, the key is not
-        default = f" ({entry.default})"
-    else:
-        default = f" (default {entry.default})"
-    return f"  # {entry.meaning}{default}"
-
-
-def _line(key: str, value: Any = ..., note: str = "") -> str:
-    """``leaf = value  # meaning (default …)`` for the declared ``key``; ``value`` omitted: its declared default.
-
-    Example: ``_line("warmup.runs") == "runs = 1  # warm-up runs over those inputs … (default 1)"``.
-    """
-    return f"{key.rpartition('.')[2]} = {KEYS[key].default if value is ... else _toml(value)}{_c(key)}{note}"
-
-
-def _table(table: str, values: dict[str, Any], *, commented: tuple[str, ...] = (),
-           notes: dict[str, str] | None = None) -> list[str]:
-    """``[table]`` with one :func:`_line` per key (``...``: the declared default; ``commented``: written as a
-    comment), then a blank line."""
-    return [f"[{table}]", *(("# " if key in commented else "") + _line(f"{table}.{key}", value, (notes or {})
-                                                                       .get(key, "")) for key, value in
-                            values.items()), ""]
-
-
-def _toml(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_toml(v) for v in value) + "]"
-    return str(value)
-
-
 @dataclass(frozen=True)
 class _Facts:
     """What ``init`` computed, everything the study text is written from."""
 
-    out: Path
-    corpus: Path
-    tuning: Path
-    model: Path
+    inputs: InitInputs
     stack: str
-    records: int  # corpus inputs
-    tuning_inputs: int
-    labels: tuple[str, ...]
-    extra_model_labels: tuple[str, ...]
     lengths: tuple[int, ...]
     buckets: tuple[tuple[str, int | None, int], ...]
     limit: int  # the model's own maximum length
     max_length: int
-    task: str = DEFAULT_TASK
-    embedding: EmbeddingInputs | None = None
-    generation: GenerationChoice | None = None  # a text-generation study's template, max_new_tokens, score
+    task: Task
+    found: Any  # what the task's init found (its checks of the inputs)
 
     @property
     def series(self) -> dict[str, Any]:
         return STACK_SERIES[self.stack]
 
     @property
-    def reference(self) -> str:
-        return f"precision={self.series['precisions'][0]}"
+    def records(self) -> int:
+        return len(self.inputs.records)
 
-    def rel(self, path: Path) -> str:
-        """``path`` relative to the study file's folder."""
-        return os.path.relpath(Path(path).resolve(), self.out.parent)
+
+def _reference(stack: str) -> str:
+    return f"precision={STACK_SERIES[stack]['precisions'][0]}"
 
 
 def init_study(corpus: Path, model: Path, *, out: Path, tuning: Path | None = None, stack: str = "cpu",
-               force: bool = False, task: str = DEFAULT_TASK, queries: Path | None = None,
-               tuning_queries: Path | None = None, generation: GenerationChoice | None = None) -> InitReport:
-    """Write a complete study to ``out`` for this corpus and checkpoint; return what was computed (a
-    sentence-embedding study needs ``queries``, and ``tuning_queries`` with ``tuning``; a text-generation study
-    takes ``generation``'s template, max_new_tokens and score)."""
+               force: bool = False, task: str = DEFAULT_TASK, options: Mapping[str, Any] | None = None) -> InitReport:
+    """Write a complete study to ``out`` for this corpus and checkpoint; return what was computed. ``options``:
+    the values of the tasks' own options of ``isocost init`` (``Task.init.options``, by key; None: not given),
+    an option of another task refused."""
     _check_arguments(model, out, stack, force)
-    _check_task_arguments(task, tuning, queries, tuning_queries)
     chosen = task_named(task, "--task")
-    if chosen.name == "text-generation":
-        generation = generation or GenerationChoice()
-        generation.check()
-    else:
-        generation = None
+    values = _task_values(chosen, dict(options or {}), tuning)
     check_writable_target(out, fix="Name the study file itself with --out, not a link to it.")
     out = out.parent.resolve() / out.name  # the folder as the user named it; the file itself never a link
     make_dirs(out.parent, fix="Choose a writable --out.")
     records = read_task_corpus(corpus, chosen)
     written: tuple[Path, ...] = ()
-    if tuning is None and queries is not None:
-        corpus, tuning, queries, tuning_queries = written = split_with_queries(corpus, records, queries, out.parent)
-        records = read_corpus(corpus, require_label=False)
-    elif tuning is None:
-        corpus, tuning = _split(corpus, records, out.parent)
-        written = (corpus, tuning)
+    if tuning is None:
+        split = chosen.init.split(values, corpus, records, out.parent)
+        if split is None:
+            corpus, tuning = written = _split(corpus, records, out.parent)
+        else:
+            corpus, tuning, written, values = split[0], split[1], split[2], dict(split[3])
         records = read_task_corpus(corpus, chosen)
-    facts = _facts(out, corpus, tuning, model, stack, records, chosen.name, (queries, tuning_queries), generation)
-    lines = [*_header_lines(facts), *_input_lines(facts), *_bucket_lines(facts), *_task_lines(facts),
-             *_quality_lines(facts), *_base_lines(facts), *_series_lines(facts), *_optional_lines(facts)]
+    inputs = InitInputs(out, corpus, tuning, model, records, read_task_corpus(tuning, chosen), _reference(stack),
+                        values)
+    facts = _facts(inputs, stack, chosen)
+    lines = [*_header_lines(facts), *_input_lines(facts), *_bucket_lines(facts),
+             *chosen.init.table_lines(facts.found, inputs), *chosen.init.quality_lines(facts.found, inputs),
+             *_run_lines(facts), *_base_lines(facts), *_series_lines(facts), *_optional_lines(facts)]
     write_text_atomic(out, "\n".join(lines), fix="Choose a writable --out.")
     study = load_study(out)  # what init writes must be a valid study
-    if chosen.name != DEFAULT_TASK:  # the checkpoint against the study as written (a causal LM, its context…)
-        chosen.check_model(model, records, study, str(out))
-    return InitReport(study=out, buckets=facts.buckets, labels=facts.labels,
-                      extra_model_labels=facts.extra_model_labels, written=written,
-                      reference_variant=facts.reference, variants=len(study.variants()),
-                      tuning_inputs=facts.tuning_inputs, task=task, embedding=facts.embedding)
+    chosen.check_model(model, records, study, str(out))  # the checkpoint against the study as written
+    said, warnings, units, word = chosen.init.report(facts.found, inputs)
+    return InitReport(study=out, buckets=facts.buckets, written=written, reference_variant=inputs.reference,
+                      variants=len(study.variants()), task=task, lines=tuple(said), warnings=tuple(warnings),
+                      tuning_units=units, units_word=word)
 
 
-def _check_task_arguments(task: str, tuning: Path | None, queries: Path | None, tuning_queries: Path | None) -> None:
-    """--queries belongs to (and is required by) --task sentence-embedding; --tuning-queries goes with --tuning."""
-    task_named(task, "--task")
-    if task != "sentence-embedding":
-        if queries is not None or tuning_queries is not None:
-            raise UserError("--queries and --tuning-queries are for --task sentence-embedding", "--queries",
-                            "Add --task sentence-embedding, or leave the query files out.")
-        return
-    if queries is None:
-        raise UserError("a sentence-embedding study needs its query set", "--queries",
-                        "Pass --queries FILE: JSONL with id, text and relevant (ids of corpus inputs).")
-    if (tuning is None) != (tuning_queries is None):
-        raise UserError("--tuning and --tuning-queries go together", "--tuning-queries",
-                        "Pass both (the tuning split and its own queries), or neither: init then holds out a fifth "
-                        "of the queries and the documents only they name.")
+def _task_values(chosen: Task, given: dict[str, Any], tuning: Path | None) -> dict[str, Any]:
+    """The chosen task's option values (its defaults where not given); another task's option is refused."""
+    own = {option.key: option for option in chosen.init.options}
+    for key, value in given.items():
+        if value is not None and key not in own:
+            flag = "--" + key.replace("_", "-")
+            owners = [t.name for t in all_tasks() if key in {o.key for o in t.init.options}]
+            raise UserError(f"{flag} is for --task {' or '.join(owners) or '(none)'}", flag,
+                            f"Add --task {owners[0] if owners else '…'}, or leave {flag} out.")
+    values = {key: option.default if given.get(key) is None else given[key] for key, option in own.items()}
+    values["tuning"] = tuning
+    chosen.init.check_options(values)
+    return values
 
 
 def _check_arguments(model: Path, out: Path, stack: str, force: bool) -> None:
@@ -253,41 +202,27 @@ def _check_arguments(model: Path, out: Path, stack: str, force: bool) -> None:
                         "Pass the directory written by save_pretrained.")
 
 
-def _facts(out: Path, corpus: Path, tuning: Path, model: Path, stack: str, records: tuple[Record, ...],
-           task: str = DEFAULT_TASK, query_files: tuple[Path | None, Path | None] = (None, None),
-           generation: GenerationChoice | None = None) -> _Facts:
-    """Labels against the model (or the query sets), token lengths and buckets, the maximum length."""
-    chosen = task_named(task)
-    tuning_records = read_task_corpus(tuning, chosen)
-    extra: tuple[str, ...] = ()
-    embedding = None
-    if chosen.labels_required:
-        extra = check_labels([r.label for r in (*records, *tuning_records)], model, f"{corpus} and {tuning}")
-    elif chosen.name == "sentence-embedding":
-        check_disjoint(records, tuning_records, f"{corpus} and {tuning}")
-        embedding = embedding_inputs(records, tuning_records, model, *query_files)  # type: ignore[arg-type]
-    lengths = token_lengths(model, [r.text for r in records])
-    limit = _model_limit(model)
-    longest = (min(limit, 8 * math.ceil(max(lengths) / 8)) if generation is None
-               else init_generation.max_length(tuple(lengths), limit, generation.max_new_tokens))
-    return _Facts(
-        out=out, corpus=corpus, tuning=tuning, model=model, stack=stack, records=len(records),
-        tuning_inputs=len(tuning_records), labels=tuple(sorted({r.label for r in records} - {""})),
-        extra_model_labels=tuple(extra), lengths=tuple(lengths), buckets=tuple(length_buckets(lengths)),
-        limit=limit, max_length=longest, task=task, embedding=embedding, generation=generation,
-    )
+def _facts(inputs: InitInputs, stack: str, chosen: Task) -> _Facts:
+    """The task's checks of the inputs, token lengths and buckets, the maximum length."""
+    found = chosen.init.inputs(inputs)
+    lengths = tuple(token_lengths(inputs.model, [r.text for r in inputs.records]))
+    limit = _model_limit(inputs.model)
+    longest = chosen.init.max_length(found, lengths, limit)
+    if longest is None:
+        longest = min(limit, 8 * math.ceil(max(lengths) / 8))
+    return _Facts(inputs=inputs, stack=stack, lengths=lengths, buckets=tuple(length_buckets(list(lengths))),
+                  limit=limit, max_length=longest, task=chosen, found=found)
 
 
 def _header_lines(f: _Facts) -> list[str]:
-    name = "".join(c if c.isalnum() or c in "-_." else "-" for c in f.corpus.stem).strip("-") or "study"
-    verb = {"sentence-embedding": "embeds", "text-generation": "generates the outputs of"}.get(f.task, "classifies")
-    question = (f"Which configuration {verb} all {f.records} inputs of {f.corpus.name}, meets the quality "
-                "rule, finishes before the deadline and costs the least?")
+    name = "".join(c if c.isalnum() or c in "-_." else "-" for c in f.inputs.corpus.stem).strip("-") or "study"
+    question = (f"Which configuration {f.task.init.verb} all {f.records} inputs of {f.inputs.corpus.name}, meets "
+                "the quality rule, finishes before the deadline and costs the least?")
     return [
         "# Study written by `isocost init`: every key with its default and meaning (docs/study.md: study keys).",
         "# Paths are relative to this file. Next: `isocost tune` sets the quality minimum on the tuning split,",
         "# `isocost check` checks everything without timing, `isocost run` runs the campaign.",
-        _line("schema_version", 1), _line("task", f.task), _line("name", name), _line("question", question),
+        _line("schema_version", 1), _line("task", f.task.name), _line("name", name), _line("question", question),
         _line("scenario", "offline"), _line("expected_artifacts"),
         "",
     ]
@@ -295,41 +230,14 @@ def _header_lines(f: _Facts) -> list[str]:
 
 def _input_lines(f: _Facts) -> list[str]:
     lines = []
-    for table, path in (("corpus", f.corpus), ("tuning", f.tuning), ("model", f.model)):
+    for table, path in (("corpus", f.inputs.corpus), ("tuning", f.inputs.tuning), ("model", f.inputs.model)):
         lines += [
             f"[{table}]",
-            _line(f"{table}.path", f.rel(path)),
+            _line(f"{table}.path", f.inputs.rel(path)),
             _line(f"{table}.fingerprint", fingerprint_path(path)),
             "",
         ]
-    if f.embedding is not None:
-        return lines[:-1] + _embedding_lines(f, f.embedding)
-    lines[-1] = (f"# labels: {', '.join(f.labels)} (all known to the model's id2label)" if f.generation is None
-                 else "# every input carries its reference text (the task score is measured against it)")
-    if f.extra_model_labels:
-        lines.append(f"# warning: the model also predicts {', '.join(f.extra_model_labels)}, absent from the "
-                     "corpus: any such prediction rejects a pass")
-    return lines
-
-
-def _embedding_lines(f: _Facts, e: EmbeddingInputs) -> list[str]:
-    """[embedding] and its two query sets, every key with its comment."""
-    lines = [
-        "",
-        f"[embedding]  # pooling and normalisation {e.source}",
-        _line("embedding.pooling", e.pooling),
-        _line("embedding.normalize", e.normalize),
-        _line("embedding.dimension", e.dimension),
-    ]
-    for table, path, count in (("queries", e.queries, e.n_queries), ("tuning_queries", e.tuning_queries,
-                                                                       e.n_tuning_queries)):
-        lines += [
-            "",
-            f"[embedding.{table}]  # {count} queries",
-            _line(f"embedding.{table}.path", f.rel(path)),
-            _line(f"embedding.{table}.fingerprint", fingerprint_path(path)),
-        ]
-    return lines
+    return lines[:-1] + f.task.init.input_lines(f.found, f.inputs)
 
 
 def _bucket_lines(f: _Facts) -> list[str]:
@@ -345,32 +253,9 @@ def _bucket_lines(f: _Facts) -> list[str]:
     return lines
 
 
-def _task_lines(f: _Facts) -> list[str]:
-    """A task's own table (text-generation: [generation])."""
-    return [] if f.generation is None else init_generation.generation_lines(f.model, f.generation, _c, _toml)
-
-
-def _quality_lines(f: _Facts) -> list[str]:
-    rule = ([] if f.generation is None
-            else init_generation.quality_lines(f.generation, f.reference, _c, _toml))
-    return (rule or _classification_rule(f)) + _run_lines(f)
-
-
-def _classification_rule(f: _Facts) -> list[str]:
-    """[quality] of a classification or sentence-embedding study (left for `isocost tune`)."""
-    embedding = f.embedding is not None
-    values = {"metric": "ndcg@10" if embedding else "accuracy", "minimum": 0.0, "tuned_on": "not tuned yet",
-              "reference_variant": f.reference, "max_metric_drop": ..., "min_agreement": ...,
-              **({"min_cosine": ...} if embedding else {}),
-              "subgroups": ["length_bucket"] if embedding else ["label", "length_bucket"], "replay": "quality",
-              "max_score_delta": 0.01}
-    notes = {"minimum": "; NOT TUNED YET",
-             **({"metric": ": ndcg@10, mrr@10 or recall@10 over the queries"} if embedding else {})}
-    return _table("quality", values, commented=("max_score_delta",), notes=notes)
-
-
 def _run_lines(f: _Facts) -> list[str]:
-    warmup = _table("warmup", {"source": ..., "inputs": min(8, f.tuning_inputs), "runs": ..., "recompilation": ...})
+    warmup = _table("warmup", {"source": ..., "inputs": min(8, len(f.inputs.tuning_records)), "runs": ...,
+                               "recompilation": ...})
     return warmup + _table("campaign", {
         "repetitions": ..., "order": ..., "trial_timeout_s": 3600, "seeds": ..., "memory_limit_bytes": 8589934592,
         "cpu_limit": 2.0, "output_file_limit_bytes": 4294967296,

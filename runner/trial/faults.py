@@ -15,9 +15,12 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from protocol.selfcheck import FILL_MAX_STEPS, FILL_STEPS_PER_FREE
+
+if TYPE_CHECKING:
+    from runner.trial.tasks.base import TrialTask
 
 #: Test hook, never set in real campaigns; recorded in the manifest when present.
 FAULT_ENV = "ISOCOST_FAULT_INJECT"
@@ -89,7 +92,7 @@ class FaultInjector:
             held: list[Any] = []  # freed with this frame, once the out-of-memory error has been recorded
             fill_device(torch, held)
 
-    def perturb(self, ids: list[str], outputs: Any, model: Any, task: Any) -> Any:
+    def perturb(self, ids: list[str], outputs: Any, model: Any, task: TrialTask) -> Any:
         """With ``disagree:SHARE``, the batch's outputs changed on the ids :func:`disagrees` picks (the task's own
         ``perturb`` says how: another label for classification); otherwise the outputs as they are."""
         if self.kind != "disagree":

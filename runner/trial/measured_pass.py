@@ -1,8 +1,9 @@
 """The measured pass: corpus in, the task's outputs and ``batches.jsonl`` out, ``pass_s`` timed.
 
 Measured boundary (offline): corpus read, tokenization, host→device transfer, inference and
-materialisation of predictions on the host (their JSON lines included). The incremental writes and
-flushes of ``predictions.jsonl`` are timed apart and excluded from ``pass_s``; so are the writes of
+materialisation of the task's outputs on the host (their JSON lines included). The incremental writes and
+flushes of the task's pass files (the one :class:`~runner.trial.tasks.sink.OutputSink`) are timed apart and
+excluded from ``pass_s``; so are the writes of
 ``batches.jsonl`` and the device-memory probe after each batch. On a GPU the device is synchronised
 before the timer starts and before it stops; ``gpu_pass_s`` is device time: the sum, over the
 pass's forwards, of CUDA events recorded just before and after each forward.
@@ -30,19 +31,21 @@ from protocol.safe_write import write_handle
 from runner.trial.batches import batch_record
 from runner.trial.faults import is_oom
 from runner.trial.measure import clock
+from runner.trial.tasks.base import TaskModel
+from runner.trial.tasks.sink import OutputSink
 
 if TYPE_CHECKING:
     from runner.trial.run import Trial
 
 
 class MeasuredPass:
-    """One measured pass of ``classifier`` over the spec's corpus, filling the trial's phases and counters."""
+    """One measured pass of the task's ``model`` over the spec's corpus, filling the trial's phases and counters."""
 
-    def __init__(self, trial: Trial, classifier: Any) -> None:
+    def __init__(self, trial: Trial, model: TaskModel) -> None:
         from runner.trial.tasks import trial_task
 
         self.trial = trial
-        self.classifier = classifier
+        self.model = model
         self.task = trial_task(trial.spec.task)
         self.variant = trial.variant
         self.write_s = 0.0
@@ -56,7 +59,7 @@ class MeasuredPass:
         trial = self.trial
         gpu_meter, cpu_meter = self._meters()
         out = trial.out
-        with self.task.sink(out) as sink, write_handle(out / "batches.jsonl", out) as batch_sink:
+        with OutputSink(out, self.task) as sink, write_handle(out / "batches.jsonl", out) as batch_sink:
             trial.sync()
             gpu_meter.start()
             cpu_meter.start()
@@ -84,31 +87,29 @@ class MeasuredPass:
             return NoMeter("CPU trial: no GPU energy counter"), RaplMeter()
         trial.torch.cuda.reset_peak_memory_stats()
         trial.peaks_reset = True
-        self.classifier.forward_events = []
+        self.model.forward_events = []
         return gpu_energy_meter(trial.manifest["device"]), RaplMeter()
 
     def _read_corpus(self, path: Path) -> list[int]:
         """Read and tokenize the corpus (inside the pass); returns the order the inputs run in."""
         self.records = read_corpus(path, require_label=False)  # labels and references are the host's to check
         self.trial.expected = len(self.records)
-        self.encoded = self.classifier.tokenize([r.text for r in self.records])
+        self.encoded = self.model.tokenize([r.text for r in self.records])
         self.buckets = [self.trial.bucket(r.id) for r in self.records]
         order = list(range(len(self.records)))
         if self.variant.length_grouping == "sort":
             order.sort(key=lambda i: (len(self.encoded[i]["input_ids"]), i))
         return order
 
-    def _batch(self, batch_no: int, index: list[int], sink: Any, batch_sink: IO[str]) -> None:
+    def _batch(self, batch_no: int, index: list[int], sink: OutputSink, batch_sink: IO[str]) -> None:
         """One batch: predict and write it, probe device memory, write its record; only the prediction counts."""
         trial = self.trial
-        take_figures = getattr(self.classifier, "take_batch_figures", None)  # a task's own per-batch figures
-        if take_figures is not None:
-            take_figures()  # what the warm-up or an earlier batch left
+        self.model.take_batch_figures()  # what the warm-up or an earlier batch left
         batch_start = clock()
         batch_write_s = self._predict_and_write(batch_no, index, sink)
         batch_s = clock() - batch_start - batch_write_s
-        figures = take_figures() if take_figures is not None else {}
-        device_s = trial.drain_forward_events(self.classifier)
+        figures = self.model.take_batch_figures()  # the task's own per-batch figures
+        device_s = trial.drain_forward_events(self.model)
         probe_start = clock()
         trial.sample_device_memory()
         self.write_s += clock() - probe_start  # excluded from pass_s, like the writes
@@ -121,14 +122,14 @@ class MeasuredPass:
         batch_sink.flush()
         self.write_s += batch_write_s + (clock() - write_start)
 
-    def _predict_and_write(self, batch_no: int, index: list[int], sink: Any) -> float:
+    def _predict_and_write(self, batch_no: int, index: list[int], sink: OutputSink) -> float:
         """Predict one batch and write it; returns seconds spent writing."""
         trial = self.trial
         retry = False
         try:
             trial.fault.before_batch(batch_no, len(index))
-            outputs = self.classifier.predict_encoded([self.encoded[i] for i in index])
-            outputs = trial.fault.perturb([self.records[i].id for i in index], outputs, self.classifier, self.task)
+            outputs = self.model.predict_encoded([self.encoded[i] for i in index])
+            outputs = trial.fault.perturb([self.records[i].id for i in index], outputs, self.model, self.task)
         except BaseException as exc:
             if self.variant.resume != "halve-batch-on-oom" or len(index) == 1 or not is_oom(exc):
                 raise

@@ -84,13 +84,13 @@ def describe_common(model: Any, tokenizer: Any, variant: Variant) -> dict[str, A
     }
 
 
-def attention_ops(classifier: Any, features: list[dict[str, list[int]]]) -> tuple[list[str], str]:
+def attention_ops(model: Any, features: list[dict[str, list[int]]]) -> tuple[list[str], str]:
     """The attention operators one forward really dispatches (torch profiler, CPU-side op names, which also
     name the CUDA/ROCm kernels' entry points: flash, efficient, cudnn, math). Returns (ops, reason-if-none)."""
     try:
         from torch.profiler import ProfilerActivity, profile
 
-        probe = getattr(classifier, "probe_encoded", classifier.predict_encoded)  # a generator: one token only
+        probe = model.probe_encoded  # a generator: one token only
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             probe(features)
         names = {event.key for event in prof.key_averages()}

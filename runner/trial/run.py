@@ -22,7 +22,7 @@ import sys
 import traceback
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from protocol.codec import from_dict, read_record, to_dict, write_record
 from protocol.fingerprint import fingerprint_path
@@ -39,6 +39,9 @@ from runner.trial.torch_settings import (
     determinism_record,
     numerics_settings,
 )
+
+if TYPE_CHECKING:
+    from runner.trial.tasks.base import TaskModel
 
 PROCESS_START_S = clock()
 
@@ -232,58 +235,58 @@ class Trial:
 
     def run(self) -> int:
         """Load, warm up, probe the attention kernels, run the measured pass, count truncations."""
-        classifier = self.load_model()
-        self.warm_up(classifier)
-        self.probe_attention(classifier)
+        model = self.load_model()
+        self.warm_up(model)
+        self.probe_attention(model)
         compiled_before = self._compilations()
         from runner.trial.measured_pass import MeasuredPass
 
-        records = MeasuredPass(self, classifier).run()
+        records = MeasuredPass(self, model).run()
         if compiled_before is not None:
             self.pass_compilations = (self._compilations() or 0) - compiled_before
-        self.after_pass(classifier, [r.text for r in records])
+        self.after_pass(model, [r.text for r in records])
         return EXIT_OK
 
-    def load_model(self) -> Any:
+    def load_model(self) -> TaskModel:
         from runner.trial.tasks import trial_task
 
         task = trial_task(self.spec.task)
         with PhaseTimer(self.sync) as timer:
-            classifier = task.load(Path(self.spec.model_path), self.variant, self.torch, self.spec.task_options)
+            model = task.load(Path(self.spec.model_path), self.variant, self.torch, self.spec.task_options)
         self.phases["load_s"] = timer.elapsed_s
-        self.manifest["model"] = classifier.describe()
+        self.manifest["model"] = model.describe()
         self.write_manifest()
-        return classifier
+        return model
 
-    def warm_up(self, classifier: Any) -> None:
+    def warm_up(self, model: TaskModel) -> None:
         """The tuning texts at the variant's batch size, then the measured pass's own padded shapes (longest,
         shortest, last batch) built from tuning tokens, so allocator growth, lazy kernel loading and (with
         compile) every recompilation land here, not in pass_s."""
         batch_size = self.variant.batch_size
         with PhaseTimer(self.sync) as timer:
             texts = list(self.spec.warmup_texts)
-            shaped = shaped_batches(classifier.tokenize(texts), self.spec.warmup_shapes)
+            shaped = shaped_batches(model.tokenize(texts), self.spec.warmup_shapes)
             for _ in range(self.spec.warmup.runs):
                 for start in range(0, len(texts), batch_size):
-                    classifier.predict(texts[start : start + batch_size])
+                    model.predict(texts[start : start + batch_size])
                 for features in shaped:
-                    classifier.predict_encoded(features)
+                    model.predict_encoded(features)
         self.phases["warmup_s"] = timer.elapsed_s
         self.manifest["warmup_shapes"] = [list(shape) for shape in self.spec.warmup_shapes]
 
-    def probe_attention(self, classifier: Any) -> None:
+    def probe_attention(self, model: TaskModel) -> None:
         """One more forward, outside warmup_s and pass_s: tuning texts at the variant's batch size, padded like
         the pass's batches (the attention kernel can depend on whether a padding mask is present)."""
         from runner.trial.model import attention_ops
 
         texts = list(self.spec.warmup_texts)[: self.variant.batch_size]
-        ops, why = attention_ops(classifier, classifier.tokenize(texts))
+        ops, why = attention_ops(model, model.tokenize(texts))
         self.manifest["attention_ops"] = ops
         if why:
             self.manifest["empty_reasons"]["attention_ops"] = why
         self.write_manifest()
 
-    def after_pass(self, classifier: Any, texts: list[str]) -> None:
+    def after_pass(self, model: TaskModel, texts: list[str]) -> None:
         """Device peaks (or why none), peak RSS, then the truncation count and the final manifest (in write_s)."""
         variant = self.variant
         if variant.device == "cuda":
@@ -294,10 +297,8 @@ class Trial:
                 self.reasons[key] = "CPU trial: no GPU, so no device memory counters"
         self.memory["peak_rss_bytes"] = peak_rss_bytes()
         with PhaseTimer() as timer:
-            finish = getattr(classifier, "finish_pass", None)  # the task's after-pass work (an embedding's queries)
-            if finish is not None:
-                self.manifest.update(finish(self.out))
-            lengths = classifier.untruncated_lengths(texts)
+            self.manifest.update(model.finish_pass(self.out))  # the task's after-pass work (an embedding's queries)
+            lengths = model.untruncated_lengths(texts)
             self.truncated = sum(1 for n in lengths if n > variant.max_length)
             self.manifest["truncation"] = {
                 "max_length": variant.max_length,
@@ -351,10 +352,10 @@ class Trial:
             return NO_BUCKETS
         return self.spec.input_buckets.get(input_id, UNBUCKETED)
 
-    def drain_forward_events(self, classifier: Any) -> float | None:
+    def drain_forward_events(self, model: TaskModel) -> float | None:
         """Device seconds of the forwards since the last call (their events are complete: the batch's
         results were copied to the host, which waits for the stream)."""
-        events = classifier.forward_events
+        events = model.forward_events
         if events is None:
             return None
         seconds = sum(start.elapsed_time(stop) for start, stop in events) / 1000.0

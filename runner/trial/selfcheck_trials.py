@@ -58,14 +58,14 @@ class ShapeTrial(Trial):
         self.shapes: dict[str, list[tuple[int, ...]]] = {"warmup": [], "probe": [], "pass": []}
 
     def load_model(self) -> Any:
-        classifier = super().load_model()
+        loaded = super().load_model()
         if not self.variant.compile:
-            classifier.model = _ShapeRecorder(classifier.model, self)
-        return classifier
+            loaded.model = _ShapeRecorder(loaded.model, self)  # type: ignore[attr-defined]  # a Classifier's module
+        return loaded
 
-    def probe_attention(self, classifier: Any) -> None:
+    def probe_attention(self, model: Any) -> None:
         self.phase = "probe"
-        super().probe_attention(classifier)
+        super().probe_attention(model)
         self.phase = "pass"
 
 

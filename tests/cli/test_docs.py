@@ -411,7 +411,7 @@ def file_fields() -> dict[str, set[str]]:
     from protocol.predictions import Prediction
     from protocol.raw_columns import RAW_COLUMNS
     from protocol.records import CampaignEvent, CampaignRecord, TrialSpec, TrialStatus
-    from protocol.tasks.generation_outputs import KEYS as GENERATION_KEYS
+    from protocol.tasks.generation.outputs import KEYS as GENERATION_KEYS
     from runner.campaign_dir.appendlog import CHAIN_KEY
     from runner.campaign_dir.rentals import RentalRecord
     from runner.launch.launcher_file import LauncherFile
@@ -631,19 +631,17 @@ def test_the_architecture_layer_picture_is_the_tested_one() -> None:
     assert architecture_layers(ARCHITECTURE_PATH.read_text(encoding="utf-8")) == tested
 
 
-def test_the_task_table_gives_each_tasks_files_and_metrics() -> None:
-    """docs/tasks.md's table: the files of a pass and the metrics of each task are the task's own."""
-    from protocol.tasks import task_named, task_names
+def test_the_task_tables_are_generated_from_the_tasks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/tasks.md's task table and each task's key table are what the tasks say of themselves (the tasks
+    shipped with isocost: no ISOCOST_TASKS_PATH)."""
+    from protocol.tasks.docs import key_tables, task_table
 
-    lines = (ROOT / "docs" / "tasks.md").read_text(encoding="utf-8").splitlines()
-    header = next(i for i, line in enumerate(lines) if line.startswith("| task | each input yields"))
-    rows = table_rows(lines[header:header + 2 + len(task_names())])
-    assert sorted(CODE.findall(row[0])[0] for row in rows) == sorted(task_names())
-    for row in rows:
-        task = task_named(CODE.findall(row[0])[0])
-        assert CODE.findall(row[3]) == list(task.output_files), task.name
-        metrics = re.split(r" (?:against|over) ", row[4])[0]  # what follows names the inputs scored
-        assert CODE.findall(metrics) == list(task.metrics), task.name
+    monkeypatch.delenv("ISOCOST_TASKS_PATH", raising=False)
+    page = (ROOT / "docs" / "tasks.md").read_text(encoding="utf-8")
+    assert task_table() in page, "docs/tasks.md's task table differs from `python -m protocol.tasks.docs`"
+    for name, table in key_tables().items():
+        assert f"`{name}`:\n\n{table}\n" in page, f"docs/tasks.md's key table of {name} differs from its keys"
+    assert set(key_tables()) == {"sentence-embedding", "text-generation"}
 
 
 def bundle_campaign_files(text: str) -> list[str]:

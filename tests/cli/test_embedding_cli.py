@@ -94,7 +94,7 @@ def test_init_refuses_a_missing_query_file(data: Path, encoder: Path, tmp_path: 
 def test_queries_without_the_task_are_refused(data: Path, encoder: Path, tmp_path: Path) -> None:
     code, out = cli("init", str(data / "corpus.jsonl"), str(encoder), "--queries", str(data / "queries.jsonl"),
                     "--out", str(tmp_path / "s.toml"))
-    assert code != 0 and "--queries and --tuning-queries are for --task sentence-embedding" in out
+    assert code != 0 and "--queries is for --task sentence-embedding" in out
 
 
 def test_every_query_problem_at_once_naming_the_files(data: Path, encoder: Path, tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from protocol.study_keys import KEYS, TASK_KEYS
+from protocol.tasks import task_named
 from runner.cli import main
 
 
@@ -46,7 +46,7 @@ def test_init_writes_a_generation_study_that_check_reads(tmp_path: Path) -> None
     assert result.exit_code == 0, result.output
     assert "text-generation: template 'Headline: {text}', max_new_tokens 12, score chrf" in result.output
     text = out.read_text()
-    own = [k for k in KEYS for p in TASK_KEYS["text-generation"] if k == p or (p.endswith(".") and k.startswith(p))]
+    own = [entry.key for entry in task_named("text-generation").study_keys]
     assert len(own) == 9
     for key in own:
         assert f"{key.split('.')[-1]} = " in text, key

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 from embedworkspace import copy_encoder, write_embed_workspace
 
-from protocol.tasks.vector_file import read_vectors
+from protocol.tasks.embedding.vector_file import read_vectors
 from runner.campaign_dir.seal import parse_outputs_cell
 from runner.cli import main
 

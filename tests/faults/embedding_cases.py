@@ -17,7 +17,7 @@ from embedworkspace import write_embed_workspace
 
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
-from protocol.tasks.vector_file import read_vectors
+from protocol.tasks.embedding.vector_file import read_vectors
 from runner.campaign.run import run_campaign
 from runner.campaign_dir.layout import read_raw
 

@@ -21,8 +21,8 @@ from protocol.records import TrialSpec
 from protocol.study import load_study
 from protocol.study_reader import StudyErrors
 from protocol.tasks import read_task_corpus, study_task
-from protocol.tasks.embedding_options import FROZEN_QUERIES
-from protocol.tasks.queries import read_queries
+from protocol.tasks.embedding.options import FROZEN_QUERIES
+from protocol.tasks.embedding.queries import read_queries
 
 
 def messages(exc: UserError) -> list[str]:

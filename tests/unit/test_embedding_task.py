@@ -13,10 +13,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from protocol.tasks import retrieval
-from protocol.tasks.embedding import EMBEDDING, EmbeddingReference
-from protocol.tasks.queries import Query
-from protocol.tasks.vector_file import header, id_lines, read_vectors
+from protocol.tasks.embedding import EMBEDDING, EmbeddingReference, retrieval
+from protocol.tasks.embedding.queries import Query
+from protocol.tasks.embedding.vector_file import header, id_lines, read_vectors
 
 DOCS = ("d0", "d1", "d2", "d3")
 QUERIES = (Query("q0", "zero", ("d0",)), Query("q1", "one", ("d1",)), Query("q2", "two", ("d2", "d3")))

@@ -14,12 +14,13 @@ import pytest
 
 from protocol.records import Variant
 from protocol.tasks.embedding import EMBEDDING, EmbeddingReference
-from protocol.tasks.queries import Query
-from protocol.tasks.vector_file import read_vectors
+from protocol.tasks.embedding.queries import Query
+from protocol.tasks.embedding.vector_file import read_vectors
 
 torch = pytest.importorskip("torch")
 from runner.trial.tasks import trial_task  # noqa: E402
-from runner.trial.tasks.embedding import Embedder, VectorSink, pool  # noqa: E402
+from runner.trial.tasks.embedding import TRIAL_TASK, Embedder, pool  # noqa: E402
+from runner.trial.tasks.sink import OutputSink  # noqa: E402
 
 
 def variant(**changes: object) -> Variant:
@@ -62,7 +63,7 @@ def test_mean_pooling_ignores_padding_and_cls_takes_the_first_token() -> None:
 
 
 def test_the_sink_writes_rows_then_ids_per_batch(tmp_path: Path) -> None:
-    with VectorSink(tmp_path) as sink:
+    with OutputSink(tmp_path, TRIAL_TASK) as sink:
         first = np.array([[1, 2, 3]], dtype=np.float32)
         sink.write(sink.lines(["a"], first), first)
         assert (tmp_path / "vector_ids.jsonl").read_text() == '{"id": "a"}\n'  # flushed: a crash keeps it
@@ -81,7 +82,7 @@ def test_the_encoder_embeds_batches_and_queries_outside_the_pass(tmp_path: Path,
     batch = model.predict(["a football match", "the bank said profits rose after a long quarter"])
     assert batch.dtype == np.float32 and batch.shape == (2, 8)
     assert np.dot(one[0], batch[0]) > 0.999  # padding does not move the vector
-    with task.sink(tmp_path) as sink:
+    with OutputSink(tmp_path, task) as sink:
         sink.write(sink.lines(["d0", "d1"], batch), batch)
     recorded = model.finish_pass(tmp_path)
     assert recorded["queries"]["count"] == 2 and "outside pass_s" in recorded["queries"]["measured"]

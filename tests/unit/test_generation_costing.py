@@ -60,7 +60,7 @@ def test_a_task_that_generates_nothing_has_no_such_column(tmp_path: Path) -> Non
 
 
 def test_per_pass_figures_by_hand() -> None:
-    from protocol.tasks.generation_figures import pass_figures
+    from protocol.tasks.generation.figures import pass_figures
 
     batches = [{"prefill_s": 0.2, "decode_s": 0.6, "generated_tokens": 8, "decode_steps": 4},
                {"prefill_s": 0.4, "decode_s": 0.2, "generated_tokens": 3, "decode_steps": 2}]

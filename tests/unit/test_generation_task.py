@@ -17,8 +17,8 @@ from protocol.errors import UserError
 from protocol.study import load_study
 from protocol.tasks import task_named
 from protocol.tasks.generation import GENERATION, compare_generations, first_divergence, near_tie
-from protocol.tasks.generation_outputs import Generation, ParsedGenerations, parse_generations, range_problems
-from protocol.tasks.generation_scores import chrf, normalise, rouge_l, score_one
+from protocol.tasks.generation.outputs import Generation, ParsedGenerations, parse_generations, range_problems
+from protocol.tasks.generation.scores import chrf, normalise, rouge_l, score_one
 
 WORDS = "the a economy grew US rate of iPod Apple new cheaper Rooney charged FA ! 3.8% Café déjà-vu".split()
 

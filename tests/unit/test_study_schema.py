@@ -17,9 +17,10 @@ from workspace import STUDY_TEMPLATE
 
 from protocol.errors import UserError
 from protocol.study import parse_study
-from protocol.study_keys import KEYS, TASK_KEYS, Bounds, keys_for, table_keys
+from protocol.study_keys import COMMON_KEYS, KEYS, Bounds, keys_for, table_keys
 from protocol.study_reader import StudyErrors
 from protocol.study_records import Study
+from protocol.tasks import task_named
 
 TASKS = ("text-classification", "sentence-embedding", "text-generation")
 SOURCE = Path("/nowhere/study.toml")
@@ -219,10 +220,11 @@ def test_a_value_of_another_type_is_refused_naming_the_key(task: str, key: str) 
     assert names_key(errors, key), (key, [e.message for e in errors])
 
 
-def test_the_task_keys_are_declared_keys() -> None:
-    for prefixes in TASK_KEYS.values():
-        for prefix in prefixes:
-            assert any(key == prefix or key.startswith(prefix) for key in KEYS), prefix
+def test_each_task_declares_its_own_keys_beside_the_common_ones() -> None:
+    for task in TASKS:
+        own = task_named(task).study_keys
+        assert all(KEYS[entry.key] == entry and entry.key not in COMMON_KEYS for entry in own), task
+        assert set(keys_for(task)) == set(COMMON_KEYS) | {entry.key for entry in own}
 
 
 def test_the_declared_types_are_known() -> None:

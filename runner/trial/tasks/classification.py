@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from protocol.records import Variant
-from protocol.safe_write import write_handle
 from runner.trial.model import (
     describe_common,
     encode_truncated,
@@ -29,12 +27,13 @@ from runner.trial.model import (
     timed_forward,
     untruncated_lengths,
 )
+from runner.trial.tasks.base import PassFile, TaskModel, TrialTask
 
 OUTPUT_FILE = "predictions.jsonl"
 
 
 @dataclass
-class Classifier:
+class Classifier(TaskModel):
     """A tokenizer + ``AutoModelForSequenceClassification`` under one variant's settings."""
 
     tokenizer: Any
@@ -82,54 +81,22 @@ class Classifier:
             scores, indices = probs.max(dim=-1)
         return [self.labels[int(i)] for i in indices.tolist()], [float(s) for s in scores.tolist()]
 
-    def predict(self, texts: list[str]) -> tuple[list[str], list[float]]:
-        return self.predict_encoded(self.tokenize(texts))
 
-
-
-
-class PredictionSink:
-    """``predictions.jsonl`` of one pass: one line per input, written and flushed per batch."""
-
-    def __init__(self, out: Path) -> None:
-        self.out = out
-        self._stack = ExitStack()
-        self.handle: IO[str] | None = None
-
-    def __enter__(self) -> PredictionSink:
-        self.handle = self._stack.enter_context(write_handle(self.out / OUTPUT_FILE, self.out))
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stack.close()
-
-    @staticmethod
-    def lines(ids: Sequence[str], outputs: tuple[list[str], list[float]]) -> str:
-        """The lines of one batch (what a fault injection may corrupt before it is written)."""
-        labels, scores = outputs
-        return "".join(json.dumps({"id": ident, "label": label, "score": score}) + "\n"
-                       for ident, label, score in zip(ids, labels, scores, strict=True))
-
-    def write(self, text: str, outputs: Any) -> None:
-        assert self.handle is not None, "write() inside the with block"
-        self.handle.write(text)
-        self.handle.flush()
-
-
-class ClassificationTrial:
+class ClassificationTrial(TrialTask):
     """The text-classification task as the trial runs it (``runner.trial.tasks``)."""
 
     name = "text-classification"
-    output_files = (OUTPUT_FILE,)
+    pass_files = (PassFile(OUTPUT_FILE),)
 
     def load(self, path: Path, variant: Variant, torch: Any, options: dict[str, Any]) -> Classifier:
         return Classifier.load(path, variant, torch)  # a classifier takes no task options
 
-    def sink(self, out: Path) -> PredictionSink:
-        return PredictionSink(out)
+    def lines(self, ids: Sequence[str], outputs: tuple[list[str], list[float]]) -> str:
+        labels, scores = outputs
+        return "".join(json.dumps({"id": ident, "label": label, "score": score}) + "\n"
+                       for ident, label, score in zip(ids, labels, scores, strict=True))
 
-    @staticmethod
-    def perturb(ids: Sequence[str], outputs: tuple[list[str], list[float]], model: Classifier,
+    def perturb(self, ids: Sequence[str], outputs: tuple[list[str], list[float]], model: Any,
                 picked: set[str]) -> tuple[list[str], list[float]]:
         """Test fault ``disagree:SHARE``: each picked id gets the next label of the model's label set."""
         labels, scores = outputs

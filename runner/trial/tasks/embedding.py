@@ -2,8 +2,9 @@
 
 :class:`Embedder` loads the checkpoint under the variant's settings, runs one padded batch and pools its last
 hidden states in float32 (``mean`` over the attention mask, or ``cls``: the first token), L2-normalised when
-``[embedding] normalize`` is true. The measured pass writes the vectors per batch (:class:`VectorSink`:
-``vectors.f32`` then ``vector_ids.jsonl``, each flushed, so a crash keeps every completed row). After the
+``[embedding] normalize`` is true. The measured pass writes the vectors per batch (the one
+:class:`~runner.trial.tasks.sink.OutputSink`: ``vectors.f32`` then ``vector_ids.jsonl``, each flushed, so a
+crash keeps every completed row). After the
 measured pass, outside ``pass_s`` (its time is in ``write_s`` and in the manifest's ``queries.embed_s``),
 :meth:`Embedder.finish_pass` embeds the study's queries with the same model, batch size and padding into
 ``query_vectors.f32`` + ``query_ids.jsonl``. The host side is ``protocol.tasks.embedding``.
@@ -17,15 +18,14 @@ Example::
 from __future__ import annotations
 
 import time
-from contextlib import ExitStack
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from protocol.records import Variant
-from protocol.safe_write import write_binary, write_handle
 from protocol.tasks.embedding import QUERY_IDS, QUERY_VECTORS, VECTOR_IDS, VECTORS
-from protocol.tasks.vector_file import header, id_lines
+from protocol.tasks.embedding.vector_file import header, id_lines
 from runner.trial.model import (
     describe_common,
     encode_truncated,
@@ -34,10 +34,12 @@ from runner.trial.model import (
     timed_forward,
     untruncated_lengths,
 )
+from runner.trial.tasks.base import PassFile, TaskModel, TrialTask
+from runner.trial.tasks.sink import OutputSink
 
 
 @dataclass
-class Embedder:
+class Embedder(TaskModel):
     """A tokenizer + ``AutoModel`` under one variant's settings, pooling as the study declares."""
 
     tokenizer: Any
@@ -92,15 +94,12 @@ class Embedder:
             vectors = pool(torch, hidden, batch["attention_mask"], self.pooling, self.normalize)
         return vectors.cpu().numpy()
 
-    def predict(self, texts: list[str]) -> Any:
-        return self.predict_encoded(self.tokenize(texts))
-
     def finish_pass(self, out: Path) -> dict[str, Any]:
         """Embed the study's queries (after the measured pass): the query files, and what the manifest records."""
         started = time.perf_counter()
         encoded = self.tokenize([text for _, text in self.queries])
         size = self.variant.batch_size
-        with VectorSink(out, QUERY_VECTORS, QUERY_IDS) as sink:
+        with OutputSink(out, TRIAL_TASK, {VECTORS: QUERY_VECTORS, VECTOR_IDS: QUERY_IDS}) as sink:
             for start in range(0, len(self.queries), size):
                 ids = [ident for ident, _ in self.queries[start:start + size]]
                 vectors = self.predict_encoded(encoded[start:start + size])
@@ -132,55 +131,24 @@ def _check_cls(tokenizer: Any) -> None:
                          'one does not (use pooling = "mean")')
 
 
-class VectorSink:
-    """One pass's vector file and ids file: each batch's rows, then its ids, written and flushed."""
-
-    def __init__(self, out: Path, vectors: str = VECTORS, ids: str = VECTOR_IDS) -> None:
-        self.out = out
-        self.names = (vectors, ids)
-        self._stack = ExitStack()
-        self.vectors: IO[bytes] | None = None
-        self.ids: IO[str] | None = None
-        self._header_written = False
-
-    def __enter__(self) -> VectorSink:
-        self.vectors = self._stack.enter_context(write_binary(self.out / self.names[0], self.out))
-        self.ids = self._stack.enter_context(write_handle(self.out / self.names[1], self.out))
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stack.close()
-
-    @staticmethod
-    def lines(ids: list[str], outputs: Any) -> str:
-        """The id lines of one batch (what a fault injection may corrupt before it is written)."""
-        return id_lines(ids)
-
-    def write(self, text: str, outputs: Any) -> None:
-        assert self.vectors is not None and self.ids is not None, "write() inside the with block"
-        if not self._header_written:
-            self.vectors.write(header(int(outputs.shape[1])))
-            self._header_written = True
-        self.vectors.write(outputs.astype("<f4", copy=False).tobytes())
-        self.vectors.flush()
-        self.ids.write(text)
-        self.ids.flush()
-
-
-class EmbeddingTrial:
-    """The sentence-embedding task as the trial runs it (``runner.trial.tasks``)."""
+class EmbeddingTrial(TrialTask):
+    """The sentence-embedding task as the trial runs it (``runner.trial.tasks``): per batch, the vectors'
+    rows (``vectors.f32``, its header first) then their ids (``vector_ids.jsonl``)."""
 
     name = "sentence-embedding"
-    output_files = (VECTORS, VECTOR_IDS, QUERY_VECTORS, QUERY_IDS)
+    pass_files = (PassFile(VECTORS, binary=True), PassFile(VECTOR_IDS))
 
     def load(self, path: Path, variant: Variant, torch: Any, options: dict[str, Any]) -> Embedder:
         return Embedder.load(path, variant, torch, options)
 
-    def sink(self, out: Path) -> VectorSink:
-        return VectorSink(out)
+    def lines(self, ids: Sequence[str], outputs: Any) -> str:
+        return id_lines(list(ids))
 
-    @staticmethod
-    def perturb(ids: list[str], outputs: Any, model: Embedder, picked: set[str]) -> Any:
+    def chunk(self, name: str, outputs: Any, first: bool) -> bytes:
+        rows = outputs.astype("<f4", copy=False).tobytes()
+        return header(int(outputs.shape[1])) + rows if first else rows
+
+    def perturb(self, ids: Sequence[str], outputs: Any, model: Any, picked: set[str]) -> Any:
         """Test fault ``disagree:SHARE``: each picked id's vector is reversed in order (cosine far below 0.999)."""
         changed = outputs.copy()
         for row, ident in enumerate(ids):

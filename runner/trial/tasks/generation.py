@@ -21,15 +21,14 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from protocol.records import Variant
-from protocol.safe_write import write_handle
 from runner.trial.measure import clock
 from runner.trial.model import describe_common, prepare_model
+from runner.trial.tasks.base import PassFile, TaskModel, TrialTask
 
 OUTPUT_FILE = "generations.jsonl"
 PLACEHOLDER = "{text}"
@@ -58,7 +57,7 @@ class _StepRecorder:
 
 
 @dataclass
-class Generator:
+class Generator(TaskModel):
     """A tokenizer + ``AutoModelForCausalLM`` under one variant's settings and the study's [generation] table."""
 
     tokenizer: Any
@@ -205,9 +204,6 @@ class Generator:
             config.max_new_tokens = full
             self.take_batch_figures()
 
-    def predict(self, texts: list[str]) -> list[dict[str, Any]]:
-        return self.predict_encoded(self.tokenize(texts))
-
     def describe(self) -> dict[str, Any]:
         described = describe_common(self.model, self.tokenizer, self.variant)
         config = self.model.config
@@ -220,47 +216,20 @@ class Generator:
                 "padding_side": "left", "kv_cache": True}
 
 
-class GenerationSink:
-    """``generations.jsonl`` of one pass: one line per input, written and flushed per batch."""
-
-    def __init__(self, out: Path) -> None:
-        self.out = out
-        self._stack = ExitStack()
-        self.handle: IO[str] | None = None
-
-    def __enter__(self) -> GenerationSink:
-        self.handle = self._stack.enter_context(write_handle(self.out / OUTPUT_FILE, self.out))
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stack.close()
-
-    @staticmethod
-    def lines(ids: Sequence[str], outputs: list[dict[str, Any]]) -> str:
-        """The lines of one batch (what a fault injection may corrupt before it is written)."""
-        return "".join(json.dumps({"id": ident, **output}, ensure_ascii=False) + "\n"
-                       for ident, output in zip(ids, outputs, strict=True))
-
-    def write(self, text: str, outputs: Any) -> None:
-        assert self.handle is not None, "write() inside the with block"
-        self.handle.write(text)
-        self.handle.flush()
-
-
-class GenerationTrial:
+class GenerationTrial(TrialTask):
     """The text-generation task as the trial runs it (``runner.trial.tasks``)."""
 
     name = "text-generation"
-    output_files = (OUTPUT_FILE,)
+    pass_files = (PassFile(OUTPUT_FILE),)
 
     def load(self, path: Path, variant: Variant, torch: Any, options: dict[str, Any]) -> Generator:
         return Generator.load(path, variant, torch, options)
 
-    def sink(self, out: Path) -> GenerationSink:
-        return GenerationSink(out)
+    def lines(self, ids: Sequence[str], outputs: list[dict[str, Any]]) -> str:
+        return "".join(json.dumps({"id": ident, **output}, ensure_ascii=False) + "\n"
+                       for ident, output in zip(ids, outputs, strict=True))
 
-    @staticmethod
-    def perturb(ids: Sequence[str], outputs: list[dict[str, Any]], model: Generator,
+    def perturb(self, ids: Sequence[str], outputs: list[dict[str, Any]], model: Any,
                 picked: set[str]) -> list[dict[str, Any]]:
         """Test fault ``disagree:SHARE``: each picked id's first token becomes one outside that position's top-k
         (a divergence that is no near tie), its text decoded again."""

@@ -39,7 +39,7 @@ from protocol.fingerprint import fingerprint_path
 from protocol.memory import read_model_config
 from protocol.study_reader import ErrorCollector, StudyErrors, TableReader, resolved_path
 from protocol.study_records import DataRef
-from protocol.tasks.queries import Query, check_query_sets, read_queries
+from protocol.tasks.embedding.queries import Query, check_query_sets, read_queries
 
 POOLINGS = ("mean", "cls")
 #: A campaign's byte copy of the final query file, beside its frozen study.toml.

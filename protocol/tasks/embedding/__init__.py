@@ -2,10 +2,10 @@
 
 A pass writes ``vectors.f32`` + ``vector_ids.jsonl`` (the corpus) and, after the measured pass,
 ``query_vectors.f32`` + ``query_ids.jsonl`` (the study's queries, embedded by the same variant:
-:mod:`protocol.tasks.vector_file`). The pass check, fixed before timing and every part reported: the exact id
+:mod:`protocol.tasks.embedding.vector_file`). The pass check, fixed before timing and every part reported: the exact id
 set; the shape (one row of ``dimension`` values per input, the file not cut); every value finite; the query
 vectors complete; the retrieval metric (``ndcg@10``, ``mrr@10`` or ``recall@10``,
-:mod:`protocol.tasks.retrieval`) over the queries at least ``[quality] minimum``. Two passes agree on an input
+:mod:`protocol.tasks.embedding.retrieval`) over the queries at least ``[quality] minimum``. Two passes agree on an input
 when the cosine of their vectors is at least ``[quality] min_cosine`` (default 0.999); the agreement is the
 share of inputs that do, beside the lowest and mean cosine, the top-10 overlap of the two passes' rankings and
 both passes' metric (``details``). Everything is computed in float32, whatever precision the pass ran in.
@@ -29,11 +29,13 @@ from typing import Any
 
 from protocol.corpus import Record
 from protocol.errors import UserError
-from protocol.study_keys import KEYS
-from protocol.tasks import embedding_options as options
-from protocol.tasks import retrieval
-from protocol.tasks.queries import Query
-from protocol.tasks.vector_file import VectorFile, read_vectors
+from protocol.study_keys import KEYS, StudyKey
+from protocol.tasks.base import TaskExample, TaskInit
+from protocol.tasks.embedding import options, retrieval
+from protocol.tasks.embedding.init import EMBEDDING_INIT
+from protocol.tasks.embedding.keys import STUDY_KEYS
+from protocol.tasks.embedding.queries import Query
+from protocol.tasks.embedding.vector_file import VectorFile, read_vectors
 from protocol.validate import Agreement, PassCheck, check_ids, id_problems
 
 VECTORS, VECTOR_IDS = "vectors.f32", "vector_ids.jsonl"
@@ -190,6 +192,13 @@ class SentenceEmbedding:
 
     name: str = "sentence-embedding"
     output_files: tuple[str, ...] = (VECTORS, VECTOR_IDS, QUERY_VECTORS, QUERY_IDS)
+    trial_module: str = "runner.trial.tasks.embedding"
+    study_keys: tuple[StudyKey, ...] = STUDY_KEYS
+    init: TaskInit = EMBEDDING_INIT
+    docs: Mapping[str, str] = MappingProxyType({
+        "yields": 'a float32 vector', "model": 'any `AutoModel` encoder',
+        "metrics": '`ndcg@10`, `mrr@10`, `recall@10` over declared queries',
+        "agreement": 'share of inputs whose cosine is ≥ `min_cosine`'})
     metrics: tuple[str, ...] = retrieval.METRICS
     labels_required: bool = False
     corpus_fields: tuple[str, ...] = ()
@@ -262,4 +271,15 @@ class SentenceEmbedding:
         return lambda indices: retrieval.mean(scores, indices) if len(indices) else math.nan
 
 
-EMBEDDING = SentenceEmbedding()
+    def example(self) -> TaskExample:
+        import numpy as np
+
+        rows = tuple({"id": f"e{i}", "label": "", "n_tokens": "4", "length_bucket": "all"} for i in range(3))
+        vectors = np.eye(3, dtype=np.float32)
+        queries = {"path": "queries.jsonl", "items": [["q0", "first", ["e0"]], ["q1", "second", ["e1"]]]}
+        renamed = {VECTORS: QUERY_VECTORS, VECTOR_IDS: QUERY_IDS}
+        return TaskExample("ndcg@10", 0.9, {"min_cosine": 0.999},
+                           {"pooling": "mean", "normalize": True, "dimension": 3, "queries": queries}, rows, vectors,
+                           after=((renamed, ("q0", "q1"), vectors[:2]),))
+
+EMBEDDING = TASK = SentenceEmbedding()

@@ -1,11 +1,11 @@
-"""``isocost init --task text-generation``: the parts of the written study that a generation study has of its own.
+"""``isocost init --task text-generation`` (:data:`GENERATION_INIT`): what a generation study has of its own.
 
 The ``[generation]`` table (the template around each input, the model's chat template when it has one,
 ``max_new_tokens``, ``top_k``), the ``[quality]`` rule of a generation (the score, the share of the reference
 variant's score, the length window, identical and near-tie agreement) and the prompt length: ``max_length`` holds
 the longest input plus room for the template, within the model's context less ``max_new_tokens``. The minimum is
 left for ``isocost tune``. The checkpoint is checked after the study is written
-(:func:`protocol.tasks.generation_model.check_generation_model`).
+(:func:`protocol.tasks.generation.model.check_generation_model`).
 
 Example::
 
@@ -16,19 +16,22 @@ Example::
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from protocol.errors import UserError
-from protocol.tasks.generation import PLACEHOLDER
-from protocol.tasks.generation_model import _has_chat_template
-from protocol.tasks.generation_scores import SCORES
+from protocol.study_lines import comment, toml
+from protocol.tasks.base import InitInputs, InitOption
+from protocol.tasks.generation.model import _has_chat_template
+from protocol.tasks.generation.scores import SCORES
 
 #: Tokens of room left in max_length for the template (and a chat template's turn markers) around the input.
 TEMPLATE_ROOM = 64
-DEFAULT_TEMPLATE = "{text}"
+#: Where the input goes in a template (no other placeholder is read).
+PLACEHOLDER = "{text}"
+DEFAULT_TEMPLATE = PLACEHOLDER
 
 
 @dataclass(frozen=True)
@@ -94,3 +97,49 @@ def quality_lines(choice: GenerationChoice, reference: str, comment: Callable[[s
         f'replay = "quality"{comment("quality.replay")}',
         "",
     ]
+
+
+class GenerationInit:
+    """The text-generation part of ``isocost init``: the choice, the prompt length, ``[generation]``, the rule."""
+
+    options: tuple[InitOption, ...] = (
+        InitOption("--template", "text-generation: the prompt around each input, {text} where the input goes.",
+                   DEFAULT_TEMPLATE),
+        InitOption("--max-new-tokens", "text-generation: tokens generated at most per input.", 64, "integer"),
+        InitOption("--score", "text-generation: the task score against the references.", "rouge_l",
+                   choices=tuple(SCORES)),
+    )
+    verb = "generates the outputs of"
+
+    def check_options(self, values: Mapping[str, Any]) -> None:
+        _choice(values).check()
+
+    def split(self, values: Mapping[str, Any], corpus: Path, records: tuple[Any, ...],
+              out_dir: Path) -> tuple[Path, Path, tuple[Path, ...], Mapping[str, Any]] | None:
+        return None
+
+    def inputs(self, facts: InitInputs) -> GenerationChoice:
+        return _choice(facts.values)  # the checkpoint: check_model, once the study is written
+
+    def max_length(self, found: GenerationChoice, lengths: tuple[int, ...], limit: int) -> int | None:
+        return max_length(lengths, limit, found.max_new_tokens)
+
+    def input_lines(self, found: Any, facts: InitInputs) -> list[str]:
+        return ["# every input carries its reference text (the task score is measured against it)"]
+
+    def table_lines(self, found: GenerationChoice, facts: InitInputs) -> list[str]:
+        return generation_lines(facts.model, found, comment, toml)
+
+    def quality_lines(self, found: GenerationChoice, facts: InitInputs) -> list[str]:
+        return quality_lines(found, facts.reference, comment, toml)
+
+    def report(self, found: GenerationChoice, facts: InitInputs) -> tuple[list[str], list[str], int, str]:
+        return ([f"text-generation: template {found.template!r}, max_new_tokens {found.max_new_tokens}, score "
+                 f"{found.score}"], [], len(facts.tuning_records), "input(s)")
+
+
+def _choice(values: Mapping[str, Any]) -> GenerationChoice:
+    return GenerationChoice(values["template"], values["max_new_tokens"], values["score"])
+
+
+GENERATION_INIT = GenerationInit()

@@ -4,11 +4,11 @@ corpus's ``reference`` texts and compared token by token with the reference vari
 The study declares the prompt (``[generation] template`` around the input's text, optionally inside the model's
 chat template), ``max_new_tokens`` and the ``top_k`` log-probabilities kept per generated position; decoding is
 greedy (sampling is refused: a sampled job needs common seeds and a metric-only rule). The unit of output is one
-line per input in ``generations.jsonl`` (:mod:`protocol.tasks.generation_outputs`).
+line per input in ``generations.jsonl`` (:mod:`protocol.tasks.generation.outputs`).
 
 The gate of one pass (:meth:`TextGeneration.check_pass`): the exact id set; the format (token ids inside the
 vocabulary, at most ``max_new_tokens``, ``top_k`` candidates per position); the task score
-(:mod:`protocol.tasks.generation_scores`: ROUGE-L F1, chrF or exact match after a declared normalisation, the
+(:mod:`protocol.tasks.generation.scores`: ROUGE-L F1, chrF or exact match after a declared normalisation, the
 mean over the inputs) at least the study's ``minimum``. Against the reference variant
 (:meth:`TextGeneration.agreement`): the share of ids whose token sequences are identical and the share whose first
 divergence is a near tie (each run's token inside the other run's top-k there), both always reported; the mean
@@ -33,9 +33,12 @@ from types import MappingProxyType
 from typing import Any
 
 from protocol.errors import UserError
-from protocol.study_keys import KEYS
-from protocol.tasks.generation_model import check_generation_model
-from protocol.tasks.generation_outputs import (
+from protocol.study_keys import KEYS, StudyKey
+from protocol.tasks.base import TaskExample, TaskInit
+from protocol.tasks.generation.init import GENERATION_INIT, PLACEHOLDER
+from protocol.tasks.generation.keys import STUDY_KEYS
+from protocol.tasks.generation.model import check_generation_model
+from protocol.tasks.generation.outputs import (
     OUTPUT_FILE,
     Generation,
     ParsedGenerations,
@@ -43,12 +46,11 @@ from protocol.tasks.generation_outputs import (
     range_problems,
     read_vocab_size,
 )
-from protocol.tasks.generation_scores import NORMALISATIONS, SCORES, score_one
+from protocol.tasks.generation.scores import NORMALISATIONS, SCORES, score_one
 from protocol.validate import Agreement, PassCheck, check_ids, id_problems
 
 __all__ = ["GENERATION", "GenerationReference", "TextGeneration", "compare_generations", "decode_index_field"]
 
-PLACEHOLDER = "{text}"
 MAX_TEMPLATE_CHARS = 20_000
 
 
@@ -186,6 +188,14 @@ class TextGeneration:
 
     name: str = "text-generation"
     output_files: tuple[str, ...] = (OUTPUT_FILE,)
+    trial_module: str = "runner.trial.tasks.generation"
+    study_keys: tuple[StudyKey, ...] = STUDY_KEYS
+    init: TaskInit = GENERATION_INIT
+    docs: Mapping[str, str] = MappingProxyType({
+        "yields": 'greedily generated tokens and their text', "model": 'any `AutoModelForCausalLM`',
+        "metrics": "`rouge_l`, `chrf`, `exact_match` against each input's `reference`",
+        "agreement": "share of ids whose tokens are identical or first diverge at a near tie "
+                     "([below](#text-generation))"})
     metrics: tuple[str, ...] = SCORES
     labels_required: bool = False
     corpus_fields: tuple[str, ...] = ("reference",)
@@ -259,8 +269,8 @@ class TextGeneration:
 
     def pass_figures(self, trial_dir: Path, pass_s: float | None) -> dict[str, Any]:
         """Output tokens per second, time to first token per batch, time per output token
-        (:mod:`protocol.tasks.generation_figures`)."""
-        from protocol.tasks.generation_figures import read_pass_figures
+        (:mod:`protocol.tasks.generation.figures`)."""
+        from protocol.tasks.generation.figures import read_pass_figures
 
         return read_pass_figures(trial_dir, pass_s)
 
@@ -291,4 +301,12 @@ class TextGeneration:
         return score
 
 
-GENERATION = TextGeneration()
+    def example(self) -> TaskExample:
+        rows = tuple({"id": f"e{i}", "label": "", "n_tokens": "4", "length_bucket": "all",
+                      "reference": '"a b"'} for i in range(3))
+        line = {"tokens": [5, 6], "text": "a b", "n_tokens": 2, "top_ids": [[5, 1, 2, 3, 4], [6, 1, 2, 3, 4]],
+                "top_logprobs": [[-0.1, -2.0, -3.0, -4.0, -5.0], [-0.2, -2.0, -3.0, -4.0, -5.0]]}
+        return TaskExample("rouge_l", 0.9, {}, {"template": "{text}", "max_new_tokens": 4, "top_k": 5}, rows,
+                           [dict(line) for _ in rows], described={"vocab_size": 100})
+
+GENERATION = TASK = TextGeneration()

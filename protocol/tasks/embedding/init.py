@@ -1,4 +1,4 @@
-"""``isocost init --task sentence-embedding``: the query sets, the held-out split and the ``[embedding]`` table.
+"""``isocost init --task sentence-embedding`` (:data:`EMBEDDING_INIT`): the query sets, their split, ``[embedding]``.
 
 With ``--queries FILE`` (JSONL id, text, relevant) and ``--tuning FILE --tuning-queries FILE`` the files are used
 as they are; without ``--tuning``, a fifth of the queries (seeded) and the documents only they name become the
@@ -19,18 +19,22 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from protocol.corpus import Record
+from protocol.corpus import Record, check_disjoint
 from protocol.errors import UserError
+from protocol.fingerprint import fingerprint_path
 from protocol.jsonio import loads_unique
 from protocol.memory import read_model_config
 from protocol.safe_write import write_handle
+from protocol.study_lines import line, untuned_quality
 from protocol.study_reader import StudyErrors
-from protocol.tasks.embedding_options import model_problems
-from protocol.tasks.queries import Query, check_query_sets, read_queries
+from protocol.tasks.base import InitInputs, InitOption
+from protocol.tasks.embedding.options import model_problems
+from protocol.tasks.embedding.queries import Query, check_query_sets, read_queries
 
 #: Share of the queries held out, with the documents only they name, as the tuning split.
 TUNING_SHARE = 0.2
@@ -147,3 +151,66 @@ def _json(path: Path) -> Any:
         return loads_unique(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):
         return None
+
+
+class EmbeddingInit:
+    """The sentence-embedding part of ``isocost init``: the query sets, their split, ``[embedding]``."""
+
+    options: tuple[InitOption, ...] = (
+        InitOption("--queries", "sentence-embedding: the final query set, JSONL id, text, relevant (ids of CORPUS "
+                   "inputs).", kind="file"),
+        InitOption("--tuning-queries", "sentence-embedding, with --tuning: the tuning split's own queries (default "
+                   "without --tuning: a fifth of --queries and the documents only they name are held out).",
+                   kind="file"),
+    )
+    verb = "embeds"
+
+    def check_options(self, values: Mapping[str, Any]) -> None:
+        if values["queries"] is None:
+            raise UserError("a sentence-embedding study needs its query set", "--queries",
+                            "Pass --queries FILE: JSONL with id, text and relevant (ids of corpus inputs).")
+        if (values["tuning"] is None) != (values["tuning_queries"] is None):
+            raise UserError("--tuning and --tuning-queries go together", "--tuning-queries",
+                            "Pass both (the tuning split and its own queries), or neither: init then holds out a "
+                            "fifth of the queries and the documents only they name.")
+
+    def split(self, values: Mapping[str, Any], corpus: Path, records: tuple[Record, ...],
+              out_dir: Path) -> tuple[Path, Path, tuple[Path, ...], Mapping[str, Any]] | None:
+        paths = split_with_queries(corpus, records, values["queries"], out_dir)
+        return paths[0], paths[1], paths, {**values, "queries": paths[2], "tuning_queries": paths[3]}
+
+    def inputs(self, facts: InitInputs) -> EmbeddingInputs:
+        check_disjoint(facts.records, facts.tuning_records, f"{facts.corpus} and {facts.tuning}")
+        return embedding_inputs(facts.records, facts.tuning_records, facts.model, facts.values["queries"],
+                                facts.values["tuning_queries"])
+
+    def max_length(self, found: Any, lengths: tuple[int, ...], limit: int) -> int | None:
+        return None
+
+    def input_lines(self, found: EmbeddingInputs, facts: InitInputs) -> list[str]:
+        """[embedding] and its two query sets, every key with its comment."""
+        lines = ["", f"[embedding]  # pooling and normalisation {found.source}",
+                 line("embedding.pooling", found.pooling), line("embedding.normalize", found.normalize),
+                 line("embedding.dimension", found.dimension)]
+        for table, path, count in (("queries", found.queries, found.n_queries),
+                                   ("tuning_queries", found.tuning_queries, found.n_tuning_queries)):
+            lines += ["", f"[embedding.{table}]  # {count} queries",
+                      line(f"embedding.{table}.path", facts.rel(path)),
+                      line(f"embedding.{table}.fingerprint", fingerprint_path(path))]
+        return lines
+
+    def table_lines(self, found: Any, facts: InitInputs) -> list[str]:
+        return []
+
+    def quality_lines(self, found: Any, facts: InitInputs) -> list[str]:
+        return untuned_quality(facts.reference, "ndcg@10", ["length_bucket"], {"min_cosine": ...},
+                            {"metric": ": ndcg@10, mrr@10 or recall@10 over the queries"})
+
+    def report(self, found: EmbeddingInputs, facts: InitInputs) -> tuple[list[str], list[str], int, str]:
+        e = found
+        return ([f"queries: {e.n_queries} final, {e.n_tuning_queries} tuning, every relevant id in its corpus; "
+                 f"vectors: {e.dimension} values, {e.pooling} pooling, normalize = {str(e.normalize).lower()} "
+                 f"({e.source})"], [], e.n_tuning_queries, "queries")
+
+
+EMBEDDING_INIT = EmbeddingInit()

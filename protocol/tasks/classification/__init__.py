@@ -24,6 +24,9 @@ from typing import Any
 
 from protocol.errors import UserError
 from protocol.predictions import ParsedPredictions, parse_predictions
+from protocol.study_keys import StudyKey
+from protocol.tasks.base import TaskExample, TaskInit
+from protocol.tasks.classification.init import CLASSIFICATION_INIT
 from protocol.validate import Agreement, IdCheck, PassCheck, check_ids, id_problems
 
 __all__ = ["CLASSIFICATION", "Reference", "check_pass", "compare_predictions", "compute_metric", "parse_predictions"]
@@ -202,6 +205,13 @@ class Classification:
 
     name: str = "text-classification"
     output_files: tuple[str, ...] = ("predictions.jsonl",)
+    trial_module: str = "runner.trial.tasks.classification"
+    study_keys: tuple[StudyKey, ...] = ()
+    init: TaskInit = CLASSIFICATION_INIT
+    docs: Mapping[str, str] = MappingProxyType({
+        "yields": 'a label', "model": '`AutoModelForSequenceClassification`',
+        "metrics": '`accuracy`, `macro_f1`',
+        "agreement": 'share of equal labels'})
     metrics: tuple[str, ...] = ("accuracy", "macro_f1")
     labels_required: bool = True
     corpus_fields: tuple[str, ...] = ()
@@ -271,4 +281,9 @@ class Classification:
         return score
 
 
-CLASSIFICATION = Classification()
+    def example(self) -> TaskExample:
+        rows = tuple({"id": f"e{i}", "label": label, "n_tokens": "4", "length_bucket": "all"}
+                     for i, label in enumerate(("x", "y", "x")))
+        return TaskExample("accuracy", 0.9, {}, {}, rows, (["x", "y", "x"], [0.9, 0.8, 0.7]))
+
+CLASSIFICATION = TASK = Classification()
