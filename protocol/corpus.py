@@ -57,9 +57,11 @@ def read_corpus(path: Path, *, require_label: bool = True, extra_fields: tuple[s
     if not rows:
         raise UserError("the corpus is empty", str(path), "A corpus needs at least one input.")
     seen: dict[str, int] = {}
+    forms: dict[str, tuple[str, int]] = {}  # the NFC form of each id → the id as written, its line
     records = []
+    ends = line_end_note(data)
     for line_no, data in rows:
-        where = f"{path}, line {line_no}"
+        where = f"{path}, line {line_no}{ends}"
         record = _record(data, where, required, extra_fields)
         if record.id in seen:
             raise UserError(
@@ -67,15 +69,42 @@ def read_corpus(path: Path, *, require_label: bool = True, extra_fields: tuple[s
                 where,
                 "Every input needs a unique, stable id.",
             )
+        other = forms.setdefault(id_form(record.id), (record.id, line_no))
+        if other[0] != record.id:
+            raise ambiguous_ids(other[0], record.id, f"lines {other[1]} and {line_no}", str(path))
         seen[record.id] = line_no
         records.append(record)
     return tuple(records)
 
 
+def id_form(ident: str) -> str:
+    """An id as Unicode's canonical composition (NFC) writes it: ``café`` typed two ways is one id."""
+    return unicodedata.normalize("NFC", ident)
+
+
+def ambiguous_ids(first: str, second: str, lines: str, where: str) -> UserError:
+    """Two ids that are the same text once normalised (``café`` in NFC and in NFD): two inputs that every
+    screen, spreadsheet and editor shows as one, and that a tool which normalises on save would merge."""
+    return UserError(
+        f"ids {ascii(first)} and {ascii(second)} on {lines} differ only by Unicode normalisation (both are "
+        f"{id_form(first)!r} once composed): they look like one id but would count as two inputs",
+        where,
+        "Write each id in one form (NFC, e.g. unicodedata.normalize('NFC', id)), and give distinct inputs "
+        "visibly distinct ids.",
+    )
+
+
+def line_end_note(data: bytes) -> str:
+    """What a line number needs beside it when the lines end in CR alone (old Mac OS): the reader counts them as
+    lines, but ``wc -l``, ``sed -n 3p`` and most editors on Linux see one line."""
+    return " (the file's lines end in CR alone, as on old Macs)" if b"\r" in data and b"\n" not in data else ""
+
+
 def _read_jsonl(path: Path, data: bytes) -> Any:
-    for line_no, raw in enumerate(data.split(b"\n"), start=1):
-        where = f"{path}, line {line_no}"
-        line = decode_text(raw, "corpus line", where).removesuffix("\r")
+    ends = line_end_note(data)
+    for line_no, raw in enumerate(data.splitlines(), start=1):  # LF, CRLF or CR alone: a JSON text holds no raw CR
+        where = f"{path}, line {line_no}{ends}"
+        line = decode_text(raw, "corpus line", where)
         if not line.strip():
             continue
         try:  # a key named twice (two labels) is refused: json alone would keep the last one silently
@@ -91,7 +120,7 @@ def _read_jsonl(path: Path, data: bytes) -> Any:
 def _read_csv(path: Path, data: bytes, required: tuple[str, ...]) -> Any:
     text = decode_text(data, "corpus file", str(path))
     # A column named twice is refused (csv.DictReader would keep the last one silently).
-    yield from read_dicts(text, "CSV", str(path), required=required)
+    yield from read_dicts(text, "CSV", str(path), required=required, line_note=line_end_note(data))
 
 
 def _record(data: Any, where: str, required: tuple[str, ...], extra_fields: tuple[str, ...]) -> Record:
@@ -151,8 +180,8 @@ def normalise_text(text: str) -> str:
 
 def check_disjoint(final: tuple[Record, ...], tuning: tuple[Record, ...], where: str) -> None:
     """Tuning data must share neither ids nor (normalised) texts with the final corpus."""
-    final_ids = {r.id for r in final}
-    shared_ids = sorted(final_ids & {r.id for r in tuning})
+    final_ids = {id_form(r.id) for r in final}  # café in NFC and in NFD is one id (read_corpus)
+    shared_ids = sorted(final_ids & {id_form(r.id) for r in tuning})
     if shared_ids:
         raise UserError(
             f"the tuning corpus shares {len(shared_ids)} id(s) with the final corpus, e.g. {shared_ids[0]!r}",

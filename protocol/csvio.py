@@ -48,33 +48,38 @@ def check_header(columns: Sequence[str], what: str, where: str) -> None:
         seen.add(key)
 
 
-def read_dicts(text: str, what: str, where: str, *,
-               required: Iterable[str] = ()) -> Iterator[tuple[int, dict[str, str]]]:
+def read_dicts(text: str, what: str, where: str, *, required: Iterable[str] = (),
+               line_note: str = "") -> Iterator[tuple[int, dict[str, str]]]:
     """``(line number, row)`` for every row of a CSV text with a header, the header checked first.
 
     A row with more cells than the header is refused; one with fewer gets empty cells for the rest.
-    Every problem is a :class:`UserError` naming ``where`` and the line.
+    Every problem is a :class:`UserError` naming ``where`` and the line (``line_note`` after the number: how
+    the lines were counted, when the file ends them in CR alone).
     """
     reader = csv.reader(io.StringIO(text, newline=""))
+
+    def at() -> str:
+        return f"{where}, line {reader.line_num}{line_note}"
+
     try:
         header = next(reader, None)
         if header is None:
             raise UserError(f"{what} is empty", where, "The first line must name the columns.")
-        check_header(header, what, f"{where}, line {reader.line_num}")
+        check_header(header, what, at())
         columns = [name.strip() for name in header]
         missing = [name for name in required if name not in columns]
         if missing:
-            raise UserError(f"{what} header lacks {sorted(missing)}", f"{where}, line {reader.line_num}",
+            raise UserError(f"{what} header lacks {sorted(missing)}", at(),
                             f"The header must name {', '.join(required)}.")
         for cells in reader:
             if not cells:
                 continue  # a blank line
             if len(cells) > len(columns):
                 raise UserError(f"row has {len(cells)} cells, the header names {len(columns)}",
-                                f"{where}, line {reader.line_num}", "Quote a cell that holds a comma.")
+                                at(), "Quote a cell that holds a comma.")
             yield reader.line_num, dict(zip(columns, [*cells, *[""] * (len(columns) - len(cells))], strict=True))
     except csv.Error as exc:
-        raise UserError(f"not valid CSV: {exc}", f"{where}, line {reader.line_num}",
+        raise UserError(f"not valid CSV: {exc}", at(),
                         "Quote cells that hold commas, quotes or newlines; no NUL bytes.") from None
 
 

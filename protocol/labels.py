@@ -33,10 +33,29 @@ def model_labels(model_dir: Path) -> tuple[str, ...]:
                         "Save a sequence-classification checkpoint whose config names its labels "
                         "(id2label = {0: \"…\", …}).")
     try:
-        ordered = sorted(id2label.items(), key=lambda item: int(item[0]))
+        ordered = sorted(((int(key), label) for key, label in id2label.items()), key=lambda item: item[0])
     except ValueError:
         raise UserError("id2label keys must be integer ids", str(path)) from None
+    check_label_ids([key for key, _ in ordered], str(path))
     return tuple(str(label) for _, label in ordered)
+
+
+def check_label_ids(ids: list[int], where: str) -> None:
+    """The classifier's output ``i`` is ``id2label[i]``: the ids must be exactly 0 to n-1, or a trial dies at the first
+    prediction of a missing id (``{"0": "x", "2": "y"}``: the head has two outputs, 0 and 1)."""
+    expected = set(range(len(ids)))
+    if set(ids) == expected and len(ids) == len(expected):
+        return
+    missing = sorted(expected - set(ids))
+    extra = sorted(set(ids) - expected)
+    parts = ([f"missing: {', '.join(map(str, missing[:10]))}"] if missing else []) + (
+        [f"not allowed: {', '.join(map(str, extra[:10]))}"] if extra else [])
+    raise UserError(
+        f"the model's id2label ids must be 0 to {len(ids) - 1}, one label each ({'; '.join(parts)}): every trial "
+        "would fail at the first prediction of a missing id",
+        where,
+        "Save the checkpoint with consecutive label ids from 0 (model.config.id2label = dict(enumerate(labels))).",
+    )
 
 
 def check_labels(corpus_labels: Iterable[str], model_dir: Path, where: str) -> tuple[str, ...]:

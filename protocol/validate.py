@@ -13,6 +13,7 @@ Example::
 
 from __future__ import annotations
 
+import unicodedata
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -81,6 +82,12 @@ def id_problems(format_errors: Sequence[str], ids: IdCheck) -> list[str]:
         reasons.append(f"{len(ids.missing)} missing id(s), e.g. {sorted(ids.missing)[0]!r}")
     if ids.unexpected:
         reasons.append(f"{len(ids.unexpected)} id(s) not in the corpus, e.g. {sorted(ids.unexpected)[0]!r}")
+        forms = {unicodedata.normalize("NFC", i): i for i in ids.missing}
+        renamed = sorted(i for i in ids.unexpected if unicodedata.normalize("NFC", i) in forms)
+        if renamed:
+            reasons.append(f"{len(renamed)} of them differ from a corpus id only by Unicode normalisation, e.g. "
+                           f"{ascii(renamed[0])} for {ascii(forms[unicodedata.normalize('NFC', renamed[0])])} (the "
+                           "runner or a tool re-encoded the ids)")
     return reasons
 
 

@@ -99,7 +99,8 @@ def fake_trial(spec_path: Path, out: Path) -> int:
     started = _now()
     t0 = time.monotonic()
     records = [json.loads(line) for line in Path(spec.corpus_path).read_text(encoding="utf-8").splitlines()]
-    write_record(out / "manifest.json", manifest_for(spec, started_at=started))
+    hook = os.environ.get("ISOCOST_FAULT_INJECT") or None  # recorded as the real trial records it
+    write_record(out / "manifest.json", manifest_for(spec, started_at=started, fault_injection=hook))
     delay = float(os.environ.get("ISOCOST_FAKE_TRIAL_S", "0.05")) / max(len(records), 1)
     with open(out / "predictions.jsonl", "w", encoding="utf-8") as handle:
         for record in records:

@@ -2,7 +2,9 @@
 
 One row per plan: ``gpu,cards_per_lot,plan_days,price_usd_per_lot,currency,catalog_date,source``,
 optionally ``billing,minimum_s,increment_s`` (a catalog without them holds flat
-plans only, like the shipped snapshot). Every cell is checked before it is
+plans only, like the shipped snapshot), and the market columns an imported catalog adds
+(``provider,region,instance_type,accelerator,card_memory_gib,spot_usd_per_lot``, read by
+:mod:`protocol.costing.market_columns`; ``isocost catalog import`` writes them). Every cell is checked before it is
 converted (a bound on its length, then its form), one currency per catalog,
 one row per (gpu, billing, plan_days); the error names the file, the line and
 the column, and says how to fix it. A GPU name is a plain name and a source
@@ -22,6 +24,7 @@ from datetime import date
 from decimal import Decimal
 from pathlib import Path
 
+from protocol.costing.market_columns import with_offers
 from protocol.costing.plans import (
     BILLING_FLAT,
     BILLING_HOURLY,
@@ -48,7 +51,12 @@ CATALOG_COLUMNS: tuple[str, ...] = (
     "source",
 )
 #: Optional columns (an old catalog without them holds flat plans only).
-OPTIONAL_COLUMNS: tuple[str, ...] = ("billing", "minimum_s", "increment_s")
+BILLING_COLUMNS: tuple[str, ...] = ("billing", "minimum_s", "increment_s")
+#: The columns of an imported market catalog (`isocost catalog import`): where each row is sold, the card's
+#: memory and the spot price (empty: no spot offer; a spot row becomes a second, interruptible plan).
+MARKET_COLUMNS: tuple[str, ...] = ("provider", "region", "instance_type", "accelerator", "card_memory_gib",
+                                   "spot_usd_per_lot")
+OPTIONAL_COLUMNS: tuple[str, ...] = BILLING_COLUMNS + MARKET_COLUMNS
 #: A catalog is a few hundred rows; a larger file is refused before it is parsed.
 MAX_CATALOG_BYTES = 16 * 2**20
 #: A source names a catalog and its edition: one line.
@@ -56,7 +64,8 @@ MAX_SOURCE_CHARS = 500
 
 #: Longest text accepted in each numeric column (12-digit prices, 6-digit counts, 8-digit seconds): far above any
 #: real plan, and checked before int() or Decimal() sees the text.
-_MAX_DIGITS = {"cards_per_lot": 6, "plan_days": 6, "price_usd_per_lot": 16, "minimum_s": 8, "increment_s": 8}
+_MAX_DIGITS = {"cards_per_lot": 6, "plan_days": 6, "price_usd_per_lot": 16, "minimum_s": 8, "increment_s": 8,
+               "spot_usd_per_lot": 16, "card_memory_gib": 6}
 _DECIMAL_RE = re.compile(r"^[0-9]+(\.[0-9]+)?$")
 _INT_RE = re.compile(r"^[0-9]+$")
 _DATE_RE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
@@ -74,7 +83,7 @@ def load_catalog(path: str | Path) -> Catalog:
     _check_header(columns, f"{path}:{header_line}")
 
     plans: list[Plan] = []
-    first_line: dict[tuple[str, str, int], int] = {}
+    first_line: dict[tuple[object, ...], int] = {}
     first_currency: tuple[str, int] | None = None
     for line, row in numbered[1:]:
         where = f"{path}:{line}"
@@ -87,9 +96,9 @@ def load_catalog(path: str | Path) -> Catalog:
         cells = {name: cell.strip() for name, cell in zip(columns, row, strict=True)}
         first_currency = first_currency or (cells["currency"], line)
         _check_same_currency(cells["currency"], line, first_currency, where)
-        plan = _parse_row(cells, where)
-        _check_unique(plan, line, first_line, path)
-        plans.append(plan)
+        for plan in with_offers(_parse_row(cells, where), cells, where):
+            _check_unique(plan, line, first_line, path)
+            plans.append(plan)
     if not plans:
         raise UserError(
             "catalog has a header but no plans", str(path), "Add one row per (gpu, plan_days)."
@@ -141,11 +150,15 @@ def _check_same_currency(currency: str, line: int, first: tuple[str, int], where
         )
 
 
-def _check_unique(plan: Plan, line: int, first_line: dict[tuple[str, str, int], int], path: Path) -> None:
-    """Refuse a second row for one (gpu, billing, plan_days); remember the first."""
-    key = (plan.gpu, plan.billing, plan.plan_days)
+def _check_unique(plan: Plan, line: int, first_line: dict[tuple[object, ...], int], path: Path) -> None:
+    """Refuse a second row for one (gpu, billing, plan_days[, provider, region, instance, spot]); remember the first."""
+    key: tuple[object, ...] = (plan.gpu, plan.billing, plan.plan_days)
+    if plan.offer is not None:
+        key += (plan.offer.provider, plan.offer.region, plan.offer.instance_type, plan.offer.interruptible)
     if key in first_line:
         billing = "" if plan.billing == BILLING_FLAT else f" ({plan.billing})"
+        if plan.offer is not None:
+            billing += f" at {plan.offer.provider} {plan.offer.instance_type} in {plan.offer.region}"
         raise UserError(
             f"duplicate plan {plan.gpu} for {plan.length_text}{billing} on lines "
             f"{first_line[key]} and {line}",

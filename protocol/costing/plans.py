@@ -24,13 +24,13 @@ is ``Decimal("220.00")``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from decimal import ROUND_CEILING, ROUND_HALF_EVEN, Decimal, localcontext
 from pathlib import Path
 from typing import Any, ClassVar
 
-from protocol.codec import Schema, decimal_text
+from protocol.codec import OMIT_NONE, Schema, decimal_text
 from protocol.errors import UserError
 
 # Version history: 1 = first format (Plan, Catalog, Quote); 2 = Plan gains billing, minimum_s,
@@ -96,6 +96,33 @@ def _schema(kind: str, **more: Any) -> Schema:
 
 
 @dataclass(frozen=True)
+class Offer:
+    """Where a market plan is sold: one provider's instance type in one region (an imported catalog's row).
+
+    ``interruptible`` marks a spot price: the provider may stop the instance at any time
+    (:data:`SPOT_RISK`). Example: ``Offer("lambda", "us-east-1", "gpu_1x_h100_pcie", "H100", 80, False)``.
+    """
+
+    provider: str
+    region: str
+    instance_type: str
+    accelerator: str
+    card_memory_gib: int | None
+    interruptible: bool
+    CODEC: ClassVar[Schema] = _schema("offer")
+
+    @property
+    def capacity(self) -> str:
+        """Example: ``"spot"`` or ``"on-demand"``."""
+        return "spot" if self.interruptible else "on-demand"
+
+
+#: What a spot (interruptible) price means for a measured job, said wherever one is shown.
+SPOT_RISK = ("spot: interruptible, the provider may stop the instance at any time; an interrupted pass is lost and "
+             "run again, so the cost shown holds only if no interruption happens")
+
+
+@dataclass(frozen=True)
 class Plan:
     """One catalog row. Example: ``load_catalog(default_catalog_path()).plans[1].gpu == "b200"``."""
 
@@ -109,6 +136,8 @@ class Plan:
     minimum_s: int | None = None  # metered billing only
     increment_s: int | None = None  # metered billing only
     schema_version: int = SCHEMA_VERSION
+    #: An imported market catalog's row: provider, region, instance type (absent on a plain catalog's plans).
+    offer: Offer | None = field(default=None, metadata=OMIT_NONE)
     CODEC: ClassVar[Schema] = _schema("plan", derived=("currency",))
 
     @property

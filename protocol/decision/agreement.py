@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
-from protocol.codec import Schema
+from protocol.codec import OMIT_NONE, Schema
 
 #: decision.json's ``agreement`` and ``isocost compare --json``. History: 1: first version.
 MATRIX_SCHEMA_VERSION = 1
@@ -95,6 +95,8 @@ class AgreementMatrix:
     #: configuration → the reference configuration it is judged against (with common seeds: the same seed's)
     reference_of: Mapping[str, str] = field(default_factory=dict)
     schema_version: int = MATRIX_SCHEMA_VERSION
+    #: Set by ``compare``: what the outputs must say first (a campaign run with the test-only fault hook).
+    flags: tuple[str, ...] | None = field(default=None, metadata=OMIT_NONE)
     CODEC: ClassVar[Schema] = Schema("agreement matrix", MATRIX_SCHEMA_VERSION)
 
     def cell(self, row: str, column: str) -> PairAgreement | None:

@@ -74,14 +74,15 @@ class CampaignEvidence:
         return f"{self.rental_gpu} ×{lots} lot{'s' if lots != 1 else ''}"
 
 
-def check_same_study(campaigns: Sequence[CampaignEvidence]) -> None:
-    """Refuse to combine campaigns of different studies, naming every difference.
+def check_same_study(campaigns: Sequence[CampaignEvidence], command: str = "decide") -> None:
+    """Refuse to combine campaigns of different studies, naming every difference (``command``: the isocost
+    command that combines them, named in the error).
 
     Example: two campaigns whose study sha256 differ raise ``UserError("results come from different
     studies: study sha256 differs …")``.
     """
     if not campaigns:
-        raise UserError("no campaign to decide on", "decide", "Pass at least one results directory.")
+        raise UserError(f"no campaign to {command}", f"isocost {command}", "Pass at least one results directory.")
     checks = (
         ("study sha256", lambda c: c.study_sha256),
         ("corpus fingerprint", lambda c: c.corpus_fingerprint),
@@ -98,8 +99,8 @@ def check_same_study(campaigns: Sequence[CampaignEvidence]) -> None:
         raise UserError(
             "results come from different studies: " + "; ".join(differences),
             ", ".join(c.label for c in campaigns),
-            "decide compares configurations of ONE study (same study file, corpus and model): pass only results "
-            "directories of that study, or decide each study separately.",
+            f"isocost {command} compares configurations of ONE study (same study file, corpus and model): pass "
+            f"only results directories of that study, or run {command} on each study separately.",
         )
     ids = [c.campaign_id for c in campaigns]
     repeated = sorted({i for i in ids if ids.count(i) > 1})
@@ -107,7 +108,7 @@ def check_same_study(campaigns: Sequence[CampaignEvidence]) -> None:
         labels = [c.label for c in campaigns if c.campaign_id == repeated[0]]
         raise UserError(
             f"campaign {repeated[0]} is given twice ({', '.join(labels)})",
-            "decide",
+            f"isocost {command}",
             "Pass each results directory once; a copy of a campaign is not a second campaign.",
         )
 

@@ -53,6 +53,18 @@ METHOD = (
 )
 
 
+def check_deadline_ahead(source: str, window: Window | None, now: datetime | None = None) -> None:
+    """Refuse a job whose deadline window has already ended (``decide`` with ``[job]``; ``check`` before the run)."""
+    now = now or datetime.now(UTC)
+    if window is not None and window.end <= now:
+        raise UserError(
+            f"the deadline is already past: the window ended {window.end.isoformat()} (now {now.isoformat()})",
+            f"{source}, key deadline.end",
+            "A job is planned before its deadline: move the [deadline] window forward, or drop [job] to price "
+            "the campaign as it ran.",
+        )
+
+
 def job_decision(
     job: Job,
     configs: Sequence[Configuration],
@@ -63,14 +75,7 @@ def job_decision(
     now: datetime | None = None,
 ) -> JobDecision:
     """Project and price the job for every configuration; rank, compare, mark the Pareto front."""
-    now = now or datetime.now(UTC)
-    if window is not None and window.end <= now:
-        raise UserError(
-            f"the deadline is already past: the window ended {window.end.isoformat()} (now {now.isoformat()})",
-            f"{job.source}, key deadline.end",
-            "A job is planned before its deadline: move the [deadline] window forward, or drop [job] to price "
-            "the campaign as it ran.",
-        )
+    check_deadline_ahead(job.source, window, now)
     evidence = {e.campaign_id: e for e in campaigns}
     level = job.fit_level
     results = [_one(job, c, evidence[c.campaign_id], catalog, window, waiting_h) for c in configs]

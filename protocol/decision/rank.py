@@ -78,7 +78,7 @@ def decide(
     Example: ``decide([evidence], study, catalog).chosen == "threads=4 on rtx-4090 ×2 lots"``.
     """
     check_same_study(campaigns)
-    window, waiting_h, deadline_reason = _deadline_terms(study)
+    window, waiting_h, deadline_reason = deadline_terms(study)
     terms = DecisionTerms(catalog, window, deadline_reason, study.expected_artifacts)
     results, configs = _configurations(campaigns, terms, waiting_h, catalog)
     if agreement is not None:
@@ -129,7 +129,7 @@ def _configurations(campaigns: Sequence[CampaignEvidence], terms: DecisionTerms,
     return results, configs
 
 
-def _deadline_terms(study: Any) -> tuple[Window | None, float | None, str]:
+def deadline_terms(study: Any) -> tuple[Window | None, float | None, str]:
     """The study's deadline window and declared waiting hours, or why there is no deadline check."""
     deadline = getattr(study, "deadline", None)
     if deadline is None:

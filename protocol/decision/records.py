@@ -29,6 +29,7 @@ from protocol.costing.job_cost import JobDecision
 from protocol.costing.period import CampaignPeriod
 from protocol.costing.plans import Quote
 from protocol.decision.agreement import AgreementMatrix
+from protocol.decision.market_rank import MarketDecision
 
 # Version history: 1 = first format (Decision and the records inside it; Ledger, Expense).
 #: decision.json. History: 1: first version; 2: ``agreement`` (the matrix against the decision's reference) and
@@ -232,6 +233,10 @@ class Decision:
     #: Set by the decide stage: where the catalog came from, and the banner of each directory read inconsistent.
     catalog_source: str | None = field(default=None, metadata=OMIT_NONE)
     inconsistent: tuple[str, ...] | None = field(default=None, metadata=OMIT_NONE)
+    #: Set by the decide stage: a campaign whose trials ran with the test-only fault hook (not a measurement).
+    test_hooks: tuple[str, ...] | None = field(default=None, metadata=OMIT_NONE)
+    #: Set by the decide stage with --market: every configuration priced across providers (market_rank.py).
+    market: MarketDecision | None = field(default=None, metadata=OMIT_NONE)
     CODEC: ClassVar[Schema] = Schema("decision.json", SCHEMA_VERSION)
 
     def configuration(self, configuration_id: str) -> Configuration:

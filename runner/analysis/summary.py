@@ -32,6 +32,7 @@ from runner.analysis.device_use import device_use, device_use_lines
 from runner.analysis.stats import summarize
 from runner.analysis.verdicts import derive_verdicts, write_verdicts
 from runner.campaign_dir.campaign import Campaign, open_campaign
+from runner.campaign_dir.fault_hooks import fault_hook_banner
 from runner.campaign_dir.integrity import refuse_less_evidence
 from runner.campaign_dir.layout import CampaignPaths, log_event
 from runner.campaign_dir.raw_frame import frame_rows
@@ -79,6 +80,9 @@ def derive_summary(campaign: Campaign, verdict_list: list[dict[str, Any]], *,
             "independent evaluation", *summary.warnings))
     estimates = _estimates(study, record_) if estimates is None else estimates
     rows = frame_rows(frame, ("trial_id", "variant_id", "pass_s"))
+    hooks = fault_hook_banner(campaign.root, [str(row.trial_id) for row in rows])
+    if hooks:
+        summary = dataclasses.replace(summary, warnings=(hooks, *summary.warnings))
     energy = _energy(campaign.paths, rows, verdicts, record_.corpus_inputs)
     busy = device_use(frame, verdicts, [v.variant_id for v in summary.variants])
     figures = _task_figures(campaign.paths, study, rows, verdicts)
@@ -87,7 +91,7 @@ def derive_summary(campaign: Campaign, verdict_list: list[dict[str, Any]], *,
         campaign_id=record_.campaign_id, study_sha256=record_.study_sha256, slots_planned=record_.slots_planned,
         rows_total=len(frame), memory_estimates=estimates, energy=energy, device_busy_share=busy,
         task_figures=figures or None, inconsistent=banner or None)
-    markdown = ((banner + "\n\n" if banner else "")
+    markdown = ("".join(f"{line}\n\n" for line in (hooks, banner) if line)
                 + render_markdown(summary, record_, estimates, describe_task(study)) + device_use_lines(busy)
                 + _energy_lines(energy) + _task_figure_lines(figures))
     return record, markdown

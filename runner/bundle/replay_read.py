@@ -101,6 +101,16 @@ def _number(value: Any) -> bool:
     return isinstance(value, float | int) and not isinstance(value, bool)
 
 
+def refuse_replay_reference(reference: Path | None, command: str) -> None:
+    """``--reference`` must be a campaign: a replay's reruns are compared WITH the reference, never are it."""
+    if reference is not None and is_replay_dir(reference):
+        raise UserError(
+            "--reference names a replay directory: a replay is compared with the reference, it cannot be the "
+            "reference itself", str(reference),
+            f"Name the campaign it replayed ({replayed_campaign(reference)}) or another campaign directory given "
+            f"to isocost {command}.")
+
+
 def split_replays(dirs: list[Path]) -> tuple[list[Path], list[Path]]:
     """The campaign directories and the replay directories among ``dirs``; a replay brings the campaign it
     replayed (from its bundle) unless that campaign is given too."""

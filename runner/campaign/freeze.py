@@ -62,7 +62,8 @@ def stat_snapshot(path: Path) -> list[tuple[str, int, int]]:
 def check_fingerprint(kind: str, path: Path, expected: str, where: str) -> None:
     """Refuse an input that is missing or whose fingerprint is not the study's."""
     if not path.exists():
-        raise UserError(f"{kind} not found at {path}", where, f"Fix [{kind}] path in the study.")
+        raise UserError(f"{kind} not found at {path}", where,
+                        f"Fix [{kind}] path in the study (relative to the study file).")
     actual = fingerprint_path(path)
     if actual != expected:
         raise UserError(
@@ -136,22 +137,33 @@ def _checked_inputs(study: Study, progress: Progress) -> tuple[tuple[Record, ...
     check_disjoint(corpus, tuning, where)
     task.check_model(study.model.path, (*corpus, *tuning), study, f"{where}, corpus and tuning labels")
     task.check_inputs(study, corpus, tuning)
+    check_warmup(study, tuning)
+    return corpus, tuning
+
+
+def check_warmup(study: Study, tuning: Sequence[Record]) -> None:
+    """The warm-up draws its inputs from the tuning split: refuse a split smaller than ``warmup.inputs``."""
     if len(tuning) < study.warmup.inputs:
         raise UserError(
             f"the warm-up needs {study.warmup.inputs} inputs but the tuning corpus has {len(tuning)}",
-            f"{where}, key warmup.inputs",
+            f"{study.path}, key warmup.inputs",
             "Lower warmup.inputs or add tuning data.",
         )
-    return corpus, tuning
+
+
+def checked_catalog(study: Study) -> Path:
+    """The plan catalog in force (the study's, or the shipped snapshot), read: refused now, not after the campaign."""
+    catalog_source = Path(study.costing.catalog or default_catalog_path())
+    if not catalog_source.is_file():
+        raise UserError("the plan catalog named by the study is not found", f"{study.path}, key costing.catalog",
+                        "Fix the path, or remove [costing] to use the shipped dated snapshot.")
+    load_catalog(catalog_source)
+    return catalog_source
 
 
 def _freeze_catalog(study: Study, paths: CampaignPaths) -> CatalogFacts:
     """Copy the plan catalog in force (the study's, or the shipped snapshot) into the campaign directory."""
-    catalog_source = study.costing.catalog or default_catalog_path()
-    if not Path(catalog_source).is_file():
-        raise UserError("the plan catalog named by the study is not found", f"{study.path}, key costing.catalog",
-                        "Fix the path, or remove [costing] to use the shipped dated snapshot.")
-    load_catalog(Path(catalog_source))  # a broken catalog is refused now, not after the campaign
+    catalog_source = checked_catalog(study)
     copy_file(Path(catalog_source), paths.root / FROZEN_CATALOG, paths.root)
     return CatalogFacts(snapshot=FROZEN_CATALOG, source=str(catalog_source),
                         sha256=fingerprint_path(paths.root / FROZEN_CATALOG))

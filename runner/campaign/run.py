@@ -23,6 +23,7 @@ from typing import Any
 
 from protocol.codec import write_record
 from protocol.errors import UserError
+from protocol.names import check_gpu_name
 from protocol.paths import allowed_roots, check_allowed_root
 from protocol.rawrecord import RawRecord
 from protocol.records import NO_GPU_ERROR, WRONG_BUILD_ERROR, CampaignRecord, Rental, TrialSpec, Variant
@@ -68,7 +69,7 @@ def run_campaign(
         if path is not None:
             check_allowed_root(path, roots)
     paths = CampaignPaths(out)
-    _check_out(paths, resume)
+    check_out(paths, resume)
     created = not out.exists()
     make_dirs(out, fix="Choose a writable --out directory.")
     with writer_lock(out):
@@ -104,7 +105,14 @@ def _say(progress: Progress, line: str) -> None:
         progress(line)
 
 
-def _check_out(paths: CampaignPaths, resume: bool) -> None:
+def rental_from_options(gpu: str | None, lots: int | None) -> Rental | None:
+    """``run --gpu G --lots N`` as the rental campaign.json records (``check`` refuses the same options)."""
+    if lots is not None and gpu is None:
+        raise UserError("--lots needs --gpu", "isocost run", "Name the rented GPU type with --gpu.")
+    return Rental(gpu=check_gpu_name(gpu, "--gpu"), lots=lots or 1) if gpu is not None else None
+
+
+def check_out(paths: CampaignPaths, resume: bool) -> None:
     """--out must hold the campaign to resume, or be new or empty for a new one."""
     out = paths.root
     if resume and not paths.campaign.exists():

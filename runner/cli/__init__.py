@@ -55,9 +55,9 @@ def main() -> None:
 
 
 def _register() -> None:
-    from runner.cli import bundle, campaign, cost, decide, demo, hosts, images, memory, own, selfcheck
+    from runner.cli import bundle, campaign, catalog, cost, decide, demo, hosts, images, memory, own, selfcheck
 
-    for module in (own, campaign, cost, decide, demo, images, memory, bundle, hosts, selfcheck):
+    for module in (own, campaign, cost, decide, catalog, demo, images, memory, bundle, hosts, selfcheck):
         for command in module.COMMANDS:
             main.add_command(command)
 

@@ -13,13 +13,12 @@ import click
 from protocol.costing.plans import MAX_LOTS
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
-from protocol.names import check_gpu_name, check_image_reference
-from protocol.records import Rental
+from protocol.names import check_image_reference
 from protocol.study import Study, load_study
 from runner.analysis.summary import summarize_campaign
 from runner.analysis.verdicts import derive_verdicts, write_verdicts
 from runner.campaign.launcher_choice import LAUNCHER_KINDS, choose_launcher
-from runner.campaign.run import run_campaign
+from runner.campaign.run import rental_from_options, run_campaign
 from runner.campaign_dir.campaign import open_campaign
 from runner.cli.launcher_flags import launcher_flags, launcher_values
 
@@ -101,9 +100,7 @@ def run(study: Path, out: Path, resume: bool, launcher_kind: str, image: str | N
         click.echo(f"launcher: {launcher.summary()}", err=True)
     previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     try:
-        if lots is not None and gpu is None:
-            raise UserError("--lots needs --gpu", "isocost run", "Name the rented GPU type with --gpu.")
-        rental = Rental(gpu=check_gpu_name(gpu, "--gpu"), lots=lots or 1) if gpu is not None else None
+        rental = rental_from_options(gpu, lots)
         outcome = run_campaign(parsed, out, launcher, resume=resume, progress=_progress, rental=rental,
                                acknowledge_seen_corpus=acknowledge_seen_corpus, allowed_root_list=allowed_root,
                                ledger_dir=ledger)

@@ -30,6 +30,9 @@ from protocol.costing.plans import (
     quote,
 )
 from protocol.errors import UserError
+from runner.cli.catalog import market_filter, market_options
+from runner.decision.market_memo import pricing_lines
+from runner.decision.market_stage import price_market_job
 
 _CHANGE_LABELS = {
     "dst_starts": "DST starts",
@@ -42,11 +45,11 @@ _CHANGE_LABELS = {
 @click.option("--gpu", required=True, help="GPU type as named in the catalog, e.g. rtx-4090.")
 @click.option(
     "--days",
-    required=True,
+    default=None,
     type=click.Choice([str(days) for days in PLAN_LENGTHS_DAYS]),
     help="Plan length in days.",
 )
-@click.option("--lots", required=True, type=int, help="Number of lots rented (a positive integer).")
+@click.option("--lots", default=None, type=int, help="Number of lots rented (a positive integer).")
 @click.option(
     "--accepted-results",
     type=int,
@@ -62,19 +65,44 @@ _CHANGE_LABELS = {
     help="Your own dated catalog CSV (default: the snapshot shipped with isocost).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print sorted JSON (money as strings).")
+@click.option("--hours", type=float, default=None, help="With --market: the hours the job needs.")
+@click.option("--cards", type=int, default=1, show_default=True, help="With --market: the cards the job needs.")
+@market_options
 def cost(
     gpu: str,
-    days: str,
-    lots: int,
+    days: str | None,
+    lots: int | None,
     accepted_results: int | None,
     catalog_path: Path | None,
     as_json: bool,
+    hours: float | None,
+    cards: int,
+    market_paths: tuple[Path, ...],
+    gpu_maps: tuple[Path, ...],
+    providers: tuple[str, ...],
+    regions: tuple[str, ...],
+    capacity: str,
 ) -> None:
-    """Price a flat rental plan from a dated catalog (the whole plan price is charged).
+    """Price a flat rental plan from a dated catalog (the whole plan price is charged), or, with --market, a job
+    of --hours on --cards cards on every provider, region and instance that sells the card (--gpu names it as the
+    GPU map does, e.g. h100-sxm).
 
     \b
     Example: isocost cost --gpu rtx-4090 --days 7 --lots 2
+    Example: isocost cost --gpu h100-sxm --hours 3 --market market-2026-12-03.csv --capacity on-demand
     """
+    if market_paths:
+        catalogs = [load_catalog(catalog_path if catalog_path is not None else default_catalog_path()),
+                    *(load_catalog(path) for path in market_paths)]
+        pricing = price_market_job(catalogs, gpu, hours, cards, accepted_results, gpu_maps,
+                                   market_filter(providers, regions, capacity))
+        click.echo(jsonio.dumps(codec.to_dict(pricing)) if as_json else "\n".join(pricing_lines(pricing)),
+                   nl=not as_json)
+        return
+    if days is None or lots is None:
+        raise UserError("--days and --lots are required (or --market with --hours)", "isocost cost",
+                        "Price a flat plan: --gpu rtx-4090 --days 7 --lots 2; or a job across providers: "
+                        "--gpu h100-sxm --hours 3 --market FILE.")
     if not 1 <= lots <= MAX_LOTS:
         raise UserError(
             f"--lots must be a positive whole number, got {lots}" if lots <= 0
@@ -128,7 +156,11 @@ def window(start: str, end: str, tz: str | None, fold: str | None, as_json: bool
     \b
     Example: isocost window --start 2026-11-02T09:00 --end 2026-11-06T09:00 --tz Europe/Paris
     """
-    measured = access_window(start, end, tz, None if fold is None else int(fold))
+    try:
+        measured = access_window(start, end, tz, None if fold is None else int(fold))
+    except UserError as exc:  # the calendar names its arguments (start, end, tz, fold): here they are options
+        where = f"--{exc.where}" if exc.where in ("start", "end", "tz", "fold") else exc.where
+        raise UserError(exc.what, where, exc.fix) from None
     coverage = covering_plans(measured.elapsed_h, PLAN_LENGTHS_DAYS)
     if as_json:
         data = {

@@ -14,9 +14,11 @@ from pathlib import Path
 import click
 
 from protocol import codec, jsonio
-from runner.bundle.replay_read import replays_loader, split_replays
+from runner.bundle.replay_read import refuse_replay_reference, replays_loader, split_replays
+from runner.cli.catalog import market_filter, market_options
 from runner.decision.agreement_view import matrix_csv, matrix_text
 from runner.decision.csv_table import render_csv
+from runner.decision.market_stage import MarketOptions
 from runner.decision.period_report import campaign_period, render_period
 from runner.decision.stage import DECISION_JSON, DECISION_MD, run_compare, run_decide
 
@@ -45,8 +47,11 @@ _FILE = click.Path(path_type=Path, dir_okay=False)
 @click.option("--format", "output_format", type=click.Choice(["md", "json", "csv"]), default=None,
               help="What to print: the memo (md, default), decision.json (json), or one CSV row per configuration "
                    "(csv, for spreadsheets: campaign cost, projected job hours and cost, P(fits), Pareto, energy).")
+@market_options
 def decide(dirs: tuple[Path, ...], expenses: Path | None, catalog_path: Path | None, out: Path | None,
-           as_json: bool, output_format: str | None, allow_inconsistent: bool, reference: Path | None) -> None:
+           as_json: bool, output_format: str | None, allow_inconsistent: bool, reference: Path | None,
+           market_paths: tuple[Path, ...], gpu_maps: tuple[Path, ...], providers: tuple[str, ...],
+           regions: tuple[str, ...], capacity: str) -> None:
     """Which acceptable configuration is cheapest before the deadline? Combine campaigns of ONE study.
 
     A configuration is one variant on one campaign's hardware. For each: the
@@ -64,20 +69,33 @@ def decide(dirs: tuple[Path, ...], expenses: Path | None, catalog_path: Path | N
     With a [job] table in the study, the job is projected from the measured
     batches and priced under every billing option of the catalog.
 
+    With --market CATALOG (imported by `isocost catalog import`), every
+    configuration is also priced on every provider, region and instance that
+    sells its card (the card the trials recorded, mapped by the GPU map):
+    the memo names the cheapest provider and instance, the runner-up, and
+    how much the provider changes the cost against the configuration. A
+    decision priced with catalogs of other dates is never overwritten: the
+    new one is written beside it.
+
     It writes nothing into the campaigns it reads; --out DIR writes
     decision.md, decision.json and report.html there.
 
     \b
     Example: isocost decide results/rtx4090 results/b200 --expenses ledger.csv --out decisions/q4
+    Example: isocost decide results/rtx4090 --market market-2026-12-03.csv --capacity on-demand
     Example: isocost decide results/rtx4090 results/b200 --format csv > decision.csv
     """
+    refuse_replay_reference(reference, "decide")
     campaigns, replays = split_replays(list(dirs))
+    market = MarketOptions(tuple(market_paths), tuple(gpu_maps), market_filter(providers, regions, capacity)) \
+        if market_paths else None
     outcome = run_decide(campaigns, catalog_path=catalog_path, expenses_path=expenses, out=out,
-                         allow_inconsistent=allow_inconsistent, reference=reference, extra=replays_loader(replays))
+                         allow_inconsistent=allow_inconsistent, reference=reference, extra=replays_loader(replays),
+                         market=market)
     if output_format == "csv":
         click.echo(render_csv(outcome.decision), nl=False)
     elif as_json or output_format == "json":
-        for banner in outcome.banners:
+        for banner in outcome.decision.inconsistent or ():  # the fault hook's flag is in the JSON (test_hooks)
             click.echo(banner)
         click.echo(outcome.texts[DECISION_JSON], nl=False)
     else:
@@ -117,17 +135,18 @@ def compare(dirs: tuple[Path, ...], reference: Path | None, as_json: bool, outpu
     Example: isocost compare results/h200 results/rtx4090
     Example: isocost compare results/h200 results/rtx4090 --reference results/rtx4090 --format csv
     """
+    refuse_replay_reference(reference, "compare")
     campaigns, replays = split_replays(list(dirs))
     matrix, banners = run_compare(campaigns, reference=reference, allow_inconsistent=allow_inconsistent,
                                   extra=replays_loader(replays))
     for banner in banners:
         click.echo(banner)
-    if as_json or output_format == "json":
+    if as_json or output_format == "json":  # the fault hook's flag is in the JSON (flags), and in the CSV's column
         click.echo(jsonio.dumps(codec.to_dict(matrix)), nl=False)
     elif output_format == "csv":
         click.echo(matrix_csv(matrix), nl=False)
     else:
-        click.echo(matrix_text(matrix), nl=False)
+        click.echo("".join(f"{flag}\n" for flag in matrix.flags or ()) + matrix_text(matrix), nl=False)
 
 
 @click.command()

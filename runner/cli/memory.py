@@ -50,6 +50,9 @@ def estimate_command(study_path: Path | None, campaign_dir: Path | None, model_d
     Example: isocost memory estimate --study .isocost-demo/quick.toml --campaign results/quick-…
     """
     rows = []
+    if campaign_dir is not None and study_path is None:
+        raise UserError("--campaign needs --study", "isocost memory estimate",
+                        f"Pass the campaign's study: --study {campaign_dir / 'study.toml'} (its frozen copy).")
     if study_path is not None:
         study = load_study(study_path)
         shape = ModelShape.read(study.model.path)
@@ -58,8 +61,6 @@ def estimate_command(study_path: Path | None, campaign_dir: Path | None, model_d
             est = estimate(shape, v.precision, v.quantization, v.batch_size, v.max_length, v.attention)
             rows.append((v.variant_id, est, measured.get(v.variant_id)))
     elif model_dir is not None:
-        if campaign_dir is not None:
-            raise UserError("--campaign needs --study", "isocost memory estimate", "Pass the campaign's study.")
         shape = ModelShape.read(model_dir)
         est = estimate(shape, precision, quantization, batch_size, max_length, attention)
         rows.append((f"{precision}/{quantization}/batch {batch_size}/length {max_length}", est, None))

@@ -131,9 +131,18 @@ def tune(study: Path, ledger: Path | None, dry_run: bool) -> None:
               help="Check the launcher `isocost run` would use with the same --launcher (docker: the image is known "
                    "and the container's user can read the inputs; slurm: the cluster answers and has the partition, "
                    "GPUs and node asked for).")
+@click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="The --out `isocost run` will be given: it must be new, or empty.")
+@click.option("--image", metavar="REF", default=None, help="The --image `isocost run` will be given.")
+@click.option("--gpu", default=None, metavar="GPU", help="The --gpu `isocost run` will be given (the catalog must "
+                                                          "price it for decide to price the campaign).")
+@click.option("--lots", type=click.IntRange(min=1, max=MAX_LOTS), default=None, help="The --lots of `isocost run`.")
+@click.option("--allowed-root", "allowed_root", multiple=True, metavar="DIR",
+              help="The --allowed-root `isocost run` will be given (repeatable).")
 @launcher_flags
 def check(study: Path, host_options: tuple[str, ...], probe: bool, target_memory_gib: float | None,
-          ledger: Path | None, launcher_kind: str, **launcher_args: object) -> None:
+          ledger: Path | None, launcher_kind: str, out: Path | None, image: str | None, gpu: str | None,
+          lots: int | None, allowed_root: tuple[str, ...], **launcher_args: object) -> None:
     """Everything that can fail before renting time is spent, without timing anything.
 
     The study's keys (all errors at once), paths, fingerprints, labels,
@@ -145,11 +154,12 @@ def check(study: Path, host_options: tuple[str, ...], probe: bool, target_memory
     Example: isocost check study.toml --launcher process
     Example: isocost check study.toml --launcher slurm --slurm-gres gpu:a100:1
     """
-    from runner.own.check import check_study
+    from runner.own.check import RunOptions, check_study
 
     report = check_study(study, hosts=host_options, probe=probe, target_memory_gib=target_memory_gib,
                          ledger_dir=ledger, launcher_kind=launcher_kind,
-                         launcher_options=launcher_values(launcher_args))
+                         launcher_options=launcher_values(launcher_args),
+                         run=RunOptions(out=out, image=image, gpu=gpu, lots=lots, allowed_root_list=allowed_root))
     for line in report.lines():
         click.echo(line)
     if not report.ok:

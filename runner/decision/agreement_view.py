@@ -99,7 +99,7 @@ def matrix_text(matrix: AgreementMatrix) -> str:
 
 
 MATRIX_COLUMNS = ("row", "column", "share_equal", "min_share_equal", "metric_difference", "ids_differ", "examples",
-                  "reason")
+                  "reason", "not_a_measurement")
 
 
 def matrix_csv(matrix: AgreementMatrix) -> str:
@@ -107,9 +107,10 @@ def matrix_csv(matrix: AgreementMatrix) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(MATRIX_COLUMNS)
+    flags = " ".join(matrix.flags or ())  # a campaign run with the test-only fault hook: on every row
     for cell in matrix.cells:
         values = [cell.row, cell.column, cell.share_equal, cell.min_share_equal, cell.metric_difference,
-                  cell.ids_differ, " ".join(cell.examples), cell.reason]
+                  cell.ids_differ, " ".join(cell.examples), cell.reason, flags]
         writer.writerow(["" if v is None else safe_cell(v) for v in values])
     return buffer.getvalue()
 

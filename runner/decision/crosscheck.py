@@ -45,26 +45,26 @@ def configuration_outputs(root: Path, evidence: CampaignEvidence, study: Any,
     return found
 
 
-def reference_root(roots: Sequence[Path], reference: Path | None) -> Path:
+def reference_root(roots: Sequence[Path], reference: Path | None, command: str = "decide") -> Path:
     """The campaign whose reference variant is the decision's reference: ``--reference`` (one of ``roots``), or
-    the first directory given."""
+    the first directory given; ``command`` is named in the error."""
     if reference is None:
         return roots[0]
     resolved = {root.resolve(): root for root in roots}
     if reference.resolve() not in resolved:
-        raise UserError("--reference names a directory that is not among those compared", str(reference),
-                        f"Name one of: {', '.join(str(r) for r in roots)}.")
+        raise UserError(f"--reference names a directory that is not among those given to isocost {command}",
+                        str(reference), f"Name one of: {', '.join(str(r) for r in roots)}.")
     return resolved[reference.resolve()]
 
 
 def cross_check(loaded: Sequence[tuple[Path, CampaignEvidence]], study: Any,
                 labels: Mapping[tuple[str, str], str], *, reference: Path | None = None,
-                extra: Sequence[ConfigurationOutputs] = ()) -> AgreementMatrix:
+                extra: Sequence[ConfigurationOutputs] = (), command: str = "decide") -> AgreementMatrix:
     """The agreement matrix of every configuration of ``loaded`` (directory, evidence), and of ``extra`` ones
     (replays), the decision's reference being the study's reference variant on the ``reference`` campaign
     (default: the first)."""
     roots = [root for root, _ in loaded]
-    chosen = reference_root(roots, reference)
+    chosen = reference_root(roots, reference, command)
     configs: list[ConfigurationOutputs] = []
     reference_id: str | None = None
     reason = ""

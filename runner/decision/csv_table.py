@@ -1,7 +1,8 @@
 """``isocost decide --format csv``: one CSV row per configuration, for spreadsheets.
 
 Campaign figures (quality, passes, contracted cost) and, with a declared ``[job]``, the job's projection, billing,
-probabilities, Pareto flag and energy; the job columns stay empty without a ``[job]``. A text cell that a
+probabilities, Pareto flag and energy; the job columns stay empty without a ``[job]``. With ``--market``, the
+cheapest offer across providers is appended (:data:`runner.decision.market_memo.MARKET_COLUMNS`). A text cell that a
 spreadsheet would run as a formula (``=``, ``+``, ``-``, ``@``…) is written with a leading ``'``
 (:func:`protocol.csvio.safe_cell`); numbers stay numbers.
 
@@ -17,13 +18,15 @@ from typing import Any
 from protocol.costing.job_cost import JobConfiguration
 from protocol.csvio import safe_row
 from protocol.decision.rank import Configuration, Decision
+from runner.campaign_dir.fault_hooks import FAULT_HOOK_BANNER
+from runner.decision.market_memo import MARKET_COLUMNS, market_cells
 from runner.decision.text_format import usd
 
 COLUMNS = ("configuration_id", "variant_id", "hardware", "equivalent", "metric", "median_metric",
            "accepted_passes", "attempts", "median_pass_s", "campaign_rank", "campaign_cost_usd",
            "campaign_cost_per_validated_corpus_usd", "job_rank", "job_h", "job_h_low", "job_h_high",
            "job_billing", "job_expected_usd", "job_per_validated_corpus_usd", "p_fits_plan", "p_fits_deadline",
-           "pareto", "gpu_j_per_input", "cpu_j_per_input", "not_ranked_because")
+           "pareto", "gpu_j_per_input", "cpu_j_per_input", "not_ranked_because", "not_a_measurement")
 
 
 def render_csv(decision: Decision) -> str:
@@ -32,9 +35,13 @@ def render_csv(decision: Decision) -> str:
     by_id = {} if job is None else {c.configuration_id: c for c in job.configurations}
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(COLUMNS)
+    market = decision.market
+    writer.writerow(COLUMNS + (MARKET_COLUMNS if market is not None else ()))
+    hooks = {r.campaign_id: " ".join(note for note in r.notes if note.startswith(FAULT_HOOK_BANNER))
+             for r in decision.campaigns}  # a campaign run with the test-only fault hook: not a measurement
     for c in decision.configurations:
-        row = _row(c, by_id.get(c.configuration_id), with_job=job is not None)
+        row = [*_row(c, by_id.get(c.configuration_id), with_job=job is not None), hooks.get(c.campaign_id, "")]
+        row += market_cells(market, c.configuration_id) if market is not None else []
         writer.writerow(safe_row("" if v is None else v for v in row))
     return out.getvalue()
 

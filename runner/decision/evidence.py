@@ -30,6 +30,7 @@ from runner.analysis.summary import derive_summary
 from runner.analysis.verdicts import derive_verdicts, verdicts_record
 from runner.campaign_dir.appendlog import require_whole
 from runner.campaign_dir.campaign import Campaign
+from runner.campaign_dir.fault_hooks import FAULT_HOOK_BANNER
 from runner.campaign_dir.layout import FROZEN_CATALOG
 from runner.campaign_dir.layout import read_events as read_campaign_events
 from runner.campaign_dir.rentals import RENTALS_FILE, read_rentals
@@ -112,7 +113,8 @@ def load_evidence(campaign: Campaign) -> CampaignEvidence:
         accepted_trials=verdicts_record(campaign, verdicts).accepted_trials,
         capacities={trial_id: trial_capacity(campaign.trial_dir(trial_id), statuses[trial_id])
                     for trial_id in trial_ids},
-        notes=tuple([campaign.banner] if campaign.banner else []) + tuple(notes),
+        notes=tuple(w for w in summary.warnings if w.startswith(FAULT_HOOK_BANNER))
+        + tuple([campaign.banner] if campaign.banner else []) + tuple(notes),
         trials={trial_id: trial_record(campaign.trial_dir(trial_id), statuses[trial_id]) for trial_id in trial_ids},
     )
 

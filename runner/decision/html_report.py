@@ -35,6 +35,7 @@ from protocol.costing.plans import format_usd
 from protocol.decision.rank import CampaignResult, Configuration, Decision, Ledger
 from protocol.decision.records import CostResult
 from runner.decision.agreement_view import heat_map
+from runner.decision.market_chart import market_html
 from runner.decision.svg_charts import cost_svg, memory_svg, pareto_svg, pass_time_svg
 from runner.decision.text_format import usd
 
@@ -67,12 +68,16 @@ def render_report(decision: Decision) -> str:
         f"<style>{_CSS}</style></head><body>",
         f"<h1>Decision: {escape(decision.study_name)}</h1>",
         f"<p class=\"muted\">{escape(decision.question)}</p>",
+        *(f"<p class=\"warn\"><strong>{escape(flag)}</strong></p>"
+          for flag in (*(decision.test_hooks or ()), *(decision.inconsistent or ()))),
         _answer_html(decision),
     ]
     if decision.deadline_note:
         parts.append(f"<p><strong>Deadline:</strong> {escape(decision.deadline_note)}.</p>")
     if decision.job is not None:
         parts += _job_html(decision.job)
+    if decision.market is not None:
+        parts += market_html(decision.market)
     parts += _figures(decision.configurations, decision.chosen)
     parts += [
         "<h2>What is uncertain</h2>",

@@ -19,6 +19,7 @@ from protocol.decision.records import CostResult, PassRecord
 from protocol.names import markdown_text
 from runner.decision.agreement_view import reference_lines
 from runner.decision.job_memo import job_lines
+from runner.decision.market_memo import market_lines
 from runner.decision.text_format import cell, hours, seconds, usd
 
 _QUALITY = {True: "equivalent", False: "NOT equivalent", None: "unknown"}
@@ -31,6 +32,8 @@ def render_memo(decision: Decision, catalog_source: str = "given", task_line: st
     lines = [f"# Decision: {decision.study_name}", "", f"Question: {markdown_text(decision.question)}", ""]
     lines += [task_line, ""] if task_line else []
     lines += answer_lines(decision)
+    if decision.market is not None:
+        lines += ["", *market_lines(decision.market)]
     if decision.job is not None:
         lines += ["", *job_lines(decision.job, decision.catalog_dates)]
     lines += ["", "## What is uncertain", ""]

@@ -27,9 +27,11 @@ from protocol.jsonio import dumps, write_text_atomic
 from protocol.safe_write import check_writable_target, make_dirs
 from protocol.tasks import describe_task
 from runner.campaign_dir.campaign import open_campaign
+from runner.campaign_dir.fault_hooks import FAULT_HOOK_BANNER, fault_hook_banner
 from runner.campaign_dir.integrity import INCONSISTENT_BANNER
 from runner.decision.crosscheck import cross_check
 from runner.decision.evidence import choose_catalog, load_evidence, read_ledger
+from runner.decision.market_stage import MarketOptions, output_paths, price_market
 from runner.decision.memo import render_memo
 from runner.hosts.record import expand_campaign_dirs, hosts_without_campaign
 
@@ -41,7 +43,8 @@ REPORT_HTML = "report.html"
 @dataclass(frozen=True)
 class DecideOutcome:
     """What ``run_decide`` decided and wrote: the decision, the three files, where the catalog came from, and
-    the inconsistency banners (one per directory read with ``allow_inconsistent`` that failed the checks)."""
+    the banners printed first: a campaign run with the test-only fault hook, a directory read with
+    ``allow_inconsistent`` that failed the checks."""
 
     decision: Decision
     written: tuple[Path, ...]  # empty without --out
@@ -69,11 +72,13 @@ def run_decide(
     allow_inconsistent: bool = False,
     reference: Path | None = None,
     extra: Callable[[Any], Sequence[ConfigurationOutputs]] | None = None,
+    market: MarketOptions | None = None,
 ) -> DecideOutcome:
     """Decide over ``roots`` (campaigns of one study); with ``out``, write the JSON, memo and report there (never
     into a campaign directory it reads: nothing is written without ``out``). ``reference``: the campaign whose
     reference variant every configuration is compared with by id (default: the first); ``extra``:
-    configurations to compare as well (replays), built from the study."""
+    configurations to compare as well (replays), built from the study; ``market``: price every configuration
+    across providers too (runner.decision.market_stage), written beside an earlier decision of other dates."""
     if not roots:
         raise UserError("no results directory given", "isocost decide", "Pass at least one DIR.")
     campaign_roots = expand_campaign_dirs(roots)
@@ -89,14 +94,23 @@ def run_decide(
     catalog, catalog_source = choose_catalog(catalog_path, study, record)
     ledger = read_ledger(expenses_path) if expenses_path is not None else None
     check_same_study(evidence)  # before any output is read across campaigns
+    extras = extra(study) if extra is not None else ()
     matrix = cross_check(list(zip(campaign_roots, evidence, strict=True)), study, configuration_labels(evidence),
                          reference=_reference_campaign(roots, campaign_roots, reference),
-                         extra=extra(study) if extra is not None else ())
+                         extra=extras)
     decision = decide(evidence, study, catalog, ledger, agreement=matrix)
-    banners = tuple(note for item in evidence for note in item.notes if note.startswith(INCONSISTENT_BANNER))
-    decision = replace(decision, catalog_source=catalog_source, inconsistent=banners or None)
+    if market is not None:
+        decision = price_market(decision, campaign_roots, evidence, market, catalog)
+    inconsistent = _flags(evidence, INCONSISTENT_BANNER)
+    hooks = _flags(evidence, FAULT_HOOK_BANNER) + _replay_hooks(extras)
+    banners = hooks + inconsistent
+    decision = replace(decision, catalog_source=catalog_source, inconsistent=inconsistent or None,
+                       test_hooks=hooks or None)
+    paths: tuple[Path, ...] = ()
+    if out is not None:
+        decision, paths = output_paths(decision, (out / DECISION_JSON, out / DECISION_MD, out / REPORT_HTML))
     texts = decision_texts(decision, banners, study)
-    written = write_decision(out, texts) if out is not None else ()
+    written = write_decision(paths, texts) if paths else ()
     return DecideOutcome(decision=decision, written=written, catalog_source=catalog_source, banners=banners,
                          texts=texts)
 
@@ -114,17 +128,17 @@ def decision_texts(decision: Decision, banners: Sequence[str], study: Any) -> di
     }
 
 
-def write_decision(target: Path, texts: dict[str, str]) -> tuple[Path, ...]:
-    """Write the decision's files into ``target`` (created if needed); every target is checked before any is
-    written."""
+def write_decision(paths: Sequence[Path], texts: dict[str, str]) -> tuple[Path, ...]:
+    """Write decision.json, decision.md and report.html's ``texts`` to ``paths`` (in that order; their folder is
+    created if needed); every target is checked before any is written."""
     fix = "Choose a writable --out."
+    target = paths[0].parent
     make_dirs(target, fix=fix)
-    written = tuple(target / name for name in texts)
-    for path in written:
+    for path in paths:
         check_writable_target(path, fix=fix)  # refused before any of the three is written
-    for path in written:
-        write_text_atomic(path, texts[path.name], target, fix)
-    return written
+    for path, name in zip(paths, (DECISION_JSON, DECISION_MD, REPORT_HTML), strict=True):
+        write_text_atomic(path, texts[name], target, fix)
+    return tuple(paths)
 
 
 def check_out_of_campaigns(out: Path, roots: Sequence[Path], command: str) -> None:
@@ -140,16 +154,29 @@ def check_out_of_campaigns(out: Path, roots: Sequence[Path], command: str) -> No
 def run_compare(roots: list[Path], *, reference: Path | None = None, allow_inconsistent: bool = False,
                 extra: Callable[[Any], Sequence[ConfigurationOutputs]] | None = None) -> tuple[Any, tuple[str, ...]]:
     """``isocost compare``: the agreement matrix of the campaigns (and ``extra`` configurations), no pricing;
-    returns the matrix and the inconsistency banners."""
+    returns the matrix (its ``flags``: campaigns run with the test-only fault hook) and the inconsistency
+    banners."""
     if not roots:
         raise UserError("no results directory given", "isocost compare", "Pass at least one DIR.")
     campaign_roots = expand_campaign_dirs(roots)
     campaigns = [open_campaign(root, allow_inconsistent=allow_inconsistent) for root in campaign_roots]
     evidence = [load_evidence(campaign) for campaign in campaigns]
-    check_same_study(evidence)
+    check_same_study(evidence, "compare")
     study = campaigns[0].study
+    extras = extra(study) if extra is not None else ()
     matrix = cross_check(list(zip(campaign_roots, evidence, strict=True)), study, configuration_labels(evidence),
                          reference=_reference_campaign(roots, campaign_roots, reference),
-                         extra=extra(study) if extra is not None else ())
-    banners = tuple(note for item in evidence for note in item.notes if note.startswith(INCONSISTENT_BANNER))
-    return matrix, banners
+                         extra=extras, command="compare")
+    hooks = _flags(evidence, FAULT_HOOK_BANNER) + _replay_hooks(extras)
+    return replace(matrix, flags=hooks or None), _flags(evidence, INCONSISTENT_BANNER)
+
+
+def _replay_hooks(extras: Sequence[ConfigurationOutputs]) -> tuple[str, ...]:
+    """The fault-hook flag of each replay directory whose reruns ran with it (their manifests, trials/<id>/)."""
+    found = (fault_hook_banner(Path(c.source), c.trial_ids) for c in extras)
+    return tuple(dict.fromkeys(flag for flag in found if flag))
+
+
+def _flags(evidence: Sequence[Any], prefix: str) -> tuple[str, ...]:
+    """The campaigns' notes that every output shows first: the fault hook, an inconsistent directory."""
+    return tuple(note for item in evidence for note in item.notes if note.startswith(prefix))

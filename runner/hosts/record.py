@@ -147,7 +147,7 @@ def _check_listed(root: Path, record: HostsFile) -> None:
         if child.is_dir() and (child / "campaign.json").exists() and child.name not in listed:
             raise UserError(f"{child.name}/ holds a campaign that hosts.json lists for no host", str(root / HOSTS_JSON),
                             "hosts.json was edited, or a campaign was moved in: restore hosts.json from a backup or "
-                            "bundle, or decide over the campaign directories one by one.")
+                            "bundle, or pass the campaign directories one by one.")
 
 
 def hosts_without_campaign(root: Path) -> list[tuple[str, str, str]]:

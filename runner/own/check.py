@@ -28,10 +28,12 @@ from typing import Any
 from protocol.codec import write_record
 from protocol.corpus import Record, check_disjoint, content_fingerprint, token_lengths
 from protocol.costing.catalog_file import load_catalog
-from protocol.costing.plans import default_catalog_path
+from protocol.decision.job_rank import check_deadline_ahead
+from protocol.decision.rank import deadline_terms
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
 from protocol.memory import ModelShape, estimate
+from protocol.names import check_image_reference
 from protocol.paths import allowed_roots, check_allowed_root
 from protocol.records import TrialSpec, read_status
 from protocol.safe_write import make_dirs, write_text_atomic
@@ -40,7 +42,10 @@ from protocol.study import load_study
 from protocol.study_reader import StudyErrors
 from protocol.study_records import Study, bucket_for, split_seeded_id
 from protocol.tasks import read_task_corpus, study_task
+from runner.campaign.freeze import check_fingerprint, check_warmup, checked_catalog
+from runner.campaign.run import check_out, rental_from_options
 from runner.campaign.seen import ledger_path, quality_rule, raise_if_conflict, seen_entries
+from runner.campaign_dir.layout import CampaignPaths
 
 
 @dataclass
@@ -66,9 +71,22 @@ def _fail(report: CheckReport, topic: str, exc: UserError) -> None:
     report.add("FAIL", topic, exc.message)
 
 
+@dataclass(frozen=True)
+class RunOptions:
+    """The options of ``isocost run`` that ``check`` checks the same way: where results go, the image, the rental
+    and the allowed roots (each None or empty when not given)."""
+
+    out: Path | None = None
+    image: str | None = None
+    gpu: str | None = None
+    lots: int | None = None
+    allowed_root_list: tuple[str, ...] = ()
+
+
 def check_study(study_path: Path, *, hosts: tuple[str, ...] = (), probe: bool = False,
                 target_memory_gib: float | None = None, ledger_dir: Path | None = None,
-                launcher_kind: str = "auto", launcher_options: dict[str, dict[str, Any]] | None = None) -> CheckReport:
+                launcher_kind: str = "auto", launcher_options: dict[str, dict[str, Any]] | None = None,
+                run: RunOptions = RunOptions()) -> CheckReport:
     check_target_memory(target_memory_gib)
     report = CheckReport()
     try:
@@ -83,34 +101,32 @@ def check_study(study_path: Path, *, hosts: tuple[str, ...] = (), probe: bool = 
         report.add("FAIL", "other checks", "not run: the study file must be valid first")
         return report
     report.add("ok", "study keys", f"{study.path} is valid (paths resolve relative to it)")
-    inputs_ok = _inputs(report, study)
+    inputs_ok = _inputs(report, study, run.allowed_root_list)
+    _run_options(report, study, run)
     if inputs_ok:
         _content(report, study, ledger_dir)
     _quality(report, study)
+    _deadline(report, study)
     _memory(report, study, target_memory_gib)
-    _launcher(report, study, launcher_kind, launcher_options)
+    _launcher(report, study, launcher_kind, launcher_options, run)
     if hosts:
         _hosts(report, study, hosts)
     _schedule(report, study, probe and inputs_ok and report.ok)
     return report
 
 
-def _inputs(report: CheckReport, study: Study) -> bool:
+def _inputs(report: CheckReport, study: Study, allowed_root_list: tuple[str, ...] = ()) -> bool:
+    """Fingerprints, allowed roots and the catalog: `run`'s own checks (runner.campaign.freeze), its messages."""
     ok = True
     for kind, ref in (("corpus", study.corpus), ("tuning", study.tuning), ("model", study.model)):
-        if not ref.path.exists():
-            report.add("FAIL", f"{kind} path", f"{ref.path} does not exist. Fix [{kind}] path (relative to the "
-                                               "study file).")
-            ok = False
-            continue
-        actual = fingerprint_path(ref.path)
-        if actual != ref.fingerprint:
-            report.add("FAIL", f"{kind} fingerprint", f"{actual} on disk, the study says {ref.fingerprint}. Restore "
-                                                      f"the {kind}, or update [{kind}] fingerprint knowingly.")
+        try:
+            check_fingerprint(kind, ref.path, ref.fingerprint, str(study.path))
+        except UserError as exc:
+            _fail(report, f"{kind} {'path' if not ref.path.exists() else 'fingerprint'}", exc)
             ok = False
         else:
-            report.add("ok", f"{kind} fingerprint", f"{actual} ({ref.path})")
-    roots = allowed_roots()  # ISOCOST_ALLOWED_ROOTS, as `run` reads it
+            report.add("ok", f"{kind} fingerprint", f"{ref.fingerprint} ({ref.path})")
+    roots = allowed_roots(allowed_root_list)  # --allowed-root, else ISOCOST_ALLOWED_ROOTS, as `run` reads them
     for path in (study.path, study.corpus.path, study.tuning.path, study.model.path, study.costing.catalog):
         if path is not None and roots:
             try:
@@ -118,15 +134,59 @@ def _inputs(report: CheckReport, study: Study) -> bool:
             except UserError as exc:
                 _fail(report, "allowed roots", exc)
                 ok = False
-    catalog = study.costing.catalog or default_catalog_path()
     try:
-        load_catalog(catalog)
+        catalog = checked_catalog(study)
     except UserError as exc:
         _fail(report, "catalog", exc)
         ok = False
     else:
         report.add("ok", "catalog", f"{catalog} reads")
     return ok
+
+
+def _run_options(report: CheckReport, study: Study, run: RunOptions) -> None:
+    """``--out``, ``--gpu`` and ``--lots`` as ``run`` checks them (runner.campaign.run), and a GPU the catalog in force
+    cannot price (``decide`` would then price no plan: not a refusal, a warning)."""
+    if run.out is not None:
+        try:
+            check_out(CampaignPaths(run.out), resume=False)
+        except UserError as exc:
+            _fail(report, "out", exc)
+    try:
+        rental = rental_from_options(run.gpu, run.lots)
+    except UserError as exc:
+        _fail(report, "rental", exc)
+        return
+    if rental is None:
+        return
+    try:
+        catalog = load_catalog(checked_catalog(study))
+    except UserError:
+        return  # already a FAIL under "catalog"
+    if not catalog.plans_for(rental.gpu):
+        report.add("warn", "rental", f"the catalog dated {catalog.dates_text} has no price for {rental.gpu}: decide "
+                                     "will price no plan for this campaign (pass --catalog FILE to decide, or "
+                                     "record another GPU with isocost rental)")
+    else:
+        report.add("ok", "rental", f"{rental.gpu} ×{rental.lots} lot(s), priced by the catalog dated "
+                                   f"{catalog.dates_text}")
+
+
+def _deadline(report: CheckReport, study: Study) -> None:
+    """`decide` refuses a ``[job]`` whose deadline window has already ended: say so before the rental is spent."""
+    if study.deadline is None:
+        return
+    window, _waiting_h, _reason = deadline_terms(study)
+    try:
+        check_deadline_ahead(study.job.source if study.job is not None else str(study.path), window)
+    except UserError as exc:
+        if study.job is not None:
+            _fail(report, "deadline", exc)
+        else:
+            report.add("warn", "deadline", f"{exc.what}: no configuration can fit it ({study.path}, key deadline.end)")
+        return
+    assert window is not None
+    report.add("ok", "deadline", f"the window ends {window.end.isoformat()}, ahead of now")
 
 
 def _model_fits(report: CheckReport, study: Study, corpus: tuple[Record, ...], tuning: tuple[Record, ...]) -> None:
@@ -159,9 +219,10 @@ def _content(report: CheckReport, study: Study, ledger_dir: Path | None) -> None
         _fail(report, "corpora", exc)
         return
     report.add("ok", "corpora", f"{len(corpus)} final inputs, {len(tuning)} tuning inputs, disjoint")
-    if len(tuning) < study.warmup.inputs:
-        report.add("FAIL", "warm-up", f"needs {study.warmup.inputs} inputs, the tuning split has {len(tuning)}. "
-                                      "Lower warmup.inputs or add tuning data.")
+    try:
+        check_warmup(study, tuning)
+    except UserError as exc:
+        _fail(report, "warm-up", exc)
     _model_fits(report, study, corpus, tuning)
     _task_inputs(report, study, corpus, tuning)
     try:
@@ -271,7 +332,7 @@ def _memory(report: CheckReport, study: Study, target_memory_gib: float | None) 
 
 
 def _launcher(report: CheckReport, study: Study, kind: str = "auto",
-              options: dict[str, dict[str, Any]] | None = None) -> None:
+              options: dict[str, dict[str, Any]] | None = None, run: RunOptions = RunOptions()) -> None:
     from runner.campaign.launcher_choice import choose_launcher
 
     missing = [str(p) for p in (study.corpus.path, study.model.path) if not p.exists()]
@@ -279,7 +340,9 @@ def _launcher(report: CheckReport, study: Study, kind: str = "auto",
         report.add("warn", "image", f"not checked: the inputs are missing ({', '.join(missing)})")
         return
     try:
-        choice = choose_launcher(study, kind, None, options=options)
+        image = check_image_reference(run.image, "--image") if run.image is not None else None
+        choice = choose_launcher(study, kind, image, options=options)
+        _slurm_shared(choice.launcher, run.out)
     except UserError as exc:
         _fail(report, "launcher", exc)
         return
@@ -287,6 +350,16 @@ def _launcher(report: CheckReport, study: Study, kind: str = "auto",
         report.add("warn", "image", choice.notice)
     else:
         report.add("ok", *choice.launcher.check_line())
+
+
+def _slurm_shared(launcher: Any, out: Path | None) -> None:
+    """A Slurm campaign's ``--slurm-shared`` exists and holds ``--out``: the pre-flight's own check, run here."""
+    from runner.launch.slurm.options import SlurmOptions
+    from runner.launch.slurm.preflight import check_shared
+
+    options = getattr(launcher, "options", None)
+    if isinstance(options, SlurmOptions) and options.shared is not None:
+        check_shared(options, out)
 
 
 def _hosts(report: CheckReport, study: Study, host_options: tuple[str, ...]) -> None:

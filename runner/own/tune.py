@@ -32,6 +32,7 @@ from protocol.codec import write_record
 from protocol.corpus import Record, content_fingerprint, token_lengths
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
+from protocol.manifest import read_manifest
 from protocol.records import TrialSpec, Variant, read_status
 from protocol.safe_write import make_dirs, write_text_atomic
 from protocol.study import load_study
@@ -41,6 +42,7 @@ from protocol.tasks import index_fields, read_task_corpus, study_task, task_word
 from protocol.tomledit import set_table_keys
 from protocol.tuning import RULE, Proposal, bootstrap_method, bootstrap_standard_error, check_tuning_size, propose
 from runner.campaign.seen import describe_entry, ledger_path, seen_entries
+from runner.campaign_dir.fault_hooks import FAULT_ENV, FAULT_HOOK_BANNER
 from runner.launch.base import TrialPaths
 from runner.launch.process import ProcessLauncher
 
@@ -123,7 +125,7 @@ def tune_study(study_path: Path, *, ledger_dir: Path | None = None, write: bool 
     check_tuning_size(n, f"{study.tuning.path}, [tuning] of {study.path}", study.quality.metric,
                       checked.metric_value, se)  # the size this metric value needs; the study is left as it is
     proposal = propose(checked.metric_value, n, se, method)
-    flagged = _near_perfect(study, checked.metric_value) + tuple(
+    flagged = _hooked(trial_dir) + _near_perfect(study, checked.metric_value) + tuple(
         f"subgroup {group}={name}: {study.quality.metric} {value:.4f} on the tuning split is below the "
         f"proposed minimum {proposal.minimum}"
         for group, values in checked.subgroups.items() for name, value in values.items()
@@ -137,6 +139,16 @@ def tune_study(study_path: Path, *, ledger_dir: Path | None = None, write: bool 
 
 #: A reference scoring this close to perfect on the tuning split is likely to have been fitted to it.
 NEAR_PERFECT = 0.995
+
+
+def _hooked(trial_dir: Path) -> tuple[str, ...]:
+    """The tuning run's test-only fault hook (its manifest), said first: the metric measured is the hook's."""
+    manifest = read_manifest(trial_dir)
+    if manifest is None or not manifest.fault_injection:
+        return ()
+    return (f"{FAULT_HOOK_BANNER} {FAULT_ENV}={manifest.fault_injection} was set for this tuning run "
+            f"({trial_dir / 'manifest.json'}): the metric and the rule proposed from it are the hook's; tune again "
+            "without the variable",)
 
 
 def _near_perfect(study: Study, metric_value: float) -> tuple[str, ...]:

@@ -27,8 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from protocol.codec import read_record, write_record
+from protocol.corpus import read_corpus
 from protocol.errors import UserError
 from protocol.jsonio import write_text_atomic
+from protocol.labels import check_labels
 from protocol.records import TrialSpec
 from protocol.selfcheck import (
     CHECK_NAMES,
@@ -215,8 +217,25 @@ def _gib(value: int | None) -> str:
     return f"{value / 2**30:.2f} GiB" if value is not None else "none"
 
 
+def check_corpus(request: Request) -> None:
+    """Read ``--corpus`` now, as the check process will (and its labels against ``--model``'s): a corpus it cannot
+    use is refused at once, not half a minute later under another check's name."""
+    source, model, corpus = choose_model(request)
+    if corpus is None:
+        return
+    how = ("Give isocost selfcheck --corpus a classification corpus (JSONL or CSV with id, text, label), or leave "
+           "--corpus out to use the demo's texts.")
+    try:
+        records = read_corpus(corpus)
+        if source == "given" and model is not None:
+            check_labels([r.label for r in records], model, f"isocost selfcheck --corpus {corpus} --model {model}")
+    except UserError as exc:
+        raise UserError(exc.what, exc.where, f"{exc.fix} {how}".strip()) from None
+
+
 def run_selfcheck(request: Request) -> SelfcheckReport:
     """Every check within the budget; writes OUT/selfcheck.json and OUT/selfcheck.txt, returns the report."""
+    check_corpus(request)
     start = clock()
     code, stopped = run_checks(request)
     report = complete(load_report(request.out, code), code, stopped)

@@ -215,7 +215,7 @@ def test_window_gap_and_ambiguity_errors() -> None:
     assert gap.exit_code == 2
     assert gap.stderr.startswith(
         "Error: start 2026-03-29T02:30 does not exist in Europe/Paris: the clocks jump from "
-        "02:00 to 03:00 (non-existent local time, spring-forward gap) (start)."
+        "02:00 to 03:00 (non-existent local time, spring-forward gap) (--start)."
     )
     ambiguous = run(
         "window", "--start", "2026-10-25T02:30", "--end", "2026-10-26T09:00", "--tz", "Europe/Paris"
@@ -249,7 +249,7 @@ def test_window_user_errors() -> None:
         "window", "--start", "2026-11-02T09:00", "--end", "2026-11-06T09:00", "--tz", "Mars/X"
     )
     assert zone.exit_code == 2
-    assert "Error: unknown time zone 'Mars/X' (tz)." in zone.stderr
+    assert "Error: unknown time zone 'Mars/X' (--tz)." in zone.stderr
     naive = run("window", "--start", "2026-11-02T09:00", "--end", "2026-11-06T09:00")
     assert naive.exit_code == 2
     assert "no UTC offset and no time zone is given" in naive.stderr

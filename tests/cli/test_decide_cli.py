@@ -197,8 +197,8 @@ def test_campaigns_of_different_studies_are_refused_naming_the_difference(
     sha_b = sha256_bytes(study_text(minimum=0.6).encode())
     assert result.stderr == (
         f"Error: results come from different studies: study sha256 differs ({a}: {sha_a}, {b}: {sha_b}) ({a}, {b}). "
-        "decide compares configurations of ONE study (same study file, corpus and model): pass only results "
-        "directories of that study, or decide each study separately.\n"
+        "isocost decide compares configurations of ONE study (same study file, corpus and model): pass only "
+        "results directories of that study, or run decide on each study separately.\n"
     )
     assert not (a / "decision.md").exists()
 

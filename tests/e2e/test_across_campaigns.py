@@ -103,15 +103,17 @@ def test_the_reference_can_be_another_campaign_and_a_stranger_is_refused(campaig
     assert data["agreement"]["reference_dir"] == str(campaigns["far"])
     result = cli("decide", str(campaigns["reference"]), "--reference", str(campaigns["close"]),
                  "--out", str(tmp_path / "e"))
-    assert result.exit_code == 2 and "--reference names a directory that is not among those compared" in \
-        result.output
+    assert result.exit_code == 2
+    assert "--reference names a directory that is not among those given to isocost decide" in result.output
 
 
 def test_compare_prints_the_matrix_as_text_json_and_csv(campaigns: dict[str, Path]) -> None:
     dirs = [str(campaigns["reference"]), str(campaigns["far"])]
     text = cli("compare", *dirs)
     assert text.exit_code == 0, text.output
-    assert text.output.startswith("reference: batch_size=1 on rtx-4090 ×1 lot")
+    flag, rest = text.output.split("\n", 1)  # the far host ran with the test-only fault hook: said first
+    assert flag.startswith("NOT A MEASUREMENT") and "ISOCOST_FAULT_INJECT=disagree:0.7" in flag, flag
+    assert rest.startswith("reference: batch_size=1 on rtx-4090 ×1 lot")
     assert "own repetitions: — (one accepted pass: nothing to repeat)" in text.output
     as_json = json.loads(cli("compare", *dirs, "--json").output)
     assert len(as_json["cells"]) == 16 and as_json["schema_version"] == 1
@@ -162,6 +164,7 @@ def test_a_replay_on_another_host_is_compared_by_id(campaigns: dict[str, Path], 
     assert replayed.exit_code == 1, replayed.output  # it does not match the original (identical rule)
     far = _differing(campaigns["ids"], 0.7)
     as_json = json.loads(cli("compare", str(campaigns["reference"]), str(out), "--json").output)
+    assert "ISOCOST_FAULT_INJECT=disagree:0.7" in " ".join(as_json["flags"])  # the replay ran under the hook
     name = f"batch_size=1 replayed in {out.name}"
     cell = next(c for c in as_json["cells"] if c["row"] == name and c["column"] == as_json["reference"])
     assert cell["ids_differ"] == len(far) and cell["examples"] == far[:5]
@@ -170,6 +173,7 @@ def test_a_replay_on_another_host_is_compared_by_id(campaigns: dict[str, Path], 
     data = json.loads((tmp_path / "d" / "decision.json").read_text())
     assert name in data["agreement"]["configurations"]
     assert f"| {name} |" in (tmp_path / "d" / "decision.md").read_text()
+    assert (tmp_path / "d" / "decision.md").read_text().startswith("NOT A MEASUREMENT")
     # An edited rerun is refused by name.
     trial = next((out / "trials").iterdir())
     (trial / "predictions.jsonl").write_text((trial / "predictions.jsonl").read_text().replace('"x"', '"y"', 1))

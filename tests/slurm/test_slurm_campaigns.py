@@ -227,11 +227,46 @@ def test_a_job_cancelled_outside_isocost_keeps_its_row_and_the_campaign_goes_on(
     ({"gres": "gpu:alpha:2"}, "--slurm-gres", "GPUs there: gpu:2, gpu:alpha:1, gpu:beta:1"),
     ({"gpus": "3"}, "--slurm-gpus", "offers gpus=3"),
     ({"node": "node9"}, "--slurm-node", "node node9 is not in partition debug"),
+    ({"arg": ("--mem=10T",)}, "--slurm-arg", "has the memory --slurm-arg=--mem=10T asks for"),
+    ({"arg": ("--cpus-per-task=64",)}, "--slurm-arg", "has the 64 CPUs --slurm-arg=--cpus-per-task=64 asks for"),
 ])
 def test_the_cluster_refuses_before_anything_is_submitted(cluster, values, where, words):
     with pytest.raises(UserError) as info:
         fake_launcher(**values)
     assert info.value.where == where and words in info.value.what
+
+
+def test_check_refuses_memory_no_node_has_with_runs_message(cluster, tmp_path):
+    """The one-node cluster's node has RealMemory=1000 (MB): sbatch would refuse --mem=10T at `run`; `check` asks sinfo
+    and refuses first, with the same words."""
+    from click.testing import CliRunner
+
+    from runner.cli import main as cli
+
+    study = fake_workspace(tmp_path / "ws", n=4, repetitions=1, batches="[1]")
+    flags = ["--launcher", "slurm", "--slurm-arg=--mem=10T"]
+    checked = CliRunner().invoke(cli, ["check", str(study), *flags])
+    ran = CliRunner().invoke(cli, ["run", str(study), "--out", str(tmp_path / "out"), *flags])
+    words = "no node of partition debug has the memory --slurm-arg=--mem=10T asks for"
+    assert checked.exit_code == 2 and "FAIL  launcher: " + words in checked.output, checked.output
+    assert ran.exit_code == 2 and words in ran.output, ran.output
+    assert "the largest node has 1,000 MB" in checked.output and "the largest node has 1,000 MB" in ran.output
+    assert not (tmp_path / "out" / "campaign.json").exists()
+
+
+def test_check_refuses_an_out_outside_the_shared_directory_as_run_does(cluster, tmp_path):
+    from click.testing import CliRunner
+
+    from runner.cli import main as cli
+
+    study = fake_workspace(tmp_path / "ws", n=4, repetitions=1, batches="[1]")
+    (tmp_path / "shared").mkdir()
+    flags = ["--out", str(tmp_path / "out"), "--launcher", "slurm", "--slurm-shared", str(tmp_path / "shared")]
+    checked = CliRunner().invoke(cli, ["check", str(study), *flags])
+    ran = CliRunner().invoke(cli, ["run", str(study), *flags])
+    words = f"--out {tmp_path / 'out'} is outside the shared directory"
+    assert checked.exit_code == 2 and "FAIL  launcher: " + words in checked.output, checked.output
+    assert ran.exit_code == 2 and words in ran.output, ran.output
 
 
 def test_sbatch_missing_is_a_clear_error(tmp_path, monkeypatch):

@@ -299,7 +299,7 @@ def test_results_from_different_studies_are_refused_naming_the_difference(make_s
     assert message.startswith("results come from different studies: study sha256 differs (results/a: "
                               f"{study.sha256}, results/b: sha256:{'9' * 64})")
     assert "model fingerprint" not in message
-    assert "decide each study separately" in message
+    assert "run decide on each study separately" in message
 
 
 def test_every_difference_is_named(make_study: Callable[..., Study]) -> None:

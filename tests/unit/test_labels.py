@@ -17,7 +17,16 @@ def model(tmp_path: Path, id2label: object) -> Path:
 
 
 def test_labels_in_id_order(tmp_path):
-    assert model_labels(model(tmp_path, {"1": "pos", "0": "neg", "10": "mixed"})) == ("neg", "pos", "mixed")
+    ids = {str(i): f"l{i}" for i in range(11)}  # written in reverse: "10" must come after "9", not after "1"
+    assert model_labels(model(tmp_path, dict(reversed(ids.items())))) == tuple(f"l{i}" for i in range(11))
+
+
+def test_id2label_ids_must_be_zero_to_n_minus_one(tmp_path):
+    """A head with two outputs and ids 0 and 2 dies at the first prediction of id 1: refused before any trial."""
+    with pytest.raises(UserError) as info:
+        model_labels(model(tmp_path, {"0": "neg", "2": "pos"}))
+    assert "ids must be 0 to 1" in info.value.what and "missing: 1; not allowed: 2" in info.value.what
+    assert "config.json" in info.value.where and "dict(enumerate(labels))" in info.value.fix
 
 
 def test_unknown_corpus_label_names_it_and_the_models_labels(tmp_path):

@@ -104,7 +104,7 @@ def test_decide_csv_writes_no_formula_cell(study_text, tmp_path):
                                   hardware="@SUM(1)", exclusions=("-2+3", "+cmd|' /C calc'!A0"))
     rows = list(csv.reader(io.StringIO(render_csv(dataclasses.replace(decision, configurations=(hostile,))))))
     assert rows[1][0] == "'=HYPERLINK(\"http://evil\")" and rows[1][2] == "'@SUM(1)"
-    assert rows[1][-1] == "'-2+3; +cmd|' /C calc'!A0"
+    assert rows[1][rows[0].index("not_ranked_because")] == "'-2+3; +cmd|' /C calc'!A0"
     assert not [cell for row in rows for cell in row if cell[:1] in ("=", "+", "@", "\t", "\r")]
 
 

@@ -214,8 +214,15 @@ def test_missing_column(tmp_path: Path) -> None:
 
 
 def test_unknown_column(tmp_path: Path) -> None:
+    path = write_catalog(tmp_path, "x,1,7,1.00,USD,2026-09-24,a,EU", header=HEADER + ",zone")
+    with pytest.raises(UserError, match="unknown column\\(s\\) zone"):
+        load_catalog(path)
+
+
+def test_a_market_column_needs_a_provider(tmp_path: Path) -> None:
+    """region is a market column (docs/catalogs.md): on a plain flat row, without a provider, it is refused."""
     path = write_catalog(tmp_path, "x,1,7,1.00,USD,2026-09-24,a,EU", header=HEADER + ",region")
-    with pytest.raises(UserError, match="unknown column\\(s\\) region"):
+    with pytest.raises(UserError, match="market column\\(s\\) region given on a row without a provider"):
         load_catalog(path)
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from protocol.corpus import MAX_ID_CHARS, Record, normalise_text
+from protocol.corpus import MAX_ID_CHARS, Record, id_form, normalise_text
 from protocol.errors import UserError
 from protocol.jsonio import json_problem, loads_unique
 from protocol.safe_read import decode_text, read_bytes
@@ -56,10 +56,14 @@ def read_queries(path: Path, where: str) -> tuple[Query, ...]:
     queries: list[Query] = []
     problems: list[str] = []
     seen: set[str] = set()
+    forms: dict[str, int] = {}  # the NFC form of each query id → its line (café twice is ambiguous)
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         query, problem = _query(line, seen)
+        if query is not None and not problem and forms.setdefault(id_form(query.id), number) != number:
+            problem = (f"query id {ascii(query.id)} differs from the id on line {forms[id_form(query.id)]} only by "
+                       "Unicode normalisation (write each id in one form, NFC)")
         if problem:
             problems.append(f"line {number}: {problem}")
         elif query is not None:
@@ -101,7 +105,10 @@ def _listed(head: str, problems: Sequence[str]) -> str:
 
 def relevance_problems(queries: Iterable[Query], corpus_ids: set[str]) -> list[str]:
     """Each relevant id that is not an input of the corpus, as ``query 'q': document 'd'``."""
-    return [f"query {q.id!r} names document {r!r}" for q in queries for r in q.relevant if r not in corpus_ids]
+    forms = {id_form(i): i for i in corpus_ids}
+    return [f"query {q.id!r} names document {r!r}" + (
+        f" (the corpus has {ascii(forms[id_form(r)])}: the same text in another Unicode normalisation form)"
+        if id_form(r) in forms else "") for q in queries for r in q.relevant if r not in corpus_ids]
 
 
 def check_query_sets(final: Sequence[Query], tuning_queries: Sequence[Query], corpus: Sequence[Record],

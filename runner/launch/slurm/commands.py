@@ -54,6 +54,8 @@ class NodeRow:
     available: str  # the partition's state: up, down, drain, inact
     gres: tuple[str, ...]  # e.g. ("gpu:a100:4",), socket affinity "(S:0-1)" left out
     state: str  # the node's state: idle, mixed, allocated, down, drained…
+    memory_mb: int | None = None  # the node's RealMemory in MB (sinfo %m); None: not listed
+    cpus: int | None = None  # the node's CPUs (sinfo %c); None: not listed
 
 
 class SlurmCommands:
@@ -126,20 +128,27 @@ class SlurmCommands:
 
     def nodes(self) -> list[NodeRow]:
         """Every node of every partition with the partition's availability, the node's GRES and state (sinfo)."""
-        answer = self.run(["sinfo", "-h", "-N", "-o", "%N|%P|%a|%G|%T"])
+        answer = self.run(["sinfo", "-h", "-N", "-o", "%N|%P|%a|%G|%T|%m|%c"])
         if answer.code != 0:
             raise UserError(f"sinfo failed on {self.where}: {answer.said}", "--launcher slurm",
                             "Check that slurmctld answers (scontrol ping) and SLURM_CONF names the cluster.")
         rows = []
         for line in answer.out.splitlines():
             parts = line.strip().split("|")
-            if len(parts) != 5:
+            if len(parts) not in (5, 7):
                 continue
-            node, partition, available, gres, state = parts
+            node, partition, available, gres, state = parts[:5]
+            memory, cpus = (parts[5:] or ["", ""])
             kinds = tuple(g for g in re.sub(r"\(.*?\)", "", gres).split(",") if g)
             rows.append(NodeRow(node, partition.rstrip("*"), partition.endswith("*"), available, kinds,
-                                state.rstrip("*~#!%$@^-")))
+                                state.rstrip("*~#!%$@^-"), _count(memory), _count(cpus)))
         return rows
+
+
+def _count(text: str) -> int | None:
+    """A whole number sinfo printed (``1000``, ``1000+`` for a range's lower bound), or None."""
+    text = text.strip().rstrip("+")
+    return int(text) if text.isdigit() else None
 
 
 def ssh_prefix(login: str, ssh_config: Path | None = None) -> list[str]:

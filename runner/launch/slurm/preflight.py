@@ -25,6 +25,7 @@ Example::
 
 from __future__ import annotations
 
+import re
 import shutil
 import time
 import uuid
@@ -75,9 +76,52 @@ def check_cluster(slurm: SlurmCommands, options: SlurmOptions) -> str:
     if options.node and options.node not in {row.node for row in mine}:
         raise UserError(f"node {options.node} is not in partition {name}", "--slurm-node",
                         f"Use one of: {', '.join(sorted({row.node for row in mine}))}.")
+    candidates = [row for row in mine if not options.node or row.node == options.node]
     if options.gpu.how:
-        _check_gpus(options, [row for row in mine if not options.node or row.node == options.node], name)
+        _check_gpus(options, candidates, name)
+    check_node_size(options.extra, candidates, name)
     return name
+
+
+#: Slurm's memory units (``--mem=SIZE[K|M|G|T]``, M when none), in MB.
+_MEM_UNITS_MB = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024**2}
+
+
+def _arg_value(extra: tuple[str, ...], name: str) -> str | None:
+    values = [arg.split("=", 1)[1] for arg in extra if arg.startswith(f"--{name}=")]
+    return values[-1] if values else None
+
+
+def _memory_mb(text: str) -> float | None:
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([KMGT]?)B?", text.strip().upper())
+    return float(match.group(1)) * _MEM_UNITS_MB[match.group(2) or "M"] if match else None
+
+
+def check_node_size(extra: tuple[str, ...], rows: list[NodeRow], partition: str) -> None:
+    """Refuse ``--slurm-arg=--mem=…`` (or ``--cpus-per-task``, ``--mem-per-cpu`` × CPUs) that no node of the partition
+    has: sbatch would refuse the pre-flight job at ``isocost run`` ("Requested node configuration is not
+    available"); sinfo's %m and %c say so at ``isocost check``. A node sinfo lists without a size is not judged."""
+    cpus_text = _arg_value(extra, "cpus-per-task")
+    cpus = int(cpus_text) if cpus_text and cpus_text.isdigit() else 1
+    known_cpus = [row.cpus for row in rows if row.cpus is not None]
+    if cpus_text and known_cpus and cpus > max(known_cpus):
+        raise UserError(f"no node of partition {partition} has the {cpus} CPUs "
+                        f"--slurm-arg=--cpus-per-task={cpus_text} asks for (most: {max(known_cpus)}): sbatch would "
+                        "refuse every job", "--slurm-arg",
+                        f"Ask for at most {max(known_cpus)} CPUs, or choose a partition with larger nodes "
+                        "(sinfo -N -l).")
+    for name, factor in (("mem", 1), ("mem-per-cpu", cpus)):
+        text = _arg_value(extra, name)
+        wanted = _memory_mb(text) if text else None
+        known = [row.memory_mb for row in rows if row.memory_mb is not None]
+        if wanted is None or wanted == 0 or not known or wanted * factor <= max(known):
+            continue  # --mem=0: the whole node's memory
+        per = f" × {cpus} CPUs" if factor != 1 else ""
+        raise UserError(f"no node of partition {partition} has the memory --slurm-arg=--{name}={text} asks for "
+                        f"({wanted * factor:,.0f} MB{per}; the largest node has {max(known):,} MB): sbatch would "
+                        "refuse every job", "--slurm-arg",
+                        f"Ask for at most {max(known) // max(factor, 1)}M (--slurm-arg=--{name}="
+                        f"{max(known) // max(factor, 1)}M), or choose a partition with larger nodes (sinfo -N -l).")
 
 
 def _check_gpus(options: SlurmOptions, rows: list[NodeRow], partition: str) -> None:
@@ -103,18 +147,26 @@ def _check_gpus(options: SlurmOptions, rows: list[NodeRow], partition: str) -> N
                         "Ask for a type and count that sinfo -o %G lists for the partition.")
 
 
+def check_shared(options: SlurmOptions, out: Path | None) -> Path:
+    """``--slurm-shared`` exists here and holds ``--out`` (when given): ``run``'s pre-flight and ``check`` refuse
+    the same way."""
+    assert options.shared is not None
+    shared = options.shared.resolve()
+    if not shared.is_dir():
+        raise UserError(f"the shared directory {shared} does not exist here", "--slurm-shared",
+                        "Give a directory this machine and the compute nodes both mount (e.g. /scratch/$USER).")
+    if out is not None and not out.resolve().is_relative_to(shared):
+        raise UserError(f"--out {out} is outside the shared directory {shared}: the compute nodes could not "
+                        "write the trials' files", "--out", f"Put --out inside {shared}.")
+    return shared
+
+
 def shared_inputs(options: SlurmOptions, out: Path, corpus: Path, model: Path,
                   fingerprints: tuple[str, str]) -> tuple[Path, Path, str]:
     """The corpus and model as the nodes see them (copied into the shared directory when outside it); a note."""
     if options.shared is None:
         return corpus.resolve(), model.resolve(), ""
-    shared = options.shared.resolve()
-    if not shared.is_dir():
-        raise UserError(f"the shared directory {shared} does not exist here", "--slurm-shared",
-                        "Give a directory this machine and the compute nodes both mount (e.g. /scratch/$USER).")
-    if not out.resolve().is_relative_to(shared):
-        raise UserError(f"--out {out} is outside the shared directory {shared}: the compute nodes could not "
-                        "write the trials' files", "--out", f"Put --out inside {shared}.")
+    shared = check_shared(options, out)
     staged, notes = [], []
     for kind, path, fingerprint in (("corpus", corpus, fingerprints[0]), ("model", model, fingerprints[1])):
         path = path.resolve()
