@@ -9,7 +9,10 @@ errors. Reading refuses, each as a :class:`UserError` naming the file and the ke
 - a ``schema_version`` the record does not read;
 - a key the record does not have (written by a newer isocost, or edited);
 - a required key (a field without a default) that is missing;
-- a value of the wrong type (``int`` is never ``bool``; a ``float`` field takes a JSON integer).
+- a value of the wrong type (``int`` is never ``bool``; a ``float`` field takes a JSON integer);
+- a number outside its field's domain (:mod:`protocol.domains`): never infinite or NaN, and within the range
+  its unit gives (``load_s`` seconds ≥ 0, ``peak_rss_bytes`` below 2^60) or the field declares
+  (``options(domain=…)``). A sealed file is unchanged, not possible: this is what makes it possible.
 
 The types understood: ``str``, ``int``, ``float``, ``bool``, ``None``, ``X | None``, unions,
 ``Literal[...]``, enums (by value), ``tuple[X, ...]``, ``tuple[X, Y]``, ``list[X]``, ``dict[str, X]``,
@@ -34,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import enum
+import math
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -42,6 +46,7 @@ from decimal import Decimal, InvalidOperation, localcontext
 from pathlib import Path
 from typing import Any, TypeVar, Union
 
+from protocol.domains import Domain, domain_of
 from protocol.errors import UserError
 from protocol.jsonio import parse_json, read_json, write_json_atomic
 
@@ -115,11 +120,13 @@ class Convert:
     words: str
 
 
-def options(*, key: str | None = None, convert: Convert | None = None, written: bool = True) -> dict[str, Any]:
+def options(*, key: str | None = None, convert: Convert | None = None, written: bool = True,
+            domain: Domain | None = None) -> dict[str, Any]:
     """Field metadata: ``key`` the name written and read (``field(metadata=options(key="date"))``), ``convert``
     its own format, ``written=False`` neither written nor read (read back, it takes its default; without one the
-    record is written only, its keys grouped by ``Schema.extra``)."""
-    return {"codec_key": key, "codec_convert": convert, "codec_skip": not written}
+    record is written only, its keys grouped by ``Schema.extra``), ``domain`` the range its numbers must lie in
+    (default: the one its unit gives, :func:`protocol.domains.unit_domain`)."""
+    return {"codec_key": key, "codec_convert": convert, "codec_skip": not written, "codec_domain": domain}
 
 
 def decimal_text(amount: Decimal) -> str:
@@ -302,13 +309,30 @@ def _check_derived(schema: Schema, record: Any, given: dict[str, Any], prefix: s
 def _field(hint: Any, spec: dataclasses.Field[Any], value: Any, key: str) -> Any:
     convert = spec.metadata.get("codec_convert")
     if convert is None:
-        return _decode(hint, value, key)
+        return _in_domain(spec, _decode(hint, value, key), key)
     if value is None:
         return _decode(hint, value, key) if _admits_none(hint) else _mismatch(key, convert.words, value)
     try:
         return convert.read(value)
     except (ValueError, TypeError, KeyError, AttributeError, OverflowError):
         return _mismatch(key, convert.words, value)
+
+
+def _in_domain(spec: dataclasses.Field[Any], value: Any, key: str) -> Any:
+    """``value`` when each number in it (a scalar, or the items of a list) lies in the field's domain: its own
+    (``options(domain=…)``), or the one its name gives (:func:`protocol.domains.domain_of`: ``_s`` seconds,
+    ``_bytes``, ``_j``, ``_share``, counts, and the shared quantities such as ``completed`` and ``attempt``)."""
+    domain = spec.metadata.get("codec_domain") or domain_of(spec.name)
+    if domain is None:
+        return value
+    numbers = value if isinstance(value, list | tuple) else (value,)
+    for index, number in enumerate(numbers):
+        if isinstance(number, int | float) and not isinstance(number, bool):
+            problem = domain.problem(number)
+            if problem:
+                where = key if numbers is not value else f"{key}[{index}]"
+                raise _Mismatch(f"key {where!r} is {_shown(number)}: {problem}")
+    return value
 
 
 def _admits_none(hint: Any) -> bool:
@@ -369,6 +393,8 @@ def _scalar(hint: Any, value: Any, key: str) -> Any:
     elif hint is float:
         ok = isinstance(value, int | float) and not isinstance(value, bool)
         value = float(value) if ok else value
+        if ok and not math.isfinite(value):  # a JSON reader that let Infinity or NaN through, or 10^400
+            raise _Mismatch(f"key {key!r} must be a finite number, got {_shown(value)}")
     elif hint is str:
         ok = isinstance(value, str)
     elif hint is Decimal or hint is datetime.date:

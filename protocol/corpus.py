@@ -147,6 +147,9 @@ def _record(data: Any, where: str, required: tuple[str, ...], extra_fields: tupl
     if len(label) > MAX_LABEL_CHARS or not label.isprintable():  # labels head tables on terminals and pages
         raise UserError(f"label {label[:80]!a} of id {ident!r} is not printable text of at most {MAX_LABEL_CHARS} "
                         "characters", where, "A label is a class name: no control characters, one short line.")
+    if safe_cell(label) != label:  # like ids: corpus_index.csv and every table list labels, never a formula
+        raise UserError(f"label {label!r} of id {ident!r} starts with {label[0]!r}, which a spreadsheet reads as a "
+                        "formula", where, "Start labels with a letter or a digit (a number such as -1 is fine).")
     check_encodable(text, f"the text of id {ident!r}", where)
     check_encodable(label, f"the label of id {ident!r}", where)
     fields = []

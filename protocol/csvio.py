@@ -8,14 +8,17 @@ row that has more cells than the header refused (``DictReader`` would hide them 
 Writing: a spreadsheet runs a cell that starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage
 return as a formula (CSV injection). :func:`safe_cell` prefixes such a text with ``'`` (what
 spreadsheets themselves do to show a formula as text); numbers, and text that is exactly a number
-such as ``-12.50``, are left as they are. Evidence files whose bytes are chained or hashed (raw.csv)
-are not written through it.
+such as ``-12.50``, are left as they are. Every CSV isocost writes goes through it: :func:`csv_writer`
+(corpus_index.csv, schedule.csv, verdicts.csv, ``decide --format csv``, the agreement table), and raw.csv's
+cells are made by :func:`protocol.records.csv_cell`, which calls it (a test keeps every other use of
+``csv.writer`` out of the code).
 
 Example::
 
     rows = read_dicts(text, "corpus file", "corpus.csv", required=("id", "text", "label"))
     safe_cell("=HYPERLINK(\\"http://x\\")")  # "'=HYPERLINK(\\"http://x\\")"
     safe_cell("-12.50")                    # "-12.50"
+    csv_writer(handle).writerow(["a", "=1+1"])  # a,'=1+1
 """
 
 from __future__ import annotations
@@ -96,3 +99,26 @@ def safe_cell(value: Any) -> Any:
 def safe_row(values: Iterable[Any]) -> list[Any]:
     """:func:`safe_cell` of every cell. Example: ``safe_row(["=1+1", 2]) == ["'=1+1", 2]``."""
     return [safe_cell(value) for value in values]
+
+
+class SafeWriter:
+    """``csv.writer`` whose every cell goes through :func:`safe_cell` (None: an empty cell): what every CSV
+    isocost writes is written with (:func:`csv_writer`)."""
+
+    def __init__(self, handle: Any) -> None:
+        self._writer = csv.writer(handle, lineterminator="\n")
+
+    def writerow(self, values: Iterable[Any]) -> None:
+        self._writer.writerow(safe_row("" if value is None else value for value in values))
+
+    def writerows(self, rows: Iterable[Iterable[Any]]) -> None:
+        for row in rows:
+            self.writerow(row)
+
+
+def csv_writer(handle: Any) -> SafeWriter:
+    """The CSV writer of every table isocost writes (``\n`` line ends): no cell is ever a formula.
+
+    Example: ``csv_writer(handle).writerow(["a", "=1+1", 3])`` writes ``a,'=1+1,3``.
+    """
+    return SafeWriter(handle)

@@ -57,13 +57,18 @@ def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return data
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"not valid JSON: {name} is not a number JSON allows (a measurement is finite)")
+
+
 def loads_unique(text: str | bytes) -> Any:
-    """``json.loads`` that refuses an object naming one key twice.
+    """``json.loads`` that refuses an object naming one key twice, and ``NaN``, ``Infinity`` and ``-Infinity``
+    (Python's extension of JSON: no file isocost reads may hold them).
 
     Raises what ``json.loads`` raises (``ValueError``, ``RecursionError``) and :class:`DuplicateKeyError`
     (a ``ValueError``): for callers that turn every problem into their own description.
     """
-    return json.loads(text, object_pairs_hook=_unique_object)
+    return json.loads(text, object_pairs_hook=_unique_object, parse_constant=_no_constant)
 
 
 def json_problem(exc: BaseException) -> str:
@@ -76,6 +81,8 @@ def json_problem(exc: BaseException) -> str:
         return "not valid JSON here: nested too deeply"
     if isinstance(exc, UnicodeDecodeError):
         return f"not UTF-8 text: invalid byte(s) at byte {exc.start}"
+    if str(exc).startswith("not valid JSON: "):
+        return str(exc)
     return f"not valid JSON here: {str(exc)[:120]}"  # an integer of thousands of digits
 
 

@@ -28,6 +28,7 @@ from typing import Any
 
 from protocol.gc_pause import collection_paused
 from protocol.jsonio import DuplicateKeyError, loads_unique
+from protocol.safe_read import decoded_lines, name_invalid_lines
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,7 @@ def parse_predictions(path: Path) -> ParsedPredictions:
         data = path.read_bytes()
     except FileNotFoundError:
         return ParsedPredictions((), ("prediction file missing",))
-    text = data.decode("utf-8", errors="replace")
+    text, invalid = decoded_lines(data)  # a line of invalid UTF-8 is a malformed line, never U+FFFD in a label
     del data
     complete = text.rfind("\n") + 1  # text[:complete] is whole lines; anything after is a truncated line
     columns = _Columns()
@@ -134,7 +135,8 @@ def parse_predictions(path: Path) -> ParsedPredictions:
         lines_read = _parse_complete_lines(text, complete, columns)
     if complete < len(text):
         columns.errors.append(f"line {lines_read + 1}: truncated (no final newline)")
-    return ParsedPredictions.from_columns(columns.ids, columns.labels, columns.scores, columns.errors)
+    return ParsedPredictions.from_columns(columns.ids, columns.labels, columns.scores,
+                                          name_invalid_lines(columns.errors, invalid))
 
 
 #: Characters per chunk on the fast paths (about 60,000 runner-written lines; bounds the memory).

@@ -3,10 +3,12 @@
 Example::
 
     RAW_COLUMNS[0], RAW_COLUMNS[-1]      # ('trial_id', 'chain_sha256')
+    raw_domain("pass_s").words()          # '≥ 0, ≤ 10^9'
 """
 
 from __future__ import annotations
 
+from protocol.domains import FINITE, Domain, unit_domain
 from protocol.records import VARIANT_FIELDS
 
 #: Columns of ``raw.csv``, in order. New columns are only ever appended at the end.
@@ -44,3 +46,18 @@ RAW_COLUMNS: tuple[str, ...] = (
 #: without the Slurm block is read with those cells empty; formats 1 and 2 are refused with what to do
 #: (``runner.campaign_dir.rawtable``).
 RAW_SCHEMA_VERSION = 5
+
+#: The domain of a numeric column: by its unit (``pass_s`` seconds, ``peak_rss_bytes`` bytes, ``gpu_energy_j``
+#: joules, ``device_busy_share`` a share) or its name (``completed``, ``attempt``, ``batch_size``, ``exit_code``
+#: …: :data:`protocol.domains.QUANTITIES`, shared with spec.json, status.json and manifest.json), else the one
+#: declared here; any other number is finite (an integer, 64-bit). Every numeric cell is checked against its
+#: column's domain when read (:class:`protocol.rawrecord.RawRecord`, and the typed frame of
+#: ``runner.campaign_dir.raw_frame``): the chain proves a row unchanged, not possible.
+RAW_DOMAINS: dict[str, Domain] = {
+    "metric_value": FINITE,  # accuracy, ROUGE-L, a cosine agreement (which may be negative)
+}
+
+
+def raw_domain(column: str) -> Domain:
+    """The domain of a numeric raw.csv column: :data:`RAW_DOMAINS`, else its unit's or name's."""
+    return RAW_DOMAINS.get(column) or unit_domain(column, is_int=True)

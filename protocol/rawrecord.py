@@ -1,7 +1,9 @@
 """One row of the raw table, typed: :class:`RawRecord` has one attribute per ``raw.csv`` column.
 
 A cell is text in the file; here it is ``str``, ``int | None``, ``float | None`` or ``bool | None``
-by its column, and an empty cell is ``None`` (its reason is in ``empty_reasons``), never a zero.
+by its column, and an empty cell is ``None`` (its reason is in ``empty_reasons``), never a zero. A number
+outside its column's domain (:data:`protocol.raw_columns.RAW_DOMAINS`: ``pass_s = -5``, ``inf``, ``nan``, a
+peak of 10^30 bytes) is refused as a malformed cell: the chain proves a row unchanged, not possible.
 Text columns stay ``str`` (an empty cell is ``""``).
 
 :meth:`RawRecord.from_cells` converts every cell and keeps the cells it was read from, so
@@ -26,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from protocol.raw_columns import RAW_COLUMNS
+from protocol.raw_columns import RAW_COLUMNS, raw_domain
 from protocol.records import csv_cell
 
 
@@ -115,9 +117,12 @@ class RawRecord:
         for name, cell in zip(RAW_COLUMNS, cells, strict=True):
             convert, kind = _CONVERTERS[name]
             try:
-                values[name] = convert(cell)
+                values[name] = value = convert(cell)
             except ValueError:
                 raise ValueError(f"raw.csv column {name} of trial {cells[0]}: {cell[:40]!r} is not {kind}") from None
+            problem = _DOMAINS[name].problem(value) if name in _DOMAINS and value is not None else ""
+            if problem:
+                raise ValueError(f"raw.csv column {name} of trial {cells[0]}: {cell[:40]!r} is {problem}")
         return cls(**values, read_cells=tuple(cells))
 
     @classmethod
@@ -202,6 +207,8 @@ _INDEX = {name: index for index, name in enumerate(RAW_COLUMNS)}
 #: Column → (converter, what the cell must be).
 _CONVERTERS = {name: _READERS[kind] for name, kind in COLUMN_TYPES.items()}
 _TEXT = frozenset(name for name, kind in COLUMN_TYPES.items() if kind == "str")
+#: Numeric column → its domain (:data:`protocol.raw_columns.RAW_DOMAINS`): a cell outside it is refused when read.
+_DOMAINS = {name: raw_domain(name) for name, kind in COLUMN_TYPES.items() if kind in ("int | None", "float | None")}
 
 
 def _value(name: str, value: Any) -> Any:

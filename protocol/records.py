@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 from protocol import codec
 from protocol.codec import Schema
+from protocol.csvio import safe_cell
 
 SCHEMA_VERSION = 1
 #: Trial spec and trial status moved to version 2 (see the history above); they still read version 1.
@@ -181,14 +182,16 @@ def _status_upgrade(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def csv_cell(value: Any) -> str:
-    """One raw-table cell: empty for None, true/false, floats by repr (round-trips exactly)."""
+    """One raw-table cell: empty for None, true/false, floats by repr (round-trips exactly); a text that starts
+    like a spreadsheet formula (a trial's last log line in ``notes``) shown as text
+    (:func:`protocol.csvio.safe_cell`)."""
     if value is None:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
         return repr(value)
-    return str(value)
+    return str(safe_cell(str(value)))
 
 
 def format_reasons(reasons: dict[str, str]) -> str:

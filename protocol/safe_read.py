@@ -12,6 +12,9 @@ Every reader of user input goes through here, so that no input ends in a traceba
   the content); invalid bytes (lone surrogates included: they are invalid UTF-8) are an error
   naming the line and the byte.
 
+An output file a trial wrote (``predictions.jsonl``, ``generations.jsonl``) is read line by line with
+:func:`decoded_lines`: a line of invalid UTF-8 is a malformed line, named, never U+FFFD in an id or a text.
+
 Errors are :class:`UnreadableInput`, a :class:`~protocol.errors.UserError` that is also a
 ``ValueError`` (older callers catch that). Pure standard library.
 
@@ -25,6 +28,7 @@ from __future__ import annotations
 import io
 import os
 import stat
+from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -130,3 +134,45 @@ def check_encodable(text: str, what: str, where: str) -> str:
         raise UnreadableInput(f"{what} holds a lone surrogate ({text[exc.start:exc.end]!a}), not text",
                               where, "Fix the escape: a surrogate must be half of a pair.") from None
     return text
+
+
+def invalid_utf8_lines(data: bytes) -> list[int]:
+    """The 1-based numbers of the lines of ``data`` that are not valid UTF-8 (empty when the whole is)."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    else:
+        return []
+    bad = []
+    for number, line in enumerate(data.split(b"\n"), start=1):
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError:
+            bad.append(number)
+    return bad
+
+
+#: What an invalid line is read as (:func:`decoded_lines`): not JSON, so every reader counts it malformed.
+INVALID_LINE = "\x00"
+
+
+def decoded_lines(data: bytes) -> tuple[str, frozenset[int]]:
+    """``data`` as text, each line that is not valid UTF-8 replaced by :data:`INVALID_LINE` (never by U+FFFD
+    characters a reader would take for what the trial wrote), and the numbers of those lines."""
+    bad = invalid_utf8_lines(data)
+    if not bad:
+        return data.decode("utf-8"), frozenset()
+    lines = data.split(b"\n")
+    for number in bad:
+        lines[number - 1] = INVALID_LINE.encode()
+    return b"\n".join(lines).decode("utf-8"), frozenset(bad)
+
+
+def name_invalid_lines(errors: Sequence[str], bad: frozenset[int]) -> list[str]:
+    """``errors`` with the one a reader gave each invalid line (:func:`decoded_lines`) said as what it is."""
+    if not bad:
+        return list(errors)
+    return [f"{error.split(':')[0]}: not valid UTF-8" if error.startswith("line ") and
+            error.split(":")[0].removeprefix("line ").isdigit() and
+            int(error.split(":")[0].removeprefix("line ")) in bad else error for error in errors]

@@ -7,6 +7,8 @@ link there is refused, never written through (a link planted in a campaign direc
 ``isocost rental`` append to a system file). What is in the way is named:
 
 - a symbolic link: refused (``O_NOFOLLOW`` on the file, ``lstat`` on each directory below ``root``);
+- a hard link (a regular file with more than one name, ``st_nlink > 1``): refused, checked before the open
+  and again on the open descriptor; a hard link to a file outside is that file, and an append would land there;
 - a directory, FIFO, socket or device where a file belongs: refused without opening it for writing;
 - a path that cannot be written (permissions, a read-only disk, a missing folder): ``Error:`` naming the
   path and the flag that changes it (``fix``), never a traceback.
@@ -44,6 +46,10 @@ _FILE_MODE = 0o644
 _CHUNK = 1 << 20
 _LINK_FIX = ("isocost never writes through a symbolic link (it could point outside the directory). Remove the "
              "link, or name the real path.")
+
+
+HARD_LINK_FIX = ("isocost never writes or packs a file that has other names (a hard link: it may be a file outside "
+                 "the campaign). Make it a file of its own (cp FILE FILE.copy && mv FILE.copy FILE), or remove it.")
 
 
 class UnwritablePath(UserError, OSError):
@@ -88,6 +94,14 @@ def check_writable_target(path: Path, root: Path | None = None, fix: str = "") -
     if not stat.S_ISREG(info.st_mode):
         raise UnwritablePath(f"{path.name} is {_kind(info.st_mode)}, where isocost writes a file", str(path),
                              fix or "Move it away; isocost writes a regular file there.")
+    refuse_hard_link(path, info)
+
+
+def refuse_hard_link(path: Path, info: os.stat_result) -> None:
+    """Refuse a regular file with more than one name: a hard link is the same file as one outside the directory
+    perhaps, and writing (or packing) it would write (or pack) that file."""
+    if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+        raise UnwritablePath(f"{Path(path).name} has {info.st_nlink} hard links", str(path), HARD_LINK_FIX)
 
 
 def check_directories(directory: Path, root: Path, fix: str = "") -> None:
@@ -147,6 +161,9 @@ def open_fd(path: Path, flags: int, root: Path | None = None, fix: str = "") -> 
         os.close(fd)
         raise UnwritablePath(f"{path.name} is {_kind(info.st_mode)}, where isocost writes a file", str(path),
                              fix or "Move it away.")
+    if info.st_nlink > 1:  # linked between the check and the open
+        os.close(fd)
+        refuse_hard_link(path, info)
     os.set_blocking(fd, True)
     return fd
 

@@ -38,6 +38,7 @@ from protocol.codec import read_record, write_record  # noqa: E402
 from protocol.records import MemoryPeaks, PhaseTimes, TrialSpec, TrialStatus  # noqa: E402
 from runner.launch.base import LauncherBase, LaunchResult, TrialPaths  # noqa: E402
 from runner.launch.launcher_file import write_launcher_file  # noqa: E402
+from runner.launch.process import ProcessRecord  # noqa: E402
 
 SCRIPT = Path(__file__).resolve()
 
@@ -85,7 +86,7 @@ class FakeLauncher(LauncherBase):
         with open(paths.log, "ab") as log:
             proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
             if not os.environ.get("ISOCOST_FAKE_NO_LAUNCHER_JSON"):  # set: the host died before writing it
-                write_launcher_file(paths.trial_dir, {"pid": proc.pid, "command": command})
+                write_launcher_file(paths.trial_dir, {"pid": proc.pid, "command": command}, ProcessRecord)
             proc.wait()
         return LaunchResult(exit_code=proc.returncode, wall_s=time.monotonic() - start)
 

@@ -17,7 +17,6 @@ Example::
 
 from __future__ import annotations
 
-import csv
 import io
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from pathlib import Path
 from protocol.costing.catalog_file import BILLING_COLUMNS, CATALOG_COLUMNS, MARKET_COLUMNS, load_catalog
 from protocol.costing.plans import BILLING_HOURLY, BILLING_PER_SECOND, CATALOG_CURRENCY
 from protocol.costing.skypilot import ProviderCatalog, read_metadata, read_provider
+from protocol.csvio import csv_writer
 from protocol.errors import UserError
 from protocol.names import GPU_NAME, MAX_GPU_NAME_CHARS
 from protocol.safe_write import write_text_atomic
@@ -127,7 +127,7 @@ def gpu_name(accelerator: str) -> str:
 def _render(read: Sequence[ProviderCatalog], catalog_date: date, commits: Mapping[str, str], billing: Billing,
             source: Path) -> str:
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
+    writer = csv_writer(buffer)  # a provider, region or instance name is never a spreadsheet formula
     writer.writerow(CATALOG_COLUMNS + BILLING_COLUMNS + MARKET_COLUMNS)
     for provider in read:
         relative = _relative(Path(provider.path), source)

@@ -19,6 +19,7 @@ from typing import Any
 
 from protocol.codec import to_dict
 from protocol.costing.batch_fit import Batch
+from protocol.domains import COUNT, SECONDS
 from protocol.errors import UserError
 from protocol.jsonio import loads_unique
 from protocol.records import TrialStatus
@@ -77,14 +78,14 @@ def setup_seconds(status: dict[str, Any]) -> float | None:
 
 
 def _int(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"expected a whole number >= 0, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or COUNT.problem(value):
+        raise ValueError(f"expected a whole number {COUNT.words()}, got {value!r}")
     return value
 
 
 def _seconds(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-        raise ValueError(f"expected seconds >= 0, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or SECONDS.problem(value):
+        raise ValueError(f"expected seconds {SECONDS.words()}, got {value!r}")
     return float(value)
 
 

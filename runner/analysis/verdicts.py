@@ -13,13 +13,12 @@ Example::
 
 from __future__ import annotations
 
-import csv
 import io
 from collections.abc import Sequence
 from typing import Any
 
 from protocol import codec
-from protocol.csvio import safe_cell
+from protocol.csvio import csv_writer
 from protocol.records import VerdictsRecord
 from protocol.safe_write import write_handle
 from protocol.study import Study
@@ -79,10 +78,10 @@ def verdicts_record(campaign: Campaign, verdicts: list[dict[str, Any]], banner: 
 def verdicts_csv(verdicts: list[dict[str, Any]]) -> str:
     """verdicts.csv's text: one row per verdict, no formula cells."""
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=VERDICT_COLUMNS, extrasaction="ignore", lineterminator="\n")
-    writer.writeheader()
+    writer = csv_writer(buffer)  # no formula cells
+    writer.writerow(VERDICT_COLUMNS)
     for verdict in verdicts:
-        writer.writerow({k: safe_cell(_cell(verdict.get(k))) for k in VERDICT_COLUMNS})
+        writer.writerow(_cell(verdict.get(k)) for k in VERDICT_COLUMNS)
     return buffer.getvalue()
 
 

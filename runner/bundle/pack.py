@@ -29,7 +29,7 @@ from protocol.fingerprint import sha256_bytes, sha256_file
 from protocol.jsonio import dumps, read_json
 from protocol.paths import check_safe_name
 from protocol.records import CampaignRecord
-from protocol.safe_write import check_writable_target, make_dirs
+from protocol.safe_write import check_writable_target, make_dirs, refuse_hard_link
 from protocol.study import Study, parse_study
 from runner.bundle.records import (
     CAMPAIGN_PREFIX,
@@ -160,6 +160,8 @@ def _check_packable(root: Path, output: Path, campaign: CampaignRecord, progress
 def _campaign_sources(root: Path) -> list[PackedFile]:
     """The campaign's own files: the fixed ones, the decision and report files present, every trial file."""
     sources = [PackedFile(CAMPAIGN_PREFIX + name, disk=root / name) for name in CAMPAIGN_FILES]
+    for name in CAMPAIGN_FILES:
+        _refuse_link(root / name)
     for child in sorted(root.iterdir(), key=lambda p: p.name):
         if child.name not in CAMPAIGN_FILES and any(fnmatch.fnmatchcase(child.name, p) for p in OPTIONAL_PATTERNS):
             _refuse_link(child)
@@ -245,10 +247,16 @@ def write_deterministic_tar(output: Path, sources: Iterable[PackedFile]) -> None
 
 
 def _refuse_link(path: Path) -> None:
-    """Bundles pack bytes, never links: a link in the campaign directory is refused, not followed."""
+    """Bundles pack bytes, never links: a symbolic link in the campaign directory is refused, not followed, and
+    so is a file with another name (a hard link: perhaps a file outside the campaign)."""
     if path.is_symlink():
         raise UserError("a symbolic link is in the campaign directory", str(path),
                         "Bundles hold no links: replace it with the file it points to, or remove it.")
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    refuse_hard_link(path, info)
 
 
 def _trial_sources(root: Path) -> list[PackedFile]:

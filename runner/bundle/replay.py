@@ -8,7 +8,8 @@ writes ``replay.json`` and ``replay.md`` even when the user interrupts it.
 
 Launchers are used through their public API only: :class:`runner.launch.base.Launcher`
 (``trial_view``, ``image_fields``, ``run``, ``name``), ``TrialPaths`` and ``HostInterrupt``,
-and the launcher kinds of :mod:`runner.campaign.launcher_choice` (``replay_launcher``: each kind replays its own way).
+and the launcher kinds found by name (``replay_launcher`` of :mod:`runner.campaign.launcher_choice`: each kind
+replays its own way; ``--launcher`` offers ``original`` and every kind whose ``replay_choice`` is set).
 """
 
 from __future__ import annotations
@@ -51,9 +52,7 @@ from runner.campaign.launcher_choice import replay_launcher
 from runner.campaign_dir.layout import load_record, read_csv_rows, read_rows
 from runner.campaign_dir.seal import outputs_cell
 from runner.launch.base import HostInterrupt, Launcher, TrialPaths
-
-#: ``--launcher`` choices: the one the originals used, a local process, or the exact recorded image.
-REPLAY_LAUNCHERS = ("original", "process", "docker")
+from runner.launch.kind import kind_names
 
 
 def default_replay_dir(bundle: Path) -> Path:
@@ -81,8 +80,8 @@ def replay_bundle(
 ) -> ReplayReport:
     """Rerun trials of a verified bundle (``decision_check``: see :func:`runner.bundle.verify.verify_bundle`) and
     compare them as the study's ``quality.replay`` declares."""
-    if launcher_kind not in REPLAY_LAUNCHERS:
-        raise UserError(f"unknown launcher {launcher_kind!r}", "--launcher", f"Use one of {REPLAY_LAUNCHERS}.")
+    if launcher_kind not in (choices := kind_names(replay=True)):
+        raise UserError(f"unknown launcher {launcher_kind!r}", "--launcher", f"Use one of: {', '.join(choices)}.")
     requested = [check_safe_name(t, what="trial id", where="--trial") for t in trial_ids]
     progress(f"verifying {bundle}")
     report = verify_bundle(bundle, limits, decision_check=decision_check)

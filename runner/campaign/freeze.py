@@ -15,7 +15,6 @@ Example::
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import os
 import uuid
@@ -27,6 +26,7 @@ from protocol.codec import write_record
 from protocol.corpus import Record, check_disjoint, content_fingerprint, token_lengths
 from protocol.costing.catalog_file import load_catalog
 from protocol.costing.plans import default_catalog_path
+from protocol.csvio import csv_writer
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path, tree_files
 from protocol.raw_columns import RAW_SCHEMA_VERSION
@@ -174,7 +174,7 @@ def _write_corpus_index(path: Path, study: Study, corpus: Sequence[Record], leng
     strings, so that validation re-derives every score from the campaign directory alone."""
     fields = study_task(study).corpus_fields
     with write_handle(path, path.parent) as handle:
-        writer = csv.writer(handle, lineterminator="\n")
+        writer = csv_writer(handle)  # a label or field that starts like a formula is shown, never run
         writer.writerow(["id", "label", "n_tokens", "length_bucket", *fields])
         for record, n_tokens in zip(corpus, lengths, strict=False):
             bucket = bucket_for(n_tokens, study.length_buckets) if study.length_buckets else ""
@@ -183,7 +183,7 @@ def _write_corpus_index(path: Path, study: Study, corpus: Sequence[Record], leng
 
 def _write_schedule(path: Path, variants: tuple[Variant, ...], repetitions: int) -> None:
     with write_handle(path, path.parent) as handle:
-        writer = csv.writer(handle, lineterminator="\n")
+        writer = csv_writer(handle)
         writer.writerow(["order_index", "trial_id", "variant_id", "repetition"])
         for slot in rotated_schedule(variants, repetitions):
             writer.writerow([slot.order_index, slot.trial_id, slot.variant_id, slot.repetition])

@@ -5,7 +5,9 @@ row's cells, the evidence), then reads the same bytes into a frame, one column p
 :class:`protocol.rawrecord.RawRecord`'s fields: text as ``str`` ("" for an empty cell), integers as ``Int64``,
 numbers as ``float64`` and flags as ``boolean``, an empty cell being ``<NA>``/NaN, never a zero. A column an older
 format lacks (format 3 without the Slurm block) is there, empty. ``columns`` reads only those (a summary reads
-a dozen of the seventy). Host side only: ``protocol/`` and the trial images never import pandas.
+a dozen of the seventy). A number outside its column's domain (``pass_s = -5``, ``inf``, ``nan``, a peak
+of 10^30 bytes: :func:`protocol.raw_columns.raw_domain`) is a :class:`UserError` naming its row and
+column. Host side only: ``protocol/`` and the trial images never import pandas.
 
 Example::
 
@@ -25,7 +27,7 @@ from typing import Any
 import pandas as pd
 
 from protocol.errors import UserError
-from protocol.raw_columns import RAW_COLUMNS
+from protocol.raw_columns import RAW_COLUMNS, raw_domain
 from protocol.rawrecord import COLUMN_TYPES, RawRecord
 from runner.campaign_dir.rawtable import _EDITED_FIX, _RESUME_FIX, RawChain, check_chain
 
@@ -54,10 +56,13 @@ def typed_frame(chain: RawChain, columns: Sequence[str] | None, where: str) -> p
     if unknown:
         raise ValueError(f"unknown raw columns: {unknown}")
     try:
-        return _parse(chain, wanted)
-    except (ValueError, TypeError):
+        frame = _parse(chain, wanted)
+    except (ValueError, TypeError, OverflowError):
         _name_the_bad_cell(chain, where)
         raise
+    if not _in_domains(frame):  # a number no run can produce: the row and column named, never summarised
+        _name_the_bad_cell(chain, where)
+    return frame
 
 
 def frame_of(rows: Sequence[RawRecord], columns: Sequence[str] | None = None) -> pd.DataFrame:
@@ -98,6 +103,18 @@ def _parse(chain: RawChain, wanted: tuple[str, ...]) -> pd.DataFrame:
             frame[name] = pd.array([None] * len(frame), dtype=_dtype(name)) if COLUMN_TYPES[name] != "str" \
                 else ""
     return frame[list(wanted)]
+
+
+def _in_domains(frame: pd.DataFrame) -> bool:
+    """Whether every number of the frame lies in its column's domain (:func:`protocol.raw_columns.raw_domain`;
+    ``nan`` in a cell already failed the parse)."""
+    for name in frame.columns:
+        if COLUMN_TYPES[name] in ("int | None", "float | None"):
+            domain = raw_domain(name)
+            values = frame[name].dropna()
+            if not values.between(domain.low, domain.high).all():  # inf too: no domain reaches it
+                return False
+    return True
 
 
 def _rewrite(chain: RawChain) -> str:

@@ -18,8 +18,9 @@ from protocol.fingerprint import sha256_file
 from protocol.paths import allowed_roots
 from protocol.safe_extract import DEFAULT_MAX_MEMBERS, DEFAULT_MAX_TOTAL_BYTES, ExtractLimits
 from runner.bundle.pack import create_bundle
-from runner.bundle.replay import REPLAY_LAUNCHERS, replay_bundle
+from runner.bundle.replay import replay_bundle
 from runner.bundle.verify import verify_bundle
+from runner.cli.launcher_flags import launcher_choice
 from runner.decision.rederive import decision_findings
 
 #: Exit status when a bundle does not verify or a replay does not match (UserErrors exit 2).
@@ -133,10 +134,7 @@ def verify(bundle_file: Path, show_all: bool, as_json: bool, max_expanded_bytes:
 @click.option("--inputs", "inputs_dir", type=click.Path(path_type=Path, file_okay=False, exists=True), default=None,
               help="Folder holding the corpus file and the model directory under their original names, for a "
                    "bundle made without --include-inputs (default: the paths the campaign used).")
-@click.option("--launcher", "launcher_kind", type=click.Choice(REPLAY_LAUNCHERS), default="original",
-              show_default=True,
-              help="original: the launcher the trials ran with (the exact image digest for containers). process: "
-                   "run locally even if the original used an image (reported as not exact).")
+@launcher_choice("replay")
 @click.option("--allowed-root", "allowed", multiple=True, type=click.Path(path_type=Path, file_okay=False),
               help="Read inputs only under this folder (repeatable; adds to ISOCOST_ALLOWED_ROOTS).")
 @_with_limits

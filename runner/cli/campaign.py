@@ -17,10 +17,10 @@ from protocol.names import check_image_reference
 from protocol.study import Study, load_study
 from runner.analysis.summary import summarize_campaign
 from runner.analysis.verdicts import derive_verdicts, write_verdicts
-from runner.campaign.launcher_choice import LAUNCHER_KINDS, choose_launcher
+from runner.campaign.launcher_choice import choose_launcher
 from runner.campaign.run import rental_from_options, run_campaign
 from runner.campaign_dir.campaign import open_campaign
-from runner.cli.launcher_flags import launcher_flags, launcher_values
+from runner.cli.launcher_flags import launcher_choice, launcher_flags, launcher_values, refuse_with_hosts
 
 
 def _progress(message: str) -> None:
@@ -36,10 +36,7 @@ def _sigterm_as_interrupt(signum: int, frame: FrameType | None) -> None:
 @click.option("--out", "out", type=click.Path(path_type=Path, file_okay=False), required=True,
               help="Results directory (new or empty; with --resume, the interrupted campaign's).")
 @click.option("--resume", is_flag=True, help="Continue an interrupted campaign in --out; refused if the study changed.")
-@click.option("--launcher", "launcher_kind", type=click.Choice(LAUNCHER_KINDS), default="auto", show_default=True,
-              help="auto: a container of the study stack's pinned image when an engine answers and an image is "
-                   "known (images/images.lock or --image), else a local process, with a notice. slurm: each trial "
-                   "one Slurm job (the --slurm-* options; docs/slurm.md).")
+@launcher_choice("run")
 @click.option("--image", "image", metavar="REF", default=None,
               help="Run exactly this image: REPO@sha256:… (pulled if absent) or an image ID (sha256:…).")
 @click.option("--gpu", default=None, metavar="GPU",
@@ -84,9 +81,7 @@ def run(study: Path, out: Path, resume: bool, launcher_kind: str, image: str | N
     """
     options = launcher_values(launcher_args)
     if host_options or hosts_file or (resume and (out / "hosts.json").is_file()):
-        if launcher_kind == "slurm" or any(v not in (None, ()) for v in options.get("slurm", {}).values()):
-            raise UserError("--host drives Docker engines; a Slurm cluster is one --launcher slurm campaign",
-                            "--host", "Drop --host/--hosts-file, or --launcher slurm and the --slurm-* options.")
+        refuse_with_hosts(launcher_kind, options)
         _run_hosts(study, out, resume, launcher_kind, image, gpu, lots, acknowledge_seen_corpus, allowed_root,
                    host_options, hosts_file, ledger)
         return
@@ -140,9 +135,6 @@ def _run_hosts(study: Path, out: Path, resume: bool, launcher_kind: str, image: 
     from runner.hosts.record import load_hosts_json
     from runner.hosts.spec import merge_hosts
 
-    if launcher_kind == "process":
-        raise UserError("--host runs trials in containers on each host's engine", "--launcher process",
-                        "Drop --launcher process (or --host).")
     if gpu or lots:
         raise UserError("--gpu/--lots name one host's plan", "--host",
                         "Give each host its rental in a hosts file (rental = { gpu = \"rtx-4090\", lots = 1 }).")

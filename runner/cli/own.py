@@ -19,9 +19,8 @@ from protocol.study_records import STACKS
 from protocol.tasks import all_tasks, task_names
 from protocol.tasks.base import InitOption
 from protocol.tuning import MIN_TUNING_INPUTS, WORST_CASE_INPUTS
-from runner.campaign.launcher_choice import LAUNCHER_KINDS
 from runner.campaign_dir.rentals import RENTALS_FILE, record_rental
-from runner.cli.launcher_flags import launcher_flags, launcher_values
+from runner.cli.launcher_flags import launcher_choice, launcher_flags, launcher_values
 
 _FILE = click.Path(path_type=Path, dir_okay=False)
 TASKS = task_names()
@@ -127,10 +126,7 @@ def tune(study: Path, ledger: Path | None, dry_run: bool) -> None:
                    "for GPU stacks).")
 @click.option("--ledger", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Ledger directory of seen corpora (default: .isocost/ next to the study).")
-@click.option("--launcher", "launcher_kind", type=click.Choice(LAUNCHER_KINDS), default="auto", show_default=True,
-              help="Check the launcher `isocost run` would use with the same --launcher (docker: the image is known "
-                   "and the container's user can read the inputs; slurm: the cluster answers and has the partition, "
-                   "GPUs and node asked for).")
+@launcher_choice("check")
 @click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="The --out `isocost run` will be given: it must be new, or empty.")
 @click.option("--image", metavar="REF", default=None, help="The --image `isocost run` will be given.")

@@ -9,13 +9,12 @@ Example::
 
 from __future__ import annotations
 
-import csv
 import html
 import io
 from collections.abc import Sequence
 from typing import Any
 
-from protocol.csvio import safe_cell
+from protocol.csvio import csv_writer
 from protocol.decision.agreement import AgreementMatrix, PairAgreement
 from protocol.names import markdown_text
 
@@ -105,13 +104,13 @@ MATRIX_COLUMNS = ("row", "column", "share_equal", "min_share_equal", "metric_dif
 def matrix_csv(matrix: AgreementMatrix) -> str:
     """One CSV row per ordered pair (formula-like cells neutralised)."""
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
+    writer = csv_writer(buffer)
     writer.writerow(MATRIX_COLUMNS)
     flags = " ".join(matrix.flags or ())  # a campaign run with the test-only fault hook: on every row
     for cell in matrix.cells:
         values = [cell.row, cell.column, cell.share_equal, cell.min_share_equal, cell.metric_difference,
                   cell.ids_differ, " ".join(cell.examples), cell.reason, flags]
-        writer.writerow(["" if v is None else safe_cell(v) for v in values])
+        writer.writerow(values)
     return buffer.getvalue()
 
 

@@ -11,12 +11,11 @@ Example: ``render_csv(decision).splitlines()[0]`` starts with ``configuration_id
 
 from __future__ import annotations
 
-import csv
 import io
 from typing import Any
 
 from protocol.costing.job_cost import JobConfiguration
-from protocol.csvio import safe_row
+from protocol.csvio import csv_writer
 from protocol.decision.rank import Configuration, Decision
 from runner.campaign_dir.fault_hooks import FAULT_HOOK_BANNER
 from runner.decision.market_memo import MARKET_COLUMNS, market_cells
@@ -34,7 +33,7 @@ def render_csv(decision: Decision) -> str:
     job = decision.job
     by_id = {} if job is None else {c.configuration_id: c for c in job.configurations}
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    writer = csv_writer(out)
     market = decision.market
     writer.writerow(COLUMNS + (MARKET_COLUMNS if market is not None else ()))
     hooks = {r.campaign_id: " ".join(note for note in r.notes if note.startswith(FAULT_HOOK_BANNER))
@@ -42,7 +41,7 @@ def render_csv(decision: Decision) -> str:
     for c in decision.configurations:
         row = [*_row(c, by_id.get(c.configuration_id), with_job=job is not None), hooks.get(c.campaign_id, "")]
         row += market_cells(market, c.configuration_id) if market is not None else []
-        writer.writerow(safe_row("" if v is None else v for v in row))
+        writer.writerow(row)  # None: an empty cell; a formula-like text shown as text
     return out.getvalue()
 
 

@@ -15,8 +15,10 @@ A launcher (process, docker, remote docker, Slurm) is a plugin: the campaign, re
   host CLI (a process, a container, a Slurm job), so it writes nothing after its row;
 - ``summary()`` and ``check_line()`` what ``isocost run`` and ``isocost check`` print about it.
 
-:class:`LauncherBase` gives every method a default; :class:`LauncherOption` is one command-line
-option a launcher kind takes (``--slurm-partition`` …).
+:class:`LauncherBase` gives every method a default (its leftover stop is :mod:`runner.launch.leftover`). The
+records passed to and from a launcher (:class:`TrialPaths`, :class:`LaunchResult` …) are
+:mod:`runner.launch.result`'s, and what a kind says of itself (its name, options, choice, replay, launcher.json
+record) is :mod:`runner.launch.kind`'s; all are importable from here.
 
 Example::
 
@@ -29,66 +31,15 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from runner.launch.kind import LauncherOption
+from runner.launch.leftover import stop_leftover as stop_trial_leftover
+from runner.launch.result import HostInterrupt, LaunchResult, Placement, TrialPaths
+
 if TYPE_CHECKING:
     from protocol.study import Study
-
-
-@dataclass(frozen=True)
-class TrialPaths:
-    """Host-side paths of one trial. The launcher maps them into the trial's view."""
-
-    trial_dir: Path  # spec.json, predictions.jsonl, manifest.json, status.json, trial.log
-    corpus: Path
-    model: Path
-
-    @property
-    def log(self) -> Path:
-        return self.trial_dir / "trial.log"
-
-
-@dataclass(frozen=True)
-class Placement:
-    """Where a cluster scheduler put one trial (launchers without a scheduler leave it out).
-
-    ``queue_s``: submitted → started; ``node``, ``job_id`` and ``allocated_gpu`` (the scheduler's
-    card index or indices, with the card's UUID when it was read inside the job).
-    """
-
-    queue_s: float | None = None
-    node: str = ""
-    job_id: str = ""
-    allocated_gpu: str = ""
-
-
-@dataclass(frozen=True)
-class LaunchResult:
-    """What the host saw from the outside. The trial's own account is in status.json."""
-
-    exit_code: int | None
-    timed_out: bool = False
-    interrupted: bool = False  # the host stopped it (Ctrl-C on the host CLI)
-    oom_killed: bool = False  # the kernel/engine killed it for memory
-    launch_overhead_s: float | None = None  # launch until the trial's own clock started
-    wall_s: float | None = None
-    image_id: str = ""
-    image_digest: str = ""
-    notes: tuple[str, ...] = field(default_factory=tuple)
-    placement: Placement | None = None
-
-
-@dataclass(frozen=True)
-class LauncherOption:
-    """One option of a launcher kind: ``--<kind>-<name> METAVAR`` (``kind`` is the value's type: str or float)."""
-
-    name: str
-    metavar: str
-    help: str
-    multiple: bool = False
-    kind: str = "str"
 
 
 class Launcher(Protocol):
@@ -172,9 +123,7 @@ class LauncherBase:
         return []
 
     def stop_leftover(self, trial_dir: Path) -> LaunchResult | None:
-        from runner.launch.leftover import stop_leftover
-
-        stop_leftover(trial_dir)
+        stop_trial_leftover(trial_dir)
         return None
 
     def summary(self) -> str:
@@ -198,9 +147,5 @@ def placement_values(launcher: str, result: LaunchResult) -> tuple[dict[str, Any
     return values, {name: why for name, why in reasons.items() if values[name] is None}
 
 
-class HostInterrupt(Exception):
-    """The user interrupted the host CLI while a trial ran; carries that trial's result."""
-
-    def __init__(self, result: LaunchResult) -> None:
-        super().__init__("interrupted")
-        self.result = result
+__all__ = ["HostInterrupt", "LaunchResult", "Launcher", "LauncherBase", "LauncherOption", "Placement", "TrialPaths",
+           "placement_values"]

@@ -12,21 +12,24 @@ The local launcher (:mod:`runner.launch.docker`) and the shipping launcher
   launcher.json named it);
 - :func:`finish_trial`: the record written, the exit code and OOM state read, the
   :class:`~runner.launch.base.LaunchResult` built (and :class:`HostInterrupt` raised when the host
-  stopped the trial).
+  stopped the trial);
+- :class:`DockerRecord`: the Docker kind's launcher.json (local and remote engines).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from protocol.codec import OMIT_NONE, Schema
 from protocol.errors import UserError
 from protocol.records import read_status
 from protocol.safe_write import write_binary
-from runner.launch.base import HostInterrupt, LaunchResult
 from runner.launch.engine import docker_sdk
-from runner.launch.launcher_file import write_launcher_file
+from runner.launch.launcher_file import launcher_schema, write_launcher_file
+from runner.launch.result import HostInterrupt, LaunchResult
 
 #: Where the trial sees its inputs and its output directory.
 CONTAINER_IN = "/in"
@@ -38,6 +41,35 @@ TRIAL_DIR_LABEL = "org.isocost.trial_dir"
 
 #: The parts of the engine's ``State`` a trial's launcher.json keeps.
 STATE_FIELDS = ("Status", "ExitCode", "OOMKilled", "Error", "StartedAt", "FinishedAt")
+
+
+def _kept() -> Any:
+    return field(default=None, metadata=OMIT_NONE)
+
+
+@dataclass(frozen=True)
+class DockerRecord:
+    """A trial container's launcher.json: the image, user, limits, times, container, the engine's state and the
+    outcome; a remote engine adds ``host``, ``host_url``, ``engine_id``, ``volume`` and ``transfer``."""
+
+    kind: str = "docker"
+    image_ref: str | None = _kept()
+    image_id: str | None = _kept()
+    user: str | None = _kept()
+    limits: dict[str, Any] | None = _kept()
+    times: dict[str, str] | None = _kept()
+    container_id: str | None = _kept()
+    container_name: str | None = _kept()
+    state: dict[str, Any] | None = _kept()
+    outcome: dict[str, Any] | None = _kept()
+    error: str | None = _kept()
+    not_saved: str | None = _kept()
+    host: str | None = _kept()
+    host_url: str | None = _kept()
+    engine_id: str | None = _kept()
+    volume: str | None = _kept()
+    transfer: dict[str, Any] | None = _kept()
+    CODEC: ClassVar[Schema] = launcher_schema("docker")
 
 
 def now_iso() -> str:
@@ -83,11 +115,11 @@ def collect_container(container: Any, log_path: Path) -> dict[str, Any]:
     return {key: raw.get(key) for key in STATE_FIELDS}
 
 
-def save_record(trial_dir: Path, record: dict[str, Any]) -> None:
+def save_record(trial_dir: Path, record: dict[str, Any], record_type: type = DockerRecord) -> None:
     """Write launcher.json; a full disk must not lose the trial's row (the failure goes into its notes)."""
     record.pop("not_saved", None)
     try:
-        write_launcher_file(trial_dir, record)
+        write_launcher_file(trial_dir, record, record_type)
     except OSError as exc:
         record["not_saved"] = f"launcher.json not written: {exc.strerror}"
 

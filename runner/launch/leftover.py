@@ -49,7 +49,7 @@ def _recorded_container(trial_dir: Path) -> str:
         record = read_launcher_file(trial_dir)
     except UserError:  # the container is still found by the trial-directory label
         return ""
-    return (record.container_id or "") if record is not None else ""
+    return str(getattr(record, "container_id", None) or "")  # a container launcher's record names it
 
 
 def _kill(pid: int) -> None:

@@ -1,4 +1,13 @@
-"""Process launcher: each trial in a fresh Python interpreter on this host."""
+"""Process launcher: each trial in a fresh Python interpreter on this host.
+
+Its kind (name, choice, replay) is :mod:`runner.launch.kinds.process`; its launcher.json record is
+:class:`ProcessRecord`: the ``pid`` and ``command`` of the trial's process (written for forensics; a leftover
+process is found by its command line, never by this pid).
+
+Example::
+
+    ProcessLauncher().run(TrialPaths(trial_dir, corpus, model), timeout_s=600.0)
+"""
 
 from __future__ import annotations
 
@@ -7,12 +16,15 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, ClassVar
 
+from protocol.codec import OMIT_NONE, Schema
 from protocol.safe_write import write_binary
 from runner.campaign_dir.rawtable import HOST_STOP_NOTE
 from runner.launch.base import HostInterrupt, LauncherBase, LaunchResult, TrialPaths
-from runner.launch.launcher_file import write_launcher_file
+from runner.launch.launcher_file import launcher_schema, write_launcher_file
 from runner.trial.measure import clock
 
 #: Environment variables a trial may inherit; everything else is dropped.
@@ -42,6 +54,20 @@ ENV_FIXED = {
 }
 
 _KILL_GRACE_S = 10.0
+
+
+def _kept() -> Any:
+    return field(default=None, metadata=OMIT_NONE)
+
+
+@dataclass(frozen=True)
+class ProcessRecord:
+    """The process launcher's launcher.json: the trial's process id and command line."""
+
+    kind: str = "process"
+    pid: int | None = _kept()
+    command: tuple[str, ...] | None = _kept()
+    CODEC: ClassVar[Schema] = launcher_schema("process")
 
 
 def trial_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -88,7 +114,7 @@ class ProcessLauncher(LauncherBase):
             notes = []
             try:
                 try:
-                    write_launcher_file(paths.trial_dir, {"pid": proc.pid, "command": command})
+                    write_launcher_file(paths.trial_dir, {"pid": proc.pid, "command": command}, ProcessRecord)
                 except OSError as exc:  # forensics only: a leftover trial is found by its command line
                     notes.append(f"launcher.json not written: {exc.strerror}")
                 proc.wait(timeout=timeout_s)

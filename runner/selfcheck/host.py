@@ -32,6 +32,7 @@ from protocol.errors import UserError
 from protocol.jsonio import write_text_atomic
 from protocol.labels import check_labels
 from protocol.records import TrialSpec
+from protocol.safe_write import write_binary
 from protocol.selfcheck import (
     CHECK_NAMES,
     OOM_FAULT,
@@ -104,7 +105,7 @@ def run_checks(request: Request) -> tuple[int | None, bool]:
     if os.environ.get("LD_LIBRARY_PATH"):  # where some GPU hosts keep the driver's libcuda (trials drop it)
         extra["LD_LIBRARY_PATH"] = os.environ["LD_LIBRARY_PATH"]
     env = trial_env(extra)
-    with open(request.out / "selfcheck.log", "wb") as log:
+    with write_binary(request.out / "selfcheck.log", request.out) as log:  # never through a link
         proc = subprocess.Popen(check_command(request), stdout=log, stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True)
         try:

@@ -414,7 +414,7 @@ def file_fields() -> dict[str, set[str]]:
     from protocol.tasks.generation.outputs import KEYS as GENERATION_KEYS
     from runner.campaign_dir.appendlog import CHAIN_KEY
     from runner.campaign_dir.rentals import RentalRecord
-    from runner.launch.launcher_file import LauncherFile
+    from runner.launch.kind import launcher_kinds
     from runner.trial.batches import batch_record
 
     return {
@@ -425,7 +425,7 @@ def file_fields() -> dict[str, set[str]]:
         "rentals.jsonl": _dataclass_fields(RentalRecord) | {CHAIN_KEY},
         "events.jsonl": _dataclass_fields(CampaignEvent) | {CHAIN_KEY},
         "manifest.json": _dataclass_fields(Manifest),
-        "launcher.json": _dataclass_fields(LauncherFile),
+        "launcher.json": set().union(*(_dataclass_fields(k.record) for k in launcher_kinds().values())),
         "batches.jsonl": set(batch_record(0, [0], [{"input_ids": [1]}], ["all"], 0.1, None)),
         "raw.csv": set(RAW_COLUMNS),
         "generations.jsonl": set(GENERATION_KEYS),

@@ -75,11 +75,14 @@ def test_a_newer_catalog_never_re_prices_in_place(tmp_path: Path, study_text: Ca
     root = write_campaign(tmp_path / "h100", study_text(minimum=0.5), {"batch_size=1": ["ok"]},
                           trial_texts={"manifest.json": _manifest("NVIDIA H100 80GB HBM3", 85_520_809_984)})
     out = tmp_path / "decision"  # decide writes under --out only
-    assert run("decide", str(root), "--out", str(out), "--market", str(_market(tmp_path / "old.csv", "2026-11-01", "3.00"))).exit_code == 0
+    assert run("decide", str(root), "--out", str(out), "--market",
+               str(_market(tmp_path / "old.csv", "2026-11-01", "3.00"))).exit_code == 0
     first = {name: (out / name).read_bytes() for name in ("decision.json", "decision.md", "report.html")}
-    again = run("decide", str(root), "--out", str(out), "--market", str(_market(tmp_path / "old2.csv", "2026-11-01", "3.50")))
+    again = run("decide", str(root), "--out", str(out), "--market",
+               str(_market(tmp_path / "old2.csv", "2026-11-01", "3.50")))
     assert again.exit_code == 0 and "earlier decision" not in again.stdout  # same dates: the same pricing, in place
-    newer = run("decide", str(root), "--out", str(out), "--market", str(_market(tmp_path / "new.csv", "2026-11-20", "2.00")))
+    newer = run("decide", str(root), "--out", str(out), "--market",
+               str(_market(tmp_path / "new.csv", "2026-11-20", "2.00")))
     assert newer.exit_code == 0, newer.output
     stamp = "2026-09-24_2026-11-20"
     assert (out / f"decision-priced-{stamp}.json").exists() and (out / f"report-priced-{stamp}.html").exists()

@@ -113,7 +113,7 @@ def test_a_file_is_read_strictly(tmp_path: Path) -> None:
 
 
 _text = st.text(max_size=8)
-_inner = st.builds(Inner, st.none() | st.floats(allow_nan=False, allow_infinity=False), st.integers())
+_inner = st.builds(Inner, st.none() | st.floats(0, 10**9), st.integers())  # load_s: seconds (protocol.domains)
 
 
 @given(st.builds(Outer, _text, _inner, st.booleans(), st.lists(_text).map(tuple),
@@ -122,3 +122,38 @@ _inner = st.builds(Inner, st.none() | st.floats(allow_nan=False, allow_infinity=
                  st.sampled_from(["a", "b"]), st.lists(_inner), st.none() | _inner))
 def test_any_record_round_trips(record: Outer) -> None:
     assert codec.from_dict(Outer, json.loads(json.dumps(codec.to_dict(record)))) == record
+
+
+@pytest.mark.parametrize(("data", "what"), [
+    ({"load_s": -5}, "key 'load_s' is -5.0: outside its domain (≥ 0, ≤ 10^9)"),
+    ({"load_s": 1e300}, "key 'load_s' is 1e+300: outside its domain"),
+    ({"load_s": float("inf")}, "key 'load_s' must be a number or null, got inf"),
+    ({"load_s": float("nan")}, "key 'load_s' must be a number or null, got nan"),
+])
+def test_a_number_outside_its_units_domain_is_refused_naming_the_key(data, what):
+    """Issue 38 class 2: a sealed file is unchanged, not possible; a value no run produces is refused when read."""
+    with pytest.raises(UserError) as caught:
+        codec.from_dict(Inner, data, "status.json")
+    assert what in str(caught.value) and "status.json" in str(caught.value)
+
+
+def test_a_field_declares_its_own_domain():
+    from dataclasses import field
+
+    from protocol.domains import POSITIVE
+
+    @dataclass(frozen=True)
+    class Lots:
+        lots: int = field(default=1, metadata=codec.options(domain=POSITIVE))
+
+    assert codec.from_dict(Lots, {"lots": 3}).lots == 3
+    with pytest.raises(UserError, match=r"key 'lots' is 0: outside its domain \(≥ 1"):
+        codec.from_dict(Lots, {"lots": 0})
+
+
+def test_json_nan_and_infinity_are_refused_by_the_strict_reader():
+    from protocol.jsonio import parse_json
+
+    for text in ('{"load_s": NaN}', '{"load_s": Infinity}', '[-Infinity]'):
+        with pytest.raises(UserError, match="is not a number JSON allows"):
+            parse_json(text, "status.json")

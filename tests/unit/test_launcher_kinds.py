@@ -1,4 +1,4 @@
-"""The launcher as a plugin: kinds registered by name, each with its options, choice and replay; every
+"""The launcher as a plugin: kinds found by name, each with its options, choice and replay; every
 launcher's life behind one interface (no cluster or engine needed here)."""
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ import pytest
 from click.testing import CliRunner
 
 from protocol.errors import UserError
-from runner.campaign.launcher_choice import KINDS, LAUNCHER_KINDS, choose_launcher, launcher_options, replay_launcher
+from runner.campaign.launcher_choice import choose_launcher, launcher_options, replay_launcher
 from runner.cli import main
 from runner.launch.base import LauncherBase, LaunchResult, placement_values
+from runner.launch.kind import kind_names, launcher_kinds
 from runner.launch.process import ProcessLauncher
 
 
@@ -24,8 +25,10 @@ def study(tmp_path: Path, study_text) -> Path:
     return path
 
 
-def test_every_kind_is_registered_and_auto_chooses_among_them():
-    assert set(KINDS) == set(LAUNCHER_KINDS) - {"auto"} == {"process", "docker", "slurm"}
+def test_every_kind_is_found_and_auto_chooses_among_them():
+    assert list(launcher_kinds()) == ["process", "docker", "slurm"]
+    assert kind_names(auto=True) == ("auto", "process", "docker", "slurm")
+    assert kind_names(replay=True) == ("original", "process", "docker")
     names = [option.name for option in launcher_options()["slurm"]]
     assert names[:5] == ["partition", "account", "qos", "gres", "gpus"] and "shared" in names
 
@@ -82,3 +85,22 @@ def test_placement_cells_are_empty_with_a_reason_without_a_scheduler():
     values, reasons = placement_values("process", LaunchResult(exit_code=0))
     assert values == {"queue_s": None, "node": None, "job_id": None, "allocated_gpu": None}
     assert reasons["queue_s"] == "launcher 'process' has no scheduler queue"
+
+
+def test_a_broken_launcher_folder_is_an_error_with_the_fix(study, tmp_path, monkeypatch):
+    monkeypatch.setenv("ISOCOST_LAUNCHERS_PATH", str(tmp_path / "missing"))
+    result = CliRunner().invoke(main, ["run", str(study), "--out", str(tmp_path / "out"), "--launcher", "process"])
+    assert result.exit_code == 2 and "is not a directory (ISOCOST_LAUNCHERS_PATH)" in result.output
+    folder = tmp_path / "launchers"
+    (folder / "no_kind").mkdir(parents=True)
+    (folder / "no_kind" / "__init__.py").write_text("KIND = 1\n")
+    monkeypatch.setenv("ISOCOST_LAUNCHERS_PATH", str(folder))
+    with pytest.raises(UserError, match="defines no KIND"):
+        launcher_kinds()
+    (folder / "no_kind" / "__init__.py").write_text(
+        "from runner.launch.kinds.process import KIND as PROCESS\nKIND = PROCESS\n")
+    with pytest.raises(UserError, match="is not a usable name for package no_kind"):
+        launcher_kinds()
+    (folder / "no_kind").rename(folder / "process")
+    with pytest.raises(UserError, match="two launcher packages are named 'process'"):
+        launcher_kinds()

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from runner.launch import leftover
+from runner.launch.container import DockerRecord
 from runner.launch.launcher_file import write_launcher_file
 
 
@@ -20,7 +21,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Path, str]]:
 
 
 def test_a_container_named_in_launcher_json_is_removed(tmp_path: Path, calls) -> None:
-    write_launcher_file(tmp_path, {"container_id": "abc123"})
+    write_launcher_file(tmp_path, {"container_id": "abc123"}, DockerRecord)
     leftover.stop_leftover(tmp_path)
     assert calls == [(tmp_path, "abc123")]
 

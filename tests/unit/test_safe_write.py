@@ -134,3 +134,22 @@ def test_a_cut_last_line_is_kept_aside_by_the_next_append(tmp_path: Path) -> Non
     assert side == tmp_path / "events.jsonl.partial-1" and side.read_bytes() == b'{"at": "2", "ev'
     assert [e["event"] for e in read_log(path, "events.jsonl", chained=True).entries] == ["a", "b"]
     assert quarantine_cut(path) is None  # nothing cut now
+
+
+def _hard_link(path: Path, target: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.link(target, path)
+    return path
+
+
+@pytest.mark.parametrize("writer", list(WRITERS), ids=list(WRITERS))
+def test_no_writer_writes_a_file_hard_linked_outside(tmp_path: Path, outside: Path, writer: str) -> None:
+    """Issue 38 class 4: a hard link is a second name of the outside file; writing it writes there."""
+    root = tmp_path / "campaign"
+    outside.write_bytes(b"")  # the named case: rentals.jsonl hard-linked to an empty file outside the campaign
+    link = _hard_link(root / "raw.csv", outside)
+    with pytest.raises(UserError, match="raw.csv has 2 hard links"):
+        WRITERS[writer](link, root)
+    assert outside.read_bytes() == b""
+    assert os.stat(link).st_nlink == 2  # refused, not replaced
+

@@ -36,6 +36,7 @@ from protocol.tasks.embedding.init import EMBEDDING_INIT
 from protocol.tasks.embedding.keys import STUDY_KEYS
 from protocol.tasks.embedding.queries import Query
 from protocol.tasks.embedding.vector_file import VectorFile, read_vectors
+from protocol.tasks.output_checks import norm_problems
 from protocol.validate import Agreement, PassCheck, check_ids, id_problems
 
 VECTORS, VECTOR_IDS = "vectors.f32", "vector_ids.jsonl"
@@ -94,8 +95,9 @@ class EmbeddingPass:
         return self._scores[metric]
 
 
-def _shape_problems(outputs: EmbeddingPass, reference: EmbeddingReference) -> list[str]:
-    """Dimension, finiteness and the query vectors: what makes the vectors unusable beyond their ids."""
+def _shape_problems(outputs: EmbeddingPass, reference: EmbeddingReference, normalized: bool = False) -> list[str]:
+    """Dimension, finiteness, the norm a normalising study declares (:mod:`protocol.tasks.output_checks`) and the
+    query vectors: what makes the vectors unusable beyond their ids."""
     import numpy as np
 
     problems = []
@@ -107,18 +109,22 @@ def _shape_problems(outputs: EmbeddingPass, reference: EmbeddingReference) -> li
             if bad.any():
                 first = found.ids[int(np.argmax(bad))]
                 problems.append(f"{what}: {int(bad.sum())} vector(s) with NaN or inf values, e.g. id {first!r}")
+            elif normalized:
+                problems += norm_problems(found.vectors, found.ids, what)
     if outputs.queries.ids != reference.query_ids and not outputs.queries.problems:
         problems.append(f"query vectors: {len(outputs.queries.ids)} query ids, not the study's "
                         f"{len(reference.query_ids)} queries in order")
     return problems
 
 
-def check_pass(outputs: EmbeddingPass, reference: EmbeddingReference, metric: str, minimum: float) -> PassCheck:
-    """The verdict on one pass: ids, shape, finite values, query vectors, and the retrieval metric ≥ minimum."""
+def check_pass(outputs: EmbeddingPass, reference: EmbeddingReference, metric: str, minimum: float,
+               normalized: bool = False) -> PassCheck:
+    """The verdict on one pass: ids, shape, finite values (of norm 1 where the study normalises: ``normalized``),
+    query vectors, and the retrieval metric ≥ minimum."""
     ids = check_ids(outputs.ids, reference.ids)
     format_errors = outputs.format_errors
     reasons = id_problems(format_errors, ids)
-    shape = _shape_problems(outputs, reference) if not format_errors else []
+    shape = _shape_problems(outputs, reference, normalized) if not format_errors else []
     reasons += shape
     complete = not reasons
     metric_value: float | None = None
@@ -246,7 +252,8 @@ class SentenceEmbedding:
                              read_vectors(trial_dir / QUERY_VECTORS, trial_dir / QUERY_IDS, "query vectors"))
 
     def check_pass(self, outputs: EmbeddingPass, reference: EmbeddingReference, study: Any) -> PassCheck:
-        return check_pass(outputs, reference, study.quality.metric, study.quality.minimum)
+        return check_pass(outputs, reference, study.quality.metric, study.quality.minimum,
+                          getattr(study, "task_options", {}).get("normalize") is True)
 
     def agreement(self, candidate: EmbeddingPass, reference: EmbeddingPass, study: Any) -> Agreement:
         minimum = study.quality.extra.get("min_cosine", KEYS["quality.min_cosine"].value)

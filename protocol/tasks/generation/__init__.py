@@ -47,6 +47,7 @@ from protocol.tasks.generation.outputs import (
     read_vocab_size,
 )
 from protocol.tasks.generation.scores import NORMALISATIONS, SCORES, score_one
+from protocol.tasks.output_checks import text_problems
 from protocol.validate import Agreement, PassCheck, check_ids, id_problems
 
 __all__ = ["GENERATION", "GenerationReference", "TextGeneration", "compare_generations", "decode_index_field"]
@@ -99,7 +100,8 @@ def check_generation_pass(outputs: ParsedGenerations, reference: GenerationRefer
     options, quality = study.task_options, study.quality
     ids = check_ids(outputs.ids, reference.ids, reference.references)
     format_errors = [*outputs.format_errors,
-                     *range_problems(outputs, int(options["max_new_tokens"]), int(options["top_k"]))]
+                     *range_problems(outputs, int(options["max_new_tokens"]), int(options["top_k"])),
+                     *text_problems(outputs.items, getattr(getattr(study, "model", None), "path", None))]
     reasons = id_problems(format_errors, ids)
     metric_value: float | None = None
     subgroups: dict[str, dict[str, float]] = {}

@@ -25,6 +25,7 @@ from protocol.codec import read_record
 from protocol.errors import UserError
 from protocol.jsonio import DuplicateKeyError, loads_unique
 from protocol.manifest import Manifest
+from protocol.safe_read import decoded_lines
 
 OUTPUT_FILE = "generations.jsonl"
 KEYS = frozenset({"id", "tokens", "text", "n_tokens", "top_ids", "top_logprobs"})
@@ -77,7 +78,7 @@ def read_vocab_size(manifest: Path) -> int | None:
 def parse_generations(path: Path, vocab_size: int | None) -> ParsedGenerations:
     """Read ``generations.jsonl``; malformed lines are counted and described, never fatal."""
     try:
-        text = path.read_bytes().decode("utf-8", errors="replace")
+        text, invalid = decoded_lines(path.read_bytes())  # an invalid byte is a malformed line, never U+FFFD
     except FileNotFoundError:
         return ParsedGenerations((), (f"{OUTPUT_FILE} missing",), vocab_size)
     complete = text.rfind("\n") + 1
@@ -85,6 +86,9 @@ def parse_generations(path: Path, vocab_size: int | None) -> ParsedGenerations:
     errors: list[str] = []
     lines = text[:complete].split("\n")[:-1] if complete else []
     for number, line in enumerate(lines, start=1):
+        if number in invalid:
+            errors.append(f"line {number}: not valid UTF-8")
+            continue
         try:
             item = loads_unique(line)
         except DuplicateKeyError as exc:

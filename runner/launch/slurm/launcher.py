@@ -39,6 +39,7 @@ from protocol import codec
 from protocol.codec import read_record
 from protocol.errors import UserError
 from protocol.records import CampaignRecord, TrialSpec
+from protocol.safe_write import write_text_atomic
 from runner.campaign_dir.layout import CampaignPaths, log_event, now_iso
 from runner.campaign_dir.rawtable import HOST_STOP_NOTE
 from runner.launch.base import HostInterrupt, LauncherBase, LaunchResult, Placement, TrialPaths
@@ -49,6 +50,7 @@ from runner.launch.slurm.commands import SlurmCommands
 from runner.launch.slurm.jobs import JobInfo, iso_seconds_between, job_end, slurm_seconds_between
 from runner.launch.slurm.options import SlurmOptions
 from runner.launch.slurm.preflight import check_cluster, run_preflight, shared_inputs
+from runner.launch.slurm.record import SlurmRecord
 from runner.launch.slurm.script import (
     CONTAINER_IN,
     CONTAINER_MODEL,
@@ -213,7 +215,7 @@ class SlurmLauncher(LauncherBase):
         spec = read_record(trial_dir / "spec.json", TrialSpec)
         lane = lane_name(spec.campaign_id)
         script = trial_script(self.job_spec(trial_dir, lane))
-        (trial_dir / SCRIPT_FILE).write_text(script, encoding="utf-8")
+        write_text_atomic(trial_dir / SCRIPT_FILE, script, trial_dir)  # never through a link, hard or symbolic
         record: dict[str, Any] = {"lane": lane, "runtime": self.options.runtime, "pinned_node": self.node,
                                   "pinned_gpus": self.gpus, "jobs": []}
         events = CampaignPaths(trial_dir.parents[1])
@@ -240,13 +242,13 @@ class SlurmLauncher(LauncherBase):
         except UserError as exc:
             self.lost = exc.message
             record["error"] = exc.message
-            save_record(trial_dir, record)
+            save_record(trial_dir, record, SlurmRecord)
             raise HostInterrupt(LaunchResult(exit_code=None, interrupted=True, notes=(
                 f"{exc.message}; {HOST_STOP_NOTE}: the campaign stops here and --resume runs this pass again",),
                 placement=Placement())) from None
         job = {"job_id": job_id, "submitted_at": submitted_at, "mono": mono}
         record["jobs"].append({k: v for k, v in job.items() if k != "mono"})
-        save_record(trial_dir, record)
+        save_record(trial_dir, record, SlurmRecord)
         log_event(events, "queue_start", trial_id=trial_id, job_id=job_id)
         return job
 
@@ -260,7 +262,7 @@ class SlurmLauncher(LauncherBase):
         entry = record["jobs"][-1]
         entry.update({"seen": facts, "cancelled_by_isocost": cancelled,
                       "slurm": dataclasses.asdict(info) if info else {}})
-        save_record(trial_dir, record)
+        save_record(trial_dir, record, SlurmRecord)
         return facts
 
     def _result(self, job: dict[str, Any], watched: Any, facts: dict[str, Any], record: dict[str, Any],
