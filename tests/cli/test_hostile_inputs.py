@@ -916,13 +916,13 @@ def test_an_engine_refusing_a_base_reference_is_a_user_error(monkeypatch):
         _base_facts(Client(), "x", override=True, progress=lambda message: None)
 
 
-GOLDEN_SUMMARY = Path(__file__).resolve().parents[1] / "data" / "golden_campaign" / "summary.json"
+GOLDEN_CAMPAIGN = Path(__file__).resolve().parents[1] / "data" / "golden_campaign"
+GOLDEN_SUMMARY = GOLDEN_CAMPAIGN / "summary.json"
 
 
 def test_memory_estimate_shows_the_campaigns_measured_peaks(ws, tmp_path):
     campaign = tmp_path / "campaign"
-    campaign.mkdir()
-    shutil.copyfile(GOLDEN_SUMMARY, campaign / "summary.json")
+    shutil.copytree(GOLDEN_CAMPAIGN, campaign)
     result = invoke(["memory", "estimate", "--study", str(write_study(ws)), "--campaign", str(campaign), "--json"])
     assert result.exit_code == 0, result.output
     measured = {row["variant"]: row["measured"] for row in json.loads(result.output)}
@@ -932,14 +932,33 @@ def test_memory_estimate_shows_the_campaigns_measured_peaks(ws, tmp_path):
         assert peaks == golden.get(name)
 
 
-def test_memory_estimate_refuses_an_edited_summary_naming_the_key(ws, tmp_path):
+def test_memory_estimate_reads_peaks_from_the_sealed_rows_not_summary_json(ws, tmp_path):
+    """Issue 38 class 1: summary.json is derived and unsealed; a 10^30-byte peak written into it is never shown."""
     campaign = tmp_path / "campaign"
-    campaign.mkdir()
+    shutil.copytree(GOLDEN_CAMPAIGN, campaign)
     data = json.loads(GOLDEN_SUMMARY.read_text(encoding="utf-8"))
-    data["variants"][0]["peak_rss_bytes"] = "lots"
+    for variant in data["variants"]:
+        variant["peak_rss_bytes"] = variant["peak_allocated_bytes"] = 10**30
     (campaign / "summary.json").write_text(json.dumps(data), encoding="utf-8")
+    for args in (["--json"], []):
+        result = invoke(["memory", "estimate", "--study", str(write_study(ws)), "--campaign", str(campaign), *args])
+        assert result.exit_code == 0, result.output
+        assert str(10**30) not in result.output and f"{10**30 / 2**20:,.1f}" not in result.output, result.output
+    rows = json.loads(invoke(["memory", "estimate", "--study", str(write_study(ws)), "--campaign", str(campaign),
+                              "--json"]).output)
+    golden = {v["variant_id"]: v for v in json.loads(GOLDEN_SUMMARY.read_text(encoding="utf-8"))["variants"]}
+    assert {row["variant"]: row["measured"] for row in rows if row["measured"]} == \
+        {name: golden[name] for name in golden if name in {row["variant"] for row in rows}}
+
+
+def test_memory_estimate_refuses_a_campaign_whose_evidence_was_edited(ws, tmp_path):
+    campaign = tmp_path / "campaign"
+    shutil.copytree(GOLDEN_CAMPAIGN, campaign)
+    raw = (campaign / "raw.csv").read_text(encoding="utf-8").splitlines(keepends=True)
+    raw[1] = raw[1].replace(",ok,", ",oom,", 1)
+    (campaign / "raw.csv").write_text("".join(raw), encoding="utf-8")
     result = invoke(["memory", "estimate", "--study", str(write_study(ws)), "--campaign", str(campaign)])
-    assert_user_error(result, "variants[0].peak_rss_bytes")
+    assert_user_error(result, "raw.csv")
 
 
 @pytest.mark.parametrize("url", ["ssh://u@[::1", "ssh://[", "ssh://u@[::1]]", "ssh://u@[::1]:22"])
