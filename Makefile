@@ -6,14 +6,20 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.isocost-installed
 DEMO_DIR ?= .isocost-demo
 RESULTS ?= results
+# make run STUDY=NAME: the demo study to run (quick, classify-1000, embed, generate); only its part of the demo
+# is built (isocost demo prepare --study NAME).
 STUDY ?= quick
 # make run-cuda / run-rocm: the GPU demo study (1,000 texts, batches to 256, fp32/fp16/bf16, length-sorted);
 # GPU_STUDY=quick runs the CPU quick study on the GPU instead.
 GPU_STUDY ?= gpu
 # The CPU stack pins this torch build (see README, "Set-up").
 TORCH_CPU := torch==2.13.0
-# A CPU machine needs no CUDA libraries: the CPU build comes from this index when it answers,
-# else the default index is used (with a one-line notice). Empty: always the default index.
+# A CPU machine needs no CUDA libraries. Where torch comes from, first match wins:
+#   TORCH_WHEELS=DIR   a folder holding a CPU wheel (torch-2.13.0+cpu-…whl): pip --find-links DIR
+#   TORCH_INDEX=URL    an index with CPU builds (default: PyTorch's CPU index), used when it answers
+#   otherwise          the default index: on x86 Linux that is the CUDA build (about 5 GB more in .venv)
+# `make torch` then prints which build it installed (CPU, or CUDA with its version).
+TORCH_WHEELS ?=
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
 .DEFAULT_GOAL := help
@@ -21,6 +27,9 @@ TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-10s %s\n", $$1, $$2}'
+	@echo "Variables: STUDY=NAME (make run: quick, classify-1000, embed, generate; builds only that part of the demo)"
+	@echo "  TORCH_WHEELS=DIR (install torch from a folder of wheels, e.g. a CPU wheel) or TORCH_INDEX=URL (an index;"
+	@echo "  default PyTorch's CPU index, else the default index, which on x86 Linux gives the CUDA build)"
 
 $(STAMP): pyproject.toml requirements/demo-model.txt
 	$(PYTHON) -m venv $(VENV)
@@ -32,19 +41,24 @@ $(STAMP): pyproject.toml requirements/demo-model.txt
 
 setup: $(STAMP) ## Create .venv and install isocost with the CPU stack (reused afterwards)
 
-torch: ## Install the pinned torch into .venv: the CPU build from TORCH_INDEX if reachable, else the default index
-	@if [ -n "$(TORCH_INDEX)" ] && $(BIN)/python -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=10)' '$(TORCH_INDEX)/torch/' >/dev/null 2>&1; then \
+torch: ## Install the pinned torch into .venv from TORCH_WHEELS, else TORCH_INDEX if reachable, else the default index; print which build
+	@if [ -n "$(TORCH_WHEELS)" ]; then \
+		echo "$(BIN)/pip install --quiet $(TORCH_CPU) --find-links $(TORCH_WHEELS)"; \
+		$(BIN)/pip install --quiet $(TORCH_CPU) --find-links $(TORCH_WHEELS); \
+	elif [ -n "$(TORCH_INDEX)" ] && $(BIN)/python -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=10)' '$(TORCH_INDEX)/torch/' >/dev/null 2>&1; then \
 		echo "$(BIN)/pip install --quiet $(TORCH_CPU) --index-url $(TORCH_INDEX)"; \
 		$(BIN)/pip install --quiet $(TORCH_CPU) --index-url $(TORCH_INDEX); \
 	else \
-		echo "notice: $(or $(TORCH_INDEX),no CPU torch index) not reachable: installing $(TORCH_CPU) from the default index (on x86 Linux, the CUDA build)"; \
+		echo "notice: $(or $(TORCH_INDEX),no CPU torch index) not reachable: installing $(TORCH_CPU) from the default index (on x86 Linux, the CUDA build, unless pip finds a CPU wheel first); TORCH_WHEELS=DIR installs from a folder of wheels"; \
 		$(BIN)/pip install --quiet $(TORCH_CPU); \
 	fi
+	@$(BIN)/python -W ignore -c 'import torch; print(f"installed torch {torch.__version__}: " + (f"CUDA {torch.version.cuda} build (carries the CUDA libraries; on a CPU-only machine set TORCH_WHEELS=DIR or TORCH_INDEX=URL and make clean setup)" if torch.version.cuda else "CPU build"))' 2>/dev/null || echo "torch does not import in $(VENV) yet: no build to report"
 
-demo: $(STAMP) ## Build the demo corpus, tuning split and classifier in .isocost-demo/
+demo: $(STAMP) ## Build every demo (classification, embeddings, text generation) in .isocost-demo/
 	$(BIN)/isocost demo prepare --out $(DEMO_DIR)
 
-run: demo ## Run the demo study (STUDY=quick) on this CPU and print the summary
+run: $(STAMP) ## Build the part of the demo STUDY needs (default quick), run it on this CPU, print the summary
+	$(BIN)/isocost demo prepare --out $(DEMO_DIR) --study $(STUDY)
 	$(BIN)/isocost run $(DEMO_DIR)/$(STUDY).toml --out $(RESULTS)/$(STUDY)-$$(date -u +%Y%m%dT%H%M%SZ)
 
 # BASE overrides the pinned base image (air-gapped hosts, this CI: BASE=isocost-base/bookworm:local).
@@ -55,7 +69,8 @@ images: $(STAMP) ## Build every image this host can build (cpu always; cuda/rocm
 	-$(BIN)/isocost images build --stack cuda $(IMAGE_BASE_ARG)
 	-$(BIN)/isocost images build --stack rocm $(IMAGE_BASE_ARG)
 
-run-cpu: demo ## Build the CPU image if needed, run the demo study in containers
+run-cpu: $(STAMP) ## Build the CPU image if needed, run the demo study in containers
+	$(BIN)/isocost demo prepare --out $(DEMO_DIR) --study $(STUDY)
 	$(BIN)/isocost images build --stack cpu $(IMAGE_BASE_ARG)
 	$(BIN)/isocost run $(DEMO_DIR)/$(STUDY).toml --launcher docker --out $(RESULTS)/$(STUDY)-cpu-$$(date -u +%Y%m%dT%H%M%SZ)
 
@@ -63,14 +78,14 @@ run-cpu: demo ## Build the CPU image if needed, run the demo study in containers
 # the image must see the GPU (hosts check --require-gpu) before any trial is timed.
 run-cuda: $(STAMP) ## On an NVIDIA host: build the CUDA image, run the demo study on the GPU in containers
 	$(BIN)/isocost hosts check --host local=local --stack cuda
-	$(MAKE) --no-print-directory demo
+	$(BIN)/isocost demo prepare --out $(DEMO_DIR) --study $(GPU_STUDY)-cuda
 	$(BIN)/isocost images build --stack cuda $(IMAGE_BASE_ARG)
 	$(BIN)/isocost hosts check --host local=local --stack cuda --require-gpu
 	$(BIN)/isocost run $(DEMO_DIR)/$(GPU_STUDY)-cuda.toml --launcher docker --out $(RESULTS)/$(STUDY)-cuda-$$(date -u +%Y%m%dT%H%M%SZ)
 
 run-rocm: $(STAMP) ## On an AMD host: build the ROCm image, run the demo study on the GPU in containers
 	$(BIN)/isocost hosts check --host local=local --stack rocm
-	$(MAKE) --no-print-directory demo
+	$(BIN)/isocost demo prepare --out $(DEMO_DIR) --study $(GPU_STUDY)-rocm
 	$(BIN)/isocost images build --stack rocm $(IMAGE_BASE_ARG)
 	$(BIN)/isocost hosts check --host local=local --stack rocm --require-gpu
 	$(BIN)/isocost run $(DEMO_DIR)/$(GPU_STUDY)-rocm.toml --launcher docker --out $(RESULTS)/$(STUDY)-rocm-$$(date -u +%Y%m%dT%H%M%SZ)
@@ -82,7 +97,8 @@ GPU_CARRY ?= .gpu-carry
 GPU_DEVICE ?= cuda
 GPU_BUDGET_S ?= 300
 
-gpu-carry: demo ## Write .gpu-carry/ for a GPU machine without network: demo model as fp16 (~45 MiB), corpora, studies
+gpu-carry: $(STAMP) ## Write .gpu-carry/ for a GPU machine without network: demo model as fp16 (~45 MiB), corpora, studies
+	$(BIN)/isocost demo prepare --out $(DEMO_DIR) --study gpu-cuda
 	$(BIN)/python -m runner.selfcheck.carry prepare --demo $(DEMO_DIR) --out $(GPU_CARRY)
 
 gpu-check: ## On a GPU host (no venv or network needed): verify .gpu-carry/, run the selfcheck; copies to $OUT if set

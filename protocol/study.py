@@ -62,7 +62,11 @@ def load_study(path: Path | str) -> Study:
     """Read and validate a study file (a regular file of UTF-8 TOML, BOM accepted, at most 1 MiB)."""
     path = Path(path)
     fix = "Check the path, or run `isocost demo prepare`."
-    raw_bytes = read_bytes(path, "study file", max_bytes=MAX_STUDY_BYTES, fix=fix)
+    return study_from_bytes(read_bytes(path, "study file", max_bytes=MAX_STUDY_BYTES, fix=fix), path)
+
+
+def study_from_bytes(raw_bytes: bytes, path: Path) -> Study:
+    """The study in ``raw_bytes`` (the file at ``path``, read already): what :func:`load_study` parses."""
     text = decode_text(raw_bytes, "study file", str(path))
     try:
         data = tomllib.loads(text)

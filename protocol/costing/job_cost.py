@@ -34,7 +34,7 @@ from decimal import Decimal
 from statistics import NormalDist
 from typing import Any, ClassVar
 
-from protocol.codec import Schema, options
+from protocol.codec import OMIT_NONE, Schema, options
 from protocol.costing.job import Job
 from protocol.costing.plans import CENT, METERED, ROUNDING, Catalog, Plan, charge, format_usd
 from protocol.costing.projection import Projection
@@ -127,6 +127,24 @@ class Comparison:
 
 
 @dataclass(frozen=True)
+class NothingFits:
+    """No plan covers the declared job on any configuration: why (the fastest configuration against the longest
+    plan of its GPU), and what would cover it (:func:`protocol.decision.nothing_fits.nothing_fits`)."""
+
+    configuration_id: str
+    gpu: str
+    needs_h: float  # the fastest configuration's projected hours, upper end of the interval
+    plan: str  # the nearest (longest) plan, e.g. "rtx-4090 flat 7-day"
+    plan_hours: float
+    short_h: float
+    lots: int
+    lots_needed: int | None  # about this many lots would bring the job inside the plan (None: beyond the bound)
+    remedies: tuple[str, ...]
+    where: str  # the study key the job's size comes from
+    CODEC: ClassVar[Schema] = Schema("nothing fits", SCHEMA_VERSION)
+
+
+@dataclass(frozen=True)
 class JobDecision:
     """The declared job's answer: ranked configurations, comparisons, Pareto front, method."""
 
@@ -139,6 +157,7 @@ class JobDecision:
     why: tuple[str, ...]
     method: tuple[str, ...]
     assumptions: tuple[str, ...]
+    nothing_fits: NothingFits | None = field(default=None, metadata=OMIT_NONE)
     schema_version: int = SCHEMA_VERSION
     CODEC: ClassVar[Schema] = Schema("job decision", SCHEMA_VERSION, extra=lambda decision: {
         "pareto": [c.configuration_id for c in decision.configurations if c.pareto]})

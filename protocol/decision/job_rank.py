@@ -33,6 +33,7 @@ from protocol.costing.job_cost import (
 from protocol.costing.plans import CENT, ROUNDING, Catalog
 from protocol.costing.projection import ASSUMPTIONS, project, refusal
 from protocol.costing.trial_files import energy_figures
+from protocol.decision.nothing_fits import nothing_fits
 from protocol.errors import UserError
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ def job_decision(
     evidence = {e.campaign_id: e for e in campaigns}
     level = job.fit_level
     results = [_one(job, c, evidence[c.campaign_id], catalog, window, waiting_h) for c in configs]
-    _refuse_oversized(job, results)
+    short = nothing_fits(job, results)  # not an error: the memo says nothing fits, why, and what would cover it
     front = pareto_front(results)
     results = [replace(r, pareto=r.configuration_id in front) for r in results]
     ranked, why = rank_job(results, level)
@@ -91,7 +92,7 @@ def job_decision(
         job=job, level=level, configurations=tuple(results),
         ranking=tuple(c.configuration_id for c in ranked),
         chosen=ranked[0].configuration_id if ranked else None, comparisons=comparisons, why=tuple(why),
-        method=METHOD, assumptions=ASSUMPTIONS,
+        method=METHOD, assumptions=ASSUMPTIONS, nothing_fits=short,
     )
 
 
@@ -171,22 +172,3 @@ def _price_exclusions(
         return ["no billing option covers the job with P >= "
                 f"{job.fit_level:g}: " + "; ".join(f"{o.label}: {o.reason}" for o in priced)]
     return []
-
-
-def _refuse_oversized(job: Job, results: Sequence[JobConfiguration]) -> None:
-    """A job no plan covers on any configuration is refused with the shortfall and the nearest plan."""
-    projected = [r for r in results if r.projection is not None and r.options]
-    if not projected or any(r.chosen_option is not None for r in projected):
-        return
-    fastest = min(projected, key=lambda r: r.projection.job_h if r.projection else 0.0)
-    assert fastest.projection is not None
-    nearest = max(fastest.options, key=lambda o: o.plan.plan_hours)
-    short = fastest.projection.high_h - nearest.plan.plan_hours
-    raise UserError(
-        f"the job is larger than any plan can cover: the fastest configuration, {fastest.configuration_id}, needs "
-        f"up to {fastest.projection.high_h:.1f} h; the nearest plan, {nearest.plan.gpu} {nearest.label} "
-        f"({nearest.plan.plan_hours} h), is short by {short:.1f} h",
-        f"{job.source}, key job.inputs",
-        "Shrink the job (or split it into several), rent more lots (isocost rental DIR --lots N), or load a "
-        "catalog with hourly, per-second or monthly billing (--catalog FILE).",
-    )

@@ -102,19 +102,19 @@ def read_task_corpus(path: Any, task: Task) -> Any:
     return read_corpus(path, require_label=task.labels_required, extra_fields=task.corpus_fields)
 
 
-#: How reports name a task's outputs, the units its metric averages over, and what agreeing means; a task's
-#: ``words`` override these (the classification words are the defaults).
+#: How reports name a task's outputs, the units its metric averages over, and what agreeing means, where a task's
+#: own ``words`` name none: neutral words, never another task's (a generation pass yields no labels).
 DEFAULT_WORDS = {
-    "outputs": "labels",
-    "done": "classified",
+    "done": "processed",
     "units": "inputs",
-    "agreement": "share of inputs whose label equals the reference variant's",
+    "agreement": "share of inputs whose output agrees with the reference variant's under the study's rule",
 }
 
 
 def task_words(task: Task) -> dict[str, str]:
-    """The task's words for reports (:data:`DEFAULT_WORDS` where it names none)."""
-    return {**DEFAULT_WORDS, **dict(getattr(task, "words", {}))}
+    """The task's words for reports (:data:`DEFAULT_WORDS` where it names none; its outputs: its files)."""
+    return {"outputs": "the files " + ", ".join(task.output_files), **DEFAULT_WORDS,
+            **dict(getattr(task, "words", {}))}
 
 
 def describe_task(study: Any) -> str:

@@ -1,4 +1,14 @@
-"""The summarize stage: raw table + verdicts → summary.json and summary.md."""
+"""The summarize stage: raw table + verdicts → summary.json and summary.md.
+
+:func:`derive_summary` computes both in memory from an opened :class:`~runner.campaign_dir.campaign.Campaign`
+and its re-derived verdicts (what ``decide``, ``memory`` and ``verify`` use: they write nothing into the
+campaign); :func:`summarize_campaign` writes them (``summarize`` and ``run`` only).
+
+Example::
+
+    campaign = open_campaign(Path("results/quick"))
+    record, markdown = derive_summary(campaign, derive_verdicts(campaign))
+"""
 
 from __future__ import annotations
 
@@ -16,61 +26,80 @@ from protocol.memory import MemoryEstimate, ModelShape, estimate
 from protocol.names import markdown_text
 from protocol.records import CampaignRecord, read_status
 from protocol.stats import Summary, SummaryRecord, VariantSummary
-from protocol.study import Study, load_study
+from protocol.study import Study
 from protocol.tasks import describe_task, study_task
+from runner.analysis.agreement_shares import share_lines, shares_by_variant
 from runner.analysis.device_use import device_use, device_use_lines
 from runner.analysis.stats import summarize
-from runner.analysis.verdicts import write_verdicts
+from runner.analysis.verdicts import derive_verdicts, write_verdicts
+from runner.campaign_dir.campaign import Campaign, open_campaign
 from runner.campaign_dir.fault_hooks import fault_hook_banner
-from runner.campaign_dir.integrity import refuse_less_evidence, require_evidence
-from runner.campaign_dir.layout import CampaignPaths, load_record, log_event
-from runner.campaign_dir.raw_frame import frame_rows, read_frame
+from runner.campaign_dir.integrity import refuse_less_evidence
+from runner.campaign_dir.layout import CampaignPaths, log_event
+from runner.campaign_dir.raw_frame import frame_rows
 
 
-def summarize_campaign(root: Path, *, record_events: bool = False, allow_inconsistent: bool = False) -> SummaryRecord:
-    """Validate and summarize. ``record_events``: log the evaluation in events.jsonl (the campaign's own
-    evaluation on the rented host, as `isocost run` does; a later re-reading elsewhere is not rental time).
+def summarize_campaign(root: Path, *, record_events: bool = False, allow_inconsistent: bool = False,
+                       study: Study | None = None) -> SummaryRecord:
+    """``isocost summarize`` (and the end of ``run``): open the campaign, re-derive its verdicts and summary, and
+    write verdicts.* and summary.* into it. ``record_events``: log the evaluation in events.jsonl (the campaign's
+    own evaluation on the rented host, as `isocost run` does; a later re-reading elsewhere is not rental time).
+    ``study``: the caller's parse of the study (``run`` has it), used when the frozen copy hashes to it.
 
-    The evidence checks (runner.campaign_dir.integrity) run first; with ``allow_inconsistent`` an inconsistent
-    directory is read anyway and summary.md's first line says so. campaign.json, the study and raw.csv are
-    read once, here, and handed to the validation.
+    The evidence checks run at the opening; with ``allow_inconsistent`` an inconsistent directory is read anyway
+    and summary.md's first line says so.
     """
-    paths = CampaignPaths(root)
-    campaign = load_record(root)
-    banner = require_evidence(root, allow_inconsistent)
-    study = load_study(paths.study)
-    frame = read_frame(paths.raw, allow_inconsistent=allow_inconsistent)
-    refuse_less_evidence(root / "summary.json", len(frame), "summary")
+    campaign = open_campaign(root, allow_inconsistent=allow_inconsistent, study=study)
+    paths = campaign.paths
+    refuse_less_evidence(root / "summary.json", len(campaign.rows), "summary")
     if record_events:
         log_event(paths, "evaluation_start")
-    verdicts = {v["trial_id"]: v for v in write_verdicts(root, campaign, study, frame)}
-    summary = summarize(frame, verdicts, campaign.variants, study.quality, study.reference_for)
-    reuse = campaign.seen_corpus_reuse
+    verdicts = derive_verdicts(campaign)
+    write_verdicts(campaign, verdicts)
+    record, markdown = derive_summary(campaign, verdicts)
+    write_record(root / "summary.json", record, root)
+    write_text_atomic(root / "summary.md", markdown)
+    if record_events:
+        log_event(paths, "evaluation_end")
+    return record
+
+
+def derive_summary(campaign: Campaign, verdict_list: list[dict[str, Any]], *,
+                   estimates: dict[str, MemoryEstimate | None] | None = None) -> tuple[SummaryRecord, str]:
+    """The summary of an opened campaign and its re-derived verdicts, in memory: summary.json's record and
+    summary.md's text (nothing is written). ``estimates``: the memory estimates to show (default: computed from
+    the model at the path campaign.json recorded)."""
+    record_, study, banner = campaign.record, campaign.study, campaign.banner
+    frame = campaign.frame()
+    verdicts = {v["trial_id"]: v for v in verdict_list}
+    summary = summarize(frame, verdicts, record_.variants, study.quality, study.reference_for)
+    reuse = record_.seen_corpus_reuse
     if reuse:
         summary = dataclasses.replace(summary, warnings=(
             f"this final corpus had already been evaluated by campaign {reuse['campaign_id']} under another "
             f"quality rule {reuse['quality_rule']}; the reuse was acknowledged, so these verdicts are not an "
             "independent evaluation", *summary.warnings))
-    estimates = _estimates(study, campaign)
+    estimates = _estimates(study, record_) if estimates is None else estimates
     rows = frame_rows(frame, ("trial_id", "variant_id", "pass_s"))
-    hooks = fault_hook_banner(root, [str(row.trial_id) for row in rows])
+    hooks = fault_hook_banner(campaign.root, [str(row.trial_id) for row in rows])
     if hooks:
         summary = dataclasses.replace(summary, warnings=(hooks, *summary.warnings))
-    energy = _energy(paths, rows, verdicts, campaign.corpus_inputs)
+    energy = _energy(campaign.paths, rows, verdicts, record_.corpus_inputs)
     busy = device_use(frame, verdicts, [v.variant_id for v in summary.variants])
-    figures = _task_figures(paths, study, rows, verdicts)
+    figures = _task_figures(campaign.paths, study, rows, verdicts)
+    shares = shares_by_variant(study_task(study), rows, verdicts)
+    for variant, entry in shares.items():  # the shares the task's rule always reports, beside its figures
+        figures.setdefault(variant, {"passes": [], "median": {}})["agreement"] = entry
     record = SummaryRecord(
         variants=summary.variants, warnings=summary.warnings, reference_variant=summary.reference_variant,
-        campaign_id=campaign.campaign_id, study_sha256=campaign.study_sha256, slots_planned=campaign.slots_planned,
+        campaign_id=record_.campaign_id, study_sha256=record_.study_sha256, slots_planned=record_.slots_planned,
         rows_total=len(frame), memory_estimates=estimates, energy=energy, device_busy_share=busy,
         task_figures=figures or None, inconsistent=banner or None)
-    write_record(root / "summary.json", record, root)
-    write_text_atomic(root / "summary.md", "".join(f"{line}\n\n" for line in (hooks, banner) if line)
-                      + render_markdown(summary, campaign, estimates, describe_task(study)) + device_use_lines(busy)
-                      + _energy_lines(energy) + _task_figure_lines(figures))
-    if record_events:
-        log_event(paths, "evaluation_end")
-    return record
+    markdown = ("".join(f"{line}\n\n" for line in (hooks, banner) if line)
+                + render_markdown(summary, record_, estimates, describe_task(study)) + device_use_lines(busy)
+                + _energy_lines(energy) + _task_figure_lines(figures)
+                + share_lines(study_task(study), shares))
+    return record, markdown
 
 
 def _estimates(study: Study, campaign: CampaignRecord) -> dict[str, MemoryEstimate | None]:
@@ -125,6 +154,7 @@ def _medians(passes: list[dict[str, Any]]) -> dict[str, float | None]:
 
 def _task_figure_lines(figures: dict[str, dict[str, Any]]) -> str:
     """``## Generation per pass``: output tokens per second, time to first token, time per output token."""
+    figures = {variant: entry for variant, entry in figures.items() if entry["passes"]}
     if not figures:
         return ""
     lines = ["", "## Generation per accepted pass (medians; from batches.jsonl and pass_s)", "",

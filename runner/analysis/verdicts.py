@@ -1,27 +1,32 @@
 """The validate stage: re-derive every trial's verdict from its stored prediction file.
 
-Writes ``verdicts.csv`` and ``verdicts.json``. The raw table is never edited;
-if a re-derived verdict disagrees with the raw row, the disagreement is reported.
+:func:`derive_verdicts` re-derives them in memory from an opened :class:`~runner.campaign_dir.campaign.Campaign`
+(what ``decide``, ``compare`` and ``verify`` use: they write nothing into the campaign); :func:`write_verdicts`
+writes ``verdicts.csv`` and ``verdicts.json`` (``validate``, ``summarize`` and ``run`` only). The raw table is
+never edited; if a re-derived verdict disagrees with the raw row, the disagreement is reported.
+
+Example::
+
+    verdicts = derive_verdicts(open_campaign(Path("results/quick")))
+    [v["corpus_accepted"] for v in verdicts]
 """
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
-
-import pandas as pd
 
 from protocol import codec
 from protocol.csvio import csv_writer
-from protocol.records import CampaignRecord, VerdictsRecord
+from protocol.records import VerdictsRecord
 from protocol.safe_write import write_handle
-from protocol.study import Study, load_study
+from protocol.study import Study
 from protocol.tasks import Task, study_task
 from runner.campaign.gather import load_reference
-from runner.campaign_dir.integrity import refuse_less_evidence, require_evidence
-from runner.campaign_dir.layout import CampaignPaths, load_record
-from runner.campaign_dir.raw_frame import frame_rows, read_frame
+from runner.campaign_dir.campaign import Campaign
+from runner.campaign_dir.integrity import refuse_less_evidence
+from runner.campaign_dir.raw_frame import frame_rows
 
 VERDICT_COLUMNS = (
     "trial_id", "variant_id", "status", "expected_ids", "observed_ids", "ids_match", "duplicate_ids",
@@ -30,34 +35,21 @@ VERDICT_COLUMNS = (
 )
 
 
-def validate_campaign(root: Path, *, allow_inconsistent: bool = False, checked: bool = False) -> list[dict[str, Any]]:
-    """Re-derive every verdict; ``checked``: the caller already ran the evidence checks."""
-    paths = CampaignPaths(root)
-    campaign = load_record(root)
-    banner = "" if checked else require_evidence(root, allow_inconsistent)
-    study = load_study(paths.study)  # the frozen copy: thresholds as they were at the start
-    reference = load_reference(root, study)
-    frame = read_frame(paths.raw, allow_inconsistent=allow_inconsistent)
-    return write_verdicts(root, campaign, study, frame, banner=banner, reference=reference)
+#: The raw columns a verdict is derived beside (the rest comes from the trial's files).
+_ROW_COLUMNS = ("trial_id", "variant_id", "status", "corpus_accepted", "ids_match", "order_index", "attempt")
 
 
-def write_verdicts(
-    root: Path, campaign: CampaignRecord, study: Study, frame: pd.DataFrame, *, banner: str = "",
-    reference: Any = None,
-) -> list[dict[str, Any]]:
-    """Re-derive the verdict of every row of the raw table's frame (:func:`read_frame`) from its prediction file
-    and write verdicts.json and verdicts.csv (what ``summarize`` calls with the campaign, study and table it has
-    read already)."""
-    reference = reference if reference is not None else load_reference(root, study)
-    refuse_less_evidence(root / "verdicts.json", len(frame), "verdicts")
-    paths = CampaignPaths(root)
+def derive_verdicts(campaign: Campaign, reference: Any = None) -> list[dict[str, Any]]:
+    """Re-derive the verdict of every raw row from its prediction file, in memory (nothing is written): the
+    frozen study's thresholds, the frozen corpus index as the reference."""
+    study = campaign.study
+    reference = reference if reference is not None else load_reference(campaign.root, study)
     task = study_task(study)
     parsed: dict[str, Any] = {}
     verdicts: list[dict[str, Any]] = []
-    rows = frame_rows(frame, ("trial_id", "variant_id", "status", "corpus_accepted", "ids_match", "order_index",
-                              "attempt"))
+    rows = frame_rows(campaign.frame(_ROW_COLUMNS), _ROW_COLUMNS)
     for row in rows:
-        outputs = task.read_pass(paths.trial_dir(row.trial_id))
+        outputs = task.read_pass(campaign.trial_dir(row.trial_id))
         parsed[row.trial_id] = outputs
         check = task.check_pass(outputs, reference, study)
         accepted = row.status == "ok" and check.accepted
@@ -75,14 +67,32 @@ def write_verdicts(
             "reasons": "; ".join(reasons),
         })
     _add_agreement(verdicts, parsed, task, study, rows)
-    record = VerdictsRecord(campaign.campaign_id, len(rows), tuple(verdicts), banner or None)
-    codec.write_record(root / "verdicts.json", record, root)
-    with write_handle(root / "verdicts.csv", root) as handle:
-        writer = csv_writer(handle)  # no formula cells
-        writer.writerow(VERDICT_COLUMNS)
-        for verdict in verdicts:
-            writer.writerow(_cell(verdict.get(k)) for k in VERDICT_COLUMNS)
     return verdicts
+
+
+def verdicts_record(campaign: Campaign, verdicts: list[dict[str, Any]], banner: str = "") -> VerdictsRecord:
+    """verdicts.json's record of ``verdicts``."""
+    return VerdictsRecord(campaign.record.campaign_id, len(verdicts), tuple(verdicts), banner or None)
+
+
+def verdicts_csv(verdicts: list[dict[str, Any]]) -> str:
+    """verdicts.csv's text: one row per verdict, no formula cells."""
+    buffer = io.StringIO()
+    writer = csv_writer(buffer)  # no formula cells
+    writer.writerow(VERDICT_COLUMNS)
+    for verdict in verdicts:
+        writer.writerow(_cell(verdict.get(k)) for k in VERDICT_COLUMNS)
+    return buffer.getvalue()
+
+
+def write_verdicts(campaign: Campaign, verdicts: list[dict[str, Any]], *, banner: str = "") -> None:
+    """Write verdicts.json and verdicts.csv into the campaign (``validate``, ``summarize`` and ``run`` only),
+    never replacing files computed from more raw rows."""
+    root = campaign.root
+    refuse_less_evidence(root / "verdicts.json", len(verdicts), "verdicts")
+    codec.write_record(root / "verdicts.json", verdicts_record(campaign, verdicts, banner), root)
+    with write_handle(root / "verdicts.csv", root) as handle:
+        handle.write(verdicts_csv(verdicts))
 
 
 def _add_agreement(

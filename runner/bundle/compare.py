@@ -2,9 +2,10 @@
 
 :func:`replay_differences` applies the study's ``quality.replay`` rule (identical, bounded,
 quality) and returns why a rerun does not match (empty: it matches).
+:func:`rerun_figures` derives what a replay records of one rerun from its files.
 :func:`environment_differences` lists the software, device and host facts that changed between
 the two trial manifests (informative, never a reason to differ). :func:`render_replay` writes
-``replay.md``. All three are pure: they read files or records and run nothing.
+``replay.md``. All four are pure: they read files or records and run nothing.
 """
 
 from __future__ import annotations
@@ -52,6 +53,23 @@ def replay_differences(
         elif agreement.max_score_delta > bound:
             reasons.append(f"max |Δscore| {agreement.max_score_delta:.3g} exceeds the declared bound {bound:g}")
     return reasons
+
+
+def rerun_figures(task: Any, study: Any, reference: Any, replayed_dir: Path, original_dir: Path, final: str) -> \
+        dict[str, Any]:
+    """What a replay records of one rerun, derived from its files: the rerun's check against the reference, its
+    agreement with the original's outputs, and whether it matches under the study's replay rule (what
+    ``isocost replay`` writes into replay.json, and what ``compare`` re-derives before it trusts replay.json)."""
+    replayed, before = task.read_pass(replayed_dir), task.read_pass(original_dir)
+    quality = study.quality
+    check = task.check_pass(replayed, reference, study)
+    agreement = task.agreement(replayed, before, study)
+    reasons = replay_differences(final, check.accepted, check.reasons, agreement, replayed, before,
+                                 quality.replay, quality.max_score_delta)
+    return {"matches": not reasons, "reasons": tuple(reasons), "compared_ids": len(set(replayed.ids) & set(before.ids)),
+            "label_agreement": agreement.agreement, "max_score_delta": agreement.max_score_delta,
+            "identical": agreement.identical, "replay_metric": check.metric_value,
+            "replay_accepted": final == "ok" and check.accepted}
 
 
 def environment_differences(original_dir: Path, replay_dir: Path) -> dict[str, list[Any]]:

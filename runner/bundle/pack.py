@@ -309,16 +309,33 @@ def _catalog_path(study: Study | None, root: Path) -> Path | None:
             source = str(read_json(decision).get("catalog_source", ""))
         except (UserError, AttributeError):
             source = ""
+        named = None
         if source.startswith("--catalog "):
-            return Path(source.removeprefix("--catalog "))
-        if source.startswith("the study's [costing] catalog (") and source.endswith(")"):
-            return Path(source.removeprefix("the study's [costing] catalog (")[:-1])
+            named = Path(source.removeprefix("--catalog "))
+        elif source.startswith("the study's [costing] catalog (") and source.endswith(")"):
+            named = Path(source.removeprefix("the study's [costing] catalog (")[:-1])
+        if named is not None and _is_catalog(named):  # decision.json is derived: a path it names is never trusted
+            return named
     frozen = root / "catalog.csv"  # the catalog copied into the campaign when it started
     if frozen.is_file():
         return frozen
     costing = getattr(study, "costing", None)
     catalog = getattr(costing, "catalog", None)
     return Path(catalog) if catalog is not None else default_catalog_path()
+
+
+def _is_catalog(path: Path) -> bool:
+    """Is ``path`` a regular file that reads as a dated plan catalog (what decision.json may name; anything else,
+    a secret among them, is never packed)?"""
+    from protocol.costing.catalog_file import load_catalog
+
+    if path.is_symlink() or not path.is_file():
+        return False
+    try:
+        load_catalog(path)
+    except (*MALFORMED, OSError):
+        return False
+    return True
 
 
 def _frozen_study(root: Path, campaign: CampaignRecord) -> Study | None:

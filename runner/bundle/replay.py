@@ -34,7 +34,7 @@ from protocol.safe_extract import DEFAULT_LIMITS, ExtractLimits, safe_extract
 from protocol.safe_write import make_dirs
 from protocol.study import Study, parse_study
 from protocol.tasks import study_task
-from runner.bundle.compare import environment_differences, render_replay, replay_differences
+from runner.bundle.compare import environment_differences, render_replay, rerun_figures
 from runner.bundle.records import (
     MANIFEST_NAME,
     BundleManifest,
@@ -47,7 +47,7 @@ from runner.bundle.records import (
     creation_time,
     quiet,
 )
-from runner.bundle.verify import verify_bundle
+from runner.bundle.verify import DecisionCheck, verify_bundle
 from runner.campaign.launcher_choice import replay_launcher
 from runner.campaign_dir.layout import load_record, read_csv_rows, read_rows
 from runner.campaign_dir.seal import outputs_cell
@@ -76,13 +76,15 @@ def replay_bundle(
     allowed_roots: tuple[Path, ...] = (),
     limits: ExtractLimits = DEFAULT_LIMITS,
     progress: Progress = quiet,
+    decision_check: DecisionCheck | None = None,
 ) -> ReplayReport:
-    """Rerun trials of a verified bundle and compare them as the study's ``quality.replay`` declares."""
+    """Rerun trials of a verified bundle (``decision_check``: see :func:`runner.bundle.verify.verify_bundle`) and
+    compare them as the study's ``quality.replay`` declares."""
     if launcher_kind not in (choices := kind_names(replay=True)):
         raise UserError(f"unknown launcher {launcher_kind!r}", "--launcher", f"Use one of: {', '.join(choices)}.")
     requested = [check_safe_name(t, what="trial id", where="--trial") for t in trial_ids]
     progress(f"verifying {bundle}")
-    report = verify_bundle(bundle, limits)
+    report = verify_bundle(bundle, limits, decision_check=decision_check)
     if not report.ok:
         raise UserError(f"the bundle does not verify: {report.first}", str(bundle),
                         "Replay only a bundle that verifies (isocost verify FILE names every discrepancy).")
@@ -308,27 +310,14 @@ def _replay_one(
     the comparison and whether the user interrupted it."""
     trial_dir, final, status, interrupted = _rerun(original, out, launcher, corpus, model)
     task = study_task(study)
-    replayed = task.read_pass(trial_dir)
-    before = task.read_pass(campaign_root / "trials" / original.trial_id)
-    quality = study.quality
-    check = task.check_pass(replayed, reference, study)
-    agreement = task.agreement(replayed, before, study)
-    reasons = replay_differences(final, check.accepted, check.reasons, agreement, replayed, before,
-                                 quality.replay, quality.max_score_delta)
+    figures = rerun_figures(task, study, reference, trial_dir, campaign_root / "trials" / original.trial_id, final)
     return TrialReplay(
         trial_id=original.trial_id,
         variant_id=original.variant.variant_id,
-        mode=quality.replay,
-        matches=not reasons,
-        reasons=tuple(reasons),
+        mode=study.quality.replay,
         status=final,
-        compared_ids=len(set(replayed.ids) & set(before.ids)),
-        label_agreement=agreement.agreement,
-        max_score_delta=agreement.max_score_delta,
-        identical=agreement.identical,
+        **figures,
         original_metric=row.metric_value,
-        replay_metric=check.metric_value,
-        replay_accepted=final == "ok" and check.accepted,
         original_pass_s=row.pass_s,
         replay_pass_s=status.phases.pass_s if status is not None and final == "ok" else None,
         environment_differences=environment_differences(campaign_root / "trials" / original.trial_id,

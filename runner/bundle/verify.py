@@ -6,7 +6,10 @@ discrepancy by file and field in a :class:`~runner.bundle.records.VerifyReport`:
 
 1. the listing: each member's size and sha256 against ``BUNDLE.json``, nothing unlisted;
 2. the campaign's own consistency (:func:`runner.campaign_dir.integrity.check_campaign`);
-3. ``BUNDLE.json``'s claims against the campaign: ids, trials, unfinished slots, input fingerprints.
+3. ``BUNDLE.json``'s claims against the campaign: ids, trials, unfinished slots, input fingerprints;
+4. the derived files (verdicts, summary, and the decision where a ``decision_check`` is given) against the ones
+   re-derived from the sealed evidence (:mod:`runner.analysis.rederive`, :mod:`runner.decision.rederive`): the
+   first that disagrees is named.
 
 It never raises on a malformed archive: a report with ``ok=False`` names what is wrong.
 """
@@ -14,6 +17,7 @@ It never raises on a malformed archive: a report with ``ok=False`` names what is
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from protocol.codec import read_record
@@ -22,6 +26,7 @@ from protocol.rawrecord import RawRecord
 from protocol.records import CampaignRecord
 from protocol.safe_extract import DEFAULT_LIMITS, ArchiveError, ExtractLimits, FileDigest, read_archive
 from protocol.schedule import Slot
+from runner.analysis.rederive import derived_findings
 from runner.bundle.records import (
     CAMPAIGN_PREFIX,
     INPUT_KINDS,
@@ -34,20 +39,27 @@ from runner.bundle.records import (
     input_archive_path,
     tree_fingerprint,
 )
+from runner.campaign_dir.campaign import Campaign, open_campaign
 from runner.campaign_dir.findings import MALFORMED, Discrepancy
 from runner.campaign_dir.integrity import check_campaign
 from runner.campaign_dir.layout import load_record, read_rows
 from runner.campaign_dir.slots import planned_slots, unfinished_slots
 
+#: A check of the decision files of an extracted bundle's campaign (the opened campaign, the bundle root, the name
+#: prefix): :func:`runner.decision.rederive.decision_findings`, handed in by the commands (``verify``, ``replay``).
+DecisionCheck = Callable[[Campaign, Path, str], list[Discrepancy]]
 
-def verify_bundle(path: Path, limits: ExtractLimits = DEFAULT_LIMITS) -> VerifyReport:
-    """Check a bundle without trusting it: hashes, completeness, then internal consistency."""
+
+def verify_bundle(path: Path, limits: ExtractLimits = DEFAULT_LIMITS, *,
+                  decision_check: DecisionCheck | None = None) -> VerifyReport:
+    """Check a bundle without trusting it: hashes, completeness, internal consistency, then the derived files
+    re-derived from the sealed evidence (verdicts, summary; the decision with ``decision_check``)."""
     shown = str(path)
     with tempfile.TemporaryDirectory(prefix="isocost-verify-") as tmp:
         work = Path(tmp)
         try:
             digests = read_archive(path, dest=work, limits=limits,
-                                   select=lambda n: n == MANIFEST_NAME or n.startswith(CAMPAIGN_PREFIX))
+                                   select=lambda n: n == MANIFEST_NAME or n.startswith((CAMPAIGN_PREFIX, "catalog/")))
         except ArchiveError as exc:
             return _failed(shown, Discrepancy(exc.where or shown, "archive", exc.what))
         if MANIFEST_NAME not in digests:
@@ -61,6 +73,8 @@ def verify_bundle(path: Path, limits: ExtractLimits = DEFAULT_LIMITS) -> VerifyR
         problems = _check_listing(manifest, digests)
         problems += check_campaign(work / "campaign", CAMPAIGN_PREFIX)
         problems += _check_manifest(manifest, digests, work / "campaign")
+        if not problems:  # the evidence holds: every derived file must follow from it
+            problems += _derived(work, decision_check)
     return VerifyReport(
         bundle=shown,
         ok=not problems,
@@ -72,6 +86,18 @@ def verify_bundle(path: Path, limits: ExtractLimits = DEFAULT_LIMITS) -> VerifyR
         trials=len(manifest.trials),
         inputs_included=tuple(i.kind for i in manifest.inputs if i.included),
     )
+
+
+def _derived(work: Path, decision_check: DecisionCheck | None) -> list[Discrepancy]:
+    """The derived files of the extracted campaign re-derived from its evidence (opened once for both checks)."""
+    try:
+        campaign = open_campaign(work / "campaign")
+    except UserError as exc:  # the campaign checks passed: only a study or table that cannot be parsed is left
+        return [Discrepancy(CAMPAIGN_PREFIX + "campaign.json", "content", exc.what)]
+    problems = derived_findings(campaign, CAMPAIGN_PREFIX)
+    if decision_check is not None:
+        problems += decision_check(campaign, work, CAMPAIGN_PREFIX)
+    return problems
 
 
 def _failed(bundle: str, problem: Discrepancy) -> VerifyReport:

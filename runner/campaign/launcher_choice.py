@@ -34,9 +34,10 @@ __all__ = ["ChoiceRequest", "LauncherChoice", "choose_launcher", "launcher_optio
            "study_stack"]
 
 
-def study_stack(study_path: Path) -> str:
-    """The one stack every variant of the study runs on (one image serves one stack)."""
-    return ChoiceRequest(load_study(study_path), None).stack()
+def study_stack(study_path: Path | Study) -> str:
+    """The one stack every variant of the study runs on (one image serves one stack); ``study_path``: the study,
+    parsed once by the caller, or its file."""
+    return ChoiceRequest(study_path if isinstance(study_path, Study) else load_study(study_path), None).stack()
 
 
 def launcher_options() -> dict[str, tuple[LauncherOption, ...]]:
@@ -45,7 +46,7 @@ def launcher_options() -> dict[str, tuple[LauncherOption, ...]]:
 
 
 def choose_launcher(
-    study_path: Path,
+    study_path: Path | Study,
     kind: str = "auto",
     image: str | None = None,
     *,
@@ -58,8 +59,11 @@ def choose_launcher(
     """Pick and construct the launcher for ``isocost run``. Raises UserError with the fix.
 
     ``options``: each kind's option values by kind and name (``{"slurm": {"partition": "gpu"}}``);
-    ``study``: the study already parsed from ``study_path`` (parsed here otherwise).
+    ``study``: the study already parsed from ``study_path`` (parsed here otherwise; ``study_path`` may be the
+    parsed study itself).
     """
+    if isinstance(study_path, Study):
+        study = study_path
     if kind != "auto":
         launcher_kind(kind)  # an unknown name fails first, listing the known ones
     given = {name: values for name, values in (options or {}).items()
@@ -70,7 +74,7 @@ def choose_launcher(
         raise UserError(f"{flags} belong to --launcher {other}", f"--launcher {kind}",
                         f"Add --launcher {other}, or drop {flags}.")
     lock = lock_path or default_lock_path()
-    request = ChoiceRequest(study or load_study(study_path), image, dict(given.get(kind, {})), lock,
+    request = ChoiceRequest(study or load_study(str(study_path)), image, dict(given.get(kind, {})), lock,
                             lambda stack: locked_image(stack, lock), engine_timeout_s, answers)
     if kind == "auto":
         return _choose_auto(request)

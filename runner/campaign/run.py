@@ -49,7 +49,7 @@ class CampaignOutcome:
 
 
 def run_campaign(
-    study_path: Path,
+    study_path: Path | Study,
     out: Path,
     launcher: Launcher,
     *,
@@ -60,9 +60,10 @@ def run_campaign(
     allowed_root_list: tuple[str, ...] = (),
     ledger_dir: Path | None = None,
 ) -> CampaignOutcome:
-    """Run (or resume) a campaign; returns when every slot has a final row. ``ledger_dir``: where the seen-corpus
-    ledger is (default: runner.campaign.seen.ledger_path's)."""
-    study = load_study(study_path)
+    """Run (or resume) a campaign; returns when every slot has a final row. ``study_path``: the study, parsed
+    once by the caller (``isocost run``), or its file. ``ledger_dir``: where the seen-corpus ledger is (default:
+    runner.campaign.seen.ledger_path's)."""
+    study = study_path if isinstance(study_path, Study) else load_study(study_path)
     roots = allowed_roots(allowed_root_list)
     for path in (study.path, study.corpus.path, study.tuning.path, study.model.path, study.costing.catalog):
         if path is not None:

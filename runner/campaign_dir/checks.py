@@ -44,7 +44,7 @@ from protocol.rawrecord import RawRecord
 from protocol.records import CampaignEvent, CampaignRecord, InputFacts, VerdictsRecord
 from protocol.schedule import Slot
 from protocol.stats import SummaryRecord
-from protocol.study import Study, parse_study
+from protocol.study import Study, parse_study, study_from_bytes
 from protocol.tasks import Task, index_fields, study_task
 from runner.campaign_dir.findings import MALFORMED, Findings
 from runner.campaign_dir.layout import (
@@ -55,7 +55,7 @@ from runner.campaign_dir.layout import (
     writer_active,
 )
 from runner.campaign_dir.rawformat import declared_format
-from runner.campaign_dir.rawtable import scan
+from runner.campaign_dir.rawtable import RawTable, scan
 from runner.campaign_dir.rentals import RENTALS_FILE, read_rentals
 from runner.campaign_dir.seal import SEAL_COLUMNS, seal_findings
 from runner.campaign_dir.slots import planned_slots, slot_of
@@ -74,10 +74,19 @@ class CampaignChecks(Findings):
     evidence checks only (see the module docstring).
     """
 
-    def __init__(self, root: Path, prefix: str = "", deep: bool = True) -> None:
+    def __init__(self, root: Path, prefix: str = "", deep: bool = True, *, raw_data: bytes | None = None,
+                 study: Study | None = None, frozen_study: bool = False) -> None:
         super().__init__(root, prefix)
         self.deep = deep
         self.output_files: tuple[str, ...] | None = None
+        #: raw.csv's bytes, read once by whoever opens the campaign (:mod:`runner.campaign_dir.campaign`).
+        self.raw_data = raw_data
+        #: The study (given: the one the caller parsed, used when the frozen copy hashes to it; else parsed from the
+        #: frozen copy, with its relative paths where the original lived, or, ``frozen_study``, where it is now).
+        self.study = study
+        self.frozen_study = frozen_study
+        #: raw.csv as the checks read it (None: missing or its chain broken).
+        self.table: RawTable | None = None
 
     def run(self) -> None:
         campaign = self.record("campaign.json", CampaignRecord)
@@ -91,7 +100,7 @@ class CampaignChecks(Findings):
             self.add("campaign.json", "content", f"malformed campaign ({type(exc).__name__}: {str(exc)[:200]})")
 
     def _run(self, campaign: CampaignRecord) -> None:
-        study = self._study(campaign)
+        study = self.study = self._study(campaign)
         self.output_files = study_task(study).output_files if study is not None else None
         slots = planned_slots(campaign)
         reference = self._reference(study, self._corpus_index(campaign, study))
@@ -127,7 +136,11 @@ class CampaignChecks(Findings):
         if actual != campaign.study_sha256:
             self.add("study.toml", "sha256",
                      f"the file hashes to {actual}, campaign.json field study_sha256 says {campaign.study_sha256}")
+        if self.study is not None and self.study.sha256 == actual:
+            return self.study  # the caller's parse of these very bytes
         try:
+            if self.frozen_study:
+                return study_from_bytes(data, path)
             parsed = tomllib.loads(data.decode("utf-8"))
             return parse_study(parsed, path=Path(campaign.study_path or path), sha256=actual)
         except MALFORMED as exc:
@@ -222,7 +235,7 @@ class CampaignChecks(Findings):
             self.add("raw.csv", "presence", "missing")
             return None
         try:
-            table = scan(path)
+            table = self.table = scan(path, data=self.raw_data)
         except UserError as exc:
             self.add("raw.csv", "chain", exc.what)
             return None

@@ -47,8 +47,7 @@ RUN_FILES = ("campaign.json", "study.toml", "corpus_index.csv", "schedule.csv", 
              FROZEN_CATALOG, "queries.jsonl")  # queries.jsonl: an embedding study's frozen query sets
 RENTAL_FILES = ("rentals.jsonl",)  # `isocost rental`
 ANALYSIS_FILES = ("verdicts.csv", "verdicts.json", "summary.md", "summary.json")  # `isocost validate`, `summarize`
-DECISION_FILES = ("decision.md", "decision.json", "report.html")  # `isocost decide`, beside what it weighed
-CAMPAIGN_FILES = RUN_FILES + RENTAL_FILES + ANALYSIS_FILES + DECISION_FILES
+CAMPAIGN_FILES = RUN_FILES + RENTAL_FILES + ANALYSIS_FILES  # `isocost decide` writes under its --out, never here
 _EVENTS_FIX = ("events.jsonl is append-only: restore it from a backup or bundle. A last line cut while it was "
                "written is kept in events.jsonl.partial-N by `isocost run STUDY --out DIR --resume`.")
 

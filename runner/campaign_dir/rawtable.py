@@ -89,6 +89,7 @@ class RawTable:
     partial_row: int  # its row number (0: the header itself was cut)
     last_digest: str  # what the next row chains to
     columns: tuple[str, ...] = RAW_COLUMNS  # the header as written
+    chain: RawChain | None = None  # the checked chain the rows were typed from (a frame is made from it too)
 
 
 def _records(data: bytes) -> Iterator[tuple[int, int, list[str] | None]]:
@@ -126,9 +127,23 @@ def _decoded(lines: Iterator[bytes]) -> Iterator[str]:
         yield line.decode("utf-8", errors="replace")
 
 
-def check_chain(path: Path, verify: bool = True) -> RawChain:
-    """Read raw.csv and check its chain; no cell is converted. A cut last row is returned as ``partial``; any
-    other break raises.
+def read_raw_bytes(path: Path) -> bytes | None:
+    """raw.csv's bytes (None when there is none): the one place the table is read from disk, so a reader that
+    opens a campaign (:mod:`runner.campaign_dir.campaign`) reads it once and checks and types those bytes."""
+    if not path.exists() and not path.is_symlink():
+        return None
+    check_regular(path, "raw.csv", _EDITED_FIX)  # a FIFO or a device in its place is refused, never read
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise UserError(f"raw.csv cannot be read: {exc.strerror}", str(path), "Check its permissions.") from None
+
+
+def check_chain(path: Path, verify: bool = True, data: bytes | None = None) -> RawChain:
+    """Read raw.csv (or take its bytes, ``data``, read already by :func:`read_raw_bytes`) and check its chain; no
+    cell is converted. A cut last row is returned as ``partial``; any other break raises.
 
     ``verify=False`` (forensics only, ``--allow-inconsistent``): rows that do not match their digest are read
     as they are.
@@ -136,21 +151,20 @@ def check_chain(path: Path, verify: bool = True) -> RawChain:
     first, version = anchor(path)
     empty = RawChain(data=b"", columns=RAW_COLUMNS, records=(), partial=b"", partial_row=0, last_digest=first,
                      chain_format=version)
-    if not path.exists() and not path.is_symlink():
+    data = read_raw_bytes(path) if data is None else data
+    if data is None:
         return empty
-    check_regular(path, "raw.csv", _EDITED_FIX)  # a FIFO or a device in its place is refused, never read
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return empty
-    except OSError as exc:
-        raise UserError(f"raw.csv cannot be read: {exc.strerror}", str(path), "Check its permissions.") from None
     return _scan_plain(data, empty, verify) or _scan_records(data, empty, verify, str(path))
 
 
-def scan(path: Path, verify: bool = True) -> RawTable:
+def scan(path: Path, verify: bool = True, data: bytes | None = None) -> RawTable:
     """Read and check raw.csv, every row typed (:func:`check_chain`, then :meth:`RawRecord.from_cells`)."""
-    chain = check_chain(path, verify)
+    return typed_table(check_chain(path, verify, data), path)
+
+
+def typed_table(chain: RawChain, path: Path) -> RawTable:
+    """The rows of a checked chain typed (:meth:`RawRecord.from_cells`): a malformed cell is a UserError naming
+    its row."""
     rows = []
     for number, cells in enumerate(chain.row_cells(), start=1):
         try:
@@ -158,7 +172,7 @@ def scan(path: Path, verify: bool = True) -> RawTable:
         except ValueError as exc:
             raise UserError(f"raw.csv row {number}: {exc}", str(path), _EDITED_FIX) from None
     return RawTable(tuple(rows), len(chain.data), chain.partial, chain.partial_row, chain.last_digest,
-                    chain.columns)
+                    chain.columns, chain)
 
 
 #: Bytes that make a table not plain: it is then read record by record (a carriage return: a line end to a CSV

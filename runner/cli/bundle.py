@@ -21,6 +21,7 @@ from runner.bundle.pack import create_bundle
 from runner.bundle.replay import replay_bundle
 from runner.bundle.verify import verify_bundle
 from runner.cli.launcher_flags import launcher_choice
+from runner.decision.rederive import decision_findings
 
 #: Exit status when a bundle does not verify or a replay does not match (UserErrors exit 2).
 EXIT_MISMATCH = 1
@@ -93,14 +94,16 @@ def verify(bundle_file: Path, show_all: bool, as_json: bool, max_expanded_bytes:
 
     Raw rows ↔ trial directories (spec, manifest, status: trial id, variant,
     status agree), prediction files ↔ observed_ids and verdict columns,
-    schedule ↔ rows, events ↔ rows, study.toml ↔ the campaign's study sha256.
-    Names the first discrepancy (file and field) and exits 1; 0 if all agree.
+    schedule ↔ rows, events ↔ rows, study.toml ↔ the campaign's study sha256;
+    then the derived files (verdicts, summary, decision) are re-derived from
+    the sealed evidence and compared. Names the first discrepancy (file and
+    field) and exits 1; 0 if all agree.
     Nothing is extracted to disk outside a temporary folder.
 
     Example: isocost verify quick.tar.gz
     """
     limits = ExtractLimits(max_members=max_members, max_total_bytes=max_expanded_bytes)
-    report = verify_bundle(bundle_file, limits)
+    report = verify_bundle(bundle_file, limits, decision_check=decision_findings)
     if as_json:
         click.echo(jsonio.dumps(to_dict(report)), nl=False)
     elif report.ok:
@@ -108,7 +111,8 @@ def verify(bundle_file: Path, show_all: bool, as_json: bool, max_expanded_bytes:
         click.echo(f"OK: {bundle_file}: {report.files_checked} files, {_size(report.bytes_checked)}, every SHA-256 "
                    "matches BUNDLE.json, nothing missing or extra")
         click.echo(f"consistent: {report.trials} trial(s): raw rows, trial directories, specs, manifests, "
-                   "statuses, predictions, schedule and events agree")
+                   "statuses, predictions, schedule and events agree; verdicts, summary and decision re-derived "
+                   "from them")
         click.echo(f"campaign {report.campaign_id}, study {report.study_sha256}, inputs included: {included}")
     else:
         click.echo(f"FAILED: {bundle_file}: {report.first}")
@@ -151,7 +155,7 @@ def replay(bundle_file: Path, trial_ids: tuple[str, ...], out: Path | None, inpu
     limits = ExtractLimits(max_members=max_members, max_total_bytes=max_expanded_bytes)
     report = replay_bundle(bundle_file, trial_ids=trial_ids, out=out, inputs_dir=inputs_dir,
                            launcher_kind=launcher_kind, allowed_roots=allowed_roots(allowed), limits=limits,
-                           progress=_progress)
+                           progress=_progress, decision_check=decision_findings)
     click.echo((Path(report.out_dir) / "replay.md").read_text(encoding="utf-8"), nl=False)
     click.echo(f"Wrote {Path(report.out_dir) / 'replay.json'}")
     if not report.matches:

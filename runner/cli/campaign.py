@@ -14,12 +14,12 @@ from protocol.costing.plans import MAX_LOTS
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
 from protocol.names import check_image_reference
+from protocol.study import Study, load_study
 from runner.analysis.summary import summarize_campaign
-from runner.analysis.verdicts import validate_campaign
+from runner.analysis.verdicts import derive_verdicts, write_verdicts
 from runner.campaign.launcher_choice import choose_launcher
 from runner.campaign.run import rental_from_options, run_campaign
-from runner.campaign_dir.integrity import require_evidence
-from runner.campaign_dir.layout import load_record
+from runner.campaign_dir.campaign import open_campaign
 from runner.cli.launcher_flags import launcher_choice, launcher_flags, launcher_values, refuse_with_hosts
 
 
@@ -86,7 +86,8 @@ def run(study: Path, out: Path, resume: bool, launcher_kind: str, image: str | N
                    host_options, hosts_file, ledger)
         return
     image = check_image_reference(image, "--image") if image is not None else None
-    choice = choose_launcher(study, launcher_kind, image, options=options)
+    parsed = load_study(study)  # parsed once; the launcher, the campaign and the summary are handed it
+    choice = choose_launcher(parsed, launcher_kind, image, options=options)
     launcher = choice.launcher
     if choice.notice:
         click.echo(f"notice: {choice.notice}", err=True)
@@ -95,7 +96,7 @@ def run(study: Path, out: Path, resume: bool, launcher_kind: str, image: str | N
     previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     try:
         rental = rental_from_options(gpu, lots)
-        outcome = run_campaign(study, out, launcher, resume=resume, progress=_progress, rental=rental,
+        outcome = run_campaign(parsed, out, launcher, resume=resume, progress=_progress, rental=rental,
                                acknowledge_seen_corpus=acknowledge_seen_corpus, allowed_root_list=allowed_root,
                                ledger_dir=ledger)
     except KeyboardInterrupt:
@@ -107,7 +108,7 @@ def run(study: Path, out: Path, resume: bool, launcher_kind: str, image: str | N
         signal.signal(signal.SIGTERM, previous)
     click.echo(f"{outcome.rows_written} trial(s) run now; {outcome.rows_total} row(s) in raw.csv "
                f"for {outcome.slots_total} planned pass(es).", err=True)
-    summary_text = _summarize(out)
+    summary_text = _summarize(out, parsed)
     click.echo(summary_text)
     click.echo(f"Results: {out.resolve()}")
 
@@ -138,11 +139,12 @@ def _run_hosts(study: Path, out: Path, resume: bool, launcher_kind: str, image: 
         raise UserError("--gpu/--lots name one host's plan", "--host",
                         "Give each host its rental in a hosts file (rental = { gpu = \"rtx-4090\", lots = 1 }).")
     hosts = merge_hosts(host_options, hosts_file)
+    parsed = load_study(study)  # parsed once; every host's campaign and summary are handed it
     names = [h.name for h in hosts] or [h.name for h in load_hosts_json(out).hosts]
     board = HostBoard(names)
     previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     try:
-        outcome = run_hosts(study, out, hosts, image=image, resume=resume, board=board,
+        outcome = run_hosts(parsed, out, hosts, image=image, resume=resume, board=board,
                             acknowledge_seen_corpus=acknowledge_seen_corpus, allowed_root_list=allowed_root,
                             ledger_dir=ledger)
     except KeyboardInterrupt:
@@ -158,7 +160,7 @@ def _run_hosts(study: Path, out: Path, resume: bool, launcher_kind: str, image: 
         click.echo(f"{host.name:<{width}}  {host.state:<11}  {host.rows_total:>6}/{host.slots_total:<4}  "
                    f"{host.wall_s:6.1f} s{reason}")
         if (out / host.name / "campaign.json").exists():
-            summarize_campaign(out / host.name)
+            summarize_campaign(out / host.name, study=parsed)
     click.echo(f"All hosts: {outcome.wall_s:.1f} s wall. Per host: {out.resolve()}/<host>/summary.md; "
                f"hosts: {out.resolve() / 'hosts.json'}")
     if not outcome.complete:
@@ -167,8 +169,8 @@ def _run_hosts(study: Path, out: Path, resume: bool, launcher_kind: str, image: 
     click.echo(f"Decide across hosts: isocost decide {out}")
 
 
-def _summarize(out: Path) -> str:
-    summarize_campaign(out, record_events=True)
+def _summarize(out: Path, study: Study) -> str:
+    summarize_campaign(out, record_events=True, study=study)
     return (out / "summary.md").read_text(encoding="utf-8")
 
 
@@ -193,11 +195,11 @@ def validate(campaign_dir: Path, allow_inconsistent: bool) -> None:
 
     Example: isocost validate results/quick
     """
-    load_record(campaign_dir)
-    banner = require_evidence(campaign_dir, allow_inconsistent)
-    if banner:
-        click.echo(banner)
-    verdicts = validate_campaign(campaign_dir, allow_inconsistent=allow_inconsistent, checked=True)
+    campaign = open_campaign(campaign_dir, allow_inconsistent=allow_inconsistent)
+    if campaign.banner:
+        click.echo(campaign.banner)
+    verdicts = derive_verdicts(campaign)
+    write_verdicts(campaign, verdicts, banner=campaign.banner)
     accepted = sum(1 for v in verdicts if v["corpus_accepted"])
     for v in verdicts:
         state = "accepted" if v["corpus_accepted"] else "rejected"

@@ -3,8 +3,8 @@
 Thin commands: parse the options, call ``runner.decision.stage`` (decide) or ``runner.decision.period_report``
 (period), print the memo, JSON or CSV.
 
-Example: ``isocost decide results/rtx4090 results/b200 --expenses ledger.csv`` writes
-``results/rtx4090/decision.md``, ``decision.json`` and ``report.html``.
+Example: ``isocost decide results/rtx4090 results/b200 --expenses ledger.csv --out decisions/q4`` prints the memo
+and writes ``decisions/q4/decision.md``, ``decision.json`` and ``report.html``.
 """
 
 from __future__ import annotations
@@ -14,13 +14,15 @@ from pathlib import Path
 import click
 
 from protocol import codec, jsonio
+from protocol.decision.rank import Decision
 from runner.bundle.replay_read import refuse_replay_reference, replays_loader, split_replays
 from runner.cli.catalog import market_filter, market_options
 from runner.decision.agreement_view import matrix_csv, matrix_text
 from runner.decision.csv_table import render_csv
 from runner.decision.market_stage import MarketOptions
+from runner.decision.nothing_fits_memo import NOTHING_FITS_EXIT
 from runner.decision.period_report import campaign_period, render_period
-from runner.decision.stage import run_compare, run_decide
+from runner.decision.stage import DECISION_JSON, DECISION_MD, DecideOutcome, run_compare, run_decide
 
 _DIR = click.Path(path_type=Path, file_okay=False, exists=True)
 _FILE = click.Path(path_type=Path, dir_okay=False)
@@ -35,7 +37,8 @@ _FILE = click.Path(path_type=Path, dir_okay=False)
               help="Your own dated plan catalog CSV (default: the study's [costing] catalog, else the shipped "
                    "snapshot).")
 @click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=None,
-              help="Write decision.md, decision.json and report.html here (default: the first DIR).")
+              help="Write decision.md, decision.json and report.html here (never inside a DIR it reads; without "
+                   "--out nothing is written).")
 @click.option("--json", "as_json", is_flag=True, help="Print decision.json instead of the memo.")
 @click.option("--reference", "reference", type=_DIR, default=None,
               help="The campaign whose run of the study's reference variant is the ONE reference every "
@@ -76,8 +79,17 @@ def decide(dirs: tuple[Path, ...], expenses: Path | None, catalog_path: Path | N
     decision priced with catalogs of other dates is never overwritten: the
     new one is written beside it.
 
+    It writes nothing into the campaigns it reads; --out DIR writes
+    decision.md, decision.json and report.html there.
+
     \b
-    Example: isocost decide results/rtx4090 results/b200 --expenses ledger.csv
+    Exit status: 0 the memo is written; 3 the memo (and, with --out,
+    decision.json) says that nothing fits: no plan covers the declared job on
+    any configuration (why, and what would cover it: more lots, another
+    billing, a longer period); 2 an error (nothing written).
+
+    \b
+    Example: isocost decide results/rtx4090 results/b200 --expenses ledger.csv --out decisions/q4
     Example: isocost decide results/rtx4090 --market market-2026-12-03.csv --capacity on-demand
     Example: isocost decide results/rtx4090 results/b200 --format csv > decision.csv
     """
@@ -88,16 +100,40 @@ def decide(dirs: tuple[Path, ...], expenses: Path | None, catalog_path: Path | N
     outcome = run_decide(campaigns, catalog_path=catalog_path, expenses_path=expenses, out=out,
                          allow_inconsistent=allow_inconsistent, reference=reference, extra=replays_loader(replays),
                          market=market)
-    json_path, memo_path, report_path = outcome.written
+    _show(outcome, output_format, as_json)
+    _exit_if_nothing_fits(outcome.decision, _say_written(outcome))
+
+
+def _show(outcome: DecideOutcome, output_format: str | None, as_json: bool) -> None:
+    """Print the decision in the format asked for."""
     if output_format == "csv":
         click.echo(render_csv(outcome.decision), nl=False)
     elif as_json or output_format == "json":
         for banner in outcome.decision.inconsistent or ():  # the fault hook's flag is in the JSON (test_hooks)
             click.echo(banner)
-        click.echo(json_path.read_text(encoding="utf-8"), nl=False)
+        click.echo(outcome.texts[DECISION_JSON], nl=False)
     else:
-        click.echo(memo_path.read_text(encoding="utf-8"), nl=False)
+        click.echo(outcome.texts[DECISION_MD], nl=False)
+
+
+def _say_written(outcome: DecideOutcome) -> Path | None:
+    """Say on stderr what was written under --out (the memo's path), or that nothing was."""
+    if not outcome.written:
+        click.echo("Nothing written (decide never writes into the campaigns it reads): pass --out DIR to write "
+                   "decision.md, decision.json and report.html there.", err=True)
+        return None
+    json_path, memo_path, report_path = outcome.written
     click.echo(f"Wrote {memo_path}, {json_path} and {report_path}", err=True)
+    return memo_path
+
+
+def _exit_if_nothing_fits(decision: Decision, memo_path: Path | None) -> None:
+    """Exit 3 (after the memo is printed, and written under --out) when the declared job fits no plan."""
+    if decision.job is not None and decision.job.nothing_fits is not None:
+        where = memo_path if memo_path is not None else "the memo above"
+        click.echo(f"Nothing fits: no plan covers the declared job on any configuration ({where} says why and "
+                   "what would cover it).", err=True)
+        raise SystemExit(NOTHING_FITS_EXIT)
 
 
 @click.command()

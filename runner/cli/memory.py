@@ -10,7 +10,7 @@ import click
 from protocol import codec
 from protocol.errors import UserError
 from protocol.memory import ModelShape, estimate
-from protocol.stats import SummaryRecord, VariantSummary
+from protocol.stats import VariantSummary
 from protocol.study import load_study
 from protocol.study_reader import BOUNDS
 from protocol.study_records import ATTENTIONS, PRECISIONS, QUANTIZATIONS
@@ -29,7 +29,8 @@ def memory() -> None:
 @click.option("--study", "study_path", type=click.Path(path_type=Path, dir_okay=False),
               help="Estimate every variant of this study (model, precision, batch, max length).")
 @click.option("--campaign", "campaign_dir", type=click.Path(path_type=Path, file_okay=False, exists=True),
-              help="A campaign of that study: its measured peaks are shown beside the estimates.")
+              help="A campaign of that study: its measured peaks (re-derived from its raw rows, the evidence "
+                   "checked first) are shown beside the estimates.")
 @click.option("--model", "model_dir", type=click.Path(path_type=Path, file_okay=False, exists=True),
               help="A checkpoint directory (instead of --study).")
 @click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True)
@@ -82,11 +83,15 @@ def estimate_command(study_path: Path | None, campaign_dir: Path | None, model_d
 
 
 def _measured(campaign_dir: Path) -> dict[str, VariantSummary]:
-    path = campaign_dir / "summary.json"
-    if not path.exists():
-        raise UserError("no summary.json", str(campaign_dir), "Run `isocost summarize DIR` first.")
-    return {v.variant_id: v for v in codec.read_record(path, SummaryRecord, fix="Run `isocost summarize DIR` again.")
-            .variants}
+    """Each variant's measured peaks, re-derived from the campaign's sealed evidence (its raw rows, checked at the
+    opening), never read from summary.json (a derived file no seal covers); nothing is written."""
+    from runner.analysis.summary import derive_summary
+    from runner.analysis.verdicts import derive_verdicts
+    from runner.campaign_dir.campaign import open_campaign
+
+    campaign = open_campaign(campaign_dir)
+    record, _ = derive_summary(campaign, derive_verdicts(campaign), estimates={})
+    return {v.variant_id: v for v in record.variants}
 
 
 COMMANDS = [memory]

@@ -1,11 +1,11 @@
 """Reading what ``decide`` weighs: one campaign directory into :class:`CampaignEvidence`, the catalog, the ledger.
 
-:func:`load_evidence` re-runs validate and summarize in the directory (so every verdict is re-derived from the
-stored prediction files, as ``isocost summarize`` does; the evidence checks run there, once), then reads
-campaign.json, raw.csv, events.jsonl and each trial's status and manifest. :func:`choose_catalog` and
-:func:`read_ledger` read the other two inputs of the decision.
+:func:`load_evidence` takes an opened :class:`~runner.campaign_dir.campaign.Campaign` (campaign.json, the study
+and raw.csv read once, the evidence checks run there), re-derives its verdicts and summary in memory (as
+``isocost summarize`` would, writing nothing into the directory), then reads events.jsonl and each trial's status
+and manifest. :func:`choose_catalog` and :func:`read_ledger` read the other two inputs of the decision.
 
-Example: ``evidence, study, record = load_evidence(Path("results/a"))``; ``evidence.hardware`` reads
+Example: ``evidence = load_evidence(open_campaign(Path("results/a")))``; ``evidence.hardware`` reads
 ``"rtx-4090 ×2 lots"``.
 """
 
@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from protocol.codec import read_record, to_dict
+from protocol.codec import to_dict
 from protocol.costing.catalog_file import load_catalog
 from protocol.costing.plans import Catalog, default_catalog_path
 from protocol.costing.trial_files import trial_record
@@ -24,13 +24,14 @@ from protocol.decision.ledger import parse_ledger
 from protocol.decision.rank import CampaignEvidence, Ledger
 from protocol.errors import UserError
 from protocol.manifest import read_manifest
-from protocol.records import CampaignRecord, Rental, TrialStatus, VerdictsRecord, read_status
-from protocol.stats import Summary
-from protocol.study import Study, load_study
-from runner.analysis.summary import summarize_campaign
+from protocol.records import CampaignRecord, Rental, TrialStatus, read_status
+from protocol.study import Study
+from runner.analysis.summary import derive_summary
+from runner.analysis.verdicts import derive_verdicts, verdicts_record
 from runner.campaign_dir.appendlog import require_whole
+from runner.campaign_dir.campaign import Campaign
 from runner.campaign_dir.fault_hooks import FAULT_HOOK_BANNER
-from runner.campaign_dir.layout import FROZEN_CATALOG, CampaignPaths, load_record, read_rows
+from runner.campaign_dir.layout import FROZEN_CATALOG
 from runner.campaign_dir.layout import read_events as read_campaign_events
 from runner.campaign_dir.rentals import RENTALS_FILE, read_rentals
 
@@ -72,27 +73,23 @@ def trial_capacity(trial_dir: Path, status: TrialStatus | None) -> TrialCapacity
     return TrialCapacity(device, device_source, host, host_source)
 
 
-def load_evidence(root: Path, allow_inconsistent: bool = False,
-                  command: str = "decide") -> tuple[CampaignEvidence, Study, CampaignRecord]:
-    """Read one campaign directory into the evidence ``decide`` weighs (re-deriving its verdicts).
-
-    The evidence checks run once, in summarize; ``allow_inconsistent`` reads an inconsistent directory anyway
-    and puts the banner first among the campaign's notes.
-    """
-    paths = CampaignPaths(root)
-    record = load_record(root)
-    summary, banner = _summarize(root, allow_inconsistent, command)
-    study = load_study(paths.study)  # the frozen copy: rules as they were at the start
-    verdicts = read_record(root / "verdicts.json", VerdictsRecord)
-    rows = read_rows(paths.raw, allow_inconsistent=allow_inconsistent)
-    rental, notes = _rental(root, record, verify=not allow_inconsistent)
+def load_evidence(campaign: Campaign) -> CampaignEvidence:
+    """An opened campaign (:func:`runner.campaign_dir.campaign.open_campaign`: the evidence checks ran there) as
+    the evidence ``decide`` weighs: its verdicts and summary re-derived in memory from the stored prediction files,
+    never written into the directory. A campaign opened with ``allow_inconsistent`` that failed the checks has
+    the banner first among its notes."""
+    root, record, study = campaign.root, campaign.record, campaign.study
+    verify = not campaign.banner
+    verdicts = derive_verdicts(campaign)
+    summary, _ = derive_summary(campaign, verdicts)
+    rental, notes = _rental(root, record, verify=verify)
     if record.study_sha256 != study.sha256:
         notes.append(f"study.toml in {root} hashes to {study.sha256}, not the {record.study_sha256} "
                      "recorded at the start: the frozen copy was edited")
-    trial_ids = [row.trial_id for row in rows]
+    trial_ids = [row.trial_id for row in campaign.rows]
     # A status.json that is there but unreadable is refused by name, never read as an empty status.
-    statuses = {trial_id: read_status(paths.trial_dir(trial_id)) for trial_id in trial_ids}
-    evidence = CampaignEvidence(
+    statuses = {trial_id: read_status(campaign.trial_dir(trial_id)) for trial_id in trial_ids}
+    return CampaignEvidence(
         label=str(root),
         campaign_id=record.campaign_id,
         study_name=record.study_name or study.name,
@@ -110,30 +107,16 @@ def load_evidence(root: Path, allow_inconsistent: bool = False,
         # A multi-host campaign names the rented host; a local one, the machine that ran the CLI.
         host=str(record.launcher.get("host_name") or (record.host.hostname if record.host else "unknown host")),
         launcher=str(record.launcher.get("kind", "unknown launcher")),
-        rows=tuple(rows),
-        events=read_events(paths.events, verify=not allow_inconsistent),
+        rows=campaign.rows,
+        events=read_events(campaign.paths.events, verify=verify),
         summary=summary,
-        accepted_trials=verdicts.accepted_trials,
-        capacities={trial_id: trial_capacity(paths.trial_dir(trial_id), statuses[trial_id]) for trial_id in trial_ids},
-        notes=tuple(w for w in summary.warnings if w.startswith(FAULT_HOOK_BANNER)) + tuple([banner] if banner else [])
-        + tuple(notes),
-        trials={trial_id: trial_record(paths.trial_dir(trial_id), statuses[trial_id]) for trial_id in trial_ids},
+        accepted_trials=verdicts_record(campaign, verdicts).accepted_trials,
+        capacities={trial_id: trial_capacity(campaign.trial_dir(trial_id), statuses[trial_id])
+                    for trial_id in trial_ids},
+        notes=tuple(w for w in summary.warnings if w.startswith(FAULT_HOOK_BANNER))
+        + tuple([campaign.banner] if campaign.banner else []) + tuple(notes),
+        trials={trial_id: trial_record(campaign.trial_dir(trial_id), statuses[trial_id]) for trial_id in trial_ids},
     )
-    return evidence, study, record
-
-
-def _summarize(root: Path, allow_inconsistent: bool, command: str) -> tuple[Summary, str]:
-    """Re-derive the verdicts and the summary (the evidence checks run there); the inconsistency banner or ""."""
-    try:
-        summary = summarize_campaign(root, allow_inconsistent=allow_inconsistent)
-    except PermissionError as exc:
-        raise UserError(
-            f"cannot write the re-derived verdicts ({exc.strerror})",
-            str(root),
-            f"isocost {command} re-runs validate and summarize in each results directory: copy it somewhere "
-            "writable.",
-        ) from None
-    return summary, summary.inconsistent or ""
 
 
 def _rental(root: Path, record: CampaignRecord, verify: bool = True) -> tuple[Rental | None, list[str]]:

@@ -146,6 +146,12 @@ def _job_html(job: JobDecision) -> list[str]:
                   f"{p.job_h:.1f} h (interval {p.low_h:.1f}–{p.high_h:.1f} h), {escape(str(chosen.chosen_option))} "
                   f"billing, expected {usd(chosen.expected_usd)} USD; per validated corpus "
                   f"{usd(chosen.per_corpus_usd)} USD.</p>" + _ul(job.why) + "</div>")
+    elif job.nothing_fits is not None:  # the memo's words, and what would cover it
+        short = job.nothing_fits
+        answer = (f"<div class=\"answer none\"><p><strong>Nothing fits: no plan covers the declared job on any "
+                  f"configuration.</strong> {escape(short.configuration_id)} needs up to {short.needs_h:.1f} h; "
+                  f"{escape(short.plan)} ({short.plan_hours:g} h) is short by {short.short_h:.1f} h. What would "
+                  "cover it:</p>" + _ul(short.remedies) + "</div>")
     else:
         answer = "<div class=\"answer none\"><p><strong>No configuration can do the declared job.</strong></p>" \
                  + _ul(job.why) + "</div>"

@@ -20,6 +20,7 @@ from protocol.names import markdown_text
 from runner.decision.agreement_view import reference_lines
 from runner.decision.job_memo import job_lines
 from runner.decision.market_memo import market_lines
+from runner.decision.nothing_fits_memo import nothing_fits_lines
 from runner.decision.text_format import cell, hours, seconds, usd
 
 _QUALITY = {True: "equivalent", False: "NOT equivalent", None: "unknown"}
@@ -31,6 +32,7 @@ def render_memo(decision: Decision, catalog_source: str = "given", task_line: st
     ``task_line`` what the study's task yields and how it is compared (``protocol.tasks.describe_task``)."""
     lines = [f"# Decision: {decision.study_name}", "", f"Question: {markdown_text(decision.question)}", ""]
     lines += [task_line, ""] if task_line else []
+    lines += nothing_fits_lines(decision.job)
     lines += answer_lines(decision)
     if decision.market is not None:
         lines += ["", *market_lines(decision.market)]

@@ -20,9 +20,7 @@ from protocol.costing.timeline import iso_utc
 from protocol.decision.rank import plan_cost
 from protocol.decision.records import CostResult
 from protocol.records import Rental
-from protocol.study import load_study
-from runner.campaign_dir.integrity import require_evidence
-from runner.campaign_dir.layout import CampaignPaths, load_record, read_rows
+from runner.campaign_dir.campaign import open_campaign
 from runner.campaign_dir.rentals import latest_rental
 from runner.decision.evidence import choose_catalog, read_events
 from runner.decision.text_format import hours, usd
@@ -53,13 +51,10 @@ def campaign_period(root: Path, catalog_path: Path | None = None, allow_inconsis
     The evidence checks run first; ``allow_inconsistent`` reads an inconsistent directory anyway and the
     report carries the banner.
     """
-    paths = CampaignPaths(root)
-    record = load_record(root)
-    banner = require_evidence(root, allow_inconsistent)
-    study = load_study(paths.study)
-    rows = read_rows(paths.raw, allow_inconsistent=allow_inconsistent)
+    campaign = open_campaign(root, allow_inconsistent=allow_inconsistent)
+    record, study, rows, banner = campaign.record, campaign.study, list(campaign.rows), campaign.banner
     deadline = getattr(study, "deadline", None)
-    events = read_events(paths.events, verify=not allow_inconsistent)
+    events = read_events(campaign.paths.events, verify=not allow_inconsistent)
     period = measure_period(events, rows, None if deadline is None else deadline.waiting_h)
     catalog, source = choose_catalog(catalog_path, study, record)
     recorded = latest_rental(root, verify=not allow_inconsistent)

@@ -1,29 +1,32 @@
 """The decide stage: campaign directories → decision.json, decision.md and report.html.
 
-Reads each results directory (:func:`runner.decision.evidence.load_evidence`, which re-derives every verdict
-from the stored prediction files), weighs them with :func:`protocol.decision.rank.decide`, and writes the JSON
-record, the memo (:mod:`runner.decision.memo`) and the HTML report (:mod:`runner.decision.html_report`) into the
-first directory, or ``out``.
+Opens each results directory once (:func:`runner.campaign_dir.campaign.open_campaign`), reads it as evidence
+(:func:`runner.decision.evidence.load_evidence`, which re-derives every verdict from the stored prediction files in
+memory), weighs them with :func:`protocol.decision.rank.decide`, and renders the JSON record, the memo
+(:mod:`runner.decision.memo`) and the HTML report (:mod:`runner.decision.html_report`); it writes them under
+``out`` only, never into a campaign directory it reads.
 
-Example: ``run_decide([Path("results/a"), Path("results/b")])`` writes ``results/a/decision.md``.
+Example: ``run_decide([Path("results/a"), Path("results/b")], out=Path("decisions/ab"))`` writes
+``decisions/ab/decision.md``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from protocol.codec import write_record
+from protocol.codec import to_dict
 from protocol.decision.agreement import ConfigurationOutputs
 from protocol.decision.configuration import configuration_labels
 from protocol.decision.evidence import check_same_study
 from protocol.decision.rank import Decision, decide
 from protocol.errors import UserError
-from protocol.jsonio import write_text_atomic
+from protocol.jsonio import dumps, write_text_atomic
 from protocol.safe_write import check_writable_target, make_dirs
 from protocol.tasks import describe_task
+from runner.campaign_dir.campaign import open_campaign
 from runner.campaign_dir.fault_hooks import FAULT_HOOK_BANNER, fault_hook_banner
 from runner.campaign_dir.integrity import INCONSISTENT_BANNER
 from runner.decision.crosscheck import cross_check
@@ -44,9 +47,10 @@ class DecideOutcome:
     ``allow_inconsistent`` that failed the checks."""
 
     decision: Decision
-    written: tuple[Path, ...]
+    written: tuple[Path, ...]  # empty without --out
     catalog_source: str
     banners: tuple[str, ...] = ()
+    texts: dict[str, str] = field(default_factory=dict)  # file name → its text, written or not
 
 
 def _reference_campaign(roots: list[Path], campaign_roots: list[Path], reference: Path | None) -> Path | None:
@@ -70,23 +74,23 @@ def run_decide(
     extra: Callable[[Any], Sequence[ConfigurationOutputs]] | None = None,
     market: MarketOptions | None = None,
 ) -> DecideOutcome:
-    """Decide over ``roots`` (campaigns of one study) and write the memo, JSON and report; ``reference``: the
-    campaign whose reference variant every configuration is compared with by id (default: the first); ``extra``:
+    """Decide over ``roots`` (campaigns of one study); with ``out``, write the JSON, memo and report there (never
+    into a campaign directory it reads: nothing is written without ``out``). ``reference``: the campaign whose
+    reference variant every configuration is compared with by id (default: the first); ``extra``:
     configurations to compare as well (replays), built from the study; ``market``: price every configuration
     across providers too (runner.decision.market_stage), written beside an earlier decision of other dates."""
-    from runner.decision.html_report import render_report  # keeps the CLI import light
-
     if not roots:
         raise UserError("no results directory given", "isocost decide", "Pass at least one DIR.")
     campaign_roots = expand_campaign_dirs(roots)
-    loaded = [load_evidence(root, allow_inconsistent) for root in campaign_roots]
+    if out is not None:
+        check_out_of_campaigns(out, [*roots, *campaign_roots], "decide")
+    campaigns = [open_campaign(root, allow_inconsistent=allow_inconsistent) for root in campaign_roots]
+    evidence = [load_evidence(campaign) for campaign in campaigns]
     missing_hosts = [f"host {name}: {state or 'no campaign'}{f' ({reason})' if reason else ''}; no results to weigh"
                      for root in roots for name, state, reason in hosts_without_campaign(root)]
     if missing_hosts:
-        first, study_, record_ = loaded[0]
-        loaded[0] = (replace(first, notes=(*first.notes, *missing_hosts)), study_, record_)
-    evidence = [item[0] for item in loaded]
-    study, record = loaded[0][1], loaded[0][2]
+        evidence[0] = replace(evidence[0], notes=(*evidence[0].notes, *missing_hosts))
+    study, record = campaigns[0].study, campaigns[0].record
     catalog, catalog_source = choose_catalog(catalog_path, study, record)
     ledger = read_ledger(expenses_path) if expenses_path is not None else None
     check_same_study(evidence)  # before any output is read across campaigns
@@ -97,22 +101,54 @@ def run_decide(
     decision = decide(evidence, study, catalog, ledger, agreement=matrix)
     if market is not None:
         decision = price_market(decision, campaign_roots, evidence, market, catalog)
-    target = out if out is not None else roots[0]
-    fix = "Choose a writable --out." if out is not None else "Pass a writable --out DIR."
-    make_dirs(target, fix=fix)
-    for path in (target / DECISION_JSON, target / DECISION_MD, target / REPORT_HTML):
-        check_writable_target(path, fix=fix)  # refused before any of the three is written
     inconsistent = _flags(evidence, INCONSISTENT_BANNER)
     hooks = _flags(evidence, FAULT_HOOK_BANNER) + _replay_hooks(extras)
     banners = hooks + inconsistent
     decision = replace(decision, catalog_source=catalog_source, inconsistent=inconsistent or None,
                        test_hooks=hooks or None)
-    decision, written = output_paths(decision, (target / DECISION_JSON, target / DECISION_MD, target / REPORT_HTML))
-    write_record(written[0], decision, target, fix)
-    write_text_atomic(written[1], "".join(f"{b}\n" for b in banners) + ("\n" if banners else "")
-                      + render_memo(decision, catalog_source, describe_task(study)), target, fix)
-    write_text_atomic(written[2], render_report(decision), target, fix)
-    return DecideOutcome(decision=decision, written=written, catalog_source=catalog_source, banners=banners)
+    paths: tuple[Path, ...] = ()
+    if out is not None:
+        decision, paths = output_paths(decision, (out / DECISION_JSON, out / DECISION_MD, out / REPORT_HTML))
+    texts = decision_texts(decision, banners, study)
+    written = write_decision(paths, texts) if paths else ()
+    return DecideOutcome(decision=decision, written=written, catalog_source=catalog_source, banners=banners,
+                         texts=texts)
+
+
+def decision_texts(decision: Decision, banners: Sequence[str], study: Any) -> dict[str, str]:
+    """decision.json, decision.md and report.html as text (what ``decide --out`` writes; ``verify`` re-derives
+    them from a bundle's evidence and compares)."""
+    from runner.decision.html_report import render_report  # keeps the CLI import light
+
+    return {
+        DECISION_JSON: dumps(to_dict(decision)),
+        DECISION_MD: "".join(f"{b}\n" for b in banners) + ("\n" if banners else "")
+        + render_memo(decision, decision.catalog_source or "", describe_task(study)),
+        REPORT_HTML: render_report(decision),
+    }
+
+
+def write_decision(paths: Sequence[Path], texts: dict[str, str]) -> tuple[Path, ...]:
+    """Write decision.json, decision.md and report.html's ``texts`` to ``paths`` (in that order; their folder is
+    created if needed); every target is checked before any is written."""
+    fix = "Choose a writable --out."
+    target = paths[0].parent
+    make_dirs(target, fix=fix)
+    for path in paths:
+        check_writable_target(path, fix=fix)  # refused before any of the three is written
+    for path, name in zip(paths, (DECISION_JSON, DECISION_MD, REPORT_HTML), strict=True):
+        write_text_atomic(path, texts[name], target, fix)
+    return tuple(paths)
+
+
+def check_out_of_campaigns(out: Path, roots: Sequence[Path], command: str) -> None:
+    """A reading command writes under its ``--out`` only, never into a campaign directory it reads."""
+    target = out.resolve()
+    for root in roots:
+        folder = root.resolve()
+        if target == folder or folder in target.parents:
+            raise UserError(f"--out {out} is inside {root}, a directory {command} reads", "--out",
+                            f"{command} never writes into the campaigns it reads: choose an --out outside them.")
 
 
 def run_compare(roots: list[Path], *, reference: Path | None = None, allow_inconsistent: bool = False,
@@ -123,10 +159,10 @@ def run_compare(roots: list[Path], *, reference: Path | None = None, allow_incon
     if not roots:
         raise UserError("no results directory given", "isocost compare", "Pass at least one DIR.")
     campaign_roots = expand_campaign_dirs(roots)
-    loaded = [load_evidence(root, allow_inconsistent, "compare") for root in campaign_roots]
-    evidence = [item[0] for item in loaded]
+    campaigns = [open_campaign(root, allow_inconsistent=allow_inconsistent) for root in campaign_roots]
+    evidence = [load_evidence(campaign) for campaign in campaigns]
     check_same_study(evidence, "compare")
-    study = loaded[0][1]
+    study = campaigns[0].study
     extras = extra(study) if extra is not None else ()
     matrix = cross_check(list(zip(campaign_roots, evidence, strict=True)), study, configuration_labels(evidence),
                          reference=_reference_campaign(roots, campaign_roots, reference),

@@ -41,14 +41,7 @@ from protocol.corpus import token_lengths
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
 from protocol.jsonio import write_json_atomic
-from runner.demo.embedding import (
-    EMBED_STUDY,
-    EMBEDDING_SIZES,
-    Tuner,
-    build_embedding_demo,
-    embedding_parameters,
-    embedding_template_hashes,
-)
+from runner.demo.embedding import EMBEDDING_SIZES, Tuner, prepare_embedding_demo
 from runner.demo.reuse import BUILDER_VERSION, make_readable, remove_outputs, reusable_record
 from runner.demo.selection import Selection, bucket_counts_line, select_texts, selection_labels, write_jsonl
 from runner.demo.source import (
@@ -113,6 +106,7 @@ def build_demo(
     training_size: int = DEFAULT_TRAINING_SIZE,
     embedding_sizes: tuple[int, int] = EMBEDDING_SIZES,
     tune: Tuner | None = None,
+    embedding: bool = True,
 ) -> DemoResult:
     """Build (or reuse) the demo corpora, tuning split, classifier and study files.
 
@@ -125,7 +119,8 @@ def build_demo(
     (``training_size`` texts, written to ``training.jsonl``), so that the tuning
     split measures the head on texts it never saw. A previous build in ``out_dir`` is reused when its
     ``demo.json`` records the same builder version, parameters and package
-    versions and every file still has its recorded sha256.
+    versions and every file still has its recorded sha256. ``embedding``: also build (or reuse) the embedding
+    demo, a part of its own recorded in ``embedding.json`` (:func:`runner.demo.embedding.prepare_embedding_demo`).
 
     Example (a tiny demo for a test)::
 
@@ -135,14 +130,16 @@ def build_demo(
     out_dir = Path(out_dir)
     chosen = dict(DEFAULT_SIZES if sizes is None else sizes)
     _check_parameters(chosen, tuning_size, training_size)
-    parameters = _parameters(chosen, tuning_size, seed, training_size, embedding_sizes, tune is not None)
+    parameters = _parameters(chosen, tuning_size, seed, training_size)
     packages = package_versions()
+    embedded = () if not embedding else prepare_embedding_demo(
+        out_dir, seed=seed, sizes=embedding_sizes, tune=tune, progress=progress).study_paths
 
     previous = reusable_record(out_dir, parameters, packages)
     if previous is not None:
         progress(f"Reused the demo in {out_dir} (demo.json and file hashes match).")
         make_readable(out_dir)
-        return _result(out_dir, previous, reused=True, seconds=time.monotonic() - started)
+        return _result(out_dir, previous, reused=True, seconds=time.monotonic() - started, embedded=embedded)
 
     progress(f"Building the demo in {out_dir} ...")
     sources = _Sources(articles=source_dir(), model=model_source())
@@ -152,18 +149,16 @@ def build_demo(
     head, accuracy, minimum = _train_and_score(out_dir, sources, selection, seed, progress)
     files = _input_fingerprints(out_dir, chosen)
     files.update(write_studies(out_dir, {n: len(rows) for n, rows in selection.corpora.items()}, files, minimum))
-    files.update(build_embedding_demo(out_dir, sources.articles, sources.model, seed, progress, embedding_sizes,
-                                      tune))
     record = _demo_record(parameters, packages, sources, selection, head, accuracy, minimum, files)
     write_json_atomic(out_dir / "demo.json", record)
     make_readable(out_dir)
     seconds = time.monotonic() - started
     progress(f"Built the demo in {seconds:.1f} s.")
-    return _result(out_dir, record, reused=False, seconds=seconds)
+    return _result(out_dir, record, reused=False, seconds=seconds, embedded=embedded)
 
 
 def _parameters(sizes: Mapping[str, tuple[int, int, int]], tuning_size: int, seed: int,
-                training_size: int, embedding_sizes: tuple[int, int], tuned: bool) -> dict[str, Any]:
+                training_size: int) -> dict[str, Any]:
     """What a build is made from, besides the packages: an earlier build with other parameters is rebuilt."""
     return {
         "seed": seed,
@@ -171,8 +166,7 @@ def _parameters(sizes: Mapping[str, tuple[int, int, int]], tuning_size: int, see
         "tuning_size": tuning_size,
         "training_size": training_size,
         # A changed study template must rebuild the generated study files.
-        "templates": {**template_hashes(sizes), **embedding_template_hashes()},
-        "embedding": embedding_parameters(embedding_sizes, tuned),
+        "templates": template_hashes(sizes),
     }
 
 
@@ -299,14 +293,13 @@ def _demo_record(
 
 
 def _result(
-    out_dir: Path, record: Mapping[str, Any], *, reused: bool, seconds: float
+    out_dir: Path, record: Mapping[str, Any], *, reused: bool, seconds: float, embedded: Iterable[Path] = ()
 ) -> DemoResult:
     names = sorted(record["parameters"]["sizes"])
-    studies = sorted([*names, EMBED_STUDY])
     return DemoResult(
         out_dir=out_dir,
         reused=reused,
-        study_paths=tuple(out_dir / f"{name}.toml" for name in studies),
+        study_paths=tuple(sorted([*(out_dir / f"{name}.toml" for name in names), *embedded])),
         corpus_paths=tuple(out_dir / f"corpus-{name}.jsonl" for name in names),
         tuning_path=out_dir / "tuning.jsonl",
         model_dir=out_dir / "model",

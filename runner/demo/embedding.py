@@ -10,25 +10,35 @@ empty body, or whose headline repeats another's, are left out). The encoder is t
 tuning split measures, never the final corpus. ``isocost demo prepare`` hands the tuner in (``runner.own`` sits
 on this package's layer); without one the study is left with ``tuned_on = "not tuned yet"``.
 
+The embedding demo is a part of its own (:mod:`runner.demo.parts`): :func:`prepare_embedding_demo` records the
+build in ``embedding.json`` and reuses it while its parameters, the package versions and every file's fingerprint
+hold, so ``make run STUDY=embed`` builds it and ``make run`` (the classification study) never does.
+
 Example::
 
-    files = build_embedding_demo(Path(".isocost-demo"), source_dir(), model_source(), 0, print, tune=tune_study)
-    sorted(files)   # ['embed-corpus.jsonl', 'embed-queries.jsonl', …, 'embed.toml', 'encoder']
+    made = prepare_embedding_demo(Path(".isocost-demo"), tune=tune_study, progress=print)
+    made.study_paths   # (.isocost-demo/embed.toml,)
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 import tempfile
+import tomllib
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from protocol.fingerprint import fingerprint_path, sha256_file
-from protocol.jsonio import write_text_atomic
-from runner.demo.source import Article, normalise, read_articles
+from protocol.jsonio import write_json_atomic, write_text_atomic
+from protocol.time_limits import OVERRIDE_VARIABLE, tuning_limit
+from runner.demo.machine import load_per_core
+from runner.demo.reuse import make_readable, reusable_record
+from runner.demo.source import Article, model_source, normalise, package_versions, read_articles, source_dir
 
 EMBED_STUDY = "embed"
 TEMPLATE = Path(__file__).resolve().parent / "embedding_studies" / f"{EMBED_STUDY}.toml"
@@ -42,6 +52,19 @@ SEED_OFFSET = 22
 ENCODER_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "vocab.txt",
                  "special_tokens_map.json")
 FILES = ("embed-corpus.jsonl", "embed-queries.jsonl", "embed-tuning.jsonl", "embed-tuning-queries.jsonl")
+RECORD = "embedding.json"
+#: Bump when the embedding builder writes something different from the same parameters.
+BUILDER_VERSION = "1"
+
+
+@dataclass(frozen=True)
+class EmbeddingDemo:
+    """What :func:`prepare_embedding_demo` made (or found already made)."""
+
+    out_dir: Path
+    reused: bool
+    study_paths: tuple[Path, ...]
+    files: dict[str, str]
 
 
 def embedding_parameters(sizes: tuple[int, int] = EMBEDDING_SIZES, tuned: bool = True) -> dict[str, Any]:
@@ -125,10 +148,35 @@ def build_embedding_demo(out_dir: Path, articles_dir: Path, model_src: Path, see
     if tune is None:
         progress(f"{study.name} is not tuned yet: run `isocost tune {study}`.")
         return {name: fingerprint_path(out_dir / name) for name in (*FILES, "encoder", study.name)}
+    limit = tuning_limit(float(tomllib.loads(study.read_text(encoding="utf-8"))["campaign"]["trial_timeout_s"]),
+                         load_per_core=load_per_core(), study=study.name, override=os.environ.get(OVERRIDE_VARIABLE))
+    progress(f"Tuning {study.name} (time limit {limit.seconds:.0f} s: {limit.source}) ...")
     with tempfile.TemporaryDirectory(prefix="isocost-demo-ledger-") as ledger:  # the builder's own tuning run
-        result = tune(study, ledger_dir=Path(ledger), progress=progress)
+        result = tune(study, ledger_dir=Path(ledger), progress=progress, time_limit=limit)
     proposal = result.proposal
     progress(f"Tuned {study.name} on its tuning split: {result.metric} {proposal.metric_value:.4f} over "
              f"{proposal.n} queries; minimum {proposal.minimum}, max_metric_drop {proposal.max_metric_drop}, "
              f"min_agreement {proposal.min_agreement}.")
     return {name: fingerprint_path(out_dir / name) for name in (*FILES, "encoder", study.name)}
+
+
+def prepare_embedding_demo(out_dir: Path, *, seed: int = 0, sizes: tuple[int, int] = EMBEDDING_SIZES,
+                           tune: Tuner | None = None, progress: Callable[[str], None] = lambda line: None
+                           ) -> EmbeddingDemo:
+    """Build (or reuse) the embedding demo in ``out_dir``, recorded in ``embedding.json``."""
+    out_dir = Path(out_dir)
+    parameters = {"seed": seed, **embedding_parameters(sizes, tune is not None),
+                  "templates": embedding_template_hashes()}
+    packages = package_versions()
+    study = out_dir / f"{EMBED_STUDY}.toml"
+    previous = reusable_record(out_dir, parameters, packages, RECORD, BUILDER_VERSION)
+    if previous is not None:
+        progress(f"Reused the embedding demo in {out_dir} ({RECORD} and file hashes match).")
+        return EmbeddingDemo(out_dir, True, (study,), dict(previous["files"]))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / RECORD).unlink(missing_ok=True)
+    files = build_embedding_demo(out_dir, source_dir(), model_source(), seed, progress, sizes, tune)
+    write_json_atomic(out_dir / RECORD, {"schema_version": 1, "builder_version": BUILDER_VERSION,
+                                         "parameters": parameters, "packages": packages, "files": files})
+    make_readable(out_dir)
+    return EmbeddingDemo(out_dir, False, (study,), files)

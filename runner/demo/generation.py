@@ -18,18 +18,24 @@ Example::
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
+import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from time import monotonic as clock
 from typing import Any
 
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path, sha256_file
 from protocol.jsonio import loads_unique, write_json_atomic, write_text_atomic
 from protocol.safe_write import write_handle
+from protocol.time_limits import OVERRIDE_VARIABLE, campaign_limit, tuning_limit
+from protocol.tomledit import set_table_keys
 from runner.demo.generation_model import converted_checkpoint
+from runner.demo.machine import load_per_core
 from runner.demo.source import read_articles, source_dir
 
 TEMPLATES = Path(__file__).resolve().parent / "studies" / "generation"
@@ -127,7 +133,8 @@ def build_generation_demo(out_dir: Path, *, seed: int = 0, sizes: tuple[int, int
               "@MODEL_FINGERPRINT@": checkpoint.fingerprint}
     write_text_atomic(out_dir / f"{CPU_STUDY}.toml", _render(CPU_STUDY, {
         **common, "@TEXT_COUNT@": str(sizes[0]), "@CORPUS_FINGERPRINT@": fingerprints["corpus-generate.jsonl"]}))
-    tuned = _tune(tuner, out_dir / f"{CPU_STUDY}.toml", progress) if tuner is not None else {}
+    tuned = _tune(tuner, out_dir / f"{CPU_STUDY}.toml", progress, corpus_inputs=sizes[0],
+                  tuning_inputs=len(tuning)) if tuner is not None else {}
     rule = _rule(out_dir / f"{CPU_STUDY}.toml")
     for stack in GPU_STACKS:
         write_text_atomic(out_dir / f"{GPU_STUDY}-{stack}.toml", _render(GPU_STUDY, {
@@ -141,19 +148,34 @@ def build_generation_demo(out_dir: Path, *, seed: int = 0, sizes: tuple[int, int
     return _result(out_dir, record, reused=False)
 
 
-def _tune(tuner: Callable[..., Any], study: Path, progress: Callable[[str], None]) -> dict[str, Any]:
-    """``isocost tune`` on the CPU study: the reference variant over the tuning split, the rule written."""
-    progress(f"Tuning the quality rule of {study.name} on the tuning split (isocost tune, one pass) ...")
+def _tune(tuner: Callable[..., Any], study: Path, progress: Callable[[str], None], *, corpus_inputs: int,
+          tuning_inputs: int) -> dict[str, Any]:
+    """``isocost tune`` on the CPU study: the reference variant over the tuning split, the rule written; the pass
+    runs under the study's limit scaled by this machine's measured load, and the study's ``trial_timeout_s`` is
+    then scaled from the pass's measured time (:mod:`protocol.time_limits`)."""
+    study_limit = float(tomllib.loads(study.read_text(encoding="utf-8"))["campaign"]["trial_timeout_s"])
+    limit = tuning_limit(study_limit, load_per_core=load_per_core(), study=study.name,
+                         override=os.environ.get(OVERRIDE_VARIABLE))
+    progress(f"Tuning the quality rule of {study.name} on the tuning split (isocost tune, one pass; time limit "
+             f"{limit.seconds:.0f} s: {limit.source}) ...")
     # The builder's own ledger: the demo's rule is made by this fixed, seeded procedure from the tuning split,
     # whatever an earlier demo campaign showed, so a rebuild is not refused by that campaign's ledger entry. A
     # user's `isocost tune` always reads the real ledger.
-    result = tuner(study, ledger_dir=study.parent / ".isocost-demo-build", progress=progress)
+    started = clock()
+    result = tuner(study, ledger_dir=study.parent / ".isocost-demo-build", progress=progress, time_limit=limit)
+    measured = clock() - started
     for line in result.lines():
         progress(line)
+    seconds, reason = campaign_limit(study_limit, measured_s=measured, corpus_inputs=corpus_inputs,
+                                     tuning_inputs=tuning_inputs)
+    write_text_atomic(study, set_table_keys(study.read_text(encoding="utf-8"), "campaign",
+                                            {"trial_timeout_s": int(seconds)}, {"trial_timeout_s": reason}))
+    progress(f"trial_timeout_s = {int(seconds)} s in {study.name}: {reason} (measured here)")
     proposal = result.proposal
     return {"metric": result.metric, "metric_value": proposal.metric_value, "se": proposal.se,
             "minimum": proposal.minimum, "max_metric_drop": proposal.max_metric_drop,
-            "min_agreement": proposal.min_agreement, "inputs": proposal.n}
+            "min_agreement": proposal.min_agreement, "inputs": proposal.n, "tuning_s": round(measured, 1),
+            "trial_timeout_s": int(seconds)}
 
 
 def _rule(study: Path) -> dict[str, str]:

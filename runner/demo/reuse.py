@@ -26,14 +26,16 @@ from protocol.fingerprint import fingerprint_path
 from protocol.jsonio import loads_unique
 
 #: Bump when the builder writes something different from the same parameters: older builds are rebuilt.
-BUILDER_VERSION = "3"  # 3: the classifier head's own training split; the embedding demo
+BUILDER_VERSION = "4"  # 4: the embedding demo is a part of its own (embedding.json)
 
 
 def reusable_record(
-    out_dir: Path, parameters: Mapping[str, Any], packages: Mapping[str, str | None]
+    out_dir: Path, parameters: Mapping[str, Any], packages: Mapping[str, str | None], name: str = "demo.json",
+    builder_version: str = BUILDER_VERSION,
 ) -> dict[str, Any] | None:
-    """The ``demo.json`` record of an earlier, intact build with these parameters and packages; else ``None``."""
-    path = out_dir / "demo.json"
+    """The record ``name`` (``demo.json``, or another part's) of an earlier, intact build with these parameters and
+    packages; else ``None``."""
+    path = out_dir / name
     if not path.is_file():
         return None
     try:
@@ -43,7 +45,7 @@ def reusable_record(
     if not isinstance(record, dict):
         return None
     if (
-        record.get("builder_version") != BUILDER_VERSION
+        record.get("builder_version") != builder_version
         or record.get("parameters") != parameters
         or record.get("packages") != packages
     ):
@@ -69,16 +71,14 @@ def _files_intact(out_dir: Path, files: Mapping[str, str]) -> bool:
 
 
 def remove_outputs(out_dir: Path, names: Iterable[str]) -> None:
-    """Remove what an earlier build left, only files this builder writes."""
-    from runner.demo.embedding import EMBED_STUDY, FILES
-
+    """Remove what an earlier classification build left, only files this builder writes (the embedding and
+    generation parts keep theirs)."""
     (out_dir / "demo.json").unlink(missing_ok=True)
-    for path in [out_dir / "tuning.jsonl", out_dir / "training.jsonl", out_dir / f"{EMBED_STUDY}.toml"] + [
-        out_dir / name for name in FILES] + [
+    for path in [out_dir / "tuning.jsonl", out_dir / "training.jsonl"] + [
         p for name in names for p in (out_dir / f"corpus-{name}.jsonl", out_dir / f"{name}.toml")
     ]:
         path.unlink(missing_ok=True)
-    for folder in ("model", "encoder"):
+    for folder in ("model",):
         if (out_dir / folder).is_dir():
             shutil.rmtree(out_dir / folder)
 

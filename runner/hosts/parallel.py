@@ -38,7 +38,7 @@ from typing import Any
 from protocol.errors import UserError
 from protocol.fingerprint import fingerprint_path
 from protocol.paths import allowed_roots, check_allowed_root
-from protocol.study import load_study
+from protocol.study import Study, load_study
 from runner.campaign.run import run_campaign
 from runner.campaign_dir.layout import read_rows
 from runner.campaign_dir.rawtable import is_host_stopped
@@ -94,7 +94,7 @@ class MultiHostOutcome:
 class _HostsRun:
     """What every host's thread shares."""
 
-    study_path: Path
+    study: Study  # parsed once, by run_hosts; every host's campaign is handed it
     out: Path
     image: HostsImage
     record: HostsRecord
@@ -108,7 +108,7 @@ class _HostsRun:
 
 
 def run_hosts(
-    study_path: Path,
+    study_path: Path | Study,
     out: Path,
     hosts: list[HostSpec],
     *,
@@ -127,11 +127,11 @@ def run_hosts(
     from runner.campaign.launcher_choice import study_stack
 
     started = time.monotonic()
-    study = load_study(study_path)
+    study = study_path if isinstance(study_path, Study) else load_study(study_path)
     _check_study_inputs(study, allowed_root_list)
-    data, hosts = prepare_hosts_record(study, out, hosts, study_stack(study_path), image, resume, lock_path)
+    data, hosts = prepare_hosts_record(study, out, hosts, study_stack(study), image, resume, lock_path)
     names = [h.name for h in hosts]
-    run = _HostsRun(study_path=study_path, out=out, image=data.image, record=HostsRecord(out, data),
+    run = _HostsRun(study=study, out=out, image=data.image, record=HostsRecord(out, data),
                     board=board or HostBoard(names), stop=stop or threading.Event(), results={},
                     acknowledge_seen_corpus=acknowledge_seen_corpus, allowed_root_list=allowed_root_list,
                     ledger_dir=ledger_dir,
@@ -226,7 +226,7 @@ def _run_host_campaign(host: HostSpec, run: _HostsRun, extra_env: dict[str, str]
     say(f"connecting to {host.url}")
     attempt.client = connect(host.address)
     launcher = attempt.launcher = _host_launcher(host, run, attempt.client, extra_env, say)
-    study = load_study(run.study_path)
+    study = run.study
     inputs = launcher.ship_inputs(study.corpus.path, study.model.path, study.corpus.fingerprint,
                                   study.model.fingerprint)
     run.record.update(host.name, inputs=inputs.to_dict())
@@ -235,7 +235,7 @@ def _run_host_campaign(host: HostSpec, run: _HostsRun, extra_env: dict[str, str]
         run.board.preset(host.name, _done_rows(root), 0)
     if run.stop.is_set():
         raise KeyboardInterrupt
-    outcome = run_campaign(run.study_path, root, launcher, resume=resuming, progress=say, rental=host.rental,
+    outcome = run_campaign(run.study, root, launcher, resume=resuming, progress=say, rental=host.rental,
                            acknowledge_seen_corpus=run.acknowledge_seen_corpus,
                            allowed_root_list=run.allowed_root_list, ledger_dir=run.ledger_dir)
     return outcome.rows_total, outcome.slots_total
@@ -258,10 +258,10 @@ def _host_launcher(host: HostSpec, run: _HostsRun, client: Any, extra_env: dict[
     if not _image_present(client, run.image.ref):
         say("the image is not on the host: pulling it by digest")
     launcher = ShippingDockerLauncher(
-        run.image.ref, host_name=host.name, address=host.address, client=client, stack=_stack(run.study_path),
+        run.image.ref, host_name=host.name, address=host.address, client=client, stack=_stack(run.study),
         prefer_digest=run.image.repo_digest, reconnect_s=host.reconnect_s, poll_s=run.poll_s,
         campaign_dir=run.out / host.name, stop=run.stop, extra_env=extra_env, progress=say,
-        limits=_limits(run.study_path),
+        limits=_limits(run.study),
     )
     run.record.update(host.name, image_id=launcher.image.image_id, image_digest=launcher.image.repo_digest,
                       image_pulled=launcher.image.pulled, image_s=round(launcher.image_s, 3))
@@ -292,14 +292,13 @@ def _image_present(client: Any, ref: str) -> bool:
         return False
 
 
-def _stack(study_path: Path) -> str:
+def _stack(study: Study) -> str:
     from runner.campaign.launcher_choice import study_stack
 
-    return study_stack(study_path)
+    return study_stack(study)
 
 
-def _limits(study_path: Path) -> Any:
+def _limits(study: Study) -> Any:
     from runner.launch.limits import study_limits
 
-    study = load_study(study_path)
     return study_limits(study.campaign)

@@ -108,12 +108,7 @@ def parse_engine_url(url: str, where: str) -> str:
         raise UserError(f"{url!a} holds bytes that are not text", where, "Write the URL in plain UTF-8.")
     if not url.isprintable():
         raise UserError(f"{url!a} holds a character that is not printable", where, "Write the URL on one plain line.")
-    try:
-        parts = urlsplit(url)
-    except ValueError as exc:  # "Invalid IPv6 URL": an unclosed or stray bracket
-        raise UserError(f"{url!r} is not a valid URL: {exc}", where,
-                        "Write ssh://USER@HOST[:PORT], an IPv6 address in brackets: ssh://USER@[2001:db8::1]:22.") \
-            from None
+    parts = _split(url, where)
     if parts.scheme == "unix" and parts.path:
         return url
     if parts.scheme == "ssh":
@@ -123,6 +118,32 @@ def parse_engine_url(url: str, where: str) -> str:
                         "Use ssh://USER@HOST[:PORT] (Docker Engine's own remote access over SSH); an open TCP "
                         "socket gives root on the host to anyone who reaches it.")
     raise UserError(f"{url!r} is not an engine URL", where, "Use local, unix:///PATH/docker.sock or ssh://USER@HOST.")
+
+
+_BRACKETS_FIX = "Write ssh://USER@HOST[:PORT], an IPv6 address in brackets: ssh://USER@[2001:db8::1]:22."
+
+
+def _split(url: str, where: str) -> SplitResult:
+    """``urlsplit``, its refusals in our words: which brackets urllib refuses, and how it says so, differs between
+    Python releases (3.11.2 refuses ``[::1]]`` as "Invalid IPv6 URL", later ones check the address in brackets)."""
+    try:
+        return urlsplit(url)
+    except ValueError:
+        pass
+    netloc = re.split(r"[/?#]", url.partition("://")[2], maxsplit=1)[0]
+    bracketed = re.fullmatch(r"(?:[^@\[\]]*@)?\[([^@\[\]]+)\](?::[0-9]*)?", netloc)
+    if bracketed and not _is_ipv6(bracketed[1]):
+        raise UserError(f"{url!r} names {bracketed[1]!r} in brackets, not an IPv6 address", where,
+                        "Write an IPv6 address in brackets, e.g. ssh://USER@[2001:db8::1]:22.")
+    raise UserError(f"{url!r} is not USER@HOST[:PORT]: a bracket is unclosed or stray", where, _BRACKETS_FIX)
+
+
+def _is_ipv6(text: str) -> bool:
+    try:
+        ipaddress.IPv6Address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _ssh_url(url: str, parts: SplitResult, where: str) -> str:
@@ -144,14 +165,11 @@ def _ssh_url(url: str, parts: SplitResult, where: str) -> str:
                         "~/.ssh/config).")
     host = parts.hostname
     if not _NETLOC.fullmatch(parts.netloc):
-        raise UserError(f"{url!r} is not USER@HOST[:PORT]", where,
-                        "Write ssh://USER@HOST[:PORT], an IPv6 address in brackets: ssh://USER@[2001:db8::1]:22.")
+        raise UserError(f"{url!r} is not USER@HOST[:PORT]", where, _BRACKETS_FIX)
     if "[" in parts.netloc:
-        try:
-            ipaddress.IPv6Address(host)
-        except ValueError:
+        if not _is_ipv6(host):
             raise UserError(f"{url!r} names {host!r} in brackets, not an IPv6 address", where,
-                            "Write an IPv6 address in brackets, e.g. ssh://USER@[2001:db8::1]:22.") from None
+                            "Write an IPv6 address in brackets, e.g. ssh://USER@[2001:db8::1]:22.")
     elif not _HOST_NAME.fullmatch(host):
         raise UserError(f"{url!r} names the host {host!r}, not a host name or address", where,
                         "Write ssh://USER@HOST with HOST a DNS name, an ssh_config alias or an IP address.")

@@ -341,7 +341,7 @@ def _launcher(report: CheckReport, study: Study, kind: str = "auto",
         return
     try:
         image = check_image_reference(run.image, "--image") if run.image is not None else None
-        choice = choose_launcher(study.path, kind, image, options=options)
+        choice = choose_launcher(study, kind, image, options=options)
         _slurm_shared(choice.launcher, run.out)
     except UserError as exc:
         _fail(report, "launcher", exc)

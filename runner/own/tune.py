@@ -39,6 +39,7 @@ from protocol.study import load_study
 from protocol.study_keys import KEYS
 from protocol.study_records import Study, bucket_for, split_seeded_id
 from protocol.tasks import index_fields, read_task_corpus, study_task, task_words
+from protocol.time_limits import TimeLimit
 from protocol.tomledit import set_table_keys
 from protocol.tuning import RULE, Proposal, bootstrap_method, bootstrap_standard_error, check_tuning_size, propose
 from runner.campaign.seen import describe_entry, ledger_path, seen_entries
@@ -95,10 +96,12 @@ def _refuse_if_seen(study: Study, ledger_dir: Path | None) -> None:
 
 
 def tune_study(study_path: Path, *, ledger_dir: Path | None = None, write: bool = True,
-               progress: Callable[[str], None] = lambda message: None) -> TuneResult:
+               progress: Callable[[str], None] = lambda message: None,
+               time_limit: TimeLimit | None = None) -> TuneResult:
     """Measure the reference variant on the tuning split and propose the quality rule.
 
-    With ``write`` (the default) the rule goes into the study's ``[quality]`` table.
+    With ``write`` (the default) the rule goes into the study's ``[quality]`` table. The tuning pass runs under
+    the study's ``trial_timeout_s``, or ``time_limit`` (the demo builder's, scaled to the machine).
     """
     study = load_study(study_path)
     _refuse_if_seen(study, ledger_dir)
@@ -112,7 +115,7 @@ def tune_study(study_path: Path, *, ledger_dir: Path | None = None, write: bool 
     n = task.scored_units(reference)
     check_tuning_size(n, f"{study.tuning.path}, [tuning] of {study.path}")  # before anything runs
     variant = _reference_variant(study)
-    trial_dir = _run_reference(study, variant, tuning, progress)
+    trial_dir = _run_reference(study, variant, tuning, progress, time_limit)
     outputs = task.read_pass(trial_dir)
     checked = task.check_pass(outputs, reference, _unbounded(study))
     if checked.metric_value is None:
@@ -173,8 +176,12 @@ def _check_inputs(study: Study) -> None:
 
 
 def _run_reference(study: Study, variant: Variant, tuning: tuple[Record, ...],
-                   progress: Callable[[str], None]) -> Path:
+                   progress: Callable[[str], None], time_limit: TimeLimit | None = None) -> Path:
     """Run ``variant`` over the tuning split in a fresh process, like a trial; its trial directory."""
+    limit = time_limit or TimeLimit(
+        study.campaign.trial_timeout_s, f"[campaign] trial_timeout_s of {study.path}",
+        f"Raise trial_timeout_s in [campaign] of {study.path} (the tuning pass runs under a trial's limit), or tune "
+        "on a less loaded machine; then tune again.")
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
     trial_dir = study.path.parent / ".isocost" / "tune" / stamp
     make_dirs(trial_dir.parent, study.path.parent)
@@ -185,15 +192,20 @@ def _run_reference(study: Study, variant: Variant, tuning: tuple[Record, ...],
         corpus_fingerprint=study.tuning.fingerprint, model_path=str(study.model.path),
         model_fingerprint=study.model.fingerprint, warmup=study.warmup,
         warmup_texts=tuple(r.text for r in tuning[: study.warmup.inputs]), launcher="process",
-        timeout_s=study.campaign.trial_timeout_s,
+        timeout_s=limit.seconds,
         task=study.task,
         task_options=dict(study.task_options),
     )
     write_record(trial_dir / "spec.json", spec, trial_dir)
     progress(f"running {variant.variant_id} over the {len(tuning)} tuning inputs in a fresh process")
-    ProcessLauncher().run(TrialPaths(trial_dir=trial_dir, corpus=study.tuning.path, model=study.model.path),
-                          study.campaign.trial_timeout_s)
+    launched = ProcessLauncher().run(
+        TrialPaths(trial_dir=trial_dir, corpus=study.tuning.path, model=study.model.path), limit.seconds)
     status = read_status(trial_dir)
+    if launched.timed_out:  # the trial only saw a SIGTERM: the cause is the host's limit
+        wall = f" after {launched.wall_s:.0f} s" if launched.wall_s is not None else ""
+        raise UserError(f"the tuning pass over {len(tuning)} inputs was stopped at its time limit of "
+                        f"{limit.seconds or 0:g} s ({limit.source}){wall}: this machine is slower, or busier, than "
+                        "the limit allows", str(trial_dir / "trial.log"), limit.fix)
     if status is None or status.status != "ok":
         raise UserError(f"the tuning run ended {status.status if status else 'without a status'}"
                         f"{': ' + status.error if status and status.error else ''}",

@@ -134,8 +134,9 @@ def two_variants(tmp_path: Path, study_text: Callable[..., str]) -> Path:
                           {"batch_size=1": ["ok", "ok", "ok"], "batch_size=4": ["ok", "oom", "ok"]})
 
 
-def test_decide_prints_the_memo_and_writes_three_files(two_variants: Path) -> None:
-    result = run("decide", str(two_variants))
+def test_decide_prints_the_memo_and_writes_three_files(two_variants: Path, tmp_path: Path) -> None:
+    target = tmp_path / "decision"
+    result = run("decide", str(two_variants), "--out", str(target))
     assert result.exit_code == 0, result.output
     out = result.stdout
     lines = out.splitlines()
@@ -153,12 +154,12 @@ def test_decide_prints_the_memo_and_writes_three_files(two_variants: Path) -> No
     assert "Contracted: the 7-day plan, 220.00 USD." in out
     assert "the study declares no deadline table: no deadline check, no waiting period." in out
     assert "None given (pass a ledger with --expenses FILE)" in out
-    assert f"Wrote {two_variants / 'decision.md'}, {two_variants / 'decision.json'} and " \
-           f"{two_variants / 'report.html'}" in result.stderr
+    assert f"Wrote {target / 'decision.md'}, {target / 'decision.json'} and " \
+           f"{target / 'report.html'}" in result.stderr
     for name in ("decision.md", "decision.json", "report.html"):
-        assert (two_variants / name).exists()
-    assert (two_variants / "decision.md").read_text(encoding="utf-8") == out
-    assert (two_variants / "verdicts.csv").exists()  # verdicts re-derived from the prediction files
+        assert (target / name).exists() and not (two_variants / name).exists()
+    assert (target / "decision.md").read_text(encoding="utf-8") == out
+    assert not (two_variants / "verdicts.csv").exists()  # verdicts re-derived in memory, never written by decide
 
 
 def test_decide_json(two_variants: Path) -> None:
@@ -300,18 +301,18 @@ def test_period_command(two_variants: Path) -> None:
 
 def test_decide_checks_each_directory_once(two_variants: Path, tmp_path: Path,
                                            study_text: Callable[..., str], monkeypatch: pytest.MonkeyPatch) -> None:
-    from runner.campaign_dir import integrity
+    from runner.campaign_dir.checks import CampaignChecks
 
     other = write_campaign(tmp_path / "b200", study_text(minimum=0.5), {"batch_size=1": ["ok", "ok"]},
                            gpu="b200", lots=1, campaign_id="b200b200b200b200")
     checked: list[Path] = []
-    real = integrity.check_evidence
+    real = CampaignChecks.run
 
-    def counting(root: Path) -> integrity.IntegrityReport:
-        checked.append(Path(root))
-        return real(root)
+    def counting(self: CampaignChecks) -> None:
+        checked.append(Path(self.root))
+        real(self)
 
-    monkeypatch.setattr(integrity, "check_evidence", counting)
+    monkeypatch.setattr(CampaignChecks, "run", counting)
     result = run("decide", str(two_variants), str(other))
     assert result.exit_code == 0, result.output
     assert sorted(checked) == sorted([two_variants, other])  # the evidence checks run once per directory
@@ -351,10 +352,11 @@ def test_decide_allow_inconsistent_says_so_first(two_variants: Path) -> None:
     inconsistent(two_variants)
     assert run("decide", str(two_variants)).exit_code == 2
     for extra in ([], ["--json"]):
-        result = run("decide", str(two_variants), "--allow-inconsistent", *extra)
+        result = run("decide", str(two_variants), "--allow-inconsistent", "--out", str(two_variants.parent / "d"),
+                     *extra)
         assert result.exit_code == 0, result.output
         assert result.stdout.splitlines()[0].startswith(INCONSISTENT_BANNER), extra
-    data = json.loads((two_variants / "decision.json").read_text(encoding="utf-8"))
+    data = json.loads((two_variants.parent / "d" / "decision.json").read_text(encoding="utf-8"))
     assert len(data["inconsistent"]) == 1 and data["inconsistent"][0].startswith(INCONSISTENT_BANNER)
     assert data["campaigns"][0]["notes"][0] == data["inconsistent"][0]
 
@@ -376,8 +378,8 @@ def test_help_has_examples() -> None:
 
 
 def test_report_html_is_self_contained_with_every_pass_drawn(two_variants: Path) -> None:
-    assert run("decide", str(two_variants)).exit_code == 0
-    html = (two_variants / "report.html").read_text(encoding="utf-8")
+    assert run("decide", str(two_variants), "--out", str(two_variants.parent / "d")).exit_code == 0
+    html = (two_variants.parent / "d" / "report.html").read_text(encoding="utf-8")
     assert html.startswith("<!DOCTYPE html>")
     assert html.count('<svg class="plot ') == 3
     assert html.count('<circle class="pass accepted"') == 5  # 3 + 2 accepted passes
@@ -393,14 +395,14 @@ def test_report_html_is_self_contained_with_every_pass_drawn(two_variants: Path)
 
 def test_report_draws_undefined_and_unknown_costs_as_empty_bars(tmp_path: Path, study_text: Callable[..., str]) -> None:
     failed = write_campaign(tmp_path / "failed", study_text(), {"batch_size=1": ["oom", "oom"]})
-    assert run("decide", str(failed)).exit_code == 0
-    html = (failed / "report.html").read_text(encoding="utf-8")
+    assert run("decide", str(failed), "--out", str(tmp_path / "d1")).exit_code == 0
+    html = (tmp_path / "d1" / "report.html").read_text(encoding="utf-8")
     assert html.count('<rect class="cost-empty"') == 1
     assert "undefined: no accepted corpus (spend 220.00 USD still stands)" in html
     assert "No configuration is chosen." in html
     unknown = write_campaign(tmp_path / "unknown", study_text(), {"batch_size=1": ["ok"]}, gpu=None)
-    assert run("decide", str(unknown)).exit_code == 0
-    html = (unknown / "report.html").read_text(encoding="utf-8")
+    assert run("decide", str(unknown), "--out", str(tmp_path / "d2")).exit_code == 0
+    html = (tmp_path / "d2" / "report.html").read_text(encoding="utf-8")
     assert "unknown: no --gpu given to `isocost run`" in html
 
 
@@ -484,3 +486,35 @@ def test_decide_refuses_an_unreadable_manifest_json_naming_it(tmp_path: Path, st
     result = run("decide", str(root), "--allow-inconsistent")
     assert result.exit_code == 2, result.output
     assert problem in result.stderr and "manifest.json" in result.stderr
+
+
+def batches_jsonl(seconds: float) -> str:
+    """Six one-input batches of five short tokens each, ``seconds`` each."""
+    return "".join(json.dumps({"index": i, "n_inputs": 1, "n_tokens": 5, "inputs_by_bucket": {"short": 1},
+                               "tokens_by_bucket": {"short": 5}, "batch_s": seconds, "device_s": None}) + "\n"
+                   for i in range(6))
+
+
+def test_a_declared_job_no_plan_covers_writes_the_memo_saying_so_and_exits_3(
+        tmp_path: Path, study_text: Callable[..., str]) -> None:
+    """A tiny campaign whose declared job cannot fit: the memo and decision.json say that nothing fits, why, and
+    what would cover it; the exit status (3, in --help) says the answer is not a choice."""
+    text = study_text(minimum=0.5) + "\n[job]\ninputs = 10000000\nbootstrap_resamples = 100\n"
+    root = write_campaign(tmp_path / "slow", text, {"batch_size=1": ["ok", "ok", "ok"]},
+                          trial_texts={"batches.jsonl": batches_jsonl(0.3)})
+    out = tmp_path / "decided"
+    result = run("decide", str(root), "--out", str(out))
+    assert result.exit_code == 3, result.output
+    assert "Traceback" not in result.output and "Error:" not in result.output
+    assert not (root / "decision.md").exists()  # decide never writes into the campaign it reads
+    memo = (out / "decision.md").read_text(encoding="utf-8")
+    assert "**Nothing fits:" in memo and "is short by" in memo
+    assert "What would cover it:" in memo and "--lots" in memo and "hourly" in memo and "days)" in memo
+    assert memo in result.stdout
+    decision = json.loads((out / "decision.json").read_text(encoding="utf-8"))
+    assert decision["job"]["chosen"] is None and decision["job"]["nothing_fits"]["remedies"]
+    assert "nothing fits" in result.stderr.lower()
+    assert "Nothing fits" in (out / "report.html").read_text(encoding="utf-8")
+    without_out = run("decide", str(root))
+    assert without_out.exit_code == 3 and "the memo above says why" in without_out.stderr, without_out.output
+    assert "3" in run("decide", "--help").output and "nothing fits" in run("decide", "--help").output.lower()

@@ -198,7 +198,7 @@ def test_tune_under_the_fault_hook_says_the_rule_is_the_hooks(tmp_path, monkeypa
     make_model(ws / "model")
     study = write_study(ws)
 
-    def fake_run(study_, variant, tuning, progress):
+    def fake_run(study_, variant, tuning, progress, time_limit=None):
         trial = ws / ".isocost" / "tune" / "fake"
         trial.mkdir(parents=True)
         (trial / "predictions.jsonl").write_text("".join(

@@ -41,11 +41,12 @@ def _copy(tmp_path: Path) -> Path:
 
 def _decide(root: Path) -> dict[str, str]:
     found = {}
+    out = root.parent / "decision"  # decide writes under --out only, never into the campaign it reads
     for name, extra in (("decision.md", []), ("decision.csv", ["--format", "csv"])):
-        result = CliRunner().invoke(main, ["decide", str(root), *extra])
+        result = CliRunner().invoke(main, ["decide", str(root), "--out", str(out), *extra])
         assert result.exit_code == 0, result.output
-        found[name] = result.output
-    found["decision.json"] = (root / "decision.json").read_text(encoding="utf-8")
+        found[name] = result.stdout  # what it prints; where it wrote is said on stderr
+    found["decision.json"] = (out / "decision.json").read_text(encoding="utf-8")
     # campaign.json keeps the catalog's source path of the checkout that recorded it: that checkout is <REPO> too
     source = json.loads((root / "campaign.json").read_text(encoding="utf-8"))["catalog"]["source"]
     recorded = source.rsplit("/protocol/data/", 1)[0]

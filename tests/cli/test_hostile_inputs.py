@@ -649,7 +649,7 @@ def test_tune_refuses_a_measured_metric_the_split_is_too_small_for(ws, monkeypat
     study = write_study(ws)
     before = study.read_bytes()
 
-    def fake_run(study_, variant, tuning, progress):
+    def fake_run(study_, variant, tuning, progress, time_limit=None):
         trial = ws / ".isocost" / "tune" / "fake"
         trial.mkdir(parents=True)
         wrong = {"x": "y", "y": "x"}
@@ -734,7 +734,8 @@ ABSURD: list[tuple[str, list[str], tuple[str, ...]]] = [
     ("check-target-memory-negative", ["check", "{study}", "--target-memory-gib", "-1"], ("--target-memory-gib",)),
     ("check-target-memory-1e309", ["check", "{study}", "--target-memory-gib", "1e309"], ("--target-memory-gib",)),
     ("check-target-memory-huge", ["check", "{study}", "--target-memory-gib", "1e300"], ("65536",)),
-    ("check-host-bad-ipv6", ["check", "{study}", "--host", "b=ssh://u@[::1"], ("ssh://u@[::1", "Invalid IPv6")),
+    ("check-host-bad-ipv6", ["check", "{study}", "--host", "b=ssh://u@[::1"],
+     ("ssh://u@[::1", "not USER@HOST[:PORT]", "ssh://USER@[2001:db8::1]:22")),
     ("memory-batch-30-digits", ["memory", "estimate", "--model", "{ws}/model", "--batch", HUGE], ("--batch",)),
     ("memory-max-length-30-digits", ["memory", "estimate", "--model", "{ws}/model", "--max-length", HUGE],
      ("--max-length",)),
@@ -806,8 +807,12 @@ def test_absurd_values_for_every_newer_command(ws, decided, name, args, fragment
 
 
 @pytest.mark.parametrize("url, fragment", [
-    ("ssh://u@[::1", "Invalid IPv6"), ("ssh://[", "Invalid IPv6"), ("ssh://u@[::1]]", "not USER@HOST[:PORT]"),
-    ("ssh://u@[zz]:22", "zz"), ("ssh://u@[1.2.3.4]", "IPv4"), ("ssh://u@h:0", "outside 1..65535"),
+    # Stray or unclosed brackets: urllib's own ValueError wording differs between Python releases (3.11.2 says
+    # "Invalid IPv6 URL" for all three, 3.11.7 only for the first two); ours names the form and the fix.
+    ("ssh://u@[::1", "not USER@HOST[:PORT]"), ("ssh://[", "not USER@HOST[:PORT]"),
+    ("ssh://u@[::1]]", "not USER@HOST[:PORT]"),
+    ("ssh://u@[zz]:22", "not an IPv6 address"), ("ssh://u@[1.2.3.4]", "not an IPv6 address"),
+    ("ssh://u@h:0", "outside 1..65535"),
     ("ssh://u@h:99999", "invalid port"), ("ssh://u@-oProxyCommand=x", "not a host name"),
     ("ssh://-l@h", "not a plain user name"), ("ssh://@h", "not a plain user name"), ("ssh://u@h h", "not a host name"),
     ("ssh://u@h\u202e", "not printable"), ("ssh://\udcff@h", "not text"), ("ssh://u@h/x?y", "path, query"),
@@ -824,6 +829,8 @@ def test_malformed_engine_urls_are_refused_by_every_command(ws, tmp_path, url, f
         assert fragment in result.output, result.output
         return
     assert_user_error(result, fragment)
+    if fragment == "not USER@HOST[:PORT]":  # the class of error, and the fix
+        assert "ssh://USER@[2001:db8::1]:22" in result.output, result.output
 
 
 @pytest.mark.parametrize("column, value, fragment", [
@@ -909,13 +916,13 @@ def test_an_engine_refusing_a_base_reference_is_a_user_error(monkeypatch):
         _base_facts(Client(), "x", override=True, progress=lambda message: None)
 
 
-GOLDEN_SUMMARY = Path(__file__).resolve().parents[1] / "data" / "golden_campaign" / "summary.json"
+GOLDEN_CAMPAIGN = Path(__file__).resolve().parents[1] / "data" / "golden_campaign"
+GOLDEN_SUMMARY = GOLDEN_CAMPAIGN / "summary.json"
 
 
 def test_memory_estimate_shows_the_campaigns_measured_peaks(ws, tmp_path):
     campaign = tmp_path / "campaign"
-    campaign.mkdir()
-    shutil.copyfile(GOLDEN_SUMMARY, campaign / "summary.json")
+    shutil.copytree(GOLDEN_CAMPAIGN, campaign)
     result = invoke(["memory", "estimate", "--study", str(write_study(ws)), "--campaign", str(campaign), "--json"])
     assert result.exit_code == 0, result.output
     measured = {row["variant"]: row["measured"] for row in json.loads(result.output)}
@@ -925,11 +932,58 @@ def test_memory_estimate_shows_the_campaigns_measured_peaks(ws, tmp_path):
         assert peaks == golden.get(name)
 
 
-def test_memory_estimate_refuses_an_edited_summary_naming_the_key(ws, tmp_path):
+def test_memory_estimate_reads_peaks_from_the_sealed_rows_not_summary_json(ws, tmp_path):
+    """Issue 38 class 1: summary.json is derived and unsealed; a 10^30-byte peak written into it is never shown."""
     campaign = tmp_path / "campaign"
-    campaign.mkdir()
+    shutil.copytree(GOLDEN_CAMPAIGN, campaign)
     data = json.loads(GOLDEN_SUMMARY.read_text(encoding="utf-8"))
-    data["variants"][0]["peak_rss_bytes"] = "lots"
+    for variant in data["variants"]:
+        variant["peak_rss_bytes"] = variant["peak_allocated_bytes"] = 10**30
     (campaign / "summary.json").write_text(json.dumps(data), encoding="utf-8")
+    for args in (["--json"], []):
+        result = invoke(["memory", "estimate", "--study", str(write_study(ws)), "--campaign", str(campaign), *args])
+        assert result.exit_code == 0, result.output
+        assert str(10**30) not in result.output and f"{10**30 / 2**20:,.1f}" not in result.output, result.output
+    rows = json.loads(invoke(["memory", "estimate", "--study", str(write_study(ws)), "--campaign", str(campaign),
+                              "--json"]).output)
+    golden = {v["variant_id"]: v for v in json.loads(GOLDEN_SUMMARY.read_text(encoding="utf-8"))["variants"]}
+    assert {row["variant"]: row["measured"] for row in rows if row["measured"]} == \
+        {name: golden[name] for name in golden if name in {row["variant"] for row in rows}}
+
+
+def test_memory_estimate_refuses_a_campaign_whose_evidence_was_edited(ws, tmp_path):
+    campaign = tmp_path / "campaign"
+    shutil.copytree(GOLDEN_CAMPAIGN, campaign)
+    raw = (campaign / "raw.csv").read_text(encoding="utf-8").splitlines(keepends=True)
+    raw[1] = raw[1].replace(",ok,", ",oom,", 1)
+    (campaign / "raw.csv").write_text("".join(raw), encoding="utf-8")
     result = invoke(["memory", "estimate", "--study", str(write_study(ws)), "--campaign", str(campaign)])
-    assert_user_error(result, "variants[0].peak_rss_bytes")
+    assert_user_error(result, "raw.csv")
+
+
+@pytest.mark.parametrize("url", ["ssh://u@[::1", "ssh://[", "ssh://u@[::1]]", "ssh://u@[::1]:22"])
+def test_an_engine_url_message_never_depends_on_urllibs_wording(monkeypatch, url):
+    """Whatever urllib raises, and in whatever words (they differ between Python releases), the refusal is ours:
+    the form the URL must have and the fix, never the interpreter's text."""
+    from protocol.errors import UserError
+    from runner.launch import engine_url
+
+    def refuses(text: str) -> None:
+        raise ValueError("words this test made up")
+
+    monkeypatch.setattr(engine_url, "urlsplit", refuses)
+    with pytest.raises(UserError) as caught:
+        engine_url.parse_engine_url(url, "--host b")
+    assert "not USER@HOST[:PORT]" in caught.value.message
+    assert "ssh://USER@[2001:db8::1]:22" in caught.value.message
+    assert "made up" not in caught.value.message
+
+
+@pytest.mark.parametrize("login", ["ssh://u@[::1", "ssh://[", "ssh://u@[::1]]", "ssh://u@[1.2.3.4]"])
+def test_a_slurm_login_with_stray_brackets_is_a_user_error(login):
+    """urllib refuses these with a ValueError in words that differ between Python releases: ours instead."""
+    from protocol.errors import UserError
+    from runner.launch.slurm.commands import ssh_prefix
+
+    with pytest.raises(UserError, match="is not a login node address"):
+        ssh_prefix(login)

@@ -37,14 +37,15 @@ def test_the_measured_card_is_priced_across_providers_and_the_filter_recorded(
     root = write_campaign(tmp_path / "h100", study_text(minimum=0.5), {"batch_size=1": ["ok", "ok"]},
                           trial_texts={"manifest.json": _manifest("NVIDIA H100 80GB HBM3", 85_520_809_984)})
     market = _market(tmp_path / "market.csv", "2026-11-01", "3.00")
-    result = run("decide", str(root), "--market", str(market), "--capacity", "on-demand")
+    out = tmp_path / "decision"  # decide writes under --out only
+    result = run("decide", str(root), "--market", str(market), "--capacity", "on-demand", "--out", str(out))
     assert result.exit_code == 0, result.output
     memo = result.stdout
     assert "Card: h100-sxm (measured: NVIDIA H100 80GB HBM3, 79.6 GiB (trial manifests))." in memo
     assert "acme 1x_h100, on-demand, 1 instance(s) × 3.00 USD (hourly)" in memo
     assert "Runner-up: bravo 8x_h100, on-demand" in memo  # a 1-card job pays the whole 8-card instance
-    written = (root / "decision.json").read_text(encoding="utf-8")
-    assert dumps(codec.to_dict(codec.read_record(root / "decision.json", Decision))) == written  # reads back whole
+    written = (out / "decision.json").read_text(encoding="utf-8")
+    assert dumps(codec.to_dict(codec.read_record(out / "decision.json", Decision))) == written  # reads back whole
     data = json.loads(written)["market"]
     table = run("decide", str(root), "--market", str(market), "--capacity", "on-demand", "--format", "csv")
     header, row = table.stdout.splitlines()[:2]
@@ -73,16 +74,20 @@ def test_an_unknown_or_mismatched_card_is_named_not_guessed(tmp_path: Path, stud
 def test_a_newer_catalog_never_re_prices_in_place(tmp_path: Path, study_text: Callable[..., str]) -> None:
     root = write_campaign(tmp_path / "h100", study_text(minimum=0.5), {"batch_size=1": ["ok"]},
                           trial_texts={"manifest.json": _manifest("NVIDIA H100 80GB HBM3", 85_520_809_984)})
-    assert run("decide", str(root), "--market", str(_market(tmp_path / "old.csv", "2026-11-01", "3.00"))).exit_code == 0
-    first = {name: (root / name).read_bytes() for name in ("decision.json", "decision.md", "report.html")}
-    again = run("decide", str(root), "--market", str(_market(tmp_path / "old2.csv", "2026-11-01", "3.50")))
+    out = tmp_path / "decision"  # decide writes under --out only
+    assert run("decide", str(root), "--out", str(out), "--market",
+               str(_market(tmp_path / "old.csv", "2026-11-01", "3.00"))).exit_code == 0
+    first = {name: (out / name).read_bytes() for name in ("decision.json", "decision.md", "report.html")}
+    again = run("decide", str(root), "--out", str(out), "--market",
+               str(_market(tmp_path / "old2.csv", "2026-11-01", "3.50")))
     assert again.exit_code == 0 and "earlier decision" not in again.stdout  # same dates: the same pricing, in place
-    newer = run("decide", str(root), "--market", str(_market(tmp_path / "new.csv", "2026-11-20", "2.00")))
+    newer = run("decide", str(root), "--out", str(out), "--market",
+               str(_market(tmp_path / "new.csv", "2026-11-20", "2.00")))
     assert newer.exit_code == 0, newer.output
     stamp = "2026-09-24_2026-11-20"
-    assert (root / f"decision-priced-{stamp}.json").exists() and (root / f"report-priced-{stamp}.html").exists()
+    assert (out / f"decision-priced-{stamp}.json").exists() and (out / f"report-priced-{stamp}.html").exists()
     assert "earlier decision: decision.json beside this one was priced with catalogs dated 2026-09-24; 2026-09-24; " \
            "2026-11-01; this decision is priced with catalogs dated 2026-09-24; 2026-09-24; 2026-11-20" in newer.stdout
-    assert (root / "decision.json").read_bytes() != first["decision.json"]  # the same-date rerun rewrote it …
-    assert json.loads((root / "decision.json").read_text(encoding="utf-8"))["market"]["catalogs"][1]["dates"] == [
+    assert (out / "decision.json").read_bytes() != first["decision.json"]  # the same-date rerun rewrote it …
+    assert json.loads((out / "decision.json").read_text(encoding="utf-8"))["market"]["catalogs"][1]["dates"] == [
         "2026-11-01"]  # … but the newer catalog never did

@@ -67,13 +67,15 @@ def test_the_fault_is_recorded_in_the_manifest(campaigns: dict[str, Path]) -> No
     assert json.loads((trial / "manifest.json").read_text())["fault_injection"] == "disagree:0.7"
 
 
-def test_within_the_rule_is_ranked_beyond_it_is_refused_with_the_ids(campaigns: dict[str, Path]) -> None:
+def test_within_the_rule_is_ranked_beyond_it_is_refused_with_the_ids(campaigns: dict[str, Path],
+                                                                     tmp_path: Path) -> None:
     ids = campaigns["ids"]
     close, far = _differing(ids, 0.25), _differing(ids, 0.7)
     assert 0 < len(close) <= 0.4 * len(ids) < len(far), (close, far)  # the share the rule separates
-    result = cli("decide", str(campaigns["reference"]), str(campaigns["close"]), str(campaigns["far"]))
+    result = cli("decide", str(campaigns["reference"]), str(campaigns["close"]), str(campaigns["far"]), "--out",
+                 str(tmp_path / "d"))
     assert result.exit_code == 0, result.output
-    data = json.loads((campaigns["reference"] / "decision.json").read_text())
+    data = json.loads((tmp_path / "d" / "decision.json").read_text())
     configs = {c["configuration_id"]: c for c in data["configurations"]}
     assert data["agreement"]["reference"] == "batch_size=1 on rtx-4090 ×1 lot"
     close_cfg = [c for k, c in configs.items() if k.startswith("batch_size=4 on b200") and
@@ -88,7 +90,7 @@ def test_within_the_rule_is_ranked_beyond_it_is_refused_with_the_ids(campaigns: 
     cell = next(c for c in data["agreement"]["cells"] if c["row"] == far_cfg["configuration_id"]
                 and c["column"] == data["agreement"]["reference"])
     assert cell["ids_differ"] == len(far) and cell["min_share_equal"] == pytest.approx(1 - len(far) / len(ids))
-    memo = (campaigns["reference"] / "decision.md").read_text()
+    memo = (tmp_path / "d" / "decision.md").read_text()
     assert "## The same result across campaigns" in memo and "**not equivalent**" in memo
 
 

@@ -69,7 +69,8 @@ def job_campaigns(make_workspace: Callable[..., Path], tmp_path: Path) -> tuple[
 
 def test_declared_job_is_projected_priced_and_ranked(make_workspace: Callable[..., Path], tmp_path: Path) -> None:
     rtx, b200, catalog = job_campaigns(make_workspace, tmp_path)
-    result = CliRunner().invoke(isocost(), ["decide", str(rtx), str(b200), "--catalog", str(catalog)])
+    result = CliRunner().invoke(isocost(), ["decide", str(rtx), str(b200), "--catalog", str(catalog), "--out",
+                                            str(tmp_path / "d")])
     assert result.exit_code == 0, result.output
     memo = result.stdout
     assert "## The declared job" in memo
@@ -82,7 +83,7 @@ def test_declared_job_is_projected_priced_and_ranked(make_workspace: Callable[..
     assert "### How sure" in memo and "bootstrap seed '7:batch_size=4 on " in memo
     assert "CPU: " in memo and "GPU: empty (CPU trial: no GPU energy counter)" in memo
 
-    data = json.loads((rtx / "decision.json").read_text(encoding="utf-8"))
+    data = json.loads((tmp_path / "d" / "decision.json").read_text(encoding="utf-8"))
     job = data["job"]
     configs = {c["configuration_id"]: c for c in job["configurations"]}
     assert set(configs) == {"batch_size=4 on rtx-4090 ×1 lot", "batch_size=4 on b200 ×1 lot"}

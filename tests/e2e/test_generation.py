@@ -57,7 +57,15 @@ def test_generation_campaign_rows_outputs_verdicts_and_validation(make_generatio
     assert figures["generated_tokens"] == sum(len(json.loads(line)["tokens"]) for line in
                                               (out / rows[1]["predictions_path"]).read_text().splitlines())
     assert figures["output_tokens_per_s"] == pytest.approx(figures["generated_tokens"] / float(rows[1]["pass_s"]))
-    assert "## Generation per accepted pass" in (out / "summary.md").read_text()
+    summary_md = (out / "summary.md").read_text()
+    assert "## Generation per accepted pass" in summary_md
+    # The rule's promise: the identical and near-tie shares, for every variant; and no word of labels.
+    assert "identical token sequences" in summary_md and "near tie" in summary_md
+    assert "| batch_size=3 | " in summary_md.split("## Agreement with the reference variant")[1]
+    assert "yields labels" not in summary_md and "yields generated token sequences" in summary_md
+    shares = json.loads((out / "summary.json").read_text())["task_figures"]["batch_size=3"]["agreement"]
+    assert shares["identical_share"]["median"] == details["identical_share"]
+    assert shares["near_tie_share"]["median"] == details["near_tie_share"]
     bundle = tmp_path / "gen.tar.gz"
     packed = CliRunner().invoke(main, ["bundle", str(out), "-o", str(bundle)])
     assert packed.exit_code == 0, packed.output

@@ -63,7 +63,8 @@ def test_a_real_campaign_priced_across_providers_and_never_re_priced_in_place(
     older_source.write_text(OLDER, encoding="utf-8")
     older = _import(older_source, "2026-11-20", tmp_path / "market-2026-11-20.csv")
 
-    first = run("decide", str(campaign), "--market", str(older)).stdout
+    decided = tmp_path / "decided"  # decide writes only under --out, never into the campaign it reads
+    first = run("decide", str(campaign), "--market", str(older), "--out", str(decided)).stdout
     assert "## Prices across providers" in first
     assert "**Cheapest across providers for batch_size=" in first and "madeup 1x_RTX4090_MADEUP, on-demand" in first
     assert "Runner-up: IteraGPU catalog snapshot rtx-4090 lot of 1, flat" in first  # the shipped flat plan
@@ -71,21 +72,22 @@ def test_a_real_campaign_priced_across_providers_and_never_re_priced_in_place(
     assert "Provider choice: for batch_size=" in first and "Configuration choice: the configuration changes" in first
     assert "dated **2026-11-20**" in first and "dated **2026-09-24**" in first
     assert "declared: the rental names rtx-4090 (the trials recorded no GPU" in first
-    kept = (campaign / "decision.json").read_bytes()
+    kept = (decided / "decision.json").read_bytes()
     data = json.loads(kept)
     assert [use["dates"] for use in data["market"]["catalogs"]] == [["2026-09-24"], ["2026-11-20"]]
     assert data["market"]["cheapest"]["provider"] == "madeup"
-    assert '<svg class="plot market"' in (campaign / "report.html").read_text(encoding="utf-8")
+    assert '<svg class="plot market"' in (decided / "report.html").read_text(encoding="utf-8")
 
     newer, provider, instance = _newer_catalog(tmp_path)
-    second = run("decide", str(campaign), "--market", str(newer), "--capacity", "on-demand")
+    second = run("decide", str(campaign), "--market", str(newer), "--capacity", "on-demand", "--out", str(decided))
     memo = second.stdout
     assert "**Cheapest across providers for batch_size=" in memo and f"{provider} {instance}, on-demand" in memo
     assert "Runner-up: " in memo and "dated **2026-12-03**" in memo
     assert "earlier decision: decision.json beside this one was priced with catalogs dated 2026-09-24; 2026-09-24; " \
            "2026-11-20" in memo
-    beside = campaign / "decision-priced-2026-09-24_2026-12-03.json"
-    assert f"Wrote {campaign / 'decision-priced-2026-09-24_2026-12-03.md'}" in second.stderr
-    assert beside.exists() and (campaign / "report-priced-2026-09-24_2026-12-03.html").exists()
-    assert (campaign / "decision.json").read_bytes() == kept  # the earlier pricing is never rewritten
+    beside = decided / "decision-priced-2026-09-24_2026-12-03.json"
+    assert f"Wrote {decided / 'decision-priced-2026-09-24_2026-12-03.md'}" in second.stderr
+    assert beside.exists() and (decided / "report-priced-2026-09-24_2026-12-03.html").exists()
+    assert (decided / "decision.json").read_bytes() == kept  # the earlier pricing is never rewritten
     assert json.loads(beside.read_text(encoding="utf-8"))["market"]["market_filter"]["capacity"] == "on-demand"
+    assert not (campaign / "decision.json").exists()

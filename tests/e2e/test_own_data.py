@@ -92,11 +92,11 @@ def test_own_corpus_and_checkpoint_to_a_decision(own_data: Path, tmp_path: Path,
     assert (line["schema_version"], line["gpu"], line["lots"]) == (2, "rtx-4090", 1)
     assert line["recorded_at"].endswith("Z")
 
-    code, out = cli("decide", str(results), "--json")
+    code, out = cli("decide", str(results), "--json", "--out", str(tmp_path / "decision"))
     assert code == 0, out
     decision = json.loads(out[: out.rindex("}") + 1])
     assert decision["chosen"] is not None, decision["why"]
-    memo = (results / "decision.md").read_text(encoding="utf-8")
+    memo = (tmp_path / "decision" / "decision.md").read_text(encoding="utf-8")
     assert f"recorded at {line['recorded_at']}" in memo
 
     # The rental travels with the bundle, so the decision can be re-derived from it.

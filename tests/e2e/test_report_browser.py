@@ -144,10 +144,10 @@ def test_report_renders_its_plots_offline(browser: str, make_workspace: Callable
     study = make_workspace(n=6, repetitions=2, batches="[1, 4]")
     out = tmp_path / "rtx4090"
     run_campaign(study, out, ProcessLauncher(), rental=Rental("rtx-4090", 2))
-    result = CliRunner().invoke(isocost(), ["decide", str(out)])
+    result = CliRunner().invoke(isocost(), ["decide", str(out), "--out", str(tmp_path / "decision")])
     assert result.exit_code == 0, result.output
     assert "**Chosen: batch_size=" in result.stdout and "on rtx-4090 ×2 lots**" in result.stdout
-    report = out / "report.html"
+    report = tmp_path / "decision" / "report.html"
     html = report.read_text(encoding="utf-8")
 
     # Self-contained: nothing to fetch, no script at all.
@@ -210,14 +210,15 @@ def test_report_shows_the_jobs_pareto_view(browser: str, make_workspace: Callabl
     run_campaign(study, out, ProcessLauncher(), rental=Rental("rtx-4090", 1))
     catalog = tmp_path / "made-up-catalog.csv"
     catalog.write_text(PARETO_CATALOG, encoding="utf-8")
-    result = CliRunner().invoke(isocost(), ["decide", str(out), "--catalog", str(catalog)])
+    decided = tmp_path / "decision"
+    result = CliRunner().invoke(isocost(), ["decide", str(out), "--catalog", str(catalog), "--out", str(decided)])
     assert result.exit_code == 0, result.output
-    job = json.loads((out / "decision.json").read_text(encoding="utf-8"))["job"]
+    job = json.loads((decided / "decision.json").read_text(encoding="utf-8"))["job"]
     projected = [c for c in job["configurations"] if c["per_corpus_usd"] is not None]
     front = [c for c in projected if c["pareto"]]
     assert projected and front
 
-    dom = browse(out / "report.html", tmp_path, "--dump-dom")
+    dom = browse(decided / "report.html", tmp_path, "--dump-dom")
     assert dom.returncode == 0, dom.stderr[-2000:]
     tree = dom.stdout
     assert len(re.findall(r'<svg class="plot pareto"', tree)) == 1
@@ -229,12 +230,12 @@ def test_report_shows_the_jobs_pareto_view(browser: str, make_workspace: Callabl
     assert "The declared job" in tree and "Cheapest for the job" in tree
 
     shot = tmp_path / "pareto.png"
-    taken = browse(out / "report.html", tmp_path, f"--screenshot={shot}", "--window-size=1100,1400")
+    taken = browse(decided / "report.html", tmp_path, f"--screenshot={shot}", "--window-size=1100,1400")
     assert taken.returncode == 0 and shot.exists(), taken.stderr[-2000:]
     _, _, rows = png_pixels(shot)
     pixels = [row[i:i + 3] for row in rows[::2] for i in range(0, len(row), 6)]
     assert any(abs(p[0] - 0x00) < 40 and abs(p[1] - 0x9E) < 40 and abs(p[2] - 0x73) < 40 for p in pixels), \
         "no green Pareto-front point in the screenshot"
     log = tmp_path / "pareto-net.json"
-    browse(out / "report.html", tmp_path, f"--log-net-log={log}", "--dump-dom")
+    browse(decided / "report.html", tmp_path, f"--log-net-log={log}", "--dump-dom")
     assert page_requests(log) == []

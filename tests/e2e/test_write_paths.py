@@ -76,8 +76,6 @@ def _plant(path: Path, target: Path) -> None:
     ("verdicts.json", ["validate", "{dir}"]),
     ("summary.md", ["summarize", "{dir}"]),
     ("summary.json", ["summarize", "{dir}"]),
-    ("decision.md", ["decide", "{dir}"]),
-    ("report.html", ["decide", "{dir}"]),
 ])
 def test_a_link_in_the_campaign_directory_is_refused_not_written_through(
         campaign: Path, secret: Path, name: str, argv: list[str]) -> None:
@@ -86,6 +84,16 @@ def test_a_link_in_the_campaign_directory_is_refused_not_written_through(
     assert str(campaign / name) in error
     assert secret.read_text(encoding="utf-8") == SECRET
     assert (campaign / name).is_symlink()
+
+
+def test_decide_never_writes_into_the_campaign_so_a_planted_link_stays_untouched(campaign: Path, secret: Path,
+                                                                                tmp_path: Path) -> None:
+    for name in ("decision.md", "report.html"):
+        _plant(campaign / name, secret)
+    result = cli("decide", str(campaign), "--out", str(tmp_path / "elsewhere"))
+    assert result.exit_code == 0, result.output
+    assert secret.read_text(encoding="utf-8") == SECRET
+    assert (campaign / "decision.md").is_symlink() and (tmp_path / "elsewhere" / "decision.md").is_file()
 
 
 def test_decide_out_with_a_planted_link_writes_none_of_its_three_files(campaign: Path, secret: Path,

@@ -125,15 +125,31 @@ def test_deadline_level_excludes_with_the_reason(job_study, made_up_catalog) -> 
     assert len(job.ranking) == 1
 
 
-def test_job_larger_than_any_plan_is_refused_with_shortfall(job_study) -> None:
+def test_job_larger_than_any_plan_is_decided_as_nothing_fits_with_why_and_what_would_cover_it(job_study) -> None:
+    """Not an error: the decision says nothing fits, why (the shortfall against the nearest plan), and what would
+    cover it (more lots, another billing, a longer period), so decide writes the memo saying so."""
     study = job_study()
-    with pytest.raises(UserError) as caught:
-        decide([two_variants(study)], study, load_catalog(default_catalog_path()), now=NOW)
-    message = caught.value.message
+    job = decide([two_variants(study)], study, load_catalog(default_catalog_path()), now=NOW).job
+    assert job is not None and job.chosen is None
+    nothing = job.nothing_fits
+    assert nothing is not None
     # fastest: 347.22 h against the 168 h seed plan → short by 179.2 h
-    assert "the job is larger than any plan can cover" in message
-    assert "needs up to 347.2 h; the nearest plan, rtx-4090 flat 7-day (168 h), is short by 179.2 h" in message
-    assert "key job.inputs" in message
+    assert nothing.configuration_id.startswith("batch_size=4 ")
+    assert (round(nothing.needs_h, 1), nothing.plan_hours, round(nothing.short_h, 1)) == (347.2, 168, 179.2)
+    assert nothing.plan == "rtx-4090 flat 7-day" and nothing.lots == 1
+    assert nothing.lots_needed == 3  # ceil(1 × 347.2 / 168)
+    remedies = " ".join(nothing.remedies)
+    assert "--lots 3" in remedies  # more lots
+    assert "hourly" in remedies and "--catalog" in remedies  # another billing
+    assert "at least 348 h (15 days)" in remedies  # a longer period
+    assert "key job.inputs" in nothing.where
+    assert codec.to_dict(job)["nothing_fits"]["lots_needed"] == 3
+
+
+def test_a_job_that_fits_has_no_nothing_fits(job_study, made_up_catalog) -> None:
+    study = job_study()
+    job = decide([two_variants(study)], study, made_up_catalog, now=NOW).job
+    assert job is not None and job.nothing_fits is None and "nothing_fits" not in codec.to_dict(job)
 
 
 def test_deadline_already_past_is_refused(job_study, made_up_catalog) -> None:

@@ -217,6 +217,10 @@ class Classification:
     corpus_fields: tuple[str, ...] = ()
     subgroups: tuple[str, ...] = ("label", "length_bucket")
     option_tables: Mapping[str, str] = MappingProxyType({})
+    #: How the summary and the memo name the outputs and the agreement.
+    words: Mapping[str, str] = MappingProxyType({
+        "outputs": "labels", "done": "classified", "units": "inputs",
+        "agreement": "share of inputs whose label equals the reference variant's"})
 
     def parse_options(self, top: Any, base_dir: Path) -> dict[str, Any]:
         return {}  # a classifier needs nothing beyond the variant

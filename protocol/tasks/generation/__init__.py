@@ -204,6 +204,16 @@ class TextGeneration:
     subgroups: tuple[str, ...] = ("length_bucket",)
     option_tables: Mapping[str, str] = MappingProxyType(
         {"generation": "the prompt template, max_new_tokens, top_k and decoding of a text-generation study"})
+    #: How the summary and the memo name the outputs and the agreement (never "labels").
+    words: Mapping[str, str] = MappingProxyType({
+        "outputs": "generated token sequences and their text", "done": "generated", "units": "inputs",
+        "agreement": "share of inputs whose tokens are identical to the reference variant's or first diverge at a "
+                     "near tie (each run's token inside the other's top-k); the identical share is reported "
+                     "beside it"})
+    #: The shares every summary reports against the reference variant (keys of the verdict's agreement_details).
+    reported_shares: tuple[tuple[str, str], ...] = (
+        ("identical_share", "identical token sequences"),
+        ("near_tie_share", "identical or first divergence at a near tie"))
 
     def parse_options(self, top: Any, base_dir: Path) -> dict[str, Any]:
         """``[generation]``: template (with ``{text}``), chat_template, max_new_tokens, top_k, decoding."""

@@ -153,13 +153,15 @@ def _count(text: str) -> int | None:
 
 def ssh_prefix(login: str, ssh_config: Path | None = None) -> list[str]:
     """``ssh … USER@HOST`` for a login node given as ``ssh://USER@HOST[:PORT]`` (checked)."""
-    parts = urlsplit(login)
-    try:
+    try:  # a stray bracket: urllib's ValueError, in words that differ between Python releases
+        parts = urlsplit(login)
         port = parts.port
     except ValueError:
-        port = -1
+        raise UserError(f"{login!r} is not a login node address", "--slurm-login",
+                        "Use ssh://USER@HOST[:PORT] (an IPv6 address in brackets: ssh://USER@[2001:db8::1]).") \
+            from None
     host, user = parts.hostname or "", parts.username or ""
-    if (parts.scheme != "ssh" or not _HOST.match(host) or (user and not _USER.match(user)) or port == -1
+    if (parts.scheme != "ssh" or not _HOST.match(host) or (user and not _USER.match(user))
             or parts.path not in ("", "/") or parts.query or parts.password):
         raise UserError(f"{login!r} is not a login node address", "--slurm-login", "Use ssh://USER@HOST[:PORT].")
     prefix = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=15"]

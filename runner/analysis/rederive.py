@@ -1,0 +1,80 @@
+"""Derived files re-derived from sealed evidence and compared: what ``verify`` checks before it trusts a bundle.
+
+verdicts.csv/json and summary.json/md are derived files: no raw row seals them, so a bundle whose derived files
+were changed (and whose BUNDLE.json hashes were recomputed) would still pass the hash checks. :func:`derived_findings`
+opens the campaign (its evidence checks), re-derives the verdicts and the summary in memory from the sealed raw rows
+and trial files (:func:`~runner.analysis.verdicts.derive_verdicts`, :func:`~runner.analysis.summary.derive_summary`)
+and names, in that order, each derived file whose bytes differ from the re-derived ones. Nothing is written.
+
+The memory estimates in the summary come from the model, not from the evidence: they are re-derived where the model
+is readable at the path campaign.json recorded, else taken from the recorded summary.json (an estimate, shown beside
+the measured peaks, never replacing them).
+
+Example::
+
+    derived_findings(open_campaign(Path("bundle/campaign")), "campaign/")   # [] or [Discrepancy(...summary.md...)]
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from protocol.codec import from_dict, to_dict
+from protocol.jsonio import dumps, read_json
+from protocol.memory import MemoryEstimate
+from protocol.stats import SummaryRecord
+from runner.analysis.summary import _estimates, derive_summary
+from runner.analysis.verdicts import derive_verdicts, verdicts_csv, verdicts_record
+from runner.campaign_dir.campaign import Campaign
+from runner.campaign_dir.findings import MALFORMED, Discrepancy
+
+
+def derived_findings(campaign: Campaign, prefix: str = "") -> list[Discrepancy]:
+    """Each derived file of the opened ``campaign`` (verdicts.csv, verdicts.json, summary.json, summary.md) that
+    differs from the one re-derived from its sealed evidence; [] when they all follow."""
+    root = campaign.root
+    try:
+        texts = rederived_texts(campaign)
+    except MALFORMED as exc:
+        return [Discrepancy(prefix + "verdicts.json", "re-derivation",
+                            f"the evidence cannot be re-derived ({type(exc).__name__}: {str(exc)[:200]})")]
+    return [problem for name, text in texts.items() if (problem := differs(root, name, text, prefix)) is not None]
+
+
+def rederived_texts(campaign: Campaign) -> dict[str, str]:
+    """The text each derived file of ``campaign`` must hold, re-derived from its evidence."""
+    verdicts = derive_verdicts(campaign)
+    record, markdown = derive_summary(campaign, verdicts, estimates=_model_estimates(campaign))
+    return {"verdicts.csv": verdicts_csv(verdicts),
+            "verdicts.json": dumps(to_dict(verdicts_record(campaign, verdicts))),
+            "summary.json": dumps(to_dict(record)), "summary.md": markdown}
+
+
+def differs(root: Path, name: str, expected: str, prefix: str = "") -> Discrepancy | None:
+    """A discrepancy when ``root/name`` is there and does not hold ``expected`` (the first line that differs)."""
+    path = root / name
+    if not path.is_file():
+        return None  # a missing derived file is named by the listing and packing checks
+    actual = path.read_bytes()
+    if actual == expected.encode("utf-8"):
+        return None
+    lines, wanted = actual.decode("utf-8", "replace").splitlines(), expected.splitlines()
+    number = next((i for i, (a, b) in enumerate(zip(lines, wanted, strict=False), start=1) if a != b),
+                  min(len(lines), len(wanted)) + 1)
+    shown = lines[number - 1][:120] if number <= len(lines) else "(end of file)"
+    return Discrepancy(prefix + name, f"line {number}",
+                       f"does not follow from the sealed evidence: it reads {shown!r}, re-derived it reads "
+                       f"{(wanted[number - 1][:120] if number <= len(wanted) else '(end of file)')!r}")
+
+
+def _model_estimates(campaign: Campaign) -> dict[str, MemoryEstimate | None]:
+    """The memory estimates: from the model where it is readable, else the ones summary.json recorded."""
+    estimates = _estimates(campaign.study, campaign.record)
+    if any(value is not None for value in estimates.values()):
+        return estimates
+    try:
+        recorded: Any = from_dict(SummaryRecord, read_json(campaign.root / "summary.json"), "summary.json")
+    except (*MALFORMED, OSError):
+        return estimates
+    return dict(recorded.memory_estimates or estimates)

@@ -1,0 +1,97 @@
+"""A bundled decision re-derived from the bundle's sealed evidence: does decision.json/.md/report.html follow?
+
+``decide`` writes decision.json, decision.md and report.html; a campaign directory may hold them when it is
+bundled. None of them is sealed by the raw chain, so :func:`decision_findings` decides again over the bundled
+campaign alone (:func:`runner.decision.stage.run_decide`'s steps, nothing written), with the catalog the decision
+names (the frozen one, or the bundled ``catalog/`` copy), writes the directory paths the recorded decision used
+back into the re-derived text, and names each decision file whose bytes differ. A decision that weighs other
+campaigns, an expenses ledger or replays cannot be re-derived from one bundle: that is named too.
+
+Example::
+
+    decision_findings(open_campaign(Path("work/campaign")), Path("work"), "campaign/")   # [] or [Discrepancy(…)]
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from protocol.decision.configuration import configuration_labels
+from protocol.decision.rank import decide
+from protocol.jsonio import read_json
+from runner.analysis.rederive import differs
+from runner.campaign_dir.campaign import Campaign
+from runner.campaign_dir.findings import MALFORMED, Discrepancy
+from runner.decision.crosscheck import cross_check
+from runner.decision.evidence import choose_catalog, load_evidence
+from runner.decision.stage import DECISION_JSON, DECISION_MD, REPORT_HTML, decision_texts
+
+DECISION_FILES = (DECISION_JSON, DECISION_MD, REPORT_HTML)
+
+
+def decision_findings(campaign: Campaign, bundle_root: Path, prefix: str = "") -> list[Discrepancy]:
+    """The decision files of the opened ``campaign`` (extracted from a bundle at ``bundle_root``) that do not
+    follow from its sealed evidence; [] when there are none, or they all follow."""
+    root = campaign.root
+    present = [name for name in DECISION_FILES if (root / name).is_file()]
+    if not present:
+        return []
+    if DECISION_JSON not in present:
+        return [Discrepancy(prefix + present[0], "presence", "a decision file without the decision.json it renders: "
+                            "it cannot be re-derived")]
+    try:
+        recorded = read_json(root / DECISION_JSON)
+        why, label, catalog = _re_derivable(recorded, root, bundle_root)
+        if why:
+            return [Discrepancy(prefix + DECISION_JSON, "re-derivation", why)]
+        texts = _rederived(campaign, recorded, label, catalog)
+    except MALFORMED as exc:
+        return [Discrepancy(prefix + DECISION_JSON, "re-derivation",
+                            f"cannot be re-derived from the sealed evidence ({type(exc).__name__}: {str(exc)[:200]})")]
+    return [problem for name in present if (problem := differs(root, name, texts[name], prefix)) is not None]
+
+
+def _re_derivable(recorded: Any, root: Path, bundle_root: Path) -> tuple[str, str, Path | None]:
+    """Why the recorded decision cannot be re-derived from this bundle ("" when it can), the campaign label it
+    used, and the catalog to price with (None: the frozen one)."""
+    if not isinstance(recorded, dict):
+        return "not a decision record", "", None
+    campaigns = recorded.get("campaigns") or []
+    ids = sorted({str(c.get("campaign_id")) for c in campaigns if isinstance(c, dict)})
+    record_id = str(read_json(root / "campaign.json").get("campaign_id"))
+    if ids != [record_id]:
+        return (f"it weighs campaigns {ids}, this bundle holds {record_id} only: a decision is re-derived from "
+                "the evidence of the campaigns it weighs", "", None)
+    if recorded.get("ledger"):
+        return "it weighs an expenses ledger the bundle does not hold", "", None
+    label = str(campaigns[0].get("label", ""))
+    source = str(recorded.get("catalog_source", ""))
+    if source.startswith("the catalog frozen at campaign start"):
+        return "", label, None
+    bundled = bundle_root / "catalog" / Path(str(recorded.get("catalog_path", ""))).name
+    if not bundled.is_file():
+        return f"it was priced with {source!r}, which the bundle does not hold", label, None
+    return "", label, bundled
+
+
+def _rederived(campaign: Campaign, recorded: dict[str, Any], label: str, catalog_path: Path | None) -> \
+        dict[str, str]:
+    """decision.json, decision.md and report.html decided again over ``campaign``, with the paths the recorded
+    decision used."""
+    root = campaign.root
+    evidence = [load_evidence(campaign)]
+    study = campaign.study
+    catalog, source = choose_catalog(catalog_path, study, campaign.record)
+    matrix = cross_check([(root, evidence[0])], study, configuration_labels(evidence), reference=None, extra=())
+    decision = decide(evidence, study, catalog, None, agreement=matrix)
+    decision = replace(decision, catalog_source=source, inconsistent=None)
+    texts = decision_texts(decision, (), study)
+    paths = {str(root): label}
+    if catalog_path is not None:
+        paths[str(catalog_path)] = str(recorded.get("catalog_path", ""))
+        paths[source] = str(recorded.get("catalog_source", ""))
+    for before in sorted(paths, key=len, reverse=True):  # the longest first: a path inside another one
+        texts = {name: text.replace(before, paths[before]) for name, text in texts.items()}
+    return texts

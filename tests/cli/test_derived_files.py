@@ -1,0 +1,113 @@
+"""Derived files re-derived or sealed (issue 38, class 1): `verify` re-derives verdicts, summary and decision from
+a bundle's sealed evidence and names the first derived file that disagrees, even when BUNDLE.json's hashes were
+recomputed after the edit (a careful forger). The replay-directory case is in tests/unit/test_replay_rederived.py.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tarfile
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from protocol.fingerprint import sha256_bytes
+from runner.bundle.pack import PackedFile, write_deterministic_tar
+from runner.bundle.records import MANIFEST_NAME
+from runner.cli import main
+
+GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden_campaign"
+
+
+def _members(bundle: Path) -> dict[str, bytes]:
+    with tarfile.open(bundle) as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar.getmembers()}  # type: ignore[union-attr]
+
+
+def _repack(files: dict[str, bytes], output: Path) -> Path:
+    """A bundle of ``files`` whose BUNDLE.json lists their recomputed hashes."""
+    manifest = json.loads(files[MANIFEST_NAME])
+    manifest["files"] = [{"path": name, "sha256": sha256_bytes(data), "size_bytes": len(data)}
+                         for name, data in sorted(files.items()) if name != MANIFEST_NAME]
+    files = {**files, MANIFEST_NAME: json.dumps(manifest).encode()}
+    names = [MANIFEST_NAME, *sorted(n for n in files if n != MANIFEST_NAME)]
+    write_deterministic_tar(output, [PackedFile(name, data=files[name]) for name in names])
+    return output
+
+
+def _invoke(args: list[str]) -> tuple[int, str]:
+    result = CliRunner().invoke(main, args)
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    return result.exit_code, result.output
+
+
+@pytest.fixture(scope="module")
+def bundled(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The golden campaign with its decision files (decided with --out, then copied in) bundled; it verifies."""
+    tmp = tmp_path_factory.mktemp("derived")
+    campaign = tmp / "campaign"
+    shutil.copytree(GOLDEN, campaign)
+    code, output = _invoke(["decide", str(campaign), "--out", str(tmp / "decision")])
+    assert code == 0, output
+    for name in ("decision.json", "decision.md", "report.html"):
+        shutil.copyfile(tmp / "decision" / name, campaign / name)
+    bundle = tmp / "bundle.tar.gz"
+    code, output = _invoke(["bundle", str(campaign), "-o", str(bundle)])
+    assert code == 0, output
+    return bundle
+
+
+def test_a_bundle_whose_derived_files_follow_from_its_evidence_verifies(bundled):
+    code, output = _invoke(["verify", str(bundled)])
+    assert code == 0, output
+    assert "verdicts, summary and decision re-derived" in output
+
+
+def test_a_decision_changed_to_choose_another_configuration_fails_verify(bundled, tmp_path):
+    files = _members(bundled)
+    decision = json.loads(files["campaign/decision.json"])
+    labels = [entry["configuration_id"] for entry in decision["configurations"]]
+    other = next(label for label in labels if label != decision["chosen"])
+    memo = files["campaign/decision.md"].decode()
+    files["campaign/decision.md"] = (f"Chosen: {other}\n\n" + memo).encode()
+    decision["chosen"] = other
+    files["campaign/decision.json"] = (json.dumps(decision, sort_keys=True, indent=2, ensure_ascii=False)
+                                       + "\n").encode()
+    code, output = _invoke(["verify", str(_repack(files, tmp_path / "forged.tar.gz"))])
+    assert code == 1, output
+    assert output.startswith(f"FAILED: {tmp_path / 'forged.tar.gz'}: campaign/decision.json: line "), output
+    assert "does not follow from the sealed evidence" in output
+
+
+@pytest.mark.parametrize("name, before, after", [
+    ("summary.md", "feasible, completed", "feasible (forged), completed"),
+    ("summary.json", '"accepted": 3', '"accepted": 2'),
+    ("verdicts.csv", ",true,", ",false,"),
+    ("verdicts.json", '"corpus_accepted": true', '"corpus_accepted": false'),
+    ("report.html", "<html", "<html data-forged"),
+])
+def test_an_edited_derived_file_with_recomputed_hashes_is_named(bundled, tmp_path, name, before, after):
+    files = _members(bundled)
+    text = files[f"campaign/{name}"].decode()
+    assert before in text, text[:400]
+    files[f"campaign/{name}"] = text.replace(before, after, 1).encode()
+    code, output = _invoke(["verify", str(_repack(files, tmp_path / "forged.tar.gz"))])
+    assert code == 1, output
+    assert f": campaign/{name}: " in output.splitlines()[0], output
+
+
+def test_bundle_never_packs_a_file_an_edited_decision_json_names_as_its_catalog(tmp_path):
+    """decision.json is derived: its catalog_source naming a file that is not a catalog packs nothing from it."""
+    campaign = tmp_path / "campaign"
+    shutil.copytree(GOLDEN, campaign)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("token=do-not-pack\n", encoding="utf-8")
+    (campaign / "decision.json").write_text(json.dumps({"catalog_source": f"--catalog {secret}"}), encoding="utf-8")
+    bundle = tmp_path / "b.tar.gz"
+    code, output = _invoke(["bundle", str(campaign), "-o", str(bundle)])
+    assert code == 0, output
+    packed = _members(bundle)
+    assert not any(b"do-not-pack" in data for data in packed.values())
+    assert "catalog/secret.txt" not in packed

@@ -1,0 +1,75 @@
+"""Each thing opened once (issue 34, deliverable 2): one study parse per `isocost run`, one read of raw.csv per
+campaign directory per reading command.
+
+The counts are taken by instrumenting every way a file is opened and every study parse (tests/opencount.py), on the
+golden fake-trial campaign and on a fake-trial `isocost run` (tests/fakecampaign.py: real host code, fake trials).
+Before the change: `isocost run` parsed the study 3 times (5 with `--launcher auto`), and `decide` read raw.csv 3
+times per directory, `summarize` 2 times.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from fakecampaign import FakeLauncher, fake_workspace
+from opencount import count_raw_reads, count_study_parses
+
+from runner.analysis.summary import summarize_campaign
+from runner.cli import main
+
+GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden_campaign"
+
+
+def _campaign(tmp_path: Path, name: str = "campaign") -> Path:
+    root = tmp_path / name
+    shutil.copytree(GOLDEN, root)
+    return root
+
+
+def _invoke(args: list[str]) -> str:
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+@pytest.mark.parametrize("command", [
+    ["summarize", "{a}"], ["validate", "{a}"], ["period", "{a}"], ["compare", "{a}"],
+    ["decide", "{a}", "--out", "{out}"],
+])
+def test_a_reading_command_reads_raw_csv_once_per_campaign_directory(tmp_path, monkeypatch, command):
+    root = _campaign(tmp_path)
+    reads = count_raw_reads(monkeypatch)
+    _invoke([word.format(a=root, out=tmp_path / "out") for word in command])
+    assert reads == [str(root / "raw.csv")], reads
+
+
+@pytest.mark.parametrize("command", [["summarize", "{a}"], ["period", "{a}"], ["decide", "{a}", "--out", "{out}"]])
+def test_a_reading_command_parses_the_frozen_study_once(tmp_path, monkeypatch, command):
+    root = _campaign(tmp_path)
+    parses = count_study_parses(monkeypatch)
+    _invoke([word.format(a=root, out=tmp_path / "out") for word in command])
+    assert len(parses) == 1, parses
+
+
+@pytest.mark.parametrize("launcher", ["process", "auto"])
+def test_run_parses_the_study_once(tmp_path, monkeypatch, launcher):
+    import runner.launch.process
+
+    study = fake_workspace(tmp_path / "ws", repetitions=1, batches="[1]")
+    monkeypatch.setattr(runner.launch.process, "ProcessLauncher", FakeLauncher)
+    parses = count_study_parses(monkeypatch)
+    _invoke(["run", str(study), "--out", str(tmp_path / "out"), "--launcher", launcher])
+    assert len(parses) == 1, parses
+    assert (tmp_path / "out" / "summary.md").is_file()
+
+
+def test_summarize_after_opening_once_writes_the_golden_bytes(tmp_path):
+    root = _campaign(tmp_path)
+    for name in ("summary.json", "summary.md", "verdicts.csv", "verdicts.json"):
+        (root / name).unlink()
+    summarize_campaign(root)
+    for name in ("summary.json", "summary.md", "verdicts.csv", "verdicts.json"):
+        assert (root / name).read_bytes() == (GOLDEN / name).read_bytes(), name
