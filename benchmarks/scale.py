@@ -32,7 +32,7 @@ from typing import Any
 
 from benchmarks.common import Row, Spread, fmt_ratio, fmt_s, interleaved, judge, ratio_spread, timed
 from protocol import codec
-from protocol.raw_columns import RAW_COLUMNS, RAW_SCHEMA_VERSION
+from protocol.raw_columns import RAW_COLUMNS
 from protocol.records import Variant
 from protocol.tasks.classification import Reference, check_pass, parse_predictions
 from runner.analysis.stats import SUMMARY_COLUMNS, summarize
@@ -159,12 +159,9 @@ def make_raw_table(variants: int, repetitions: int, seed: int = 0) -> tuple[list
 QUOTED_REASON = "device_used_bytes: CPU trial: no GPU, so no device memory counters"
 
 
-def write_raw_table(path: Path, rows: list[dict[str, str]], version: int | None = None, quoted: bool = False) -> None:
-    """``rows`` as a raw.csv, every row chained and written as ``append_row`` writes it: in the current raw
-    format, with no campaign.json (the chain starts from ""), or in format ``version``, with a campaign.json
-    beside it that declares it. ``quoted``: every row's ``empty_reasons`` also holds :data:`QUOTED_REASON`."""
-    if version is not None:
-        (path.parent / "campaign.json").write_text(json.dumps({"raw_schema_version": version}), encoding="utf-8")
+def write_raw_table(path: Path, rows: list[dict[str, str]], quoted: bool = False) -> None:
+    """``rows`` as a raw.csv, every row chained and written as ``append_row`` writes it, with no campaign.json
+    (the chain starts from ""). ``quoted``: every row's ``empty_reasons`` also holds :data:`QUOTED_REASON`."""
     previous = genesis(path)
     lines = [",".join(RAW_COLUMNS)]
     reasons = RAW_COLUMNS.index("empty_reasons")
@@ -172,7 +169,7 @@ def write_raw_table(path: Path, rows: list[dict[str, str]], version: int | None 
         cells = [row[column] for column in RAW_COLUMNS[:-1]]
         if quoted:
             cells[reasons] = "; ".join(filter(None, (cells[reasons], QUOTED_REASON)))
-        previous = row_digest(previous, cells, version or RAW_SCHEMA_VERSION)
+        previous = row_digest(previous, cells)
         lines.append(f"{row_text(cells)},{previous}")
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
@@ -270,22 +267,17 @@ def validation_row(predictions: int, pairs: int, progress: Any = print) -> Row:
 
 
 def _other_tables(directory: Path, rows: list[dict[str, str]]) -> dict[str, Path]:
-    """The same rows as two more tables in ``directory``: "format-4", chained as raw format 4 chained them, and
-    "quoted", with a quoted cell in each row (as every row of a CPU trial has: :data:`QUOTED_REASON`)."""
-    tables = {}
-    for name, options in (("format-4", {"version": 4}), ("quoted", {"quoted": True})):
-        (directory / name).mkdir()
-        tables[name] = directory / name / "raw.csv"
-        write_raw_table(tables[name], rows, **options)  # type: ignore[arg-type]
-    return tables
+    """The same rows as one more table in ``directory``: "quoted", with a quoted cell in each row (as every row
+    of a CPU trial has: :data:`QUOTED_REASON`)."""
+    (directory / "quoted").mkdir()
+    write_raw_table(directory / "quoted" / "raw.csv", rows, quoted=True)
+    return {"quoted": directory / "quoted" / "raw.csv"}
 
 
 def _chain_comparisons(path: Path, beside: dict[str, Path], pairs: int, progress: Any) -> dict[str, Any]:
-    """Side by side, ``pairs`` interleaved runs each: the chain check of ``path`` and of its format-4 copy, and
-    the chain check + typed read of ``path`` and of its quoted copy (:func:`_other_tables`)."""
-    progress(f"  checking its chain in format 5 and in format 4, {pairs} interleaved pairs")
-    chain_5_s, chain_4_s = interleaved(pairs, lambda: timed(lambda: check_chain(path))[0],
-                                       lambda: timed(lambda: check_chain(beside["format-4"]))[0])
+    """Side by side, ``pairs`` interleaved runs each: the chain check + typed read of ``path`` and of its quoted
+    copy (:func:`_other_tables`). (Until 1.0 this also timed the same rows chained as raw format 4, which 1.x no
+    longer reads: format 5's check took 0.62 × format 4's, docs/performance.md.)"""
     progress(f"  checking and reading it with and without a quoted cell per row, {pairs} interleaved pairs")
 
     def read(table: Path) -> float:
@@ -293,9 +285,6 @@ def _chain_comparisons(path: Path, beside: dict[str, Path], pairs: int, progress
 
     plain_s, quoted_s = interleaved(pairs, lambda: read(path), lambda: read(beside["quoted"]))
     return {
-        # The chain check of the same rows in the raw format before (a row's cells as a JSON list).
-        "chain_format_5_s": Spread(tuple(chain_5_s)).to_dict(), "chain_format_4_s": Spread(tuple(chain_4_s)).to_dict(),
-        "ratio_chain_format_5_over_4": ratio_spread(chain_5_s, chain_4_s).to_dict(),
         # The chain check + typed read of the same rows with one quoted cell each (every row of a CPU campaign).
         "chain_and_frame_s": Spread(tuple(plain_s)).to_dict(),
         "chain_and_frame_quoted_s": Spread(tuple(quoted_s)).to_dict(),

@@ -54,6 +54,7 @@ T = TypeVar("T")
 
 VERSION_KEY = "schema_version"
 _VERSION_FIX = "Use the isocost version that wrote it, or re-run the stage that produced it."
+PRE_RELEASE_FIX = "Re-run with isocost 0.x to finish or read it, or start a new campaign: isocost run STUDY --out NEW."
 _UNKNOWN_FIX = "Was it written by a newer isocost? Read it with the version that wrote it."
 _CONTENT_FIX = "It was changed after isocost wrote it: restore it from a backup or bundle, or re-run its stage."
 
@@ -62,17 +63,17 @@ _CONTENT_FIX = "It was changed after isocost wrote it: restore it from a backup 
 class Schema:
     """How a record is versioned on disk.
 
-    ``kind`` names the file in messages (``"status.json"``). ``version`` is written (None: the record is
-    part of a file and carries none); ``reads`` are the versions read. ``upgrade(data, version)`` turns the
-    dict of an older version into the current keys (after the version check, before the keys are checked).
-    ``check(record)`` returns what is wrong with a decoded record beyond its types ("" when nothing),
-    reported at the record's key. ``unversioned``: the version a dict without ``schema_version`` is (a
-    format that carried none before its first bump). ``fix``: what a content error tells the reader to do
-    (the :func:`from_dict` argument wins; the default says to restore the file or re-run its stage).
-    ``derived``: attributes (properties) written beside the fields; ``extra(record)``: more keys written beside
-    them (a note, a figure in another shape). Neither is read into the record: read back, each must equal what
-    the decoded record gives, else it is refused (so a record reads back only when they depend on written
-    fields alone).
+    ``kind`` names the file in messages (``"status.json"``). ``version`` is written (None: the record is part of a
+    file and carries none); ``reads`` are the versions read. ``upgrade(data, version)`` turns the dict of an older
+    version into the current keys (after the version check, before the keys are checked). ``check(record)`` returns
+    what is wrong with a decoded record beyond its types ("" when nothing), reported at the record's key.
+    ``unversioned``: the version a dict without ``schema_version`` is (a format that carried none before its first
+    bump). ``fix``: what a content error tells the reader to do (the :func:`from_dict` argument wins; the default
+    says to restore the file or re-run its stage). ``pre_release``: isocost 0.x's versions
+    (:data:`PRE_RELEASE_FIX`). ``derived``: attributes (properties) written beside the fields; ``extra(record)``:
+    more keys written beside them (a note, a figure in another shape). Neither is read into the record: read back,
+    each must equal what the decoded record gives, else it is refused (so a record reads back only when they depend
+    on written fields alone).
     """
 
     kind: str
@@ -83,6 +84,7 @@ class Schema:
     check: Callable[[Any], str] | None = None
     unversioned: int | None = None
     fix: str = ""
+    pre_release: tuple[int, ...] = ()
     derived: tuple[str, ...] = ()
     extra: Callable[[Any], dict[str, Any]] | None = None
 
@@ -351,9 +353,11 @@ def _versioned(schema: Schema, data: dict[str, Any], prefix: str) -> dict[str, A
     version = data.get(VERSION_KEY, schema.unversioned)
     reads = schema.read_versions()
     if isinstance(version, bool) or version not in reads:
-        where = f" (key {_name(prefix, VERSION_KEY)!r})" if prefix else ""
-        raise _Refusal(f"{schema.kind} has schema_version {version!r}{where}; this isocost reads "
-                       f"{' or '.join(map(str, reads))}", _VERSION_FIX)
+        where, listed = f" (key {_name(prefix, VERSION_KEY)!r})" if prefix else "", " or ".join(map(str, reads))
+        said = (": a pre-release format (isocost 0.x) that isocost 1.x no longer reads (it reads {})"
+                if version in schema.pre_release else "; this isocost reads {}")
+        raise _Refusal(f"{schema.kind} has schema_version {version!r}{where}" + said.format(listed),
+                       PRE_RELEASE_FIX if version in schema.pre_release else _VERSION_FIX)
     if schema.upgrade is not None and version != schema.version:
         return schema.upgrade(dict(data), version)
     return data

@@ -42,9 +42,8 @@ RAW_COLUMNS: tuple[str, ...] = (
 #: ``job_id``, ``allocated_gpu``) was appended within 3, without a bump; 4: the same columns as 3 with the Slurm
 #: block, under their own number; 5: the same columns, each row's digest of its text as written up to its last
 #: comma instead of its cells as a JSON list (checkable with any sha256 tool; a re-quoted cell breaks it).
-#: Formats 3 and 4 are still read, and appended to in their own format (3 with the Slurm block only); format 3
-#: without the Slurm block is read with those cells empty; formats 1 and 2 are refused with what to do
-#: (``runner.campaign_dir.rawtable``).
+#: Format 5 is isocost 1.0's raw format (kept under its number, so that no number names two formats); 1.x reads
+#: it alone. Formats 1 to 4 (isocost 0.x) are refused with what to do (``runner.campaign_dir.rawformat``).
 RAW_SCHEMA_VERSION = 5
 
 #: The domain of a numeric column: by its unit (``pass_s`` seconds, ``peak_rss_bytes`` bytes, ``gpu_energy_j``

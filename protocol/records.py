@@ -5,7 +5,9 @@ Every record carries ``schema_version``. History:
   2 (trial spec, trial status only): the spec carries each input's length bucket
     (``input_buckets``) and the pass's shapes to warm up (``warmup_shapes``); the status carries
     the measured pass's energy (``gpu_energy_j``, ``cpu_energy_j`` and their reasons) and the
-    compilations during the pass (``pass_compilations``). Version 1 files still load.
+    compilations during the pass (``pass_compilations``).
+  1.0.0: each file has one version (docs/formats.md); the pre-release versions (spec.json 1 and 2,
+    status.json 1, events.jsonl 1) are refused naming the version and what to do.
 Loaders reject any other version with a message that says what to do. ``campaign.json`` is
 :class:`CampaignRecord` (its own version, :data:`CAMPAIGN_SCHEMA_VERSION`); a raw-table row, typed,
 is :class:`protocol.rawrecord.RawRecord`.
@@ -22,12 +24,10 @@ from protocol.codec import Schema
 from protocol.csvio import safe_cell
 
 SCHEMA_VERSION = 1
-#: Trial spec and trial status moved to version 2 (see the history above); they still read version 1.
-TRIAL_SCHEMA_VERSION = 2  # status.json; history: 1 (0.1.0): first version; 2: the energy reasons
-_TRIAL_READS = (1, 2)
-#: spec.json; history: 1, 2 as status.json; 3: ``task`` and ``task_options`` (1 and 2 read as classification).
+#: status.json; history: 1 (0.1.0): first version; 2: the energy reasons (1.0's version; 1 is refused).
+TRIAL_SCHEMA_VERSION = 2
+#: spec.json; history: 1, 2 as status.json; 3: ``task`` and ``task_options`` (1.0's version; 1 and 2 are refused).
 SPEC_SCHEMA_VERSION = 3
-_SPEC_READS = (1, 2, 3)
 
 #: Fields that make up one variant. Changing any of them makes a NEW variant.
 VARIANT_FIELDS: tuple[str, ...] = (
@@ -114,7 +114,7 @@ class TrialSpec:
     #: What the task needs beyond the variant (e.g. an embedding's pooling), as the study declares it.
     task_options: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SPEC_SCHEMA_VERSION
-    CODEC: ClassVar[Schema] = Schema("spec.json", SPEC_SCHEMA_VERSION, _SPEC_READS)
+    CODEC: ClassVar[Schema] = Schema("spec.json", SPEC_SCHEMA_VERSION, pre_release=(1, 2))
 
 
 @dataclass(frozen=True)
@@ -170,15 +170,7 @@ class TrialStatus:
     #: in ``empty_reasons`` when the variant does not compile.
     pass_compilations: int | None = None
     schema_version: int = TRIAL_SCHEMA_VERSION
-    CODEC: ClassVar[Schema] = Schema("status.json", TRIAL_SCHEMA_VERSION, _TRIAL_READS,
-                                     upgrade=lambda data, version: _status_upgrade(data))
-
-
-def _status_upgrade(data: dict[str, Any]) -> dict[str, Any]:
-    """A version 1 status.json: the energy reasons it could not record."""
-    for kind in ("gpu", "cpu"):
-        data.setdefault(f"{kind}_energy_reason", "not recorded: status.json schema_version 1")
-    return data
+    CODEC: ClassVar[Schema] = Schema("status.json", TRIAL_SCHEMA_VERSION, pre_release=(1,))
 
 
 def csv_cell(value: Any) -> str:
@@ -318,8 +310,8 @@ def read_status(trial_dir: Path) -> TrialStatus | None:
 
 # -- events.jsonl ----------------------------------------------------------------------------------
 
-#: One line of ``events.jsonl``. History: 1: lines without ``schema_version`` (still read);
-#: 2: every line carries ``schema_version``.
+#: One line of ``events.jsonl``. History: 1: lines without ``schema_version``; 2: every line carries
+#: ``schema_version`` (1.0's version; a line of version 1, or without one, is refused as pre-release).
 EVENT_SCHEMA_VERSION = 2
 @dataclass(frozen=True)
 class CampaignEvent:
@@ -332,8 +324,7 @@ class CampaignEvent:
     event: str
     trial_id: str | None = field(default=None, metadata=codec.OMIT_NONE)
     job_id: str | None = field(default=None, metadata=codec.OMIT_NONE)
-    CODEC: ClassVar[Schema] = Schema("events.jsonl line", EVENT_SCHEMA_VERSION, (1, EVENT_SCHEMA_VERSION),
-                                     unversioned=1)
+    CODEC: ClassVar[Schema] = Schema("events.jsonl line", EVENT_SCHEMA_VERSION, unversioned=1, pre_release=(1,))
 
 
 # -- verdicts.json ---------------------------------------------------------------------------------

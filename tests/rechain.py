@@ -24,11 +24,11 @@ def rechain(root: Path, change: Callable[[list[dict[str, str]]], None]) -> None:
         header, *body = list(csv.reader(handle))
     rows = [dict(zip(header, cells, strict=True)) for cells in body]
     change(rows)
-    previous, version = anchor(path)
+    previous = anchor(path)[0]
     lines = [row_text(header)]
     for row in rows:
         cells = [row[name] for name in header]
-        cells[-1] = previous = row_digest(previous, cells[:-1], version)
+        cells[-1] = previous = row_digest(previous, cells[:-1])
         lines.append(row_text(cells))
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 

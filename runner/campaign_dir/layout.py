@@ -40,6 +40,14 @@ __all__ = ["CAMPAIGN_SCHEMA_VERSION"]  # campaign.json's version, read here (def
 #: The plan catalog in force when the campaign started, copied into its directory.
 FROZEN_CATALOG = "catalog.csv"
 EVENTS_FILE = "events.jsonl"
+#: Every file at the top of a campaign directory, by the stage that writes it (ARCHITECTURE.md's campaign-directory
+#: block lists each: tests/unit/test_architecture_doc.py). Besides them: ``trials/<id>/`` and ``NAME.partial-N`` (a
+#: cut last row or line, kept by the next writer).
+RUN_FILES = ("campaign.json", "study.toml", "corpus_index.csv", "schedule.csv", EVENTS_FILE, "raw.csv", ".lock",
+             FROZEN_CATALOG, "queries.jsonl")  # queries.jsonl: an embedding study's frozen query sets
+RENTAL_FILES = ("rentals.jsonl",)  # `isocost rental`
+ANALYSIS_FILES = ("verdicts.csv", "verdicts.json", "summary.md", "summary.json")  # `isocost validate`, `summarize`
+CAMPAIGN_FILES = RUN_FILES + RENTAL_FILES + ANALYSIS_FILES  # `isocost decide` writes under its --out, never here
 _EVENTS_FIX = ("events.jsonl is append-only: restore it from a backup or bundle. A last line cut while it was "
                "written is kept in events.jsonl.partial-N by `isocost run STUDY --out DIR --resume`.")
 

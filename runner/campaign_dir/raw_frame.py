@@ -3,11 +3,10 @@
 :func:`read_frame` checks raw.csv's chain (:func:`runner.campaign_dir.rawtable.check_chain`: hashlib over every
 row's cells, the evidence), then reads the same bytes into a frame, one column per raw column, typed by
 :class:`protocol.rawrecord.RawRecord`'s fields: text as ``str`` ("" for an empty cell), integers as ``Int64``,
-numbers as ``float64`` and flags as ``boolean``, an empty cell being ``<NA>``/NaN, never a zero. A column an older
-format lacks (format 3 without the Slurm block) is there, empty. ``columns`` reads only those (a summary reads
-a dozen of the seventy). A number outside its column's domain (``pass_s = -5``, ``inf``, ``nan``, a peak
-of 10^30 bytes: :func:`protocol.raw_columns.raw_domain`) is a :class:`UserError` naming its row and
-column. Host side only: ``protocol/`` and the trial images never import pandas.
+numbers as ``float64`` and flags as ``boolean``, an empty cell being ``<NA>``/NaN, never a zero. ``columns``
+reads only those (a summary reads a dozen of the seventy). A number outside its column's domain (``pass_s = -5``,
+``inf``, ``nan``, a peak of 10^30 bytes: :func:`protocol.raw_columns.raw_domain`) is a :class:`UserError` naming
+its row and column. Host side only: ``protocol/`` and the trial images never import pandas.
 
 Example::
 

@@ -1,17 +1,19 @@
-"""raw.csv's formats: which ones this isocost reads, what a row's chain digest is in each, and what a table's
-first row chains to.
+"""raw.csv's format: which one this isocost reads, what a row's chain digest is, and what a table's first row
+chains to.
 
-- Format 5 (current): a row's digest is the sha256 of the previous digest, a newline, and the row's text as
-  written up to its last comma (:func:`row_text`), so any sha256 tool checks it over the file's bytes.
-- Formats 3 and 4: of the row's cells as a JSON list. Format 3 gained the Slurm block without a bump (a format-3
-  table may lack it); format 4 names it.
-- Formats 1 and 2 (no chain, no seals), and any format above the current one (a newer isocost's), are refused
-  with what to do, never read as another format: their rows would all look edited.
+isocost 1.x reads and writes one raw format, 5 (:data:`~protocol.raw_columns.RAW_SCHEMA_VERSION`; 1.0 kept the
+number it had, so that no number ever names two formats): a row's digest is the sha256 of the previous digest, a
+newline, and the row's text as written up to its last comma (:func:`row_text`), so any sha256 tool checks it over
+the file's bytes.
 
-A table chains by the format its ``campaign.json`` declares (``raw_schema_version``; absent: format 3, which did
-not say), and its first row chains to the sha256 of that campaign.json's frozen facts (:data:`ANCHOR_FIELDS`, the
-declared format among them, so a changed one breaks row 1). :mod:`runner.campaign_dir.rawtable` reads and
-appends the rows.
+Every other format is refused with what to do, never read as another one (its rows would all look edited):
+formats 1 to 4 (isocost 0.x before release: 1 and 2 without chain or seals, 3 and 4 chained by each row's cells as a
+JSON list; a campaign.json that declares no format is a format-3 one) and any format above the current one (a
+newer isocost's).
+
+A table chains by the format its ``campaign.json`` declares (``raw_schema_version``), and its first row chains to
+the sha256 of that campaign.json's frozen facts (:data:`ANCHOR_FIELDS`, the declared format among them, so a
+changed one breaks row 1). :mod:`runner.campaign_dir.rawtable` reads and appends the rows.
 
 Example::
 
@@ -33,24 +35,22 @@ from protocol.jsonio import loads_unique
 from protocol.raw_columns import RAW_COLUMNS, RAW_SCHEMA_VERSION
 
 CHAIN_COLUMN = RAW_COLUMNS[-1]
-#: The raw formats this isocost reads (and appends to, in their own format).
-READABLE_FORMATS = tuple(range(3, RAW_SCHEMA_VERSION + 1))
-#: The first raw format whose digests are of the row's text (:func:`row_digest`).
-TEXT_CHAIN = 5
-#: The Slurm block, appended within format 3 (format 4 names it): a format-3 table may lack it.
-SLURM_COLUMNS = ("queue_s", "node", "job_id", "allocated_gpu")
-#: The headers this isocost reads: the current one, and format 3's without the Slurm block (its rows are read
-#: with those four cells empty; nothing is appended to it).
-READABLE_HEADERS: dict[tuple[str, ...], int] = {
-    RAW_COLUMNS: RAW_SCHEMA_VERSION, tuple(c for c in RAW_COLUMNS if c not in SLURM_COLUMNS): 3}
-HEADER_LINES = {",".join(columns): columns for columns in READABLE_HEADERS}
+#: The raw formats this isocost reads (and appends to): the 1.0 format alone.
+READABLE_FORMATS = (RAW_SCHEMA_VERSION,)
+#: The formats isocost 0.x wrote before the release (refused, naming the version and what to do).
+PRE_RELEASE_FORMATS = (1, 2, 3, 4)
+#: The header this isocost reads.
+HEADER_LINE = ",".join(RAW_COLUMNS)
 #: The frozen facts of campaign.json the first row chains to (not paths or notes a later move may change).
 ANCHOR_FIELDS = ("campaign_id", "created_at", "setup_started_at", "study_sha256", "corpus", "tuning", "model",
                  "warmup", "variants", "repetitions", "catalog", "raw_schema_version")
 
-_OTHER_FORMAT_FIX = (f"This isocost reads raw table formats {READABLE_FORMATS[0]} to {READABLE_FORMATS[-1]}. Read "
-                     "or finish this campaign with the isocost version that started it{started_by}, or run the "
-                     "study again into a new --out.")
+#: What to do with a campaign in a pre-release raw format.
+PRE_RELEASE_FIX = ("isocost 1.x reads raw table format {current} only. Re-run with isocost 0.x (the version that "
+                   "started it{started_by}) to finish or read it, or start a new campaign: `isocost run STUDY "
+                   "--out NEW_DIR`.")
+_NEWER_FIX = (f"This isocost reads raw table format {RAW_SCHEMA_VERSION}. Read or finish this campaign with the "
+              "isocost version that started it{started_by}, or run the study again into a new --out.")
 
 
 def genesis(path: Path) -> str:
@@ -59,9 +59,8 @@ def genesis(path: Path) -> str:
 
 
 def anchor(path: Path) -> tuple[str, int]:
-    """:func:`genesis`, and the raw format the rows chain by: the one campaign.json declares (none: format 3,
-    which did not say), the current one where there is no campaign.json. A declared format this isocost does not
-    read is refused (UserError)."""
+    """:func:`genesis`, and the raw format the rows chain by: the one campaign.json declares, the current one
+    where there is no campaign.json. A declared format this isocost does not read is refused (UserError)."""
     where = path.parent / "campaign.json"
     try:
         description = loads_unique(where.read_bytes())
@@ -75,50 +74,47 @@ def anchor(path: Path) -> tuple[str, int]:
 
 
 def declared_format(declared: object, where: str, started_by: object = "") -> int:
-    """The raw format a campaign.json's ``raw_schema_version`` declares (None: format 3, which did not say); a
-    format this isocost does not read is refused (UserError naming it, and ``started_by``: the campaign.json's
-    ``isocost_version``)."""
-    if declared is None:
-        return 3
+    """The raw format a campaign.json's ``raw_schema_version`` declares; any format this isocost does not read is
+    refused (UserError naming it, and ``started_by``: the campaign.json's ``isocost_version``): a pre-release one
+    (None: format 3, which did not say) with :data:`PRE_RELEASE_FIX`."""
     if type(declared) is int and declared in READABLE_FORMATS:
         return declared
+    started = f", {started_by} by its campaign.json" if started_by else ""
+    if declared is None or (type(declared) is int and declared in PRE_RELEASE_FORMATS):
+        named = "no raw table format (pre-release format 3)" if declared is None else f"raw table format {declared}"
+        raise UserError(f"campaign.json declares {named}: a pre-release format (isocost 0.x) that isocost 1.x no "
+                        "longer reads", where, PRE_RELEASE_FIX.format(current=RAW_SCHEMA_VERSION, started_by=started))
     newer = type(declared) is int and declared > RAW_SCHEMA_VERSION
     raise UserError(f"campaign.json declares raw table format {declared!r}, which this isocost does not read"
-                    + (" (a newer isocost wrote it)" if newer else ""), where, _OTHER_FORMAT_FIX.format(
+                    + (" (a newer isocost wrote it)" if newer else ""), where, _NEWER_FIX.format(
                         started_by=f" ({started_by}, by its campaign.json)" if started_by else ""))
 
 
 def check_header(cells: list[str], where: str) -> tuple[str, ...]:
-    """The header's columns when this isocost reads them (:data:`READABLE_HEADERS`); else what it is, and what
-    to do."""
-    if tuple(cells) in READABLE_HEADERS:
-        return tuple(cells)
+    """The header's columns when this isocost reads them (:data:`RAW_COLUMNS`); else what it is, and what to
+    do."""
+    if tuple(cells) == RAW_COLUMNS:
+        return RAW_COLUMNS
+    fix = PRE_RELEASE_FIX.format(current=RAW_SCHEMA_VERSION, started_by="")
     if CHAIN_COLUMN not in cells:
-        raise UserError(
-            f"raw.csv has no {CHAIN_COLUMN} column: it was written before raw rows were chained (raw table "
-            "format 1)", where, _OTHER_FORMAT_FIX.format(started_by=""))
+        raise UserError(f"raw.csv has no {CHAIN_COLUMN} column: it was written before raw rows were chained (raw "
+                        "table format 1, isocost 0.x)", where, fix)
     if "outputs_sha256" not in cells:
-        raise UserError(
-            "raw.csv has no seal columns (outputs_sha256 …): it was written before trial files were sealed "
-            "(raw table format 2)", where, _OTHER_FORMAT_FIX.format(started_by=""))
+        raise UserError("raw.csv has no seal columns (outputs_sha256 …): it was written before trial files were "
+                        "sealed (raw table format 2, isocost 0.x)", where, fix)
+    if "queue_s" not in cells:
+        raise UserError("raw.csv has no Slurm columns (queue_s …): it was written by isocost 0.x (raw table "
+                        "format 3)", where, fix)
     raise UserError("raw.csv has unexpected columns", where, "It was written by another isocost version.")
 
 
 #: A cell without these characters is written by JSON as itself in quotes, and by CSV without quotes.
 PLAIN_CELL = re.compile(r'[\x00-\x1f"\\]')
-_canonical = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
-def row_digest(previous: str, cells: Sequence[str], version: int = RAW_SCHEMA_VERSION) -> str:
-    """The chain digest of a row whose cells (without the digest column) are ``cells``, in raw format
-    ``version``: from 5 on, of :func:`row_text`; formats 3 and 4, of the cells as a JSON list."""
-    if version >= TEXT_CHAIN:
-        return text_digest(previous, row_text(cells))
-    if PLAIN_CELL.search("".join(cells)) is None:  # the common row: its JSON list is its cells in quotes
-        canonical = '["' + '","'.join(cells) + '"]' if cells else "[]"
-    else:
-        canonical = _canonical(list(cells))
-    return text_digest(previous, canonical)
+def row_digest(previous: str, cells: Sequence[str]) -> str:
+    """The chain digest of a row whose cells (without the digest column) are ``cells``: of :func:`row_text`."""
+    return text_digest(previous, row_text(cells))
 
 
 def row_text(cells: Sequence[str]) -> str:

@@ -2,14 +2,14 @@
 
 The last column, ``chain_sha256``, is the sha256 of the previous row's digest, a newline, and this
 row's text as written up to its last comma (its other cells, as the csv module writes them: raw
-table format 5; formats 3 and 4 hashed the cells as a JSON list instead, and a table goes on in the
-format its campaign.json declares: :mod:`runner.campaign_dir.rawformat`). The first row chains to the
+table format 5, the one isocost 1.x reads; a campaign.json declaring another is refused:
+:mod:`runner.campaign_dir.rawformat`). The first row chains to the
 sha256 of the frozen facts of the ``campaign.json`` beside the table (campaign id, dates, study hash, input
 fingerprints and the corpus index hash, variants, the raw format; the empty string where there is
 no campaign.json), so an edited campaign description breaks the chain too. Each row is written with
 its digest in one ``write`` and fsynced before the next trial starts.
 
-So a format-5 chain is checked with any sha256 tool, over the bytes of the file: no cell is parsed,
+So the chain is checked with any sha256 tool, over the bytes of the file: no cell is parsed,
 and a row whose bytes changed breaks it even where its cells read the same.
 
 Every read checks the whole chain. A row that does not match its digest is an error naming the
@@ -43,11 +43,8 @@ from protocol.rawrecord import RawRecord
 from protocol.safe_read import check_regular
 from protocol.safe_write import append_whole, check_writable_target, open_append, open_fd
 from runner.campaign_dir.rawformat import (
-    HEADER_LINES,
+    HEADER_LINE,
     PLAIN_CELL,
-    READABLE_HEADERS,
-    SLURM_COLUMNS,
-    TEXT_CHAIN,
     anchor,
     check_header,
     row_digest,
@@ -74,18 +71,12 @@ class RawChain:
     chain_format: int = RAW_SCHEMA_VERSION  # the raw format its digests are of (:func:`row_digest`)
 
     def row_cells(self) -> Iterator[list[str]]:
-        """The cells of each intact row, in the columns of :data:`RAW_COLUMNS` (a column an older format lacks
-        is an empty cell)."""
-        missing = [name for name in RAW_COLUMNS if name not in self.columns]
-        index = {name: i for i, name in enumerate(self.columns)}
+        """The cells of each intact row, in the columns of :data:`RAW_COLUMNS`."""
         for record in self.records:
             if isinstance(record, str):  # a whole line: a quoted cell in it is read as the csv module reads it
-                cells = record.split(",") if '"' not in record else next(csv.reader([record], strict=True))
+                yield record.split(",") if '"' not in record else next(csv.reader([record], strict=True))
             else:
-                cells = record
-            if missing:
-                cells = [cells[index[name]] if name in index else "" for name in RAW_COLUMNS]
-            yield cells
+                yield record
 
 
 @dataclass(frozen=True)
@@ -97,7 +88,7 @@ class RawTable:
     partial: bytes  # the bytes of a cut last row (b"" when the table ends cleanly)
     partial_row: int  # its row number (0: the header itself was cut)
     last_digest: str  # what the next row chains to
-    columns: tuple[str, ...] = RAW_COLUMNS  # the header as written (an older format has fewer)
+    columns: tuple[str, ...] = RAW_COLUMNS  # the header as written
     chain: RawChain | None = None  # the checked chain the rows were typed from (a frame is made from it too)
 
 
@@ -184,16 +175,15 @@ def typed_table(chain: RawChain, path: Path) -> RawTable:
                     chain.columns, chain)
 
 
-#: Bytes that make a table not plain, in any format: it is then read record by record (a carriage return: a line
-#: end to a CSV reader; NUL).
+#: Bytes that make a table not plain: it is then read record by record (a carriage return: a line end to a CSV
+#: reader; NUL).
 _NEVER_PLAIN = (b"\r", b"\x00")
-#: And in formats 3 and 4, whose digests are of the cells as a JSON list: quotes, control characters and
-#: backslashes too.
-_NOT_PLAIN_BYTES = bytes([*range(0x0a), *range(0x0b, 0x20), ord('"'), ord("\\")])
+
+
 def _scan_plain(data: bytes, empty: RawChain, verify: bool) -> RawChain | None:
-    """The common table, read whole: valid UTF-8, every row one whole line (no line end in a cell; in formats 3
-    and 4 no quoted cell at all), complete and chained (from ``empty``'s digest, in its format). None for any
-    other table: :func:`_scan_records` then reads it row by row and names what is wrong."""
+    """The common table, read whole: valid UTF-8, every row one whole line (no line end in a cell), complete
+    and chained (from ``empty``'s digest). None for any other table: :func:`_scan_records` then reads it row by
+    row and names what is wrong."""
     if not data.endswith(b"\n") or any(byte in data for byte in _NEVER_PLAIN):
         return None
     try:
@@ -202,23 +192,16 @@ def _scan_plain(data: bytes, empty: RawChain, verify: bool) -> RawChain | None:
         return None
     lines = text.split("\n")
     lines.pop()  # after the final line break
-    columns = HEADER_LINES.get(lines[0])
-    if columns is None:
+    if lines[0] != HEADER_LINE:
         return None
-    rows, commas, previous = lines[1:], len(columns) - 1, empty.last_digest
-    version = min(empty.chain_format, READABLE_HEADERS[columns])
-    if version < TEXT_CHAIN and len(data.translate(None, _NOT_PLAIN_BYTES)) != len(data):
-        return None  # a cell whose JSON form is not itself in quotes
-    if not verify:
-        last = _last_plain(rows, commas, previous)
-    else:
-        last = (_chain_text if version >= TEXT_CHAIN else _chain_plain)(rows, commas, previous)
-    return None if last is None else RawChain(data, columns, tuple(rows), b"", 0, last, version)
+    rows, commas, previous = lines[1:], len(RAW_COLUMNS) - 1, empty.last_digest
+    last = (_chain_text if verify else _last_plain)(rows, commas, previous)
+    return None if last is None else RawChain(data, RAW_COLUMNS, tuple(rows), b"", 0, last, empty.chain_format)
 
 
 def _chain_text(rows: list[str], commas: int, previous: str) -> str | None:
     """The last digest of plain ``rows`` of ``commas + 1`` cells each chained to the one before (the first to
-    ``previous``) in format 5: the digest of a row's text up to its last comma; None at the first row that is
+    ``previous``): the digest of a row's text up to its last comma; None at the first row that is
     not (or whose quoting is not the csv module's own: :func:`_separators`)."""
     sha256 = hashlib.sha256
     for line in rows:
@@ -246,33 +229,12 @@ def _separators(line: str) -> int:
     return sum(piece.count(",") for piece in outside)
 
 
-def _chain_plain(rows: list[str], commas: int, previous: str) -> str | None:
-    """The last digest of plain ``rows`` of ``commas + 1`` cells each chained to the one before (the first to
-    ``previous``) in formats 3 and 4; None at the first row that is not. :func:`row_digest` of a plain row:
-    its JSON list is its cells in quotes, its other commas each written ``","`` (so that list is ``2 * (commas -
-    1)`` characters longer than the cells, the digest aside, when the row has its cells and no more)."""
-    sha256 = hashlib.sha256
-    longer = 2 * (commas - 1)
-    for line in rows:
-        body, _, digest = line.rpartition(",")
-        quoted = body.replace(",", _QUOTED_COMMA)
-        if len(quoted) - len(body) != longer:  # not the header's cells
-            return None
-        previous = sha256(f'{previous}\n["{quoted}"]'.encode()).hexdigest()
-        if digest != previous:
-            return None
-    return previous
-
-
 def _last_plain(rows: list[str], commas: int, previous: str) -> str | None:
     """The last row's digest as written (``--allow-inconsistent``: the digests are not checked); None when a row
     has not the header's cells (counted as :func:`_chain_text` counts them)."""
     if any((line.count(",") if '"' not in line else _separators(line)) != commas for line in rows):
         return None
     return rows[-1].rpartition(",")[2] if rows else previous
-
-
-_QUOTED_COMMA = '","'
 
 
 def _scan_records(data: bytes, empty: RawChain, verify: bool, where: str) -> RawChain:
@@ -287,7 +249,6 @@ def _scan_records(data: bytes, empty: RawChain, verify: bool, where: str) -> Raw
             if not whole:
                 return RawChain(b"", columns, (), data, 0, previous, version)
             columns = check_header(cells or [], where)
-            version = min(version, READABLE_HEADERS[columns])
             intact = end
             continue
         complete = whole and valid_text and cells is not None and len(cells) == len(columns)
@@ -299,10 +260,8 @@ def _scan_records(data: bytes, empty: RawChain, verify: bool, where: str) -> Raw
         if cells is None or len(cells) != len(columns):
             raise UserError(f"raw.csv row {number} ({trial_id}) has {len(cells or [])} cells, the header "
                             f"{len(columns)}", where, _EDITED_FIX)
-        if version >= TEXT_CHAIN:  # the record's text up to its last comma (a line end is not part of it)
-            expected = text_digest(previous, data[start:end].decode("utf-8")[:-1].rpartition(",")[0])
-        else:
-            expected = row_digest(previous, cells[:-1], version)
+        # the record's text up to its last comma (a line end is not part of it)
+        expected = text_digest(previous, data[start:end].decode("utf-8")[:-1].rpartition(",")[0])
         if cells[-1] != expected and verify:
             raise UserError(f"raw.csv row {number} ({trial_id}) does not match its chain digest "
                             f"({cells[-1][:16] or 'empty'}…, the rows before it give {expected[:16]}…)",
@@ -341,15 +300,9 @@ def append_row(path: Path, row: RawRecord) -> None:
     if table.partial:
         raise UserError(f"raw.csv ends in a partial row (row {table.partial_row}, byte {len(table.data)})",
                         str(path), _RESUME_FIX)
-    if table.data and table.columns != RAW_COLUMNS:
-        raise UserError(
-            f"raw.csv is raw table format {READABLE_HEADERS[table.columns]} (no {', '.join(SLURM_COLUMNS)}): "
-            "this isocost reads it but appends no row to it", str(path),
-            "Finish this campaign with the isocost version that started it, or run the study again into a new "
-            "--out.")
     cells = row.cells()
-    cells[-1] = row_digest(table.last_digest, cells[:-1], table.chain_format)  # a table goes on in its format
-    # The row as row_text writes it: in format 5, its digest is of exactly this text up to the last comma.
+    cells[-1] = row_digest(table.last_digest, cells[:-1])
+    # The row as row_text writes it: its digest is of exactly this text up to the last comma.
     data = (("" if table.data else row_text(RAW_COLUMNS) + "\n") + row_text(cells) + "\n").encode("utf-8")
     fd = open_append(path, path.parent)
     try:

@@ -12,6 +12,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from protocol import __version__
+
 _CPU_FLAGS_OF_INTEREST = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "fma", "sse4_2")
 
 
@@ -64,7 +66,7 @@ def software_facts(torch: Any) -> dict[str, Any]:
         "tokenizers": _package_version("tokenizers"),
         "safetensors": _package_version("safetensors"),
         "numpy": _package_version("numpy"),
-        "isocost": _package_version("isocost"),
+        "isocost": __version__,  # the code that ran (an image or a checkout need not have its package installed)
         "torch_cuda": getattr(torch.version, "cuda", None),
         "torch_hip": getattr(torch.version, "hip", None),
         # which torch build ran (a CPU wheel, or a CUDA/ROCm one): `make setup` prefers the CPU build

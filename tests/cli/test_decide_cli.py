@@ -20,9 +20,9 @@ from recordfiles import trial_status, write_campaign_record, write_status
 
 from protocol import codec
 from protocol.fingerprint import sha256_bytes
-from protocol.raw_columns import RAW_COLUMNS
+from protocol.raw_columns import RAW_COLUMNS, RAW_SCHEMA_VERSION
 from protocol.rawrecord import RawRecord
-from protocol.records import CampaignRecord, HostFacts, InputFacts, Rental
+from protocol.records import EVENT_SCHEMA_VERSION, CampaignRecord, HostFacts, InputFacts, Rental
 from protocol.study import load_study
 from runner.campaign_dir.appendlog import append_line
 from runner.campaign_dir.layout import load_record
@@ -105,9 +105,10 @@ def write_campaign(
         clock += timedelta(seconds=trial_s)
     events.append({"at": clock.isoformat(), "event": "trials_end"})
     for event in events:  # chained, as `isocost run` appends them
-        append_line(root / "events.jsonl", event, root=root, chained=True)
+        append_line(root / "events.jsonl", {**event, "schema_version": EVENT_SCHEMA_VERSION}, root=root, chained=True)
     write_campaign_record(root, CampaignRecord(
-        campaign_id=campaign_id, created_at=T0.isoformat(), isocost_version="0.1.0",
+        campaign_id=campaign_id, created_at=T0.isoformat(), isocost_version="1.0.0",
+        raw_schema_version=RAW_SCHEMA_VERSION,
         study_name=study.name, study_path=str(root / "study.toml"),
         study_sha256=sha256_bytes(study_text.encode("utf-8")), question=study.question,
         corpus=InputFacts("corpus.jsonl", study.corpus.fingerprint, inputs=len(IDS),

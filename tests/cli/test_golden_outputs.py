@@ -1,15 +1,14 @@
-"""The outputs of a real small campaign stay byte for byte what the code before the pandas tables wrote.
+"""The outputs of the golden 1.0 campaign stay byte for byte what isocost 1.0.0 wrote.
 
-``tests/data/golden_campaign`` is a fake-trial campaign (tests/fakecampaign.py: 2 variants × 3 passes) with the
-summary.md/json and verdicts.csv/json the earlier code wrote from it; ``tests/data/golden_decide`` holds what
+``tests/data/golden_campaign`` is a real campaign on the tiny workspace (tests/golden.py: 2 batch sizes × 3 passes)
+with the summary.md/json and verdicts.csv/json isocost 1.0.0 wrote from it; ``tests/data/golden_decide`` holds what
 ``isocost decide`` printed from it (markdown and CSV) and its decision.json, with the campaign directory written
-``<DIR>`` and this checkout ``<REPO>``. ``python tests/cli/test_golden_outputs.py`` records them again;
-``python tests/cli/test_golden_outputs.py campaign`` first runs the fake campaign again (3 passes of batch 1 and 4).
+``<DIR>`` and this checkout ``<REPO>``. ``python tests/cli/test_golden_outputs.py`` records the decide outputs again
+(``python tests/golden.py`` first records the campaign and its bundle: only for a new major version).
 
 History: the outputs were first recorded by the code before the pandas tables, which the pandas code matched byte
-for byte. When manifest.json became a typed record (its fake-trial manifests had no ``schema_version``, which is
-now refused), the campaign was run again: its outputs differed from the first ones only in the campaign id, the
-pass times and the timestamps.
+for byte, from a fake-trial campaign in raw format 4; when 1.0 dropped the pre-release raw formats, the campaign was
+recorded again by a real run (format 5), and the outputs with it.
 """
 
 from __future__ import annotations
@@ -69,27 +68,9 @@ def test_decide_writes_the_same_bytes_as_before(tmp_path: Path, name: str) -> No
     assert _decide(root)[name] == (DECIDE / name).read_text(encoding="utf-8")
 
 
-def _rerun_campaign() -> None:
-    """Run the fake campaign again into tests/data/golden_campaign and summarize it."""
-    import subprocess
-    import tempfile
-
-    sys.path.insert(0, str(TESTS))
-    from fakecampaign import fake_workspace, host_command, host_env
-
-    with tempfile.TemporaryDirectory() as tmp:
-        study = fake_workspace(Path(tmp) / "ws", repetitions=3)
-        subprocess.run(host_command(study, Path(tmp) / "out"), env=host_env(0.05), check=True)
-        shutil.rmtree(CAMPAIGN, ignore_errors=True)
-        shutil.copytree(Path(tmp) / "out", CAMPAIGN)
-    summarize_campaign(CAMPAIGN)
-
-
 if __name__ == "__main__":  # record the golden files with the code of this checkout
     import tempfile
 
-    if sys.argv[1:] == ["campaign"]:
-        _rerun_campaign()
     with tempfile.TemporaryDirectory() as tmp:
         copy = _copy(Path(tmp))
         summarize_campaign(copy)

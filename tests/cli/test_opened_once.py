@@ -2,7 +2,7 @@
 campaign directory per reading command.
 
 The counts are taken by instrumenting every way a file is opened and every study parse (tests/opencount.py), on the
-golden fake-trial campaign and on a fake-trial `isocost run` (tests/fakecampaign.py: real host code, fake trials).
+golden 1.0 campaign (a real run) and on a fake-trial `isocost run` (tests/fakecampaign.py: real host code, fake trials).
 Before the change: `isocost run` parsed the study 3 times (5 with `--launcher auto`), and `decide` read raw.csv 3
 times per directory, `summarize` 2 times.
 """

@@ -12,6 +12,7 @@ from recordfiles import write_campaign_record
 from workspace import write_corpus
 
 from protocol.costing.plans import default_catalog_path
+from protocol.raw_columns import RAW_SCHEMA_VERSION
 from protocol.records import CampaignRecord
 from protocol.study_keys import KEYS, keys_for
 from runner.cli import main
@@ -98,7 +99,7 @@ def test_check_fails_on_missing_inputs(tmp_path: Path, study_text) -> None:
 
 def fake_campaign(root: Path) -> Path:
     root.mkdir()
-    write_campaign_record(root, CampaignRecord(campaign_id="c"))
+    write_campaign_record(root, CampaignRecord(campaign_id="c", raw_schema_version=RAW_SCHEMA_VERSION))
     shutil.copyfile(default_catalog_path(), root / "catalog.csv")
     return root
 

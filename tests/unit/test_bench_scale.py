@@ -39,24 +39,7 @@ def test_summary_row_measures_ours_and_pandas_in_the_same_run():
         (chain + frame) / base for chain, frame, base in zip(details["ours_chain_s"]["samples"],
                                                              details["ours_frame_s"]["samples"],
                                                              details["baseline_s"]["samples"], strict=True)])
-    assert details["chain_format_5_s"]["n"] == details["chain_format_4_s"]["n"] == 2
     assert details["chain_and_frame_s"]["n"] == details["chain_and_frame_quoted_s"]["n"] == 2
-    assert details["ratio_chain_format_5_over_4"]["samples"] == pytest.approx([
-        five / four for five, four in zip(details["chain_format_5_s"]["samples"],
-                                          details["chain_format_4_s"]["samples"], strict=True)])
-
-
-def test_the_format_4_copy_of_the_raw_table_holds_the_same_rows_chained_as_format_4(tmp_path):
-    from runner.campaign_dir.rawtable import check_chain
-
-    rows = scale.make_raw_table(6, 2)[0]
-    (tmp_path / "four").mkdir()
-    scale.write_raw_table(tmp_path / "raw.csv", rows)
-    scale.write_raw_table(tmp_path / "four" / "raw.csv", rows, version=4)
-    current, four = check_chain(tmp_path / "raw.csv"), check_chain(tmp_path / "four" / "raw.csv")
-    assert (current.chain_format, four.chain_format) == (5, 4)
-    assert [cells[:-1] for cells in current.row_cells()] == [cells[:-1] for cells in four.row_cells()]
-    assert current.last_digest != four.last_digest
 
 
 def test_the_quoted_copy_of_the_raw_table_has_a_quoted_cell_in_every_row_and_the_same_rows(tmp_path):

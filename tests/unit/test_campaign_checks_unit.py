@@ -138,7 +138,7 @@ def test_an_events_line_that_is_not_an_event_is_named_with_its_key(campaign: Pat
     path = campaign / "events.jsonl"
     lines = path.read_text(encoding="utf-8").splitlines()
     from runner.campaign_dir.appendlog import line_digest
-    entry = {"at": "2026-12-01T00:00:00+00:00", "evnt": "trial_start"}  # misspelt, chained as a writer would
+    entry = {"at": "2026-12-01T00:00:00+00:00", "evnt": "trial_start", "schema_version": 2}  # misspelt, chained
     entry["chain_sha256"] = line_digest(json.loads(lines[-1])["chain_sha256"], entry)
     path.write_text("\n".join([*lines, json.dumps(entry)]) + "\n", encoding="utf-8")
     found = [(p.file, p.field, p.message) for p in problems(campaign, deep=False)]

@@ -173,21 +173,6 @@ def test_fast_record_reading_matches_the_csv_module():
             assert list(_records(sample)) == list(_records_by_csv_module(sample)), sample
 
 
-def test_fast_row_digest_matches_json_in_format_4():
-    import hashlib
-    import json
-    import random
-
-    from runner.campaign_dir.rawformat import row_digest
-
-    rng = random.Random(3)
-    alphabet = ["a", ",", '"', "\n", "\\", "é", "\x1f", "\x7f", " ", "\u2028", "😀", "/"]
-    for _ in range(500):
-        cells = ["".join(rng.choices(alphabet, k=rng.randrange(0, 5))) for _ in range(rng.randrange(0, 6))]
-        canonical = json.dumps(cells, ensure_ascii=False, separators=(",", ":"))
-        assert row_digest("p", cells, version=4) == hashlib.sha256(f"p\n{canonical}".encode()).hexdigest(), cells
-
-
 def _plain_table(path, rows):
     """``rows`` (cells without the digest) as a raw.csv, each chained as append_row chains it (no campaign.json:
     the chain starts from "")."""

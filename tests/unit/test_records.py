@@ -8,7 +8,7 @@ from protocol import codec
 from protocol.errors import UserError
 from protocol.raw_columns import RAW_COLUMNS
 from protocol.rawrecord import RawRecord
-from protocol.records import MemoryPeaks, PhaseTimes, TrialSpec, TrialStatus, Variant, WarmupRule
+from protocol.records import CampaignEvent, MemoryPeaks, PhaseTimes, TrialSpec, TrialStatus, Variant, WarmupRule
 
 VARIANT = Variant(variant_id="batch_size=4", stack="cpu", device="cpu", precision="fp32", quantization="none",
                   compile=False, attention="sdpa", batch_size=4, padding="longest", max_length=256,
@@ -58,16 +58,32 @@ def test_raw_row_writes_empty_cells_not_zeros():
                                 "expected_ids", "observed_ids", "ids_match", "corpus_accepted", "notes")
 
 
-def test_trial_status_v1_still_loads_with_energy_reasons():
+def _spec() -> TrialSpec:
+    return TrialSpec(trial_id="t", campaign_id="c", study_sha256="s", variant=VARIANT, repetition=1, order_index=1,
+                     attempt=1, corpus_path="/c", corpus_fingerprint="a", model_path="/m", model_fingerprint="b",
+                     warmup=WarmupRule("tuning", 2, 1, "warmup"), warmup_texts=("a",), launcher="process")
+
+
+@pytest.mark.parametrize(("record", "version", "kind"), [
+    ("status", 1, "status.json"), ("spec", 1, "spec.json"), ("spec", 2, "spec.json"),
+    ("event", 1, "events.jsonl line"), ("event", None, "events.jsonl line")])
+def test_a_pre_release_version_is_refused_naming_it_and_the_fix(record, version, kind):
+    """isocost 1.x reads one version of each file (docs/formats.md): the versions 0.x wrote before it are refused
+    with the version named and what to do, never read as another version."""
     status = TrialStatus(trial_id="t", status="ok", completed=1, expected=1, phases=PhaseTimes(),
                          memory=MemoryPeaks(), truncated_count=0)
-    data = codec.to_dict(status)
-    for key in ("gpu_energy_j", "cpu_energy_j", "gpu_energy_reason", "cpu_energy_reason"):
-        del data[key]
-    data["schema_version"] = 1
-    loaded = codec.from_dict(TrialStatus, data)
-    assert loaded.gpu_energy_j is None
-    assert loaded.gpu_energy_reason == "not recorded: status.json schema_version 1"
+    value = {"status": status, "spec": _spec(), "event": CampaignEvent(at="2026-12-03T00:00:00Z", event="x")}[record]
+    data = codec.to_dict(value)
+    if version is None:
+        del data["schema_version"]  # an events.jsonl line of 0.x, before lines carried a version
+    else:
+        data["schema_version"] = version
+    with pytest.raises(UserError) as caught:
+        codec.from_dict(type(value), data)
+    assert f"{kind} has schema_version 1" in caught.value.what or f"{kind} has schema_version {version}" in \
+        caught.value.what
+    assert "pre-release format (isocost 0.x)" in caught.value.what
+    assert "isocost 0.x" in caught.value.fix and "new campaign" in caught.value.fix
 
 
 def test_trial_spec_carries_input_buckets():
@@ -75,7 +91,7 @@ def test_trial_spec_carries_input_buckets():
                      attempt=1, corpus_path="/c", corpus_fingerprint="a", model_path="/m", model_fingerprint="b",
                      warmup=WarmupRule("tuning", 2, 1, "warmup"), warmup_texts=("a",), launcher="process",
                      input_buckets={"x": "short"})
-    assert codec.to_dict(spec)["schema_version"] == 3  # spec.json 3: the task (read: 1, 2, 3)
+    assert codec.to_dict(spec)["schema_version"] == 3  # spec.json 3: the task (1.0's version)
     assert roundtrip(spec, TrialSpec).input_buckets == {"x": "short"}
 
 

@@ -2,7 +2,7 @@
 records of each rerun from the rerun's files, so a replay.json whose outputs_sha256 was recomputed after the
 replayed predictions were edited is refused.
 
-The replay directory is built by hand from the golden fake-trial campaign (the rerun: a copy of the original
+The replay directory is built by hand from the golden 1.0 campaign (the rerun: a copy of the original
 trial), as `isocost replay` lays it out: replay.json, trials/<id>/, bundle/campaign/.
 """
 
@@ -88,4 +88,5 @@ def test_a_replay_json_claiming_a_match_its_files_do_not_give_is_refused(tmp_pat
     forged = dataclasses.replace(report.trials[0], replay_metric=0.5)
     write_record(replay / "replay.json", dataclasses.replace(report, trials=(forged,)), replay)
     code, output = _compare(replay)
-    assert code == 2 and "replay_metric 0.5, its files give 1.0" in output, output
+    metric = json.loads((GOLDEN / "verdicts.json").read_text(encoding="utf-8"))["verdicts"][0]["metric_value"]
+    assert code == 2 and f"replay_metric 0.5, its files give {metric!r}" in output, output

@@ -1,0 +1,151 @@
+"""ARCHITECTURE.md names every module, and its campaign-directory block every file a campaign writes.
+
+Every module under protocol/, runner/ and benchmarks/ (a package's ``__init__.py`` and ``__main__.py`` aside) must
+be named in its package's list of ARCHITECTURE.md (``### protocol/``, ``### runner/``, ``### benchmarks/``): a
+module added without a word on what it is for fails here. A name is read as the docs test reads it
+(tests/cli/test_docs.py): a backticked ``name.py`` or ``dir/`` in a list item, under the folder the item starts
+with. The campaign-directory block must list every file name :mod:`runner.campaign_dir.layout` declares.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+ARCHITECTURE = ROOT / "ARCHITECTURE.md"
+PACKAGES = ("protocol", "runner", "benchmarks")
+CODE = re.compile(r"`([^`]+)`")
+SOURCE_NAME = re.compile(r"^[\w./]+(?:\.py|/)$")
+HEADING = re.compile(r"^(#{1,6})\s+(.*)$")
+FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+def sections(text: str) -> dict[str, list[str]]:
+    """The lines under each heading, by heading text (a heading inside a fence is a line)."""
+    found: dict[str, list[str]] = {}
+    current, inside = "", False
+    for line in text.splitlines():
+        if FENCE.match(line):
+            inside = not inside
+        heading = None if inside else HEADING.match(line)
+        if heading:
+            current = heading.group(2)
+            continue
+        found.setdefault(current, []).append(line)
+    return found
+
+
+def bullets(lines: list[str]) -> list[str]:
+    items: list[str] = []
+    for line in lines:
+        if line.startswith("- "):
+            items.append(line[2:])
+        elif items and line.startswith("  ") and line.strip():
+            items[-1] += " " + line.strip()
+    return items
+
+
+def _resolve(base: Path, token: str) -> list[Path]:
+    """``token`` (``layout.py``, ``slurm/``, ``trial/run.py``) as the paths under ``base`` it names."""
+    name = token.rstrip("/")
+    if (base / name).exists():
+        return [base / name]
+    return sorted(p for p in base.rglob(Path(name).name) if p.as_posix().endswith("/" + name))
+
+
+def named_modules(text: str) -> set[Path]:
+    """The module files ARCHITECTURE.md's package lists name. In an item, a ``dir/`` names the folder the names
+    after it are looked for in first (``embedding/`` … ``init.py``), then the item's own folder, then the package."""
+    parts = sections(text)
+    named: set[Path] = set()
+    for package in PACKAGES:
+        base = ROOT / package
+        for item in bullets(parts.get(f"{package}/", [])):
+            tokens = [t.split("(")[0].rstrip("…").strip() for t in CODE.findall(item)]
+            first = tokens[0] if tokens else ""
+            narrowed = base / first.rstrip("/") if first.endswith("/") and (base / first.rstrip("/")).is_dir() \
+                else base
+            context = narrowed
+            for token in tokens:
+                token = token.removeprefix(f"{package}/")
+                if token.endswith("/") and SOURCE_NAME.match(token):
+                    found = _resolve(narrowed, token)[:1] or _resolve(base, token)[:1]
+                    context = found[0] if found and found[0].is_dir() else context
+                elif SOURCE_NAME.match(token) and token.endswith(".py"):
+                    named.update(_resolve(context, token)[:1] or _resolve(narrowed, token)[:1]
+                                 or _resolve(base, token)[:1])
+    return named
+
+
+def modules() -> set[Path]:
+    return {path for package in PACKAGES for path in (ROOT / package).rglob("*.py")
+            if path.name not in ("__init__.py", "__main__.py") and "results" not in path.parts}
+
+
+def test_every_module_is_named_in_architecture() -> None:
+    missing = sorted(path.relative_to(ROOT).as_posix()
+                     for path in modules() - named_modules(ARCHITECTURE.read_text(encoding="utf-8")))
+    assert not missing, f"modules ARCHITECTURE.md does not name (say what each is for in its package's list): " \
+        f"{missing}"
+
+
+def campaign_block_files(text: str) -> set[str]:
+    """The file names of ARCHITECTURE.md's campaign-directory block (``DIR/summary.{md,json}`` → both)."""
+    names: set[str] = set()
+    for line in sections(text).get("Campaign directory", []):
+        match = re.match(r"^DIR/(\S+)", line)
+        if not match:
+            continue
+        for path in re.split(r",(?![^{]*\})", match.group(1)):
+            leaf = path.strip().rstrip("/").split("/")[-1].removesuffix(".partial-N")
+            brace = re.fullmatch(r"(.*)\{(.*)\}", leaf)
+            names.update([brace.group(1) + ext for ext in brace.group(2).split(",")] if brace else [leaf])
+    return names
+
+
+def layout_files() -> set[str]:
+    """Every file name runner/campaign_dir/layout.py declares: ``CAMPAIGN_FILES`` and the ``CampaignPaths``
+    properties."""
+    from runner.campaign_dir import layout
+
+    paths = layout.CampaignPaths(Path("/campaign"))
+    return set(layout.CAMPAIGN_FILES) | {getattr(paths, name).name for name, value in vars(layout.CampaignPaths).items()
+                                         if isinstance(value, property)}
+
+
+def test_layout_declares_every_file_a_real_campaign_wrote() -> None:
+    """The golden 1.0 campaign (a real run, validated and summarized: tests/golden.py) holds no file layout.py
+    does not declare (its writer lock aside, which the recording removed)."""
+    golden = ROOT / "tests" / "data" / "golden_campaign"
+    written = {path.name for path in golden.iterdir() if path.is_file()}
+    assert written - layout_files() == set()
+
+
+def test_the_campaign_directory_block_lists_every_file_a_campaign_writes() -> None:
+    missing = sorted(layout_files() - campaign_block_files(ARCHITECTURE.read_text(encoding="utf-8")))
+    assert not missing, f"layout.py's files not in ARCHITECTURE.md's campaign directory: {missing}"
+
+
+def test_the_checks_catch_what_they_are_for() -> None:
+    text = ("### runner/\n\n- `campaign_dir/` `layout.py` (names)\n\n"
+            "## Campaign directory\n\n```\nDIR/raw.csv  rows\n```\n")
+    assert ROOT / "runner" / "campaign_dir" / "layout.py" in named_modules(text)
+    assert ROOT / "runner" / "campaign_dir" / "rawtable.py" not in named_modules(text)
+    nested = "### protocol/\n\n- `tasks/` `embedding/` `init.py`; `generation/` `keys.py`\n"
+    assert {ROOT / "protocol" / "tasks" / "embedding" / "init.py",
+            ROOT / "protocol" / "tasks" / "generation" / "keys.py"} <= named_modules(nested)
+    assert campaign_block_files(text) == {"raw.csv"}
+    assert {"raw.csv", "campaign.json", "events.jsonl"} <= layout_files()
+
+
+def test_the_launcher_interface_lists_the_protocols_members() -> None:
+    """The ``base.py`` item of ``launch/`` names every member of the ``Launcher`` protocol, and no other."""
+    from runner.launch.base import Launcher
+
+    item = next(item for item in bullets(sections(ARCHITECTURE.read_text(encoding="utf-8"))["runner/"])
+                if item.startswith("`launch/`"))
+    listed = item.split("the `Launcher` interface", 1)[1].split("`LauncherBase`", 1)[0]
+    named = {token for token in CODE.findall(listed) if re.fullmatch(r"[a-z_]+", token)}
+    members = {name for name in vars(Launcher) if not name.startswith("_")} | set(Launcher.__annotations__)
+    assert named == members, (sorted(named - members), sorted(members - named))
