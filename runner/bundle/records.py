@@ -116,6 +116,8 @@ class VerifyReport:
     study_sha256: str
     trials: int
     inputs_included: tuple[str, ...]
+    #: what was checked only in part, e.g. memory estimates that could not be re-derived (no model here)
+    caveats: tuple[str, ...] = ()
     schema_version: int = BUNDLE_SCHEMA_VERSION
 
     @property
