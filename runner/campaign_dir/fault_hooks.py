@@ -39,13 +39,15 @@ def fault_hooks(root: Path, trial_ids: Sequence[str]) -> dict[str, int]:
     return found
 
 
-def fault_hook_banner(root: Path, trial_ids: Sequence[str]) -> str:
-    """The flag every ranking output shows first, or "" when no trial ran with the hook."""
+def fault_hook_banner(root: Path, trial_ids: Sequence[str], label: str | None = None) -> str:
+    """The flag every ranking output shows first, or "" when no trial ran with the hook. ``label``: what ran, in
+    the flag's words (default: ``root``); a summary names its campaign by id, so that the flag re-derived from a
+    bundle's copy of the campaign (``isocost verify``) reads the same as the one written where it ran."""
     found = fault_hooks(root, trial_ids)
     if not found:
         return ""
     listed = "; ".join(f"{FAULT_ENV}={value} in {count} of {len(trial_ids)} trial(s)"
                        for value, count in sorted(found.items()))
-    return (f"{FAULT_HOOK_BANNER} was set when {root} ran ({listed}; recorded in each trial's manifest.json, "
+    return (f"{FAULT_HOOK_BANNER} was set when {label or root} ran ({listed}; recorded in each trial's manifest.json, "
             "sealed by raw.csv): its times, memory and outputs are the hook's, not the configuration's. Do not "
             "rank or price it; run the campaign again without the variable.")
