@@ -26,8 +26,9 @@ from runner.campaign_dir.findings import Discrepancy
 #: BUNDLE.json format. History: 1 (0.1.0): first version.
 BUNDLE_SCHEMA_VERSION = 1
 #: replay.json format. History: 1 (0.1.0): first version; 2: each trial's ``outputs_sha256`` (the replayed output
-#: files, ``name=sha256;…``), checked when ``isocost compare`` or ``decide`` read the replay.
-REPLAY_SCHEMA_VERSION = 2
+#: files, ``name=sha256;…``), checked when ``isocost compare`` or ``decide`` read the replay; 3: each trial's
+#: ``manifest_sha256`` (the rerun's manifest.json, which carries the fault-hook flag), checked the same way.
+REPLAY_SCHEMA_VERSION = 3
 
 #: The bundle's own manifest, at the archive's top level.
 MANIFEST_NAME = "BUNDLE.json"
@@ -116,6 +117,8 @@ class VerifyReport:
     study_sha256: str
     trials: int
     inputs_included: tuple[str, ...]
+    #: what was checked only in part, e.g. memory estimates that could not be re-derived (no model here)
+    caveats: tuple[str, ...] = ()
     schema_version: int = BUNDLE_SCHEMA_VERSION
 
     @property
@@ -171,6 +174,8 @@ class TrialReplay:
     environment_differences: dict[str, list[Any]]
     trial_dir: str
     outputs_sha256: str = ""
+    #: the sha256 of the rerun's manifest.json ("" when it wrote none): its fault-hook flag is read from it
+    manifest_sha256: str = ""
 
 
 @dataclass(frozen=True)

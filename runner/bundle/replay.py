@@ -324,6 +324,7 @@ def _replay_one(
                                                          trial_dir),
         trial_dir=str(trial_dir),
         outputs_sha256=outputs_cell(trial_dir, task.output_files) or "",
+        manifest_sha256=sha256_file(trial_dir / "manifest.json") if (trial_dir / "manifest.json").is_file() else "",
     ), interrupted
 
 

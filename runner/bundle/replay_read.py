@@ -22,6 +22,7 @@ from typing import Any
 from protocol.codec import read_record
 from protocol.decision.agreement import ConfigurationOutputs
 from protocol.errors import UserError
+from protocol.fingerprint import sha256_file
 from protocol.paths import check_safe_name
 from protocol.records import read_status
 from protocol.tasks import study_task
@@ -63,6 +64,11 @@ def replay_configurations(replay_dir: Path, study: Any) -> tuple[str, list[Confi
         if (outputs_cell(trial_dir, task.output_files) or "") != trial.outputs_sha256:
             raise UserError(f"the replayed outputs of {trial.trial_id} are not those replay.json recorded",
                             str(trial_dir), "They were changed after the replay: replay the bundle again.")
+        manifest = trial_dir / "manifest.json"
+        if (sha256_file(manifest) if manifest.is_file() else "") != trial.manifest_sha256:
+            raise UserError(f"the manifest.json of {trial.trial_id} is not the one replay.json recorded (it says "
+                            "whether the test-only fault hook was set)", str(manifest),
+                            "It was changed after the replay: replay the bundle again.")
         differences = rederived_differences(trial, trial_dir, campaign_root / "trials" / trial.trial_id, task,
                                             study, reference)
         if differences:

@@ -9,7 +9,9 @@ discrepancy by file and field in a :class:`~runner.bundle.records.VerifyReport`:
 3. ``BUNDLE.json``'s claims against the campaign: ids, trials, unfinished slots, input fingerprints;
 4. the derived files (verdicts, summary, and the decision where a ``decision_check`` is given) against the ones
    re-derived from the sealed evidence (:mod:`runner.analysis.rederive`, :mod:`runner.decision.rederive`): the
-   first that disagrees is named.
+   first that disagrees is named. The memory estimates are re-derived from the model bundled with
+   ``--include-inputs`` or found at the recorded path; where neither is there the report carries a caveat that
+   names them as not re-derived (never a silent pass).
 
 It never raises on a malformed archive: a report with ``ok=False`` names what is wrong.
 """
@@ -26,7 +28,7 @@ from protocol.rawrecord import RawRecord
 from protocol.records import CampaignRecord
 from protocol.safe_extract import DEFAULT_LIMITS, ArchiveError, ExtractLimits, FileDigest, read_archive
 from protocol.schedule import Slot
-from runner.analysis.rederive import derived_findings
+from runner.analysis.rederive import derived_findings, estimate_caveat, estimate_model
 from runner.bundle.records import (
     CAMPAIGN_PREFIX,
     INPUT_KINDS,
@@ -49,6 +51,9 @@ from runner.campaign_dir.slots import planned_slots, unfinished_slots
 #: prefix): :func:`runner.decision.rederive.decision_findings`, handed in by the commands (``verify``, ``replay``).
 DecisionCheck = Callable[[Campaign, Path, str], list[Discrepancy]]
 
+#: Where an included model lives in the archive (extracted so the memory estimates can be re-derived from it).
+_MODEL = input_archive_path("model", Path("model")) + "/"
+
 
 def verify_bundle(path: Path, limits: ExtractLimits = DEFAULT_LIMITS, *,
                   decision_check: DecisionCheck | None = None) -> VerifyReport:
@@ -58,8 +63,8 @@ def verify_bundle(path: Path, limits: ExtractLimits = DEFAULT_LIMITS, *,
     with tempfile.TemporaryDirectory(prefix="isocost-verify-") as tmp:
         work = Path(tmp)
         try:
-            digests = read_archive(path, dest=work, limits=limits,
-                                   select=lambda n: n == MANIFEST_NAME or n.startswith((CAMPAIGN_PREFIX, "catalog/")))
+            digests = read_archive(path, dest=work, limits=limits, select=lambda n: n == MANIFEST_NAME
+                                   or n.startswith((CAMPAIGN_PREFIX, "catalog/", _MODEL)))
         except ArchiveError as exc:
             return _failed(shown, Discrepancy(exc.where or shown, "archive", exc.what))
         if MANIFEST_NAME not in digests:
@@ -73,8 +78,9 @@ def verify_bundle(path: Path, limits: ExtractLimits = DEFAULT_LIMITS, *,
         problems = _check_listing(manifest, digests)
         problems += check_campaign(work / "campaign", CAMPAIGN_PREFIX)
         problems += _check_manifest(manifest, digests, work / "campaign")
-        if not problems:  # the evidence holds: every derived file must follow from it
-            problems += _derived(work, decision_check)
+        caveats: list[str] = []
+        if not problems:  # the evidence holds (and a bundled model has its fingerprint): derived files must follow
+            problems += _derived(work, decision_check, caveats)
     return VerifyReport(
         bundle=shown,
         ok=not problems,
@@ -85,16 +91,21 @@ def verify_bundle(path: Path, limits: ExtractLimits = DEFAULT_LIMITS, *,
         study_sha256=manifest.study_sha256,
         trials=len(manifest.trials),
         inputs_included=tuple(i.kind for i in manifest.inputs if i.included),
+        caveats=tuple(caveats),
     )
 
 
-def _derived(work: Path, decision_check: DecisionCheck | None) -> list[Discrepancy]:
-    """The derived files of the extracted campaign re-derived from its evidence (opened once for both checks)."""
+def _derived(work: Path, decision_check: DecisionCheck | None, caveats: list[str]) -> list[Discrepancy]:
+    """The derived files of the extracted campaign re-derived from its evidence (opened once for both checks);
+    what could not be re-derived is added to ``caveats``."""
     try:
         campaign = open_campaign(work / "campaign")
     except UserError as exc:  # the campaign checks passed: only a study or table that cannot be parsed is left
         return [Discrepancy(CAMPAIGN_PREFIX + "campaign.json", "content", exc.what)]
-    problems = derived_findings(campaign, CAMPAIGN_PREFIX)
+    model_dir = estimate_model(campaign, work / _MODEL.rstrip("/"))
+    if model_dir is None:
+        caveats.append(estimate_caveat(campaign, CAMPAIGN_PREFIX))
+    problems = derived_findings(campaign, CAMPAIGN_PREFIX, model_dir)
     if decision_check is not None:
         problems += decision_check(campaign, work, CAMPAIGN_PREFIX)
     return problems

@@ -96,8 +96,10 @@ def verify(bundle_file: Path, show_all: bool, as_json: bool, max_expanded_bytes:
     status agree), prediction files ↔ observed_ids and verdict columns,
     schedule ↔ rows, events ↔ rows, study.toml ↔ the campaign's study sha256;
     then the derived files (verdicts, summary, decision) are re-derived from
-    the sealed evidence and compared. Names the first discrepancy (file and
-    field) and exits 1; 0 if all agree.
+    the sealed evidence and compared (the memory estimates from the model,
+    bundled or at its recorded path; without it a caveat line says they were
+    not re-derived). Names the first discrepancy (file and field) and exits 1;
+    0 if all agree.
     Nothing is extracted to disk outside a temporary folder.
 
     Example: isocost verify quick.tar.gz
@@ -110,10 +112,13 @@ def verify(bundle_file: Path, show_all: bool, as_json: bool, max_expanded_bytes:
         included = ", ".join(report.inputs_included) or "none (hashes only)"
         click.echo(f"OK: {bundle_file}: {report.files_checked} files, {_size(report.bytes_checked)}, every SHA-256 "
                    "matches BUNDLE.json, nothing missing or extra")
+        except_estimates = ", except the memory estimates (caveat below)" if report.caveats else ""
         click.echo(f"consistent: {report.trials} trial(s): raw rows, trial directories, specs, manifests, "
                    "statuses, predictions, schedule and events agree; verdicts, summary and decision re-derived "
-                   "from them")
+                   f"from them{except_estimates}")
         click.echo(f"campaign {report.campaign_id}, study {report.study_sha256}, inputs included: {included}")
+        for caveat in report.caveats:
+            click.echo(f"caveat: {caveat}")
     else:
         click.echo(f"FAILED: {bundle_file}: {report.first}")
         shown = report.discrepancies if show_all else ()

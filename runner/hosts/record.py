@@ -139,10 +139,13 @@ def expand_campaign_dirs(roots: list[Path]) -> list[Path]:
 def _check_listed(root: Path, record: HostsFile) -> None:
     """Each host's folder is a plain name inside ``root``, and every campaign inside ``root`` is a listed host's:
     a host removed from hosts.json would otherwise drop its campaign from the decision without a word."""
-    listed = set()
+    listed: dict[str, str] = {}
     for host in record.hosts:
         check_safe_name(host.dir, what=f"hosts.json dir of host {host.name[:40]!r}")
-        listed.add(host.dir)
+        if host.dir in listed:
+            _disagrees(root, host, f"gives it the folder {host.dir}/ of host {listed[host.dir][:40]!r}")
+        listed[host.dir] = host.name
+        _check_host_folder(root, host)
     for child in sorted(root.iterdir()):
         if child.is_dir() and (child / "campaign.json").exists() and child.name not in listed:
             raise UserError(f"{child.name}/ holds a campaign that hosts.json lists for no host", str(root / HOSTS_JSON),
@@ -150,12 +153,32 @@ def _check_listed(root: Path, record: HostsFile) -> None:
                             "bundle, or pass the campaign directories one by one.")
 
 
+def _check_host_folder(root: Path, host: HostEntry) -> None:
+    """What hosts.json says of a host's campaign against its folder: a host recorded as having started one (or as
+    complete) has it, a host recorded as having started none has none (an edited note would change the memo)."""
+    has_campaign = (root / host.dir / "campaign.json").exists()
+    if host.campaign is True and not has_campaign:
+        _disagrees(root, host, f"says it started a campaign in {host.dir}/, which holds none")
+    if host.state == "complete" and not has_campaign:
+        _disagrees(root, host, f"says it is complete, and {host.dir}/ holds no campaign")
+    if host.campaign is False and has_campaign:
+        _disagrees(root, host, f"says it started no campaign, and {host.dir}/ holds one")
+
+
+def _disagrees(root: Path, host: HostEntry, what: str) -> None:
+    raise UserError(f"host {host.name[:40]!r}: hosts.json {what}", str(root / HOSTS_JSON),
+                    "hosts.json was edited, or a host's folder was moved or removed: restore them from a backup "
+                    "or bundle, or pass the campaign directories one by one.")
+
+
 def hosts_without_campaign(root: Path) -> list[tuple[str, str, str]]:
-    """(host, state, reason) for hosts of a multi-host directory that have no campaign to read."""
+    """(host, state, reason) for hosts of a multi-host directory that have no campaign to read; a hosts.json that
+    disagrees with the folders is refused naming the host (:func:`_check_listed`)."""
     if not is_multihost(root):
         return []
-    return [(h.name, h.state, h.reason) for h in load_hosts_json(root).hosts
-            if not (root / h.dir / "campaign.json").exists()]
+    record = load_hosts_json(root)
+    _check_listed(root, record)
+    return [(h.name, h.state, h.reason) for h in record.hosts if not (root / h.dir / "campaign.json").exists()]
 
 
 class HostsRecord:

@@ -111,3 +111,36 @@ def test_bundle_never_packs_a_file_an_edited_decision_json_names_as_its_catalog(
     packed = _members(bundle)
     assert not any(b"do-not-pack" in data for data in packed.values())
     assert "catalog/secret.txt" not in packed
+
+
+def test_memory_estimates_that_cannot_be_re_derived_are_named_as_a_caveat_not_accepted_silently(bundled, tmp_path):
+    """The golden model is not on this host and not in the bundle: an estimate a careful forger put into
+    summary.json (and summary.md, consistently) cannot be checked, so verify says so instead of vouching for it."""
+    from protocol.codec import to_dict
+    from protocol.jsonio import dumps
+    from protocol.memory import ModelShape, estimate
+    from runner.analysis.summary import derive_summary
+    from runner.analysis.verdicts import derive_verdicts
+    from runner.campaign_dir.campaign import open_campaign
+
+    files = _members(bundled)
+    root = tmp_path / "x"
+    for name, data in files.items():
+        if name.startswith("campaign/"):
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_bytes(data)
+    campaign = open_campaign(root / "campaign")
+    shape = ModelShape(parameters=10**9, linear_parameters=10**9, hidden_size=1024, layers=24, heads=16,
+                       intermediate_size=4096)
+    forged = {v.variant_id: estimate(shape, v.precision, v.quantization, v.batch_size, v.max_length, v.attention)
+              for v in campaign.record.variants}
+    record, markdown = derive_summary(campaign, derive_verdicts(campaign), estimates=forged)
+    files["campaign/summary.json"] = dumps(to_dict(record)).encode()
+    files["campaign/summary.md"] = markdown.encode()
+    forged_bundle = _repack(files, tmp_path / "estimates.tar.gz")
+    code, output = _invoke(["verify", str(forged_bundle)])
+    assert "caveat: campaign/summary.json: memory_estimates: not re-derived" in output, output
+    assert "the model is not on this host" in output, output
+    assert "summary and decision re-derived" not in output or "except the memory estimates" in output, output
+    code, output = _invoke(["verify", "--json", str(forged_bundle)])
+    assert json.loads(output)["caveats"], output

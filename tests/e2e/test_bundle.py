@@ -312,6 +312,28 @@ def test_the_full_bundle_holds_the_inputs(campaign):
     assert "inputs/corpus/corpus.jsonl" in names and "inputs/model/config.json" in names
 
 
+
+@pytest.mark.parametrize("which", ["plain", "full"])
+def test_an_edited_memory_estimate_is_re_derived_from_the_model_and_named(campaign, tmp_path, which):
+    """The full bundle holds the model; the plain one finds it at the path campaign.json recorded: either way the
+    estimates are re-derived (no caveat) and an estimate edited in summary.json (hashes recomputed) fails verify."""
+    bundle, model = getattr(campaign, which), campaign.root / "ws" / "model"
+    files = members(bundle)
+    summary = json.loads(files["campaign/summary.json"])
+    recorded = next(v for _, v in sorted(summary["memory_estimates"].items()) if v is not None)
+    recorded["total_bytes"] //= 2
+    files["campaign/summary.json"] = (json.dumps(summary, sort_keys=True, indent=2, ensure_ascii=False)
+                                      + "\n").encode()
+    forged = repack(files, tmp_path / "estimate.tar.gz", rehash=True)
+    if which == "full":  # only the bundled copy is left to re-derive from
+        model.rename(model.with_name("model.away"))
+    try:
+        assert verify_bundle(bundle).caveats == ()
+        assert first(forged).startswith("campaign/summary.json: line ")
+    finally:
+        if which == "full":
+            model.with_name("model.away").rename(model)
+
 def test_a_bundle_pointing_an_input_outside_itself_is_named(campaign, tmp_path):
     files = members(campaign.full)
     manifest = json.loads(files[MANIFEST_NAME])

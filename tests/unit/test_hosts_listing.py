@@ -112,3 +112,24 @@ def test_the_record_rewritten_as_hosts_go_and_taken_up_again_on_resume(tmp_path:
         prepare_hosts_record(SimpleNamespace(sha256="1" * 64, path=study.path), out, [], "cpu", None, True, None)
     with pytest.raises(UserError, match="this campaign runs image img@sha256"):
         prepare_hosts_record(study, out, [], "cpu", "other:latest", True, None)
+
+
+@pytest.mark.parametrize(("hosts", "campaigns", "message"), [
+    # an invented host, or a failed one dressed up: it says it ran a campaign, its folder holds none
+    ([entry("a", campaign=True), entry("b", state="complete", campaign=True)], ("a",),
+     r"host 'b': hosts.json says it started a campaign in b/, which holds none"),
+    ([entry("a"), entry("b", state="complete")], ("a",),
+     r"host 'b': hosts.json says it is complete, and b/ holds no campaign"),
+    # a host that ran, recorded as one that never started (its results would be weighed under a false note)
+    ([entry("a"), entry("b", state="unreachable", reason="Connection refused", campaign=False)], ("a", "b"),
+     r"host 'b': hosts.json says it started no campaign, and b/ holds one"),
+    # two hosts on one folder: one campaign counted twice, another host's hidden
+    ([entry("a"), entry("b", "a")], ("a",), r"host 'b': hosts.json gives it the folder a/ of host 'a'"),
+])
+def test_a_hosts_json_that_disagrees_with_the_folders_is_refused_naming_the_host(
+        tmp_path: Path, hosts: list[HostEntry], campaigns: tuple[str, ...], message: str) -> None:
+    out = _out(tmp_path, hosts, campaigns=campaigns)
+    for read in (expand_campaign_dirs, lambda roots: hosts_without_campaign(roots[0])):
+        with pytest.raises(UserError, match=message) as caught:
+            read([out])
+        assert caught.value.where == str(out / HOSTS_JSON)

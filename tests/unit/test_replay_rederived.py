@@ -1,6 +1,7 @@
 """A replay directory's replay.json is derived, never trusted (issue 38, class 1): `compare` re-derives what it
 records of each rerun from the rerun's files, so a replay.json whose outputs_sha256 was recomputed after the
-replayed predictions were edited is refused.
+replayed predictions were edited is refused; each rerun's manifest.json (which carries the fault-hook flag) is sealed
+by the sha256 replay.json records for it.
 
 The replay directory is built by hand from the golden 1.0 campaign (the rerun: a copy of the original
 trial), as `isocost replay` lays it out: replay.json, trials/<id>/, bundle/campaign/.
@@ -16,6 +17,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from protocol.codec import read_record, write_record
+from protocol.fingerprint import sha256_file
 from protocol.study import load_study
 from protocol.tasks import study_task
 from runner.bundle.compare import rerun_figures
@@ -41,7 +43,8 @@ def _replay_dir(tmp_path: Path) -> Path:
     assert figures["matches"] and figures["replay_accepted"], figures
     trial = TrialReplay(trial_id=TRIAL, variant_id="batch_size=1", mode=study.quality.replay, status="ok", **figures,
                         original_metric=1.0, original_pass_s=None, replay_pass_s=None, environment_differences={},
-                        trial_dir=str(rerun), outputs_sha256=outputs_cell(rerun, task.output_files) or "")
+                        trial_dir=str(rerun), outputs_sha256=outputs_cell(rerun, task.output_files) or "",
+                        manifest_sha256=sha256_file(rerun / "manifest.json"))
     campaign = load_record(original)
     report = ReplayReport(bundle="golden.tar.gz", bundle_sha256="", campaign_id=campaign.campaign_id,
                           study_sha256=campaign.study_sha256, mode=study.quality.replay,
@@ -90,3 +93,17 @@ def test_a_replay_json_claiming_a_match_its_files_do_not_give_is_refused(tmp_pat
     code, output = _compare(replay)
     metric = json.loads((GOLDEN / "verdicts.json").read_text(encoding="utf-8"))["verdicts"][0]["metric_value"]
     assert code == 2 and f"replay_metric 0.5, its files give {metric!r}" in output, output
+
+
+def test_a_rerun_manifest_changed_after_the_replay_is_refused_naming_it(tmp_path):
+    """The rerun's manifest.json says whether the test-only fault hook was set (the flag decide and compare show):
+    replay.json seals it, so a manifest edited to hide (or claim) the hook is refused, naming the file."""
+    replay = _replay_dir(tmp_path)
+    manifest = replay / "trials" / TRIAL / "manifest.json"
+    data = json.loads(manifest.read_text(encoding="utf-8"))
+    data["fault_injection"] = None if data.get("fault_injection") else "sleep-per-batch:0.2"
+    manifest.write_text(json.dumps(data, sort_keys=True, indent=2) + "\n", encoding="utf-8")
+    code, output = _compare(replay)
+    assert code == 2, output
+    assert f"the manifest.json of {TRIAL} is not the one replay.json recorded" in output, output
+    assert str(manifest) in output, output
