@@ -14,15 +14,12 @@ Example::
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import os
-import pkgutil
-import sys
 from pathlib import Path
 from typing import Any
 
 from protocol.errors import UserError
+from protocol.kind_packages import import_kind_package, kind_packages
 from protocol.tasks.base import Task
 
 DEFAULT_TASK = "text-classification"
@@ -34,42 +31,6 @@ OUTSIDE_PREFIX = "isocost_task_"
 _FOUND: dict[str, dict[str, Task]] = {}
 
 
-def _builtin_packages() -> list[tuple[str, str]]:
-    """(module name, folder) of every task package under protocol/tasks/, in name order."""
-    return [(f"{__name__}.{info.name}", str(Path(__path__[0]) / info.name))
-            for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name) if info.ispkg]
-
-
-def _outside_packages(path: str) -> list[tuple[str, str]]:
-    """(module name, folder) of every package in the folders of ``path`` (``ISOCOST_TASKS_PATH``)."""
-    found = []
-    for folder in filter(None, path.split(os.pathsep)):
-        root = Path(folder)
-        if not root.is_dir():
-            continue  # not on this machine (a container sees none of the host's folders): its tasks are unknown here
-        for package in sorted(p for p in root.iterdir() if (p / "__init__.py").is_file() and not p.is_symlink()):
-            found.append((OUTSIDE_PREFIX + package.name.replace("-", "_"), str(package)))
-    return found
-
-
-def _import_package(name: str, folder: str) -> Any:
-    """The package ``name`` (imported once; an outside folder's by its location, under ``name``)."""
-    if name in sys.modules or name.startswith(f"{__name__}."):
-        return importlib.import_module(name)
-    spec = importlib.util.spec_from_file_location(name, Path(folder) / "__init__.py",
-                                                  submodule_search_locations=[folder])
-    if spec is None or spec.loader is None:
-        raise UserError(f"task package {folder!r} cannot be imported", TASKS_PATH_ENV, "Check the folder.")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[name]
-        raise
-    return module
-
-
 def _registry() -> dict[str, Task]:
     """Every task found, by name: protocol/tasks/ first, then ``ISOCOST_TASKS_PATH`` (read on each call)."""
     path = os.environ.get(TASKS_PATH_ENV, "")
@@ -77,8 +38,9 @@ def _registry() -> dict[str, Task]:
         return _FOUND[path]
     tasks: dict[str, Task] = {}
     where: dict[str, str] = {}
-    for name, folder in _builtin_packages() + _outside_packages(path):
-        task = getattr(_import_package(name, folder), "TASK", None)
+    for package in kind_packages(Path(__path__[0]), __name__, TASKS_PATH_ENV, OUTSIDE_PREFIX, missing_ok=True):
+        folder = str(package.folder)
+        task = getattr(import_kind_package(package), "TASK", None)
         if task is None:
             raise UserError(f"the task package {folder!r} has no TASK", folder,
                             "Its __init__.py must define TASK, the task's host half (docs/tasks.md).")

@@ -19,17 +19,14 @@ Example::
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import os
 import re
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from protocol.errors import UserError
+from protocol.kind_packages import KindPackage, import_kind_package, kind_packages
 
 if TYPE_CHECKING:
     from protocol.records import TrialSpec
@@ -137,24 +134,9 @@ class LauncherKind:
     requires: str = ""  # the environment variable that makes its skipped checks failures in CI
 
 
-def _folders() -> tuple[Path, ...]:
-    extra = [Path(p).expanduser() for p in os.environ.get(LAUNCHERS_ENV, "").split(os.pathsep) if p.strip()]
-    return (BUILTIN_FOLDER, *extra)
-
-
-def _packages(folder: Path) -> list[Path]:
-    if not folder.is_dir():
-        raise UserError(f"launcher folder {folder} is not a directory", LAUNCHERS_ENV,
-                        "Name folders that hold launcher packages (docs/launchers.md), or unset it.")
-    return sorted(p for p in folder.iterdir() if (p / "__init__.py").is_file() and not p.name.startswith("_"))
-
-
-def _load(package: Path, builtin: bool) -> LauncherKind:
+def _load(found: KindPackage) -> LauncherKind:
     """Import one launcher package and return its ``KIND`` (checked)."""
-    if builtin:
-        module = importlib.import_module(f"runner.launch.kinds.{package.name}")
-    else:
-        module = _external(package)
+    module, package = import_kind_package(found), found.folder
     kind = getattr(module, "KIND", None)
     if not isinstance(kind, LauncherKind):
         raise UserError(f"launcher package {package} defines no KIND", str(package / "__init__.py"),
@@ -167,38 +149,15 @@ def _load(package: Path, builtin: bool) -> LauncherKind:
     return kind
 
 
-def _external(package: Path) -> Any:
-    """A launcher package outside runner/ as module ``isocost_launchers.<package>``; imported once per version of
-    its ``__init__.py`` (so its classes stay the same objects between calls)."""
-    name = f"isocost_launchers.{package.name}"
-    init = (package / "__init__.py").resolve()
-    stamp = (str(init), init.stat().st_mtime_ns)
-    module = sys.modules.get(name)
-    if module is not None and getattr(module, "__isocost_stamp__", None) == stamp:
-        return module
-    spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(package)])
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    module.__isocost_stamp__ = stamp  # type: ignore[attr-defined]
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[name]
-        raise
-    return module
-
-
 def launcher_kinds() -> dict[str, LauncherKind]:
     """Every launcher kind found, by name, in listing order. UserError when two packages claim one name."""
     found: dict[str, LauncherKind] = {}
-    for index, folder in enumerate(_folders()):
-        for package in _packages(folder):
-            kind = _load(package, builtin=index == 0)
-            if kind.name in found:
-                raise UserError(f"two launcher packages are named {kind.name!r}", str(package),
-                                f"Rename one, or drop its folder from {LAUNCHERS_ENV}.")
-            found[kind.name] = kind
+    for package in kind_packages(BUILTIN_FOLDER, "runner.launch.kinds", LAUNCHERS_ENV, "isocost_launchers."):
+        kind = _load(package)
+        if kind.name in found:
+            raise UserError(f"two launcher packages are named {kind.name!r}", str(package.folder),
+                            f"Rename one, or drop its folder from {LAUNCHERS_ENV}.")
+        found[kind.name] = kind
     return dict(sorted(found.items(), key=lambda item: (item[1].order, item[0])))
 
 
