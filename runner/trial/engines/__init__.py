@@ -1,0 +1,1 @@
+"""The trial halves of the engines (``runner.trial.engines.base``), one module per built-in engine."""
