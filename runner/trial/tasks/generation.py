@@ -56,49 +56,32 @@ class _StepRecorder:
         return scores
 
 
-@dataclass
-class Generator(TaskModel):
-    """A tokenizer + ``AutoModelForCausalLM`` under one variant's settings and the study's [generation] table."""
+def load_tokenizer(path: Path) -> tuple[Any, Any, tuple[int, ...], int]:
+    """The checkpoint's tokenizer (left padding, a pad token), its generation config, end-of-sequence ids and pad
+    id: what every engine of the task reads the same way (the prompts and the end of a row are isocost's)."""
+    from transformers import AutoTokenizer, GenerationConfig
+
+    tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    tokenizer.padding_side = "left"
+    config = GenerationConfig.from_pretrained(str(path), local_files_only=True)
+    eos = config.eos_token_id if config.eos_token_id is not None else tokenizer.eos_token_id
+    eos_ids = tuple(eos) if isinstance(eos, (list, tuple)) else (int(eos),)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else config.pad_token_id
+    if pad is None:
+        pad = eos_ids[0]
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token_id = pad
+    return tokenizer, config, eos_ids, int(pad)
+
+
+class GenerationText:
+    """The prompts and the rows of a generation, whatever engine generates: every engine's model inherits them, so
+    each tokenizes its inputs and writes its rows exactly as :class:`Generator` does."""
 
     tokenizer: Any
-    model: Any
     variant: Variant
-    torch: Any
-    device: Any
     options: dict[str, Any]
-    generation_config: Any
     eos_ids: tuple[int, ...]
-    vocab_size: int
-    #: CUDA events around each generate call (device time of the batch's generation), as the classifier keeps.
-    forward_events: list[tuple[Any, Any]] | None = None
-    #: Prefill and decode seconds, generated tokens and decode steps since :meth:`take_batch_figures`.
-    figures: dict[str, float] = field(default_factory=dict)
-
-    @classmethod
-    def load(cls, path: Path, variant: Variant, torch: Any, options: dict[str, Any]) -> Generator:
-        from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
-
-        if variant.compile:
-            raise ValueError("torch.compile is not supported for text-generation; the study should have refused it")
-        tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-        tokenizer.padding_side = "left"
-        model = AutoModelForCausalLM.from_pretrained(str(path), local_files_only=True,
-                                                     attn_implementation=variant.attention)
-        config = GenerationConfig.from_pretrained(str(path), local_files_only=True)
-        eos = config.eos_token_id if config.eos_token_id is not None else tokenizer.eos_token_id
-        eos_ids = tuple(eos) if isinstance(eos, (list, tuple)) else (int(eos),)
-        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else config.pad_token_id
-        if pad is None:
-            pad = eos_ids[0]
-        if tokenizer.pad_token_id is None:
-            tokenizer.pad_token_id = pad
-        config.update(do_sample=False, num_beams=1, max_new_tokens=int(options["max_new_tokens"]), use_cache=True,
-                      eos_token_id=list(eos_ids), pad_token_id=pad, temperature=None, top_p=None, top_k=None)
-        config.max_length = None
-        model, device = prepare_model(model, variant, torch)
-        vocab = int(model.get_output_embeddings().weight.shape[0])
-        return cls(tokenizer=tokenizer, model=model, variant=variant, torch=torch, device=device,
-                   options=dict(options), generation_config=config, eos_ids=eos_ids, vocab_size=vocab)
 
     # -- prompts ----------------------------------------------------------------------------------------------------
 
@@ -135,6 +118,50 @@ class Generator(TaskModel):
     def untruncated_lengths(self, texts: list[str]) -> list[int]:
         return [len(self._encode(text)) for text in texts]
 
+    def _row(self, tokens: list[int], top_ids: list[list[int]], top_logprobs: list[list[float]]) -> dict[str, Any]:
+        """One row's generation: cut after its first end-of-sequence token (padding never counted)."""
+        end = next((i + 1 for i, token in enumerate(tokens) if token in self.eos_ids), len(tokens))
+        kept = tokens[:end]
+        return {"tokens": kept, "text": self.tokenizer.decode(kept, skip_special_tokens=True), "n_tokens": len(kept),
+                "top_ids": top_ids[:end],
+                "top_logprobs": [[round(v, LOGPROB_DIGITS) for v in row] for row in top_logprobs[:end]]}
+
+
+@dataclass
+class Generator(GenerationText, TaskModel):
+    """A tokenizer + ``AutoModelForCausalLM`` under one variant's settings and the study's [generation] table."""
+
+    tokenizer: Any
+    model: Any
+    variant: Variant
+    torch: Any
+    device: Any
+    options: dict[str, Any]
+    generation_config: Any
+    eos_ids: tuple[int, ...]
+    vocab_size: int
+    #: CUDA events around each generate call (device time of the batch's generation), as the classifier keeps.
+    forward_events: list[tuple[Any, Any]] | None = None
+    #: Prefill and decode seconds, generated tokens and decode steps since :meth:`take_batch_figures`.
+    figures: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, path: Path, variant: Variant, torch: Any, options: dict[str, Any]) -> Generator:
+        from transformers import AutoModelForCausalLM
+
+        if variant.compile:
+            raise ValueError("torch.compile is not supported for text-generation; the study should have refused it")
+        tokenizer, config, eos_ids, pad = load_tokenizer(path)
+        model = AutoModelForCausalLM.from_pretrained(str(path), local_files_only=True,
+                                                     attn_implementation=variant.attention)
+        config.update(do_sample=False, num_beams=1, max_new_tokens=int(options["max_new_tokens"]), use_cache=True,
+                      eos_token_id=list(eos_ids), pad_token_id=pad, temperature=None, top_p=None, top_k=None)
+        config.max_length = None
+        model, device = prepare_model(model, variant, torch)
+        vocab = int(model.get_output_embeddings().weight.shape[0])
+        return cls(tokenizer=tokenizer, model=model, variant=variant, torch=torch, device=device,
+                   options=dict(options), generation_config=config, eos_ids=eos_ids, vocab_size=vocab)
+
     # -- generation ---------------------------------------------------------------------------------------------------
 
     def _sync(self) -> None:
@@ -163,14 +190,6 @@ class Generator(TaskModel):
         first = recorder.first_step_at if recorder.first_step_at is not None else clock()
         self._count(first - start, clock() - first, sum(o["n_tokens"] for o in outputs), len(recorder.values))
         return outputs
-
-    def _row(self, tokens: list[int], top_ids: list[list[int]], top_logprobs: list[list[float]]) -> dict[str, Any]:
-        """One row's generation: cut after its first end-of-sequence token (padding never counted)."""
-        end = next((i + 1 for i, token in enumerate(tokens) if token in self.eos_ids), len(tokens))
-        kept = tokens[:end]
-        return {"tokens": kept, "text": self.tokenizer.decode(kept, skip_special_tokens=True), "n_tokens": len(kept),
-                "top_ids": top_ids[:end],
-                "top_logprobs": [[round(v, LOGPROB_DIGITS) for v in row] for row in top_logprobs[:end]]}
 
     def _start_events(self) -> Any:
         if self.forward_events is None:
