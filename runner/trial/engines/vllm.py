@@ -120,9 +120,7 @@ class VllmGenerator(GenerationText, TaskModel):
     def _generate(self, features: list[dict[str, list[int]]], params: Any) -> list[dict[str, Any]]:
         """The batch's prompts enqueued at once, the engine stepped until all are finished (``LLM.generate``'s loop,
         with the time of the first step: the prompts' forward and the first token of each)."""
-        from vllm.inputs import TokensPrompt
-
-        prompts = [TokensPrompt(prompt_token_ids=list(f["input_ids"])) for f in features]
+        prompts = [{"prompt_token_ids": list(f["input_ids"])} for f in features]  # vllm.inputs.TokensPrompt
         engine = self.llm.llm_engine
         start = clock()
         self.llm.enqueue(prompts, params, use_tqdm=False)
