@@ -18,14 +18,20 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from protocol.codec import OMIT_NONE, Schema
+from protocol.codec import OMIT_NONE, Schema, read_record
+from protocol.errors import UserError
+from protocol.records import TrialSpec
 from protocol.safe_write import write_binary
 from runner.campaign_dir.rawtable import HOST_STOP_NOTE
 from runner.launch.base import HostInterrupt, LauncherBase, LaunchResult, TrialPaths
+from runner.launch.interpreter import missing_pythons, trial_python
 from runner.launch.launcher_file import launcher_schema, write_launcher_file
 from runner.trial.measure import clock
+
+if TYPE_CHECKING:
+    from protocol.study import Study
 
 #: Environment variables a trial may inherit; everything else is dropped.
 ENV_ALLOW = (
@@ -82,7 +88,8 @@ def trial_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 class ProcessLauncher(LauncherBase):
-    """Runs each trial with this interpreter in a new process group."""
+    """Runs each trial in a new process group, with this interpreter or the one its engine names
+    (:mod:`runner.launch.interpreter`)."""
 
     name = "process"
 
@@ -103,8 +110,28 @@ class ProcessLauncher(LauncherBase):
     def image_fields(self) -> tuple[str, str, str]:
         return "", "", ""
 
+    def preflight(self, study: Study, out: Path) -> str:
+        """An engine whose trials run with an interpreter of their own (``runner.launch.interpreter``): refused
+        when that interpreter is missing; otherwise a line naming it."""
+        engines = {variant.engine for variant in study.variants()}
+        errors = missing_pythons(engines)
+        if errors:
+            raise errors[0]
+        own = {name: trial_python(name, self.python) for name in sorted(engines)}
+        return "; ".join(f"engine {name} runs its trials with {python}" for name, python in own.items()
+                         if python != self.python)
+
+    def python_for(self, paths: TrialPaths) -> str:
+        """The interpreter of this trial: its engine's own (the spec names the engine), else this launcher's."""
+        try:
+            engine = read_record(paths.trial_dir / "spec.json", TrialSpec).variant.engine
+        except (OSError, ValueError, UserError):
+            return self.python  # the trial itself reports the unreadable spec
+        return trial_python(engine, self.python)
+
     def run(self, paths: TrialPaths, timeout_s: float | None) -> LaunchResult:
-        command = [self.python, "-m", "runner.trial", str(paths.trial_dir / "spec.json"), str(paths.trial_dir)]
+        python = self.python_for(paths)
+        command = [python, "-m", "runner.trial", str(paths.trial_dir / "spec.json"), str(paths.trial_dir)]
         start = clock()
         timed_out = interrupted = False
         with write_binary(paths.log, paths.log.parent, append=True) as log:

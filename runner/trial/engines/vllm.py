@@ -11,7 +11,8 @@ first end-of-sequence token, the text decoded by the same tokenizer, the top-k i
 vLLM adds the chosen token to a position's log-probabilities when it is outside the top k, and that one is
 dropped), so the task's gate judges both engines unchanged.
 
-The engine's settings (the study's ``[engines.vllm]`` table, :data:`DEFAULTS`): ``enforce_eager`` (no
+The engine's settings (the study's ``[engines.vllm]`` table, declared by the host half
+:mod:`protocol.engines.vllm`): ``enforce_eager`` (no
 torch.compile, no graphs: a cold compile took 415 s on a 2-core CPU), ``max_model_len`` (the context the engine
 reserves; refused when ``max_length + max_new_tokens`` does not fit), ``max_num_seqs`` (sequences the scheduler
 runs at once), ``kv_cache_gib`` (the KV cache's size, what ``VLLM_CPU_KVCACHE_SPACE`` sets on CPU),
@@ -43,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from protocol.engines.vllm import ENGINE
 from protocol.records import Variant
 from runner.trial.engines.base import EngineRefused, TrialEngine
 from runner.trial.measure import clock
@@ -53,15 +55,8 @@ from runner.trial.tasks.generation import GenerationText, load_tokenizer
 NAME = "vllm"
 TASK = "text-generation"
 GIB = 1 << 30
-#: The engine's settings and their defaults (the study's ``[engines.vllm]`` table; docs/engines.md).
-DEFAULTS: dict[str, Any] = {
-    "enforce_eager": True,
-    "max_model_len": 2048,
-    "max_num_seqs": 256,
-    "kv_cache_gib": 1,
-    "block_size": 128,
-    "enable_prefix_caching": False,
-}
+#: The engine's settings and their defaults, as its host half declares them (the study's ``[engines.vllm]``).
+DEFAULTS: dict[str, Any] = {key.key.rsplit(".", 1)[-1]: key.value for key in ENGINE.settings}
 #: Offline, no usage statistics, no ahead-of-time compile cache (its reload failed: facts/engines-and-serving.md).
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
                "VLLM_USE_AOT_COMPILE": "0", "VLLM_LOGGING_LEVEL": "WARNING"}

@@ -1,0 +1,59 @@
+"""Which Python interpreter a local trial process runs with: the engine's own environment, or the host's.
+
+An engine whose dependencies conflict with isocost's own (vLLM pins transformers and numpy below the CPU stack's)
+names, in its host half (:class:`protocol.engines.base.Engine`), an environment variable for its interpreter and
+a default path (``python_env``, ``python_default``: for engine ``vllm``, ``ISOCOST_VLLM_PYTHON`` and
+``.venv-vllm/bin/python``). The default is looked for in the working folder, then in this isocost checkout (where
+``make vllm`` builds it). Every other engine runs with the host's interpreter. The process launcher asks here per
+trial (the spec's variant names the engine) and refuses a campaign, before anything runs, whose engine's
+interpreter is missing. Nothing of this comes from the study but the engine's name, which must be a known one.
+
+Example::
+
+    trial_python("vllm", sys.executable)       # "/repo/.venv-vllm/bin/python"
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from protocol.engines import engine_named
+from protocol.errors import UserError
+
+#: The isocost checkout this module runs from (the folder holding protocol/ and runner/).
+CHECKOUT = Path(__file__).resolve().parents[2]
+
+
+def own_python(engine_name: str) -> str:
+    """The engine's own interpreter as an absolute path (not resolved: a venv's python is a symbolic link that
+    must stay one), "" when the engine runs with the host's; a default found nowhere is given as in the working
+    folder (:func:`missing_pythons` names it)."""
+    engine = engine_named(engine_name)
+    named = os.environ.get(engine.python_env, "") if engine.python_env else ""
+    if named:
+        return os.path.abspath(named)
+    if not engine.python_default:
+        return ""
+    candidates = [Path.cwd() / engine.python_default, CHECKOUT / engine.python_default]
+    return os.path.abspath(next((path for path in candidates if path.exists()), candidates[0]))
+
+
+def trial_python(engine_name: str, host_python: str) -> str:
+    """The interpreter a trial of this engine runs with in a local process."""
+    return own_python(engine_name) or host_python
+
+
+def missing_pythons(engine_names: Iterable[str]) -> list[UserError]:
+    """One error per engine whose own interpreter does not exist, saying how to build it or name another."""
+    errors = []
+    for name in sorted(set(engine_names)):
+        python = own_python(name)
+        if python and not Path(python).exists():
+            engine = engine_named(name)
+            errors.append(UserError(f"engine {name} runs its trials with {python}, which does not exist",
+                                    f"{engine.python_env} (default {engine.python_default})",
+                                    f"Build its environment (make {name} in the isocost checkout), or set "
+                                    f"{engine.python_env} to the Python of an environment that has it."))
+    return errors
