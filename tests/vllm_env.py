@@ -44,3 +44,21 @@ def session_processes(sid: int) -> list[int]:
         if int(fields[3]) == sid and fields[0] != "Z":
             found.append(int(entry.name))
     return found
+
+
+def engine_processes(marker: str) -> list[int]:
+    """Live processes of vLLM's engine (named ``VLLM::…``) and trial processes whose command line holds ``marker``
+    (a campaign's folder): what must not outlive a trial, whichever session it ran in."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            comm = (entry / "comm").read_text().strip()
+            command = (entry / "cmdline").read_bytes().decode(errors="replace")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != "Z" and (comm.startswith("VLLM::") or ("runner.trial" in command and marker in command)):
+            found.append(int(entry.name))
+    return found

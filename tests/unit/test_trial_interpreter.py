@@ -40,8 +40,8 @@ def test_the_default_engine_runs_with_the_hosts_interpreter(nowhere: Path) -> No
     assert missing_pythons(["transformers"]) == []
 
 
-def test_vllm_runs_with_its_environment_from_the_working_folder_then_the_checkout(nowhere: Path,
-                                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_vllm_runs_with_its_own_environment(nowhere: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
     in_checkout = _python(nowhere / "checkout")
     assert trial_python("vllm", "/host/python") == str(in_checkout)
     in_cwd = _python(nowhere)

@@ -1,0 +1,95 @@
+"""End-to-end: a text-generation campaign over ``engine = ["transformers", "vllm"]`` on the demo's SmolLM2, in fp32,
+the isocost CLI in its own process and each trial in a fresh process: the transformers trial with the host's
+interpreter, the vLLM trial with ``.venv-vllm``'s (the process launcher asks the engine). Both rows are accepted,
+the vLLM row and manifest record the engine, its version and its settings as the engine runs them, its outputs are
+the reference's token for token, and no process of the engine outlives its trial.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from generation_workspace import write_generation_workspace
+from vllm_env import engine_processes, session_processes, vllm_python
+from workspace import series_toml
+
+from runner.campaign_dir.layout import read_raw
+
+pytestmark = [pytest.mark.e2e, pytest.mark.vllm]
+
+ROOT = Path(__file__).resolve().parents[2]
+ENGINE_SERIES = '[[series]]\nname = "engine"\nfield = "engine"\nvalues = ["transformers", "vllm"]\n'
+SETTINGS = "\n[engines.vllm]\nmax_model_len = 512\nmax_num_seqs = 8\n"
+
+
+def _isocost(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "ISOCOST_VLLM_PYTHON": str(vllm_python())}
+    proc = subprocess.Popen([sys.executable, "-m", "runner.cli", *args], cwd=ROOT, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    stdout, stderr = proc.communicate(timeout=1500)
+    assert session_processes(proc.pid) == [], "a process of the campaign outlived it"
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_transformers_and_vllm_in_one_campaign_give_the_same_accepted_tokens(smollm2: Any, tmp_path: Path) -> None:
+    vllm_python()
+    study = write_generation_workspace(tmp_path / "ws", smollm2, n=6, max_new_tokens=12, replace={
+        series_toml("[1, 3]"): ENGINE_SERIES, "batch_size = 1\n": "batch_size = 3\n",
+        'reference_variant = "batch_size=1"': 'reference_variant = "engine=transformers"'}, extra=SETTINGS)
+    out = tmp_path / "out"
+    run = _isocost("run", str(study), "--out", str(out), "--launcher", "process")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert engine_processes(str(out)) == [], "a trial or engine process outlived the campaign"
+    assert "engine vllm runs its trials with" in run.stdout + run.stderr
+    rows = {row["variant_id"]: row for row in read_raw(out / "raw.csv")}
+    assert sorted(rows) == ["engine=transformers", "engine=vllm"]
+    outputs = {}
+    for variant_id, row in rows.items():
+        engine = variant_id.split("=")[1]
+        assert (row["status"], row["corpus_accepted"], row["engine"]) == ("ok", "true", engine), row
+        trial = out / "trials" / row["trial_id"]
+        outputs[engine] = _lines(trial / "generations.jsonl")
+        batches = _lines(trial / "batches.jsonl")
+        assert sum(b["generated_tokens"] for b in batches) == sum(o["n_tokens"] for o in outputs[engine])
+        launcher = json.loads((trial / "launcher.json").read_text())
+        assert (launcher["command"][0] == str(vllm_python())) == (engine == "vllm")
+    manifest = json.loads((out / "trials" / rows["engine=vllm"]["trial_id"] / "manifest.json").read_text())
+    assert manifest["engine"]["name"] == "vllm" and manifest["engine"]["version"] == "0.32.0"
+    assert manifest["engine"]["dtype"] == "float32"
+    assert manifest["engine"]["settings"] == {"enforce_eager": True, "max_model_len": 512, "max_num_seqs": 8,
+                                              "kv_cache_gib": 1.0, "block_size": 128, "enable_prefix_caching": False}
+    assert [o["tokens"] for o in outputs["vllm"]] == [o["tokens"] for o in outputs["transformers"]]
+    assert [o["top_ids"] for o in outputs["vllm"]] == [o["top_ids"] for o in outputs["transformers"]]
+    validated = _isocost("validate", str(out))
+    assert validated.returncode == 0, validated.stdout + validated.stderr
+    verdicts = {v["variant_id"]: v for v in json.loads((out / "verdicts.json").read_text())["verdicts"]}
+    assert verdicts["engine=vllm"]["agreement_details"]["identical_share"] == 1.0
+    summary = _isocost("summarize", str(out))
+    assert summary.returncode == 0 and "engine=vllm" in summary.stdout, summary.stdout + summary.stderr
+
+
+def test_a_vllm_trial_killed_mid_pass_keeps_its_row_and_leaves_no_process(smollm2: Any, tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The trial hangs after its first batch (test fault) and is killed at the trial time limit: its row is kept
+    with the batch it completed, and neither the trial nor vLLM's engine core or worker outlives it."""
+    vllm_python()
+    study = write_generation_workspace(tmp_path / "ws", smollm2, n=6, batches="[3]", timeout=240, replace={
+        "deterministic = true\n": 'deterministic = true\nengine = "vllm"\n'}, extra=SETTINGS)
+    out = tmp_path / "out"
+    monkeypatch.setenv("ISOCOST_FAULT_INJECT", "hang-at-batch:1")
+    _isocost("run", str(study), "--out", str(out), "--launcher", "process")
+    rows = read_raw(out / "raw.csv")
+    assert len(rows) == 1 and rows[0]["engine"] == "vllm", rows
+    assert (rows[0]["status"], rows[0]["completed"]) == ("timeout", "3"), rows[0]
+    assert engine_processes(str(out)) == [], "a trial or engine process outlived the killed trial"
+    assert len(_lines(out / "trials" / rows[0]["trial_id"] / "generations.jsonl")) == 3
