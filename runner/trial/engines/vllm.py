@@ -62,8 +62,10 @@ OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAG
                "VLLM_USE_AOT_COMPILE": "0", "VLLM_LOGGING_LEVEL": "WARNING"}
 #: The cache directories vLLM and torch write to, each under the trial's temporary directory unless already set.
 CACHE_ENV = ("VLLM_CACHE_ROOT", "TORCHINDUCTOR_CACHE_DIR", "XDG_CACHE_HOME")
-#: Seconds a process the engine left gets between SIGTERM and SIGKILL at close.
-STOP_GRACE_S = 5.0
+#: Seconds vLLM's own shutdown may take, then seconds a process it left gets between SIGTERM and SIGKILL: short,
+#: so that a trial the launcher stops (SIGTERM, then SIGKILL 10 s later) still writes its status after closing.
+SHUTDOWN_S = 2.0
+STOP_GRACE_S = 2.0
 
 
 def top_k_by_rank(position: Mapping[int, Any], k: int) -> tuple[list[int], list[float]]:
@@ -336,7 +338,7 @@ class VllmEngine(TrialEngine):
         llm, self._llm = self._llm, None
         try:
             if llm is not None:
-                llm.llm_engine.engine_core.shutdown()
+                llm.llm_engine.engine_core.shutdown(timeout=SHUTDOWN_S)
         finally:
             stop_children()
             if self._cache_dir:
