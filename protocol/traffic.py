@@ -146,6 +146,14 @@ class Traffic:
         return next((b for b in self.bounds if b.measure == measure), None)
 
 
+def key_table() -> str:
+    """The key table of docs/serving.md (as docs/study.md's: key, type, default, bounds, meaning)."""
+    lines = ["| key | type | required / default | bounds | meaning |", "|---|---|---|---|---|"]
+    lines += [f"| `{k.key}` | {k.kind} | {k.default} | {k.bounds.words() if k.bounds else ''} | {k.meaning} |"
+              for k in TRAFFIC_KEYS.values()]
+    return "\n".join(lines)
+
+
 def queries_needed(percentile: float, confidence: float = CONFIDENCE) -> int:
     """The least ``n`` with ``percentile**n <= 1 - confidence``: how many queries, all under the bound, show at
     ``confidence`` that the ``percentile`` of the latency is under it.

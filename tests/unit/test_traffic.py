@@ -17,6 +17,7 @@ from protocol.traffic import (
     MAX_RATE_QPS,
     TRAFFIC_KEYS,
     Traffic,
+    key_table,
     parse_traffic,
     queries_needed,
     trace_times,
@@ -260,3 +261,9 @@ def test_the_trace_is_read_relative_to_the_study_file(tmp_path: Path):
     write_trace(tmp_path, [float(i) for i in range(50)])
     reader = TableReader(str(tmp_path / "study.toml"), trace_table(), "traffic.")
     assert parse_traffic(reader, CLASSIFY).trace is not None
+
+
+def test_docs_serving_shows_the_declared_key_table():
+    page = (Path(__file__).resolve().parents[2] / "docs" / "serving.md").read_text(encoding="utf-8")
+    shown = page.split("<!-- traffic keys -->\n", 1)[1].split("\n<!-- /traffic keys -->", 1)[0]
+    assert shown == key_table()
