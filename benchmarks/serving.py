@@ -83,7 +83,11 @@ def _bare(settings: ServerSettings, service_s: float, out: Path) -> LoadgenSumma
 
     worker = threading.Thread(target=work, daemon=True)
     worker.start()
-    sut = lg.ConstructSUT(lambda samples: [waiting.put(s) for s in samples], lambda: None)
+    def issue(samples: Any) -> None:
+        for sample in samples:
+            waiting.put(sample)
+
+    sut = lg.ConstructSUT(issue, lambda: None)
     qsl = lg.ConstructQSL(len(SAMPLES), len(SAMPLES), lambda indices: None, lambda indices: None)
     log = lg.LogSettings()
     log.log_output.outdir = str(out)
