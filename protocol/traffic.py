@@ -5,7 +5,7 @@ configuration under requests that arrive while others run, as MLPerf LoadGen's S
 module is the table's rule and record, pure and standalone: :func:`parse_traffic` reads it from a
 :class:`~protocol.study_reader.TableReader` into a frozen :class:`Traffic` (on the codec, ``schema_version`` 1).
 
-Keys (declared in :data:`TRAFFIC_KEYS`, in the rows of :mod:`protocol.study_keys`; kept here until the study
+Keys (declared in :data:`TRAFFIC_KEYS`, in the rows of :mod:`protocol.study_key`; kept here until the study
 parser reads ``[traffic]``, so that no study accepts a table it then ignores):
 
 - ``arrivals``: ``"poisson"`` (LoadGen's Server rule: Poisson arrivals at the target rate, from a seeded RNG) or
@@ -53,7 +53,7 @@ from protocol.codec import Schema, options
 from protocol.domains import Domain
 from protocol.errors import UserError
 from protocol.safe_read import read_bytes
-from protocol.study_keys import Bounds, StudyKey, key_rows
+from protocol.study_key import Bounds, StudyKey, key_rows
 from protocol.study_reader import KIND_TYPES, TableReader, checked_type
 
 #: The confidence a percentile bound is shown at: LoadGen's early stopping's (99 %).
