@@ -57,11 +57,20 @@ def test_queries_arriving_within_the_wait_join_the_first_one():
 
 
 def test_zero_wait_runs_what_waits_and_queries_arriving_while_busy_form_the_next_batch():
-    batcher, seen = collect(max_batch=8, max_wait_ms=0, service_s=0.05)
+    running, release = threading.Event(), threading.Event()
+    seen: list[list[int]] = []
+
+    def handler(batch: list[Pending]) -> None:
+        seen.append([p.query for p in batch])
+        running.set()
+        release.wait(5)
+
+    batcher = DynamicBatcher(max_batch=8, max_wait_ms=0, handler=handler)
+    batcher.start()
     batcher.put(pending(0))
-    time.sleep(0.01)
+    assert running.wait(5)  # the first query ran alone, at once
     batcher.put_many([pending(1), pending(2)])
-    time.sleep(0.1)
+    release.set()
     batcher.stop()
     assert seen == [[0], [1, 2]]
 
