@@ -1,8 +1,9 @@
-"""End-to-end: a text-generation campaign over ``engine = ["transformers", "vllm"]`` on the demo's SmolLM2, in fp32,
-the isocost CLI in its own process and each trial in a fresh process: the transformers trial with the host's
-interpreter, the vLLM trial with ``.venv-vllm``'s (the process launcher asks the engine). Both rows are accepted,
-the vLLM row and manifest record the engine, its version and its settings as the engine runs them, its outputs are
-the reference's token for token, and no process of the engine outlives its trial.
+"""End-to-end: a text-generation campaign over ``engine = ["transformers", "vllm"]`` on the demo's SmolLM2 (fp32), and
+vLLM in bf16 beside them, the isocost CLI in its own process and each trial in a fresh process: the transformers
+trial with the host's interpreter, the vLLM trials with ``.venv-vllm``'s (the process launcher asks the engine).
+The fp32 rows are accepted, the vLLM rows and manifests record the engine, its version and its settings as the
+engine runs them, vLLM's fp32 outputs are the reference's token for token, bf16's identity and near-tie shares
+are reported, and no process of the engine outlives its trial. Then a vLLM trial killed mid-pass.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.vllm]
 
 ROOT = Path(__file__).resolve().parents[2]
 ENGINE_SERIES = '[[series]]\nname = "engine"\nfield = "engine"\nvalues = ["transformers", "vllm"]\n'
+PRECISION_SERIES = '\n[[series]]\nname = "precision"\nfield = "precision"\nvalues = ["fp32", "bf16"]\n'
 SETTINGS = "\n[engines.vllm]\nmax_model_len = 512\nmax_num_seqs = 8\n"
 
 
@@ -43,8 +45,10 @@ def _lines(path: Path) -> list[dict[str, Any]]:
 
 def test_transformers_and_vllm_in_one_campaign_give_the_same_accepted_tokens(smollm2: Any, tmp_path: Path) -> None:
     vllm_python()
+    # [base] runs vllm in fp32: one series swaps the engine (transformers, the reference), one the precision (bf16).
     study = write_generation_workspace(tmp_path / "ws", smollm2, n=6, max_new_tokens=12, replace={
-        series_toml("[1, 3]"): ENGINE_SERIES, "batch_size = 1\n": "batch_size = 3\n",
+        series_toml("[1, 3]"): ENGINE_SERIES + PRECISION_SERIES, "batch_size = 1\n": "batch_size = 3\n",
+        "deterministic = true\n": 'deterministic = true\nengine = "vllm"\n',
         'reference_variant = "batch_size=1"': 'reference_variant = "engine=transformers"'}, extra=SETTINGS)
     out = tmp_path / "out"
     run = _isocost("run", str(study), "--out", str(out), "--launcher", "process")
@@ -52,7 +56,9 @@ def test_transformers_and_vllm_in_one_campaign_give_the_same_accepted_tokens(smo
     assert engine_processes(str(out)) == [], "a trial or engine process outlived the campaign"
     assert "engine vllm runs its trials with" in run.stdout + run.stderr
     rows = {row["variant_id"]: row for row in read_raw(out / "raw.csv")}
-    assert sorted(rows) == ["engine=transformers", "engine=vllm"]
+    assert sorted(rows) == ["engine=transformers", "engine=vllm", "precision=bf16"]
+    bf16 = rows.pop("precision=bf16")
+    assert (bf16["status"], bf16["engine"]) == ("ok", "vllm"), bf16
     outputs = {}
     for variant_id, row in rows.items():
         engine = variant_id.split("=")[1]
@@ -74,8 +80,13 @@ def test_transformers_and_vllm_in_one_campaign_give_the_same_accepted_tokens(smo
     assert validated.returncode == 0, validated.stdout + validated.stderr
     verdicts = {v["variant_id"]: v for v in json.loads((out / "verdicts.json").read_text())["verdicts"]}
     assert verdicts["engine=vllm"]["agreement_details"]["identical_share"] == 1.0
+    shares = verdicts["precision=bf16"]["agreement_details"]
+    print(f"vllm bf16 against transformers fp32: identical {shares['identical_share']}, "
+          f"near tie {shares['near_tie_share']}")
+    assert shares["near_tie_share"] >= shares["identical_share"]
     summary = _isocost("summarize", str(out))
     assert summary.returncode == 0 and "engine=vllm" in summary.stdout, summary.stdout + summary.stderr
+    assert "precision=bf16" in summary.stdout
 
 
 def test_a_vllm_trial_killed_mid_pass_keeps_its_row_and_leaves_no_process(smollm2: Any, tmp_path: Path,
