@@ -29,6 +29,7 @@ Example::
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import os
@@ -304,6 +305,8 @@ def export_cached(task: str, path: Path, variant: Variant, torch: Any, root: Pat
         partial.unlink(missing_ok=True)
         raise EngineRefused(f"the checkpoint could not be exported to ONNX (torch.onnx.export, opset {OPSET}): "
                             f"{type(exc).__name__}: {exc}") from exc
+    finally:
+        gc.collect()  # the traced torch model is not kept: the trial's memory is the session's
     os.replace(partial, graph)  # atomic: two trials exporting at once leave one whole file
     facts = {**facts, "cache_key": key, "onnx_sha256": _sha256(graph),
              "export_s": round(time.perf_counter() - started, 3)}
