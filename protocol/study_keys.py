@@ -147,6 +147,10 @@ _ROWS: tuple[tuple[str, str, str, Bounds | None, str], ...] = (
     ("base.threads", "integer", "required", Bounds(1, 1024), "torch CPU threads"),
     ("base.seed", "integer", "required", Bounds(0, 2**32 - 1), "random seed"),
     ("base.deterministic", "boolean", "required", None, "torch deterministic algorithms: true or false"),
+    ("base.engine", "string", '"transformers"', None,
+     'what runs the model: "transformers" (PyTorch), or another engine found by name (docs/engines.md)'),
+    ("engines", "table", "none: each engine's defaults", None,
+     "table: one sub-table per engine a variant runs, [engines.NAME], its settings (docs/engines.md)"),
     ("series[].name", "string", "required", None,
      "name of a series (at least one): up to 64 letters, digits, '_', '.', '-', the first a letter or digit"),
     ("series[].field", "string", "required", None, "the ONE variant field this series varies"),
@@ -189,6 +193,7 @@ class _Keys(Mapping[str, StudyKey]):
     (a key two tasks declare must be declared alike)."""
 
     def _all(self) -> dict[str, StudyKey]:
+        from protocol.engines import all_engines
         from protocol.tasks import all_tasks
 
         keys = dict(COMMON_KEYS)
@@ -196,6 +201,11 @@ class _Keys(Mapping[str, StudyKey]):
             for entry in task.study_keys:
                 if keys.setdefault(entry.key, entry) != entry:
                     raise ValueError(f"task {task.name} declares study key {entry.key} unlike another declaration")
+        for engine in all_engines():
+            for entry in engine.settings:
+                if not entry.key.startswith(f"engines.{engine.name}.") or keys.setdefault(entry.key, entry) != entry:
+                    raise ValueError(f"engine {engine.name} declares study key {entry.key} outside "
+                                     f"[engines.{engine.name}] or unlike another declaration")
         return keys
 
     def __getitem__(self, key: str) -> StudyKey:
