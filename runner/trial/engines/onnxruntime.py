@@ -328,11 +328,13 @@ def export_checkpoint(task: str, path: Path, torch: Any, target: Path, attention
     loader = AutoModelForSequenceClassification if task == "text-classification" else AutoModel
     tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
     model = loader.from_pretrained(str(path), local_files_only=True, attn_implementation=attention)
-    model.to(dtype=torch.float32).eval()
+    model.to(dtype=torch.float32)
+    model.eval()
     batch = tokenizer(TRACE_TEXTS, padding=True, return_tensors="pt")
     names = list(batch.keys())
     output = TASK_OUTPUTS[task]
-    wrapper = _forward_module(torch, model, names, output).eval()
+    wrapper = _forward_module(torch, model, names, output)
+    wrapper.eval()  # a new module trains by default, and the exporter restores that mode on the model after
     axes = {name: {0: "batch", 1: "sequence"} for name in names}
     axes[output] = {0: "batch"} if output == "logits" else {0: "batch", 1: "sequence"}
     with warnings.catch_warnings(), torch.inference_mode(False), torch.no_grad():
