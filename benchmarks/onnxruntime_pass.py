@@ -1,4 +1,4 @@
-"""Benchmark 9: an ONNX Runtime classification pass run by isocost against a bare ``InferenceSession.run`` loop.
+"""Benchmark 10: an ONNX Runtime classification pass run by isocost against a bare ``InferenceSession.run`` loop.
 
 The runner side is a real ``runner.trial.run.Trial`` of the demo slice's ``batch_size=8`` variant with
 ``engine = "onnxruntime"`` (load = the export, from the cache after the first; warm-up; the measured pass writing
@@ -107,11 +107,11 @@ def run(workspace: Workspace, pairs: int = 5, progress: Any = print, timeout_s: 
                                    str(out), str(pairs)], env=env, cwd=str(ROOT), capture_output=True, text=True,
                                   check=False, timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            return [Row(key="9", title=title, target=target, reason=f"ran past the time budget ({timeout_s:.0f} s)")]
+            return [Row(key="10", title=title, target=target, reason=f"ran past the time budget ({timeout_s:.0f} s)")]
         result_path = out / "onnxruntime-pass.json"
         if done.returncode != 0 or not result_path.exists():
             tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
-            return [Row(key="9", title=title, target=target, reason=f"the worker failed (exit {done.returncode}): "
+            return [Row(key="10", title=title, target=target, reason=f"the worker failed (exit {done.returncode}): "
                         f"{' | '.join(tail)}")]
         result = json.loads(result_path.read_text(encoding="utf-8"))
     return [_row(mode, [p for p in result["pairs"] if p["clock"] == mode], title, target, result["export"])
@@ -126,7 +126,7 @@ def _row(mode: str, pairs: list[dict[str, Any]], title: str, target: str, export
     if not same:
         met, why = False, "the bare loop's outputs differ from the runner's: not the same work"
     unit = "s" if mode == "wall" else "CPU s"
-    return Row(key="9" if mode == "wall" else "9c", title=title if mode == "wall" else title + ", CPU time",
+    return Row(key="10" if mode == "wall" else "10c", title=title if mode == "wall" else title + ", CPU time",
                measured=fmt_s(Spread(tuple(runner_s))).replace(" s", f" {unit}", 1) + " runner pass_s",
                baseline=fmt_s(Spread(tuple(bare_s))).replace(" s", f" {unit}", 1) + " bare loop",
                ratio=f"{fmt_ratio(ratio)} runner/bare throughput", target=target, met=met, reason=why,

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from protocol.study_keys import StudyKey
+from protocol.study_key import StudyKey
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,8 @@ def test_a_series_over_engines_runs_both_and_ranks_them_under_one_reference(tiny
     summary = _isocost("summarize", str(out))
     assert summary.returncode == 0 and "engine=relay" in summary.stdout, summary.stdout + summary.stderr
     assert '"engine": "relay"' in (out / "summary.json").read_text()
+    engines = (out / "summary.md").read_text().split("## Engines")[1].split("##")[0]
+    assert "- relay (engine=relay): the same accepted result as engine=transformers" in engines
 
 
 def test_an_engine_that_runs_another_setting_than_declared_is_refused_and_kept(tiny_model: Path,
