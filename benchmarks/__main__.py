@@ -26,7 +26,8 @@ from typing import Any
 from benchmarks.common import ROOT, Row, load_average, machine_facts, now_iso, write_results
 from benchmarks.table import machine_line, table
 
-ALL = ("5", "7", "2", "9", "1", "6", "8", "10", "3", "4")  # cheapest and most deterministic first; 4 stops at the time budget
+#: Cheapest and most deterministic first; 4 stops at the time budget.
+ALL = ("5", "7", "2", "9", "1", "6", "8", "10", "3", "4")
 RESULTS_DIR = ROOT / "benchmarks" / "results"
 
 
