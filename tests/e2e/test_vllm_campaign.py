@@ -30,6 +30,12 @@ PRECISION_SERIES = '\n[[series]]\nname = "precision"\nfield = "precision"\nvalue
 SETTINGS = "\n[engines.vllm]\nmax_model_len = 512\nmax_num_seqs = 8\n"
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _vllm_environment() -> None:
+    """Skip (or fail, with ISOCOST_REQUIRE_VLLM=1) before any model is loaded when .venv-vllm is missing."""
+    vllm_python()
+
+
 def _isocost(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "ISOCOST_VLLM_PYTHON": str(vllm_python())}
     proc = subprocess.Popen([sys.executable, "-m", "runner.cli", *args], cwd=ROOT, env=env, text=True,

@@ -26,6 +26,12 @@ pytestmark = [pytest.mark.e2e, pytest.mark.vllm]
 SCRIPT = ROOT / "tests" / "engine_rows.py"
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _vllm_environment() -> None:
+    """Skip (or fail, with ISOCOST_REQUIRE_VLLM=1) before any model is loaded when .venv-vllm is missing."""
+    vllm_python()
+
+
 def _rows(python: Path, engine: str, precision: str, model: Path, out: Path) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     proc = subprocess.Popen([str(python), str(SCRIPT), engine, precision, str(model), str(out)], env=env,
