@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from protocol.codec import write_record
+from protocol.codec import to_dict, write_record
 from protocol.errors import UserError
 from protocol.names import check_gpu_name
 from protocol.paths import allowed_roots, check_allowed_root
@@ -243,6 +243,7 @@ def _spec(
         task=study.task,
         task_options=dict(study.task_options),
         engine_settings=study.settings_of(variant.engine),
+        traffic=to_dict(study.traffic) if study.traffic is not None else None,
     )
 
 
