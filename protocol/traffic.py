@@ -68,6 +68,9 @@ MAX_RATE_QPS = 10_000.0
 #: The largest trace file read (bytes): ten million arrival times of about 16 characters.
 MAX_TRACE_BYTES = 160 * 2**20
 ARRIVALS = ("poisson", "trace")
+#: What a serving trial writes besides the task's own outputs and the host seals with them (``outputs_sha256``):
+#: the harness's answers and per-query times, LoadGen's summary and detail logs (runner/trial/serving/).
+SERVING_FILES = ("answers.jsonl", "queries.jsonl", "mlperf_log_summary.txt", "mlperf_log_detail.txt")
 #: The tasks whose bound is on the whole answer; any other (text-generation) is bounded per token.
 WHOLE_ANSWER_TASKS = ("text-classification", "sentence-embedding")
 _WEEK_S, _HOUR_MS = 7 * 86400, 3_600_000

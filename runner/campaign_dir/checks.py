@@ -57,7 +57,7 @@ from runner.campaign_dir.layout import (
 from runner.campaign_dir.rawformat import declared_format
 from runner.campaign_dir.rawtable import RawTable, scan
 from runner.campaign_dir.rentals import RENTALS_FILE, read_rentals
-from runner.campaign_dir.seal import SEAL_COLUMNS, seal_findings
+from runner.campaign_dir.seal import SEAL_COLUMNS, seal_findings, sealed_outputs
 from runner.campaign_dir.slots import planned_slots, slot_of
 from runner.campaign_dir.trial_checks import TrialChecks
 
@@ -101,7 +101,7 @@ class CampaignChecks(Findings):
 
     def _run(self, campaign: CampaignRecord) -> None:
         study = self.study = self._study(campaign)
-        self.output_files = study_task(study).output_files if study is not None else None
+        self.output_files = sealed_outputs(study) if study is not None else None
         slots = planned_slots(campaign)
         reference = self._reference(study, self._corpus_index(campaign, study))
         if self.deep:

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 from protocol.codec import from_dict
 from protocol.corpus import Record, read_corpus
 from protocol.safe_write import write_text_atomic
+from protocol.traffic import SERVING_FILES as traffic_files
 from protocol.traffic import Traffic
 from runner.trial.batches import batch_record
 from runner.trial.serving.loadgen_run import ServerSettings, ServingRun, run_server
@@ -56,9 +57,10 @@ if TYPE_CHECKING:
     from runner.trial.run import Trial
     from runner.trial.tasks.base import TaskModel, TrialTask
 
-#: The serving run's files the host seals beside the task's outputs (``outputs_sha256``): what the summary and a
-#: later check read. LoadGen's accuracy log (empty in performance mode) and its trace are kept, not sealed.
+#: The serving run's files the host seals beside the task's outputs (``outputs_sha256``; protocol.traffic declares
+#: them for the host). LoadGen's accuracy log (empty in performance mode) and its trace are kept, not sealed.
 SERVING_FILES = (ANSWERS_FILE, QUERIES_FILE, SUMMARY_FILE, DETAIL_FILE)
+assert SERVING_FILES == traffic_files, "protocol.traffic.SERVING_FILES names the files this pass writes"
 #: The largest difference of a number between two answers for one id (a score: padding differs by batch).
 REPEAT_TOLERANCE = 1e-4
 #: With ``min_duration_s``, the library holds this share more than ``rate × min_duration_s`` (plus ten): Poisson
@@ -178,7 +180,7 @@ class ServingPass:
         if not times:
             trial.reasons["pass_s"] = "the serving run answered no query"
         for kind in ("gpu", "cpu"):
-            setattr(trial, f"{kind}_energy_reason", "not measured: a serving run (energy per request not wired yet)")
+            setattr(trial, f"{kind}_energy_reason", "not measured in a serving run: energy per request is not wired yet")
         answers = offline_answers([r.id for r in records], system)
         name = next(f.name for f in self.task.pass_files if not f.binary)
         text = trial.fault.corrupt("".join(answers.lines), 0, len(records))
