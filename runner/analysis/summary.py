@@ -100,7 +100,8 @@ def derive_summary(campaign: Campaign, verdict_list: list[dict[str, Any]], *,
     markdown = ("".join(f"{line}\n\n" for line in (hooks, banner) if line)
                 + render_markdown(summary, record_, estimates, describe_task(study)) + device_use_lines(busy)
                 + _energy_lines(energy) + _task_figure_lines(figures)
-                + share_lines(study_task(study), shares) + serving_lines(campaign.paths, study, rows, verdicts, summary))
+                + share_lines(study_task(study), shares)
+                + serving_lines(campaign.paths, study, rows, verdicts, summary))
     return record, markdown
 
 

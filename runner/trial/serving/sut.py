@@ -3,8 +3,9 @@
 :class:`ServingSystem` is what MLPerf LoadGen drives (:mod:`runner.trial.serving.loadgen_run` hands its
 callbacks to LoadGen): the query sample library is the corpus's ``(id, text)`` pairs, in order (the trial repeats
 the corpus in it, whole, so that each id is served as often: :mod:`runner.trial.serving.trial_pass`), so a sample
-index is a position in that library and its id stays the corpus's id (an id always names the same text); :meth:`load_samples` tokenizes what LoadGen loads
-(before the timed run: MLPerf's library holds its samples ready, as the offline pass's inputs are read before it),
+index is a position in that library and its id stays the corpus's id (an id always names the same text);
+:meth:`load_samples` tokenizes what LoadGen loads (before the timed run: MLPerf's library holds its samples
+ready, as the offline pass's inputs are read before it),
 :meth:`issue_queries` only hands each query to the :class:`~runner.trial.serving.batcher.DynamicBatcher`, and the
 batcher's worker runs one batch through the model (anything with ``tokenize(texts)`` and
 ``predict_encoded(features)``: a :class:`~runner.trial.tasks.base.TaskModel`) and answers each query.

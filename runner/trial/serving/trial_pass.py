@@ -179,8 +179,8 @@ class ServingPass:
         trial.phases["pass_s"] = (max(c for _, c in times) - min(i for i, _ in times)) / 1e9 if times else None
         if not times:
             trial.reasons["pass_s"] = "the serving run answered no query"
-        for kind in ("gpu", "cpu"):
-            setattr(trial, f"{kind}_energy_reason", "not measured in a serving run: energy per request is not wired yet")
+        why = "not measured in a serving run: energy per request is not wired yet"
+        trial.gpu_energy_reason = trial.cpu_energy_reason = why
         answers = offline_answers([r.id for r in records], system)
         name = next(f.name for f in self.task.pass_files if not f.binary)
         text = trial.fault.corrupt("".join(answers.lines), 0, len(records))
