@@ -48,6 +48,9 @@ def serve_study(make_workspace: Callable[..., Path], name: str, replace: dict[st
 
 def test_a_server_study_serves_judges_and_summarises(make_workspace: Callable[..., Path], tmp_path: Path) -> None:
     study = serve_study(make_workspace, "ws")
+    checked = CliRunner().invoke(main, ["check", str(study)])
+    assert "ok    serving: each trial serves MLPerf LoadGen's Server scenario at 20 qps" in checked.output, \
+        checked.output
     out = tmp_path / "out"
     result = CliRunner().invoke(main, ["run", str(study), "--out", str(out), "--launcher", "process"])
     assert result.exit_code == 0, result.output
