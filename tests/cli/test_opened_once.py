@@ -73,3 +73,13 @@ def test_summarize_after_opening_once_writes_the_golden_bytes(tmp_path):
     summarize_campaign(root)
     for name in ("summary.json", "summary.md", "verdicts.csv", "verdicts.json"):
         assert (root / name).read_bytes() == (GOLDEN / name).read_bytes(), name
+
+
+def test_verify_reads_the_bundled_raw_csv_once(tmp_path, monkeypatch):
+    """``verify`` opens the bundled campaign once (its checks, BUNDLE.json's claims and the re-derived files all
+    from the one Campaign); before: 3 reads of raw.csv."""
+    bundle = Path(__file__).resolve().parents[1] / "data" / "golden_bundle.tar.gz"
+    reads = count_raw_reads(monkeypatch)
+    _invoke(["verify", str(bundle)])
+    assert len(reads) == 1, reads
+    assert reads[0].endswith("campaign/raw.csv"), reads
