@@ -109,7 +109,8 @@ def load_catalog(path: str | Path) -> Catalog:
 def _read_rows(path: Path) -> list[tuple[int, list[str]]]:
     """The non-blank CSV rows with their line numbers; at least the header."""
     # A regular UTF-8 file (BOM accepted), never a FIFO or a device; invalid bytes named by line.
-    text = read_text(path, "catalog file", max_bytes=MAX_CATALOG_BYTES, fix="Check the path given (--catalog, --market, or the study's [costing] catalog).")
+    text = read_text(path, "catalog file", max_bytes=MAX_CATALOG_BYTES,
+                     fix="Check the path given (--catalog, --market, or the study's [costing] catalog).")
     try:
         reader = csv.reader(io.StringIO(text, newline=""))
         numbered = [(reader.line_num, row) for row in reader if any(c.strip() for c in row)]

@@ -342,4 +342,5 @@ def _lines(handle: BinaryIO, decoder: codecs.IncrementalDecoder, path: Path, wha
     try:
         yield decoder.decode(b"", final=True)
     except UnicodeDecodeError as exc:  # a file cut inside a character: its last line's
-        raise UserError(f"not UTF-8 text ({exc.reason})", f"{path}:{max(line - 1, 1)}", f"Save the {what} as UTF-8.") from None
+        raise UserError(f"not UTF-8 text ({exc.reason})", f"{path}:{max(line - 1, 1)}",
+                        f"Save the {what} as UTF-8.") from None

@@ -81,6 +81,8 @@ def test_verify_reads_the_bundled_raw_csv_once(tmp_path, monkeypatch):
     from the one Campaign); before: 3 reads of raw.csv."""
     bundle = Path(__file__).resolve().parents[1] / "data" / "golden_bundle.tar.gz"
     reads = count_raw_reads(monkeypatch)
+    parses = count_study_parses(monkeypatch)
     _invoke(["verify", str(bundle)])
     assert len(reads) == 1, reads
     assert reads[0].endswith("campaign/raw.csv"), reads
+    assert len(parses) == 1, parses  # before: 2 (the checks' parse, then the re-derivation's)

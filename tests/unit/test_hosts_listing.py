@@ -172,10 +172,9 @@ def test_the_sealed_host_list_agreeing_with_hosts_json_is_read(tmp_path: Path) -
 def test_the_sealed_host_list_is_in_the_raw_chain_anchor(tmp_path: Path) -> None:
     """Editing the host list a campaign.json sealed breaks raw.csv's first row; a campaign without one (a single
     host, or a multi-host one from before) keeps the anchor it always had."""
+    from protocol.raw_columns import RAW_SCHEMA_VERSION
     from runner.campaign_dir.rawformat import genesis
     from runner.hosts.record import SEALED_HOSTS_KEY
-
-    from protocol.raw_columns import RAW_SCHEMA_VERSION
 
     record = {"campaign_id": "x", "raw_schema_version": RAW_SCHEMA_VERSION, "launcher": {"kind": "docker"}}
     (tmp_path / "campaign.json").write_text(json.dumps(record), encoding="utf-8")
