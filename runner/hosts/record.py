@@ -258,6 +258,7 @@ def _resumed_record(study: Any, out: Path, hosts: list[HostSpec],
     """The recorded hosts (with a new address where one is given) and image of a campaign to resume."""
     path = out / HOSTS_JSON
     data = load_hosts_json(out)
+    _check_sealed_hosts(out, data)  # a host deleted from (or invented in) hosts.json is never quietly dropped
     if data.study_sha256 != study.sha256:
         raise UserError(f"the study changed since this campaign started ({data.study_sha256} at start, "
                         f"{study.sha256} now)", str(study.path),

@@ -210,3 +210,16 @@ def test_a_host_campaign_seals_every_host_of_the_run_into_its_chain(tmp_path: Pa
     (out / "a" / "campaign.json").write_text(json.dumps(data), encoding="utf-8")
     with pytest.raises(UserError, match=r"raw.csv row 1 .* does not match its chain digest"):
         open_campaign(out / "a")
+
+
+def test_resume_refuses_a_hosts_json_that_lost_a_sealed_host(tmp_path: Path) -> None:
+    """`run --resume` reads hosts.json too: a host deleted from it would never be continued, without a word."""
+    from types import SimpleNamespace
+
+    from runner.hosts.record import prepare_hosts_record
+
+    out = _out(tmp_path, [entry("a")], campaigns=("a",))
+    _seal_hosts(out, ["a", "c"])
+    study = SimpleNamespace(sha256="0" * 64, path=tmp_path / "study.toml")
+    with pytest.raises(UserError, match=r"host 'c': hosts.json does not list it"):
+        prepare_hosts_record(study, out, [], "cpu", None, True, None)
