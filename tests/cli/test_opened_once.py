@@ -86,3 +86,15 @@ def test_verify_reads_the_bundled_raw_csv_once(tmp_path, monkeypatch):
     assert len(reads) == 1, reads
     assert reads[0].endswith("campaign/raw.csv"), reads
     assert len(parses) == 1, parses  # before: 2 (the checks' parse, then the re-derivation's)
+
+
+def test_bundle_reads_the_campaigns_raw_csv_once(tmp_path, monkeypatch):
+    """``bundle`` checks, types and packs raw.csv from one read (before: 4 reads of the campaign's raw.csv); the
+    one other read is of the new archive's own copy, which it verifies before keeping it."""
+    root = _campaign(tmp_path)
+    reads = count_raw_reads(monkeypatch)
+    _invoke(["bundle", str(root), "-o", str(tmp_path / "b.tar.gz")])
+    assert [read for read in reads if read.startswith(str(root))] == [str(root / "raw.csv")], reads
+    assert len(reads) == 2, reads
+    monkeypatch.undo()
+    _invoke(["verify", str(tmp_path / "b.tar.gz")])
