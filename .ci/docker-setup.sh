@@ -115,6 +115,6 @@ fi
 lock_args=()
 [[ -n "${ISOCOST_IMAGES_LOCK:-}" ]] && lock_args=(--lock "$ISOCOST_IMAGES_LOCK")
 say "building the CPU image on $BASE_IMAGE"
-(cd "$ROOT" && "$PYTHON" -m runner.cli.images images build --stack cpu --base "$BASE_IMAGE" "${lock_args[@]}") \
+(cd "$ROOT" && "$PYTHON" -m runner.cli images build --stack cpu --base "$BASE_IMAGE" "${lock_args[@]}") \
     || die "isocost images build --stack cpu --base $BASE_IMAGE"
 say "ready"

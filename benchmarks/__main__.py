@@ -7,6 +7,7 @@ docs/performance.md for what each figure means.
     python -m benchmarks                      # everything, sized to finish in < 15 min here
     python -m benchmarks --only 5,2           # just some
     python -m benchmarks --only 6,7           # the sentence-embedding pass and its check at scale
+    python -m benchmarks --only 9             # serving: LoadGen driving isocost's system under test vs a bare one
     python -m benchmarks --image sha256:…     # containers with this image (else study / images.lock)
 """
 
@@ -25,7 +26,7 @@ from typing import Any
 from benchmarks.common import ROOT, Row, load_average, machine_facts, now_iso, write_results
 from benchmarks.table import machine_line, table
 
-ALL = ("5", "7", "2", "1", "6", "8", "3", "4")  # cheapest and most deterministic first; 4 stops at the time budget
+ALL = ("5", "7", "2", "9", "1", "6", "8", "3", "4")  # cheapest and most deterministic first; 4 stops at the time budget
 RESULTS_DIR = ROOT / "benchmarks" / "results"
 
 
@@ -58,6 +59,12 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--generation-inputs", type=int, default=8,
                         help="benchmark 8: stories of the demo's generate corpus in the pass (default 8)")
     parser.add_argument("--generation-pairs", type=int, default=4, help="benchmark 8: interleaved pairs (default 4)")
+    parser.add_argument("--serving-rate", type=float, default=50.0, help="benchmark 9: target qps (default 50)")
+    parser.add_argument("--serving-service-ms", type=float, default=5.0,
+                        help="benchmark 9: fixed service time per query, ms (default 5)")
+    parser.add_argument("--serving-duration-s", type=float, default=8.0,
+                        help="benchmark 9: seconds per run (default 8)")
+    parser.add_argument("--serving-pairs", type=int, default=5, help="benchmark 9: interleaved pairs (default 5)")
     parser.add_argument("--budget-s", type=float, default=14 * 60, help="wall-time budget (default 840 s)")
     args = parser.parse_args(argv)
     if args.pairs < 5:
@@ -136,6 +143,7 @@ TITLES = {
     "6": "sentence embeddings: the runner's measured pass vs a bare AutoModel loop",
     "7": "sentence embeddings: checking one pass of 100,000 vectors vs numpy",
     "8": "text generation: measured pass vs a bare model.generate loop, tokens/s against the output file",
+    "9": "serving: LoadGen driving isocost's system under test vs a bare function, same service time and rate",
 }
 
 
@@ -210,8 +218,15 @@ def _generation(bench: Bench, tmp: Path) -> None:
                              timeout_s=max(bench.remaining() * 0.4, 60)))
 
 
+def _serving(bench: Bench, tmp: Path) -> None:
+    from benchmarks import serving
+
+    bench.add(serving.run(rate_qps=bench.args.serving_rate, service_ms=bench.args.serving_service_ms,
+                          duration_s=bench.args.serving_duration_s, pairs=bench.args.serving_pairs, progress=say))
+
+
 RUNNERS = {"1": _overhead, "2": _timer, "3": _overhead_campaigns, "4": _efficiency_campaigns, "5": _scale,
-           "6": _embedding_pass, "7": _embedding_check, "8": _generation}
+           "6": _embedding_pass, "7": _embedding_check, "8": _generation, "9": _serving}
 
 
 if __name__ == "__main__":

@@ -3,4 +3,4 @@
 Nothing here imports torch, transformers, docker or click.
 """
 
-__version__ = "1.0.0"
+__version__ = "1.1.0"

@@ -24,7 +24,8 @@ from protocol import codec
 from protocol.codec import OMIT_NONE, Schema
 from protocol.records import Variant, WarmupRule
 
-MANIFEST_SCHEMA_VERSION = 1
+#: history: 1 (1.0); 2 (1.1): ``engine``, what the variant's engine ran (a version-1 manifest has none).
+MANIFEST_SCHEMA_VERSION = 2
 MANIFEST_FILE = "manifest.json"
 
 
@@ -60,6 +61,8 @@ class Manifest:
     determinism: dict[str, Any] | None = _later()
     numerics: dict[str, Any] | None = _later()
     model: dict[str, Any] | None = _later()
+    #: What the variant's engine really ran, read back from it (name, version, settings: ``TrialEngine.readback``).
+    engine: dict[str, Any] | None = _later()
     warmup_shapes: tuple[tuple[int, int], ...] | None = _later()
     attention_ops: tuple[str, ...] | None = _later()
     queries: dict[str, Any] | None = _later()
@@ -67,7 +70,7 @@ class Manifest:
     pass_order: str | None = _later()
     ended_at: str | None = _later()
     schema_version: int = MANIFEST_SCHEMA_VERSION
-    CODEC: ClassVar[Schema] = Schema(MANIFEST_FILE, MANIFEST_SCHEMA_VERSION)
+    CODEC: ClassVar[Schema] = Schema(MANIFEST_FILE, MANIFEST_SCHEMA_VERSION, reads=(1, 2))
 
 
 def read_manifest(trial_dir: Path) -> Manifest | None:

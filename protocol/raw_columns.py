@@ -9,13 +9,13 @@ Example::
 from __future__ import annotations
 
 from protocol.domains import FINITE, Domain, unit_domain
-from protocol.records import VARIANT_FIELDS
+from protocol.records import DEFAULT_ENGINE, VARIANT_FIELDS_1_0
 
-#: Columns of ``raw.csv``, in order. New columns are only ever appended at the end.
-RAW_COLUMNS: tuple[str, ...] = (
+#: Columns of ``raw.csv`` in format 5 (isocost 1.0), in order.
+RAW_COLUMNS_1_0: tuple[str, ...] = (
     "trial_id", "variant_id", "repetition", "order_index", "status", "pass_s", "expected_ids", "observed_ids",
     "ids_match", "corpus_accepted", "notes", "attempt", "completed", "metric", "metric_value", "quality_verdict",
-    *VARIANT_FIELDS,
+    *VARIANT_FIELDS_1_0,
     "verify_s", "imports_s", "load_s", "warmup_s", "gpu_pass_s", "write_s", "trial_s", "launch_overhead_s",
     "peak_rss_bytes", "peak_allocated_bytes", "peak_reserved_bytes", "device_used_bytes", "truncated_count",
     "oom_events", "launcher", "image_id", "image_digest", "exit_code", "started_at", "ended_at", "predictions_path",
@@ -33,6 +33,10 @@ RAW_COLUMNS: tuple[str, ...] = (
     "chain_sha256",
 )
 
+#: Columns of ``raw.csv``, in order (format 6, isocost 1.1): 1.0's and the variant's ``engine``. New columns are
+#: only ever appended at the end, before the chain digest.
+RAW_COLUMNS: tuple[str, ...] = (*RAW_COLUMNS_1_0[:-1], "engine", RAW_COLUMNS_1_0[-1])
+
 #: The raw table's format. History: 1 (0.1.0): first version; 2: ``chain_sha256`` (last column),
 #: sha256 over the previous row's digest and this row's cells (see ``runner.campaign_dir.rawtable``); the five
 #: GPU-path columns (``device_busy_share`` … ``device_used_max_bytes``) were appended within 2;
@@ -42,9 +46,15 @@ RAW_COLUMNS: tuple[str, ...] = (
 #: ``job_id``, ``allocated_gpu``) was appended within 3, without a bump; 4: the same columns as 3 with the Slurm
 #: block, under their own number; 5: the same columns, each row's digest of its text as written up to its last
 #: comma instead of its cells as a JSON list (checkable with any sha256 tool; a re-quoted cell breaks it).
-#: Format 5 is isocost 1.0's raw format (kept under its number, so that no number names two formats); 1.x reads
-#: it alone. Formats 1 to 4 (isocost 0.x) are refused with what to do (``runner.campaign_dir.rawformat``).
-RAW_SCHEMA_VERSION = 5
+#: Format 5 is isocost 1.0's raw format (kept under its number, so that no number names two formats); 6 (isocost
+#: 1.1) appends ``engine`` before the chain digest. 1.x reads both (a format-5 row's engine is ``transformers``,
+#: the only one 1.0 ran) and writes 6. Formats 1 to 4 (isocost 0.x) are refused with what to do
+#: (``runner.campaign_dir.rawformat``).
+RAW_SCHEMA_VERSION = 6
+#: The columns of each raw format 1.x reads.
+FORMAT_COLUMNS: dict[int, tuple[str, ...]] = {5: RAW_COLUMNS_1_0, 6: RAW_COLUMNS}
+#: The cell of a column a table's older format lacks, in every row of that format.
+ABSENT_CELLS: dict[str, str] = {"engine": DEFAULT_ENGINE}
 
 #: The domain of a numeric column: by its unit (``pass_s`` seconds, ``peak_rss_bytes`` bytes, ``gpu_energy_j``
 #: joules, ``device_busy_share`` a share) or its name (``completed``, ``attempt``, ``batch_size``, ``exit_code``

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from protocol.raw_columns import RAW_COLUMNS, raw_domain
+from protocol.raw_columns import ABSENT_CELLS, RAW_COLUMNS, raw_domain
 from protocol.records import csv_cell
 
 
@@ -103,18 +103,27 @@ class RawRecord:
     node: str
     job_id: str
     allocated_gpu: str
+    engine: str
     chain_sha256: str
-    # The cells the row was read from (None: built from values); not a column, not compared.
+    # The cells the row was read from (None: built from values), and their columns when the table's format is an
+    # older one (None: RAW_COLUMNS); not columns, not compared.
     read_cells: tuple[str, ...] | None = field(default=None, compare=False, repr=False)
+    read_columns: tuple[str, ...] | None = field(default=None, compare=False, repr=False)
 
     @classmethod
-    def from_cells(cls, cells: Sequence[str]) -> RawRecord:
-        """A row as read from raw.csv (one cell per column). A malformed cell raises ``ValueError`` naming the
+    def from_cells(cls, cells: Sequence[str], columns: Sequence[str] = RAW_COLUMNS) -> RawRecord:
+        """A row as read from raw.csv (one cell per column of its table's format, ``columns``; a column that format
+        lacks takes :data:`~protocol.raw_columns.ABSENT_CELLS`). A malformed cell raises ``ValueError`` naming the
         column and the trial."""
-        if len(cells) != len(RAW_COLUMNS):
-            raise ValueError(f"a raw row has {len(RAW_COLUMNS)} cells, not {len(cells)}")
+        if len(cells) != len(columns):
+            raise ValueError(f"a raw row has {len(columns)} cells, not {len(cells)}")
+        older = tuple(columns) != RAW_COLUMNS
+        full = cells
+        if older:
+            by_name = dict(zip(columns, cells, strict=True))
+            full = [by_name[name] if name in by_name else ABSENT_CELLS.get(name, "") for name in RAW_COLUMNS]
         values = {}
-        for name, cell in zip(RAW_COLUMNS, cells, strict=True):
+        for name, cell in zip(RAW_COLUMNS, full, strict=True):
             convert, kind = _CONVERTERS[name]
             try:
                 values[name] = value = convert(cell)
@@ -123,7 +132,7 @@ class RawRecord:
             problem = _DOMAINS[name].problem(value) if name in _DOMAINS and value is not None else ""
             if problem:
                 raise ValueError(f"raw.csv column {name} of trial {cells[0]}: {cell[:40]!r} is {problem}")
-        return cls(**values, read_cells=tuple(cells))
+        return cls(**values, read_cells=tuple(cells), read_columns=tuple(columns) if older else None)
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any]) -> RawRecord:
@@ -155,9 +164,16 @@ class RawRecord:
 
     def cell(self, column: str) -> str:
         """The text of one column as raw.csv holds it (what integrity checks compare)."""
-        if self.read_cells is not None:
+        if self.read_cells is not None and self.read_columns is None:
             return self.read_cells[_INDEX[column]]
+        if self.read_cells is not None and self.read_columns is not None and column in self.read_columns:
+            return self.read_cells[self.read_columns.index(column)]
         return csv_cell(getattr(self, column))
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The columns of :meth:`cells`: its table's format's."""
+        return self.read_columns or RAW_COLUMNS
 
     def empty_reason(self, column: str) -> str:
         """Why ``column`` is empty in this row, from ``empty_reasons`` (``column: reason; …``); "" if unsaid."""
@@ -197,7 +213,7 @@ _READERS: dict[str, tuple[Callable[[str], Any], str]] = {
     "float | None": (_float, "a number"),
     "bool | None": (_bool, "true or false"),
 }
-_FIELDS = [f for f in dataclasses.fields(RawRecord) if f.name != "read_cells"]
+_FIELDS = [f for f in dataclasses.fields(RawRecord) if f.name not in ("read_cells", "read_columns")]
 if tuple(f.name for f in _FIELDS) != RAW_COLUMNS:
     raise RuntimeError("RawRecord's fields must be RAW_COLUMNS, in order")  # a new column goes in both
 #: Column → its type as written in the record ("str", "int | None", "float | None", "bool | None").

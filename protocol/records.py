@@ -26,14 +26,19 @@ from protocol.csvio import safe_cell
 SCHEMA_VERSION = 1
 #: status.json; history: 1 (0.1.0): first version; 2: the energy reasons (1.0's version; 1 is refused).
 TRIAL_SCHEMA_VERSION = 2
-#: spec.json; history: 1, 2 as status.json; 3: ``task`` and ``task_options`` (1.0's version; 1 and 2 are refused).
-SPEC_SCHEMA_VERSION = 3
+#: spec.json; history: 1, 2 as status.json; 3: ``task`` and ``task_options`` (1.0's version; 1 and 2 are refused);
+#: 4 (1.1): the variant's ``engine`` and ``engine_settings`` (a version-3 spec reads as the default engine).
+SPEC_SCHEMA_VERSION = 4
 
 #: Fields that make up one variant. Changing any of them makes a NEW variant.
 VARIANT_FIELDS: tuple[str, ...] = (
     "stack", "device", "precision", "quantization", "compile", "attention", "batch_size", "padding", "max_length",
-    "length_grouping", "resume", "threads", "seed", "deterministic",
+    "length_grouping", "resume", "threads", "seed", "deterministic", "engine",
 )
+#: The variant fields of isocost 1.0 (raw format 5 has one column each): ``engine`` came in 1.1.
+VARIANT_FIELDS_1_0: tuple[str, ...] = VARIANT_FIELDS[:-1]
+#: The engine of a variant (and of every 1.0 trial) that names none.
+DEFAULT_ENGINE = "transformers"
 
 #: How a trial's error starts when a GPU variant finds no GPU (the campaign stops early on it).
 NO_GPU_ERROR = "no GPU visible to the trial"
@@ -63,12 +68,15 @@ class Variant:
     threads: int
     seed: int
     deterministic: bool
+    engine: str = DEFAULT_ENGINE
     series: tuple[str, ...] = ()
     CODEC: ClassVar[Schema] = Schema("variant", SCHEMA_VERSION)
 
     def config(self) -> dict[str, Any]:
-        """The configuration fields only (what defines the variant)."""
-        return {name: getattr(self, name) for name in VARIANT_FIELDS}
+        """The configuration fields only (what defines the variant); ``engine`` only when it is not the default
+        (so a 1.0 campaign's derived files, which name none, re-derive byte for byte)."""
+        return {name: getattr(self, name) for name in VARIANT_FIELDS
+                if name != "engine" or self.engine != DEFAULT_ENGINE}
 
 
 @dataclass(frozen=True)
@@ -113,8 +121,11 @@ class TrialSpec:
     task: str = "text-classification"
     #: What the task needs beyond the variant (e.g. an embedding's pooling), as the study declares it.
     task_options: dict[str, Any] = field(default_factory=dict)
+    #: The settings of the variant's engine (the study's ``[engines.NAME]``, its defaults filled in); {} for the
+    #: default engine, which has none.
+    engine_settings: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SPEC_SCHEMA_VERSION
-    CODEC: ClassVar[Schema] = Schema("spec.json", SPEC_SCHEMA_VERSION, pre_release=(1, 2))
+    CODEC: ClassVar[Schema] = Schema("spec.json", SPEC_SCHEMA_VERSION, reads=(3, 4), pre_release=(1, 2))
 
 
 @dataclass(frozen=True)
@@ -192,8 +203,9 @@ def format_reasons(reasons: dict[str, str]) -> str:
 
 # -- campaign.json ---------------------------------------------------------------------------------
 
-#: ``campaign.json``'s format. History: 1 (0.1.0): first version.
-CAMPAIGN_SCHEMA_VERSION = 1
+#: ``campaign.json``'s format. History: 1 (0.1.0): first version (1.0's); 2 (1.1): each variant's ``engine``, raw
+#: format 6 (a version-1 campaign's variants all ran the default engine).
+CAMPAIGN_SCHEMA_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -280,7 +292,7 @@ class CampaignRecord:
     empty_reasons: dict[str, str] = field(default_factory=dict)
     seen_corpus_reuse: dict[str, Any] | None = None
     schema_version: int = CAMPAIGN_SCHEMA_VERSION
-    CODEC: ClassVar[Schema] = Schema("campaign.json", CAMPAIGN_SCHEMA_VERSION)
+    CODEC: ClassVar[Schema] = Schema("campaign.json", CAMPAIGN_SCHEMA_VERSION, reads=(1, 2))
 
     @property
     def launcher_kind(self) -> str:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from protocol.costing.job import parse_job
+from protocol.engines import engine_named
 from protocol.errors import UserError
 from protocol.fingerprint import sha256_bytes
 from protocol.names import check_plain_text
@@ -38,6 +39,7 @@ from protocol.study_sections import (
     parse_costing,
     parse_data_ref,
     parse_deadline,
+    parse_engines,
     parse_images,
     parse_length_buckets,
     parse_quality,
@@ -159,8 +161,9 @@ def _rules(top: TableReader, check: ErrorCollector, task: Task) -> dict[str, Any
     base = check.attempt(parse_base, top)
     series = check.attempt(parse_series, top, base)
     quality = check.attempt(parse_quality, top, buckets, task)
+    engines = check.attempt(parse_engines, top) or {}
     return {"length_buckets": buckets, "warmup": warmup, "campaign": campaign, "base": base, "series": series,
-            "quality": quality}
+            "quality": quality, "engine_settings": engines}
 
 
 def _plans(
@@ -197,6 +200,25 @@ def _check_variants(study: Study, source: str) -> None:
             f"{source}, key quality.reference_variant",
             f"Use one of: {', '.join(ids)}.",
         )
+    _check_engines(study, source)
+
+
+def _check_engines(study: Study, source: str) -> None:
+    """Every variant's engine runs the study's task with the variant's settings; every [engines.NAME] table is of an
+    engine some variant runs."""
+    used = set()
+    for variant in study.series_variants():
+        engine = engine_named(variant.engine, f"{source}, key base.engine")
+        used.add(engine.name)
+        refusal = engine.refusal(study.task, variant.config())
+        if refusal:
+            where = "series" if any(s.field == "engine" for s in study.series) else "base.engine"
+            raise UserError(f"variant {variant.variant_id}: {refusal}", f"{source}, key {where}",
+                            "Run this engine in variants it can run (docs/engines.md), or drop it from the study.")
+    for name in study.engine_settings:
+        if name not in used:
+            raise UserError(f"[engines.{name}] is declared but no variant runs engine {name}",
+                            f"{source}, key engines.{name}", "Remove the table, or run the engine in a variant.")
 
 
 def _name(top: TableReader) -> str:

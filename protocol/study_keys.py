@@ -16,64 +16,14 @@ Example::
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any
 
-#: The declared types (``kind``): what the TOML value is.
-KINDS = ("integer", "number", "string", "boolean", "array", "table")
+from protocol.engines import all_engines
+from protocol.study_key import KINDS, Bounds, StudyKey, key_rows
+from protocol.tasks import all_tasks, task_named
 
-
-@dataclass(frozen=True)
-class Bounds:
-    """The closed range a number must lie in (``low_open``/``high_open``: that end excluded)."""
-
-    low: float
-    high: float
-    low_open: bool = False
-    high_open: bool = False
-
-    def words(self) -> str:
-        """Example: ``Bounds(0, 1, low_open=True).words() == "> 0, ≤ 1"``."""
-        low, high = ">" if self.low_open else "≥", "<" if self.high_open else "≤"
-        return f"{low} {_plain(self.low)}, {high} {_plain(self.high)}"
-
-
-def _plain(number: float) -> str:
-    if not float(number).is_integer():
-        return f"{number:g}"
-    value = int(number)
-    for exponent in (64, 50, 32, 20, 16):
-        for offset in (0, -1):
-            if value == 2**exponent + offset:
-                return f"2^{exponent}" + (" - 1" if offset else "")
-    return f"{value:,}"
-
-
-@dataclass(frozen=True)
-class StudyKey:
-    key: str  # dotted path; "[]" marks an array of tables
-    kind: str  # one of KINDS
-    default: str  # "required", or the default as TOML text / words
-    bounds: Bounds | None  # the range a number must lie in (None: not a number, or any)
-    meaning: str
-
-    @property
-    def required(self) -> bool:
-        return self.default == "required"
-
-    @property
-    def value(self) -> Any:
-        """The default as the parser gives it: ``...`` for a required key (also "required in [deadline]"), the
-        TOML literal's value (``'"rotate"'`` → ``"rotate"``), or None for a default in words ("none: …")."""
-        if self.default.startswith("required"):
-            return ...
-        try:
-            return tomllib.loads(f"v = {self.default}")["v"]
-        except tomllib.TOMLDecodeError:
-            return None
-
+__all__ = ["KEYS", "KINDS", "Bounds", "COMMON_KEYS", "StudyKey", "bound", "key_rows", "keys_for", "markdown_table",
+           "table_keys", "task_key_table"]
 
 _MIB, _PIB, _DAY = 2**20, 2**50, 86400
 _ROWS: tuple[tuple[str, str, str, Bounds | None, str], ...] = (
@@ -147,6 +97,10 @@ _ROWS: tuple[tuple[str, str, str, Bounds | None, str], ...] = (
     ("base.threads", "integer", "required", Bounds(1, 1024), "torch CPU threads"),
     ("base.seed", "integer", "required", Bounds(0, 2**32 - 1), "random seed"),
     ("base.deterministic", "boolean", "required", None, "torch deterministic algorithms: true or false"),
+    ("base.engine", "string", '"transformers"', None,
+     'what runs the model: "transformers" (PyTorch), or another engine found by name (docs/engines.md)'),
+    ("engines", "table", "none: each engine's defaults", None,
+     "table: one sub-table per engine a variant runs, [engines.NAME], its settings (docs/engines.md)"),
     ("series[].name", "string", "required", None,
      "name of a series (at least one): up to 64 letters, digits, '_', '.', '-', the first a letter or digit"),
     ("series[].field", "string", "required", None, "the ONE variant field this series varies"),
@@ -179,23 +133,21 @@ _ROWS: tuple[tuple[str, str, str, Bounds | None, str], ...] = (
 COMMON_KEYS: dict[str, StudyKey] = {row[0]: StudyKey(*row) for row in _ROWS}
 
 
-def key_rows(*rows: tuple[str, str, str, Bounds | None, str]) -> tuple[StudyKey, ...]:
-    """A task's own keys, written as the rows above: (key, kind, default, bounds, meaning)."""
-    return tuple(StudyKey(*row) for row in rows)
-
-
 class _Keys(Mapping[str, StudyKey]):
     """Every declared key: the common ones, then each task's own, tasks in :func:`protocol.tasks.task_names` order
     (a key two tasks declare must be declared alike)."""
 
     def _all(self) -> dict[str, StudyKey]:
-        from protocol.tasks import all_tasks
-
         keys = dict(COMMON_KEYS)
         for task in all_tasks():
             for entry in task.study_keys:
                 if keys.setdefault(entry.key, entry) != entry:
                     raise ValueError(f"task {task.name} declares study key {entry.key} unlike another declaration")
+        for engine in all_engines():
+            for entry in engine.settings:
+                if not entry.key.startswith(f"engines.{engine.name}.") or keys.setdefault(entry.key, entry) != entry:
+                    raise ValueError(f"engine {engine.name} declares study key {entry.key} outside "
+                                     f"[engines.{engine.name}] or unlike another declaration")
         return keys
 
     def __getitem__(self, key: str) -> StudyKey:
@@ -213,15 +165,11 @@ KEYS: Mapping[str, StudyKey] = _Keys()
 
 def keys_for(task: str) -> dict[str, StudyKey]:
     """The keys a study of ``task`` has (what ``isocost init --task`` writes): every task's, and its own."""
-    from protocol.tasks import task_named
-
     return {**COMMON_KEYS, **{entry.key: entry for entry in task_named(task).study_keys}}
 
 
 def task_key_table(task: str) -> str:
     """The key table of one task's own keys (docs/tasks.md), '' when it has none."""
-    from protocol.tasks import task_named
-
     own = task_named(task).study_keys
     return _table(own) if own else ""
 

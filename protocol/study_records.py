@@ -122,6 +122,15 @@ class Study:
     job: Job | None = None  # the real job to project (protocol/costing/job.py); None: price the campaign only
     task: str = "text-classification"  # what a valid output is (protocol/tasks/); the study's `task` key
     task_options: Mapping[str, Any] = field(default_factory=dict)  # the task's own tables, JSON-ready
+    engine_settings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # [engines.NAME] as declared
+
+    def settings_of(self, engine: str) -> dict[str, Any]:
+        """The settings a trial of ``engine`` runs with: its [engines.NAME] table, else its declared defaults."""
+        from protocol.engines import engine_named
+
+        if engine in self.engine_settings:
+            return dict(self.engine_settings[engine])
+        return {key.key.rsplit(".", 1)[-1]: key.value for key in engine_named(engine).settings}
 
     def image_for(self, stack: str) -> str:
         return dict(self.images).get(stack, "")

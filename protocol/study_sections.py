@@ -16,9 +16,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+from protocol.engines import engine_named
 from protocol.errors import UserError
 from protocol.names import check_image_reference
-from protocol.records import VARIANT_FIELDS, WarmupRule
+from protocol.records import DEFAULT_ENGINE, VARIANT_FIELDS, VARIANT_FIELDS_1_0, WarmupRule
 from protocol.study_reader import (
     ErrorCollector,
     StudyErrors,
@@ -251,6 +252,8 @@ FIELD_CHOICES: dict[str, tuple[str, ...]] = {
 
 def check_field(key: str, value: Any, where: str) -> Any:
     """A variant field's value (in [base] or a series): one of its choices, or of its declared type and bounds."""
+    if key == "engine":
+        return engine_named(check_declared("base.engine", value, where), where).name
     choices = FIELD_CHOICES.get(key)
     if choices is None:
         return check_declared(f"base.{key}", value, where)
@@ -262,8 +265,9 @@ def check_field(key: str, value: Any, where: str) -> Any:
 def parse_base(top: TableReader) -> dict[str, Any]:
     b = sub_table(top, "base")
     check = ErrorCollector()
-    check.attempt(b.require, VARIANT_FIELDS, "Every variant field must be declared in [base].")
-    config: dict[str, Any] = {}
+    check.attempt(b.require, VARIANT_FIELDS_1_0, "Every variant field must be declared in [base] (engine: optional).")
+    config: dict[str, Any] = {"engine": DEFAULT_ENGINE}
+    b.used.update(key for key in VARIANT_FIELDS if key in b.table)
     for key in VARIANT_FIELDS:
         if key in b.table:
             config[key] = check.attempt(check_field, key, b.table[key], b.where(key))
@@ -292,6 +296,19 @@ def check_config(reader: TableReader, config: dict[str, Any]) -> None:
             reader.where("precision"),
             "Use fp32 or bf16 on CPU, or run this variant on a GPU stack.",
         )
+
+
+def parse_engines(top: TableReader) -> dict[str, dict[str, Any]]:
+    """``[engines.NAME]`` tables: each named engine's settings as declared (its declared defaults filled in)."""
+    engines = sub_table(top, "engines", optional=True)
+    found: dict[str, dict[str, Any]] = {}
+    for name in list(engines.table):
+        engine = engine_named(name, engines.where(name))
+        reader = TableReader(top.source, engines.get(name, dict), f"engines.{name}.")
+        found[name] = {key: reader.declared(key) for key in engine.setting_names()}
+        reader.finish(dict.fromkeys(engine.setting_names(), ""))
+    engines.used.update(engines.table)
+    return found
 
 
 def parse_series(top: TableReader, base: dict[str, Any] | None) -> tuple[Series, ...]:

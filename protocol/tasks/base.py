@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from protocol.study_keys import StudyKey
+from protocol.study_key import StudyKey
 from protocol.validate import Agreement, PassCheck
 
 

@@ -24,7 +24,7 @@ from protocol.errors import UserError
 from protocol.jsonio import write_text_atomic
 from protocol.memory import MemoryEstimate, ModelShape, estimate
 from protocol.names import markdown_text
-from protocol.records import CampaignRecord, read_status
+from protocol.records import DEFAULT_ENGINE, CampaignRecord, read_status
 from protocol.stats import Summary, SummaryRecord, VariantSummary
 from protocol.study import Study
 from protocol.tasks import describe_task, study_task
@@ -232,6 +232,7 @@ def render_markdown(
     lines += ["", "## Equivalence with the reference variant", ""]
     for v in summary.variants:
         lines.append(f"- {v.variant_id}: {v.equivalence_reason}")
+    lines += _engine_lines(summary)
     lines += ["", "## Feasibility (a variant must complete the whole corpus, long inputs included)", ""]
     for v in summary.variants:
         if v.accepted:
@@ -247,6 +248,23 @@ def render_markdown(
     lines += ["", "## Warnings", ""]
     lines += [f"- {w}" for w in summary.warnings] or ["- none"]
     return "\n".join(lines) + "\n"
+
+
+def _engine_lines(summary: Summary) -> list[str]:
+    """``## Engines``, when a variant runs another engine than the default: per engine, whether its variants gave
+    the reference's accepted result (by the task's own gate, unchanged for every engine) and why."""
+    engines: dict[str, list[VariantSummary]] = {}
+    for v in summary.variants:
+        engines.setdefault(str(v.config.get("engine", DEFAULT_ENGINE)), []).append(v)
+    if set(engines) == {DEFAULT_ENGINE}:
+        return []  # a study without engines: its summary as before
+    lines = ["", "## Engines (what runs the model; every engine's outputs are judged by the same gate)", ""]
+    for engine, variants in engines.items():
+        for v in variants:
+            verdict = {True: "the same accepted result", False: "NOT the same result", None: "not decided"}
+            lines.append(f"- {engine} ({v.variant_id}): {verdict[v.equivalent]} as {summary.reference_variant}; "
+                         f"{v.equivalence_reason}")
+    return lines
 
 
 def _table_line(v: VariantSummary) -> str:

@@ -120,6 +120,7 @@ def _outcome_values(spec: TrialSpec, outputs: Path, final: str, check: PassCheck
         "metric_value": check.metric_value,
         "quality_verdict": f"rejected: status {final}" if final != "ok" else check.verdict,
         **spec.variant.config(),
+        "engine": spec.variant.engine,
         "predictions_path": str(outputs.relative_to(outputs.parents[2])),
     }
 

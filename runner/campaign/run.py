@@ -243,6 +243,7 @@ def _spec(
         timeout_s=study.campaign.trial_timeout_s,
         task=study.task,
         task_options=dict(study.task_options),
+        engine_settings=study.settings_of(variant.engine),
     )
 
 

@@ -27,7 +27,6 @@ from pathlib import Path
 from protocol.codec import read_record, to_dict
 from protocol.csvio import read_dicts
 from protocol.errors import UserError
-from protocol.raw_columns import RAW_COLUMNS
 from protocol.rawrecord import RawRecord
 from protocol.records import CAMPAIGN_SCHEMA_VERSION, CampaignEvent, CampaignRecord
 from protocol.safe_write import UnwritablePath, open_fd
@@ -102,7 +101,7 @@ def read_raw(path: Path, *, allow_inconsistent: bool = False) -> list[dict[str, 
     A forensic view for tests and tools that assert on the file's cells; the stages read typed
     rows with :func:`read_rows`.
     """
-    return [dict(zip(RAW_COLUMNS, row.cells(), strict=True))
+    return [dict(zip(row.columns, row.cells(), strict=True))
             for row in read_records(path, verify=not allow_inconsistent)]
 
 

@@ -26,7 +26,7 @@ from typing import Any
 import pandas as pd
 
 from protocol.errors import UserError
-from protocol.raw_columns import RAW_COLUMNS, raw_domain
+from protocol.raw_columns import ABSENT_CELLS, RAW_COLUMNS, raw_domain
 from protocol.rawrecord import COLUMN_TYPES, RawRecord
 from runner.campaign_dir.rawtable import _EDITED_FIX, _RESUME_FIX, RawChain, check_chain
 
@@ -98,9 +98,9 @@ def _parse(chain: RawChain, wanted: tuple[str, ...]) -> pd.DataFrame:
         source = io.StringIO(_rewrite(chain))
     frame = pd.read_csv(source, usecols=present, **options)
     for name in wanted:
-        if name not in frame:  # a column the table's older format lacks: empty
+        if name not in frame:  # a column the table's older format lacks: empty, or the value its rows all have
             frame[name] = pd.array([None] * len(frame), dtype=_dtype(name)) if COLUMN_TYPES[name] != "str" \
-                else ""
+                else ABSENT_CELLS.get(name, "")
     return frame[list(wanted)]
 
 
@@ -128,6 +128,6 @@ def _name_the_bad_cell(chain: RawChain, where: str) -> None:
     """Raise the error that names the first malformed cell (pandas says only that a column would not convert)."""
     for number, cells in enumerate(chain.row_cells(), start=1):
         try:
-            RawRecord.from_cells(cells)
+            RawRecord.from_cells(cells, chain.columns)
         except ValueError as exc:
             raise UserError(f"raw.csv row {number}: {exc}", where, _EDITED_FIX) from None

@@ -34,15 +34,16 @@ from pathlib import Path
 
 from protocol.errors import UserError
 from protocol.jsonio import loads_unique
-from protocol.raw_columns import RAW_COLUMNS, RAW_SCHEMA_VERSION
+from protocol.raw_columns import FORMAT_COLUMNS, RAW_COLUMNS, RAW_SCHEMA_VERSION
 
 CHAIN_COLUMN = RAW_COLUMNS[-1]
-#: The raw formats this isocost reads (and appends to): the 1.0 format alone.
-READABLE_FORMATS = (RAW_SCHEMA_VERSION,)
+#: The raw formats this isocost reads: 1.0's (5) and 1.1's (6); it appends to the current one only.
+READABLE_FORMATS = tuple(FORMAT_COLUMNS)
 #: The formats isocost 0.x wrote before the release (refused, naming the version and what to do).
 PRE_RELEASE_FORMATS = (1, 2, 3, 4)
-#: The header this isocost reads.
+#: The header this isocost writes; and the header of each format it reads.
 HEADER_LINE = ",".join(RAW_COLUMNS)
+HEADER_LINES = {version: ",".join(columns) for version, columns in FORMAT_COLUMNS.items()}
 #: The frozen facts of campaign.json the first row chains to (not paths or notes a later move may change).
 ANCHOR_FIELDS = ("campaign_id", "created_at", "setup_started_at", "study_sha256", "corpus", "tuning", "model",
                  "warmup", "variants", "repetitions", "catalog", "raw_schema_version")
@@ -51,8 +52,8 @@ ANCHOR_FIELDS = ("campaign_id", "created_at", "setup_started_at", "study_sha256"
 SEALED_HOSTS_KEY = "campaign_hosts"
 
 #: What to do with a campaign in a pre-release raw format.
-PRE_RELEASE_FIX = ("isocost 1.x reads raw table format {current} only. Re-run with isocost 0.x (the version that "
-                   "started it{started_by}) to finish or read it, or start a new campaign: `isocost run STUDY "
+PRE_RELEASE_FIX = ("isocost 1.x reads raw table formats 5 and {current} only. Re-run with isocost 0.x (the version "
+                   "that started it{started_by}) to finish or read it, or start a new campaign: `isocost run STUDY "
                    "--out NEW_DIR`.")
 _NEWER_FIX = (f"This isocost reads raw table format {RAW_SCHEMA_VERSION}. Read or finish this campaign with the "
               "isocost version that started it{started_by}, or run the study again into a new --out.")
@@ -98,11 +99,14 @@ def declared_format(declared: object, where: str, started_by: object = "") -> in
                         started_by=f" ({started_by}, by its campaign.json)" if started_by else ""))
 
 
-def check_header(cells: list[str], where: str) -> tuple[str, ...]:
-    """The header's columns when this isocost reads them (:data:`RAW_COLUMNS`); else what it is, and what to
-    do."""
-    if tuple(cells) == RAW_COLUMNS:
-        return RAW_COLUMNS
+def check_header(cells: list[str], where: str, version: int = RAW_SCHEMA_VERSION) -> tuple[str, ...]:
+    """The header's columns when they are those of the format its campaign.json declares (``version``); else
+    what it is, and what to do."""
+    if tuple(cells) == FORMAT_COLUMNS.get(version):
+        return FORMAT_COLUMNS[version]
+    if tuple(cells) in FORMAT_COLUMNS.values():
+        raise UserError(f"raw.csv's header is not that of raw table format {version}, which its campaign.json "
+                        "declares", where, "Restore raw.csv (or campaign.json) from a backup or bundle.")
     fix = PRE_RELEASE_FIX.format(current=RAW_SCHEMA_VERSION, started_by="")
     if CHAIN_COLUMN not in cells:
         raise UserError(f"raw.csv has no {CHAIN_COLUMN} column: it was written before raw rows were chained (raw "

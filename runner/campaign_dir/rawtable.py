@@ -38,12 +38,12 @@ from itertools import accumulate, chain
 from pathlib import Path
 
 from protocol.errors import UserError
-from protocol.raw_columns import RAW_COLUMNS, RAW_SCHEMA_VERSION
+from protocol.raw_columns import FORMAT_COLUMNS, RAW_COLUMNS, RAW_SCHEMA_VERSION
 from protocol.rawrecord import RawRecord
 from protocol.safe_read import check_regular
 from protocol.safe_write import append_whole, check_writable_target, open_append, open_fd
 from runner.campaign_dir.rawformat import (
-    HEADER_LINE,
+    HEADER_LINES,
     PLAIN_CELL,
     anchor,
     check_header,
@@ -168,7 +168,7 @@ def typed_table(chain: RawChain, path: Path) -> RawTable:
     rows = []
     for number, cells in enumerate(chain.row_cells(), start=1):
         try:
-            rows.append(RawRecord.from_cells(cells))
+            rows.append(RawRecord.from_cells(cells, chain.columns))
         except ValueError as exc:
             raise UserError(f"raw.csv row {number}: {exc}", str(path), _EDITED_FIX) from None
     return RawTable(tuple(rows), len(chain.data), chain.partial, chain.partial_row, chain.last_digest,
@@ -192,11 +192,12 @@ def _scan_plain(data: bytes, empty: RawChain, verify: bool) -> RawChain | None:
         return None
     lines = text.split("\n")
     lines.pop()  # after the final line break
-    if lines[0] != HEADER_LINE:
+    if lines[0] != HEADER_LINES.get(empty.chain_format):
         return None
-    rows, commas, previous = lines[1:], len(RAW_COLUMNS) - 1, empty.last_digest
+    columns = FORMAT_COLUMNS[empty.chain_format]
+    rows, commas, previous = lines[1:], len(columns) - 1, empty.last_digest
     last = (_chain_text if verify else _last_plain)(rows, commas, previous)
-    return None if last is None else RawChain(data, RAW_COLUMNS, tuple(rows), b"", 0, last, empty.chain_format)
+    return None if last is None else RawChain(data, columns, tuple(rows), b"", 0, last, empty.chain_format)
 
 
 def _chain_text(rows: list[str], commas: int, previous: str) -> str | None:
@@ -248,7 +249,7 @@ def _scan_records(data: bytes, empty: RawChain, verify: bool, where: str) -> Raw
         if number == 0:
             if not whole:
                 return RawChain(b"", columns, (), data, 0, previous, version)
-            columns = check_header(cells or [], where)
+            columns = check_header(cells or [], where, version)
             intact = end
             continue
         complete = whole and valid_text and cells is not None and len(cells) == len(columns)
@@ -297,6 +298,10 @@ def append_row(path: Path, row: RawRecord) -> None:
     """Append one row with its chain digest and fsync; write the header first if the file is new."""
     check_writable_target(path)  # a link in raw.csv's place is refused before it is read
     table = check_chain(path)
+    if table.chain_format != RAW_SCHEMA_VERSION:
+        raise UserError(f"raw.csv is in raw table format {table.chain_format} (isocost 1.0): this isocost reads it "
+                        f"but appends rows in format {RAW_SCHEMA_VERSION} only", str(path),
+                        "Finish this campaign with isocost 1.0, or start a new one: `isocost run STUDY --out NEW_DIR`.")
     if table.partial:
         raise UserError(f"raw.csv ends in a partial row (row {table.partial_row}, byte {len(table.data)})",
                         str(path), _RESUME_FIX)

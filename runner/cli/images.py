@@ -105,9 +105,3 @@ def list_command(lock_path: Path | None) -> None:
 
 
 COMMANDS = [images]
-
-
-if __name__ == "__main__":  # `python -m runner.cli.images …`, used by .ci/docker-setup.sh
-    from runner.cli import IsocostGroup
-
-    IsocostGroup(commands={"images": images})(prog_name="isocost")

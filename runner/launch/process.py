@@ -41,6 +41,7 @@ ENV_ALLOW = (
     "ROCR_VISIBLE_DEVICES",
     "ISOCOST_FAULT_INJECT",
     "ISOCOST_TASKS_PATH",  # your own tasks' folders (protocol.tasks): the trial finds its task's half there too
+    "ISOCOST_ENGINES_PATH",  # your own engines' folders (protocol.engines): the trial finds its engine's half there
 )
 
 #: Offline by construction: nothing may be fetched from a hub during a trial.

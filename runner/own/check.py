@@ -420,6 +420,7 @@ def _probe(study: Study) -> tuple[float, str]:
         timeout_s=study.campaign.trial_timeout_s,
         task=study.task,
         task_options=dict(study.task_options),
+        engine_settings=study.settings_of(reference.engine),
     )
     write_record(trial_dir / "spec.json", spec, trial_dir)
     result = ProcessLauncher().run(TrialPaths(trial_dir=trial_dir, corpus=corpus_path, model=study.model.path),

@@ -269,7 +269,7 @@ def _base_lines(f: _Facts) -> list[str]:
         "stack": f.stack, "device": f.series["device"], "precision": f.series["precisions"][0], "quantization": "none",
         "compile": False, "attention": "sdpa", "batch_size": f.series["batches"][0], "padding": "longest",
         "max_length": f.max_length, "length_grouping": "none", "resume": "none", "threads": threads, "seed": 0,
-        "deterministic": True,
+        "deterministic": True, "engine": "transformers",
     }, notes={"max_length": f"; model limit {f.limit}, {truncated} corpus input(s) longer",
               "threads": f"; this machine has {threads} CPU(s)"})
 
@@ -295,6 +295,8 @@ def _optional_lines(f: _Facts) -> list[str]:
         "# [deadline]  # the access window the whole campaign must fit (omitted: no deadline check)",
         *(f"# {_line(f'deadline.{key}', value)}" for key, value in
           (("start", "2026-12-07T09:00"), ("end", "2026-12-11T09:00"), ("tz", "UTC"), ("waiting_h", ...))),
+        "",
+        f"# {_line('engines', {})}",
         "",
         "# [costing]",
         f"# {_line('costing.catalog', 'my-catalog.csv')}",

@@ -213,6 +213,7 @@ def _run_reference(study: Study, variant: Variant, tuning: tuple[Record, ...],
         timeout_s=limit.seconds,
         task=study.task,
         task_options=dict(study.task_options),
+        engine_settings=study.settings_of(variant.engine),
     )
     write_record(trial_dir / "spec.json", spec, trial_dir)
     progress(f"running {variant.variant_id} over the {len(tuning)} tuning inputs in a fresh process")

@@ -41,6 +41,7 @@ from runner.trial.torch_settings import (
 )
 
 if TYPE_CHECKING:
+    from runner.trial.engines.base import TrialEngine
     from runner.trial.tasks.base import TaskModel
 
 PROCESS_START_S = clock()
@@ -234,28 +235,47 @@ class Trial:
             self.torch.cuda.synchronize()
 
     def run(self) -> int:
-        """Load, warm up, probe the attention kernels, run the measured pass, count truncations."""
-        model = self.load_model()
-        self.warm_up(model)
-        self.probe_attention(model)
-        compiled_before = self._compilations()
-        from runner.trial.measured_pass import MeasuredPass
+        """Load, warm up, probe the attention kernels, run the measured pass, count truncations; the engine is
+        closed whatever happens (no worker or server is left behind)."""
+        from runner.trial.engines import trial_engine
 
-        records = MeasuredPass(self, model).run()
-        if compiled_before is not None:
-            self.pass_compilations = (self._compilations() or 0) - compiled_before
-        self.after_pass(model, [r.text for r in records])
+        engine, model = trial_engine(self.variant.engine), None
+        try:
+            model = self.load_model(engine)
+            self.warm_up(model)
+            self.probe_attention(model)
+            compiled_before = self._compilations()
+            from runner.trial.measured_pass import MeasuredPass
+
+            records = MeasuredPass(self, model).run()
+            if compiled_before is not None:
+                self.pass_compilations = (self._compilations() or 0) - compiled_before
+            self.after_pass(model, [r.text for r in records])
+        finally:
+            engine.close(model)
         return EXIT_OK
 
-    def load_model(self) -> TaskModel:
+    def load_model(self, engine: TrialEngine) -> TaskModel:
+        """The task's model loaded by the variant's engine (load time); what the engine really runs is read back
+        into the manifest, and a setting it does not run as declared refuses the trial."""
+        from runner.trial.engines.base import EngineRefused, settings_differences
         from runner.trial.tasks import trial_task
 
         task = trial_task(self.spec.task)
         with PhaseTimer(self.sync) as timer:
-            model = task.load(Path(self.spec.model_path), self.variant, self.torch, self.spec.task_options)
+            try:
+                model = engine.load(task, Path(self.spec.model_path), self.variant, self.torch,
+                                    self.spec.task_options, self.spec.engine_settings)
+            except EngineRefused as exc:
+                raise Refusal(f"engine {engine.name}: {exc}") from None
         self.phases["load_s"] = timer.elapsed_s
         self.manifest["model"] = model.describe()
+        read_back = engine.readback(model)
+        self.manifest["engine"] = read_back
         self.write_manifest()
+        changed = settings_differences(self.spec.engine_settings, read_back.get("settings", {}))
+        if changed:
+            raise Refusal(f"engine {engine.name} does not run the study's settings: {'; '.join(changed)}")
         return model
 
     def warm_up(self, model: TaskModel) -> None:

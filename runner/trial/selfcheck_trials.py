@@ -57,8 +57,8 @@ class ShapeTrial(Trial):
         self.phase = "warmup"
         self.shapes: dict[str, list[tuple[int, ...]]] = {"warmup": [], "probe": [], "pass": []}
 
-    def load_model(self) -> Any:
-        loaded = super().load_model()
+    def load_model(self, engine: Any) -> Any:
+        loaded = super().load_model(engine)
         if not self.variant.compile:
             loaded.model = _ShapeRecorder(loaded.model, self)  # type: ignore[attr-defined]  # a Classifier's module
         return loaded

@@ -94,6 +94,16 @@ PARTS: tuple[tuple[str, str], ...] = (
 )
 
 
+#: The versions isocost 1.0.0 declared, where a later 1.x wrote a newer one (and reads both).
+VERSIONS_1_0 = {"protocol.raw_columns.RAW_SCHEMA_VERSION": 5, "protocol.records.SPEC_SCHEMA_VERSION": 3,
+                "protocol.manifest.MANIFEST_SCHEMA_VERSION": 1, "protocol.records.CAMPAIGN_SCHEMA_VERSION": 1}
+
+
+def _was(dotted: str) -> str:
+    old = VERSIONS_1_0.get(dotted)
+    return f" (1.0: {old}, still read)" if old is not None and old != _value(dotted) else ""
+
+
 def _value(dotted: str) -> object:
     module, _, name = dotted.rpartition(".")
     return getattr(importlib.import_module(module), name)
@@ -101,8 +111,8 @@ def _value(dotted: str) -> object:
 
 def render() -> str:
     """The page's generated part: the table of formats and the table of parts, versions read from the code."""
-    lines = ["| file | 1.0 version | constant | written by | read by |", "|---|---|---|---|---|"]
-    lines += [f"| {file} | {_value(constant)} | `{constant}` | {writer} | {reader} |"
+    lines = ["| file | version | constant | written by | read by |", "|---|---|---|---|---|"]
+    lines += [f"| {file} | {_value(constant)}{_was(constant)} | `{constant}` | {writer} | {reader} |"
               for file, constant, writer, reader in FORMATS]
     lines += ["", "Versions of parts of those files, and of commands' `--json` output:", "",
               "| constant | 1.0 version | versions |", "|---|---|---|"]

@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 
 from protocol.errors import UserError
-from protocol.raw_columns import RAW_COLUMNS, RAW_SCHEMA_VERSION
+from protocol.raw_columns import RAW_COLUMNS, RAW_COLUMNS_1_0, RAW_SCHEMA_VERSION
 from protocol.rawrecord import RawRecord
 from runner.campaign_dir.raw_frame import read_frame
-from runner.campaign_dir.rawformat import genesis, row_digest
+from runner.campaign_dir.rawformat import READABLE_FORMATS, genesis, row_digest
 from runner.campaign_dir.rawtable import append_row, check_chain, read_records
 
 SLURM_COLUMNS = ("queue_s", "node", "job_id", "allocated_gpu")
-FORMAT_3 = tuple(c for c in RAW_COLUMNS if c not in SLURM_COLUMNS)  # isocost 0.x's format 3, before the Slurm block
+FORMAT_3 = tuple(c for c in RAW_COLUMNS_1_0 if c not in SLURM_COLUMNS)  # isocost 0.x's format 3, before the Slurm block
 
 
 def write_table(path: Path, columns: tuple[str, ...], rows: list[dict[str, str]], previous: str = "") -> None:
@@ -41,8 +41,9 @@ ROWS = [{"trial_id": "001-r1-a", "variant_id": "a", "order_index": "1", "attempt
          "ids_match": "false", "empty_reasons": "pass_s: pass not completed (status oom)"}]
 
 
-def test_the_slurm_block_is_last_before_the_chain_digest() -> None:
-    assert RAW_COLUMNS[-5:-1] == SLURM_COLUMNS
+def test_the_slurm_block_is_last_before_the_chain_digest_in_1_0_and_the_engine_after_it_in_1_1() -> None:
+    assert RAW_COLUMNS_1_0[-5:-1] == SLURM_COLUMNS
+    assert RAW_COLUMNS == (*RAW_COLUMNS_1_0[:-1], "engine", "chain_sha256")
 
 
 def test_a_table_without_the_slurm_block_is_refused_as_pre_release_format_3(tmp_path: Path) -> None:
@@ -65,7 +66,7 @@ def test_a_table_with_the_slurm_block_reads_and_takes_rows(tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize(("columns", "format_named"), [
-    (tuple(c for c in RAW_COLUMNS if c != "chain_sha256"), "format 1"),
+    (tuple(c for c in RAW_COLUMNS_1_0 if c != "chain_sha256"), "format 1"),
     (tuple(c for c in FORMAT_3 if not c.endswith("_sha256") or c == "chain_sha256"), "format 2"),
 ])
 def test_formats_1_and_2_are_refused_with_what_to_do(tmp_path: Path, columns: tuple[str, ...],
@@ -98,13 +99,13 @@ def _declare(directory: Path, version: int | None) -> None:
     (directory / "campaign.json").write_text(json.dumps(description), encoding="utf-8")
 
 
-def test_the_current_format_is_5() -> None:
-    assert RAW_SCHEMA_VERSION == 5
+def test_the_current_format_is_6_and_format_5_is_still_read() -> None:
+    assert RAW_SCHEMA_VERSION == 6 and READABLE_FORMATS == (5, 6)
 
 
 def test_a_format_5_digest_is_the_sha256_of_the_previous_digest_and_the_row_text_as_written(tmp_path: Path) -> None:
     """What anyone can check with a shell: sha256(previous digest, a newline, the row up to its last comma)."""
-    _declare(tmp_path, 5)
+    _declare(tmp_path, RAW_SCHEMA_VERSION)
     path = tmp_path / "raw.csv"
     for row in ({**ROWS[0], "notes": 'a comma, and a "quote"'}, ROWS[1]):
         append_row(path, RawRecord.from_values(row))
@@ -119,7 +120,7 @@ def test_a_format_5_digest_is_the_sha256_of_the_previous_digest_and_the_row_text
 
 
 def test_a_format_5_row_re_quoted_with_the_same_cells_breaks_the_chain(tmp_path: Path) -> None:
-    _declare(tmp_path, 5)
+    _declare(tmp_path, RAW_SCHEMA_VERSION)
     path = tmp_path / "raw.csv"
     for row in ROWS:
         append_row(path, RawRecord.from_values(row))
@@ -150,12 +151,12 @@ def test_a_pre_release_campaign_is_refused_naming_its_format_and_the_fix(tmp_pat
 
 
 def test_the_frozen_facts_are_anchored_a_changed_one_breaks_the_first_row(tmp_path: Path) -> None:
-    _declare(tmp_path, 5)
+    _declare(tmp_path, RAW_SCHEMA_VERSION)
     path = tmp_path / "raw.csv"
     for row in ROWS:
         append_row(path, RawRecord.from_values(row))
-    (tmp_path / "campaign.json").write_text(json.dumps({"campaign_id": "c-formats", "raw_schema_version": 5,
-                                                        "study_sha256": "changed"}), encoding="utf-8")
+    changed = {"campaign_id": "c-formats", "raw_schema_version": RAW_SCHEMA_VERSION, "study_sha256": "changed"}
+    (tmp_path / "campaign.json").write_text(json.dumps(changed), encoding="utf-8")
     with pytest.raises(UserError, match=r"row 1 \(001-r1-a\) does not match its chain digest"):
         read_records(path)
 
@@ -171,7 +172,7 @@ def test_a_format_5_table_with_control_characters_in_cells_reads_the_same_by_row
     assert read_frame(path, ("trial_id", "notes"))["notes"].tolist() == notes
 
 
-@pytest.mark.parametrize("declared", [6, 99, 0, "5", True])
+@pytest.mark.parametrize("declared", [7, 99, 0, "5", True])
 def test_a_declared_raw_format_this_isocost_cannot_read_is_refused_not_read_as_another(
         tmp_path: Path, declared: object) -> None:
     """A campaign.json naming a raw format other than 5 (a newer isocost's, or none that ever existed) is
@@ -192,3 +193,31 @@ def test_a_declared_raw_format_this_isocost_cannot_read_is_refused_not_read_as_a
         assert "does not match" not in caught.value.what  # not called an edited row
         assert "isocost version that started it" in caught.value.fix
     assert path.read_bytes() == before
+
+
+# -- format 5 (isocost 1.0) read by 1.1: every row ran the default engine; nothing is appended to it ------------
+
+
+def test_a_1_0_table_reads_with_the_default_engine_and_is_never_appended_to(tmp_path: Path) -> None:
+    _declare(tmp_path, 5)
+    path = tmp_path / "raw.csv"
+    write_table(path, RAW_COLUMNS_1_0, ROWS, genesis(path))
+    before = path.read_bytes()
+    rows = read_records(path)
+    assert [row.engine for row in rows] == ["transformers", "transformers"]
+    assert [row.trial_id for row in rows] == ["001-r1-a", "002-r1-b"]
+    assert rows[0].cells() == before.decode().splitlines()[1].split(",")  # the cells as written, format 5's
+    assert read_frame(path, ("trial_id", "engine"))["engine"].tolist() == ["transformers", "transformers"]
+    with pytest.raises(UserError) as caught:
+        append_row(path, RawRecord.from_values({"trial_id": "003-r2-a"}))
+    assert "format 5" in caught.value.what and "isocost 1.0" in caught.value.fix
+    assert path.read_bytes() == before
+
+
+def test_a_1_0_header_under_a_1_1_campaign_json_is_refused_not_read(tmp_path: Path) -> None:
+    _declare(tmp_path, 6)
+    path = tmp_path / "raw.csv"
+    write_table(path, RAW_COLUMNS_1_0, ROWS, genesis(path))
+    with pytest.raises(UserError) as caught:
+        read_records(path)
+    assert "not that of raw table format 6" in caught.value.what

@@ -139,10 +139,14 @@ def _literal(default: str) -> tuple[bool, Any]:
 
 def parsed_value(study: Study, key: str) -> Any:
     table, _, leaf = key.rpartition(".")
+    if key == "engines":
+        return study.engine_settings or None
     if not table:
         return getattr(study, leaf)
     if table == "generation":
         return study.task_options[leaf]
+    if table == "base":
+        return study.base[leaf]
     record = getattr(study, table)
     if table == "quality" and not hasattr(record, leaf):
         return record.extra[leaf]

@@ -24,7 +24,7 @@ from typing import Any
 
 from protocol.errors import UserError
 from protocol.predictions import ParsedPredictions, parse_predictions
-from protocol.study_keys import StudyKey
+from protocol.study_key import StudyKey
 from protocol.tasks.base import TaskExample, TaskInit
 from protocol.tasks.classification.init import CLASSIFICATION_INIT
 from protocol.validate import Agreement, IdCheck, PassCheck, check_ids, id_problems

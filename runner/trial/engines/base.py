@@ -50,8 +50,9 @@ class TrialEngine(ABC):
         """What the loaded engine really runs, read from the engine: ``name``, ``version`` and ``settings``
         (every declared setting, as the engine reports it), plus anything else worth recording."""
 
-    def close(self, model: TaskModel | None) -> None:
+    def close(self, model: TaskModel | None) -> None:  # noqa: B027 (an engine that starts nothing stops nothing)
         """Stop what the engine started (workers, servers): called once, whatever happened; no process is left."""
+        return None  # an engine that starts nothing has nothing to stop
 
 
 def settings_differences(declared: Mapping[str, Any], read_back: Mapping[str, Any]) -> list[str]:

@@ -1,0 +1,72 @@
+"""What an engine is, for the host: the runtime a variant runs its model with, described by its own package.
+
+An engine (``transformers``, the default; ``onnxruntime``; ``vllm`` …) is a variant field like the batch size: the
+study's ``[base] engine`` or a ``[[series]]`` over ``engine``. Its package says which tasks, devices and precisions
+it runs, its own settings (the study's ``[engines.NAME]`` table: each key with its type, default, bounds and
+help, as the other study keys), the Python modules a trial needs to run it (what ``isocost check`` looks for
+before anything runs), and the module of its trial half (``trial_module``, a
+:class:`runner.trial.engines.base.TrialEngine`; imported only inside the trial). The engines are found by name
+(:mod:`protocol.engines`).
+
+Example::
+
+    Engine(name="echo", help="…", tasks=("text-classification",), trial_module="my_engine.trial")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from protocol.study_key import StudyKey
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One engine, host side."""
+
+    #: The study's ``engine`` value: lowercase words joined by ``-``.
+    name: str
+    #: One line: what runs the model.
+    help: str
+    #: The module holding ``TRIAL_ENGINE`` (the trial half), imported only inside the trial.
+    trial_module: str
+    #: The tasks it runs (empty: every task).
+    tasks: tuple[str, ...] = ()
+    #: The devices and precisions it runs (empty: every one the study allows).
+    devices: tuple[str, ...] = ()
+    precisions: tuple[str, ...] = ()
+    #: Variant fields it cannot honour, with the value it can (``{"compile": False}``): another value is refused.
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+    #: Its settings: the keys of ``[engines.NAME]``, each ``engines.NAME.KEY`` (``protocol.study_keys.key_rows``).
+    settings: tuple[StudyKey, ...] = ()
+    #: Python modules the trial imports to run it (``isocost check`` finds them before anything runs).
+    requires: tuple[str, ...] = ()
+    #: An environment variable naming the Python interpreter its trials run under in a local process, and the
+    #: default, relative to the working folder ("" both: the host's own interpreter).
+    python_env: str = ""
+    python_default: str = ""
+    #: Its row of the engines table in docs/engines.md: ``runs`` (tasks, devices) and ``changes`` (what differs).
+    docs: Mapping[str, str] = field(default_factory=dict)
+
+    def setting_names(self) -> tuple[str, ...]:
+        """Its settings' names (``provider``, not ``engines.onnxruntime.provider``)."""
+        return tuple(key.key.rsplit(".", 1)[-1] for key in self.settings)
+
+    def refusal(self, task: str, variant: Mapping[str, Any]) -> str:
+        """Why this engine cannot run a variant (its config) of ``task``, "" when it can."""
+        if self.tasks and task not in self.tasks:
+            return f"engine {self.name} runs {', '.join(self.tasks)}, not {task}"
+        if self.devices and variant.get("device") not in self.devices:
+            return f"engine {self.name} runs on {', '.join(self.devices)}, not {variant.get('device')}"
+        if self.precisions and variant.get("precision") not in self.precisions:
+            return f"engine {self.name} runs {', '.join(self.precisions)}, not {variant.get('precision')}"
+        for key, value in self.fixed.items():
+            if key in variant and variant[key] != value:
+                return f"engine {self.name} runs with {key} = {_toml(value)} only, not {_toml(variant[key])}"
+        return ""
+
+
+def _toml(value: Any) -> str:
+    return "true" if value is True else "false" if value is False else repr(value).replace("'", '"')

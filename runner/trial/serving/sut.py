@@ -1,0 +1,213 @@
+"""The system under test of a serving run: a task's model behind a declared dynamic batcher, every answer kept.
+
+:class:`ServingSystem` is what MLPerf LoadGen drives (:mod:`runner.trial.serving.loadgen_run` hands its
+callbacks to LoadGen): the query sample library is the corpus's ``(id, text)`` pairs, in order, so a sample index
+is a position in the corpus and its id stays the corpus's id; :meth:`load_samples` tokenizes what LoadGen loads
+(before the timed run: MLPerf's library holds its samples ready, as the offline pass's inputs are read before it),
+:meth:`issue_queries` only hands each query to the :class:`~runner.trial.serving.batcher.DynamicBatcher`, and the
+batcher's worker runs one batch through the model (anything with ``tokenize(texts)`` and
+``predict_encoded(features)``: a :class:`~runner.trial.tasks.base.TaskModel`) and answers each query.
+
+Every answer is the task's own line for its id (``lines(ids, outputs)``: the task's ``TrialTask.lines``, the
+offline file's line), sent to LoadGen as the response bytes (what its accuracy log keeps) and stored by query and
+id (:meth:`write`: ``answers.jsonl``). Per query the harness keeps when it was issued to the system, when its batch
+started, its first token (a model with an ``on_first_token`` attribute calls it once per batch at its first
+token; the system tells LoadGen then) and its completion, in monotonic nanoseconds from the system's start
+(``queries.jsonl``). A batch whose model call fails answers its queries empty, so LoadGen ends, and records the
+error on each: a run with an unanswered query is never accepted.
+
+LoadGen itself is reached only through a :class:`Responder` (the completion calls), so this module imports no
+LoadGen and is tested with a fake one.
+
+Example::
+
+    system = ServingSystem(model, [("a1", "text one"), ("a2", "text two")], TRIAL_TASK.lines,
+                           BatcherSettings(max_batch=8, max_wait_ms=5.0))
+    system.start(responder)     # the batcher's worker
+    ...                         # LoadGen calls load_samples, issue_queries
+    system.stop(); system.write(out)
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from protocol.safe_write import write_text_atomic
+from runner.trial.serving.batcher import DynamicBatcher, Pending
+
+ANSWERS_FILE = "answers.jsonl"
+QUERIES_FILE = "queries.jsonl"
+
+
+class ServedModel(Protocol):
+    def tokenize(self, texts: list[str]) -> Any: ...
+
+    def predict_encoded(self, features: Any) -> Any: ...
+
+
+class Responder(Protocol):
+    """The load generator's side: a query answered (``response``: its bytes, ``n_tokens``) or its first token."""
+
+    def complete(self, answered: Sequence[tuple[int, bytes, int]]) -> None: ...
+
+    def first_token(self, queries: Sequence[int]) -> None: ...
+
+
+@dataclass(frozen=True)
+class BatcherSettings:
+    """The declared dynamic batcher: at most ``max_batch`` queries a batch, the first waiting ``max_wait_ms``."""
+
+    max_batch: int
+    max_wait_ms: float
+
+
+@dataclass
+class QueryRecord:
+    """One query as the harness saw it (``queries.jsonl``): times in ns from the system's start."""
+
+    seq: int  # the order queries reached the system (LoadGen's sample_seq in its trace: one sample a query)
+    query: int  # LoadGen's response id (an opaque number)
+    index: int  # the sample index: the corpus position
+    id: str
+    issued_ns: int
+    started_ns: int
+    first_token_ns: int | None
+    completed_ns: int
+    batch: int
+    batch_size: int
+    n_tokens: int
+    error: str | None = None
+
+
+class ServingSystem:
+    """A task's model behind a dynamic batcher, answering LoadGen's queries and keeping every answer."""
+
+    def __init__(self, model: ServedModel, samples: Sequence[tuple[str, str]],
+                 lines: Callable[[Sequence[str], Any], str], batcher: BatcherSettings,
+                 token_counts: Callable[[Any], Sequence[int]] | None = None) -> None:
+        ids = [ident for ident, _ in samples]
+        if not ids:
+            raise ValueError("a serving run needs at least one sample")
+        if len(set(ids)) != len(ids):
+            raise ValueError("sample ids must be unique: an answer is stored by its id")
+        self.model, self.samples, self.lines, self.token_counts = model, list(samples), lines, token_counts
+        self.settings = batcher
+        self.features: dict[int, Any] = {}
+        self.records: list[QueryRecord] = []
+        self.answers: dict[int, str] = {}  # response id → the task's line
+        self.errors: list[str] = []
+        self._lock = threading.Lock()
+        self._origin_ns = time.monotonic_ns()
+        self._batcher = DynamicBatcher(batcher.max_batch, batcher.max_wait_ms, self._run_batch)
+        self._responder: Responder | None = None
+        self._batch_number = 0
+        self._issued = 0
+
+    # --- the query sample library (LoadGen's QSL callbacks) ------------------------------------------------------
+
+    def load_samples(self, indices: Sequence[int]) -> None:
+        """Tokenize the samples LoadGen loads (one call for all of them)."""
+        wanted = [i for i in indices if i not in self.features]
+        if wanted:
+            encoded = self.model.tokenize([self.samples[i][1] for i in wanted])
+            self.features.update(zip(wanted, encoded, strict=True))
+
+    def unload_samples(self, indices: Sequence[int]) -> None:
+        for index in indices:
+            self.features.pop(index, None)
+
+    # --- the system under test (LoadGen's SUT callbacks) ---------------------------------------------------------
+
+    def start(self, responder: Responder) -> None:
+        self._responder = responder
+        self._origin_ns = time.monotonic_ns()
+        self._batcher.start()
+
+    def issue_queries(self, queries: Sequence[Any]) -> None:
+        """LoadGen's thread: each query (``.id``, ``.index``) handed to the batcher, nothing else."""
+        now = time.monotonic_ns()
+        with self._lock:
+            first, self._issued = self._issued, self._issued + len(queries)
+        self._batcher.put_many([Pending(query=int(q.id), index=int(q.index), arrived_ns=now, seq=first + i)
+                                for i, q in enumerate(queries)])
+
+    def flush_queries(self) -> None:
+        """Nothing is held back: the batcher runs what waits once its wait is over."""
+
+    def stop(self) -> None:
+        self._batcher.stop()
+
+    @property
+    def batches(self) -> int:
+        return self._batcher.batches
+
+    # --- one batch ------------------------------------------------------------------------------------------------
+
+    def _run_batch(self, batch: list[Pending]) -> None:
+        assert self._responder is not None, "start() the system before LoadGen issues queries"
+        started = time.monotonic_ns()
+        number, self._batch_number = self._batch_number, self._batch_number + 1
+        first: list[int] = []
+        ids = [self.samples[p.index][0] for p in batch]
+        try:
+            if hasattr(self.model, "on_first_token"):
+                self.model.on_first_token = lambda: self._first_token(batch, first)
+            outputs = self.model.predict_encoded([self.features[p.index] for p in batch])
+            texts = self.lines(ids, outputs).splitlines()
+            counts = list(self.token_counts(outputs)) if self.token_counts else [1] * len(batch)
+            if len(texts) != len(batch) or len(counts) != len(batch):
+                raise ValueError(f"{len(batch)} queries gave {len(texts)} answer lines and {len(counts)} token counts")
+            error = None
+        except Exception as exc:  # noqa: BLE001 - the batch fails, the run goes on (the error is kept per query)
+            texts, counts, error = [""] * len(batch), [0] * len(batch), f"{type(exc).__name__}: {exc}"
+        completed = time.monotonic_ns()
+        self._responder.complete([(p.query, text.encode("utf-8"), n)
+                                  for p, text, n in zip(batch, texts, counts, strict=True)])
+        self._keep(batch, ids, texts, counts, error, (number, started, first[0] if first else None, completed))
+
+    def _first_token(self, batch: list[Pending], first: list[int]) -> None:
+        if not first:
+            first.append(time.monotonic_ns())
+            assert self._responder is not None
+            self._responder.first_token([p.query for p in batch])
+
+    def _keep(self, batch: list[Pending], ids: list[str], texts: list[str], counts: list[int], error: str | None,
+              times: tuple[int, int, int | None, int]) -> None:
+        number, started, first, completed = times
+        origin = self._origin_ns
+        with self._lock:
+            for pending, ident, text, n_tokens in zip(batch, ids, texts, counts, strict=True):
+                self.records.append(QueryRecord(
+                    seq=pending.seq, query=pending.query, index=pending.index, id=ident,
+                    issued_ns=pending.arrived_ns - origin,
+                    started_ns=started - origin, first_token_ns=None if first is None else first - origin,
+                    completed_ns=completed - origin, batch=number, batch_size=len(batch), n_tokens=n_tokens,
+                    error=error))
+                if error is None:
+                    self.answers[pending.query] = text
+            if error is not None:
+                self.errors.append(error)
+
+    # --- after the run --------------------------------------------------------------------------------------------
+
+    @property
+    def unanswered(self) -> int:
+        return sum(1 for record in self.records if record.error is not None)
+
+    def write(self, out: Path) -> None:
+        """``answers.jsonl`` (each answer: ``query``, ``index`` and the task's line for its id) and
+        ``queries.jsonl`` (each query's :class:`QueryRecord`), in completion order."""
+        answers = []
+        for record in self.records:
+            if record.query in self.answers:
+                line = json.loads(self.answers[record.query])
+                answers.append(json.dumps({"seq": record.seq, "query": record.query, "index": record.index, **line})
+                               + "\n")
+        write_text_atomic(out / ANSWERS_FILE, "".join(answers), root=out)
+        write_text_atomic(out / QUERIES_FILE, "".join(json.dumps(asdict(r)) + "\n" for r in self.records), root=out)
