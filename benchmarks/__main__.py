@@ -26,7 +26,8 @@ from typing import Any
 from benchmarks.common import ROOT, Row, load_average, machine_facts, now_iso, write_results
 from benchmarks.table import machine_line, table
 
-ALL = ("5", "7", "2", "9", "1", "6", "8", "3", "4")  # cheapest and most deterministic first; 4 stops at the time budget
+#: Cheapest and most deterministic first; 4 stops at the time budget.
+ALL = ("5", "7", "2", "9", "1", "6", "8", "10", "3", "4")
 RESULTS_DIR = ROOT / "benchmarks" / "results"
 
 
@@ -65,6 +66,9 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--serving-duration-s", type=float, default=8.0,
                         help="benchmark 9: seconds per run (default 8)")
     parser.add_argument("--serving-pairs", type=int, default=5, help="benchmark 9: interleaved pairs (default 5)")
+    parser.add_argument("--onnxruntime-inputs", type=int, default=60,
+                        help="benchmark 10: demo inputs in the ONNX Runtime pass (default 60 of 300)")
+    parser.add_argument("--onnxruntime-pairs", type=int, default=3, help="benchmark 10: interleaved pairs (default 3)")
     parser.add_argument("--budget-s", type=float, default=14 * 60, help="wall-time budget (default 840 s)")
     args = parser.parse_args(argv)
     if args.pairs < 5:
@@ -144,6 +148,7 @@ TITLES = {
     "7": "sentence embeddings: checking one pass of 100,000 vectors vs numpy",
     "8": "text generation: measured pass vs a bare model.generate loop, tokens/s against the output file",
     "9": "serving: LoadGen driving isocost's system under test vs a bare function, same service time and rate",
+    "10": "ONNX Runtime classification: isocost's onnxruntime pass vs a bare InferenceSession.run loop",
 }
 
 
@@ -225,8 +230,18 @@ def _serving(bench: Bench, tmp: Path) -> None:
                           duration_s=bench.args.serving_duration_s, pairs=bench.args.serving_pairs, progress=say))
 
 
+def _onnxruntime_pass(bench: Bench, tmp: Path) -> None:
+    from benchmarks import onnxruntime_pass
+    from benchmarks.workspace import make_workspace
+
+    workspace = make_workspace(tmp / "onnxruntime", inputs=bench.args.onnxruntime_inputs, repetitions=1,
+                               threads=bench.args.overhead_threads)
+    bench.add(onnxruntime_pass.run(workspace, pairs=bench.args.onnxruntime_pairs, progress=say,
+                                   timeout_s=max(bench.remaining() * 0.4, 120)))
+
+
 RUNNERS = {"1": _overhead, "2": _timer, "3": _overhead_campaigns, "4": _efficiency_campaigns, "5": _scale,
-           "6": _embedding_pass, "7": _embedding_check, "8": _generation, "9": _serving}
+           "6": _embedding_pass, "7": _embedding_check, "8": _generation, "9": _serving, "10": _onnxruntime_pass}
 
 
 if __name__ == "__main__":

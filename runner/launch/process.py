@@ -42,6 +42,7 @@ ENV_ALLOW = (
     "ISOCOST_FAULT_INJECT",
     "ISOCOST_TASKS_PATH",  # your own tasks' folders (protocol.tasks): the trial finds its task's half there too
     "ISOCOST_ENGINES_PATH",  # your own engines' folders (protocol.engines): the trial finds its engine's half there
+    "ISOCOST_ENGINE_CACHE",  # where an engine keeps what it builds at load (the onnxruntime engine's exports)
 )
 
 #: Offline by construction: nothing may be fetched from a hub during a trial.

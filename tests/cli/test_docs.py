@@ -666,7 +666,8 @@ def test_the_bundle_listing_is_what_a_bundle_packs() -> None:
 
 #: Class names the docs cite from other projects (transformers, the Docker SDK), not from isocost.
 EXTERNAL_CLASSES = {"AutoModel", "AutoModelForCausalLM", "AutoModelForSequenceClassification",
-                    "BertForSequenceClassification", "LlamaForCausalLM", "DeviceRequest", "HostConfig"}
+                    "BertForSequenceClassification", "LlamaForCausalLM", "DeviceRequest", "HostConfig",
+                    "InferenceSession", "TensorrtExecutionProvider"}  # the last two: onnxruntime's
 CAMEL = re.compile(r"`([A-Z][a-z]+(?:[A-Z][a-z0-9]*)+)`")
 
 
