@@ -87,9 +87,11 @@ class CampaignChecks(Findings):
         self.frozen_study = frozen_study
         #: raw.csv as the checks read it (None: missing or its chain broken).
         self.table: RawTable | None = None
+        #: campaign.json as the checks read it (None: missing or malformed).
+        self.campaign: CampaignRecord | None = None
 
     def run(self) -> None:
-        campaign = self.record("campaign.json", CampaignRecord)
+        campaign = self.campaign = self.record("campaign.json", CampaignRecord)
         if campaign is None:
             return
         # A raw format this isocost does not read is no discrepancy: nothing here can check it (UserError).
