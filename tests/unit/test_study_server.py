@@ -82,3 +82,17 @@ def test_a_server_study_of_another_task_is_refused_for_now() -> None:
     found = errors(data)
     assert any("not wired for task 'text-generation' yet" in e.what and e.where.endswith("key scenario")
                for e in found), [e.message for e in found]
+
+
+def test_only_the_launchers_that_declare_the_server_scenario_run_it() -> None:
+    """Containers and Slurm do not run serving trials yet (their images lack LoadGen): refused before anything
+    runs, naming the launcher that does; ``auto`` passes them by."""
+    from runner.campaign.launcher_choice import choose_launcher
+
+    study = parse_study(study_data(), path=SOURCE, sha256="sha256:" + "0" * 64)
+    for kind in ("docker", "slurm"):
+        with pytest.raises(UserError) as caught:
+            choose_launcher(study, kind)
+        assert caught.value.what == f"launcher {kind} does not run scenario 'server' yet"
+        assert "--launcher process" in caught.value.fix
+    assert choose_launcher(study, "auto").launcher.name == "process"
