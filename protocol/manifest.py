@@ -24,7 +24,8 @@ from protocol import codec
 from protocol.codec import OMIT_NONE, Schema
 from protocol.records import Variant, WarmupRule
 
-#: history: 1 (1.0); 2 (1.1): ``engine``, what the variant's engine ran (a version-1 manifest has none).
+#: history: 1 (1.0); 2 (1.1): ``engine``, what the variant's engine ran (a version-1 manifest has none), and a server
+#: trial's ``serving`` block.
 MANIFEST_SCHEMA_VERSION = 2
 MANIFEST_FILE = "manifest.json"
 
@@ -67,6 +68,9 @@ class Manifest:
     attention_ops: tuple[str, ...] | None = _later()
     queries: dict[str, Any] | None = _later()
     truncation: dict[str, int] | None = _later()
+    #: A server study's serving run: LoadGen's verdict, rates and latency against the bound, the answers per id
+    #: (runner/trial/serving/trial_pass.py); absent for an offline trial.
+    serving: dict[str, Any] | None = _later()
     pass_order: str | None = _later()
     ended_at: str | None = _later()
     schema_version: int = MANIFEST_SCHEMA_VERSION

@@ -20,14 +20,15 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from protocol import codec
-from protocol.codec import Schema
+from protocol.codec import OMIT_NONE, Schema
 from protocol.csvio import safe_cell
 
 SCHEMA_VERSION = 1
 #: status.json; history: 1 (0.1.0): first version; 2: the energy reasons (1.0's version; 1 is refused).
 TRIAL_SCHEMA_VERSION = 2
 #: spec.json; history: 1, 2 as status.json; 3: ``task`` and ``task_options`` (1.0's version; 1 and 2 are refused);
-#: 4 (1.1): the variant's ``engine`` and ``engine_settings`` (a version-3 spec reads as the default engine).
+#: 4 (1.1): the variant's ``engine`` and ``engine_settings`` (a version-3 spec reads as the default engine), and a
+#: server study's ``traffic`` (absent: offline).
 SPEC_SCHEMA_VERSION = 4
 
 #: Fields that make up one variant. Changing any of them makes a NEW variant.
@@ -124,6 +125,9 @@ class TrialSpec:
     #: The settings of the variant's engine (the study's ``[engines.NAME]``, its defaults filled in); {} for the
     #: default engine, which has none.
     engine_settings: dict[str, Any] = field(default_factory=dict)
+    #: The study's ``[traffic]`` (:class:`protocol.traffic.Traffic`, JSON-ready) for a ``scenario = "server"`` study:
+    #: the trial serves requests under MLPerf LoadGen's Server scenario instead of its offline pass. None: offline.
+    traffic: dict[str, Any] | None = field(default=None, metadata=OMIT_NONE)
     schema_version: int = SPEC_SCHEMA_VERSION
     CODEC: ClassVar[Schema] = Schema("spec.json", SPEC_SCHEMA_VERSION, reads=(3, 4), pre_release=(1, 2))
 

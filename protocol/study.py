@@ -31,6 +31,7 @@ from protocol.study_reader import (
     StudyErrors,
     TableReader,
     check_bound,
+    sub_table,
 )
 from protocol.study_records import LengthBucket, Study
 from protocol.study_sections import (
@@ -47,8 +48,11 @@ from protocol.study_sections import (
     parse_warmup,
 )
 from protocol.tasks import DEFAULT_TASK, Task, task_named, task_names
+from protocol.traffic import Traffic, parse_traffic
 
 STUDY_SCHEMA_VERSION = 1
+#: ``offline``: one pass over the corpus; ``server``: requests under MLPerf LoadGen's Server scenario (``[traffic]``).
+SCENARIOS = ("offline", "server")
 
 
 #: The top-level keys and tables every study accepts, as declared (a task adds its own tables, ``option_tables``).
@@ -105,6 +109,7 @@ def parse_study(data: dict[str, Any], *, path: Path, sha256: str) -> Study:
     task = task_named(fields["task"] or DEFAULT_TASK)
     fields.update(_rules(top, check, task))
     fields["task_options"] = check.attempt(task.parse_options, top, path.parent) or {}
+    fields["traffic"] = check.attempt(_traffic, top, fields["scenario"], task, path.parent)
     fields.update(_plans(top, check, data, path.parent, fields["length_buckets"], fields["expected_artifacts"]))
     _other_tasks_tables(top, task, check)
     check.attempt(top.finish, {**_TOP_KEYS, **task.option_tables})
@@ -245,12 +250,43 @@ def _task(top: TableReader) -> str:
 
 def _scenario(top: TableReader) -> str:
     scenario = top.declared("scenario")
-    if scenario != "offline":
+    if scenario not in SCENARIOS:
         raise UserError(
-            f"scenario {scenario!r} is out of scope",
+            f"scenario {scenario!r} is not one of {', '.join(map(repr, SCENARIOS))}",
             top.where("scenario"),
-            'Only "offline" corpus processing is supported: an interactive scenario needs request '
-            "arrivals, concurrency and latency bounds, which this protocol does not measure.",
+            'Use "offline" (a pass over the corpus) or "server" (requests at a declared rate under MLPerf '
+            "LoadGen's Server scenario, with a [traffic] table: docs/serving.md).",
         )
     return str(scenario)
+
+
+def _traffic(top: TableReader, scenario: str | None, task: Task, base_dir: Path) -> Traffic | None:
+    """The ``[traffic]`` table of a ``scenario = "server"`` study (None for offline): one without the other is
+    refused, and so (in this release) are a series of rates, a trace, and a task other than classification."""
+    top.used.add("traffic")
+    if scenario is None:  # the scenario is wrong: already reported
+        return None
+    declared = "traffic" in top.table
+    if scenario == "offline":
+        if declared:
+            raise UserError('[traffic] is declared but scenario = "offline" sends no requests', top.where("traffic"),
+                            'Set scenario = "server" to serve requests at the [traffic] rate, or remove [traffic].')
+        return None
+    if not declared:
+        raise UserError('scenario = "server" needs a [traffic] table', top.where("scenario"),
+                        "Add [traffic] with rate_qps, min_query_count and latency_bound_ms (docs/serving.md), or "
+                        'use scenario = "offline".')
+    if task.name != "text-classification":
+        raise UserError(f'scenario = "server" is not wired for task {task.name!r} yet', top.where("scenario"),
+                        'Serve a text-classification study, or run this one with scenario = "offline" '
+                        "(docs/serving.md: what is not done yet).")
+    traffic = parse_traffic(sub_table(top, "traffic"), task.name, base_dir)
+    if traffic.arrivals == "trace":
+        raise UserError('arrivals = "trace" is not wired yet: LoadGen\'s Server scenario draws its own Poisson '
+                        "arrivals", top.where("traffic.arrivals"), 'Use arrivals = "poisson" with one rate_qps.')
+    if len(traffic.rates_qps) > 1:
+        raise UserError(f"a series of {len(traffic.rates_qps)} rates is not supported yet: a server study runs "
+                        "one target rate", top.where("traffic.rates_qps"),
+                        "Declare one rate (rate_qps = 2.0) and run one study per rate (docs/serving.md).")
+    return traffic
 

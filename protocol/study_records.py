@@ -21,6 +21,7 @@ from typing import Any
 from protocol.costing.job import Job
 from protocol.errors import UserError
 from protocol.records import VARIANT_FIELDS, Variant, WarmupRule
+from protocol.traffic import Traffic
 
 METRICS = ("accuracy", "macro_f1")
 REPLAY_KINDS = ("identical", "bounded", "quality")
@@ -123,6 +124,7 @@ class Study:
     task: str = "text-classification"  # what a valid output is (protocol/tasks/); the study's `task` key
     task_options: Mapping[str, Any] = field(default_factory=dict)  # the task's own tables, JSON-ready
     engine_settings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # [engines.NAME] as declared
+    traffic: Traffic | None = None  # [traffic] of a scenario = "server" study (protocol/traffic.py); None: offline
 
     def settings_of(self, engine: str) -> dict[str, Any]:
         """The settings a trial of ``engine`` runs with: its [engines.NAME] table, else its declared defaults."""

@@ -1,12 +1,13 @@
 """The ``[traffic]`` table of a serving study (issue 36): the requests a serving run sends, declared before it runs.
 
-A serving study (``scenario = "server"``, not wired into the study parser yet: docs/serving.md) measures a
+A serving study (``scenario = "server"``: :mod:`protocol.study` reads this table then; docs/serving.md) measures a
 configuration under requests that arrive while others run, as MLPerf LoadGen's Server scenario sends them. This
 module is the table's rule and record, pure and standalone: :func:`parse_traffic` reads it from a
 :class:`~protocol.study_reader.TableReader` into a frozen :class:`Traffic` (on the codec, ``schema_version`` 1).
 
-Keys (declared in :data:`TRAFFIC_KEYS`, in the rows of :mod:`protocol.study_key`; kept here until the study
-parser reads ``[traffic]``, so that no study accepts a table it then ignores):
+Keys (declared in :data:`TRAFFIC_KEYS`, in the rows of :mod:`protocol.study_key`; the study schema,
+:mod:`protocol.study_keys`, declares the ``traffic`` table itself, as it declares ``engines``, and docs/serving.md
+lists these keys):
 
 - ``arrivals``: ``"poisson"`` (LoadGen's Server rule: Poisson arrivals at the target rate, from a seeded RNG) or
   ``"trace"`` (the arrival times of ``trace``: a text file, one time in seconds from the start per line, sorted,
@@ -18,7 +19,9 @@ parser reads ``[traffic]``, so that no study accepts a table it then ignores):
 - the latency bound of the task: ``latency_bound_ms`` at ``latency_percentile`` (classification, embeddings;
   default 0.99), or ``ttft_bound_ms`` and ``tpot_bound_ms`` at ``ttft_percentile`` and ``tpot_percentile``
   (generation: time to first token and time per output token, MLPerf's LLM server rule);
-- ``seed``: LoadGen's schedule, sample-index and library seeds.
+- ``seed``: LoadGen's schedule, sample-index and library seeds;
+- ``max_wait_ms``: the dynamic batcher's longest wait for more queries (its largest batch is the variant's
+  ``batch_size``).
 
 **The query count rule.** A run decides a percentile bound only if enough queries were measured: when every one
 of ``n`` queries is under the bound, the chance of that happening although a share ``1 - p`` of queries is over it
@@ -65,6 +68,9 @@ MAX_RATE_QPS = 10_000.0
 #: The largest trace file read (bytes): ten million arrival times of about 16 characters.
 MAX_TRACE_BYTES = 160 * 2**20
 ARRIVALS = ("poisson", "trace")
+#: What a serving trial writes besides the task's own outputs and the host seals with them (``outputs_sha256``):
+#: the harness's answers and per-query times, LoadGen's summary and detail logs (runner/trial/serving/).
+SERVING_FILES = ("answers.jsonl", "queries.jsonl", "mlperf_log_summary.txt", "mlperf_log_detail.txt")
 #: The tasks whose bound is on the whole answer; any other (text-generation) is bounded per token.
 WHOLE_ANSWER_TASKS = ("text-classification", "sentence-embedding")
 _WEEK_S, _HOUR_MS = 7 * 86400, 3_600_000
@@ -95,6 +101,9 @@ TRAFFIC_KEYS: dict[str, StudyKey] = {entry.key: entry for entry in key_rows(
     ("traffic.tpot_percentile", "number", "0.99", _PERCENT,
      "share of queries that must meet tpot_bound_ms (LoadGen applies one percentile: equal to ttft_percentile)"),
     ("traffic.seed", "integer", "0", Bounds(0, 2**64 - 1), "LoadGen's schedule, sample-index and library seed"),
+    ("traffic.max_wait_ms", "number", "5", Bounds(0, 60_000),
+     "the dynamic batcher's longest wait for more queries after a batch's first one, milliseconds (the largest "
+     "batch is the variant's batch_size)"),
 )}
 
 
@@ -135,6 +144,8 @@ class Traffic:
     max_duration_s: float | None
     bounds: tuple[LatencyBound, ...]
     seed: int = field(metadata=options(domain=Domain(0, 2**64 - 1, "a 64-bit unsigned seed")))
+    #: The dynamic batcher's longest wait after a batch's first query (its largest batch: the variant's batch_size).
+    max_wait_ms: float = 5.0
     CODEC: ClassVar[Schema] = Schema("traffic", version=1, derived=("queries_needed",))
 
     @property
@@ -198,7 +209,7 @@ def parse_traffic(reader: TableReader, task: str, base_dir: Path | None = None) 
         trace = _trace(reader, min_count, base_dir if base_dir is not None else Path(reader.source).parent)
     return Traffic(arrivals="trace" if trace else "poisson", rates_qps=rates, trace=trace, min_query_count=min_count,
                    min_duration_s=min_duration, max_duration_s=max_duration, bounds=bounds,
-                   seed=_declared(reader, "seed"))
+                   seed=_declared(reader, "seed"), max_wait_ms=_declared(reader, "max_wait_ms"))
 
 
 def _declared(reader: TableReader, key: str, fix: str = "") -> Any:

@@ -109,12 +109,13 @@ def load_catalog(path: str | Path) -> Catalog:
 def _read_rows(path: Path) -> list[tuple[int, list[str]]]:
     """The non-blank CSV rows with their line numbers; at least the header."""
     # A regular UTF-8 file (BOM accepted), never a FIFO or a device; invalid bytes named by line.
-    text = read_text(path, "catalog file", max_bytes=MAX_CATALOG_BYTES, fix="Check the path given with --catalog.")
+    text = read_text(path, "catalog file", max_bytes=MAX_CATALOG_BYTES,
+                     fix="Check the path given (--catalog, --market, or the study's [costing] catalog).")
     try:
         reader = csv.reader(io.StringIO(text, newline=""))
         numbered = [(reader.line_num, row) for row in reader if any(c.strip() for c in row)]
     except csv.Error as exc:
-        raise UserError(f"catalog is not valid CSV: {exc}", str(path)) from None
+        raise UserError(f"catalog is not valid CSV: {exc}", str(path), "Export the catalog as plain CSV.") from None
     for line, row in numbered:
         for cell in row:
             check_encodable(cell, "a catalog cell", f"{path}:{line}")

@@ -29,6 +29,7 @@ from protocol.costing.skypilot import ProviderCatalog, read_metadata, read_provi
 from protocol.csvio import csv_writer
 from protocol.errors import UserError
 from protocol.names import GPU_NAME, MAX_GPU_NAME_CHARS
+from protocol.safe_read import file_kind
 from protocol.safe_write import write_text_atomic
 
 VMS_FILE = "vms.csv"
@@ -73,7 +74,12 @@ def find_providers(source: Path) -> list[tuple[str, Path]]:
     if source.is_file():
         return [(source.parent.name or "provider", source)]
     if not source.is_dir():
-        raise UserError("the catalog source is not found", str(source),
+        try:
+            kind = file_kind(source.stat().st_mode)
+        except OSError:
+            kind = ""
+        raise UserError(f"the catalog source is {kind}, not a file or a folder" if kind else
+                        "the catalog source is not found", str(source),
                         "Name a SkyPilot vms.csv, a provider folder or a catalogs/vN folder.")
     if (source / VMS_FILE).is_file():
         return [(source.name, source / VMS_FILE)]
@@ -90,6 +96,7 @@ def import_catalogs(source: Path, catalog_date: date, out: Path, *, commits: Map
                     metadata: Path | None = None) -> ImportReport:
     """Read every provider under ``source`` (or only ``providers``) and write the dated isocost catalog ``out``."""
     commits = dict(commits or {})
+    _check_out(out)
     found = find_providers(source)
     if providers:
         unknown = sorted(set(providers) - {name for name, _ in found})
@@ -101,6 +108,7 @@ def import_catalogs(source: Path, catalog_date: date, out: Path, *, commits: Map
         if not (7 <= len(commit) <= 40 and set(commit) <= _COMMIT_CHARS):
             raise UserError(f"commit {commit[:50]!a} for {name} is not a git commit", "--commit",
                             "Give 7 to 40 lower-case hex digits, e.g. --commit lambda=11580132cea2.")
+    _check_not_an_input(out, [path for _, path in found] + ([metadata] if metadata else []))
     memory = read_metadata(metadata) if metadata else _default_metadata(source)
     read = tuple(read_provider(path, name, memory) for name, path in found)
     text = _render(read, catalog_date, commits, billing or Billing(), source)
@@ -109,6 +117,26 @@ def import_catalogs(source: Path, catalog_date: date, out: Path, *, commits: Map
     catalog = load_catalog(out)  # what was written reads back as a catalog: the same checks as --market FILE
     return ImportReport(out=str(out), catalog_date=catalog_date, providers=read, rows_written=rows,
                         plans=len(catalog.plans))
+
+
+def _check_out(out: Path) -> None:
+    """``--out`` names a file to write (a folder would be replaced by nothing: refused before anything is read)."""
+    if out.is_dir():
+        raise UserError("--out names a directory", str(out),
+                        "Give the catalog CSV file to write, e.g. --out market-2026-12-03.csv.")
+
+
+def _check_not_an_input(out: Path, inputs: Sequence[Path]) -> None:
+    """``--out`` is none of the files being imported (writing it would replace the source it was read from)."""
+    for path in inputs:
+        try:
+            same = out.exists() and path.exists() and out.samefile(path)
+        except OSError:
+            same = False
+        if same:
+            raise UserError(f"--out is the provider catalog being imported ({path})" if path.name == VMS_FILE else
+                            f"--out is the SkyPilot metadata being read ({path})", str(out),
+                            "Write the isocost catalog to another --out: the source keeps its bytes (and its sha256).")
 
 
 def _default_metadata(source: Path) -> dict[str, int]:

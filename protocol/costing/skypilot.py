@@ -104,7 +104,7 @@ def read_metadata(path: Path) -> dict[str, int]:
     memory: dict[str, int] = {}
     rows = _rows(path, "SkyPilot accelerator metadata")
     header_line, header = next(rows, (1, []))
-    columns = _columns(header, ("GPU", "MemoryGB"), f"{path}:{header_line}")
+    columns = _columns(header, ("GPU", "MemoryGB"), f"{path}:{header_line}", "SkyPilot accelerator metadata")
     for line, row in rows:
         cells = _cells(row, columns, f"{path}:{line}")
         name, text = cells["GPU"].strip(), cells["MemoryGB"].strip()
@@ -285,13 +285,14 @@ def _memory(cells: Mapping[str, str], accelerator: str, metadata: Mapping[str, i
     return metadata.get(accelerator)
 
 
-def _columns(header: list[str], required: tuple[str, ...], where: str) -> dict[str, int]:
+def _columns(header: list[str], required: tuple[str, ...], where: str, what: str = "a SkyPilot catalog") \
+        -> dict[str, int]:
     names = [cell.strip().lstrip("\ufeff") for cell in header]
     missing = [name for name in required if name not in names]
     repeated = sorted({name for name in names if names.count(name) > 1})
     if missing or repeated:
         problem = f"lacks column(s) {', '.join(missing)}" if missing else f"repeats column(s) {', '.join(repeated)}"
-        raise UserError(f"not a SkyPilot catalog: the header {problem}", where,
+        raise UserError(f"not {what}: the header {problem}", where,
                         f"A SkyPilot file names these columns on its first line: {', '.join(required)}.")
     return {name: names.index(name) for name in names}
 
@@ -307,7 +308,7 @@ def _rows(path: Path, what: str) -> Iterator[tuple[int, list[str]]]:
     """The non-blank CSV rows with their line numbers, decoded and parsed as the bytes stream in."""
     handle = open_binary(path, what, "Check the path given to `isocost catalog import`.")
     decoder = codecs.getincrementaldecoder("utf-8-sig")("strict")
-    reader = csv.reader(_lines(handle, decoder, path))
+    reader = csv.reader(_lines(handle, decoder, path, what))
     limit = csv.field_size_limit(MAX_FIELD_CHARS)
     try:
         while True:
@@ -325,7 +326,7 @@ def _rows(path: Path, what: str) -> Iterator[tuple[int, list[str]]]:
         handle.close()
 
 
-def _lines(handle: BinaryIO, decoder: codecs.IncrementalDecoder, path: Path) -> Iterator[str]:
+def _lines(handle: BinaryIO, decoder: codecs.IncrementalDecoder, path: Path, what: str) -> Iterator[str]:
     """Lines of text (CRLF or LF) from a binary handle, each read with a bound; an invalid byte refused by line."""
     line = 1
     while raw := handle.readline(_MAX_LINE_BYTES + 1):
@@ -335,7 +336,11 @@ def _lines(handle: BinaryIO, decoder: codecs.IncrementalDecoder, path: Path) -> 
         try:
             text = decoder.decode(raw)
         except UnicodeDecodeError as exc:
-            raise UserError(f"not UTF-8 text ({exc.reason})", f"{path}:{line}", "Save the catalog as UTF-8.") from None
+            raise UserError(f"not UTF-8 text ({exc.reason})", f"{path}:{line}", f"Save the {what} as UTF-8.") from None
         line += 1
         yield text
-    yield decoder.decode(b"", final=True)
+    try:
+        yield decoder.decode(b"", final=True)
+    except UnicodeDecodeError as exc:  # a file cut inside a character: its last line's
+        raise UserError(f"not UTF-8 text ({exc.reason})", f"{path}:{max(line - 1, 1)}",
+                        f"Save the {what} as UTF-8.") from None

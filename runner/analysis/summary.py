@@ -30,6 +30,7 @@ from protocol.study import Study
 from protocol.tasks import describe_task, study_task
 from runner.analysis.agreement_shares import share_lines, shares_by_variant
 from runner.analysis.device_use import device_use, device_use_lines
+from runner.analysis.serving_lines import serving_lines
 from runner.analysis.stats import summarize
 from runner.analysis.verdicts import derive_verdicts, write_verdicts
 from runner.campaign_dir.campaign import Campaign, open_campaign
@@ -99,7 +100,8 @@ def derive_summary(campaign: Campaign, verdict_list: list[dict[str, Any]], *,
     markdown = ("".join(f"{line}\n\n" for line in (hooks, banner) if line)
                 + render_markdown(summary, record_, estimates, describe_task(study)) + device_use_lines(busy)
                 + _energy_lines(energy) + _task_figure_lines(figures)
-                + share_lines(study_task(study), shares))
+                + share_lines(study_task(study), shares)
+                + serving_lines(campaign.paths, study, rows, verdicts, summary))
     return record, markdown
 
 

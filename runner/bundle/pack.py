@@ -46,9 +46,9 @@ from runner.bundle.records import (
     tree_fingerprint,
 )
 from runner.bundle.verify import verify_bundle
+from runner.campaign_dir.campaign import Campaign, inspect_campaign
 from runner.campaign_dir.findings import MALFORMED
-from runner.campaign_dir.integrity import check_campaign
-from runner.campaign_dir.layout import load_record, read_events, read_rows
+from runner.campaign_dir.layout import load_record, read_events
 from runner.campaign_dir.slots import planned_slots, unfinished_slots
 
 #: Files every bundled campaign has (the last four: `isocost summarize` writes them).
@@ -96,9 +96,10 @@ def create_bundle(
     """Pack ``campaign_dir`` into ``output`` (a new file). The result is verified before it is kept."""
     root = campaign_dir
     campaign = load_record(root)
-    _check_packable(root, output, campaign, progress)
+    opened = _check_packable(root, output, campaign, progress)  # raw.csv read once: checked, typed and packed
     study = _frozen_study(root, campaign)
-    sources = _campaign_sources(root)
+    sources = [PackedFile(s.path, data=opened.chain.data) if s.path == CAMPAIGN_PREFIX + "raw.csv" else s
+               for s in _campaign_sources(root)]
     empty_reasons: dict[str, str] = {}
     catalog_archive = _add_catalog(sources, empty_reasons, root, campaign, study)
     images_lock = _add_images_lock(sources, empty_reasons, lock_path)
@@ -108,7 +109,7 @@ def create_bundle(
         inputs.append(record)
         sources += extra
     progress(f"hashing {len(sources)} files")
-    rows = read_rows(root)  # the campaign checks above read the same chain: it holds
+    rows = opened.rows
     manifest = BundleManifest(
         campaign_id=campaign.campaign_id,
         study_name=campaign.study_name,
@@ -130,8 +131,9 @@ def create_bundle(
     return manifest
 
 
-def _check_packable(root: Path, output: Path, campaign: CampaignRecord, progress: Progress) -> None:
-    """Refuse before packing anything: an existing output, links, missing files, an inconsistent campaign."""
+def _check_packable(root: Path, output: Path, campaign: CampaignRecord, progress: Progress) -> Campaign:
+    """Refuse before packing anything: an existing output, links, missing files, an inconsistent campaign; the
+    campaign, opened from the one read of raw.csv its checks made (:func:`inspect_campaign`)."""
     check_writable_target(output, fix="Choose another -o: isocost never writes through a link.")
     if os.path.lexists(output):
         raise UserError("the bundle file already exists", str(output), "Choose another -o, or remove it first.")
@@ -143,7 +145,8 @@ def _check_packable(root: Path, output: Path, campaign: CampaignRecord, progress
         raise UserError(f"the campaign lacks {', '.join(missing)}", str(root),
                         "Bundle the directory `isocost run --out` wrote.")
     progress(f"checking campaign {campaign.campaign_id} in {root}")
-    problems = check_campaign(root)  # an edited file is named before a missing summary is
+    inspection = inspect_campaign(root)
+    problems = list(inspection.problems)  # an edited file is named before a missing summary is
     if missing and not problems:
         raise UserError(f"the campaign lacks {', '.join(missing)}", str(root),
                         f"Run `isocost summarize {root}` first (it writes verdicts and summary).")
@@ -155,6 +158,10 @@ def _check_packable(root: Path, output: Path, campaign: CampaignRecord, progress
             "A bundle must verify. If a trial was left unrecorded by a host crash, `isocost run STUDY --out DIR "
             "--resume` records it; otherwise the campaign directory was edited and cannot be bundled as is.",
         )
+    if inspection.campaign is None:  # consistent, yet its study or table cannot be parsed
+        raise UserError("the campaign cannot be opened (its study or raw.csv cannot be parsed)", str(root),
+                        "Bundle the directory `isocost run --out` wrote.")
+    return inspection.campaign
 
 
 def _campaign_sources(root: Path) -> list[PackedFile]:

@@ -5,7 +5,8 @@ links, no escapes) into a temporary folder, then checks three things and reports
 discrepancy by file and field in a :class:`~runner.bundle.records.VerifyReport`:
 
 1. the listing: each member's size and sha256 against ``BUNDLE.json``, nothing unlisted;
-2. the campaign's own consistency (:func:`runner.campaign_dir.integrity.check_campaign`);
+2. the campaign's own consistency (the deep checks of :func:`runner.campaign_dir.campaign.inspect_campaign`, which
+   reads raw.csv once: the checks, BUNDLE.json's claims and the re-derivation all use that one read);
 3. ``BUNDLE.json``'s claims against the campaign: ids, trials, unfinished slots, input fingerprints;
 4. the derived files (verdicts, summary, and the decision where a ``decision_check`` is given) against the ones
    re-derived from the sealed evidence (:mod:`runner.analysis.rederive`, :mod:`runner.decision.rederive`): the
@@ -41,10 +42,8 @@ from runner.bundle.records import (
     input_archive_path,
     tree_fingerprint,
 )
-from runner.campaign_dir.campaign import Campaign, open_campaign
+from runner.campaign_dir.campaign import Campaign, Inspection, inspect_campaign
 from runner.campaign_dir.findings import MALFORMED, Discrepancy
-from runner.campaign_dir.integrity import check_campaign
-from runner.campaign_dir.layout import load_record, read_rows
 from runner.campaign_dir.slots import planned_slots, unfinished_slots
 
 #: A check of the decision files of an extracted bundle's campaign (the opened campaign, the bundle root, the name
@@ -76,11 +75,12 @@ def verify_bundle(path: Path, limits: ExtractLimits = DEFAULT_LIMITS, *,
         except (ValueError, RecursionError) as exc:
             return _failed(shown, Discrepancy(MANIFEST_NAME, "content", f"unreadable JSON ({type(exc).__name__})"))
         problems = _check_listing(manifest, digests)
-        problems += check_campaign(work / "campaign", CAMPAIGN_PREFIX)
-        problems += _check_manifest(manifest, digests, work / "campaign")
+        inspection = inspect_campaign(work / "campaign", CAMPAIGN_PREFIX)  # raw.csv read once, for all below
+        problems += inspection.problems
+        problems += _check_manifest(manifest, digests, inspection)
         caveats: list[str] = []
         if not problems:  # the evidence holds (and a bundled model has its fingerprint): derived files must follow
-            problems += _derived(work, decision_check, caveats)
+            problems += _derived(work, inspection.campaign, decision_check, caveats)
     return VerifyReport(
         bundle=shown,
         ok=not problems,
@@ -95,13 +95,13 @@ def verify_bundle(path: Path, limits: ExtractLimits = DEFAULT_LIMITS, *,
     )
 
 
-def _derived(work: Path, decision_check: DecisionCheck | None, caveats: list[str]) -> list[Discrepancy]:
-    """The derived files of the extracted campaign re-derived from its evidence (opened once for both checks);
-    what could not be re-derived is added to ``caveats``."""
-    try:
-        campaign = open_campaign(work / "campaign")
-    except UserError as exc:  # the campaign checks passed: only a study or table that cannot be parsed is left
-        return [Discrepancy(CAMPAIGN_PREFIX + "campaign.json", "content", exc.what)]
+def _derived(work: Path, campaign: Campaign | None, decision_check: DecisionCheck | None,
+             caveats: list[str]) -> list[Discrepancy]:
+    """The derived files of the extracted campaign (opened once, by :func:`inspect_campaign`) re-derived from its
+    evidence; what could not be re-derived is added to ``caveats``."""
+    if campaign is None:  # the campaign checks passed: only a study or table that cannot be parsed is left
+        return [Discrepancy(CAMPAIGN_PREFIX + "campaign.json", "content",
+                            "the consistent campaign cannot be opened (its study or raw.csv cannot be parsed)")]
     model_dir = estimate_model(campaign, work / _MODEL.rstrip("/"))
     if model_dir is None:
         caveats.append(estimate_caveat(campaign, CAMPAIGN_PREFIX))
@@ -142,17 +142,17 @@ def _check_listing(manifest: BundleManifest, digests: dict[str, FileDigest]) -> 
     return problems
 
 
-def _check_manifest(manifest: BundleManifest, digests: dict[str, FileDigest], root: Path) -> list[Discrepancy]:
-    """BUNDLE.json's claims against the bundled campaign: ids, trials, unfinished slots, inputs."""
+def _check_manifest(manifest: BundleManifest, digests: dict[str, FileDigest], inspection: Inspection) \
+        -> list[Discrepancy]:
+    """BUNDLE.json's claims against the bundled campaign (as :func:`inspect_campaign` read it, rows as they are:
+    the campaign checks name breaks): ids, trials, unfinished slots, inputs."""
     problems: list[Discrepancy] = []
-    if not (root / "raw.csv").is_file():
+    if inspection.record is None or inspection.rows is None:
         return problems  # named by the campaign checks
     try:
-        campaign = load_record(root)
-        rows = read_rows(root / "raw.csv", allow_inconsistent=True)  # as they are: the campaign checks name breaks
-        slots = planned_slots(campaign)
-        _compare_campaign(manifest, campaign, rows, slots, problems)
-        _compare_inputs(manifest, digests, campaign, problems)
+        slots = planned_slots(inspection.record)
+        _compare_campaign(manifest, inspection.record, list(inspection.rows), slots, problems)
+        _compare_inputs(manifest, digests, inspection.record, problems)
     except (*MALFORMED, OSError):
         pass  # malformed campaign files are already named by the campaign checks
     return problems

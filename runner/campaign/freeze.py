@@ -46,6 +46,7 @@ from protocol.study_records import bucket_for
 from protocol.tasks import index_fields, read_task_corpus, study_task
 from runner.campaign.seen import check_and_record
 from runner.campaign_dir.layout import FROZEN_CATALOG, CampaignPaths, now_iso
+from runner.campaign_dir.rawformat import SEALED_HOSTS_KEY
 from runner.launch.base import Launcher
 
 Progress = Callable[[str], None]
@@ -77,8 +78,11 @@ def check_fingerprint(kind: str, path: Path, expected: str, where: str) -> None:
 def freeze(
     study: Study, paths: CampaignPaths, launcher: Launcher, progress: Progress, rental: Rental | None = None,
     acknowledge_reuse: bool = False, setup_started_at: str | None = None, ledger_dir: Path | None = None,
+    campaign_hosts: tuple[str, ...] = (),
 ) -> CampaignRecord:
-    """Check every input and write the frozen campaign description; returns what campaign.json holds."""
+    """Check every input and write the frozen campaign description; returns what campaign.json holds.
+    ``campaign_hosts``: in a multi-host run, the names of all its hosts, sealed into the launcher facts (and so into
+    raw.csv's anchor, :data:`~runner.campaign_dir.rawformat.SEALED_HOSTS_KEY`)."""
     corpus, tuning = _checked_inputs(study, progress)
     progress(f"counting tokens of {len(corpus)} inputs with the model's tokenizer")
     lengths = token_lengths(study.model.path, [r.text for r in corpus])
@@ -111,7 +115,7 @@ def freeze(
         variants=variants,
         repetitions=study.campaign.repetitions,
         order=study.campaign.order,
-        launcher=launcher.describe(),
+        launcher={**launcher.describe(), **({SEALED_HOSTS_KEY: list(campaign_hosts)} if campaign_hosts else {})},
         host=HostFacts(hostname=os.uname().nodename, cpu_count=os.cpu_count()),
         rental=rental,
         catalog=catalog,

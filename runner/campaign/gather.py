@@ -14,7 +14,7 @@ from protocol.study import Study
 from protocol.tasks import study_task
 from protocol.validate import PassCheck
 from runner.campaign_dir.layout import read_csv_rows
-from runner.campaign_dir.seal import seal_reasons, seal_values
+from runner.campaign_dir.seal import seal_reasons, seal_values, sealed_outputs
 from runner.launch.base import LaunchResult, placement_values
 
 
@@ -83,10 +83,11 @@ def gather_trial(
     }
     placement, placement_reasons = placement_values(spec.launcher, result)  # Slurm: queue_s, node, job_id…
     values.update(placement)
-    seals = seal_values(trial_dir, task.output_files)  # last: the files as the verdict above read them
+    sealed = sealed_outputs(study)  # the task's outputs, and a server study's serving files
+    seals = seal_values(trial_dir, sealed)  # last: the files as the verdict above read them
     values.update(seals)
     reasons = {**placement_reasons, **_empty_reasons(spec, status, status_problem, phases, final, check, result)}
-    reasons.update(seal_reasons(seals, task.output_files))
+    reasons.update(seal_reasons(seals, sealed))
     if values["device_busy_share"] is None:
         reasons["device_busy_share"] = ("CPU trial: no device time" if spec.variant.device == "cpu" else
                                         "needs both gpu_pass_s and pass_s")

@@ -28,7 +28,15 @@ from protocol.records import TrialSpec
 from protocol.study import Study, load_study
 from runner.images.lock import default_lock_path, locked_image
 from runner.launch.base import Launcher, LauncherOption
-from runner.launch.kind import ChoiceRequest, Decline, LauncherChoice, ReplayRequest, launcher_kind, launcher_kinds
+from runner.launch.kind import (
+    ChoiceRequest,
+    Decline,
+    LauncherChoice,
+    LauncherKind,
+    ReplayRequest,
+    launcher_kind,
+    launcher_kinds,
+)
 
 __all__ = ["ChoiceRequest", "LauncherChoice", "choose_launcher", "launcher_options", "replay_launcher",
            "study_stack"]
@@ -78,7 +86,16 @@ def choose_launcher(
                             lambda stack: locked_image(stack, lock), engine_timeout_s, answers)
     if kind == "auto":
         return _choose_auto(request)
+    _check_scenario(launcher_kind(kind), request.study.scenario, f"--launcher {kind}")
     return launcher_kind(kind).choose(request)
+
+
+def _check_scenario(kind: LauncherKind, scenario: str, where: str) -> None:
+    """A kind runs only the scenarios it declares (``server`` trials need LoadGen beside the model)."""
+    if scenario not in kind.scenarios:
+        able = ", ".join(k.name for k in launcher_kinds().values() if scenario in k.scenarios)
+        raise UserError(f"launcher {kind.name} does not run scenario {scenario!r} yet", where,
+                        f"Use --launcher {able or 'process'} (docs/serving.md).")
 
 
 def _choose_auto(request: ChoiceRequest) -> LauncherChoice:
@@ -86,6 +103,10 @@ def _choose_auto(request: ChoiceRequest) -> LauncherChoice:
     declined: list[Decline] = []
     for kind in sorted((k for k in launcher_kinds().values() if k.auto is not None), key=lambda k: k.auto_order):
         assert kind.auto is not None
+        if request.study.scenario not in kind.scenarios:
+            declined.append(Decline(f"{kind.name} does not run scenario {request.study.scenario!r} yet",
+                                    "--launcher process runs it (docs/serving.md)"))
+            continue
         answer = kind.auto(dataclasses.replace(request, declined=tuple(declined)))
         if isinstance(answer, LauncherChoice):
             return answer

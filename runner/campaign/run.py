@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from protocol.codec import write_record
+from protocol.codec import to_dict, write_record
 from protocol.errors import UserError
 from protocol.names import check_gpu_name
 from protocol.paths import allowed_roots, check_allowed_root
@@ -59,10 +59,11 @@ def run_campaign(
     acknowledge_seen_corpus: bool = False,
     allowed_root_list: tuple[str, ...] = (),
     ledger_dir: Path | None = None,
+    campaign_hosts: tuple[str, ...] = (),
 ) -> CampaignOutcome:
     """Run (or resume) a campaign; returns when every slot has a final row. ``study_path``: the study, parsed
     once by the caller (``isocost run``), or its file. ``ledger_dir``: where the seen-corpus ledger is (default:
-    runner.campaign.seen.ledger_path's)."""
+    runner.campaign.seen.ledger_path's). ``campaign_hosts``: every host of a multi-host run, sealed at the start."""
     study = study_path if isinstance(study_path, Study) else load_study(study_path)
     roots = allowed_roots(allowed_root_list)
     for path in (study.path, study.corpus.path, study.tuning.path, study.model.path, study.costing.catalog):
@@ -92,7 +93,7 @@ def run_campaign(
                 started = log_event(paths, "setup_start")
                 _say(progress, launcher.preflight(study, out))  # before anything is frozen: a refusal leaves --out
                 campaign = freeze(study, paths, launcher, progress, rental, acknowledge_seen_corpus, started,
-                                  ledger_dir)
+                                  ledger_dir, campaign_hosts)
             except BaseException:
                 _undo_refused_start(out, created)
                 raise
@@ -243,6 +244,7 @@ def _spec(
         task=study.task,
         task_options=dict(study.task_options),
         engine_settings=study.settings_of(variant.engine),
+        traffic=to_dict(study.traffic) if study.traffic is not None else None,
     )
 
 

@@ -11,9 +11,13 @@ With ``allow_inconsistent`` (forensics) a directory that fails the checks is ope
 they are, and :attr:`Campaign.banner` says so; without it, a failed check is a UserError naming the first
 discrepancy (:class:`~runner.campaign_dir.integrity.IntegrityReport`).
 
+``bundle`` and ``verify`` need more: every discrepancy of the deep checks, and then (when there is none) the
+campaign itself, both from the same single read. :func:`inspect_campaign` gives them as an :class:`Inspection`.
+
 Example::
 
     campaign = open_campaign(Path("results/quick"))      # UserError: not a campaign, or not consistent
+    inspect_campaign(Path("bundle/campaign"), "campaign/").problems   # [] or [Discrepancy(...), ...]
     campaign.study.name, len(campaign.rows)
     campaign.frame(("trial_id", "pass_s"))["pass_s"].median()
 """
@@ -31,6 +35,7 @@ from protocol.rawrecord import RawRecord
 from protocol.records import CampaignRecord
 from protocol.study import Study, load_study
 from runner.campaign_dir.checks import CampaignChecks
+from runner.campaign_dir.findings import MALFORMED, Discrepancy
 from runner.campaign_dir.integrity import IntegrityReport
 from runner.campaign_dir.layout import CampaignPaths, load_record
 from runner.campaign_dir.raw_frame import typed_frame
@@ -82,3 +87,40 @@ def open_campaign(root: Path, *, allow_inconsistent: bool = False, study: Study 
         table = typed_table(chain, paths.raw)
     assert table.chain is not None  # typed_table keeps the chain it typed
     return Campaign(root=root, record=record, study=frozen, chain=table.chain, rows=table.rows, banner=banner)
+
+
+@dataclass(frozen=True)
+class Inspection:
+    """A campaign directory under the deep checks (``verify``), raw.csv read once for all of it: every discrepancy,
+    campaign.json and the rows as they are (None where unreadable: the discrepancies name why), and the opened
+    :class:`Campaign` when the directory is consistent (else None)."""
+
+    problems: tuple[Discrepancy, ...]
+    record: CampaignRecord | None
+    rows: tuple[RawRecord, ...] | None
+    campaign: Campaign | None
+
+
+def inspect_campaign(root: Path, prefix: str = "") -> Inspection:
+    """Run the deep checks over ``root`` (file names shown with ``prefix``) and open it from the same single read of
+    raw.csv. Never raises on malformed content: a discrepancy names it (a raw format this isocost cannot read
+    stays a UserError, as in :func:`~runner.campaign_dir.integrity.check_campaign`)."""
+    paths = CampaignPaths(root)
+    try:
+        data = read_raw_bytes(paths.raw)
+    except UserError as exc:
+        return Inspection((Discrepancy(prefix + "raw.csv", "content", exc.what),), None, None, None)
+    checks = CampaignChecks(root, prefix, deep=True, raw_data=data, frozen_study=True)
+    checks.run()
+    record, table = checks.campaign, checks.table
+    if record is not None and data is not None and (table is None or checks.problems):
+        try:  # the rows as they are (forensics), from the same bytes
+            table = typed_table(check_chain(paths.raw, verify=False, data=data), paths.raw)
+        except MALFORMED:
+            table = None
+    rows = table.rows if table is not None else None
+    opened = None
+    if not checks.problems and record is not None and checks.study is not None and table is not None \
+            and table.chain is not None:
+        opened = Campaign(root=root, record=record, study=checks.study, chain=table.chain, rows=table.rows)
+    return Inspection(tuple(checks.problems), record, rows, opened)

@@ -57,7 +57,7 @@ from runner.campaign_dir.layout import (
 from runner.campaign_dir.rawformat import declared_format
 from runner.campaign_dir.rawtable import RawTable, scan
 from runner.campaign_dir.rentals import RENTALS_FILE, read_rentals
-from runner.campaign_dir.seal import SEAL_COLUMNS, seal_findings
+from runner.campaign_dir.seal import SEAL_COLUMNS, seal_findings, sealed_outputs
 from runner.campaign_dir.slots import planned_slots, slot_of
 from runner.campaign_dir.trial_checks import TrialChecks
 
@@ -87,9 +87,11 @@ class CampaignChecks(Findings):
         self.frozen_study = frozen_study
         #: raw.csv as the checks read it (None: missing or its chain broken).
         self.table: RawTable | None = None
+        #: campaign.json as the checks read it (None: missing or malformed).
+        self.campaign: CampaignRecord | None = None
 
     def run(self) -> None:
-        campaign = self.record("campaign.json", CampaignRecord)
+        campaign = self.campaign = self.record("campaign.json", CampaignRecord)
         if campaign is None:
             return
         # A raw format this isocost does not read is no discrepancy: nothing here can check it (UserError).
@@ -101,7 +103,7 @@ class CampaignChecks(Findings):
 
     def _run(self, campaign: CampaignRecord) -> None:
         study = self.study = self._study(campaign)
-        self.output_files = study_task(study).output_files if study is not None else None
+        self.output_files = sealed_outputs(study) if study is not None else None
         slots = planned_slots(campaign)
         reference = self._reference(study, self._corpus_index(campaign, study))
         if self.deep:

@@ -13,7 +13,9 @@ newer isocost's).
 
 A table chains by the format its ``campaign.json`` declares (``raw_schema_version``), and its first row chains to
 the sha256 of that campaign.json's frozen facts (:data:`ANCHOR_FIELDS`, the declared format among them, so a
-changed one breaks row 1). :mod:`runner.campaign_dir.rawtable` reads and appends the rows.
+changed one breaks row 1). A host's campaign of a multi-host run also seals the names of every host of that run
+(campaign.json ``launcher.campaign_hosts``, :data:`SEALED_HOSTS_KEY`): an anchor fact only where it is written, so
+every other campaign keeps the anchor it always had. :mod:`runner.campaign_dir.rawtable` reads and appends the rows.
 
 Example::
 
@@ -45,6 +47,9 @@ HEADER_LINES = {version: ",".join(columns) for version, columns in FORMAT_COLUMN
 #: The frozen facts of campaign.json the first row chains to (not paths or notes a later move may change).
 ANCHOR_FIELDS = ("campaign_id", "created_at", "setup_started_at", "study_sha256", "corpus", "tuning", "model",
                  "warmup", "variants", "repetitions", "catalog", "raw_schema_version")
+#: The launcher fact of campaign.json that lists, in a multi-host run, the names of all its hosts as at the start
+#: (:mod:`runner.hosts.record` checks hosts.json against it); part of the anchor where it is written.
+SEALED_HOSTS_KEY = "campaign_hosts"
 
 #: What to do with a campaign in a pre-release raw format.
 PRE_RELEASE_FIX = ("isocost 1.x reads raw table formats 5 and {current} only. Re-run with isocost 0.x (the version "
@@ -71,6 +76,9 @@ def anchor(path: Path) -> tuple[str, int]:
         return "", RAW_SCHEMA_VERSION
     version = declared_format(description.get("raw_schema_version"), str(where), description.get("isocost_version"))
     facts = {key: description.get(key) for key in ANCHOR_FIELDS}
+    launcher = description.get("launcher")
+    if isinstance(launcher, dict) and SEALED_HOSTS_KEY in launcher:  # a multi-host run's host list, sealed
+        facts[SEALED_HOSTS_KEY] = launcher[SEALED_HOSTS_KEY]
     return hashlib.sha256(json.dumps(facts, sort_keys=True, ensure_ascii=False).encode()).hexdigest(), version
 
 

@@ -1,7 +1,8 @@
 """The trial files a verdict, a summary or a decision reads, sealed in the trial's chained raw row.
 
 When a trial ends, the host hashes each file of :data:`SEALED_FILES` in its directory, and each output file of
-the study's task (``predictions.jsonl`` for classification; see :mod:`protocol.tasks`), and writes the sha256s
+the study's task (``predictions.jsonl`` for classification; see :mod:`protocol.tasks`; a server study's serving
+files too: :func:`sealed_outputs`), and writes the sha256s
 into the trial's row of ``raw.csv``: one column per fixed file (an empty cell, with its reason, when the trial
 wrote no such file), and ``outputs_sha256`` for the task's outputs, ``name=sha256`` for each file written,
 joined by ``;`` (empty when the trial wrote none). The row is chained (:mod:`runner.campaign_dir.rawtable`),
@@ -10,7 +11,9 @@ with its row before reading it (:class:`~runner.campaign_dir.checks.CampaignChec
 changed in one ``predictions.jsonl``, or 300,000 s added to a set-up time in one ``status.json``, are refused
 by name.
 
-What is not sealed, and why: ``trial.log`` (the trial's own output, read by no verdict: its last line is
+What is not sealed, and why: a serving trial's ``mlperf_log_accuracy.json`` (empty: the run is in performance
+mode) and ``mlperf_log_trace.json`` (LoadGen's own per-sample times, read by no report: ``queries.jsonl``, sealed,
+holds the harness's); ``trial.log`` (the trial's own output, read by no verdict: its last line is
 copied into the row's notes when the trial wrote no status) and ``launcher.json`` (what the launcher recorded:
 a container's id and a Slurm trial's jobs, which ``--resume`` uses to stop a leftover trial, a process's id
 and command; read by no report).
@@ -29,6 +32,7 @@ import os
 import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 #: raw.csv column → the fixed trial file whose sha256 it holds.
 SEALED_FILES: dict[str, str] = {
@@ -74,6 +78,15 @@ def parse_outputs_cell(cell: str) -> dict[str, str]:
         name, _, sha = part.partition("=")
         found[name] = sha
     return found
+
+
+def sealed_outputs(study: Any) -> tuple[str, ...]:
+    """The files of ``outputs_sha256`` for a study: its task's outputs, and a server study's serving files
+    (:data:`protocol.traffic.SERVING_FILES`: the answers, the per-query times, LoadGen's summary and detail)."""
+    from protocol.tasks import study_task
+    from protocol.traffic import SERVING_FILES
+
+    return study_task(study).output_files + (SERVING_FILES if getattr(study, "traffic", None) is not None else ())
 
 
 def seal_values(trial_dir: Path, output_files: Sequence[str]) -> dict[str, str | None]:

@@ -21,7 +21,8 @@ from protocol.costing.market_import import Billing, import_catalogs
 from protocol.costing.plans import BILLING_HOURLY, BILLING_PER_SECOND
 from protocol.errors import UserError
 
-_FILE = click.Path(path_type=Path, dir_okay=False)
+#: A file option: checked by its reader (not found, a directory, a FIFO...) in the house form, naming the option.
+_FILE = click.Path(path_type=Path)
 
 
 def market_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -55,6 +56,17 @@ def _date(text: str) -> date:
                         "Give the day the snapshot was taken, as YYYY-MM-DD (e.g. 2026-12-03).") from None
 
 
+def _seconds(text: str | None, option: str) -> int | None:
+    if text is None:
+        return None
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise UserError(f"{option} {text[:40]!a} is not a whole number of seconds", option,
+                        "Give whole seconds: minimum 0 to 86400, increment 1 to 86400 (e.g. --minimum-s 60).") \
+            from None
+
+
 def _commits(values: tuple[str, ...]) -> dict[str, str]:
     commits = {}
     for value in values:
@@ -76,34 +88,36 @@ def catalog() -> None:
 
 
 @catalog.command("import")
-@click.argument("source", type=click.Path(path_type=Path, exists=True))
+@click.argument("source", type=click.Path(path_type=Path))
 @click.option("--date", "taken", required=True,
               help="The day the snapshot was taken (YYYY-MM-DD): every row is dated with it, never with today.")
-@click.option("--out", required=True, type=_FILE, help="The isocost catalog CSV to write.")
+@click.option("--out", required=True, type=click.Path(path_type=Path), help="The isocost catalog CSV to write.")
 @click.option("--commit", "commits", multiple=True,
               help="PROVIDER=COMMIT: the upstream commit the provider's file was taken from (repeat per provider).")
 @click.option("--provider", "providers", multiple=True, help="Import only this provider's folder (repeat).")
-@click.option("--metadata", type=_FILE, default=None,
+@click.option("--metadata", type=click.Path(path_type=Path), default=None,
               help="SkyPilot's common/metadata.csv (the cards' memory; default: the one beside the providers).")
 @click.option("--billing", type=click.Choice([BILLING_HOURLY, BILLING_PER_SECOND]), default=BILLING_HOURLY,
               show_default=True, help="How the providers bill (the catalogs do not say).")
-@click.option("--minimum-s", type=int, default=None,
+@click.option("--minimum-s", default=None,
               help="Minimum billed seconds (default: 3600 hourly, 60 per-second).")
-@click.option("--increment-s", type=int, default=None,
+@click.option("--increment-s", default=None,
               help="Billing step in seconds (default: 3600 hourly, 1 per-second).")
 def import_command(source: Path, taken: str, out: Path, commits: tuple[str, ...], providers: tuple[str, ...],
-                   metadata: Path | None, billing: str, minimum_s: int | None, increment_s: int | None) -> None:
+                   metadata: Path | None, billing: str, minimum_s: str | None, increment_s: str | None) -> None:
     """Read provider catalogs in SkyPilot's format (a vms.csv, a provider folder, or catalogs/vN) and write one
     dated, sourced isocost catalog: one row per provider × instance type × region, with the cards per instance,
     the on-demand and spot prices per instance-hour (an empty spot price stays empty) and the card's memory.
-    Malformed rows are refused with their file and line.
+    Malformed rows are refused with their file and line; every bad input is an ``Error:`` naming what, where and
+    the fix (exit 2).
 
     \b
     Example: isocost catalog import catalogs/v7 --date 2026-12-03 --out market-2026-12-03.csv --commit lambda=11580132
     """
     hourly = billing == BILLING_HOURLY
-    terms = Billing(billing, minimum_s if minimum_s is not None else (3600 if hourly else 60),
-                    increment_s if increment_s is not None else (3600 if hourly else 1))
+    minimum, increment = _seconds(minimum_s, "--minimum-s"), _seconds(increment_s, "--increment-s")
+    terms = Billing(billing, minimum if minimum is not None else (3600 if hourly else 60),
+                    increment if increment is not None else (3600 if hourly else 1))
     report = import_catalogs(source, _date(taken), out, commits=_commits(commits), providers=providers,
                              billing=terms, metadata=metadata)
     for provider in report.providers:

@@ -20,7 +20,7 @@ from runner.cli.catalog import market_filter, market_options
 from runner.decision.agreement_view import matrix_csv, matrix_text
 from runner.decision.csv_table import render_csv
 from runner.decision.market_stage import MarketOptions
-from runner.decision.nothing_fits_memo import NOTHING_FITS_EXIT
+from runner.decision.nothing_fits_memo import UNANSWERED_EXIT, unanswered
 from runner.decision.period_report import campaign_period, render_period
 from runner.decision.stage import DECISION_JSON, DECISION_MD, DecideOutcome, run_compare, run_decide
 
@@ -83,10 +83,14 @@ def decide(dirs: tuple[Path, ...], expenses: Path | None, catalog_path: Path | N
     decision.md, decision.json and report.html there.
 
     \b
-    Exit status: 0 the memo is written; 3 the memo (and, with --out,
-    decision.json) says that nothing fits: no plan covers the declared job on
-    any configuration (why, and what would cover it: more lots, another
-    billing, a longer period); 2 an error (nothing written).
+    Exit status: 0 the memo is written and names a choice; 3 the memo (and,
+    with --out, decision.json and report.html) is written and answers no:
+    no configuration is chosen (none accepted, no plan or rental known for
+    its hardware, the deadline out of reach, no pass yet: its "Why not"
+    lines say which), no configuration can do the declared job, or
+    nothing fits: no plan covers the declared job on any configuration
+    (why, and what would cover it: more lots, another billing, a longer
+    period); 2 an error (nothing written).
 
     \b
     Example: isocost decide results/rtx4090 results/b200 --expenses ledger.csv --out decisions/q4
@@ -101,7 +105,8 @@ def decide(dirs: tuple[Path, ...], expenses: Path | None, catalog_path: Path | N
                          allow_inconsistent=allow_inconsistent, reference=reference, extra=replays_loader(replays),
                          market=market)
     _show(outcome, output_format, as_json)
-    _exit_if_nothing_fits(outcome.decision, _say_written(outcome))
+    _exit_if_unanswered(outcome.decision, _say_written(outcome), memo_shown=output_format in (None, "md")
+                        and not as_json)
 
 
 def _show(outcome: DecideOutcome, output_format: str | None, as_json: bool) -> None:
@@ -127,13 +132,17 @@ def _say_written(outcome: DecideOutcome) -> Path | None:
     return memo_path
 
 
-def _exit_if_nothing_fits(decision: Decision, memo_path: Path | None) -> None:
-    """Exit 3 (after the memo is printed, and written under --out) when the declared job fits no plan."""
-    if decision.job is not None and decision.job.nothing_fits is not None:
-        where = memo_path if memo_path is not None else "the memo above"
-        click.echo(f"Nothing fits: no plan covers the declared job on any configuration ({where} says why and "
-                   "what would cover it).", err=True)
-        raise SystemExit(NOTHING_FITS_EXIT)
+def _exit_if_unanswered(decision: Decision, memo_path: Path | None, memo_shown: bool) -> None:
+    """Exit 3 (after the memo is printed, and written under --out) when the memo answers no (:func:`unanswered`):
+    nothing chosen, or nothing fits the declared job."""
+    reason = unanswered(decision)
+    if not reason:
+        return
+    where = memo_path if memo_path is not None else "the memo above" if memo_shown else \
+        "the memo (printed without --format or --json)"
+    why = "says why and what would cover it" if reason.startswith("Nothing fits") else "says why"
+    click.echo(f"{reason} ({where} {why}).", err=True)
+    raise SystemExit(UNANSWERED_EXIT)
 
 
 @click.command()

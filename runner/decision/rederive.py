@@ -43,7 +43,7 @@ def decision_findings(campaign: Campaign, bundle_root: Path, prefix: str = "") -
                             "it cannot be re-derived")]
     try:
         recorded = read_json(root / DECISION_JSON)
-        why, label, catalog = _re_derivable(recorded, root, bundle_root)
+        why, label, catalog = _re_derivable(recorded, campaign, bundle_root)
         if why:
             return [Discrepancy(prefix + DECISION_JSON, "re-derivation", why)]
         texts = _rederived(campaign, recorded, label, catalog)
@@ -53,14 +53,14 @@ def decision_findings(campaign: Campaign, bundle_root: Path, prefix: str = "") -
     return [problem for name in present if (problem := differs(root, name, texts[name], prefix)) is not None]
 
 
-def _re_derivable(recorded: Any, root: Path, bundle_root: Path) -> tuple[str, str, Path | None]:
+def _re_derivable(recorded: Any, campaign: Campaign, bundle_root: Path) -> tuple[str, str, Path | None]:
     """Why the recorded decision cannot be re-derived from this bundle ("" when it can), the campaign label it
     used, and the catalog to price with (None: the frozen one)."""
     if not isinstance(recorded, dict):
         return "not a decision record", "", None
     campaigns = recorded.get("campaigns") or []
     ids = sorted({str(c.get("campaign_id")) for c in campaigns if isinstance(c, dict)})
-    record_id = str(read_json(root / "campaign.json").get("campaign_id"))
+    record_id = campaign.record.campaign_id  # the campaign as opened once, never campaign.json read again
     if ids != [record_id]:
         return (f"it weighs campaigns {ids}, this bundle holds {record_id} only: a decision is re-derived from "
                 "the evidence of the campaigns it weighs", "", None)

@@ -63,6 +63,16 @@ def _reference_campaign(roots: list[Path], campaign_roots: list[Path], reference
     return reference  # not among them: cross_check names it
 
 
+def _refuse_serving(campaigns: Sequence[Any]) -> None:
+    """A server study's campaign is not ranked yet: its pass times are serving runs at the declared rate."""
+    for campaign in campaigns:
+        if campaign.study.traffic is not None:
+            raise UserError("decide does not rank a server study yet: its pass times are serving runs at the "
+                            "declared rate, not corpus passes", str(campaign.root),
+                            "Read summary.md's ## Serving (LoadGen's verdict and the answers per variant); replicas "
+                            "and cost per million requests are not wired yet (docs/serving.md).")
+
+
 def run_decide(
     roots: list[Path],
     *,
@@ -85,6 +95,7 @@ def run_decide(
     if out is not None:
         check_out_of_campaigns(out, [*roots, *campaign_roots], "decide")
     campaigns = [open_campaign(root, allow_inconsistent=allow_inconsistent) for root in campaign_roots]
+    _refuse_serving(campaigns)
     evidence = [load_evidence(campaign) for campaign in campaigns]
     missing_hosts = [f"host {name}: {state or 'no campaign'}{f' ({reason})' if reason else ''}; no results to weigh"
                      for root in roots for name, state, reason in hosts_without_campaign(root)]

@@ -237,7 +237,8 @@ def _run_host_campaign(host: HostSpec, run: _HostsRun, extra_env: dict[str, str]
         raise KeyboardInterrupt
     outcome = run_campaign(run.study, root, launcher, resume=resuming, progress=say, rental=host.rental,
                            acknowledge_seen_corpus=run.acknowledge_seen_corpus,
-                           allowed_root_list=run.allowed_root_list, ledger_dir=run.ledger_dir)
+                           allowed_root_list=run.allowed_root_list, ledger_dir=run.ledger_dir,
+                           campaign_hosts=tuple(entry.name for entry in run.record.record.hosts))
     return outcome.rows_total, outcome.slots_total
 
 

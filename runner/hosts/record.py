@@ -21,7 +21,10 @@ from protocol.codec import Schema, from_dict, write_record
 from protocol.errors import UserError
 from protocol.jsonio import read_json
 from protocol.paths import check_safe_name
+from runner.campaign_dir.rawformat import SEALED_HOSTS_KEY
 from runner.hosts.spec import HostSpec
+
+__all__ = ["SEALED_HOSTS_KEY"]  # re-exported: the readers' side of the sealed host list
 
 HOSTS_JSON = "hosts.json"
 #: 1: first version (hosts, dirs, engines, images, inputs, states).
@@ -146,6 +149,7 @@ def _check_listed(root: Path, record: HostsFile) -> None:
             _disagrees(root, host, f"gives it the folder {host.dir}/ of host {listed[host.dir][:40]!r}")
         listed[host.dir] = host.name
         _check_host_folder(root, host)
+    _check_sealed_hosts(root, record)
     for child in sorted(root.iterdir()):
         if child.is_dir() and (child / "campaign.json").exists() and child.name not in listed:
             raise UserError(f"{child.name}/ holds a campaign that hosts.json lists for no host", str(root / HOSTS_JSON),
@@ -165,8 +169,34 @@ def _check_host_folder(root: Path, host: HostEntry) -> None:
         _disagrees(root, host, f"says it started no campaign, and {host.dir}/ holds one")
 
 
+def _check_sealed_hosts(root: Path, record: HostsFile) -> None:
+    """hosts.json's host names against the list each started host's campaign.json sealed at the start
+    (:data:`SEALED_HOSTS_KEY`, in raw.csv's anchor): a host with no folder, deleted from hosts.json or invented in
+    it, would otherwise change the memo's notes with nothing on disk to disagree. A campaign from before the seal
+    (no list) is not checked; a malformed campaign.json is named by that campaign's own checks."""
+    names = [host.name for host in record.hosts]
+    for host in record.hosts:
+        path = root / host.dir / "campaign.json"
+        try:
+            launcher = read_json(path).get("launcher") if path.is_file() else None
+        except (UserError, OSError, ValueError, RecursionError, AttributeError):
+            continue
+        sealed = launcher.get(SEALED_HOSTS_KEY) if isinstance(launcher, dict) else None
+        if not isinstance(sealed, list):
+            continue
+        shown = f"{host.dir}/campaign.json sealed the hosts {', '.join(str(s)[:40] for s in sealed)}"
+        for missing in (name for name in sealed if name not in names):
+            _refuse_host(root, str(missing), f"does not list it, and {shown} at the start")
+        for invented in (name for name in names if name not in sealed):
+            _refuse_host(root, invented, f"lists it, and {shown}, without it at the start")
+
+
 def _disagrees(root: Path, host: HostEntry, what: str) -> None:
-    raise UserError(f"host {host.name[:40]!r}: hosts.json {what}", str(root / HOSTS_JSON),
+    _refuse_host(root, host.name, what)
+
+
+def _refuse_host(root: Path, name: str, what: str) -> None:
+    raise UserError(f"host {name[:40]!r}: hosts.json {what}", str(root / HOSTS_JSON),
                     "hosts.json was edited, or a host's folder was moved or removed: restore them from a backup "
                     "or bundle, or pass the campaign directories one by one.")
 
@@ -228,6 +258,7 @@ def _resumed_record(study: Any, out: Path, hosts: list[HostSpec],
     """The recorded hosts (with a new address where one is given) and image of a campaign to resume."""
     path = out / HOSTS_JSON
     data = load_hosts_json(out)
+    _check_sealed_hosts(out, data)  # a host deleted from (or invented in) hosts.json is never quietly dropped
     if data.study_sha256 != study.sha256:
         raise UserError(f"the study changed since this campaign started ({data.study_sha256} at start, "
                         f"{study.sha256} now)", str(study.path),

@@ -132,6 +132,7 @@ class LauncherKind:
     replay_choice: bool = True  # offered as ``isocost replay --launcher NAME``
     hosts: str = ""  # why ``--host`` (Docker engines, docs/hosts.md) cannot run with it; "" when it can
     requires: str = ""  # the environment variable that makes its skipped checks failures in CI
+    scenarios: tuple[str, ...] = ("offline",)  # the study scenarios its trials run (``server``: LoadGen traffic)
 
 
 def _load(found: KindPackage) -> LauncherKind:

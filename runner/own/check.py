@@ -383,6 +383,11 @@ def _schedule(report: CheckReport, study: Study, probe: bool) -> None:
     first = ", ".join(s.variant_id for s in slots[: len(study.variants())])
     report.add("ok", "schedule", f"{len(slots)} trials ({len(study.variants())} variants × "
                                  f"{study.campaign.repetitions} repetitions), rotated; first round: {first}")
+    if study.traffic is not None:
+        traffic = study.traffic
+        report.add("ok", "serving", f"each trial serves MLPerf LoadGen's Server scenario at {traffic.rates_qps[0]:g} "
+                                    f"qps: at least {traffic.min_query_count} queries and every corpus id equally "
+                                    f"often ({traffic.queries_needed} decide its percentile; docs/serving.md)")
     if not probe:
         report.add("warn", "wall time", "not estimated: pass --probe to time one batch of the reference variant")
         return

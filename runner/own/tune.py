@@ -11,7 +11,9 @@ Refused once the final corpus has been evaluated (the seen-corpus ledger): a
 threshold tuned after seeing final results needs a new final corpus. Refused too
 when the tuning split is too small for the rule (:func:`protocol.tuning.check_tuning_size`:
 fewer than 10 inputs before anything runs; after the run, fewer than the measured
-metric needs), with the size it needs: a rule from one input would accept anything.
+metric needs), with the size it needs: a rule from one input would accept anything. A tuning run made with the
+test-only fault hook set (its manifest says so) is NOT A MEASUREMENT: its proposal is shown flagged with
+``--dry-run`` and never written into the study.
 
 Example::
 
@@ -128,7 +130,10 @@ def tune_study(study_path: Path, *, ledger_dir: Path | None = None, write: bool 
     check_tuning_size(n, f"{study.tuning.path}, [tuning] of {study.path}", study.quality.metric,
                       checked.metric_value, se)  # the size this metric value needs; the study is left as it is
     proposal = propose(checked.metric_value, n, se, method)
-    flagged = _hooked(trial_dir) + _near_perfect(study, checked.metric_value) + tuple(
+    hooked = _hooked(trial_dir)
+    if hooked and write:
+        _refuse_hooked_rule(trial_dir)
+    flagged = hooked + _near_perfect(study, checked.metric_value) + tuple(
         f"subgroup {group}={name}: {study.quality.metric} {value:.4f} on the tuning split is below the "
         f"proposed minimum {proposal.minimum}"
         for group, values in checked.subgroups.items() for name, value in values.items()
@@ -152,6 +157,19 @@ def _hooked(trial_dir: Path) -> tuple[str, ...]:
     return (f"{FAULT_HOOK_BANNER} {FAULT_ENV}={manifest.fault_injection} was set for this tuning run "
             f"({trial_dir / 'manifest.json'}): the metric and the rule proposed from it are the hook's; tune again "
             "without the variable",)
+
+
+def _refuse_hooked_rule(trial_dir: Path) -> None:
+    """A rule measured under the test-only fault hook never goes into the study: every later campaign and decision
+    would judge quality by the hook's metric, with no flag in the study to say so (the ranking outputs flag their
+    hooked evidence; a study's rule has no place for a flag, so it is refused)."""
+    manifest = read_manifest(trial_dir)
+    value = manifest.fault_injection if manifest is not None else ""
+    raise UserError(f"{FAULT_HOOK_BANNER} {FAULT_ENV}={value} was set for this tuning run: its metric is the "
+                    "hook's, and the rule proposed from it is not written into the study",
+                    str(trial_dir / "manifest.json"),
+                    f"Tune again without the variable (unset {FAULT_ENV}); `isocost tune --dry-run` shows the hook's "
+                    "proposal, flagged, and writes nothing.")
 
 
 def _near_perfect(study: Study, metric_value: float) -> tuple[str, ...]:

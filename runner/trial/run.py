@@ -4,7 +4,8 @@
 has measured so far, so that every ending (ok, refused, oom, error, interrupted) writes a complete
 ``status.json``. The phases, in order: ``verify_s`` (fingerprints), ``imports_s`` (torch and
 transformers, and the settings of ``runner.trial.torch_settings``), ``load_s``, ``warmup_s``,
-``pass_s`` (``runner.trial.measured_pass``, which documents the measured boundary), ``write_s``
+``pass_s`` (``runner.trial.measured_pass``, which documents the measured boundary; for a server study
+``runner.trial.serving.trial_pass``: MLPerf LoadGen's Server scenario instead), ``write_s``
 (the pass's writes plus the after-pass work: the task's own, such as embedding the queries, the
 truncation count, which tokenizes the corpus again without truncation, and the final manifest).
 
@@ -245,15 +246,23 @@ class Trial:
             self.warm_up(model)
             self.probe_attention(model)
             compiled_before = self._compilations()
-            from runner.trial.measured_pass import MeasuredPass
-
-            records = MeasuredPass(self, model).run()
+            records = self._pass(model)
             if compiled_before is not None:
                 self.pass_compilations = (self._compilations() or 0) - compiled_before
             self.after_pass(model, [r.text for r in records])
         finally:
             engine.close(model)
         return EXIT_OK
+
+    def _pass(self, model: TaskModel) -> tuple[Any, ...]:
+        """The offline measured pass, or, for a server study (the spec has ``traffic``), the serving run."""
+        if self.spec.traffic is not None:
+            from runner.trial.serving.trial_pass import ServingPass
+
+            return ServingPass(self, model).run()
+        from runner.trial.measured_pass import MeasuredPass
+
+        return MeasuredPass(self, model).run()
 
     def load_model(self, engine: TrialEngine) -> TaskModel:
         """The task's model loaded by the variant's engine (load time); what the engine really runs is read back

@@ -218,7 +218,7 @@ def test_model_fingerprint_difference_is_named(tmp_path: Path, study_text: Calla
 def test_unknown_gpu_is_listed_with_the_catalogs_error(tmp_path: Path, study_text: Callable[..., str]) -> None:
     root = write_campaign(tmp_path / "h100", study_text(), {"batch_size=1": ["ok", "ok"]}, gpu="h100", lots=1)
     result = run("decide", str(root))
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 3, result.output
     assert "**No configuration is chosen.**" in result.stdout
     assert ("- batch_size=1 on h100 ×1 lot: contracted cost unknown: unknown GPU 'h100' (catalog dated 2026-09-24, "
             in result.stdout)
@@ -242,7 +242,7 @@ def test_missing_price_names_the_gpu_and_days(tmp_path: Path, study_text: Callab
 def test_no_rental_gives_an_empty_cost_with_the_reason(tmp_path: Path, study_text: Callable[..., str]) -> None:
     root = write_campaign(tmp_path / "cpu", study_text(), {"batch_size=1": ["ok"]}, gpu=None)
     result = run("decide", str(root), "--json")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 3, result.output
     config = json.loads(result.stdout)["configurations"][0]
     assert config["configuration_id"] == "batch_size=1 on host vm (no rental recorded)"
     assert config["cost"]["total_usd"] is None
@@ -269,7 +269,7 @@ def test_deadline_from_the_study(tmp_path: Path, study_text: Callable[..., str])
                            'tz = "Europe/Paris"\nwaiting_h = 95\n')
     root = write_campaign(tmp_path / "d", text, {"batch_size=1": ["ok", "ok"]}, trial_s=1800)
     result = run("decide", str(root))
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 3, result.output
     # 600 s + 2 × 1800 s = 1.1667 h used + 95 h waiting = 96.17 h > 96 h.
     assert "- batch_size=1 on rtx-4090 ×2 lots: deadline: does not fit: needs 96.17 h > the deadline window's 96 h " \
            "(over by 0.17 h)" in result.stdout
@@ -395,13 +395,13 @@ def test_report_html_is_self_contained_with_every_pass_drawn(two_variants: Path)
 
 def test_report_draws_undefined_and_unknown_costs_as_empty_bars(tmp_path: Path, study_text: Callable[..., str]) -> None:
     failed = write_campaign(tmp_path / "failed", study_text(), {"batch_size=1": ["oom", "oom"]})
-    assert run("decide", str(failed), "--out", str(tmp_path / "d1")).exit_code == 0
+    assert run("decide", str(failed), "--out", str(tmp_path / "d1")).exit_code == 3
     html = (tmp_path / "d1" / "report.html").read_text(encoding="utf-8")
     assert html.count('<rect class="cost-empty"') == 1
     assert "undefined: no accepted corpus (spend 220.00 USD still stands)" in html
     assert "No configuration is chosen." in html
     unknown = write_campaign(tmp_path / "unknown", study_text(), {"batch_size=1": ["ok"]}, gpu=None)
-    assert run("decide", str(unknown), "--out", str(tmp_path / "d2")).exit_code == 0
+    assert run("decide", str(unknown), "--out", str(tmp_path / "d2")).exit_code == 3
     html = (tmp_path / "d2" / "report.html").read_text(encoding="utf-8")
     assert "unknown: no --gpu given to `isocost run`" in html
 
@@ -451,7 +451,7 @@ def test_a_job_over_campaigns_without_batches_is_refused_per_configuration(
     text = study_text(minimum=0.5) + "\n[job]\ninputs = 1000\nbootstrap_resamples = 100\n"
     root = write_campaign(tmp_path / "old", text, {"batch_size=1": ["ok", "ok"]})
     result = run("decide", str(root))
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 3, result.output
     assert "**No configuration can do the declared job.**" in result.stdout
     assert "- batch_size=1 on rtx-4090 ×2 lots: not projected: no per-batch record: no batches.jsonl in " \
            in result.stdout

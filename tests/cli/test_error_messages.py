@@ -160,3 +160,115 @@ def test_memory_estimate_campaign_without_study_says_what_is_missing(tmp_path, m
 ])
 def test_window_names_its_options(args, where):
     assert_user_error(invoke(["window", *args]), where)
+
+
+# -- isocost catalog import: every bad input is `Error: <what> (<where>). <fix>`, exit 2 ---------------------------
+
+_SKYPILOT_HEADER = "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,Price,Region,GpuInfo,SpotPrice\n"
+
+
+@pytest.fixture
+def market_inputs(tmp_path):
+    """A good provider folder, and the bad inputs of the sweep beside it."""
+    import os
+
+    (tmp_path / "acme").mkdir()
+    (tmp_path / "acme" / "vms.csv").write_text(_SKYPILOT_HEADER + "gpu_1x,H100,1.0,26.0,200.0,2.49,r1,,\n")
+    (tmp_path / "latin1.csv").write_bytes(b"InstanceType,Acc\xe9l\n")
+    (tmp_path / "columns.csv").write_text("a,b\n1,2\n")
+    (tmp_path / "cut.csv").write_bytes(_SKYPILOT_HEADER.encode() + b"gpu_1x,H100,1.0,26.0,200.0,2.49,r1,,\xc3")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "plain").write_text("not a folder\n")
+    os.mkfifo(tmp_path / "fifo.csv")
+    return tmp_path
+
+
+def _catalog_error(result, *fragments: str) -> None:
+    """The house form, on the first line of the error: what, (where), then a fix."""
+    import re
+
+    assert_user_error(result, *fragments)
+    line = result.output[result.output.index("Error: "):].splitlines()[0]
+    assert re.match(r"^Error: .+ \(.+\)\. \S", line), line
+    assert "Invalid value for" not in line and "Usage:" not in result.output, result.output
+
+
+@pytest.mark.parametrize("source, more, fragments", [
+    ("nowhere", [], ["the catalog source is not found", "nowhere)", "Name a SkyPilot vms.csv"]),
+    ("fifo.csv", [], ["the catalog source is a FIFO", "fifo.csv)", "Name a SkyPilot vms.csv"]),
+    ("empty", [], ["no provider catalog found", "empty)", "folders of providers"]),
+    ("latin1.csv", [], ["not UTF-8 text", "latin1.csv:1)", "Save the SkyPilot catalog as UTF-8"]),
+    ("cut.csv", [], ["not UTF-8 text", "cut.csv:2)", "Save the SkyPilot catalog as UTF-8"]),
+    ("columns.csv", [], ["not a SkyPilot catalog: the header lacks column(s) InstanceType", "columns.csv:1)",
+                         "first line"]),
+    ("acme", ["--date", "2026-02-30"], ["--date '2026-02-30' is not a date", "(--date)", "YYYY-MM-DD"]),
+    ("acme", ["--commit", "acme"], ["--commit 'acme' is not PROVIDER=COMMIT", "(--commit)", "--commit lambda="]),
+    ("acme", ["--commit", "acme=xyz"], ["commit 'xyz' for acme is not a git commit", "(--commit)", "hex digits"]),
+    ("acme", ["--out", "{tmp}/empty"], ["--out names a directory", "empty)", "the catalog CSV file to write"]),
+    ("acme", ["--out", "{tmp}/plain/market.csv"], ["plain", "Choose a writable --out"]),
+    ("acme", ["--out", "{tmp}/acme/vms.csv"], ["--out is the provider catalog being imported", "vms.csv)",
+                                               "another --out"]),
+    ("acme", ["--metadata", "{tmp}/columns.csv", "--out", "{tmp}/columns.csv"], [
+        "--out is the SkyPilot metadata being read", "columns.csv)", "another --out"]),
+    ("acme", ["--metadata", "{tmp}/empty"], ["SkyPilot accelerator metadata is a directory", "empty)",
+                                             "isocost catalog import"]),
+    ("acme", ["--metadata", "{tmp}/nothing.csv"], ["SkyPilot accelerator metadata not found", "nothing.csv)"]),
+    ("acme", ["--metadata", "{tmp}/latin1.csv"], ["not UTF-8 text", "latin1.csv:1)",
+                                                  "Save the SkyPilot accelerator metadata as UTF-8"]),
+    ("acme", ["--metadata", "{tmp}/columns.csv"], ["not SkyPilot accelerator metadata: the header lacks column(s) "
+                                                   "GPU, MemoryGB", "columns.csv:1)"]),
+    ("acme", ["--minimum-s", "an hour"], ["--minimum-s 'an hour' is not a whole number of seconds", "(--minimum-s)",
+                                          "0 to 86400"]),
+    ("acme", ["--increment-s", "0"], ["out of bounds", "(--minimum-s/--increment-s)", "increment 1 to 86400"]),
+    ("acme", ["--provider", "zeta"], ["provider(s) zeta not found", "acme)", "Providers there: acme"]),
+])
+def test_catalog_import_refuses_each_bad_input_in_the_house_form(market_inputs, source, more, fragments):
+    tmp = market_inputs
+    args = ["--date", "2026-12-03", "--out", str(tmp / "market.csv")]
+    for option, value in zip(more[::2], more[1::2], strict=True):
+        value = value.replace("{tmp}", str(tmp))
+        args = [*args[:args.index(option) + 1], value, *args[args.index(option) + 2:]] if option in args \
+            else [*args, option, value]
+    _catalog_error(invoke(["catalog", "import", str(tmp / source), *args]), *fragments)
+
+
+def test_catalog_import_names_an_unreadable_catalog_and_an_unwritable_out(market_inputs, monkeypatch):
+    """Permissions cannot be denied to root (the CI user): the refusals of the OS are simulated where they come."""
+    import os
+    import tempfile
+
+    tmp = market_inputs
+    real_open = os.open
+
+    def denied(path, flags, *args, **kwargs):
+        if str(path).endswith("vms.csv"):
+            raise PermissionError(13, "Permission denied")
+        return real_open(path, flags, *args, **kwargs)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(os, "open", denied)
+        _catalog_error(invoke(["catalog", "import", str(tmp / "acme"), "--date", "2026-12-03", "--out",
+                               str(tmp / "market.csv")]), "cannot be opened: Permission denied", "vms.csv)",
+                       "permissions")
+
+    def unwritable(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "mkstemp", unwritable)
+    _catalog_error(invoke(["catalog", "import", str(tmp / "acme"), "--date", "2026-12-03", "--out",
+                           str(tmp / "market.csv")]), "Permission denied", "market.csv)", "Choose a writable --out")
+
+
+@pytest.mark.parametrize("option, name, fragments", [
+    ("--market", "empty", ["catalog file is a directory", "empty)", "--market"]),
+    ("--market", "nothing.csv", ["catalog file not found", "nothing.csv)", "--market"]),
+    ("--gpu-map", "empty", ["GPU map is a directory", "empty)", "--gpu-map"]),
+])
+def test_the_market_options_name_themselves_in_the_house_form(market_inputs, option, name, fragments):
+    """The options `catalog import`'s output is given to (`cost`, `decide`): a wrong path names the option."""
+    market = market_inputs / "market.csv"
+    assert invoke(["catalog", "import", str(market_inputs / "acme"), "--date", "2026-12-03", "--out",
+                   str(market)]).exit_code == 0
+    more = ["--market", str(market)] if option != "--market" else []
+    result = invoke(["cost", "--gpu", "h100", "--hours", "1", *more, option, str(market_inputs / name)])
+    _catalog_error(result, *fragments)

@@ -182,10 +182,10 @@ def test_a_pass_whose_ids_were_renormalised_says_so():
     assert any("differ from a corpus id only by Unicode normalisation" in r for r in reasons), reasons
 
 
-def test_tune_under_the_fault_hook_says_the_rule_is_the_hooks(tmp_path, monkeypatch):
-    """The tuning run's manifest records the hook: tune says so before its rule (the model run is faked)."""
+def _hooked_tuning(tmp_path, monkeypatch) -> Path:
+    """A study whose tuning run (faked) recorded the fault hook in its manifest; returns the study."""
     from recordfiles import manifest_for, sample_spec
-    from test_hostile_inputs import invoke, make_model, write_study
+    from test_hostile_inputs import make_model, write_study
     from workspace import write_corpus
 
     import runner.own.tune as tune
@@ -200,14 +200,35 @@ def test_tune_under_the_fault_hook_says_the_rule_is_the_hooks(tmp_path, monkeypa
 
     def fake_run(study_, variant, tuning, progress, time_limit=None):
         trial = ws / ".isocost" / "tune" / "fake"
-        trial.mkdir(parents=True)
+        trial.mkdir(parents=True, exist_ok=True)
         (trial / "predictions.jsonl").write_text("".join(
             json.dumps({"id": r.id, "label": r.label, "score": 0.9}) + "\n" for r in tuning), encoding="utf-8")
         write_record(trial / "manifest.json", manifest_for(sample_spec("tune-fake"), fault_injection=HOOK))
         return trial
 
     monkeypatch.setattr(tune, "_run_reference", fake_run)
+    return study
+
+
+def test_tune_under_the_fault_hook_says_the_rule_is_the_hooks(tmp_path, monkeypatch):
+    """The tuning run's manifest records the hook: tune says so before its rule (the model run is faked)."""
+    from test_hostile_inputs import invoke
+
+    study = _hooked_tuning(tmp_path, monkeypatch)
     result = invoke(["tune", str(study), "--dry-run"])
     assert result.exit_code == 0, result.output
     assert f"warning: NOT A MEASUREMENT: the test-only fault hook ISOCOST_FAULT_INJECT={HOOK} was set for this " \
            "tuning run" in result.output, result.output
+
+
+def test_tune_under_the_fault_hook_writes_no_rule_into_the_study(tmp_path, monkeypatch):
+    """A rule measured under the hook never reaches the study, where every later campaign would judge by it: tune
+    refuses to write it (exit 2, the file's bytes unchanged), naming the hook, the manifest and the fix."""
+    from test_hostile_inputs import assert_user_error, invoke
+
+    study = _hooked_tuning(tmp_path, monkeypatch)
+    before = study.read_bytes()
+    result = invoke(["tune", str(study)])
+    assert_user_error(result, "NOT A MEASUREMENT", f"ISOCOST_FAULT_INJECT={HOOK}", "not written into",
+                      "manifest.json", "without the variable", "--dry-run")
+    assert study.read_bytes() == before

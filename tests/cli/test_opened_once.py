@@ -31,7 +31,8 @@ def _campaign(tmp_path: Path, name: str = "campaign") -> Path:
 
 def _invoke(args: list[str]) -> str:
     result = CliRunner().invoke(main, args)
-    assert result.exit_code == 0, result.output
+    # decide: the golden campaign recorded no rental, so the memo answers no (exit 3, the memo written)
+    assert result.exit_code == (3 if args[0] == "decide" else 0), result.output
     return result.output
 
 
@@ -73,3 +74,27 @@ def test_summarize_after_opening_once_writes_the_golden_bytes(tmp_path):
     summarize_campaign(root)
     for name in ("summary.json", "summary.md", "verdicts.csv", "verdicts.json"):
         assert (root / name).read_bytes() == (GOLDEN / name).read_bytes(), name
+
+
+def test_verify_reads_the_bundled_raw_csv_once(tmp_path, monkeypatch):
+    """``verify`` opens the bundled campaign once (its checks, BUNDLE.json's claims and the re-derived files all
+    from the one Campaign); before: 3 reads of raw.csv."""
+    bundle = Path(__file__).resolve().parents[1] / "data" / "golden_bundle.tar.gz"
+    reads = count_raw_reads(monkeypatch)
+    parses = count_study_parses(monkeypatch)
+    _invoke(["verify", str(bundle)])
+    assert len(reads) == 1, reads
+    assert reads[0].endswith("campaign/raw.csv"), reads
+    assert len(parses) == 1, parses  # before: 2 (the checks' parse, then the re-derivation's)
+
+
+def test_bundle_reads_the_campaigns_raw_csv_once(tmp_path, monkeypatch):
+    """``bundle`` checks, types and packs raw.csv from one read (before: 4 reads of the campaign's raw.csv); the
+    one other read is of the new archive's own copy, which it verifies before keeping it."""
+    root = _campaign(tmp_path)
+    reads = count_raw_reads(monkeypatch)
+    _invoke(["bundle", str(root), "-o", str(tmp_path / "b.tar.gz")])
+    assert [read for read in reads if read.startswith(str(root))] == [str(root / "raw.csv")], reads
+    assert len(reads) == 2, reads
+    monkeypatch.undo()
+    _invoke(["verify", str(tmp_path / "b.tar.gz")])

@@ -81,9 +81,9 @@ def test_own_corpus_and_checkpoint_to_a_decision(own_data: Path, tmp_path: Path,
     expected_build = "cpu" if not (torch.version.cuda or getattr(torch.version, "hip", None)) else ""
     assert manifest["software"]["torch_build"].startswith(expected_build)  # which torch build ran
 
-    # Without a rental, decide still ranks by time and quality and says what is missing.
+    # Without a rental, decide still ranks by time and quality and says what is missing; it chooses nothing (exit 3).
     code, out = cli("decide", str(results))
-    assert code == 0, out
+    assert code == 3, out
     assert "isocost rental" in out and "by measured time and quality" in out
 
     code, out = cli("rental", str(results), "--gpu", "rtx-4090", "--lots", "1")

@@ -133,3 +133,93 @@ def test_a_hosts_json_that_disagrees_with_the_folders_is_refused_naming_the_host
         with pytest.raises(UserError, match=message) as caught:
             read([out])
         assert caught.value.where == str(out / HOSTS_JSON)
+
+
+def _seal_hosts(out: Path, names: list[str], campaigns: tuple[str, ...] = ("a",)) -> None:
+    """What a multi-host run writes into each started host's campaign.json: every host's name, at the start."""
+    from runner.hosts.record import SEALED_HOSTS_KEY
+
+    for name in campaigns:
+        (out / name / "campaign.json").write_text(json.dumps({"launcher": {SEALED_HOSTS_KEY: names}}),
+                                                  encoding="utf-8")
+
+
+@pytest.mark.parametrize(("hosts", "message"), [
+    # a host that never started (no folder) deleted from hosts.json: its "unreachable" note would vanish
+    ([entry("a")], r"host 'c': hosts.json does not list it, and a/campaign.json sealed the hosts a, c at the start"),
+    # a host invented in hosts.json, with no folder to disagree
+    ([entry("a"), entry("c", state="unreachable"), entry("d", state="unreachable", reason="invented")],
+     r"host 'd': hosts.json lists it, and a/campaign.json sealed the hosts a, c, without it at the start"),
+])
+def test_a_host_without_a_folder_deleted_or_invented_is_refused_naming_it(
+        tmp_path: Path, hosts: list[HostEntry], message: str) -> None:
+    out = _out(tmp_path, hosts, campaigns=("a",))
+    _seal_hosts(out, ["a", "c"])
+    for read in (expand_campaign_dirs, lambda roots: hosts_without_campaign(roots[0])):
+        with pytest.raises(UserError, match=message) as caught:
+            read([out])
+        assert caught.value.where == str(out / HOSTS_JSON)
+
+
+def test_the_sealed_host_list_agreeing_with_hosts_json_is_read(tmp_path: Path) -> None:
+    out = _out(tmp_path, [entry("a"), entry("c", state="unreachable", reason="Connection refused")],
+               campaigns=("a",))
+    _seal_hosts(out, ["a", "c"])
+    assert expand_campaign_dirs([out]) == [out / "a"]
+    assert hosts_without_campaign(out) == [("c", "unreachable", "Connection refused")]
+
+
+def test_the_sealed_host_list_is_in_the_raw_chain_anchor(tmp_path: Path) -> None:
+    """Editing the host list a campaign.json sealed breaks raw.csv's first row; a campaign without one (a single
+    host, or a multi-host one from before) keeps the anchor it always had."""
+    from protocol.raw_columns import RAW_SCHEMA_VERSION
+    from runner.campaign_dir.rawformat import genesis
+    from runner.hosts.record import SEALED_HOSTS_KEY
+
+    record = {"campaign_id": "x", "raw_schema_version": RAW_SCHEMA_VERSION, "launcher": {"kind": "docker"}}
+    (tmp_path / "campaign.json").write_text(json.dumps(record), encoding="utf-8")
+    plain = genesis(tmp_path / "raw.csv")
+    record["launcher"][SEALED_HOSTS_KEY] = ["a", "c"]
+    (tmp_path / "campaign.json").write_text(json.dumps(record), encoding="utf-8")
+    sealed = genesis(tmp_path / "raw.csv")
+    record["launcher"][SEALED_HOSTS_KEY] = ["a"]
+    (tmp_path / "campaign.json").write_text(json.dumps(record), encoding="utf-8")
+    assert len({plain, sealed, genesis(tmp_path / "raw.csv")}) == 3
+    record["launcher"] = {"kind": "docker", "other": "fact"}  # the launcher's other facts are not in the anchor
+    (tmp_path / "campaign.json").write_text(json.dumps(record), encoding="utf-8")
+    assert genesis(tmp_path / "raw.csv") == plain
+
+
+def test_a_host_campaign_seals_every_host_of_the_run_into_its_chain(tmp_path: Path) -> None:
+    """A multi-host run's host campaign (real host code, fake trials) records every host at the start, in raw.csv's
+    anchor: the campaign opens consistent, and an edit of that list breaks row 1."""
+    from fakecampaign import FakeLauncher, fake_workspace
+
+    from runner.campaign.run import run_campaign
+    from runner.campaign_dir.campaign import open_campaign
+    from runner.hosts.record import SEALED_HOSTS_KEY
+
+    out = tmp_path / "multi"
+    run_campaign(fake_workspace(tmp_path / "ws", repetitions=1, batches="[1]"), out / "a", FakeLauncher(),
+                 campaign_hosts=("a", "c"))
+    assert open_campaign(out / "a").record.launcher[SEALED_HOSTS_KEY] == ["a", "c"]
+    write_record(out / HOSTS_JSON, hosts_file(entry("a", campaign=True), entry("c", state="unreachable")))
+    assert expand_campaign_dirs([out]) == [out / "a"]
+    data = json.loads((out / "a" / "campaign.json").read_text(encoding="utf-8"))
+    data["launcher"][SEALED_HOSTS_KEY] = ["a"]  # c dropped from the seal as well as from hosts.json
+    (out / "a" / "campaign.json").write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(UserError, match=r"raw.csv row 1 .* does not match its chain digest"):
+        open_campaign(out / "a")
+
+
+def test_resume_refuses_a_hosts_json_that_lost_a_sealed_host(tmp_path: Path) -> None:
+    """`run --resume` reads hosts.json too: a host deleted from it would never be continued, without a word."""
+    from types import SimpleNamespace
+
+    from runner.hosts.record import prepare_hosts_record
+
+    out = _out(tmp_path, [entry("a")], campaigns=("a",))
+    _seal_hosts(out, ["a", "c"])
+    study = SimpleNamespace(sha256="0" * 64, path=tmp_path / "study.toml")
+    with pytest.raises(UserError, match=r"host 'c': hosts.json does not list it"):
+        prepare_hosts_record(study, out, [], "cpu", None, True, None)

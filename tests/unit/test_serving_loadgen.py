@@ -150,8 +150,9 @@ def test_settings_come_from_the_traffic_table():
         ServerSettings.from_traffic(traffic, 2.0)
 
 
-def test_a_system_needs_unique_ids_and_a_bound():
-    with pytest.raises(ValueError):
+def test_a_system_needs_one_text_per_id_and_a_bound():
+    with pytest.raises(ValueError, match="names two texts"):
         ServingSystem(FixedTime(0), [("a", "x"), ("a", "y")], lines, BatcherSettings(1, 0))
+    assert len(ServingSystem(FixedTime(0), [("a", "x"), ("a", "x")], lines, BatcherSettings(1, 0)).samples) == 2
     with pytest.raises(ValueError):
         settings(latency_bound_ms=None)

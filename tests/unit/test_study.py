@@ -43,7 +43,7 @@ def test_identical_configs_from_two_series_are_one_variant(tmp_path, study_text)
 @pytest.mark.parametrize(
     ("old", "new", "message", "key"),
     [
-        ('scenario = "offline"', 'scenario = "interactive"', "out of scope", "key scenario"),
+        ('scenario = "offline"', 'scenario = "interactive"', "is not one of 'offline', 'server'", "key scenario"),
         ('scenario = "offline"', 'scenario = "offline"\ncolour = "blue"', "unknown key 'colour'", "key colour"),
         ("max_length = 32", "max_length = 32\nmax_lenght = 4", "unknown key 'max_lenght'", "key base.max_lenght"),
         ('metric = "accuracy"', 'metric = "bleu"', "'bleu' is not one of", "key quality.metric"),

@@ -49,6 +49,9 @@ class ServerSettings:
     ttft_bound_ms: float | None = None  # with tpot_bound_ms: LoadGen's token latencies (generation)
     tpot_bound_ms: float | None = None
     mode: Literal["performance", "accuracy"] = "performance"
+    #: LoadGen's ``performance_issue_unique``: each sample of the library issued once, in a seeded random order
+    #: (the run then issues exactly the library's size of queries).
+    issue_unique: bool = False
 
     def __post_init__(self) -> None:
         if (self.latency_bound_ms is None) == (self.ttft_bound_ms is None or self.tpot_bound_ms is None):
@@ -91,6 +94,7 @@ class ServerSettings:
         settings.min_duration_ms = round(self.min_duration_s * 1000)
         settings.max_duration_ms = 0 if self.max_duration_s is None else round(self.max_duration_s * 1000)
         settings.performance_sample_count_override = samples
+        settings.performance_issue_unique = self.issue_unique
         settings.qsl_rng_seed = settings.sample_index_rng_seed = settings.schedule_rng_seed = self.seed
         return settings
 

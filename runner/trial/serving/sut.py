@@ -1,9 +1,11 @@
 """The system under test of a serving run: a task's model behind a declared dynamic batcher, every answer kept.
 
 :class:`ServingSystem` is what MLPerf LoadGen drives (:mod:`runner.trial.serving.loadgen_run` hands its
-callbacks to LoadGen): the query sample library is the corpus's ``(id, text)`` pairs, in order, so a sample index
-is a position in the corpus and its id stays the corpus's id; :meth:`load_samples` tokenizes what LoadGen loads
-(before the timed run: MLPerf's library holds its samples ready, as the offline pass's inputs are read before it),
+callbacks to LoadGen): the query sample library is the corpus's ``(id, text)`` pairs, in order (the trial repeats
+the corpus in it, whole, so that each id is served as often: :mod:`runner.trial.serving.trial_pass`), so a sample
+index is a position in that library and its id stays the corpus's id (an id always names the same text);
+:meth:`load_samples` tokenizes what LoadGen loads (before the timed run: MLPerf's library holds its samples
+ready, as the offline pass's inputs are read before it),
 :meth:`issue_queries` only hands each query to the :class:`~runner.trial.serving.batcher.DynamicBatcher`, and the
 batcher's worker runs one batch through the model (anything with ``tokenize(texts)`` and
 ``predict_encoded(features)``: a :class:`~runner.trial.tasks.base.TaskModel`) and answers each query.
@@ -91,11 +93,11 @@ class ServingSystem:
     def __init__(self, model: ServedModel, samples: Sequence[tuple[str, str]],
                  lines: Callable[[Sequence[str], Any], str], batcher: BatcherSettings,
                  token_counts: Callable[[Any], Sequence[int]] | None = None) -> None:
-        ids = [ident for ident, _ in samples]
-        if not ids:
+        if not samples:
             raise ValueError("a serving run needs at least one sample")
-        if len(set(ids)) != len(ids):
-            raise ValueError("sample ids must be unique: an answer is stored by its id")
+        texts: dict[str, str] = {}
+        if any(texts.setdefault(ident, text) != text for ident, text in samples):
+            raise ValueError("a sample id names two texts: an answer is judged by its id")
         self.model, self.samples, self.lines, self.token_counts = model, list(samples), lines, token_counts
         self.settings = batcher
         self.features: dict[int, Any] = {}

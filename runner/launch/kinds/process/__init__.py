@@ -55,4 +55,5 @@ KIND = LauncherKind(
     auto_order=1000,
     order=10,
     hosts="--host runs trials in containers on each host's engine",
+    scenarios=("offline", "server"),
 )

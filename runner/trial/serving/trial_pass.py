@@ -1,0 +1,241 @@
+"""A server study's pass (issue 36): MLPerf LoadGen's Server scenario against the trial's loaded model, instead of
+the offline measured pass, and the task's own output file written from the answers, for the unchanged gate.
+
+The trial loads and warms the model as for an offline pass (``runner.trial.run``), then :class:`ServingPass`:
+
+1. reads the corpus and builds LoadGen's query sample library from it: the corpus, in order, repeated whole
+   ``copies`` times (:func:`library`), so that a sample's id is the corpus's id and every id is in it equally often;
+2. runs LoadGen's Server scenario (:func:`~runner.trial.serving.loadgen_run.run_server`) at the study's one target
+   rate, with LoadGen's ``performance_issue_unique``: each library sample is issued exactly once, in LoadGen's
+   seeded random order, so every corpus id is asked ``copies`` times, among Poisson arrivals. The library holds at
+   least ``min_query_count`` samples, at least the corpus, and (with ``min_duration_s``) more than the queries that
+   duration needs at the rate (:data:`DURATION_MARGIN`). The system under test is the model behind the declared
+   dynamic batcher: the largest batch is the variant's ``batch_size``, the longest wait ``[traffic] max_wait_ms``;
+3. keeps LoadGen's logs and the harness's ``answers.jsonl`` and ``queries.jsonl`` in the trial directory;
+4. writes the task's JSON-lines output file (``predictions.jsonl`` for classification) from the answers, one line
+   per corpus id in corpus order: the id's FIRST answer (in the order queries reached the system). Every repeat of
+   an id must give the same answer (:func:`same_answer`: equal fields, numbers within :data:`REPEAT_TOLERANCE`:
+   a batch of other queries pads differently); an id with a failed query, a malformed answer or repeats that
+   differ is left OUT of the file, and so is an id LoadGen never issued (a run stopped by ``max_duration_s``):
+   the host's gate, unchanged, then refuses the pass as incomplete. Why, per id, is in the manifest;
+5. records ``pass_s`` (from the first query issued to the last completed, as the system saw them) and the
+   manifest's ``serving`` block (:func:`serving_block`): LoadGen's VALID/INVALID and each condition, the early
+   stopping verdict, the latency at the declared percentile against the bound, the scheduled and completed rates
+   against the target, and the answers per id.
+
+The test-only faults act here as in the offline pass (``runner.trial.faults``): ``disagree`` changes the answers
+of its ids (every repeat alike), ``sleep-per-batch`` and the out-of-memory faults act before a served batch (a
+failed batch's queries are answered empty, and their ids left out), ``corrupt`` corrupts the written file.
+
+Example::
+
+    records = ServingPass(trial, model).run()      # in Trial.run, for a spec with ``traffic``
+    trial.manifest["serving"]["result"]            # "VALID"
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from protocol.codec import from_dict
+from protocol.corpus import Record, read_corpus
+from protocol.safe_write import write_text_atomic
+from protocol.traffic import SERVING_FILES as traffic_files
+from protocol.traffic import Traffic
+from runner.trial.batches import batch_record
+from runner.trial.serving.loadgen_run import ServerSettings, ServingRun, run_server
+from runner.trial.serving.summary import DETAIL_FILE, SUMMARY_FILE
+from runner.trial.serving.sut import ANSWERS_FILE, QUERIES_FILE, BatcherSettings, ServingSystem
+
+if TYPE_CHECKING:
+    from runner.trial.run import Trial
+    from runner.trial.tasks.base import TaskModel, TrialTask
+
+#: The serving run's files the host seals beside the task's outputs (``outputs_sha256``; protocol.traffic declares
+#: them for the host). LoadGen's accuracy log (empty in performance mode) and its trace are kept, not sealed.
+SERVING_FILES = (ANSWERS_FILE, QUERIES_FILE, SUMMARY_FILE, DETAIL_FILE)
+assert SERVING_FILES == traffic_files, "protocol.traffic.SERVING_FILES names the files this pass writes"
+#: The largest difference of a number between two answers for one id (a score: padding differs by batch).
+REPEAT_TOLERANCE = 1e-4
+#: With ``min_duration_s``, the library holds this share more than ``rate × min_duration_s`` (plus ten): Poisson
+#: arrivals vary, and with each sample issued once LoadGen stops when the library is spent.
+DURATION_MARGIN = 1.2
+_LISTED = 20  # ids named per problem in the manifest
+
+
+def library(records: Sequence[Record], traffic: Traffic, rate_qps: float) -> tuple[list[tuple[str, str]], int]:
+    """LoadGen's query sample library: the corpus's ``(id, text)`` repeated whole; returns it and the copies.
+
+    Example: 12 inputs, ``min_query_count = 44`` → 4 copies, 48 samples (each id served 4 times)."""
+    wanted = max(traffic.min_query_count, len(records))
+    if traffic.min_duration_s > 0:
+        wanted = max(wanted, math.ceil(rate_qps * traffic.min_duration_s * DURATION_MARGIN) + 10)
+    copies = math.ceil(wanted / len(records))
+    return [(r.id, r.text) for _ in range(copies) for r in records], copies
+
+
+def same_answer(first: dict[str, Any], other: dict[str, Any], tolerance: float = REPEAT_TOLERANCE) -> bool:
+    """Two answers for one id agree: the same fields, numbers within ``tolerance``, everything else equal."""
+    if first.keys() != other.keys():
+        return False
+    for key, value in first.items():
+        theirs = other[key]
+        numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (value, theirs))
+        if not (abs(value - theirs) <= tolerance if numbers else value == theirs):
+            return False
+    return True
+
+
+@dataclasses.dataclass
+class OfflineAnswers:
+    """The task's offline lines chosen from a run's answers, and what kept an id out of them."""
+
+    lines: list[str]
+    served: Counter[str]
+    failed: list[str]
+    malformed: list[str]
+    differing: list[str]
+    missing: list[str]
+
+
+def offline_answers(ids: Sequence[str], system: ServingSystem) -> OfflineAnswers:
+    """One line per corpus id, in corpus order: its first answer, unless a query for it failed, an answer was not
+    its line, or its repeats differ (then it is left out, and named)."""
+    first: dict[str, tuple[str, dict[str, Any]]] = {}
+    served: Counter[str] = Counter()
+    failed, malformed, differing = set(), set(), set()
+    for record in sorted(system.records, key=lambda r: r.seq):
+        served[record.id] += 1
+        if record.error is not None or record.query not in system.answers:
+            failed.add(record.id)
+            continue
+        text = system.answers[record.query]
+        try:
+            line = json.loads(text)
+        except ValueError:
+            line = None
+        if not isinstance(line, dict) or line.get("id") != record.id:
+            malformed.add(record.id)
+        elif record.id not in first:
+            first[record.id] = (text, line)
+        elif not same_answer(first[record.id][1], line):
+            differing.add(record.id)
+    left_out = failed | malformed | differing
+    return OfflineAnswers(
+        lines=[first[i][0] + "\n" for i in ids if i in first and i not in left_out], served=served,
+        failed=[i for i in ids if i in failed], malformed=[i for i in ids if i in malformed],
+        differing=[i for i in ids if i in differing], missing=[i for i in ids if served[i] == 0])
+
+
+class _FaultedModel:
+    """The trial's model as the batcher calls it, with the test-only fault of the trial before each batch."""
+
+    def __init__(self, trial: Trial, model: TaskModel) -> None:
+        self.trial, self.model, self.batch_no = trial, model, 0
+
+    def tokenize(self, texts: list[str]) -> Any:
+        return self.model.tokenize(texts)
+
+    def predict_encoded(self, features: Any) -> Any:
+        number, self.batch_no = self.batch_no, self.batch_no + 1
+        self.trial.fault.before_batch(number, len(features))
+        return self.model.predict_encoded(features)
+
+
+class ServingPass:
+    """One serving run of the trial's loaded ``model`` at the spec's traffic, filling the trial's phases."""
+
+    def __init__(self, trial: Trial, model: TaskModel) -> None:
+        from runner.trial.tasks import trial_task
+
+        assert trial.spec.traffic is not None, "a serving pass needs the study's [traffic]"
+        self.trial, self.model = trial, model
+        self.task: TrialTask = trial_task(trial.spec.task)
+        self.traffic = from_dict(Traffic, trial.spec.traffic)
+
+    def _lines(self, ids: Sequence[str], outputs: Any) -> str:
+        """The task's lines for one served batch (the ``disagree`` fault changes its ids' outputs first)."""
+        outputs = self.trial.fault.perturb(list(ids), outputs, self.model, self.task)
+        return self.task.lines(ids, outputs)
+
+    def run(self) -> tuple[Record, ...]:
+        """Serve, write the task's output file and batches.jsonl; returns the corpus records."""
+        trial, traffic = self.trial, self.traffic
+        records = read_corpus(Path(trial.spec.corpus_path), require_label=False)
+        trial.expected = len(records)
+        rate = traffic.rates_qps[0]
+        samples, copies = library(records, traffic, rate)
+        system = ServingSystem(_FaultedModel(trial, self.model), samples, self._lines,
+                               BatcherSettings(trial.variant.batch_size, traffic.max_wait_ms))
+        settings = dataclasses.replace(ServerSettings.from_traffic(traffic, rate), issue_unique=True)
+        run = run_server(system, settings, trial.out)
+        times = [(r.issued_ns, r.completed_ns) for r in system.records]
+        trial.phases["pass_s"] = (max(c for _, c in times) - min(i for i, _ in times)) / 1e9 if times else None
+        if not times:
+            trial.reasons["pass_s"] = "the serving run answered no query"
+        why = "not measured in a serving run: energy per request is not wired yet"
+        trial.gpu_energy_reason = trial.cpu_energy_reason = why
+        answers = offline_answers([r.id for r in records], system)
+        name = next(f.name for f in self.task.pass_files if not f.binary)
+        text = trial.fault.corrupt("".join(answers.lines), 0, len(records))
+        write_text_atomic(trial.out / name, text, root=trial.out)
+        trial.completed = len(answers.lines)
+        self._write_batches(system, records)
+        trial.manifest["serving"] = serving_block(run, settings, system, answers, copies, len(records))
+        trial.write_manifest()
+        return records
+
+    def _write_batches(self, system: ServingSystem, records: Sequence[Record]) -> None:
+        """``batches.jsonl``: one line per served batch (the queries the batcher ran together, its model time)."""
+        encoded = self.model.tokenize([r.text for r in records])
+        buckets = [self.trial.bucket(r.id) for r in records]
+        batches: dict[int, list[Any]] = {}
+        for record in sorted(system.records, key=lambda r: r.seq):
+            batches.setdefault(record.batch, []).append(record)
+        lines = []
+        for number, members in sorted(batches.items()):
+            index = [member.index % len(records) for member in members]
+            seconds = (members[0].completed_ns - members[0].started_ns) / 1e9
+            lines.append(json.dumps(batch_record(number, index, encoded, buckets, seconds, None)) + "\n")
+        write_text_atomic(self.trial.out / "batches.jsonl", "".join(lines), root=self.trial.out)
+
+
+def serving_block(run: ServingRun, settings: ServerSettings, system: ServingSystem, answers: OfflineAnswers,
+                  copies: int, inputs: int) -> dict[str, Any]:
+    """The manifest's ``serving`` block: what was asked, what LoadGen said, what the answers were."""
+    summary = run.summary
+    bound = settings.latency_bound_ms
+    measured = summary.percentile_ms("latency", settings.percentile) if summary is not None else None
+    return {
+        "scenario": "server", "arrivals": "poisson", "target_qps": settings.target_qps,
+        "max_batch": system.settings.max_batch, "max_wait_ms": system.settings.max_wait_ms,
+        "min_query_count": settings.min_query_count, "min_duration_s": settings.min_duration_s,
+        "max_duration_s": settings.max_duration_s, "seed": settings.seed,
+        "library_samples": len(system.samples), "corpus_copies": copies,
+        "result": None if summary is None else ("VALID" if summary.valid else "INVALID"),
+        "performance_constraints_met": summary.performance_constraints_met if summary else None,
+        "min_duration_met": summary.min_duration_met if summary else None,
+        "min_queries_met": summary.min_queries_met if summary else None,
+        "early_stopping_met": summary.early_stopping_met if summary else None,
+        "early_stopping": list(summary.early_stopping) if summary else [],
+        "more_queries_needed": summary.more_queries_needed if summary else None,
+        "scheduled_qps": summary.scheduled_qps if summary else None,
+        "completed_qps": summary.completed_qps if summary else None,
+        "percentile": settings.percentile, "latency_bound_ms": bound, "latency_at_percentile_ms": measured,
+        "latency_within_bound": None if measured is None or bound is None else measured <= bound,
+        "queries": run.queries, "unanswered": run.unanswered, "errors": list(run.errors[:5]), "batches": run.batches,
+        "answers": {
+            "rule": f"one line per id: its first answer; every repeat equal (numbers within {REPEAT_TOLERANCE:g}), "
+                    "else the id is left out of the output file",
+            "inputs": inputs, "written": len(answers.lines),
+            "served_per_id_min": 0 if answers.missing or not answers.served else min(answers.served.values()),
+            **{key: getattr(answers, key)[:_LISTED] for key in ("missing", "failed", "malformed", "differing")},
+            **{f"{key}_count": len(getattr(answers, key)) for key in ("missing", "failed", "malformed", "differing")},
+        },
+    }
