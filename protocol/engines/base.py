@@ -41,8 +41,11 @@ class Engine:
     fixed: Mapping[str, Any] = field(default_factory=dict)
     #: Its settings: the keys of ``[engines.NAME]``, each ``engines.NAME.KEY`` (``protocol.study_keys.key_rows``).
     settings: tuple[StudyKey, ...] = ()
-    #: Python modules the trial imports to run it (``isocost check`` finds them before anything runs).
+    #: Python modules the trial imports to run it (the process launcher finds them in the trial's interpreter
+    #: before anything runs; a trial that lacks one is refused naming it).
     requires: tuple[str, ...] = ()
+    #: The launcher kinds its trials run under (empty: every kind); another is refused before anything runs.
+    launchers: tuple[str, ...] = ()
     #: An environment variable naming the Python interpreter its trials run under in a local process, and the
     #: default, relative to the working folder ("" both: the host's own interpreter).
     python_env: str = ""

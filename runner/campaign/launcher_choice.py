@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from protocol.engines import engine_named
 from protocol.errors import UserError
 from protocol.records import TrialSpec
 from protocol.study import Study, load_study
@@ -86,12 +87,19 @@ def choose_launcher(
                             lambda stack: locked_image(stack, lock), engine_timeout_s, answers)
     if kind == "auto":
         return _choose_auto(request)
-    _check_scenario(launcher_kind(kind), request.study.scenario, f"--launcher {kind}")
+    _check_scenario(launcher_kind(kind), request.study, f"--launcher {kind}")
     return launcher_kind(kind).choose(request)
 
 
-def _check_scenario(kind: LauncherKind, scenario: str, where: str) -> None:
-    """A kind runs only the scenarios it declares (``server`` trials need LoadGen beside the model)."""
+def _check_scenario(kind: LauncherKind, study: Study, where: str) -> None:
+    """A kind runs only the scenarios it declares (``server`` trials need LoadGen beside the model), and an engine
+    only under the launchers it declares (vLLM's environment is a local one)."""
+    for variant in study.series_variants():
+        engine = engine_named(variant.engine)
+        if engine.launchers and kind.name not in engine.launchers:
+            raise UserError(f"engine {engine.name} does not run under launcher {kind.name} yet", where,
+                            f"Use --launcher {' or '.join(engine.launchers)} for it (docs/engines.md).")
+    scenario = study.scenario
     if scenario not in kind.scenarios:
         able = ", ".join(k.name for k in launcher_kinds().values() if scenario in k.scenarios)
         raise UserError(f"launcher {kind.name} does not run scenario {scenario!r} yet", where,
@@ -103,9 +111,10 @@ def _choose_auto(request: ChoiceRequest) -> LauncherChoice:
     declined: list[Decline] = []
     for kind in sorted((k for k in launcher_kinds().values() if k.auto is not None), key=lambda k: k.auto_order):
         assert kind.auto is not None
-        if request.study.scenario not in kind.scenarios:
-            declined.append(Decline(f"{kind.name} does not run scenario {request.study.scenario!r} yet",
-                                    "--launcher process runs it (docs/serving.md)"))
+        try:
+            _check_scenario(kind, request.study, "--launcher auto")
+        except UserError as exc:
+            declined.append(Decline(exc.what, exc.fix))
             continue
         answer = kind.auto(dataclasses.replace(request, declined=tuple(declined)))
         if isinstance(answer, LauncherChoice):

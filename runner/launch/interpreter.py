@@ -57,3 +57,43 @@ def missing_pythons(engine_names: Iterable[str]) -> list[UserError]:
                                     f"Build its environment (make {name} in the isocost checkout), or set "
                                     f"{engine.python_env} to the Python of an environment that has it."))
     return errors
+
+
+#: Run by the engine's interpreter: the required modules it cannot find (found, not imported: quick, no side
+#: effect), one per line.
+_FIND = "import importlib.util, sys\nfor m in sys.argv[1:]:\n    if importlib.util.find_spec(m) is None: print(m)"
+
+
+def missing_modules(engine_names: Iterable[str], host_python: str) -> list[UserError]:
+    """One error per engine whose trial interpreter lacks a module the engine requires (``Engine.requires``),
+    found in that interpreter itself (vLLM's own environment, not the host's)."""
+    import subprocess
+
+    errors = []
+    for name in sorted(set(engine_names)):
+        engine = engine_named(name)
+        python = trial_python(name, host_python)
+        if not engine.requires or not Path(python).exists():
+            continue  # nothing to find, or the missing interpreter is missing_pythons' error
+        try:
+            found = subprocess.run([python, "-c", _FIND, *engine.requires], capture_output=True, text=True,
+                                   timeout=120, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            errors.append(UserError(f"engine {name}: {python} could not be asked for its modules ({exc})",
+                                    "--launcher process", "Check that interpreter runs."))
+            continue
+        missing = found.stdout.split() if found.returncode == 0 else list(engine.requires)
+        if missing:
+            errors.append(UserError(f"engine {name} needs the Python module(s) {', '.join(missing)}, which {python} "
+                                    "lacks", "--launcher process",
+                                    f"Install them into that environment ({_install_hint(name)}), or drop the "
+                                    "engine from the study."))
+    return errors
+
+
+def _install_hint(name: str) -> str:
+    engine = engine_named(name)
+    if engine.python_default:
+        return f"make {name} in the isocost checkout builds it"
+    return "make setup installs the engines isocost ships"
+

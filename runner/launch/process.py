@@ -26,7 +26,7 @@ from protocol.records import TrialSpec
 from protocol.safe_write import write_binary
 from runner.campaign_dir.rawtable import HOST_STOP_NOTE
 from runner.launch.base import HostInterrupt, LauncherBase, LaunchResult, TrialPaths
-from runner.launch.interpreter import missing_pythons, trial_python
+from runner.launch.interpreter import missing_modules, missing_pythons, trial_python
 from runner.launch.launcher_file import launcher_schema, write_launcher_file
 from runner.trial.measure import clock
 
@@ -115,12 +115,16 @@ class ProcessLauncher(LauncherBase):
         """An engine whose trials run with an interpreter of their own (``runner.launch.interpreter``): refused
         when that interpreter is missing; otherwise a line naming it."""
         engines = {variant.engine for variant in study.variants()}
-        errors = missing_pythons(engines)
+        errors = self.engine_problems(engines)
         if errors:
             raise errors[0]
         own = {name: trial_python(name, self.python) for name in sorted(engines)}
         return "; ".join(f"engine {name} runs its trials with {python}" for name, python in own.items()
                          if python != self.python)
+
+    def engine_problems(self, engines: set[str]) -> list[UserError]:
+        """What keeps these engines' trials from starting here: a missing interpreter, else a missing module."""
+        return missing_pythons(engines) or missing_modules(engines, self.python)
 
     def python_for(self, paths: TrialPaths) -> str:
         """The interpreter of this trial: its engine's own (the spec names the engine), else this launcher's."""

@@ -350,6 +350,22 @@ def _launcher(report: CheckReport, study: Study, kind: str = "auto",
         report.add("warn", "image", choice.notice)
     else:
         report.add("ok", *choice.launcher.check_line())
+    _engines(report, study, choice.launcher)
+
+
+def _engines(report: CheckReport, study: Study, launcher: Any) -> None:
+    """The engines the variants run can start where the trials run (the process launcher finds each engine's
+    interpreter and modules; other launchers' trials refuse a missing one at load, naming it)."""
+    engines = {variant.engine for variant in study.variants()}
+    problems = getattr(launcher, "engine_problems", None)
+    if problems is None:
+        report.add("ok", "engines", f"{', '.join(sorted(engines))}: checked by each trial at load")
+        return
+    errors = problems(engines)
+    for error in errors:
+        _fail(report, "engines", error)
+    if not errors:
+        report.add("ok", "engines", f"{', '.join(sorted(engines))}: interpreter and modules found")
 
 
 def _slurm_shared(launcher: Any, out: Path | None) -> None:

@@ -97,6 +97,9 @@ class Trial:
         self.peaks_reset = False
         #: Seconds of the measured pass spent writing its files and probing memory (excluded from pass_s).
         self.pass_write_s = 0.0
+        #: The variant's engine and the model it loaded (closed by close_engine, after the status is written).
+        self.engine: TrialEngine | None = None
+        self.model: TaskModel | None = None
 
     # -- outputs ---------------------------------------------------------------------------
 
@@ -236,23 +239,30 @@ class Trial:
             self.torch.cuda.synchronize()
 
     def run(self) -> int:
-        """Load, warm up, probe the attention kernels, run the measured pass, count truncations; the engine is
-        closed whatever happens (no worker or server is left behind)."""
+        """Load, warm up, probe the attention kernels, run the measured pass, count truncations. The engine is
+        closed by :meth:`close_engine` after the status is written (``execute``), whatever happened."""
         from runner.trial.engines import trial_engine
 
-        engine, model = trial_engine(self.variant.engine), None
         try:
-            model = self.load_model(engine)
-            self.warm_up(model)
-            self.probe_attention(model)
-            compiled_before = self._compilations()
-            records = self._pass(model)
-            if compiled_before is not None:
-                self.pass_compilations = (self._compilations() or 0) - compiled_before
-            self.after_pass(model, [r.text for r in records])
-        finally:
-            engine.close(model)
+            self.engine = trial_engine(self.variant.engine)
+        except ModuleNotFoundError as exc:
+            raise Refusal(_missing_module(self.variant.engine, exc)) from None
+        self.model = model = self.load_model(self.engine)
+        self.warm_up(model)
+        self.probe_attention(model)
+        compiled_before = self._compilations()
+        records = self._pass(model)
+        if compiled_before is not None:
+            self.pass_compilations = (self._compilations() or 0) - compiled_before
+        self.after_pass(model, [r.text for r in records])
         return EXIT_OK
+
+    def close_engine(self) -> None:
+        """Stop what the engine started (workers, servers): once, after status.json is written, so that a slow
+        stop never costs the trial its status when the launcher kills it at its grace's end."""
+        engine, self.engine = self.engine, None
+        if engine is not None:
+            engine.close(self.model)
 
     def _pass(self, model: TaskModel) -> tuple[Any, ...]:
         """The offline measured pass, or, for a server study (the spec has ``traffic``), the serving run."""
@@ -277,6 +287,8 @@ class Trial:
                                     self.spec.task_options, self.spec.engine_settings)
             except EngineRefused as exc:
                 raise Refusal(f"engine {engine.name}: {exc}") from None
+            except ModuleNotFoundError as exc:
+                raise Refusal(_missing_module(engine.name, exc)) from None
         self.phases["load_s"] = timer.elapsed_s
         self.manifest["model"] = model.describe()
         read_back = engine.readback(model)
@@ -404,6 +416,11 @@ def main(argv: list[str]) -> int:
     return execute(Trial(spec, out))
 
 
+def _missing_module(engine: str, exc: ModuleNotFoundError) -> str:
+    return (f"engine {engine} needs the Python module {exc.name or exc}, which this trial's environment lacks "
+            "(an image or interpreter without the engine: docs/engines.md)")
+
+
 def execute(trial: Trial) -> int:
     """Every stage of one trial, and a complete ``status.json`` for every ending; returns the exit status.
 
@@ -435,3 +452,5 @@ def execute(trial: Trial) -> int:
         trial._record_device_peaks()
         trial.write_status(status, f"{type(exc).__name__}: {exc}")
         return EXIT_FAILED
+    finally:
+        trial.close_engine()

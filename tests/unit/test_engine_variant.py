@@ -4,6 +4,7 @@ read back in the trial (``settings_differences``)."""
 
 from __future__ import annotations
 
+import os
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -118,3 +119,24 @@ def test_a_setting_the_engine_runs_otherwise_is_named() -> None:
     assert settings_differences({"mode": "same", "dtype": "float32"}, {"mode": "same", "dtype": "bfloat16"}) == [
         "dtype: declared 'float32', engine runs 'bfloat16'"]
     assert settings_differences({"kv": 1}, {}) == ["kv: declared 1, engine runs '(not reported)'"]
+
+
+def test_the_process_launcher_finds_an_engines_modules_in_the_trials_interpreter(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``isocost check`` and run's preflight ask the interpreter the trials will run with for each engine's
+    modules; a missing one is an error naming it, the interpreter and the fix, before anything runs."""
+    from runner.launch.process import ProcessLauncher
+
+    package = tmp_path / "needy"
+    package.mkdir()
+    (package / "__init__.py").write_text(
+        "from protocol.engines.base import Engine\n"
+        "ENGINE = Engine(name='needy', help='needs a module nobody has', trial_module='x.trial',\n"
+        "                requires=('json', 'isocost_no_such_module_anywhere'))\n", encoding="utf-8")
+    monkeypatch.setenv(ENGINES_PATH_ENV, f"{FIXTURES}{os.pathsep}{tmp_path}")
+    launcher = ProcessLauncher()
+    assert launcher.engine_problems({"transformers", "relay"}) == []
+    [error] = launcher.engine_problems({"transformers", "needy"})
+    assert error.what == (f"engine needy needs the Python module(s) isocost_no_such_module_anywhere, which "
+                          f"{launcher.python} lacks")
+    assert "Install them into that environment" in error.fix

@@ -28,10 +28,13 @@ def nowhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def _python(folder: Path) -> Path:
+def _python(folder: Path, missing: str = "") -> Path:
+    """A stand-in for the engine's interpreter: asked for its modules (``-c`` and the module names), it names
+    ``missing`` as the one it cannot find."""
     python = folder / ".venv-vllm" / "bin" / "python"
     python.parent.mkdir(parents=True)
-    python.write_text("")
+    python.write_text(f"#!/bin/sh\nprintf '{missing}'\n")
+    python.chmod(0o755)
     return python
 
 
@@ -60,6 +63,9 @@ def test_a_missing_interpreter_is_refused_before_anything_runs(nowhere: Path) ->
     python = _python(nowhere)
     assert ProcessLauncher("/host/python").preflight(study, nowhere / "out") == (  # type: ignore[arg-type]
         f"engine vllm runs its trials with {python}")
+    python.write_text("#!/bin/sh\necho vllm\n")  # an environment without vLLM in it
+    with pytest.raises(UserError, match=f"engine vllm needs the Python module\\(s\\) vllm, which {python} lacks"):
+        ProcessLauncher("/host/python").preflight(study, nowhere / "out")  # type: ignore[arg-type]
 
 
 def test_the_launcher_picks_each_trials_interpreter_from_its_spec(nowhere: Path) -> None:

