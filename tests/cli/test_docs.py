@@ -21,6 +21,7 @@ from typing import Any
 import click
 import pytest
 from click.testing import CliRunner
+from markdown_sections import bullets, sections
 
 from runner.cli import main
 
@@ -292,32 +293,6 @@ CODE = re.compile(r"`([^`]+)`")
 SOURCE_NAME = re.compile(r"^[\w./]+(?:\.py|/)$")  # `stats.py`, `campaign_dir/`, `trial/run.py`
 CLASS_NAME = re.compile(r"^[A-Z][a-z]+(?:[A-Z][a-z0-9]*)+$|^[A-Z][a-z]+[A-Z]?$")  # `TrialSpec`, `Study`, `Check`
 FIELD_NAME = re.compile(r"^[a-z][a-z0-9]*(?:_[a-z0-9]+)*$")
-
-
-def sections(text: str) -> dict[str, list[str]]:
-    """The prose lines under each heading (fenced code kept, with its fence lines), by heading text."""
-    found: dict[str, list[str]] = {}
-    current = ""
-    inside = False
-    for line in text.splitlines():
-        if FENCE.match(line):
-            inside = not inside
-        if not inside and HEADING.match(line):
-            current = HEADING.match(line).group(2)  # type: ignore[union-attr]
-            continue
-        found.setdefault(current, []).append(line)
-    return found
-
-
-def bullets(lines: list[str]) -> list[str]:
-    """Each Markdown list item with its continuation lines joined."""
-    items: list[str] = []
-    for line in lines:
-        if line.startswith("- "):
-            items.append(line[2:])
-        elif items and line.startswith("  ") and line.strip():
-            items[-1] += " " + line.strip()
-    return items
 
 
 def _module_of(source: Path) -> str:

@@ -12,38 +12,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from markdown_sections import bullets, sections
+
 ROOT = Path(__file__).resolve().parents[2]
 ARCHITECTURE = ROOT / "ARCHITECTURE.md"
 PACKAGES = ("protocol", "runner", "benchmarks")
 CODE = re.compile(r"`([^`]+)`")
 SOURCE_NAME = re.compile(r"^[\w./]+(?:\.py|/)$")
-HEADING = re.compile(r"^(#{1,6})\s+(.*)$")
-FENCE = re.compile(r"^\s*(```|~~~)")
-
-
-def sections(text: str) -> dict[str, list[str]]:
-    """The lines under each heading, by heading text (a heading inside a fence is a line)."""
-    found: dict[str, list[str]] = {}
-    current, inside = "", False
-    for line in text.splitlines():
-        if FENCE.match(line):
-            inside = not inside
-        heading = None if inside else HEADING.match(line)
-        if heading:
-            current = heading.group(2)
-            continue
-        found.setdefault(current, []).append(line)
-    return found
-
-
-def bullets(lines: list[str]) -> list[str]:
-    items: list[str] = []
-    for line in lines:
-        if line.startswith("- "):
-            items.append(line[2:])
-        elif items and line.startswith("  ") and line.strip():
-            items[-1] += " " + line.strip()
-    return items
 
 
 def _resolve(base: Path, token: str) -> list[Path]:
