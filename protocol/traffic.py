@@ -84,7 +84,8 @@ TRAFFIC_KEYS: dict[str, StudyKey] = {entry.key: entry for entry in key_rows(
     ("traffic.rate_qps", "number", "required with poisson (or rates_qps)", Bounds(0, MAX_RATE_QPS, low_open=True),
      "target rate, queries per second"),
     ("traffic.rates_qps", "array", "required with poisson (or rate_qps)", None,
-     "a series of target rates, queries per second, one run each (each as rate_qps)"),
+     "a series of target rates, queries per second, rising strictly (each as rate_qps): each configuration runs "
+     "once per rate, as its own variant"),
     ("traffic.trace", "string", "required with trace", None,
      "arrival times: a text file, one time in seconds from the start per line, sorted; relative to the study"),
     ("traffic.min_query_count", "integer", "required", Bounds(1, 100_000_000),
