@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from protocol.errors import UserError
@@ -52,8 +53,8 @@ def serving_record(paths: CampaignPaths, study: Study, rows: Sequence[Any], verd
     equivalent = {v.variant_id: v.equivalent is True for v in summary.variants}
     runs: dict[str, list[ServingRun]] = {}
     for row in rows:
-        same = equivalent.get(row.variant_id, False) or row.variant_id == study.reference_for(row.variant_id)
         reference = study.reference_for(row.variant_id)
+        same = equivalent.get(row.variant_id, False) or row.variant_id == reference
         runs.setdefault(row.variant_id, []).append(
             _run(paths, row.trial_id, bound, traffic.queries_needed, verdicts.get(row.trial_id) or {}, same,
                  reference))
@@ -90,7 +91,7 @@ def _run(paths: CampaignPaths, trial_id: str, bound: LatencyBound, needed: int, 
         distribution=distribution(latencies, bound.bound_ms))
 
 
-def _latencies(path: Any) -> tuple[list[float], int]:
+def _latencies(path: Path) -> tuple[list[float], int]:
     """Each answered query's issue-to-completion time (ms) in a trial's ``queries.jsonl``, and how many failed
     ([] and 0 when the trial wrote none: a run that never started)."""
     if not path.is_file():
