@@ -4,7 +4,9 @@ and each run's latency distribution, with the percentiles a run had too few quer
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -112,3 +114,18 @@ def test_a_run_without_loadgen_result_or_queries_says_so() -> None:
     assert "no LoadGen result (the serving run did not complete)" in text
     assert "latency distribution: no answered query; 3 failed" in text and "Serving-acceptable: none." in text
     assert serving_lines(None) == "" and not math.isnan(lone.bound_ms)
+
+
+def test_a_trials_queries_give_its_latencies_failures_counted_apart_and_a_bad_line_refused(tmp_path: Path) -> None:
+    from runner.analysis.serving_record import _latencies
+
+    path = tmp_path / "queries.jsonl"
+    lines = [{"issued_ns": 0, "completed_ns": 2_500_000, "error": None},
+             {"issued_ns": 1_000_000, "completed_ns": 11_000_000, "error": None},
+             {"issued_ns": 0, "completed_ns": 5, "error": "RuntimeError: out of memory"}]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    assert _latencies(path) == ([2.5, 10.0], 1)
+    assert _latencies(tmp_path / "absent.jsonl") == ([], 0)  # a run that never started wrote none
+    path.write_text(path.read_text() + '{"issued_ns": 3}\n', encoding="utf-8")
+    with pytest.raises(UserError, match="line 4 of queries.jsonl is not a query's times"):
+        _latencies(path)
