@@ -5,7 +5,7 @@ differs from the kinds found (built-in ones only: a folder in ``ISOCOST_LAUNCHER
 
 Example::
 
-    print(kinds_table())   # | kind | where each trial runs | scenarios | `auto` | `--host` | replay | launcher.json keys |
+    print(kinds_table())   # | kind | where each trial runs | scenarios | `auto` | `--host` | replay | keys |
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ import importlib.util
 import re
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,3 +44,24 @@ def test_a_trial_without_loadgen_is_refused_naming_the_fixes(monkeypatch: pytest
 def test_an_environment_with_loadgen_serves() -> None:
     pytest.importorskip("mlperf_loadgen")
     assert missing_loadgen() == ""
+
+
+def test_a_vllm_variant_is_refused_under_docker_and_slurm_with_the_reason() -> None:
+    """vLLM has no trial image yet (docs/engines.md): the refusal names why and the launcher that runs it."""
+    from types import SimpleNamespace
+
+    from protocol.engines import engine_named
+    from protocol.errors import UserError
+    from runner.campaign.launcher_choice import _check_scenario
+    from runner.launch.kind import launcher_kinds
+
+    study: Any = SimpleNamespace(series_variants=lambda: [SimpleNamespace(engine="vllm")], scenario="offline")
+    kinds = launcher_kinds()
+    _check_scenario(kinds["process"], study, "--launcher process")
+    why = engine_named("vllm").launchers_why
+    assert "image" in why and ".venv-vllm" in why
+    for name in ("docker", "slurm"):
+        with pytest.raises(UserError) as caught:
+            _check_scenario(kinds[name], study, f"--launcher {name}")
+        assert caught.value.what == f"engine vllm does not run under launcher {name} yet ({why})"
+        assert "--launcher process" in caught.value.fix and "docs/engines.md" in caught.value.fix
