@@ -1,6 +1,7 @@
-"""Server studies outside a local process: the CPU image carries MLPerf LoadGen at the ``serving`` extra's pin (with
-its hash in the lock, imported by the image's build check), and a trial environment without LoadGen is refused
-before the model is loaded, naming the module and both fixes."""
+"""Server studies outside a local process: each image (CPU built and tested here; CUDA, ROCm locked only) carries
+MLPerf LoadGen at the ``serving`` extra's pin (its hash in the lock, imported by the image's build check); a trial
+environment without LoadGen is refused before the model loads, naming the module and both fixes; engine vllm is
+refused under docker and slurm with the reason."""
 
 from __future__ import annotations
 
@@ -24,13 +25,14 @@ def _serving_pin() -> str:
     return pin
 
 
-def test_the_cpu_image_locks_loadgen_at_the_serving_extras_pin() -> None:
+@pytest.mark.parametrize("stack", ["cpu", "cuda", "rocm"])
+def test_each_image_locks_loadgen_at_the_serving_extras_pin(stack: str) -> None:
     name, version = _serving_pin().split("==")
-    locked = {p.name: p for p in parse_lock((ROOT / "images/cpu/requirements.lock").read_text())}
+    locked = {p.name: p for p in parse_lock((ROOT / f"images/{stack}/requirements.lock").read_text())}
     assert locked[name].version == version and all(re.fullmatch(r"sha256:[0-9a-f]{64}", h)
                                                    for h in locked[name].hashes)
-    assert f"{name}=={version}" in (ROOT / "images/cpu/requirements.in").read_text()
-    assert "mlperf_loadgen" in (ROOT / "images/cpu/Dockerfile").read_text()  # the build's import check
+    assert f"{name}=={version}" in (ROOT / f"images/{stack}/requirements.in").read_text()
+    assert "mlperf_loadgen" in (ROOT / f"images/{stack}/Dockerfile").read_text()  # the build's import check
 
 
 def test_a_trial_without_loadgen_is_refused_naming_the_fixes(monkeypatch: pytest.MonkeyPatch) -> None:
