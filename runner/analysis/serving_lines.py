@@ -68,10 +68,14 @@ def _loadgen(serving: dict[str, Any] | None, share: str) -> str:
     words = f"LoadGen {serving['result']}"
     if stopping is not None:
         words += f" (early stopping {'met' if stopping else 'NOT met'})"
-    measured, bound = serving.get("latency_at_percentile_ms"), serving.get("latency_bound_ms")
-    within = {True: "≤", False: ">", None: "vs"}[serving.get("latency_within_bound")]
-    words += (f"; {share} latency {measured:.1f} ms {within} {bound:g} ms bound" if measured is not None else
-              f"; {share} latency not reported by LoadGen")
+    measures = ((("ttft", "time to first token"), ("tpot", "time per output token")) if serving.get("token_latencies")
+                else (("latency", "latency"),))  # a generation is bounded by LoadGen's token latencies
+    for name, label in measures:
+        measured, bound = serving.get(f"{name}_at_percentile_ms"), serving.get(f"{name}_bound_ms")
+        within = {True: "≤", False: ">", None: "vs"}[serving.get(f"{name}_within_bound")]
+        percentile = f"p{serving['percentile'] * 100:g}" if serving.get("percentile") else share
+        words += (f"; {percentile} {label} {measured:.1f} ms {within} {bound:g} ms bound" if measured is not None
+                  else f"; {percentile} {label} not reported by LoadGen")
     completed, target = serving.get("completed_qps"), serving.get("target_qps")
     if completed is not None:
         words += f"; completed {completed:.2f} of {target:g} qps"
