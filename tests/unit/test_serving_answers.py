@@ -155,3 +155,44 @@ def test_the_system_tells_each_first_token_once_before_its_completion(silent: bo
     if not silent:  # row 0's first token came a step before row 1's
         assert records[101].first_token_ns < records[102].first_token_ns  # type: ignore[operator]
     assert [json.loads(text)["id"] for text in offline_answers(["a", "b"], system).lines] == ["a", "b"]
+
+
+def test_a_generation_runs_token_figures_reach_the_manifest_and_the_summary_line() -> None:
+    from runner.analysis.serving_lines import _loadgen
+    from runner.trial.serving.loadgen_run import ServerSettings, ServingRun
+    from runner.trial.serving.sut import QueryRecord
+    from runner.trial.serving.trial_pass import token_figures
+
+    settings = ServerSettings(target_qps=4.0, percentile=0.5, min_query_count=12, min_duration_s=0.0,
+                              max_duration_s=None, seed=0, ttft_bound_ms=800.0, tpot_bound_ms=50.0)
+    measured = {"first_token": 912.5, "tpot": 42.0}
+    summary = SimpleNamespace(percentile_ms=lambda name, p: measured[name] if p == 0.5 else None,
+                              completed_tokens_per_second=17.5)
+    run = ServingRun(summary=summary, queries=2, unanswered=1, errors=("RuntimeError: boom",), batches=2)  # type: ignore[arg-type]
+    records = [QueryRecord(seq=i, query=i, index=i, id=f"g{i}", issued_ns=0, started_ns=1, first_token_ns=2,
+                           completed_ns=3, batch=i, batch_size=1, n_tokens=n, error=error)
+               for i, (n, error) in enumerate([(6, None), (0, "RuntimeError: boom")])]
+    figures = token_figures(run, settings, SimpleNamespace(records=records))  # type: ignore[arg-type]
+    assert figures == {"token_latencies": True, "ttft_bound_ms": 800.0, "ttft_at_percentile_ms": 912.5,
+                       "ttft_within_bound": False, "tpot_bound_ms": 50.0, "tpot_at_percentile_ms": 42.0,
+                       "tpot_within_bound": True, "output_tokens": 6, "completed_tokens_per_second": 17.5}
+    whole = ServerSettings(target_qps=4.0, percentile=0.5, min_query_count=12, min_duration_s=0.0,
+                           max_duration_s=None, seed=0, latency_bound_ms=100.0)
+    assert token_figures(run, whole, SimpleNamespace(records=records)) == {}  # type: ignore[arg-type]
+    words = _loadgen({"result": "INVALID", "percentile": 0.5, "latency_at_percentile_ms": None, **figures}, "p50")
+    assert "p50 time to first token 912.5 ms > 800 ms bound" in words
+    assert "p50 time per output token 42.0 ms ≤ 50 ms bound" in words and "latency" not in words.split(";")[1]
+
+
+def test_a_trial_interpreter_without_loadgen_is_refused_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from protocol.codec import to_dict
+    from protocol.traffic import LatencyBound, Traffic
+    from runner.trial.serving import trial_pass
+    from runner.trial.torch_settings import Refusal
+
+    traffic = Traffic(arrivals="poisson", rates_qps=(2.0,), trace=None, min_query_count=44, min_duration_s=0.0,
+                      max_duration_s=None, bounds=(LatencyBound("latency", 500.0, 0.9),), seed=0)
+    trial = SimpleNamespace(spec=SimpleNamespace(traffic=to_dict(traffic), task="text-classification"))
+    monkeypatch.setattr(trial_pass.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(Refusal, match="mlperf_loadgen"):
+        trial_pass.ServingPass(trial, model=None).run()  # type: ignore[arg-type]

@@ -36,6 +36,7 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import math
 from collections import Counter
@@ -53,6 +54,7 @@ from runner.trial.serving.loadgen_run import ServerSettings, ServingRun, run_ser
 from runner.trial.serving.summary import DETAIL_FILE, SUMMARY_FILE
 from runner.trial.serving.sut import ANSWERS_FILE, QUERIES_FILE, BatcherSettings, ServingSystem
 from runner.trial.tasks.sink import OutputSink
+from runner.trial.torch_settings import Refusal
 
 if TYPE_CHECKING:
     from runner.trial.run import Trial
@@ -181,6 +183,9 @@ class ServingPass:
     def run(self) -> tuple[Record, ...]:
         """Serve, write the task's output file and batches.jsonl; returns the corpus records."""
         trial, traffic = self.trial, self.traffic
+        if importlib.util.find_spec("mlperf_loadgen") is None:  # an engine's own interpreter (.venv-vllm) without it
+            raise Refusal("a server study's trial needs the Python module mlperf_loadgen (mlcommons-loadgen), which "
+                          "this trial's environment lacks (make setup installs it; make vllm for engine vllm)")
         records = read_corpus(Path(trial.spec.corpus_path), require_label=False)
         trial.expected = len(records)
         rate = traffic.rates_qps[0]
