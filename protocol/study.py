@@ -265,7 +265,7 @@ def _scenario(top: TableReader) -> str:
 
 def _traffic(top: TableReader, scenario: str | None, task: Task, base_dir: Path) -> Traffic | None:
     """The ``[traffic]`` table of a ``scenario = "server"`` study (None for offline): one without the other is
-    refused, and so (in this release) are a series of rates, a trace, and a task other than classification."""
+    refused, and so (in this release) are a series of rates, a trace, and a task outside :data:`SERVED_TASKS`."""
     top.used.add("traffic")
     if scenario is None:  # the scenario is wrong: already reported
         return None
