@@ -126,12 +126,10 @@ class VllmGenerator(GenerationText, TaskModel):
         (``LLM.generate``'s loop, with the time of its first step: the prompts' forward and the first token of
         each). With :attr:`on_first_token` set (a serving run), each step's outputs come back as they grow and the
         rows whose first token that step produced are reported then."""
-        from vllm.sampling_params import RequestOutputKind
-
         engine = self.llm.llm_engine
         params = params.clone()
-        params.output_kind = RequestOutputKind.FINAL_ONLY if self.on_first_token is None else \
-            RequestOutputKind.CUMULATIVE
+        kinds = type(params.output_kind)  # vllm.sampling_params.RequestOutputKind
+        params.output_kind = kinds.FINAL_ONLY if self.on_first_token is None else kinds.CUMULATIVE
         start = clock()
         rows: dict[str, int] = {}
         for row, feature in enumerate(features):  # a vllm.inputs.TokensPrompt each, in order
