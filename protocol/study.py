@@ -53,6 +53,9 @@ from protocol.traffic import Traffic, parse_traffic
 STUDY_SCHEMA_VERSION = 1
 #: ``offline``: one pass over the corpus; ``server``: requests under MLPerf LoadGen's Server scenario (``[traffic]``).
 SCENARIOS = ("offline", "server")
+#: The tasks a server study serves (runner/trial/serving: each answer judged by the task's gate; generation with
+#: LoadGen's first-token and per-output-token latencies).
+SERVED_TASKS = ("text-classification", "sentence-embedding", "text-generation")
 
 
 #: The top-level keys and tables every study accepts, as declared (a task adds its own tables, ``option_tables``).
@@ -264,8 +267,8 @@ def _scenario(top: TableReader) -> str:
 
 def _traffic(top: TableReader, scenario: str | None, task: Task, base_dir: Path) -> Traffic | None:
     """The ``[traffic]`` table of a ``scenario = "server"`` study (None for offline): one without the other is
-    refused, and so (in this release) are a trace and a task other than classification. A series of rates makes one
-    variant of each configuration per rate (:meth:`~protocol.study_records.Study.rated_variants`)."""
+    refused, and so (in this release) are a trace and a task outside :data:`SERVED_TASKS`. A series of rates makes
+    one variant of each configuration per rate (:meth:`~protocol.study_records.Study.rated_variants`)."""
     top.used.add("traffic")
     if scenario is None:  # the scenario is wrong: already reported
         return None
@@ -279,10 +282,10 @@ def _traffic(top: TableReader, scenario: str | None, task: Task, base_dir: Path)
         raise UserError('scenario = "server" needs a [traffic] table', top.where("scenario"),
                         "Add [traffic] with rate_qps, min_query_count and latency_bound_ms (docs/serving.md), or "
                         'use scenario = "offline".')
-    if task.name != "text-classification":
+    if task.name not in SERVED_TASKS:
         raise UserError(f'scenario = "server" is not wired for task {task.name!r} yet', top.where("scenario"),
-                        'Serve a text-classification study, or run this one with scenario = "offline" '
-                        "(docs/serving.md: what is not done yet).")
+                        f"Serve a study of {', '.join(SERVED_TASKS)}, or run this one with scenario = \"offline\" "
+                        "(docs/serving.md).")
     traffic = parse_traffic(sub_table(top, "traffic"), task.name, base_dir)
     if traffic.arrivals == "trace":
         raise UserError('arrivals = "trace" is not wired yet: LoadGen\'s Server scenario draws its own Poisson '

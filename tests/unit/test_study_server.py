@@ -1,5 +1,5 @@
 """A study's ``scenario = "server"`` and its ``[traffic]`` table (protocol/study.py, protocol/traffic.py): the two
-go together; a series of rates makes one variant per configuration and rate; classification only for now;
+go together; a series of rates makes one variant per configuration and rate; the three shipped tasks are served;
 ``offline`` is unchanged."""
 
 from __future__ import annotations
@@ -75,14 +75,25 @@ def test_scenario_and_traffic_go_together(scenario: str, traffic: dict[str, Any]
     assert found[0].where.endswith(f"key {key}") and words in found[0].what and fix in found[0].fix, found[0].message
 
 
-def test_a_server_study_of_another_task_is_refused_for_now() -> None:
-    data = study_data()
+def test_a_generation_server_study_is_bounded_by_first_token_and_per_token_times() -> None:
+    data = study_data(traffic={"rate_qps": 2.0, "min_query_count": 44, "ttft_bound_ms": 800, "tpot_bound_ms": 200,
+                               "ttft_percentile": 0.9, "tpot_percentile": 0.9})
     data["task"] = "text-generation"
     data["generation"] = {"template": "Headline: {text}", "max_new_tokens": 16}
     data["quality"]["metric"] = "chrf"
+    found = [e for e in errors(data) if "scenario" in e.where or "traffic" in e.where]
+    assert found == [], [e.message for e in found]
+    data["traffic"] = {**TRAFFIC}  # a whole answer's latency bound: refused for generation, naming the keys
     found = errors(data)
-    assert any("not wired for task 'text-generation' yet" in e.what and e.where.endswith("key scenario")
-               for e in found), [e.message for e in found]
+    assert any("traffic.latency_bound_ms" in e.where for e in found), [e.message for e in found]
+
+
+def test_every_shipped_task_is_served_and_another_is_refused_naming_them() -> None:
+    from protocol.study import SERVED_TASKS
+    from protocol.tasks import task_named
+
+    assert SERVED_TASKS == ("text-classification", "sentence-embedding", "text-generation")
+    assert all(task_named(name, "test").name == name for name in SERVED_TASKS)
 
 
 def test_only_the_launchers_that_declare_the_server_scenario_run_it() -> None:

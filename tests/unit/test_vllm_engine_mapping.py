@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -74,11 +75,30 @@ def test_logprobs_missing_for_a_token_is_an_error_not_a_short_row() -> None:
 
 
 @dataclass
+class Kind(Enum):
+    """vLLM's ``RequestOutputKind``."""
+
+    CUMULATIVE = 0
+    DELTA = 1
+    FINAL_ONLY = 2
+
+
+@dataclass
 class FakeEngine:
-    """Steps like vLLM's LLMEngine: every request finishes at the second step, out of order."""
+    """Steps like vLLM's LLMEngine: every request's first token at the first step (seen only with cumulative
+    outputs), every request finished at the second step, out of order."""
 
     pending: list[Any] = field(default_factory=list)
+    seen: list[Any] = field(default_factory=list)
     steps: int = 0
+
+    def add_request(self, request_id: str, prompt: dict[str, list[int]], params: Any) -> str:
+        self.seen.append((prompt, params.max_tokens, params.output_kind))
+        ids = prompt["prompt_token_ids"]
+        tokens = [ids[-1] + 1, EOS] if params.max_tokens > 1 else [ids[-1] + 1]
+        logprobs = [{token: lp(-0.5, 1), 1: lp(-1.5, 2)} for token in tokens]
+        self.pending.append((request_id, params.output_kind, tokens, logprobs))
+        return request_id
 
     def has_unfinished_requests(self) -> bool:
         return bool(self.pending)
@@ -86,27 +106,17 @@ class FakeEngine:
     def step(self) -> list[Any]:
         self.steps += 1
         if self.steps % 2:
-            return []
+            return [SimpleNamespace(request_id=ident, finished=False, outputs=[SimpleNamespace(
+                token_ids=tokens[:1], logprobs=logprobs[:1])]) for ident, kind, tokens, logprobs in self.pending
+                if kind == Kind.CUMULATIVE]
         done, self.pending = list(reversed(self.pending)), []
-        return done
+        return [SimpleNamespace(request_id=ident, finished=True, outputs=[SimpleNamespace(
+            token_ids=tokens, logprobs=logprobs)]) for ident, _, tokens, logprobs in done]
 
 
 @dataclass
 class FakeLLM:
     llm_engine: FakeEngine = field(default_factory=FakeEngine)
-    counter: int = 0
-    seen: list[Any] = field(default_factory=list)
-
-    def enqueue(self, prompts: list[dict[str, list[int]]], params: Any, use_tqdm: bool = True) -> list[str]:
-        self.seen.append((prompts, params.max_tokens))
-        for prompt in prompts:
-            ids = prompt["prompt_token_ids"]
-            tokens = [ids[-1] + 1, EOS] if params.max_tokens > 1 else [ids[-1] + 1]
-            logprobs = [{token: lp(-0.5, 1), 1: lp(-1.5, 2)} for token in tokens]
-            self.llm_engine.pending.append(SimpleNamespace(request_id=str(self.counter), finished=True, outputs=[
-                SimpleNamespace(token_ids=tokens, logprobs=logprobs)]))
-            self.counter += 1
-        return [f"{i}-x" for i in range(len(prompts))]
 
 
 class FakeParams(SimpleNamespace):
@@ -115,21 +125,32 @@ class FakeParams(SimpleNamespace):
 
 
 def _generator(**text_side: Any) -> VllmGenerator:
-    return VllmGenerator(llm=FakeLLM(), pad_id=EOS, vocab_size=50, params=FakeParams(max_tokens=4), hf_config=None,
-                         **text_side)
+    return VllmGenerator(llm=FakeLLM(), pad_id=EOS, vocab_size=50, hf_config=None,
+                         params=FakeParams(max_tokens=4, output_kind=Kind.CUMULATIVE), **text_side)
 
 
-def test_a_batch_is_enqueued_as_token_ids_and_its_rows_come_back_in_order() -> None:
+def test_a_batch_is_added_as_token_ids_and_its_rows_come_back_in_order() -> None:
     model = _generator(tokenizer=FakeTokenizer(), variant=SAMPLE_VARIANT, options=OPTIONS, eos_ids=(EOS,))
     rows = model.predict(["3 4", "10", "20 21 22"])
-    assert model.llm.seen == [([{"prompt_token_ids": [3, 4]}, {"prompt_token_ids": [10]},
-                                {"prompt_token_ids": [20, 21, 22]}], 4)]
+    assert model.llm.llm_engine.seen == [({"prompt_token_ids": [3, 4]}, 4, Kind.FINAL_ONLY),
+                                         ({"prompt_token_ids": [10]}, 4, Kind.FINAL_ONLY),
+                                         ({"prompt_token_ids": [20, 21, 22]}, 4, Kind.FINAL_ONLY)]
     assert [row["tokens"] for row in rows] == [[5, EOS], [11, EOS], [23, EOS]]
     figures = model.take_batch_figures()
     assert figures["generated_tokens"] == 6 and figures["decode_steps"] == 2
     assert figures["prefill_s"] >= 0 and figures["decode_s"] >= 0 and model.take_batch_figures() == {}
     assert [row["tokens"] for row in model.probe_encoded(model.tokenize(["7"]))] == [[8]]
-    assert model.llm.seen[-1][1] == 1 and model.params.max_tokens == 4 and model.take_batch_figures() == {}
+    assert model.llm.llm_engine.seen[-1][1] == 1 and model.params.max_tokens == 4 and model.take_batch_figures() == {}
+
+
+def test_a_served_batch_reads_outputs_as_they_grow_and_reports_each_first_token_once() -> None:
+    model = _generator(tokenizer=FakeTokenizer(), variant=SAMPLE_VARIANT, options=OPTIONS, eos_ids=(EOS,))
+    told: list[list[int]] = []
+    model.on_first_token = told.append
+    rows = model.predict(["3 4", "10"])
+    assert [kind for _, _, kind in model.llm.llm_engine.seen] == [Kind.CUMULATIVE] * 2
+    assert told == [[0, 1]]  # both first tokens at the first step, once
+    assert [row["tokens"] for row in rows] == [[5, EOS], [11, EOS]]
 
 
 def test_tokenize_is_the_transformers_generators() -> None:

@@ -3,8 +3,10 @@
 Only ``text-generation`` (anything else is refused, naming the task). The prompts are isocost's: the model's
 tokenizer, template, chat template and fitting to ``max_length`` are those of the transformers generator
 (:class:`runner.trial.tasks.generation.GenerationText`), and vLLM receives token ids (``TokensPrompt``), never
-text. One batch of the measured pass is one ``LLM.enqueue`` of its prompts, then the engine stepped until every
-request is finished (what ``LLM.generate`` does, with the time of its first step kept): greedy
+text. One batch of the measured pass is its prompts added to the engine (``LLMEngine.add_request``, what
+``LLM.enqueue`` does), then the engine stepped until every request is finished (what ``LLM.generate`` does, with
+the time of its first step kept). In a serving run (issue 36) the batch is the dynamic batcher's, and each
+request's first token is reported (``on_first_token``) at the engine step that produced it. Greedy
 ``SamplingParams`` (temperature 0, at most ``max_new_tokens``, stopping at the model's end-of-sequence ids,
 ``logprobs = top_k``). Each row is written exactly as the transformers generator writes it (tokens cut after the
 first end-of-sequence token, the text decoded by the same tokenizer, the top-k ids and log-probabilities by rank:
@@ -34,12 +36,13 @@ Example::
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import shutil
 import signal
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -101,6 +104,10 @@ class VllmGenerator(GenerationText, TaskModel):
     hf_config: Any
     #: Prefill and decode seconds, generated tokens and engine steps since :meth:`take_batch_figures`.
     figures: dict[str, float] = field(default_factory=dict)
+    #: A serving run's first-token hook (``runner.trial.serving.sut``): called with the batch's rows whose first
+    #: token an engine step produced. None offline.
+    on_first_token: Callable[[list[int]], None] | None = None
+    _request_ids: Iterator[int] = field(default_factory=itertools.count)
 
     def predict_encoded(self, features: list[dict[str, list[int]]]) -> list[dict[str, Any]]:
         return self._generate(features, self.params)
@@ -115,29 +122,49 @@ class VllmGenerator(GenerationText, TaskModel):
             self.take_batch_figures()
 
     def _generate(self, features: list[dict[str, list[int]]], params: Any) -> list[dict[str, Any]]:
-        """The batch's prompts enqueued at once, the engine stepped until all are finished (``LLM.generate``'s loop,
-        with the time of the first step: the prompts' forward and the first token of each)."""
-        prompts = [{"prompt_token_ids": list(f["input_ids"])} for f in features]  # vllm.inputs.TokensPrompt
+        """The batch's prompts added to the engine at once, the engine stepped until all are finished
+        (``LLM.generate``'s loop, with the time of its first step: the prompts' forward and the first token of
+        each). With :attr:`on_first_token` set (a serving run), each step's outputs come back as they grow and the
+        rows whose first token that step produced are reported then."""
         engine = self.llm.llm_engine
+        params = params.clone()
+        kinds = type(params.output_kind)  # vllm.sampling_params.RequestOutputKind
+        params.output_kind = kinds.FINAL_ONLY if self.on_first_token is None else kinds.CUMULATIVE
         start = clock()
-        self.llm.enqueue(prompts, params, use_tqdm=False)
+        rows: dict[str, int] = {}
+        for row, feature in enumerate(features):  # a vllm.inputs.TokensPrompt each, in order
+            ident = str(next(self._request_ids))
+            engine.add_request(ident, {"prompt_token_ids": list(feature["input_ids"])}, params)
+            rows[ident] = row
         first: float | None = None
         steps = 0
-        finished: list[Any] = []
+        finished: dict[int, Any] = {}
+        reported: set[str] = set()
         while engine.has_unfinished_requests():
             outputs = engine.step()
             steps += 1
             if first is None:
                 first = clock()
-            finished.extend(output for output in outputs if output.finished)
+            self._report_first_tokens(outputs, rows, reported)
+            finished.update((rows[output.request_id], output) for output in outputs if output.finished)
         end = clock()
-        if len(finished) != len(prompts):
-            raise RuntimeError(f"vLLM finished {len(finished)} of {len(prompts)} requests")
-        finished.sort(key=lambda output: int(output.request_id))  # the order they were enqueued in
-        rows = [self._row(*completion_columns(output.outputs[0], int(self.options["top_k"]))) for output in finished]
+        if len(finished) != len(features):
+            raise RuntimeError(f"vLLM finished {len(finished)} of {len(features)} requests")
+        top_k = int(self.options["top_k"])
+        done = [self._row(*completion_columns(finished[row].outputs[0], top_k)) for row in range(len(features))]
         first = first if first is not None else end
-        self._count(first - start, end - first, sum(row["n_tokens"] for row in rows), steps)
-        return rows
+        self._count(first - start, end - first, sum(row["n_tokens"] for row in done), steps)
+        return done
+
+    def _report_first_tokens(self, outputs: Sequence[Any], rows: dict[str, int], reported: set[str]) -> None:
+        """Tell :attr:`on_first_token` the rows whose first token this step produced (each row once)."""
+        if self.on_first_token is None:
+            return
+        new = [output.request_id for output in outputs
+               if output.request_id not in reported and output.outputs and output.outputs[0].token_ids]
+        if new:
+            reported.update(new)
+            self.on_first_token([rows[ident] for ident in new])
 
     def _count(self, prefill_s: float, decode_s: float, generated: int, steps: int) -> None:
         for key, value in (("prefill_s", prefill_s), ("decode_s", decode_s), ("generated_tokens", generated),
@@ -145,9 +172,9 @@ class VllmGenerator(GenerationText, TaskModel):
             self.figures[key] = self.figures.get(key, 0) + value
 
     def take_batch_figures(self) -> dict[str, float]:
-        """Since the last call: ``prefill_s`` (enqueue to the engine's first step), ``decode_s`` (the other steps),
-        ``generated_tokens`` (the rows' tokens, as written) and ``decode_steps`` (engine steps, the first one
-        included, as the transformers generator counts its steps)."""
+        """Since the last call: ``prefill_s`` (adding the requests to the end of the engine's first step),
+        ``decode_s`` (the other steps), ``generated_tokens`` (the rows' tokens, as written) and ``decode_steps``
+        (engine steps, the first one included, as the transformers generator counts its steps)."""
         figures, self.figures = self.figures, {}
         return figures
 

@@ -13,10 +13,13 @@ batcher's worker runs one batch through the model (anything with ``tokenize(text
 Every answer is the task's own line for its id (``lines(ids, outputs)``: the task's ``TrialTask.lines``, the
 offline file's line), sent to LoadGen as the response bytes (what its accuracy log keeps) and stored by query and
 id (:meth:`write`: ``answers.jsonl``). Per query the harness keeps when it was issued to the system, when its batch
-started, its first token (a model with an ``on_first_token`` attribute calls it once per batch at its first
-token; the system tells LoadGen then) and its completion, in monotonic nanoseconds from the system's start
-(``queries.jsonl``). A batch whose model call fails answers its queries empty, so LoadGen ends, and records the
-error on each: a run with an unanswered query is never accepted.
+started, its first token and its completion, in monotonic nanoseconds from the system's start
+(``queries.jsonl``). A model with an ``on_first_token`` attribute (a generator) calls it when rows of the batch
+have their first token: ``on_first_token()`` for every row at once (the transformers generator's first step),
+``on_first_token(rows)`` for those rows only (vLLM's engine step where each request produced its first token);
+the system tells LoadGen then (``FirstTokenComplete``), and a row never reported is reported at its completion,
+so that LoadGen sees a first token before every completion. A batch whose model call fails answers its queries
+empty, so LoadGen ends, and records the error on each: a run with an unanswered query is never accepted.
 
 LoadGen itself is reached only through a :class:`Responder` (the completion calls), so this module imports no
 LoadGen and is tested with a fake one.
@@ -92,7 +95,7 @@ class ServingSystem:
 
     def __init__(self, model: ServedModel, samples: Sequence[tuple[str, str]],
                  lines: Callable[[Sequence[str], Any], str], batcher: BatcherSettings,
-                 token_counts: Callable[[Any], Sequence[int]] | None = None) -> None:
+                 token_counts: Callable[[Any], Sequence[int] | None] | None = None) -> None:
         if not samples:
             raise ValueError("a serving run needs at least one sample")
         texts: dict[str, str] = {}
@@ -155,40 +158,48 @@ class ServingSystem:
         assert self._responder is not None, "start() the system before LoadGen issues queries"
         started = time.monotonic_ns()
         number, self._batch_number = self._batch_number, self._batch_number + 1
-        first: list[int] = []
+        first: dict[int, int] = {}  # row of the batch → its first token (monotonic ns)
         ids = [self.samples[p.index][0] for p in batch]
+        tokens = hasattr(self.model, "on_first_token")
         try:
-            if hasattr(self.model, "on_first_token"):
-                self.model.on_first_token = lambda: self._first_token(batch, first)
+            if tokens:
+                self.model.on_first_token = lambda rows=None: self._first_token(batch, first, rows)  # type: ignore[attr-defined]
             outputs = self.model.predict_encoded([self.features[p.index] for p in batch])
             texts = self.lines(ids, outputs).splitlines()
-            counts = list(self.token_counts(outputs)) if self.token_counts else [1] * len(batch)
+            counted = self.token_counts(outputs) if self.token_counts else None
+            counts = list(counted) if counted is not None else [1] * len(batch)
             if len(texts) != len(batch) or len(counts) != len(batch):
                 raise ValueError(f"{len(batch)} queries gave {len(texts)} answer lines and {len(counts)} token counts")
             error = None
         except Exception as exc:  # noqa: BLE001 - the batch fails, the run goes on (the error is kept per query)
             texts, counts, error = [""] * len(batch), [0] * len(batch), f"{type(exc).__name__}: {exc}"
         completed = time.monotonic_ns()
+        if tokens and len(first) < len(batch):  # LoadGen needs a first token before each completion: told now
+            self._first_token(batch, first, [row for row in range(len(batch)) if row not in first], completed)
         self._responder.complete([(p.query, text.encode("utf-8"), n)
                                   for p, text, n in zip(batch, texts, counts, strict=True)])
-        self._keep(batch, ids, texts, counts, error, (number, started, first[0] if first else None, completed))
+        self._keep(batch, ids, texts, counts, error, (number, started, completed), first if tokens else {})
 
-    def _first_token(self, batch: list[Pending], first: list[int]) -> None:
-        if not first:
-            first.append(time.monotonic_ns())
+    def _first_token(self, batch: list[Pending], first: dict[int, int], rows: Sequence[int] | None,
+                     at_ns: int | None = None) -> None:
+        """The first token of ``rows`` of the batch (None: every row), each told to LoadGen once."""
+        now = time.monotonic_ns() if at_ns is None else at_ns
+        new = [row for row in (range(len(batch)) if rows is None else rows) if row not in first]
+        if new:
+            first.update((row, now) for row in new)
             assert self._responder is not None
-            self._responder.first_token([p.query for p in batch])
+            self._responder.first_token([batch[row].query for row in new])
 
     def _keep(self, batch: list[Pending], ids: list[str], texts: list[str], counts: list[int], error: str | None,
-              times: tuple[int, int, int | None, int]) -> None:
-        number, started, first, completed = times
+              times: tuple[int, int, int], first: dict[int, int]) -> None:
+        number, started, completed = times
         origin = self._origin_ns
         with self._lock:
-            for pending, ident, text, n_tokens in zip(batch, ids, texts, counts, strict=True):
+            for row, (pending, ident, text, n_tokens) in enumerate(zip(batch, ids, texts, counts, strict=True)):
                 self.records.append(QueryRecord(
                     seq=pending.seq, query=pending.query, index=pending.index, id=ident,
-                    issued_ns=pending.arrived_ns - origin,
-                    started_ns=started - origin, first_token_ns=None if first is None else first - origin,
+                    issued_ns=pending.arrived_ns - origin, started_ns=started - origin,
+                    first_token_ns=first[row] - origin if row in first else None,
                     completed_ns=completed - origin, batch=number, batch_size=len(batch), n_tokens=n_tokens,
                     error=error))
                 if error is None:

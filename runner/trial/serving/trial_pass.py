@@ -36,6 +36,7 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import math
 from collections import Counter
@@ -52,6 +53,8 @@ from runner.trial.batches import batch_record
 from runner.trial.serving.loadgen_run import ServerSettings, ServingRun, run_server
 from runner.trial.serving.summary import DETAIL_FILE, SUMMARY_FILE
 from runner.trial.serving.sut import ANSWERS_FILE, QUERIES_FILE, BatcherSettings, ServingSystem
+from runner.trial.tasks.sink import OutputSink
+from runner.trial.torch_settings import Refusal
 
 if TYPE_CHECKING:
     from runner.trial.run import Trial
@@ -80,16 +83,20 @@ def library(records: Sequence[Record], traffic: Traffic, rate_qps: float) -> tup
     return [(r.id, r.text) for _ in range(copies) for r in records], copies
 
 
-def same_answer(first: dict[str, Any], other: dict[str, Any], tolerance: float = REPEAT_TOLERANCE) -> bool:
-    """Two answers for one id agree: the same fields, numbers within ``tolerance``, everything else equal."""
-    if first.keys() != other.keys():
-        return False
-    for key, value in first.items():
-        theirs = other[key]
-        numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (value, theirs))
-        if not (abs(value - theirs) <= tolerance if numbers else value == theirs):
-            return False
-    return True
+def same_answer(first: Any, other: Any, tolerance: float = REPEAT_TOLERANCE) -> bool:
+    """Two answers for one id agree: the same fields, numbers within ``tolerance`` (inside lists too: a vector,
+    a generation's log-probabilities), everything else equal."""
+    if _number(first) and _number(other):
+        return bool(abs(first - other) <= tolerance)
+    if isinstance(first, dict) and isinstance(other, dict):
+        return first.keys() == other.keys() and all(same_answer(v, other[k], tolerance) for k, v in first.items())
+    if isinstance(first, list) and isinstance(other, list):
+        return len(first) == len(other) and all(same_answer(a, b, tolerance) for a, b in zip(first, other, strict=True))
+    return bool(first == other)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 @dataclasses.dataclass
@@ -134,10 +141,19 @@ def offline_answers(ids: Sequence[str], system: ServingSystem) -> OfflineAnswers
 
 
 class _FaultedModel:
-    """The trial's model as the batcher calls it, with the test-only fault of the trial before each batch."""
+    """The trial's model as the batcher calls it, with the test-only fault of the trial before each batch; a
+    generator's first-token hook (``on_first_token``) is the model's own."""
 
     def __init__(self, trial: Trial, model: TaskModel) -> None:
         self.trial, self.model, self.batch_no = trial, model, 0
+
+    @property
+    def on_first_token(self) -> Any:
+        return self.model.on_first_token  # type: ignore[attr-defined]  # AttributeError: a model without the hook
+
+    @on_first_token.setter
+    def on_first_token(self, hook: Any) -> None:
+        self.model.on_first_token = hook  # type: ignore[attr-defined]
 
     def tokenize(self, texts: list[str]) -> Any:
         return self.model.tokenize(texts)
@@ -162,17 +178,20 @@ class ServingPass:
     def _lines(self, ids: Sequence[str], outputs: Any) -> str:
         """The task's lines for one served batch (the ``disagree`` fault changes its ids' outputs first)."""
         outputs = self.trial.fault.perturb(list(ids), outputs, self.model, self.task)
-        return self.task.lines(ids, outputs)
+        return self.task.answer(ids, outputs)
 
     def run(self) -> tuple[Record, ...]:
         """Serve, write the task's output file and batches.jsonl; returns the corpus records."""
         trial, traffic = self.trial, self.traffic
+        if importlib.util.find_spec("mlperf_loadgen") is None:  # an engine's own interpreter (.venv-vllm) without it
+            raise Refusal("a server study's trial needs the Python module mlperf_loadgen (mlcommons-loadgen), which "
+                          "this trial's environment lacks (make setup installs it; make vllm for engine vllm)")
         records = read_corpus(Path(trial.spec.corpus_path), require_label=False)
         trial.expected = len(records)
         rate = trial.variant.rate_qps or traffic.rates_qps[0]  # the variant's rate (a version-4 spec: the one rate)
         samples, copies = library(records, traffic, rate)
         system = ServingSystem(_FaultedModel(trial, self.model), samples, self._lines,
-                               BatcherSettings(trial.variant.batch_size, traffic.max_wait_ms))
+                               BatcherSettings(trial.variant.batch_size, traffic.max_wait_ms), self.task.token_counts)
         settings = dataclasses.replace(ServerSettings.from_traffic(traffic, rate), issue_unique=True)
         run = run_server(system, settings, trial.out)
         times = [(r.issued_ns, r.completed_ns) for r in system.records]
@@ -182,14 +201,27 @@ class ServingPass:
         why = "not measured in a serving run: energy per request is not wired yet"
         trial.gpu_energy_reason = trial.cpu_energy_reason = why
         answers = offline_answers([r.id for r in records], system)
-        name = next(f.name for f in self.task.pass_files if not f.binary)
-        text = trial.fault.corrupt("".join(answers.lines), 0, len(records))
-        write_text_atomic(trial.out / name, text, root=trial.out)
+        self._write_outputs(answers.lines, len(records))
         trial.completed = len(answers.lines)
         self._write_batches(system, records)
         trial.manifest["serving"] = serving_block(run, settings, system, answers, copies, len(records))
         trial.write_manifest()
         return records
+
+    def _write_outputs(self, lines: list[str], inputs: int) -> None:
+        """The task's pass files from the chosen answers: the answers themselves when they are the offline lines,
+        else the outputs read back from them (an embedding's vectors) written as the offline pass writes them."""
+        trial, task = self.trial, self.task
+        parsed = [json.loads(line) for line in lines]
+        outputs = task.answer_outputs(parsed)
+        if outputs is None:
+            text = trial.fault.corrupt("".join(lines), 0, inputs)
+            write_text_atomic(trial.out / task.lines_file, text, root=trial.out)
+            return
+        with OutputSink(trial.out, task) as sink:
+            if parsed:
+                ids = [answer["id"] for answer in parsed]
+                sink.write(trial.fault.corrupt(sink.lines(ids, outputs), 0, inputs), outputs)
 
     def _write_batches(self, system: ServingSystem, records: Sequence[Record]) -> None:
         """``batches.jsonl``: one line per served batch (the queries the batcher ran together, its model time)."""
@@ -229,6 +261,7 @@ def serving_block(run: ServingRun, settings: ServerSettings, system: ServingSyst
         "completed_qps": summary.completed_qps if summary else None,
         "percentile": settings.percentile, "latency_bound_ms": bound, "latency_at_percentile_ms": measured,
         "latency_within_bound": None if measured is None or bound is None else measured <= bound,
+        **token_figures(run, settings, system),
         "queries": run.queries, "unanswered": run.unanswered, "errors": list(run.errors[:5]), "batches": run.batches,
         "answers": {
             "rule": f"one line per id: its first answer; every repeat equal (numbers within {REPEAT_TOLERANCE:g}), "
@@ -239,3 +272,23 @@ def serving_block(run: ServingRun, settings: ServerSettings, system: ServingSyst
             **{f"{key}_count": len(getattr(answers, key)) for key in ("missing", "failed", "malformed", "differing")},
         },
     }
+
+
+def token_figures(run: ServingRun, settings: ServerSettings, system: ServingSystem) -> dict[str, Any]:
+    """A generation's serving figures (LoadGen's token latencies): time to first token and time per output token
+    at the declared percentile against their bounds, the output tokens and LoadGen's completed tokens per second.
+    Empty for a task bounded by its whole answer's latency."""
+    if not settings.token_latencies:
+        return {}
+    summary = run.summary
+    figures: dict[str, Any] = {"token_latencies": True}
+    for name, measure, bound in (("ttft", "first_token", settings.ttft_bound_ms),
+                                 ("tpot", "tpot", settings.tpot_bound_ms)):
+        measured = summary.percentile_ms(measure, settings.percentile) if summary is not None else None
+        figures[f"{name}_bound_ms"] = bound
+        figures[f"{name}_at_percentile_ms"] = measured
+        figures[f"{name}_within_bound"] = None if measured is None or bound is None else measured <= bound
+    answered = [r for r in system.records if r.error is None]
+    figures["output_tokens"] = sum(r.n_tokens for r in answered)
+    figures["completed_tokens_per_second"] = summary.completed_tokens_per_second if summary is not None else None
+    return figures

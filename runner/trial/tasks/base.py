@@ -103,6 +103,23 @@ class TrialTask(ABC):
         """The bytes one batch appends to the binary pass file ``name`` (``first``: its header before them)."""
         raise NotImplementedError(f"task {self.name} declares no binary pass file {name!r}")
 
+    def answer(self, ids: Sequence[str], outputs: Any) -> str:
+        """A serving run's answers to one batch (``runner.trial.serving``): one JSON line per id holding all that
+        the task's gate judges. The offline lines by default; a task whose offline lines do not hold its outputs
+        (an embedding's vectors go to a binary file) puts them in and says how to read them back
+        (:meth:`answer_outputs`)."""
+        return self.lines(ids, outputs)
+
+    def answer_outputs(self, answers: Sequence[dict[str, Any]]) -> Any:
+        """The outputs that :meth:`answer` turned into ``answers`` (parsed lines, one per id), for writing the pass
+        files; None when the answers are the offline lines themselves (they are written as they are)."""
+        return None
+
+    def token_counts(self, outputs: Any) -> Sequence[int] | None:
+        """Tokens generated per output (a serving run's time per output token); None for a task that generates
+        none."""
+        return None
+
     def perturb(self, ids: Sequence[str], outputs: Any, model: Any, picked: set[str]) -> Any:
         """Test fault ``disagree:SHARE``: the outputs changed on the ``picked`` ids, well-formed still."""
         raise NotImplementedError(f"task {self.name} has no disagree fault")

@@ -17,6 +17,7 @@ Example::
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -143,6 +144,21 @@ class EmbeddingTrial(TrialTask):
 
     def lines(self, ids: Sequence[str], outputs: Any) -> str:
         return id_lines(list(ids))
+
+    def answer(self, ids: Sequence[str], outputs: Any) -> str:
+        """A served answer keeps its vector (float32 values, written exactly: ``json`` prints the shortest decimal
+        that reads back as the same number): ``{"id": …, "vector": […]}``."""
+        return "".join(json.dumps({"id": ident, "vector": [float(v) for v in row]}) + "\n"
+                       for ident, row in zip(ids, outputs, strict=True))
+
+    def answer_outputs(self, answers: Sequence[dict[str, Any]]) -> Any:
+        """The answers' vectors as one float32 array (rows in the answers' order), for ``vectors.f32``."""
+        import numpy
+
+        vectors = [answer["vector"] for answer in answers]
+        if len({len(vector) for vector in vectors}) > 1:
+            raise ValueError("the served vectors differ in dimension")
+        return numpy.asarray(vectors, dtype="<f4")
 
     def chunk(self, name: str, outputs: Any, first: bool) -> bytes:
         rows = outputs.astype("<f4", copy=False).tobytes()

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,10 +38,11 @@ LOGPROB_DIGITS = 6
 
 
 class _StepRecorder:
-    """A logits processor that changes nothing: it keeps each step's top-k and the time of the first step."""
+    """A logits processor that changes nothing: it keeps each step's top-k and the time of the first step, and
+    calls ``on_first_token`` (a serving run's hook: every row of the batch has its first token's scores) then."""
 
-    def __init__(self, torch: Any, top_k: int, sync: Any) -> None:
-        self.torch, self.top_k, self.sync = torch, top_k, sync
+    def __init__(self, torch: Any, top_k: int, sync: Any, on_first_token: Callable[[], None] | None = None) -> None:
+        self.torch, self.top_k, self.sync, self.on_first_token = torch, top_k, sync, on_first_token
         self.values: list[Any] = []
         self.indices: list[Any] = []
         self.first_step_at: float | None = None
@@ -50,6 +51,8 @@ class _StepRecorder:
         if self.first_step_at is None:
             self.sync()
             self.first_step_at = clock()
+            if self.on_first_token is not None:
+                self.on_first_token()
         top = self.torch.log_softmax(scores, dim=-1).topk(min(self.top_k, scores.shape[-1]), dim=-1)
         self.values.append(top.values)
         self.indices.append(top.indices)
@@ -144,6 +147,9 @@ class Generator(GenerationText, TaskModel):
     forward_events: list[tuple[Any, Any]] | None = None
     #: Prefill and decode seconds, generated tokens and decode steps since :meth:`take_batch_figures`.
     figures: dict[str, float] = field(default_factory=dict)
+    #: A serving run's first-token hook (``runner.trial.serving.sut``), called once per batch at its first step
+    #: (greedy decoding picks every row's first token from those scores). None offline.
+    on_first_token: Callable[[], None] | None = None
 
     @classmethod
     def load(cls, path: Path, variant: Variant, torch: Any, options: dict[str, Any]) -> Generator:
@@ -176,7 +182,7 @@ class Generator(GenerationText, TaskModel):
         padding = "longest" if self.variant.padding == "longest" else "max_length"
         batch = self.tokenizer.pad(features, padding=padding, max_length=self.variant.max_length, return_tensors="pt")
         batch = {key: value.to(self.device) for key, value in batch.items()}
-        recorder = _StepRecorder(torch, int(self.options["top_k"]), self._sync)
+        recorder = _StepRecorder(torch, int(self.options["top_k"]), self._sync, self.on_first_token)
         start = clock()
         with torch.inference_mode():
             events = self._start_events()
@@ -247,6 +253,10 @@ class GenerationTrial(TrialTask):
     def lines(self, ids: Sequence[str], outputs: list[dict[str, Any]]) -> str:
         return "".join(json.dumps({"id": ident, **output}, ensure_ascii=False) + "\n"
                        for ident, output in zip(ids, outputs, strict=True))
+
+    def token_counts(self, outputs: list[dict[str, Any]]) -> list[int]:
+        """Each answer's generated tokens (a serving run's time per output token)."""
+        return [int(output["n_tokens"]) for output in outputs]
 
     def perturb(self, ids: Sequence[str], outputs: list[dict[str, Any]], model: Any,
                 picked: set[str]) -> list[dict[str, Any]]:
