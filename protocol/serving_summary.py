@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
-from protocol.codec import Schema
+from protocol.codec import OMIT_NONE, Schema
 from protocol.traffic import queries_needed
 
 SERVING_SUMMARY_SCHEMA_VERSION = 1
@@ -53,6 +53,17 @@ class Distribution:
 
 
 @dataclass(frozen=True)
+class TokenLatency:
+    """One token measure of a generation run: LoadGen's value at the declared percentile (None: not reported),
+    its bound, whether it held, and the distribution measured from the run's queries (None: none answered)."""
+
+    at_percentile_ms: float | None
+    bound_ms: float | None
+    within_bound: bool | None
+    distribution: Distribution | None
+
+
+@dataclass(frozen=True)
 class ServingRun:
     """One server trial: what LoadGen said (None: no LoadGen result), the answers, and its distribution (None:
     no answered query, or no queries.jsonl)."""
@@ -71,6 +82,12 @@ class ServingRun:
     failed_queries: int
     too_short: bool
     distribution: Distribution | None
+    #: A generation's token latencies (absent for a task bounded by its whole answer): LoadGen's time to first
+    #: token and time per output token at the percentile, against their bounds, and their distributions measured
+    #: from ``queries.jsonl`` (TTFT: issue to first token; TPOT: first token to completion over the tokens after
+    #: the first, MLPerf's definition; answers of one token have none).
+    ttft: TokenLatency | None = field(default=None, metadata=OMIT_NONE)
+    tpot: TokenLatency | None = field(default=None, metadata=OMIT_NONE)
 
 
 @dataclass(frozen=True)
@@ -105,16 +122,17 @@ def nearest_rank(ordered: Sequence[float], share: float) -> float:
     return ordered[max(1, math.ceil(share * len(ordered))) - 1]
 
 
-def distribution(latencies_ms: Sequence[float], bound_ms: float) -> Distribution | None:
-    """The :class:`Distribution` of one run's latencies (None when there are none).
+def distribution(latencies_ms: Sequence[float], bound_ms: float | None) -> Distribution | None:
+    """The :class:`Distribution` of one run's latencies (None when there are none; no histogram when there is no
+    bound to measure them against: a generation's whole answers, bounded by their tokens).
 
     Example: 48 latencies → ``undecided == ("p95", "p99")`` (90 and 459 queries needed; p90 needs 44)."""
     if not latencies_ms:
         return None
     ordered = sorted(latencies_ms)
-    edges = [bound_ms * multiple for multiple in BOUND_MULTIPLES]
-    histogram = [0] * (len(edges) + 1)
-    for value in ordered:
+    edges = [bound_ms * multiple for multiple in BOUND_MULTIPLES] if bound_ms is not None else []
+    histogram = [0] * (len(edges) + 1) if edges else []
+    for value in ordered if edges else ():
         histogram[next((i for i, edge in enumerate(edges) if value <= edge), len(edges))] += 1
     shares = dict(PERCENTILES)
     return Distribution(

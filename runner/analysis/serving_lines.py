@@ -18,7 +18,7 @@ Example::
 
 from __future__ import annotations
 
-from protocol.serving_summary import PERCENTILES, Distribution, ServingRun, ServingSummary
+from protocol.serving_summary import PERCENTILES, Distribution, ServingRun, ServingSummary, TokenLatency
 from protocol.traffic import queries_needed
 
 
@@ -40,6 +40,8 @@ def serving_lines(record: ServingSummary | None) -> str:
             answers = "answers accepted" if run.answers_accepted else f"answers NOT accepted: {run.answers_reason}"
             lines.append(f"- {variant.variant_id}: {_loadgen(run, share)}; {answers} (trial {run.trial_id})")
             lines.append(f"  - {_distribution(run, record)}")
+            tokens = (("TTFT", run.ttft), ("TPOT", run.tpot))
+            lines += [f"  - {_token_line(name, token, share)}" for name, token in tokens if token is not None]
             if run.too_short:
                 lines.append(f"  - too short to decide its {share}: {run.queries} answered queries, "
                              f"{record.queries_needed} needed")
@@ -65,12 +67,34 @@ def _loadgen(run: ServingRun, share: str) -> str:
     return words
 
 
+def _token_line(name: str, token: TokenLatency, share: str) -> str:
+    """A generation run's TTFT or TPOT: LoadGen's value at the percentile against its bound, and the distribution
+    measured from the run's queries."""
+    within = {True: "≤", False: ">", None: "vs"}[token.within_bound]
+    bound = f" {within} bound {token.bound_ms:g} ms" if token.bound_ms is not None else ""
+    words = (f"{name} {share} {token.at_percentile_ms:.1f} ms{bound} (LoadGen)" if token.at_percentile_ms is not None
+             else f"{name} {share} not reported by LoadGen")
+    shown = token.distribution
+    if shown is None:
+        return f"{words}; no query measured"
+    return f"{words}; measured over {shown.count} queries: {_spread(shown)}"
+
+
+def _spread(shown: Distribution) -> str:
+    """min · p50 · p90 · p95 · p99 · max of a distribution, in ms."""
+    percentiles = " · ".join(f"{p} {getattr(shown, f'{p}_ms'):.1f}" for p, _ in PERCENTILES)
+    return f"min {shown.min_ms:.1f} · {percentiles} · max {shown.max_ms:.1f}"
+
+
 def _distribution(run: ServingRun, record: ServingSummary) -> str:
     """One run's latency distribution in one line (or why there is none)."""
     shown: Distribution | None = run.distribution
     failed = f"; {run.failed_queries} failed" if run.failed_queries else ""
     if shown is None:
         return f"latency distribution: no answered query{failed}"
+    if not shown.histogram:
+        return (f"latency ms over {shown.count} answered queries{failed} (whole answers; the bounds are per token): "
+                f"{_spread(shown)}")
     marks = {name: "*" if name in shown.undecided else "" for name, _ in PERCENTILES}
     percentiles = " · ".join(f"{name}{marks[name]} {getattr(shown, f'{name}_ms'):.1f}" for name, _ in PERCENTILES)
     edges = [f"≤{multiple:g}×" for multiple in record.bound_multiples] + [f">{record.bound_multiples[-1]:g}×"]

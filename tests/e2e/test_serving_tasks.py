@@ -132,3 +132,8 @@ def test_a_generation_server_study_with_transformers_records_ttft_and_tpot(
     CliRunner().invoke(main, ["summarize", str(out)])
     section = (out / "summary.md").read_text().split("## Serving", 1)[1]
     assert "- batch_size=3: LoadGen " in section, section
+    assert section.count("  - TTFT p") == 2 and section.count("  - TPOT p") == 2, section  # one each per run
+    served = json.loads((out / "summary.json").read_text())["serving"]
+    for variant in served["variants"]:
+        ttft = variant["runs"][0]["ttft"]
+        assert ttft["bound_ms"] > 0 and ttft["distribution"]["count"] == 12, ttft

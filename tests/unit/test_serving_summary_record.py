@@ -129,3 +129,42 @@ def test_a_trials_queries_give_its_latencies_failures_counted_apart_and_a_bad_li
     path.write_text(path.read_text() + '{"issued_ns": 3}\n', encoding="utf-8")
     with pytest.raises(UserError, match="line 4 of queries.jsonl is not a query's times"):
         _latencies(path)
+
+
+def test_a_generation_runs_ttft_and_tpot_come_from_its_queries_first_token_and_token_count(tmp_path: Path) -> None:
+    from runner.analysis.serving_record import _query_times
+
+    path = tmp_path / "queries.jsonl"
+    lines = [{"issued_ns": 0, "first_token_ns": 40_000_000, "completed_ns": 100_000_000, "n_tokens": 4,
+              "error": None},  # TTFT 40 ms; TPOT (100 - 40) / 3 = 20 ms
+             {"issued_ns": 0, "first_token_ns": 30_000_000, "completed_ns": 30_000_000, "n_tokens": 1,
+              "error": None},  # one token: a TTFT, no TPOT
+             {"issued_ns": 0, "first_token_ns": None, "completed_ns": 7_000_000, "n_tokens": 0,
+              "error": None}]  # no first token reported: neither
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    times = _query_times(path)
+    assert times.latencies_ms == [100.0, 30.0, 7.0] and times.ttft_ms == [40.0, 30.0]
+    assert times.tpot_ms == [20.0] and times.failed == 0
+
+
+def test_a_generation_run_shows_ttft_and_tpot_against_their_bounds_and_an_offline_shape_is_unchanged() -> None:
+    from protocol.serving_summary import TokenLatency
+
+    ttft = TokenLatency(at_percentile_ms=812.0, bound_ms=2000.0, within_bound=True,
+                        distribution=distribution([600.0, 700.0, 812.0], 2000.0))
+    tpot = TokenLatency(at_percentile_ms=95.0, bound_ms=80.0, within_bound=False,
+                        distribution=distribution([60.0, 70.0, 95.0], 80.0))
+    base = run("g1")
+    generated = ServingRun(**{**{k: getattr(base, k) for k in base.__dataclass_fields__ if k not in ("ttft", "tpot")},
+                              "distribution": distribution([900.0, 1200.0], None), "ttft": ttft, "tpot": tpot})
+    assert generated.distribution is not None and generated.distribution.histogram == ()
+    record_ = ServingSummary(rates_qps=(2.0,), measure="ttft", percentile=0.9, bound_ms=2000.0, queries_needed=44,
+                             bound_multiples=BOUND_MULTIPLES, variants=(ServingVariant("g", "g", 2.0, True,
+                                                                                       (generated,)),),
+                             acceptable=("g",))
+    text = serving_lines(record_)
+    assert "TTFT p90 812.0 ms ≤ bound 2000 ms (LoadGen); measured over 3 queries: min 600.0" in text
+    assert "TPOT p90 95.0 ms > bound 80 ms (LoadGen)" in text
+    assert "(whole answers; the bounds are per token): min 900.0" in text
+    assert from_dict(ServingSummary, to_dict(record_)) == record_
+    assert "ttft" not in to_dict(run("c1")) and "tpot" not in to_dict(run("c1"))  # a classification run's shape
