@@ -148,8 +148,8 @@ def capacity_of(configuration: str, runs: Sequence[RunFacts], declared_rates: Se
     refused = [run for run in runs if run.accepted is False]
     if refused:
         why = "; ".join(f"{run.rate_qps:g} qps: {run.why_not}" for run in refused[:3])
-        return Capacity(configuration, variant_ids, None, f"outputs not accepted ({why}): no capacity, whatever "
-                        "the latency", False, None, 0, outcomes, ())
+        return Capacity(configuration, variant_ids, None, f"outputs not accepted ({why}), whatever the latency",
+                        False, None, 0, outcomes, ())
     best: RateOutcome | None = None
     stop: RateOutcome | None = None
     for outcome in outcomes:
@@ -163,7 +163,7 @@ def capacity_of(configuration: str, runs: Sequence[RunFacts], declared_rates: Se
         return Capacity(configuration, variant_ids, None, f"the bound does not hold at the lowest declared rate "
                         f"{stop.rate_qps:g} qps ({'; '.join(stop.reasons)}): capacity below it, not measured",
                         True, stop.rate_qps, 0, outcomes, uncertain)
-    reason = (f"held at {best.rate_qps:g} qps in all {len(best.trials)} kept run(s)"
+    reason = (f"held at {best.rate_qps:g} qps in {len(best.trials)} of {len(best.trials)} kept run(s)"
               + (f"; not at {stop.rate_qps:g} qps ({'; '.join(stop.reasons)})" if stop else ""))
     return Capacity(configuration, variant_ids, best.rate_qps, reason, True, stop.rate_qps if stop else None,
                     len(best.trials), outcomes, uncertain)

@@ -87,7 +87,7 @@ def _table(decision: ServingDecision) -> list[str]:
 
 def _row(config: ServingConfiguration) -> str:
     capacity = config.capacity
-    shown = f"{capacity.capacity_qps:g}" if capacity.capacity_qps is not None else f"— ({capacity.reason})"
+    shown = f"{capacity.capacity_qps:g}" if capacity.capacity_qps is not None else "— (none: see Why not)"
     if capacity.capacity_qps is None:
         bracket = "—"
     elif capacity.fails_at_qps is not None:

@@ -29,6 +29,7 @@ from protocol.decision.serving import (
     why_lines,
 )
 from runner.campaign_dir.campaign import Campaign
+from runner.campaign_dir.fault_hooks import FAULT_HOOK_BANNER
 from runner.decision.serving_facts import serving_runs
 
 GENERATION_TASK = "text-generation"
@@ -70,7 +71,7 @@ def serving_decision(campaigns: Sequence[Campaign], evidence: Sequence[CampaignE
         configurations=configs, ranking=ranking, chosen=chosen.configuration_id if chosen else None,
         why=why_lines(chosen, demand, configs, bound) if chosen else (), uncertain=tuple(uncertain),
         catalog_source=catalog_source,
-        test_hooks=tuple(note for e in evidence for note in e.notes if note.startswith("WARNING: test-only")),
+        test_hooks=tuple(note for e in evidence for note in e.notes if note.startswith(FAULT_HOOK_BANNER)),
     )
 
 

@@ -1,0 +1,95 @@
+"""End-to-end: a real tiny server campaign (one rate, the real tiny classifier, each trial in its own process), then
+``isocost decide`` on it with the declared traffic: capacity, replicas, money, the memo and the exit status.
+
+The second variant runs under the test-only ``disagree`` fault (its answers differ from the reference's on half the
+ids): it is served, maybe faster, and never ranked. The campaign directory keeps every byte and mtime (decide writes
+only under ``--out``). A 2-rate campaign needs the series of rates (branch ``rates``); the capacity rule over a
+series is tested from records in tests/unit/test_serving_capacity.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from protocol.records import Rental
+from runner.campaign.run import run_campaign
+from runner.campaign_dir.layout import read_raw
+from runner.cli import main
+from runner.launch.process import ProcessLauncher
+from runner.trial.faults import FAULT_ENV
+
+pytestmark = pytest.mark.e2e
+pytest.importorskip("mlperf_loadgen")
+
+TRAFFIC = """
+[traffic]
+rate_qps = 20.0
+min_query_count = 44
+latency_bound_ms = 5000
+latency_percentile = 0.9
+max_duration_s = 60
+max_wait_ms = 10
+seed = 1
+"""
+
+
+def _snapshot(root: Path) -> dict[str, tuple[str, int]]:
+    return {str(p.relative_to(root)): ("dir" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest(),
+                                       p.lstat().st_mtime_ns) for p in sorted(root.rglob("*"))}
+
+
+def test_decide_on_a_server_campaign(make_workspace: Callable[..., Path], tmp_path: Path) -> None:
+    study = make_workspace("serve", n=12, repetitions=1, batches="[1, 4]", extra=TRAFFIC,
+                           replace={'scenario = "offline"': 'scenario = "server"',
+                                    "min_agreement = 0.99": "min_agreement = 0.9"})
+    out = tmp_path / "out"
+
+    def progress(message: str) -> None:
+        if ": ok" in message:
+            os.environ[FAULT_ENV] = "disagree:0.5"  # the second trial (not the reference) answers differently
+
+    try:
+        run_campaign(study, out, ProcessLauncher(), progress=progress, rental=Rental("rtx-4090", 1))
+    finally:
+        os.environ.pop(FAULT_ENV, None)
+    rows = read_raw(out / "raw.csv")
+    assert [r["variant_id"] for r in rows] == ["batch_size=1", "batch_size=4"]
+    serving = json.loads((out / "trials" / rows[0]["trial_id"] / "manifest.json").read_text())["serving"]
+    held = serving["result"] == "VALID" and serving["latency_within_bound"] is True
+    before = _snapshot(out)
+
+    missing = CliRunner().invoke(main, ["decide", str(out)])
+    assert missing.exit_code == 2 and "--peak-qps is missing" in missing.output, missing.output
+    offline_flags = CliRunner().invoke(main, ["decide", str(out), "--peak-qps", "0", "--hours-per-day", "8",
+                                              "--days", "7"])
+    assert offline_flags.exit_code == 2 and "--peak-qps must be a finite number above 0" in offline_flags.output
+
+    decided = CliRunner().invoke(main, ["decide", str(out), "--peak-qps", "50", "--hours-per-day", "8", "--days",
+                                        "7", "--out", str(tmp_path / "decision")])
+    memo = (tmp_path / "decision" / "decision.md").read_text()
+    assert decided.output.startswith(memo), decided.output
+    record = json.loads((tmp_path / "decision" / "decision.json").read_text())
+    assert (tmp_path / "decision" / "report.html").read_text().startswith("<!DOCTYPE html>")
+    assert "Declared traffic: 50 queries per second at the peak, 8 h a day, over 7 day(s): 10,080,000 requests" \
+        in memo
+    # the disagreeing variant: served, never ranked, no capacity (never a zero)
+    assert "- batch_size=4 on rtx-4090 ×1 lot: no capacity: outputs not accepted" in memo, memo
+    assert "batch_size=4 on rtx-4090 ×1 lot" not in record["ranking"]
+    if held:
+        # ceil(50 / 20) = 3 replicas, one rtx-4090 card a lot, one 7-day plan each: 3 × 110.00 = 330.00 USD;
+        # 330.00 / 10.08 million requests = 32.74 USD per million
+        assert decided.exit_code == 0, decided.output
+        assert record["chosen"] == "batch_size=1 on rtx-4090 ×1 lot"
+        assert ("**Chosen: batch_size=1 on rtx-4090 ×1 lot**: 3 card(s) (3 lot(s) of 1), 330.00 USD over 7 day(s) "
+                "(flat (7 days)); 32.74 USD per million requests at the bound.") in memo
+        assert "a single rate declared: the bound held at 20 qps" in memo
+    else:  # the loaded VM missed the bound or LoadGen said INVALID: nothing is chosen, and it says why
+        assert decided.exit_code == 3 and record["chosen"] is None and "**Nothing chosen**" in memo
+    assert _snapshot(out) == before  # decide wrote nothing into the campaign it read
