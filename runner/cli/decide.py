@@ -30,7 +30,61 @@ _DIR = click.Path(path_type=Path, file_okay=False, exists=True)
 _FILE = click.Path(path_type=Path, dir_okay=False)
 
 
-@click.command()
+_DECIDE_HELP = """Which acceptable configuration is cheapest before the deadline? Combine campaigns of ONE study.
+
+A configuration is one variant on one campaign's hardware. For each: the
+quality verdict, raw pass times, accepted artifacts (each corpus counted
+once), the measured campaign period, the plans covering it, the contracted
+cost (whole plan price) and the cost per validated corpus, the deadline
+fit and the failures. Results of different studies are refused.
+
+Equivalence is judged twice: within each campaign against its own run
+of the reference variant, and across campaigns against ONE reference
+configuration (--reference DIR, default the first DIR), by id on every
+accepted pass, with the study's rule; a configuration that is not
+equivalent to that one reference is not ranked.
+
+With a [job] table in the study, the job is projected from the measured
+batches and priced under every billing option of the catalog.
+
+With --market CATALOG (imported by `isocost catalog import`), every
+configuration is also priced on every provider, region and instance that
+sells its card (the card the trials recorded, mapped by the GPU map):
+the memo names the cheapest provider and instance, the runner-up, and
+how much the provider changes the cost against the configuration. A
+decision priced with catalogs of other dates is never overwritten: the
+new one is written beside it.
+
+A server study's campaigns (scenario = "server") are decided for the
+traffic declared with --peak-qps, --hours-per-day and --days: each
+configuration's capacity (the highest declared rate at which every kept
+run had accepted answers, LoadGen VALID and the bound met), the replicas
+the peak needs, their cost over the period under the catalog's billing
+options, and the cost per million requests; only configurations with
+accepted answers and a capacity are ranked.
+
+It writes nothing into the campaigns it reads; --out DIR writes
+decision.md, decision.json and report.html there.
+
+\b
+Exit status: 0 the memo is written and names a choice; 3 the memo (and,
+with --out, decision.json and report.html) is written and answers no:
+no configuration is chosen (none accepted, no plan or rental known for
+its hardware, the deadline out of reach, no pass yet: its "Why not"
+lines say which), no configuration can do the declared job, or
+nothing fits: no plan covers the declared job on any configuration
+(why, and what would cover it: more lots, another billing, a longer
+period); 2 an error (nothing written).
+
+\b
+Example: isocost decide results/rtx4090 results/b200 --expenses ledger.csv --out decisions/q4
+Example: isocost decide results/rtx4090 --market market-2026-12-03.csv --capacity on-demand
+Example: isocost decide results/rtx4090 results/b200 --format csv > decision.csv
+Example: isocost decide results/serve --peak-qps 40 --hours-per-day 8 --days 30
+"""
+
+
+@click.command(help=_DECIDE_HELP)
 @click.argument("dirs", nargs=-1, required=True, type=_DIR)
 @click.option("--expenses", "expenses", type=_FILE, default=None,
               help="Ledger CSV of other project expenses (date,description,amount_usd,evidence); shown apart, "
@@ -63,58 +117,6 @@ def decide(dirs: tuple[Path, ...], expenses: Path | None, catalog_path: Path | N
            peak_qps: float | None, hours_per_day: float | None, days: int | None,
            market_paths: tuple[Path, ...], gpu_maps: tuple[Path, ...], providers: tuple[str, ...],
            regions: tuple[str, ...], capacity: str) -> None:
-    """Which acceptable configuration is cheapest before the deadline? Combine campaigns of ONE study.
-
-    A configuration is one variant on one campaign's hardware. For each: the
-    quality verdict, raw pass times, accepted artifacts (each corpus counted
-    once), the measured campaign period, the plans covering it, the contracted
-    cost (whole plan price) and the cost per validated corpus, the deadline
-    fit and the failures. Results of different studies are refused.
-
-    Equivalence is judged twice: within each campaign against its own run
-    of the reference variant, and across campaigns against ONE reference
-    configuration (--reference DIR, default the first DIR), by id on every
-    accepted pass, with the study's rule; a configuration that is not
-    equivalent to that one reference is not ranked.
-
-    With a [job] table in the study, the job is projected from the measured
-    batches and priced under every billing option of the catalog.
-
-    With --market CATALOG (imported by `isocost catalog import`), every
-    configuration is also priced on every provider, region and instance that
-    sells its card (the card the trials recorded, mapped by the GPU map):
-    the memo names the cheapest provider and instance, the runner-up, and
-    how much the provider changes the cost against the configuration. A
-    decision priced with catalogs of other dates is never overwritten: the
-    new one is written beside it.
-
-    A server study's campaigns (scenario = "server") are decided for the
-    traffic declared with --peak-qps, --hours-per-day and --days: each
-    configuration's capacity (the highest declared rate at which every kept
-    run had accepted answers, LoadGen VALID and the bound met), the replicas
-    the peak needs, their cost over the period under the catalog's billing
-    options, and the cost per million requests; only configurations with
-    accepted answers and a capacity are ranked.
-
-    It writes nothing into the campaigns it reads; --out DIR writes
-    decision.md, decision.json and report.html there.
-
-    \b
-    Exit status: 0 the memo is written and names a choice; 3 the memo (and,
-    with --out, decision.json and report.html) is written and answers no:
-    no configuration is chosen (none accepted, no plan or rental known for
-    its hardware, the deadline out of reach, no pass yet: its "Why not"
-    lines say which), no configuration can do the declared job, or
-    nothing fits: no plan covers the declared job on any configuration
-    (why, and what would cover it: more lots, another billing, a longer
-    period); 2 an error (nothing written).
-
-    \b
-    Example: isocost decide results/rtx4090 results/b200 --expenses ledger.csv --out decisions/q4
-    Example: isocost decide results/rtx4090 --market market-2026-12-03.csv --capacity on-demand
-    Example: isocost decide results/rtx4090 results/b200 --format csv > decision.csv
-    Example: isocost decide results/serve --peak-qps 40 --hours-per-day 8 --days 30
-    """
     refuse_replay_reference(reference, "decide")
     campaigns, replays = split_replays(list(dirs))
     market = MarketOptions(tuple(market_paths), tuple(gpu_maps), market_filter(providers, regions, capacity)) \
