@@ -234,3 +234,23 @@ def test_the_memo_says_which_how_many_why_and_what_is_uncertain(catalog: Catalog
     assert "a single rate declared" in memo and "1 kept repetition(s) at 20 qps" in memo
     assert "| 1 | b=1 on rtx-4090 | 20 | ≥ 20 (not bracketed above) | 2 | 2 | 220.00 |" in memo
     assert to_dict(decision)["chosen"] == "b=1 on rtx-4090"
+
+
+# --- what a kept run's answers count as (runner/decision/serving_facts.py) ----------------------------------------
+
+@pytest.mark.parametrize(("status", "gate", "same", "answers", "expected"), [
+    ("ok", True, True, {}, True),
+    ("ok", True, False, {}, False),  # the gate accepted, but not the reference's result: quality
+    ("ok", False, True, {"differing_count": 2}, False),  # repeats of an id differ: quality
+    ("ok", False, True, {"malformed_count": 1}, False),
+    ("ok", False, True, {"missing_count": 3}, None),  # ids never asked (a run stopped early): the rate failed
+    ("ok", False, True, {"failed_count": 1}, None),
+    ("ok", False, True, {}, False),  # the gate refused on its quality rule
+    ("failed", False, True, {}, None),  # the trial did not complete
+])
+def test_a_runs_answers_are_accepted_refused_or_incomplete(status: str, gate: bool, same: bool, answers: dict,
+                                                           expected: bool | None) -> None:
+    from runner.decision.serving_facts import _accepted
+
+    accepted, reason = _accepted(SimpleNamespace(status=status), gate, same, {"answers": answers}, "", "b=1")
+    assert accepted is expected and (reason == "") == (expected is True)
