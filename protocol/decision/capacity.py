@@ -28,6 +28,7 @@ Example::
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -64,6 +65,7 @@ class RunFacts:
     completed_qps: float | None = None
     queries: int | None = None
     output_tokens: int | None = None
+    bound_detail: str = ""  # every declared bound against its measure, when more than one (generation: TTFT, TPOT)
 
     @property
     def held(self) -> bool:
@@ -79,6 +81,8 @@ class RunFacts:
         if self.result != "VALID":
             what = f"LoadGen {self.result}" if self.result else "no LoadGen result (the run did not complete)"
             return f"{what} (trial {self.trial_id})"
+        if self.within_bound is not True and self.bound_detail:
+            return f"{self.bound_detail} (trial {self.trial_id})"
         if self.within_bound is not True:
             latency = "not reported" if self.latency_ms is None else f"{self.latency_ms:.1f} ms"
             bound = "" if self.bound_ms is None else f" against the {self.bound_ms:g} ms bound"
@@ -127,11 +131,11 @@ def rate_of(variant: Any, traffic: Any) -> float:
 def configuration_of(variant: Any) -> str:
     """The configuration a variant belongs to: the variant minus its rate, named by its id without the rate part.
 
-    Example: ``configuration_of(variant) == "batch_size=4"`` (its id with any ``rate_qps=…`` part removed)."""
+    Example: ``configuration_of(variant) == "batch_size=4"`` for ``batch_size=4@rate_qps=2`` (branch ``rates``
+    names a rated variant ``<id>@rate_qps=<r>`` when the study declares more than one rate)."""
     if getattr(variant, "rate_qps", None) is None:
         return str(variant.variant_id)
-    parts = [p for p in str(variant.variant_id).replace(";", ",").split(",") if not p.strip().startswith("rate_qps")]
-    return ",".join(parts) or str({k: v for k, v in variant.config().items() if k != "rate_qps"})
+    return re.sub(r"@rate_qps=[^@]*", "", str(variant.variant_id))
 
 
 def capacities(runs: Sequence[RunFacts], declared_rates: Sequence[float]) -> tuple[Capacity, ...]:

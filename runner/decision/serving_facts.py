@@ -49,8 +49,7 @@ def serving_runs(campaign: Campaign, evidence: CampaignEvidence) -> tuple[RunFac
             rate_qps=rate_of(variant, traffic), status=str(row.status), accepted=accepted, accepted_reason=reason,
             result=_text(serving.get("result")), latency_ms=_number(serving.get("latency_at_percentile_ms")),
             bound_ms=_number(serving.get("latency_bound_ms")),
-            within_bound=serving.get("latency_within_bound") if isinstance(serving.get("latency_within_bound"),
-                                                                             bool) else None,
+            within_bound=_within(serving), bound_detail=_bound_detail(serving),
             completed_qps=_number(serving.get("completed_qps")), queries=_count(serving.get("queries")),
             output_tokens=_count(serving.get("output_tokens")),
         ))
@@ -76,6 +75,39 @@ def _accepted(row: Any, gate: bool, same: bool, serving: dict[str, Any], equival
     if not same:
         return False, f"not shown the same result as {reference}" + (f" ({equivalence})" if equivalence else "")
     return True, ""
+
+
+#: The bounds a manifest's serving block may hold: the whole answer's latency, or a generation's TTFT and TPOT.
+MEASURES = ("latency", "ttft", "tpot")
+
+
+def _declared(serving: dict[str, Any]) -> list[str]:
+    """The measures whose bound the run declared (``<measure>_bound_ms`` set)."""
+    return [m for m in MEASURES if _number(serving.get(f"{m}_bound_ms")) is not None]
+
+
+def _within(serving: dict[str, Any]) -> bool | None:
+    """Every declared bound met: True; one missed: False; one not reported (or none declared): None."""
+    verdicts = [serving.get(f"{m}_within_bound") for m in _declared(serving)]
+    if any(v is False for v in verdicts):
+        return False
+    return True if verdicts and all(v is True for v in verdicts) else None
+
+
+def _bound_detail(serving: dict[str, Any]) -> str:
+    """With more than one bound (generation: TTFT and TPOT), each against its measure; '' with one."""
+    declared = _declared(serving)
+    if len(declared) < 2:
+        return ""
+    share = _number(serving.get("percentile"))
+    words = []
+    for m in declared:
+        measured = _number(serving.get(f"{m}_at_percentile_ms"))
+        verdict = serving.get(f"{m}_within_bound")
+        sign = "≤" if verdict is True else ">" if verdict is False else "vs"
+        shown = f"{measured:.1f} ms" if measured is not None else "not reported"
+        words.append(f"{m} {shown} {sign} {serving.get(f'{m}_bound_ms'):g} ms")
+    return (f"at p{share * 100:g}: " if share else "") + ", ".join(words)
 
 
 def _text(value: Any) -> str | None:

@@ -120,9 +120,11 @@ def test_the_rate_accessor_works_today_and_with_a_rate_field() -> None:
     traffic = SimpleNamespace(rates_qps=(20.0,))
     today = SimpleNamespace(variant_id="batch_size=4", config=lambda: {"batch_size": 4})
     assert rate_of(today, traffic) == 20.0 and configuration_of(today) == "batch_size=4"
-    branch = SimpleNamespace(variant_id="batch_size=4,rate_qps=2", rate_qps=2.0,
+    branch = SimpleNamespace(variant_id="batch_size=4@rate_qps=2", rate_qps=2.0,
                              config=lambda: {"batch_size": 4, "rate_qps": 2.0})
     assert rate_of(branch, traffic) == 2.0 and configuration_of(branch) == "batch_size=4"
+    seeded = SimpleNamespace(variant_id="batch_size=4@seed=3@rate_qps=0.5", rate_qps=0.5)
+    assert configuration_of(seeded) == "batch_size=4@seed=3"
 
 
 # --- demand, replicas and money ------------------------------------------------------------------------------------
@@ -254,3 +256,17 @@ def test_a_runs_answers_are_accepted_refused_or_incomplete(status: str, gate: bo
 
     accepted, reason = _accepted(SimpleNamespace(status=status), gate, same, {"answers": answers}, "", "b=1")
     assert accepted is expected and (reason == "") == (expected is True)
+
+
+def test_a_generation_run_holds_only_when_ttft_and_tpot_both_meet_their_bounds() -> None:
+    from runner.decision.serving_facts import _bound_detail, _within
+
+    block = {"latency_bound_ms": None, "latency_within_bound": None, "percentile": 0.9,
+             "ttft_bound_ms": 500.0, "ttft_at_percentile_ms": 120.0, "ttft_within_bound": True,
+             "tpot_bound_ms": 50.0, "tpot_at_percentile_ms": 80.0, "tpot_within_bound": False}
+    assert _within(block) is False
+    assert _bound_detail(block) == "at p90: ttft 120.0 ms ≤ 500 ms, tpot 80.0 ms > 50 ms"
+    assert _within({**block, "tpot_within_bound": True}) is True
+    assert _within({**block, "tpot_within_bound": None}) is None
+    assert _within({"latency_bound_ms": 100.0, "latency_within_bound": True}) is True
+    assert _within({}) is None
