@@ -14,7 +14,8 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from html import escape
 
 from protocol.costing.plans import Catalog
@@ -33,11 +34,15 @@ from runner.campaign_dir.fault_hooks import FAULT_HOOK_BANNER
 from runner.decision.serving_facts import serving_runs
 
 GENERATION_TASK = "text-generation"
+#: (campaign id, variant id) → (the same result as the decision's one reference? None: unknown, why).
+Across = Callable[[str, str], tuple[bool | None, str]]
 
 
 def serving_decision(campaigns: Sequence[Campaign], evidence: Sequence[CampaignEvidence], demand: ServingDemand,
-                     catalog: Catalog, catalog_source: str = "") -> ServingDecision:
-    """The serving decision over ``campaigns`` (of one server study; ``evidence`` read from each)."""
+                     catalog: Catalog, catalog_source: str = "", across: Across | None = None) -> ServingDecision:
+    """The serving decision over ``campaigns`` (of one server study; ``evidence`` read from each). ``across``:
+    (campaign id, variant id) → whether that variant is the same result as the decision's one reference across
+    campaigns (several campaigns: :func:`runner.decision.stage` builds it from the agreement matrix)."""
     study = campaigns[0].study
     traffic = study.traffic
     assert traffic is not None, "a serving decision needs a server study"
@@ -46,7 +51,7 @@ def serving_decision(campaigns: Sequence[Campaign], evidence: Sequence[CampaignE
     inputs: list[ServingConfigInput] = []
     many = len(campaigns) > 1
     for campaign, item in zip(campaigns, evidence, strict=True):
-        runs = serving_runs(campaign, item)
+        runs = judged_across(serving_runs(campaign, item), item.campaign_id, across)
         for capacity in capacities(runs, rates):
             name = f"{capacity.configuration} on {item.hardware}"
             if many and any(name == known.configuration_id.split(" [")[0] for known in inputs):
@@ -60,8 +65,8 @@ def serving_decision(campaigns: Sequence[Campaign], evidence: Sequence[CampaignE
     bound = bound_text(traffic)
     uncertain = [f"{chosen.configuration_id}: {line}" for line in chosen.capacity.uncertain] if chosen else []
     if many:
-        uncertain.append("answers are compared with the reference within each campaign; across campaigns run "
-                         "`isocost compare` on them (not applied to the serving ranking yet)")
+        uncertain.append("answers are compared by id with the decision's one reference (the study's reference "
+                         "variant on the first campaign), at every rate; `isocost compare` shows the whole matrix")
     uncertain.append(f"the replicas are held for the whole period ({demand.period_h} h); requests are counted at the "
                      f"declared peak only ({demand.hours_per_day:g} h a day): traffic outside the peak lowers the "
                      "cost per million requests")
@@ -73,6 +78,23 @@ def serving_decision(campaigns: Sequence[Campaign], evidence: Sequence[CampaignE
         catalog_source=catalog_source,
         test_hooks=tuple(note for e in evidence for note in e.notes if note.startswith(FAULT_HOOK_BANNER)),
     )
+
+
+def judged_across(runs: Sequence[RunFacts], campaign_id: str, across: Across | None) -> tuple[RunFacts, ...]:
+    """Each accepted run whose variant is not shown the same result as the decision's one reference (another
+    campaign's hardware) made a refused one, with the reason; unchanged without ``across``."""
+    if across is None:
+        return tuple(runs)
+    judged = []
+    for run in runs:
+        if run.accepted is True:
+            same, why = across(campaign_id, run.variant_id)
+            if same is not True:
+                word = "not equivalent to" if same is False else "equivalence unknown against"
+                run = replace(run, accepted=False,
+                              accepted_reason=f"quality across campaigns: {word} the decision's reference ({why})")
+        judged.append(run)
+    return tuple(judged)
 
 
 def bound_text(traffic: object) -> str:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from protocol.codec import to_dict
-from protocol.decision.agreement import ConfigurationOutputs
+from protocol.decision.agreement import ConfigurationOutputs, cross_equivalence
 from protocol.decision.configuration import configuration_labels
 from protocol.decision.evidence import check_same_study
 from protocol.decision.rank import Decision, decide
@@ -82,7 +82,14 @@ def _serving_outcome(campaigns: Sequence[Any], evidence: Sequence[Any], demand: 
     assert demand is not None
     check_same_study(evidence)
     catalog, catalog_source = choose_catalog(catalog_path, campaigns[0].study, campaigns[0].record)
-    decision = serving_decision(campaigns, evidence, demand, catalog, catalog_source)
+    across = None
+    if len(campaigns) > 1:  # the same result across campaigns, by id, as the offline decision judges it
+        study, labels = campaigns[0].study, configuration_labels(evidence)
+        matrix = cross_check([(c.root, e) for c, e in zip(campaigns, evidence, strict=True)], study, labels)
+
+        def across(campaign_id: str, variant_id: str) -> tuple[bool | None, str]:
+            return cross_equivalence(matrix, labels[(campaign_id, variant_id)], study.quality)
+    decision = serving_decision(campaigns, evidence, demand, catalog, catalog_source, across)
     banners = _flags(evidence, FAULT_HOOK_BANNER) + _flags(evidence, INCONSISTENT_BANNER)
     memo = "".join(f"{b}\n" for b in banners) + ("\n" if banners else "") + render_serving_memo(decision)
     texts = {DECISION_JSON: dumps(to_dict(decision)), DECISION_MD: memo, REPORT_HTML: serving_report_html(memo)}

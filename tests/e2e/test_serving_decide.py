@@ -3,7 +3,8 @@
 
 The second variant runs under the test-only ``disagree`` fault (its answers differ from the reference's on half the
 ids): it is served, maybe faster, and never ranked. The campaign directory keeps every byte and mtime (decide writes
-only under ``--out``). A 2-rate campaign needs the series of rates (branch ``rates``); the capacity rule over a
+only under ``--out``). A second campaign, rented as a B200 lot, is then decided with the first: every configuration
+compared by id with the one reference, priced on its own card. A 2-rate campaign needs the series of rates (branch ``rates``); the capacity rule over a
 series is tested from records in tests/unit/test_serving_capacity.py.
 """
 
@@ -93,3 +94,20 @@ def test_decide_on_a_server_campaign(make_workspace: Callable[..., Path], tmp_pa
     else:  # the loaded VM missed the bound or LoadGen said INVALID: nothing is chosen, and it says why
         assert decided.exit_code == 3 and record["chosen"] is None and "**Nothing chosen**" in memo
     assert _snapshot(out) == before  # decide wrote nothing into the campaign it read
+
+    # A second campaign of the same study, rented as one B200 lot (2 cards): every configuration is compared by id
+    # with the decision's one reference (batch_size=1 on the first campaign) and priced on its own card.
+    other = tmp_path / "b200"
+    run_campaign(study, other, ProcessLauncher(), rental=Rental("b200", 1))
+    second = json.loads((other / "trials" / read_raw(other / "raw.csv")[0]["trial_id"] / "manifest.json")
+                        .read_text())["serving"]
+    both = CliRunner().invoke(main, ["decide", str(out), str(other), "--peak-qps", "50", "--hours-per-day", "8",
+                                     "--days", "7", "--json"])
+    assert both.exit_code in (0, 3), both.output
+    record = json.loads(both.stdout)
+    configs = {c["configuration_id"]: c for c in record["configurations"]}
+    b200 = configs["batch_size=1 on b200 ×1 lot"]
+    if second["result"] == "VALID" and second["latency_within_bound"] is True:
+        # ceil(50 / 20) = 3 cards, 2 a B200 lot: 2 lots × one 7-day plan at 2071.00 = 4142.00 USD
+        assert (b200["replicas"], b200["lots"], b200["cost_usd"]) == (3, 2, "4142.00"), b200
+    assert configs["batch_size=4 on rtx-4090 ×1 lot"]["rank"] is None

@@ -270,3 +270,19 @@ def test_a_generation_run_holds_only_when_ttft_and_tpot_both_meet_their_bounds()
     assert _within({**block, "tpot_within_bound": None}) is None
     assert _within({"latency_bound_ms": 100.0, "latency_within_bound": True}) is True
     assert _within({}) is None
+
+
+def test_across_campaigns_a_variant_not_the_references_result_is_refused() -> None:
+    """Several campaigns: a run accepted in its own campaign but not equivalent to the decision's one reference
+    (another card answering differently) is refused, so its configuration gets no capacity."""
+    from runner.decision.serving_stage import judged_across
+
+    runs = (run("b=1", 20.0, "t1"), run("b=4", 20.0, "t2"), run("b=8", 20.0, "t3", accepted=None))
+    verdicts = {"b=1@20": (True, "the decision's reference itself"), "b=4@20": (False, "agreement 0.5 < 0.9"),
+                "b=8@20": (None, "no accepted pass")}
+    judged = judged_across(runs, "c2", lambda campaign, variant: verdicts[variant])
+    assert [r.accepted for r in judged] == [True, False, None]  # an incomplete run stays incomplete
+    assert judged[1].accepted_reason == ("quality across campaigns: not equivalent to the decision's reference "
+                                         "(agreement 0.5 < 0.9)")
+    assert capacity_of("b=4", [judged[1]], (20.0,)).capacity_qps is None
+    assert judged_across(runs, "c2", None) == runs
