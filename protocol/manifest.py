@@ -25,8 +25,8 @@ from protocol.codec import OMIT_NONE, Schema
 from protocol.records import Variant, WarmupRule
 
 #: history: 1 (1.0); 2 (1.1): ``engine``, what the variant's engine ran (a version-1 manifest has none), and a server
-#: trial's ``serving`` block.
-MANIFEST_SCHEMA_VERSION = 2
+#: trial's ``serving`` block; 3 (1.1): the variant's ``rate_qps`` (a server trial's target rate; older ones have none).
+MANIFEST_SCHEMA_VERSION = 3
 MANIFEST_FILE = "manifest.json"
 
 
@@ -74,7 +74,7 @@ class Manifest:
     pass_order: str | None = _later()
     ended_at: str | None = _later()
     schema_version: int = MANIFEST_SCHEMA_VERSION
-    CODEC: ClassVar[Schema] = Schema(MANIFEST_FILE, MANIFEST_SCHEMA_VERSION, reads=(1, 2))
+    CODEC: ClassVar[Schema] = Schema(MANIFEST_FILE, MANIFEST_SCHEMA_VERSION, reads=(1, 2, 3))
 
 
 def read_manifest(trial_dir: Path) -> Manifest | None:

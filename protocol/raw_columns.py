@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from protocol.domains import FINITE, Domain, unit_domain
 from protocol.records import DEFAULT_ENGINE, VARIANT_FIELDS_1_0
+from protocol.traffic import MAX_RATE_QPS
 
 #: Columns of ``raw.csv`` in format 5 (isocost 1.0), in order.
 RAW_COLUMNS_1_0: tuple[str, ...] = (
@@ -33,9 +34,12 @@ RAW_COLUMNS_1_0: tuple[str, ...] = (
     "chain_sha256",
 )
 
-#: Columns of ``raw.csv``, in order (format 6, isocost 1.1): 1.0's and the variant's ``engine``. New columns are
-#: only ever appended at the end, before the chain digest.
-RAW_COLUMNS: tuple[str, ...] = (*RAW_COLUMNS_1_0[:-1], "engine", RAW_COLUMNS_1_0[-1])
+#: Columns of ``raw.csv`` in format 6 (isocost 1.1 with engines): 1.0's and the variant's ``engine``.
+RAW_COLUMNS_6: tuple[str, ...] = (*RAW_COLUMNS_1_0[:-1], "engine", RAW_COLUMNS_1_0[-1])
+#: Columns of ``raw.csv``, in order (format 7, isocost 1.1 with a series of rates): format 6's and the variant's
+#: ``rate_qps`` (a server trial's target rate; empty for offline). New columns are only ever appended at the end,
+#: before the chain digest.
+RAW_COLUMNS: tuple[str, ...] = (*RAW_COLUMNS_6[:-1], "rate_qps", RAW_COLUMNS_6[-1])
 
 #: The raw table's format. History: 1 (0.1.0): first version; 2: ``chain_sha256`` (last column),
 #: sha256 over the previous row's digest and this row's cells (see ``runner.campaign_dir.rawtable``); the five
@@ -47,14 +51,17 @@ RAW_COLUMNS: tuple[str, ...] = (*RAW_COLUMNS_1_0[:-1], "engine", RAW_COLUMNS_1_0
 #: block, under their own number; 5: the same columns, each row's digest of its text as written up to its last
 #: comma instead of its cells as a JSON list (checkable with any sha256 tool; a re-quoted cell breaks it).
 #: Format 5 is isocost 1.0's raw format (kept under its number, so that no number names two formats); 6 (isocost
-#: 1.1) appends ``engine`` before the chain digest. 1.x reads both (a format-5 row's engine is ``transformers``,
-#: the only one 1.0 ran) and writes 6. Formats 1 to 4 (isocost 0.x) are refused with what to do
-#: (``runner.campaign_dir.rawformat``).
-RAW_SCHEMA_VERSION = 6
+#: 1.1) appends ``engine`` before the chain digest; 7 (isocost 1.1) appends ``rate_qps`` before it. 1.x reads all
+#: three (a format-5 row's engine is ``transformers``, the only one 1.0 ran; a format-5 or 6 row's rate is empty:
+#: offline, or a server study of one rate, which its spec.json names) and writes 7. Formats 1 to 4 (isocost 0.x) are
+#: refused with what to do (``runner.campaign_dir.rawformat``).
+RAW_SCHEMA_VERSION = 7
 #: The columns of each raw format 1.x reads.
-FORMAT_COLUMNS: dict[int, tuple[str, ...]] = {5: RAW_COLUMNS_1_0, 6: RAW_COLUMNS}
+FORMAT_COLUMNS: dict[int, tuple[str, ...]] = {5: RAW_COLUMNS_1_0, 6: RAW_COLUMNS_6, 7: RAW_COLUMNS}
+#: The isocost that wrote each older raw format (named when this isocost refuses to append to one).
+FORMAT_WRITERS: dict[int, str] = {5: "isocost 1.0", 6: "isocost 1.1 before the rate_qps column"}
 #: The cell of a column a table's older format lacks, in every row of that format.
-ABSENT_CELLS: dict[str, str] = {"engine": DEFAULT_ENGINE}
+ABSENT_CELLS: dict[str, str] = {"engine": DEFAULT_ENGINE, "rate_qps": ""}
 
 #: The domain of a numeric column: by its unit (``pass_s`` seconds, ``peak_rss_bytes`` bytes, ``gpu_energy_j``
 #: joules, ``device_busy_share`` a share) or its name (``completed``, ``attempt``, ``batch_size``, ``exit_code``
@@ -64,6 +71,7 @@ ABSENT_CELLS: dict[str, str] = {"engine": DEFAULT_ENGINE}
 #: ``runner.campaign_dir.raw_frame``): the chain proves a row unchanged, not possible.
 RAW_DOMAINS: dict[str, Domain] = {
     "metric_value": FINITE,  # accuracy, ROUGE-L, a cosine agreement (which may be negative)
+    "rate_qps": Domain(0, MAX_RATE_QPS, "a target rate, queries per second"),  # a server trial's declared rate
 }
 
 

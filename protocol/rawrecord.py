@@ -104,6 +104,7 @@ class RawRecord:
     job_id: str
     allocated_gpu: str
     engine: str
+    rate_qps: float | None
     chain_sha256: str
     # The cells the row was read from (None: built from values), and their columns when the table's format is an
     # older one (None: RAW_COLUMNS); not columns, not compared.

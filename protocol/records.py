@@ -28,16 +28,20 @@ SCHEMA_VERSION = 1
 TRIAL_SCHEMA_VERSION = 2
 #: spec.json; history: 1, 2 as status.json; 3: ``task`` and ``task_options`` (1.0's version; 1 and 2 are refused);
 #: 4 (1.1): the variant's ``engine`` and ``engine_settings`` (a version-3 spec reads as the default engine), and a
-#: server study's ``traffic`` (absent: offline).
-SPEC_SCHEMA_VERSION = 4
+#: server study's ``traffic`` (absent: offline); 5 (1.1): the variant's ``rate_qps``, the target rate a server trial
+#: serves (absent: offline; a version-4 server spec serves its traffic's one rate).
+SPEC_SCHEMA_VERSION = 5
 
 #: Fields that make up one variant. Changing any of them makes a NEW variant.
 VARIANT_FIELDS: tuple[str, ...] = (
     "stack", "device", "precision", "quantization", "compile", "attention", "batch_size", "padding", "max_length",
-    "length_grouping", "resume", "threads", "seed", "deterministic", "engine",
+    "length_grouping", "resume", "threads", "seed", "deterministic", "engine", "rate_qps",
 )
-#: The variant fields of isocost 1.0 (raw format 5 has one column each): ``engine`` came in 1.1.
-VARIANT_FIELDS_1_0: tuple[str, ...] = VARIANT_FIELDS[:-1]
+#: The fields of a configuration: a variant's fields less its target rate. [base] and [[series]] declare these; a
+#: server study's ``[traffic] rates_qps`` makes one variant of each configuration per rate (docs/serving.md).
+CONFIG_FIELDS: tuple[str, ...] = VARIANT_FIELDS[:-1]
+#: The variant fields of isocost 1.0 (raw format 5 has one column each): ``engine`` came in 1.1, then ``rate_qps``.
+VARIANT_FIELDS_1_0: tuple[str, ...] = VARIANT_FIELDS[:-2]
 #: The engine of a variant (and of every 1.0 trial) that names none.
 DEFAULT_ENGINE = "transformers"
 
@@ -71,13 +75,26 @@ class Variant:
     deterministic: bool
     engine: str = DEFAULT_ENGINE
     series: tuple[str, ...] = ()
+    #: The target rate a server study's trial of this variant serves, queries per second (one of ``[traffic]
+    #: rates_qps``); None for an offline study (not written, so an offline variant's record is as before).
+    rate_qps: float | None = field(default=None, metadata=OMIT_NONE)
     CODEC: ClassVar[Schema] = Schema("variant", SCHEMA_VERSION)
 
     def config(self) -> dict[str, Any]:
-        """The configuration fields only (what defines the variant); ``engine`` only when it is not the default
-        (so a 1.0 campaign's derived files, which name none, re-derive byte for byte)."""
-        return {name: getattr(self, name) for name in VARIANT_FIELDS
-                if name != "engine" or self.engine != DEFAULT_ENGINE}
+        """The variant fields only (what defines the variant); ``engine`` only when it is not the default and
+        ``rate_qps`` only for a server study (so an offline campaign's derived files re-derive byte for byte)."""
+        return {**configuration_key(self), **({"rate_qps": self.rate_qps} if self.rate_qps is not None else {})}
+
+
+def configuration_key(variant: Variant) -> dict[str, Any]:
+    """The variant's configuration: :meth:`Variant.config` without ``rate_qps``. Two variants of one server study
+    that differ only in their target rate have equal keys (what capacity groups by: the highest rate of one
+    configuration that meets the bound). Compare keys with ``==``; ``json.dumps(key, sort_keys=True)`` is hashable.
+
+    Example: ``configuration_key(a) == configuration_key(b)`` for ``batch_size=4@rate_qps=2`` and ``…@rate_qps=8``.
+    """
+    return {name: getattr(variant, name) for name in CONFIG_FIELDS
+            if name != "engine" or variant.engine != DEFAULT_ENGINE}
 
 
 @dataclass(frozen=True)
@@ -129,7 +146,7 @@ class TrialSpec:
     #: the trial serves requests under MLPerf LoadGen's Server scenario instead of its offline pass. None: offline.
     traffic: dict[str, Any] | None = field(default=None, metadata=OMIT_NONE)
     schema_version: int = SPEC_SCHEMA_VERSION
-    CODEC: ClassVar[Schema] = Schema("spec.json", SPEC_SCHEMA_VERSION, reads=(3, 4), pre_release=(1, 2))
+    CODEC: ClassVar[Schema] = Schema("spec.json", SPEC_SCHEMA_VERSION, reads=(3, 4, 5), pre_release=(1, 2))
 
 
 @dataclass(frozen=True)
@@ -208,8 +225,9 @@ def format_reasons(reasons: dict[str, str]) -> str:
 # -- campaign.json ---------------------------------------------------------------------------------
 
 #: ``campaign.json``'s format. History: 1 (0.1.0): first version (1.0's); 2 (1.1): each variant's ``engine``, raw
-#: format 6 (a version-1 campaign's variants all ran the default engine).
-CAMPAIGN_SCHEMA_VERSION = 2
+#: format 6 (a version-1 campaign's variants all ran the default engine); 3 (1.1): a server study's variants carry
+#: their ``rate_qps``, raw format 7 (a version-2 campaign's variants have none: offline, or one rate).
+CAMPAIGN_SCHEMA_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -296,7 +314,7 @@ class CampaignRecord:
     empty_reasons: dict[str, str] = field(default_factory=dict)
     seen_corpus_reuse: dict[str, Any] | None = None
     schema_version: int = CAMPAIGN_SCHEMA_VERSION
-    CODEC: ClassVar[Schema] = Schema("campaign.json", CAMPAIGN_SCHEMA_VERSION, reads=(1, 2))
+    CODEC: ClassVar[Schema] = Schema("campaign.json", CAMPAIGN_SCHEMA_VERSION, reads=(1, 2, 3))
 
     @property
     def launcher_kind(self) -> str:

@@ -12,8 +12,14 @@ from typing import Any, ClassVar
 
 from protocol.codec import OMIT_NONE, Schema
 from protocol.memory import MemoryEstimate
+from protocol.serving_summary import ServingSummary
 
-SUMMARY_SCHEMA_VERSION = 1
+#: summary.json's format. History: 1 (1.0); 2 (1.1): a server study's summary holds ``serving``
+#: (:class:`protocol.serving_summary.ServingSummary`). An offline study's summary is still written as version 1,
+#: byte for byte as 1.0 wrote it (``verify`` re-derives a 1.0 bundle's exactly); both are read.
+SUMMARY_SCHEMA_VERSION = 2
+#: The version an offline study's summary.json is written with (it holds no ``serving``).
+OFFLINE_SUMMARY_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -68,5 +74,16 @@ class SummaryRecord(Summary):
     device_busy_share: dict[str, dict[str, Any]]
     task_figures: dict[str, dict[str, Any]] | None = field(default=None, metadata=OMIT_NONE)
     inconsistent: str | None = field(default=None, metadata=OMIT_NONE)
-    schema_version: int = SUMMARY_SCHEMA_VERSION
-    CODEC: ClassVar[Schema] = Schema("summary.json", SUMMARY_SCHEMA_VERSION)
+    #: A server study's runs per variant (configuration and rate); None (not written) for an offline study.
+    serving: ServingSummary | None = field(default=None, metadata=OMIT_NONE)
+    schema_version: int = OFFLINE_SUMMARY_VERSION  # SUMMARY_SCHEMA_VERSION with ``serving``
+    CODEC: ClassVar[Schema] = Schema("summary.json", SUMMARY_SCHEMA_VERSION, reads=(1, 2),
+                                     check=lambda record: _version_problem(record))
+
+
+def _version_problem(record: SummaryRecord) -> str:
+    """Version 1 holds no ``serving``; version 2 holds one."""
+    if (record.serving is not None) != (record.schema_version == SUMMARY_SCHEMA_VERSION):
+        return (f"summary.json version {record.schema_version} "
+                f"{'holds' if record.serving is not None else 'lacks'} a serving record")
+    return ""

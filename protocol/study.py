@@ -195,9 +195,11 @@ def _check_variants(study: Study, source: str) -> None:
             "Use one of them: common seeds for every variant, or a seed series.",
         )
     ids = [v.variant_id for v in study.series_variants()]
-    passes = len(ids) * max(1, len(campaign.seeds)) * campaign.repetitions
+    rates = len(study.traffic.rates_qps) if study.traffic is not None and study.traffic.rates_qps else 1
+    passes = len(ids) * rates * max(1, len(campaign.seeds)) * campaign.repetitions
+    per_rate = f" x {rates} rates" if rates > 1 else ""
     check_bound("passes", passes, f"{source}, keys series and campaign.repetitions",
-                shown=f"the planned passes ({len(ids)} variants x {max(1, len(campaign.seeds))} seeds x "
+                shown=f"the planned passes ({len(ids)} variants{per_rate} x {max(1, len(campaign.seeds))} seeds x "
                       f"{campaign.repetitions} repetitions)")
     if quality.reference_variant not in ids:
         raise UserError(
@@ -262,7 +264,8 @@ def _scenario(top: TableReader) -> str:
 
 def _traffic(top: TableReader, scenario: str | None, task: Task, base_dir: Path) -> Traffic | None:
     """The ``[traffic]`` table of a ``scenario = "server"`` study (None for offline): one without the other is
-    refused, and so (in this release) are a series of rates, a trace, and a task other than classification."""
+    refused, and so (in this release) are a trace and a task other than classification. A series of rates makes one
+    variant of each configuration per rate (:meth:`~protocol.study_records.Study.rated_variants`)."""
     top.used.add("traffic")
     if scenario is None:  # the scenario is wrong: already reported
         return None
@@ -284,9 +287,5 @@ def _traffic(top: TableReader, scenario: str | None, task: Task, base_dir: Path)
     if traffic.arrivals == "trace":
         raise UserError('arrivals = "trace" is not wired yet: LoadGen\'s Server scenario draws its own Poisson '
                         "arrivals", top.where("traffic.arrivals"), 'Use arrivals = "poisson" with one rate_qps.')
-    if len(traffic.rates_qps) > 1:
-        raise UserError(f"a series of {len(traffic.rates_qps)} rates is not supported yet: a server study runs "
-                        "one target rate", top.where("traffic.rates_qps"),
-                        "Declare one rate (rate_qps = 2.0) and run one study per rate (docs/serving.md).")
     return traffic
 

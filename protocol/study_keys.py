@@ -104,7 +104,8 @@ _ROWS: tuple[tuple[str, str, str, Bounds | None, str], ...] = (
     ("engines", "table", "none: each engine's defaults", None,
      "table: one sub-table per engine a variant runs, [engines.NAME], its settings (docs/engines.md)"),
     ("traffic", "table", "none: offline", None,
-     'table: the requests of a scenario = "server" study: rate, latency bound, query count (docs/serving.md)'),
+     'table: the requests of a scenario = "server" study: a rate or a series of rates (one variant per '
+     'configuration and rate), latency bound, query count (docs/serving.md)'),
     ("series[].name", "string", "required", None,
      "name of a series (at least one): up to 64 letters, digits, '_', '.', '-', the first a letter or digit"),
     ("series[].field", "string", "required", None, "the ONE variant field this series varies"),

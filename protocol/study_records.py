@@ -20,7 +20,7 @@ from typing import Any
 
 from protocol.costing.job import Job
 from protocol.errors import UserError
-from protocol.records import VARIANT_FIELDS, Variant, WarmupRule
+from protocol.records import CONFIG_FIELDS, Variant, WarmupRule
 from protocol.traffic import Traffic
 
 METRICS = ("accuracy", "macro_f1")
@@ -138,12 +138,13 @@ class Study:
         return dict(self.images).get(stack, "")
 
     def variants(self) -> tuple[Variant, ...]:
-        """Expand the series into variants, in declaration order, merging identical configs.
+        """Expand the series into variants, in declaration order, merging identical configs; a server study's
+        configuration once per target rate (:meth:`rated_variants`).
 
         With ``campaign.seeds``, every variant runs under each common seed as its own variant
         (``<id>@seed=<n>``): results per seed are kept apart, never pooled.
         """
-        variants = self.series_variants()
+        variants = self.rated_variants()
         if not self.campaign.seeds:
             return variants
         return tuple(
@@ -153,10 +154,29 @@ class Study:
             for seed in self.campaign.seeds
         )
 
+    def rated_variants(self) -> tuple[Variant, ...]:
+        """The configurations of the series (:meth:`series_variants`); in a server study, each once per declared
+        target rate, in the order of ``[traffic] rates_qps``, with its ``rate_qps`` (``<id>@rate_qps=<r>`` when the
+        study declares more than one rate; one rate keeps the configuration's id). Offline: the configurations."""
+        configurations = self.series_variants()
+        rates = self.traffic.rates_qps if self.traffic is not None else ()
+        if not rates:
+            return configurations
+        return tuple(
+            Variant(**{**_variant_kwargs(v), "variant_id": rated_id(v.variant_id, rate) if len(rates) > 1
+                       else v.variant_id, "rate_qps": rate, "series": v.series})
+            for v in configurations
+            for rate in rates
+        )
+
     def reference_for(self, variant_id: str) -> str:
-        """The reference variant a variant is compared with (the same seed, when seeds are declared)."""
-        _, seed = split_seeded_id(variant_id)
+        """The reference variant a variant is compared with: the same seed when seeds are declared, and the same
+        target rate when a server study declares several."""
+        base, seed = split_seeded_id(variant_id)
+        _, rate = split_rated_id(base)
         reference = self.quality.reference_variant
+        if rate is not None:
+            reference = f"{reference}{RATE_MARK}{rate}"
         return seeded_id(reference, seed) if seed is not None else reference
 
     def series_variants(self) -> tuple[Variant, ...]:
@@ -165,7 +185,7 @@ class Study:
             for value in series.values:
                 config = dict(self.base)
                 config[series.field] = value
-                key = tuple(config[name] for name in VARIANT_FIELDS)
+                key = tuple(config[name] for name in CONFIG_FIELDS)
                 if key in found:
                     old = found[key]
                     found[key] = Variant(**{**_variant_kwargs(old), "series": (*old.series, series.name)})
@@ -173,6 +193,42 @@ class Study:
                 variant_id = f"{series.field}={_value_text(value)}"
                 found[key] = Variant(variant_id=variant_id, series=(series.name,), **config)
         return tuple(found.values())
+
+
+#: What joins a configuration's id and its target rate in a variant id (``batch_size=4@rate_qps=2``).
+RATE_MARK = "@rate_qps="
+
+
+def rate_text(rate_qps: float) -> str:
+    """A rate as a variant id writes it: short (``2``, ``2.5``), and exact (``repr``) where short would round."""
+    short = f"{rate_qps:g}"
+    return short if float(short) == rate_qps else repr(rate_qps)
+
+
+def rated_id(variant_id: str, rate_qps: float) -> str:
+    """The id of a configuration's variant at one target rate. Example: ``rated_id("batch_size=4", 2.0)`` is
+    ``"batch_size=4@rate_qps=2"``."""
+    return f"{variant_id}{RATE_MARK}{rate_text(rate_qps)}"
+
+
+def split_rated_id(variant_id: str) -> tuple[str, str | None]:
+    """A variant id (without its seed) → its configuration's id and its rate's text (None: no rate in the id)."""
+    base, sep, rate = variant_id.rpartition(RATE_MARK)
+    return (base, rate) if sep else (variant_id, None)
+
+
+def configuration_id(variant_id: str) -> str:
+    """The id of a variant's configuration: the variant id without its target rate (its seed kept). Example:
+    ``configuration_id("batch_size=4@rate_qps=2@seed=3") == "batch_size=4@seed=3"``. Pairs with
+    :func:`protocol.records.configuration_key` (the configuration's fields)."""
+    base, seed = split_seeded_id(variant_id)
+    return seeded_id(split_rated_id(base)[0], seed)
+
+
+def series_id(variant_id: str) -> str:
+    """The id of the series variant a variant comes from (what ``quality.reference_variant`` names): without
+    its seed and its rate."""
+    return split_rated_id(split_seeded_id(variant_id)[0])[0]
 
 
 def seeded_id(variant_id: str, seed: int | None) -> str:

@@ -19,7 +19,7 @@ from typing import Any
 from protocol.engines import engine_named
 from protocol.errors import UserError
 from protocol.names import check_image_reference
-from protocol.records import DEFAULT_ENGINE, VARIANT_FIELDS, VARIANT_FIELDS_1_0, WarmupRule
+from protocol.records import CONFIG_FIELDS, DEFAULT_ENGINE, VARIANT_FIELDS_1_0, WarmupRule
 from protocol.study_reader import (
     ErrorCollector,
     StudyErrors,
@@ -267,11 +267,11 @@ def parse_base(top: TableReader) -> dict[str, Any]:
     check = ErrorCollector()
     check.attempt(b.require, VARIANT_FIELDS_1_0, "Every variant field must be declared in [base] (engine: optional).")
     config: dict[str, Any] = {"engine": DEFAULT_ENGINE}
-    b.used.update(key for key in VARIANT_FIELDS if key in b.table)
-    for key in VARIANT_FIELDS:
+    b.used.update(key for key in CONFIG_FIELDS if key in b.table)
+    for key in CONFIG_FIELDS:
         if key in b.table:
             config[key] = check.attempt(check_field, key, b.table[key], b.where(key))
-    check.attempt(b.finish, {k: "" for k in VARIANT_FIELDS})
+    check.attempt(b.finish, {k: "" for k in CONFIG_FIELDS})
     if not check.errors:
         check.attempt(check_config, b, config)
     if check.errors:
@@ -323,11 +323,15 @@ def parse_series(top: TableReader, base: dict[str, Any] | None) -> tuple[Series,
         s = TableReader(top.source, item, f"series[{i}].")
         name = check_label_name(s.declared("name"), "a series name", s.where("name"))
         field_name = s.declared("field")
-        if field_name not in VARIANT_FIELDS:
+        if field_name == "rate_qps":
+            raise UserError("a series of target rates is declared in [traffic], not in [[series]]", s.where("field"),
+                            "Declare the rates as [traffic] rates_qps = [2.0, 4.0] in a scenario = \"server\" study: "
+                            "each configuration then runs once per rate (docs/serving.md).")
+        if field_name not in CONFIG_FIELDS:
             raise UserError(
                 f"unknown variant field {field_name!r}",
                 s.where("field"),
-                f"A series varies exactly one of: {', '.join(VARIANT_FIELDS)}.",
+                f"A series varies exactly one of: {', '.join(CONFIG_FIELDS)}.",
             )
         values = s.declared("values")
         s.finish()

@@ -13,7 +13,9 @@ lists these keys):
   ``"trace"`` (the arrival times of ``trace``: a text file, one time in seconds from the start per line, sorted,
   non-negative, finite);
 - ``rate_qps`` (one target rate) or ``rates_qps`` (a series, one run each), queries per second, each positive,
-  finite and at most :data:`MAX_RATE_QPS`;
+  finite and at most :data:`MAX_RATE_QPS`; a series rises strictly (each rate once, lowest first: a
+  configuration's capacity is the highest rate of its ladder that meets the bound, and a list out of order is
+  most likely a slip), and each configuration of the study runs once per rate (its variant's ``rate_qps``);
 - ``min_query_count``, ``min_duration_s``, ``max_duration_s``: the run's length (LoadGen runs until both minimums
   are met, and stops at the maximum);
 - the latency bound of the task: ``latency_bound_ms`` at ``latency_percentile`` (classification, embeddings;
@@ -82,7 +84,8 @@ TRAFFIC_KEYS: dict[str, StudyKey] = {entry.key: entry for entry in key_rows(
     ("traffic.rate_qps", "number", "required with poisson (or rates_qps)", Bounds(0, MAX_RATE_QPS, low_open=True),
      "target rate, queries per second"),
     ("traffic.rates_qps", "array", "required with poisson (or rate_qps)", None,
-     "a series of target rates, queries per second, one run each (each as rate_qps)"),
+     "a series of target rates, queries per second, rising strictly (each as rate_qps): each configuration runs "
+     "once per rate, as its own variant"),
     ("traffic.trace", "string", "required with trace", None,
      "arrival times: a text file, one time in seconds from the start per line, sorted; relative to the study"),
     ("traffic.min_query_count", "integer", "required", Bounds(1, 100_000_000),
@@ -205,6 +208,7 @@ def parse_traffic(reader: TableReader, task: str, base_dir: Path | None = None) 
     if arrivals == "poisson":
         rates = _rates(reader)
         _check_length(reader, min_count, min(rates), max_duration)
+        _check_busiest(reader, max(rates), min_duration)
     else:
         trace = _trace(reader, min_count, base_dir if base_dir is not None else Path(reader.source).parent)
     return Traffic(arrivals="trace" if trace else "poisson", rates_qps=rates, trace=trace, min_query_count=min_count,
@@ -295,9 +299,29 @@ def _rates(reader: TableReader) -> tuple[float, ...]:
     entry = TRAFFIC_KEYS["traffic.rate_qps"]
     rates = tuple(_checked(entry, value, f"{reader.where('rates_qps')}[{i}]", shown=f"rates_qps[{i}]")
                   for i, value in enumerate(values))
-    if len(set(rates)) != len(rates):
-        raise UserError("rates_qps repeats a rate", reader.where("rates_qps"), "Give each rate once.")
+    for place in range(1, len(rates)):
+        if rates[place] <= rates[place - 1]:
+            said = "repeats" if rates[place] == rates[place - 1] else "is below"
+            raise UserError(f"rates_qps[{place}] = {rates[place]:g} {said} the rate before it ({rates[place - 1]:g}): "
+                            "a series of rates rises strictly", f"{reader.where('rates_qps')}[{place}]",
+                            "List each rate once, from lowest to highest (rates_qps = [2.0, 4.0, 8.0]): a "
+                            "configuration's capacity is the highest rate of the series that meets the bound.")
     return rates
+
+
+def _check_busiest(reader: TableReader, highest_qps: float, min_duration: float) -> None:
+    """``min_duration_s`` holds a run at every rate: at the highest one it issues ``rate × min_duration_s`` queries,
+    at most what ``min_query_count`` may ask (its bound)."""
+    most = TRAFFIC_KEYS["traffic.min_query_count"].bounds
+    assert most is not None
+    queries = highest_qps * min_duration
+    if queries <= most.high:
+        return
+    raise UserError(
+        f"at {highest_qps:g} queries per second, min_duration_s = {min_duration:g} makes a run of about "
+        f"{queries:.0f} queries, more than a run may hold ({most.high:.0f})", reader.where("min_duration_s"),
+        f"Allow at most {math.floor(most.high / highest_qps)} s at the highest rate (a run's queries / the "
+        "highest rate), or lower the highest rate.")
 
 
 def _check_length(reader: TableReader, min_count: int, lowest_qps: float, max_duration: float | None) -> None:

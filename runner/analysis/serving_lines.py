@@ -1,78 +1,83 @@
-"""summary.md's ``## Serving`` section, for a ``scenario = "server"`` study only (an offline summary is unchanged).
+"""summary.md's ``## Serving`` section, for a ``scenario = "server"`` study only (an offline summary is unchanged),
+rendered from summary.json's ``serving`` record (:mod:`runner.analysis.serving_record`).
 
-Per trial: MLPerf LoadGen's verdict (VALID/INVALID, with its early-stopping verdict), the latency at the declared
-percentile against the bound, the completed rate against the target, and whether the answers were accepted: the
-pass accepted by the task's unchanged gate (every id answered once, well-formed, the quality rule) AND the variant
-the same result as the reference. A variant is **serving-acceptable** only when every one of its passes has
-accepted answers AND a VALID LoadGen result; the section ends by naming those variants. Everything is read from
-each trial's ``manifest.json`` ``serving`` block (sealed in raw.csv, checked when the campaign is opened) and the
-re-derived verdicts.
+Per trial (one configuration at one rate): MLPerf LoadGen's verdict (VALID/INVALID, with its early-stopping
+verdict), the latency at the declared percentile against the bound, the scheduled and completed rates against the
+target, and whether the answers were accepted (the pass accepted by the task's unchanged gate AND the same result as
+the reference at that rate); under it, the run's latency distribution from its sealed ``queries.jsonl`` (min,
+p50, p90, p95, p99, max, and the count of queries per multiple of the bound), each percentile the run had too few
+queries to decide marked, and a note when the run had fewer queries than the declared percentile needs. A variant
+is **serving-acceptable** only when every one of its runs has accepted answers AND a VALID LoadGen result; the
+section ends by naming those variants.
 
 Example::
 
-    serving_lines(campaign.paths, study, rows, verdicts, summary)
-    # "\\n## Serving (MLPerf LoadGen's Server scenario, …)\\n\\n- batch_size=1: LoadGen VALID …"
+    serving_lines(record)
+    # "\\n## Serving (MLPerf LoadGen's Server scenario, …)\\n\\n- batch_size=1@rate_qps=2: LoadGen VALID …"
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
-from protocol.manifest import read_manifest
-from protocol.stats import Summary
-from protocol.study import Study
-from runner.campaign_dir.layout import CampaignPaths
+from protocol.serving_summary import PERCENTILES, Distribution, ServingRun, ServingSummary
+from protocol.traffic import queries_needed
 
 
-def serving_lines(paths: CampaignPaths, study: Study, rows: Sequence[Any], verdicts: dict[str, Any],
-                  summary: Summary) -> str:
-    """The ``## Serving`` section ('' for an offline study). ``rows``: raw rows with ``trial_id`` and
-    ``variant_id``; ``verdicts``: trial id → its re-derived verdict."""
-    traffic = study.traffic
-    if traffic is None:
+def serving_lines(record: ServingSummary | None) -> str:
+    """The ``## Serving`` section ('' for an offline study: ``record`` None)."""
+    if record is None:
         return ""
-    bound = traffic.bound("latency")
-    share = f"p{bound.percentile * 100:g}" if bound else "percentile"
-    rate = traffic.rates_qps[0]
-    lines = ["", f"## Serving (MLPerf LoadGen's Server scenario: Poisson arrivals at {rate:g} qps, {share} latency "
-                 f"bound {bound.bound_ms:g} ms)" if bound else "## Serving", "",
-             "A variant is serving-acceptable only when its answers are accepted (the task's gate on the file written "
-             f"from the answers, one per id, and the same result as {summary.reference_variant}) AND LoadGen says "
-             "VALID. A server trial's pass time is its serving run: from the first query issued to the last answered.",
-             ""]
-    variants = {v.variant_id: v for v in summary.variants}
-    good: dict[str, bool] = {}
-    for row in rows:
-        variant = variants.get(row.variant_id)
-        same = variant is not None and (variant.equivalent is True or row.variant_id == summary.reference_variant)
-        accepted = bool((verdicts.get(row.trial_id) or {}).get("corpus_accepted"))
-        manifest = read_manifest(paths.trial_dir(row.trial_id))
-        serving = manifest.serving if manifest is not None else None
-        valid = bool(serving) and serving.get("result") == "VALID"  # type: ignore[union-attr]
-        good[row.variant_id] = good.get(row.variant_id, True) and accepted and same and valid
-        answers = ("answers accepted" if accepted and same else
-                   "answers NOT accepted: " + ("the gate refused the pass" if not accepted else
-                                               f"not shown the same result as {summary.reference_variant}"))
-        lines.append(f"- {row.variant_id}: {_loadgen(serving, share)}; {answers} (trial {row.trial_id})")
-    acceptable = [variant for variant, ok in good.items() if ok]
-    lines += ["", f"Serving-acceptable: {', '.join(acceptable) if acceptable else 'none'}."]
+    share = f"p{record.percentile * 100:g}"
+    rates = ", ".join(f"{rate:g}" for rate in record.rates_qps)
+    lines = ["", f"## Serving (MLPerf LoadGen's Server scenario: Poisson arrivals at {rates} qps, {share} "
+                 f"{record.measure} bound {record.bound_ms:g} ms)", "",
+             "A variant (one configuration at one rate) is serving-acceptable only when its answers are accepted "
+             "(the task's gate on the file written from the answers, one per id, and the same result as the "
+             "reference at that rate) AND LoadGen says VALID. A server trial's pass time is its serving run: from "
+             f"the first query issued to the last answered. A {share} needs at least {record.queries_needed} "
+             "queries to be decided (docs/serving.md); a percentile marked * had fewer.", ""]
+    for variant in record.variants:
+        for run in variant.runs:
+            answers = "answers accepted" if run.answers_accepted else f"answers NOT accepted: {run.answers_reason}"
+            lines.append(f"- {variant.variant_id}: {_loadgen(run, share)}; {answers} (trial {run.trial_id})")
+            lines.append(f"  - {_distribution(run, record)}")
+            if run.too_short:
+                lines.append(f"  - too short to decide its {share}: {run.queries} answered queries, "
+                             f"{record.queries_needed} needed")
+    acceptable = ", ".join(record.acceptable) or "none"
+    lines += ["", f"Serving-acceptable: {acceptable}."]
     return "\n".join(lines) + "\n"
 
 
-def _loadgen(serving: dict[str, Any] | None, share: str) -> str:
+def _loadgen(run: ServingRun, share: str) -> str:
     """LoadGen's words for one trial: verdict, latency against the bound, rates."""
-    if not serving or serving.get("result") is None:
+    if run.loadgen_result is None:
         return "no LoadGen result (the serving run did not complete)"
-    stopping = serving.get("early_stopping_met")
-    words = f"LoadGen {serving['result']}"
-    if stopping is not None:
-        words += f" (early stopping {'met' if stopping else 'NOT met'})"
-    measured, bound = serving.get("latency_at_percentile_ms"), serving.get("latency_bound_ms")
-    within = {True: "≤", False: ">", None: "vs"}[serving.get("latency_within_bound")]
-    words += (f"; {share} latency {measured:.1f} ms {within} {bound:g} ms bound" if measured is not None else
+    words = f"LoadGen {run.loadgen_result}"
+    if run.early_stopping_met is not None:
+        words += f" (early stopping {'met' if run.early_stopping_met else 'NOT met'})"
+    within = {True: "≤", False: ">", None: "vs"}[run.latency_within_bound]
+    measured = run.latency_at_percentile_ms
+    words += (f"; {share} latency {measured:.1f} ms {within} bound" if measured is not None else
               f"; {share} latency not reported by LoadGen")
-    completed, target = serving.get("completed_qps"), serving.get("target_qps")
-    if completed is not None:
-        words += f"; completed {completed:.2f} of {target:g} qps"
+    if run.completed_qps is not None:
+        scheduled = f"scheduled {run.scheduled_qps:.2f}, " if run.scheduled_qps is not None else ""
+        words += f"; {scheduled}completed {run.completed_qps:.2f} of {run.target_qps:g} qps"
     return words
+
+
+def _distribution(run: ServingRun, record: ServingSummary) -> str:
+    """One run's latency distribution in one line (or why there is none)."""
+    shown: Distribution | None = run.distribution
+    failed = f"; {run.failed_queries} failed" if run.failed_queries else ""
+    if shown is None:
+        return f"latency distribution: no answered query{failed}"
+    marks = {name: "*" if name in shown.undecided else "" for name, _ in PERCENTILES}
+    percentiles = " · ".join(f"{name}{marks[name]} {getattr(shown, f'{name}_ms'):.1f}" for name, _ in PERCENTILES)
+    edges = [f"≤{multiple:g}×" for multiple in record.bound_multiples] + [f">{record.bound_multiples[-1]:g}×"]
+    bins = ", ".join(f"{edge} {count}" for edge, count in zip(edges, shown.histogram, strict=True))
+    undecided = ""
+    if shown.undecided:
+        needs = ", ".join(f"{name} needs {queries_needed(dict(PERCENTILES)[name])}" for name in shown.undecided)
+        undecided = f" (* undecided with {shown.count} queries: {needs})"
+    return (f"latency ms over {shown.count} answered queries{failed}: min {shown.min_ms:.1f} · {percentiles} · "
+            f"max {shown.max_ms:.1f}; queries by the bound: {bins}{undecided}")

@@ -25,12 +25,13 @@ from protocol.jsonio import write_text_atomic
 from protocol.memory import MemoryEstimate, ModelShape, estimate
 from protocol.names import markdown_text
 from protocol.records import DEFAULT_ENGINE, CampaignRecord, read_status
-from protocol.stats import Summary, SummaryRecord, VariantSummary
+from protocol.stats import OFFLINE_SUMMARY_VERSION, SUMMARY_SCHEMA_VERSION, Summary, SummaryRecord, VariantSummary
 from protocol.study import Study
 from protocol.tasks import describe_task, study_task
 from runner.analysis.agreement_shares import share_lines, shares_by_variant
 from runner.analysis.device_use import device_use, device_use_lines
 from runner.analysis.serving_lines import serving_lines
+from runner.analysis.serving_record import serving_record
 from runner.analysis.stats import summarize
 from runner.analysis.verdicts import derive_verdicts, write_verdicts
 from runner.campaign_dir.campaign import Campaign, open_campaign
@@ -89,6 +90,7 @@ def derive_summary(campaign: Campaign, verdict_list: list[dict[str, Any]], *,
     energy = _energy(campaign.paths, rows, verdicts, record_.corpus_inputs)
     busy = device_use(frame, verdicts, [v.variant_id for v in summary.variants])
     figures = _task_figures(campaign.paths, study, rows, verdicts)
+    serving = serving_record(campaign.paths, study, rows, verdicts, summary)
     shares = shares_by_variant(study_task(study), rows, verdicts)
     for variant, entry in shares.items():  # the shares the task's rule always reports, beside its figures
         figures.setdefault(variant, {"passes": [], "median": {}})["agreement"] = entry
@@ -96,12 +98,13 @@ def derive_summary(campaign: Campaign, verdict_list: list[dict[str, Any]], *,
         variants=summary.variants, warnings=summary.warnings, reference_variant=summary.reference_variant,
         campaign_id=record_.campaign_id, study_sha256=record_.study_sha256, slots_planned=record_.slots_planned,
         rows_total=len(frame), memory_estimates=estimates, energy=energy, device_busy_share=busy,
-        task_figures=figures or None, inconsistent=banner or None)
+        task_figures=figures or None, inconsistent=banner or None, serving=serving,
+        schema_version=SUMMARY_SCHEMA_VERSION if serving is not None else OFFLINE_SUMMARY_VERSION)
     markdown = ("".join(f"{line}\n\n" for line in (hooks, banner) if line)
                 + render_markdown(summary, record_, estimates, describe_task(study)) + device_use_lines(busy)
                 + _energy_lines(energy) + _task_figure_lines(figures)
                 + share_lines(study_task(study), shares)
-                + serving_lines(campaign.paths, study, rows, verdicts, summary))
+                + serving_lines(serving))
     return record, markdown
 
 

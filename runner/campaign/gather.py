@@ -93,6 +93,8 @@ def gather_trial(
                                         "needs both gpu_pass_s and pass_s")
     if values["started_at"] is None:
         reasons["started_at"] = reasons["ended_at"] = "no status from the trial"
+    if values["rate_qps"] is None:
+        reasons["rate_qps"] = "offline study: no target rate"
     # Every empty cell carries its reason.
     for name, value in values.items():
         if value is None and name not in reasons:
@@ -122,6 +124,7 @@ def _outcome_values(spec: TrialSpec, outputs: Path, final: str, check: PassCheck
         "quality_verdict": f"rejected: status {final}" if final != "ok" else check.verdict,
         **spec.variant.config(),
         "engine": spec.variant.engine,
+        "rate_qps": spec.variant.rate_qps,
         "predictions_path": str(outputs.relative_to(outputs.parents[2])),
     }
 

@@ -1,8 +1,9 @@
 """raw.csv's format: which one this isocost reads, what a row's chain digest is, and what a table's first row
 chains to.
 
-isocost 1.x reads and writes one raw format, 5 (:data:`~protocol.raw_columns.RAW_SCHEMA_VERSION`; 1.0 kept the
-number it had, so that no number ever names two formats): a row's digest is the sha256 of the previous digest, a
+isocost 1.x reads raw formats 5 (1.0's: 1.0 kept the number it had, so that no number ever names two formats), 6
+and 7 (1.1's: the variant's ``engine``, then its ``rate_qps``), and writes the current one
+(:data:`~protocol.raw_columns.RAW_SCHEMA_VERSION`): a row's digest is the sha256 of the previous digest, a
 newline, and the row's text as written up to its last comma (:func:`row_text`), so any sha256 tool checks it over
 the file's bytes.
 
@@ -37,7 +38,8 @@ from protocol.jsonio import loads_unique
 from protocol.raw_columns import FORMAT_COLUMNS, RAW_COLUMNS, RAW_SCHEMA_VERSION
 
 CHAIN_COLUMN = RAW_COLUMNS[-1]
-#: The raw formats this isocost reads: 1.0's (5) and 1.1's (6); it appends to the current one only.
+#: The raw formats this isocost reads: 1.0's (5) and 1.1's (6, and 7 with rate_qps); it appends to the current one
+#: only.
 READABLE_FORMATS = tuple(FORMAT_COLUMNS)
 #: The formats isocost 0.x wrote before the release (refused, naming the version and what to do).
 PRE_RELEASE_FORMATS = (1, 2, 3, 4)
@@ -52,7 +54,7 @@ ANCHOR_FIELDS = ("campaign_id", "created_at", "setup_started_at", "study_sha256"
 SEALED_HOSTS_KEY = "campaign_hosts"
 
 #: What to do with a campaign in a pre-release raw format.
-PRE_RELEASE_FIX = ("isocost 1.x reads raw table formats 5 and {current} only. Re-run with isocost 0.x (the version "
+PRE_RELEASE_FIX = ("isocost 1.x reads raw table formats 5, 6 and {current} only. Re-run with isocost 0.x (the version "
                    "that started it{started_by}) to finish or read it, or start a new campaign: `isocost run STUDY "
                    "--out NEW_DIR`.")
 _NEWER_FIX = (f"This isocost reads raw table format {RAW_SCHEMA_VERSION}. Read or finish this campaign with the "

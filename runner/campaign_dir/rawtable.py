@@ -38,7 +38,7 @@ from itertools import accumulate, chain
 from pathlib import Path
 
 from protocol.errors import UserError
-from protocol.raw_columns import FORMAT_COLUMNS, RAW_COLUMNS, RAW_SCHEMA_VERSION
+from protocol.raw_columns import FORMAT_COLUMNS, FORMAT_WRITERS, RAW_COLUMNS, RAW_SCHEMA_VERSION
 from protocol.rawrecord import RawRecord
 from protocol.safe_read import check_regular
 from protocol.safe_write import append_whole, check_writable_target, open_append, open_fd
@@ -299,9 +299,10 @@ def append_row(path: Path, row: RawRecord) -> None:
     check_writable_target(path)  # a link in raw.csv's place is refused before it is read
     table = check_chain(path)
     if table.chain_format != RAW_SCHEMA_VERSION:
-        raise UserError(f"raw.csv is in raw table format {table.chain_format} (isocost 1.0): this isocost reads it "
+        writer = FORMAT_WRITERS.get(table.chain_format, "an older isocost")
+        raise UserError(f"raw.csv is in raw table format {table.chain_format} ({writer}): this isocost reads it "
                         f"but appends rows in format {RAW_SCHEMA_VERSION} only", str(path),
-                        "Finish this campaign with isocost 1.0, or start a new one: `isocost run STUDY --out NEW_DIR`.")
+                        f"Finish this campaign with {writer}, or start a new one: `isocost run STUDY --out NEW_DIR`.")
     if table.partial:
         raise UserError(f"raw.csv ends in a partial row (row {table.partial_row}, byte {len(table.data)})",
                         str(path), _RESUME_FIX)

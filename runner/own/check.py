@@ -40,7 +40,7 @@ from protocol.safe_write import make_dirs, write_text_atomic
 from protocol.schedule import rotated_schedule
 from protocol.study import load_study
 from protocol.study_reader import StudyErrors
-from protocol.study_records import Study, bucket_for, split_seeded_id
+from protocol.study_records import Study, bucket_for, series_id
 from protocol.tasks import read_task_corpus, study_task
 from runner.campaign.freeze import check_fingerprint, check_warmup, checked_catalog
 from runner.campaign.run import check_out, rental_from_options
@@ -401,7 +401,9 @@ def _schedule(report: CheckReport, study: Study, probe: bool) -> None:
                                  f"{study.campaign.repetitions} repetitions), rotated; first round: {first}")
     if study.traffic is not None:
         traffic = study.traffic
-        report.add("ok", "serving", f"each trial serves MLPerf LoadGen's Server scenario at {traffic.rates_qps[0]:g} "
+        rates = ", ".join(f"{rate:g}" for rate in traffic.rates_qps)
+        each = "its variant's rate, one of " if len(traffic.rates_qps) > 1 else ""
+        report.add("ok", "serving", f"each trial serves MLPerf LoadGen's Server scenario at {each}{rates} "
                                     f"qps: at least {traffic.min_query_count} queries and every corpus id equally "
                                     f"often ({traffic.queries_needed} decide its percentile; docs/serving.md)")
     if not probe:
@@ -421,7 +423,7 @@ def _probe(study: Study) -> tuple[float, str]:
     from runner.launch.base import TrialPaths
     from runner.launch.process import ProcessLauncher
 
-    reference = next(v for v in study.variants() if split_seeded_id(v.variant_id)[0] == study.quality.reference_variant)
+    reference = next(v for v in study.variants() if series_id(v.variant_id) == study.quality.reference_variant)
     tuning = read_task_corpus(study.tuning.path, study_task(study))
     n_corpus = len(read_task_corpus(study.corpus.path, study_task(study)))
     batch = tuning[: max(1, reference.batch_size)]

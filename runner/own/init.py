@@ -299,7 +299,8 @@ def _optional_lines(f: _Facts) -> list[str]:
         f"# {_line('engines', {})}",
         "",
         f"# {_line('traffic', {})}",
-        '# # with scenario = "server": rate_qps, min_query_count, latency_bound_ms … (docs/serving.md)',
+        '# # with scenario = "server": rate_qps (or rates_qps = [2.0, 4.0]: each configuration once per rate), '
+        "min_query_count, latency_bound_ms … (docs/serving.md)",
         "",
         "# [costing]",
         f"# {_line('costing.catalog', 'my-catalog.csv')}",

@@ -39,7 +39,7 @@ from protocol.records import TrialSpec, Variant, read_status
 from protocol.safe_write import make_dirs, write_text_atomic
 from protocol.study import load_study
 from protocol.study_keys import KEYS
-from protocol.study_records import Study, bucket_for, split_seeded_id
+from protocol.study_records import Study, bucket_for, series_id
 from protocol.tasks import index_fields, read_task_corpus, study_task, task_words
 from protocol.time_limits import TimeLimit
 from protocol.tomledit import set_table_keys
@@ -81,7 +81,7 @@ class TuneResult:
 def _reference_variant(study: Study) -> Variant:
     """The reference variant (with common seeds: under the first seed)."""
     reference = study.quality.reference_variant
-    return next(v for v in study.variants() if split_seeded_id(v.variant_id)[0] == reference)
+    return next(v for v in study.variants() if series_id(v.variant_id) == reference)
 
 
 def _refuse_if_seen(study: Study, ledger_dir: Path | None) -> None:

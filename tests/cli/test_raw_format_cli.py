@@ -22,7 +22,7 @@ def newer(tmp_path: Path) -> Path:
     root = tmp_path / "campaign"
     shutil.copytree(CAMPAIGN, root)
     description = json.loads((root / "campaign.json").read_text(encoding="utf-8"))
-    (root / "campaign.json").write_text(json.dumps({**description, "raw_schema_version": 7}), encoding="utf-8")
+    (root / "campaign.json").write_text(json.dumps({**description, "raw_schema_version": 8}), encoding="utf-8")
     return root
 
 
@@ -34,7 +34,7 @@ def test_every_reading_command_names_the_format_and_the_isocost_to_use(newer: Pa
     args = [command[0], str(newer), *(part.replace("{tmp}", str(tmp_path)) for part in command[1:])]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 2, result.output
-    assert "raw table format 7" in result.output and "a newer isocost wrote it" in result.output
+    assert "raw table format 8" in result.output and "a newer isocost wrote it" in result.output
     assert "isocost version that started it" in result.output
     assert "changed after it was written" not in result.output and "does not match" not in result.output
     assert {path: path.read_bytes() for path in newer.rglob("*") if path.is_file()} == before

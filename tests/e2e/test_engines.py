@@ -46,8 +46,10 @@ def test_a_series_over_engines_runs_both_and_ranks_them_under_one_reference(tiny
         assert (row["status"], row["corpus_accepted"], row["engine"]) == ("ok", "true", engine)
         trial = out / "trials" / row["trial_id"]
         spec, manifest = (json.loads((trial / name).read_text()) for name in ("spec.json", "manifest.json"))
-        assert spec["variant"]["engine"] == engine and spec["schema_version"] == 4
-        assert manifest["engine"]["name"] == engine and manifest["schema_version"] == 2
+        assert spec["variant"]["engine"] == engine and spec["schema_version"] == 5  # 4 (the engine) + the rate
+        assert manifest["engine"]["name"] == engine and manifest["schema_version"] == 3
+        assert "rate_qps" not in spec["variant"] and row["rate_qps"] == ""  # offline: no target rate
+        assert "rate_qps: offline study: no target rate" in row["empty_reasons"]
         assert spec["engine_settings"] == ({"mode": "same"} if engine == "relay" else {})
     validated = _isocost("validate", str(out))
     assert validated.returncode == 0, validated.stdout + validated.stderr

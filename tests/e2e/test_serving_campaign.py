@@ -116,3 +116,46 @@ def test_a_variant_that_answers_differently_is_not_serving_acceptable(make_works
     assert "- batch_size=4: LoadGen" in summary and "answers NOT accepted" in summary.split("- batch_size=4:")[1]
     acceptable = summary.split("Serving-acceptable", 1)[1].splitlines()[0]
     assert "batch_size=4" not in acceptable
+
+
+def test_a_series_of_rates_runs_each_configuration_once_per_rate(make_workspace: Callable[..., Path],
+                                                                  tmp_path: Path) -> None:
+    """``rates_qps = [10.0, 20.0]``: two configurations (batch 1 and 4), each a variant per rate, four trials in
+    real processes, each serving its own rate; the rate is in spec.json, raw.csv and summary.json's ``serving``."""
+    rates = {"rate_qps = 20.0": "rates_qps = [10.0, 20.0]"}
+    study = make_workspace("rates", n=N, repetitions=1, batches="[1, 4]", replace=SERVER,
+                           extra=TRAFFIC.replace(*next(iter(rates.items()))))
+    checked = CliRunner().invoke(main, ["check", str(study)])
+    assert "at its variant's rate, one of 10, 20 qps" in checked.output, checked.output
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["run", str(study), "--out", str(out), "--launcher", "process"])
+    assert result.exit_code == 0, result.output
+    rows = read_raw(out / "raw.csv")
+    assert [(r["variant_id"], r["rate_qps"]) for r in rows] == [
+        ("batch_size=1@rate_qps=10", "10.0"), ("batch_size=1@rate_qps=20", "20.0"),
+        ("batch_size=4@rate_qps=10", "10.0"), ("batch_size=4@rate_qps=20", "20.0")]
+    for row in rows:
+        trial = out / "trials" / row["trial_id"]
+        spec = json.loads((trial / "spec.json").read_text())
+        serving = json.loads((trial / "manifest.json").read_text())["serving"]
+        assert spec["variant"]["rate_qps"] == serving["target_qps"] == float(row["rate_qps"]), row["trial_id"]
+        assert row["status"] == "ok" and row["corpus_accepted"] == "true", row
+    record = json.loads((out / "summary.json").read_text())
+    assert record["schema_version"] == 2 and record["serving"]["schema_version"] == 1
+    serving = record["serving"]
+    assert serving["rates_qps"] == [10.0, 20.0] and serving["queries_needed"] == 44
+    by_configuration: dict[str, list[float]] = {}
+    for variant in serving["variants"]:
+        by_configuration.setdefault(variant["configuration_id"], []).append(variant["rate_qps"])
+        (run,) = variant["runs"]
+        assert run["target_qps"] == variant["rate_qps"] and run["loadgen_result"] in ("VALID", "INVALID")
+        assert run["queries"] + run["failed_queries"] == 48 and run["distribution"]["count"] == run["queries"]
+        assert run["distribution"]["undecided"] == ["p95", "p99"]  # 48 queries: p95 needs 90, p99 459
+        assert sum(run["distribution"]["histogram"]) == run["queries"]
+    assert by_configuration == {"batch_size=1": [10.0, 20.0], "batch_size=4": [10.0, 20.0]}
+    section = (out / "summary.md").read_text().split("## Serving", 1)[1]
+    assert "Poisson arrivals at 10, 20 qps" in section
+    for variant in ("batch_size=1@rate_qps=10", "batch_size=4@rate_qps=20"):
+        assert f"- {variant}: LoadGen " in section, section
+    assert "of 10 qps" in section and "of 20 qps" in section and "latency ms over 48 answered queries" in section
+    assert "(* undecided with 48 queries: p95 needs 90, p99 needs 459)" in section

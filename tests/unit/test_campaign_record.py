@@ -57,7 +57,7 @@ def test_unknown_schema_version_is_refused(tmp_path: Path) -> None:
     (tmp_path / "campaign.json").write_text(json.dumps({"schema_version": 99, "campaign_id": "c"}), encoding="utf-8")
     with pytest.raises(UserError) as typed:
         load_record(tmp_path)
-    assert typed.value.what == "campaign.json has schema_version 99; this isocost reads 1 or 2"
+    assert typed.value.what == "campaign.json has schema_version 99; this isocost reads 1 or 2 or 3"
     assert typed.value.where == str(tmp_path / "campaign.json")
     assert "Use the isocost version that wrote it" in str(typed.value)
     with pytest.raises(UserError, match="schema_version 99"):

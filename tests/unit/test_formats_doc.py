@@ -55,7 +55,8 @@ FORMATS: tuple[tuple[str, str, str, str], ...] = (
      "the trial", "`run` (gather), `validate`, `decide` (projection), `replay`"),
     ("`DIR/verdicts.json`", "protocol.records.VERDICTS_SCHEMA_VERSION", "`validate`, `summarize`",
      "`decide`, `verify`"),
-    ("`DIR/summary.json`", "protocol.stats.SUMMARY_SCHEMA_VERSION", "`summarize`", "`decide`, `memory --campaign`"),
+    ("`DIR/summary.json` (an offline study's still version 1, as 1.0 wrote it; a server study's holds `serving`)",
+     "protocol.stats.SUMMARY_SCHEMA_VERSION", "`summarize`", "`decide`, `memory --campaign`"),
     ("`decision.json`", "protocol.decision.records.SCHEMA_VERSION", "`decide`", "`bundle` (packed), you"),
     ("`BUNDLE.json` (in a bundle)", "runner.bundle.records.BUNDLE_SCHEMA_VERSION", "`bundle`",
      "`verify`, `replay`, `compare`"),
@@ -94,12 +95,15 @@ PARTS: tuple[tuple[str, str], ...] = (
     ("protocol.decision.serving.SCHEMA_VERSION", "a server study's decision: decision.json of `decide --peak-qps`"),
     ("protocol.decision.capacity.SCHEMA_VERSION", "a configuration's serving capacity, inside a server study's "
      "decision.json"),
+    ("protocol.serving_summary.SERVING_SUMMARY_SCHEMA_VERSION", "a server study's runs per variant (configuration "
+     "and rate): summary.json's `serving` (1.1)"),
 )
 
 
 #: The versions isocost 1.0.0 declared, where a later 1.x wrote a newer one (and reads both).
 VERSIONS_1_0 = {"protocol.raw_columns.RAW_SCHEMA_VERSION": 5, "protocol.records.SPEC_SCHEMA_VERSION": 3,
-                "protocol.manifest.MANIFEST_SCHEMA_VERSION": 1, "protocol.records.CAMPAIGN_SCHEMA_VERSION": 1}
+                "protocol.manifest.MANIFEST_SCHEMA_VERSION": 1, "protocol.records.CAMPAIGN_SCHEMA_VERSION": 1,
+                "protocol.stats.SUMMARY_SCHEMA_VERSION": 1}
 
 
 def _was(dotted: str) -> str:

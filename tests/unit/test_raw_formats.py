@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from protocol.errors import UserError
-from protocol.raw_columns import RAW_COLUMNS, RAW_COLUMNS_1_0, RAW_SCHEMA_VERSION
+from protocol.raw_columns import RAW_COLUMNS, RAW_COLUMNS_1_0, RAW_COLUMNS_6, RAW_SCHEMA_VERSION
 from protocol.rawrecord import RawRecord
 from runner.campaign_dir.raw_frame import read_frame
 from runner.campaign_dir.rawformat import READABLE_FORMATS, genesis, row_digest
@@ -41,9 +41,10 @@ ROWS = [{"trial_id": "001-r1-a", "variant_id": "a", "order_index": "1", "attempt
          "ids_match": "false", "empty_reasons": "pass_s: pass not completed (status oom)"}]
 
 
-def test_the_slurm_block_is_last_before_the_chain_digest_in_1_0_and_the_engine_after_it_in_1_1() -> None:
+def test_the_slurm_block_is_last_before_the_chain_digest_in_1_0_and_engine_then_rate_after_it_in_1_1() -> None:
     assert RAW_COLUMNS_1_0[-5:-1] == SLURM_COLUMNS
-    assert RAW_COLUMNS == (*RAW_COLUMNS_1_0[:-1], "engine", "chain_sha256")
+    assert RAW_COLUMNS_6 == (*RAW_COLUMNS_1_0[:-1], "engine", "chain_sha256")
+    assert RAW_COLUMNS == (*RAW_COLUMNS_1_0[:-1], "engine", "rate_qps", "chain_sha256")
 
 
 def test_a_table_without_the_slurm_block_is_refused_as_pre_release_format_3(tmp_path: Path) -> None:
@@ -99,8 +100,8 @@ def _declare(directory: Path, version: int | None) -> None:
     (directory / "campaign.json").write_text(json.dumps(description), encoding="utf-8")
 
 
-def test_the_current_format_is_6_and_format_5_is_still_read() -> None:
-    assert RAW_SCHEMA_VERSION == 6 and READABLE_FORMATS == (5, 6)
+def test_the_current_format_is_7_and_formats_5_and_6_are_still_read() -> None:
+    assert RAW_SCHEMA_VERSION == 7 and READABLE_FORMATS == (5, 6, 7)
 
 
 def test_a_format_5_digest_is_the_sha256_of_the_previous_digest_and_the_row_text_as_written(tmp_path: Path) -> None:
@@ -172,7 +173,7 @@ def test_a_format_5_table_with_control_characters_in_cells_reads_the_same_by_row
     assert read_frame(path, ("trial_id", "notes"))["notes"].tolist() == notes
 
 
-@pytest.mark.parametrize("declared", [7, 99, 0, "5", True])
+@pytest.mark.parametrize("declared", [8, 99, 0, "5", True])
 def test_a_declared_raw_format_this_isocost_cannot_read_is_refused_not_read_as_another(
         tmp_path: Path, declared: object) -> None:
     """A campaign.json naming a raw format other than 5 (a newer isocost's, or none that ever existed) is
@@ -205,6 +206,7 @@ def test_a_1_0_table_reads_with_the_default_engine_and_is_never_appended_to(tmp_
     before = path.read_bytes()
     rows = read_records(path)
     assert [row.engine for row in rows] == ["transformers", "transformers"]
+    assert [row.rate_qps for row in rows] == [None, None]
     assert [row.trial_id for row in rows] == ["001-r1-a", "002-r1-b"]
     assert rows[0].cells() == before.decode().splitlines()[1].split(",")  # the cells as written, format 5's
     assert read_frame(path, ("trial_id", "engine"))["engine"].tolist() == ["transformers", "transformers"]
@@ -221,3 +223,31 @@ def test_a_1_0_header_under_a_1_1_campaign_json_is_refused_not_read(tmp_path: Pa
     with pytest.raises(UserError) as caught:
         read_records(path)
     assert "not that of raw table format 6" in caught.value.what
+
+
+# -- format 6 (isocost 1.1 with engines, before rate_qps) read: every row's rate is empty; nothing is appended ----
+
+
+def test_a_format_6_table_reads_with_an_empty_rate_and_is_never_appended_to(tmp_path: Path) -> None:
+    _declare(tmp_path, 6)
+    path = tmp_path / "raw.csv"
+    rows = [{**row, "engine": "onnxruntime"} for row in ROWS]
+    write_table(path, RAW_COLUMNS_6, rows, genesis(path))
+    before = path.read_bytes()
+    read = read_records(path)
+    assert [(row.engine, row.rate_qps) for row in read] == [("onnxruntime", None)] * 2
+    assert read[0].cells() == before.decode().splitlines()[1].split(",")  # the cells as written, format 6's
+    frame = read_frame(path, ("trial_id", "engine", "rate_qps"))
+    assert frame["engine"].tolist() == ["onnxruntime"] * 2 and frame["rate_qps"].isna().all()
+    with pytest.raises(UserError) as caught:
+        append_row(path, RawRecord.from_values({"trial_id": "003-r2-a"}))
+    assert "format 6" in caught.value.what and "before the rate_qps column" in caught.value.fix
+    assert path.read_bytes() == before
+
+
+def test_a_format_7_row_keeps_its_rate(tmp_path: Path) -> None:
+    _declare(tmp_path, RAW_SCHEMA_VERSION)
+    path = tmp_path / "raw.csv"
+    append_row(path, RawRecord.from_values({**ROWS[0], "rate_qps": 2.5}))
+    assert read_records(path)[0].rate_qps == 2.5 and read_records(path)[0].cell("rate_qps") == "2.5"
+    assert read_frame(path, ("trial_id", "rate_qps"))["rate_qps"].tolist() == [2.5]

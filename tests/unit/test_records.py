@@ -91,7 +91,7 @@ def test_trial_spec_carries_input_buckets():
                      attempt=1, corpus_path="/c", corpus_fingerprint="a", model_path="/m", model_fingerprint="b",
                      warmup=WarmupRule("tuning", 2, 1, "warmup"), warmup_texts=("a",), launcher="process",
                      input_buckets={"x": "short"})
-    assert codec.to_dict(spec)["schema_version"] == 4  # spec.json 4: the engine (1.1); 3 (1.0's) is still read
+    assert codec.to_dict(spec)["schema_version"] == 5  # spec.json 5: the rate (1.1); 3 (1.0's) and 4 are still read
     assert roundtrip(spec, TrialSpec).input_buckets == {"x": "short"}
 
 

@@ -1,5 +1,6 @@
 """A study's ``scenario = "server"`` and its ``[traffic]`` table (protocol/study.py, protocol/traffic.py): the two
-go together, one target rate for now, classification only for now; ``offline`` is unchanged."""
+go together; a series of rates makes one variant per configuration and rate; classification only for now;
+``offline`` is unchanged."""
 
 from __future__ import annotations
 
@@ -58,8 +59,8 @@ def test_an_offline_study_has_no_traffic() -> None:
     ("offline", TRAFFIC, "traffic", 'scenario = "offline" sends no requests', 'Set scenario = "server"'),
     ("server", None, "scenario", "needs a [traffic] table", "Add [traffic]"),
     ("interactive", None, "scenario", "'interactive' is not one of 'offline', 'server'", '"server"'),
-    ("server", {**TRAFFIC, "rate_qps": None, "rates_qps": [1.0, 2.0]}, "traffic.rates_qps",
-     "a series of 2 rates is not supported yet", "run one study per rate"),
+    ("server", {**TRAFFIC, "rate_qps": None, "rates_qps": [2.0, 1.0]}, "traffic.rates_qps[1]",
+     "rises strictly", "from lowest to highest"),
     ("server", {**TRAFFIC, "min_query_count": 43}, "traffic.min_query_count", "at least 44 queries are needed",
      "min_query_count = 44"),
     ("server", {**TRAFFIC, "max_wait_ms": -1}, "traffic.max_wait_ms", "between 0 and 60000", "Use a value"),
@@ -96,3 +97,68 @@ def test_only_the_launchers_that_declare_the_server_scenario_run_it() -> None:
         assert caught.value.what == f"launcher {kind} does not run scenario 'server' yet"
         assert "--launcher process" in caught.value.fix
     assert choose_launcher(study, "auto").launcher.name == "process"
+
+
+# -- a series of rates: one variant per configuration and rate ---------------------------------------------------
+
+def rated_study(rates: list[float], **campaign: Any) -> Any:
+    data = study_data(traffic={**{k: v for k, v in TRAFFIC.items() if k != "rate_qps"}, "rates_qps": rates})
+    data["campaign"].update(campaign)
+    return parse_study(data, path=SOURCE, sha256="sha256:" + "0" * 64)
+
+
+def test_a_series_of_rates_expands_each_configuration_into_one_variant_per_rate() -> None:
+    from protocol.records import configuration_key
+    from protocol.study_records import configuration_id
+
+    study = rated_study([2.0, 4.0, 8.5])
+    variants = study.variants()
+    assert [v.variant_id for v in variants] == [
+        "batch_size=1@rate_qps=2", "batch_size=1@rate_qps=4", "batch_size=1@rate_qps=8.5",
+        "batch_size=4@rate_qps=2", "batch_size=4@rate_qps=4", "batch_size=4@rate_qps=8.5"]
+    assert [v.rate_qps for v in variants] == [2.0, 4.0, 8.5] * 2
+    assert {configuration_id(v.variant_id) for v in variants} == {"batch_size=1", "batch_size=4"}
+    first, second = variants[0], variants[1]
+    assert configuration_key(first) == configuration_key(second) and "rate_qps" not in configuration_key(first)
+    assert first.config() == {**configuration_key(first), "rate_qps": 2.0}
+    assert configuration_key(first) != configuration_key(variants[3])
+    assert len(study.series_variants()) == 2  # the configurations themselves are unchanged
+
+
+def test_each_rate_is_compared_with_the_reference_at_the_same_rate_and_seed() -> None:
+    study = rated_study([2.0, 4.0], seeds=[1, 2])
+    ids = [v.variant_id for v in study.variants()]
+    assert "batch_size=4@rate_qps=4@seed=2" in ids and len(ids) == 8
+    assert study.reference_for("batch_size=4@rate_qps=4@seed=2") == "batch_size=1@rate_qps=4@seed=2"
+    assert study.reference_for("batch_size=4@rate_qps=2") == "batch_size=1@rate_qps=2"
+
+
+def test_the_rotated_schedule_runs_every_configuration_and_rate_once_per_repetition() -> None:
+    from protocol.schedule import rotated_schedule
+
+    study = rated_study([2.0, 4.0], repetitions=2)
+    slots = rotated_schedule(study.variants(), study.campaign.repetitions)
+    first = [s.variant_id for s in slots if s.repetition == 1]
+    second = [s.variant_id for s in slots if s.repetition == 2]
+    assert sorted(first) == sorted(second) == sorted(v.variant_id for v in study.variants()) and len(first) == 4
+    assert second == first[1:] + first[:1]  # rotated, as any series
+    assert slots[0].trial_id == "001-r1-batch_size-1-rate_qps-2"
+
+
+def test_one_rate_keeps_the_configuration_id_and_carries_the_rate() -> None:
+    study = parse_study(study_data(), path=SOURCE, sha256="sha256:" + "0" * 64)
+    assert [(v.variant_id, v.rate_qps) for v in study.variants()] == [("batch_size=1", 4.0), ("batch_size=4", 4.0)]
+
+
+def test_an_offline_variant_has_no_rate_and_its_config_is_as_before() -> None:
+    study = parse_study(study_data("offline", None), path=SOURCE, sha256="sha256:" + "0" * 64)
+    assert all(v.rate_qps is None and "rate_qps" not in v.config() for v in study.variants())
+    assert "rate_qps" not in to_dict(study.variants()[0])
+
+
+def test_a_series_over_rate_qps_is_refused_pointing_at_traffic() -> None:
+    data = study_data()
+    data["series"].append({"name": "rates", "field": "rate_qps", "values": [1.0, 2.0]})
+    found = errors(data)
+    assert any(e.where.endswith("field") and "[traffic]" in e.what and "rates_qps" in e.fix for e in found), \
+        [e.message for e in found]

@@ -112,7 +112,7 @@ def test_the_schedulable_maximum_itself_is_accepted():
 
 @pytest.mark.parametrize("changes", [{"rates_qps": None}, {"rate_qps": 2.0}, {"rates_qps": []},
                                      {"rates_qps": [1.0, 1]}])
-def test_one_rate_or_one_series_of_distinct_rates_is_required(changes: dict[str, Any]):
+def test_one_rate_or_one_series_of_rising_rates_is_required(changes: dict[str, Any]):
     error = refused(table(**changes))
     assert "traffic.rate" in error.where and error.fix
 
@@ -120,6 +120,26 @@ def test_one_rate_or_one_series_of_distinct_rates_is_required(changes: dict[str,
 def test_a_single_rate_and_a_series_both_parse():
     assert parse(table(rates_qps=None, rate_qps=2)).rates_qps == (2.0,)
     assert parse(table(rates_qps=[1, 2.5])).rates_qps == (1.0, 2.5)
+
+
+@pytest.mark.parametrize(("rates", "place"), [([2.0, 1.0], 1), ([1.0, 4.0, 2.0], 2), ([1.0, 2.0, 2.0], 2)])
+def test_a_series_of_rates_must_rise_strictly_and_the_first_out_of_order_is_named(rates: list[float], place: int):
+    error = refused(table(rates_qps=rates))
+    assert error.where.endswith(f"key traffic.rates_qps[{place}]"), error.message
+    assert "lowest to highest" in error.fix and f"{rates[place]:g}" in error.what
+
+
+def test_a_rising_series_parses_in_its_declared_order():
+    assert parse(table(rates_qps=[0.5, 2, 8.25], max_duration_s=None)).rates_qps == (0.5, 2.0, 8.25)
+
+
+def test_a_series_whose_highest_rate_over_min_duration_exceeds_a_runs_queries_is_refused():
+    """min_duration_s holds a run at every rate: at the highest one it issues rate x min_duration_s queries, and a
+    run holds at most min_query_count's own bound (100,000,000)."""
+    error = refused(table(rates_qps=[1.0, 10_000.0], min_duration_s=20_000, max_duration_s=None))
+    assert error.where.endswith("key traffic.min_duration_s") and "10000 queries per second" in error.what
+    assert "200000000" in error.what and "10000 s" in error.fix
+    assert parse(table(rates_qps=[1.0, 10_000.0], min_duration_s=10_000, max_duration_s=None)).min_duration_s == 10_000
 
 
 def test_a_run_too_short_for_its_query_count_at_the_lowest_rate_is_refused():

@@ -169,7 +169,7 @@ class ServingPass:
         trial, traffic = self.trial, self.traffic
         records = read_corpus(Path(trial.spec.corpus_path), require_label=False)
         trial.expected = len(records)
-        rate = traffic.rates_qps[0]
+        rate = trial.variant.rate_qps or traffic.rates_qps[0]  # the variant's rate (a version-4 spec: the one rate)
         samples, copies = library(records, traffic, rate)
         system = ServingSystem(_FaultedModel(trial, self.model), samples, self._lines,
                                BatcherSettings(trial.variant.batch_size, traffic.max_wait_ms))
