@@ -78,15 +78,17 @@ class RunFacts:
         if self.accepted is not True:
             words = "answers not accepted" if self.accepted is False else "answers incomplete"
             return f"{words}: {self.accepted_reason} (trial {self.trial_id})"
+        reasons = []
         if self.result != "VALID":
-            what = f"LoadGen {self.result}" if self.result else "no LoadGen result (the run did not complete)"
-            return f"{what} (trial {self.trial_id})"
+            reasons.append(f"LoadGen {self.result}" if self.result else "no LoadGen result (the run did not complete)")
         if self.within_bound is not True and self.bound_detail:
-            return f"{self.bound_detail} (trial {self.trial_id})"
-        if self.within_bound is not True:
+            reasons.append(self.bound_detail)
+        elif self.within_bound is not True and (self.result is not None or self.latency_ms is not None):
             latency = "not reported" if self.latency_ms is None else f"{self.latency_ms:.1f} ms"
             bound = "" if self.bound_ms is None else f" against the {self.bound_ms:g} ms bound"
-            return f"latency at the percentile {latency}{bound} (trial {self.trial_id})"
+            reasons.append(f"latency at the percentile {latency}{bound}")
+        if reasons:
+            return f"{'; '.join(reasons)} (trial {self.trial_id})"
         return ""
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -111,3 +112,43 @@ def test_decide_on_a_server_campaign(make_workspace: Callable[..., Path], tmp_pa
         # ceil(50 / 20) = 3 cards, 2 a B200 lot: 2 lots × one 7-day plan at 2071.00 = 4142.00 USD
         assert (b200["replicas"], b200["lots"], b200["cost_usd"]) == (3, 2, "4142.00"), b200
     assert configs["batch_size=4 on rtx-4090 ×1 lot"]["rank"] is None
+
+
+def test_a_configuration_that_meets_the_bound_only_at_the_lower_rate(make_workspace: Callable[..., Path],
+                                                                    tmp_path: Path) -> None:
+    """Two rates, 4 and 40 qps, every served batch made 80 ms slower by the test-only ``sleep-per-batch`` fault.
+    Batch 1 cannot hold 40 qps (48 queries need at least 3.8 s of service against 1.2 s of arrivals: its p90 waits
+    over 2 s, above the 1 s bound), so its capacity is 4 qps and a peak of 80 qps needs ceil(80 / 4) = 20 cards;
+    batch 8 takes the queue in batches and may hold 40 qps (2 cards)."""
+    traffic = TRAFFIC.replace("rate_qps = 20.0", "rates_qps = [4.0, 40.0]").replace("latency_bound_ms = 5000",
+                                                                                    "latency_bound_ms = 1000")
+    study = make_workspace("rates", n=12, repetitions=1, batches="[1, 8]", extra=traffic,
+                           replace={'scenario = "offline"': 'scenario = "server"'})
+    out = tmp_path / "out"
+    os.environ[FAULT_ENV] = "sleep-per-batch:0.08"
+    try:
+        run_campaign(study, out, ProcessLauncher(), rental=Rental("rtx-4090", 1))
+    finally:
+        os.environ.pop(FAULT_ENV, None)
+    serving = {r["variant_id"]: json.loads((out / "trials" / r["trial_id"] / "manifest.json").read_text())["serving"]
+               for r in read_raw(out / "raw.csv")}
+    assert serving["batch_size=1@rate_qps=40"]["latency_within_bound"] is False  # the physics above
+    decided = CliRunner().invoke(main, ["decide", str(out), "--peak-qps", "80", "--hours-per-day", "8", "--days",
+                                        "7", "--json"])
+    record = json.loads(decided.stdout)
+    configs = {c["configuration_id"]: c for c in record["configurations"]}
+    one = configs["batch_size=1 on rtx-4090 ×1 lot"]
+    low = serving["batch_size=1@rate_qps=4"]
+    if low["result"] == "VALID" and low["latency_within_bound"] is True:
+        assert (one["capacity"]["capacity_qps"], one["capacity"]["fails_at_qps"]) == (4.0, 40.0), one
+        assert (one["replicas"], one["lots"], one["cost_usd"]) == (20, 20, "2200.00")  # 20 one-card 7-day plans
+    else:
+        assert one["capacity"]["capacity_qps"] is None and one["rank"] is None
+    eight = configs["batch_size=8 on rtx-4090 ×1 lot"]
+    held = [rate for rate in (4, 40) if serving[f"batch_size=8@rate_qps={rate}"]["latency_within_bound"] is True
+            and serving[f"batch_size=8@rate_qps={rate}"]["result"] == "VALID"]
+    if held[:1] == [4]:  # the capacity walk: the lower rate first
+        capacity = 40.0 if held == [4, 40] else 4.0
+        assert eight["capacity"]["capacity_qps"] == capacity and eight["replicas"] == math.ceil(80 / capacity)
+    if eight["rank"] == 1 and one["rank"] is not None:
+        assert record["chosen"] == "batch_size=8 on rtx-4090 ×1 lot" and eight["replicas"] < one["replicas"]
