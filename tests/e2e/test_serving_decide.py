@@ -4,8 +4,8 @@
 The second variant runs under the test-only ``disagree`` fault (its answers differ from the reference's on half the
 ids): it is served, maybe faster, and never ranked. The campaign directory keeps every byte and mtime (decide writes
 only under ``--out``). A second campaign, rented as a B200 lot, is then decided with the first: every configuration
-compared by id with the one reference, priced on its own card. A 2-rate campaign needs the series of rates (branch
-``rates``); the capacity rule over a series is tested from records in tests/unit/test_serving_capacity.py.
+compared by id with the one reference, priced on its own card. A second test declares two rates: a configuration
+that meets the bound only at the lower rate is counted there (more cards).
 """
 
 from __future__ import annotations
