@@ -6,8 +6,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.isocost-installed
 DEMO_DIR ?= .isocost-demo
 RESULTS ?= results
-# make run STUDY=NAME: the demo study to run (quick, classify-1000, embed, generate); only its part of the demo
-# is built (isocost demo prepare --study NAME).
+# make run STUDY=NAME: the demo study to run (quick, classify-1000, embed, generate, engines, engines-generate);
+# only its part of the demo is built (isocost demo prepare --study NAME). engines-generate needs .venv-vllm.
 STUDY ?= quick
 # make run-cuda / run-rocm: the GPU demo study (1,000 texts, batches to 256, fp32/fp16/bf16, length-sorted);
 # GPU_STUDY=quick runs the CPU quick study on the GPU instead.
@@ -27,7 +27,8 @@ TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-10s %s\n", $$1, $$2}'
-	@echo "Variables: STUDY=NAME (make run: quick, classify-1000, embed, generate; builds only that part of the demo)"
+	@echo "Variables: STUDY=NAME (make run: quick, classify-1000, embed, generate, engines, engines-generate (make vllm"
+	@echo "  first); builds only that part of the demo)"
 	@echo "  TORCH_WHEELS=DIR (install torch from a folder of wheels, e.g. a CPU wheel) or TORCH_INDEX=URL (an index;"
 	@echo "  default PyTorch's CPU index, else the default index, which on x86 Linux gives the CUDA build)"
 

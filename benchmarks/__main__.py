@@ -8,6 +8,7 @@ docs/performance.md for what each figure means.
     python -m benchmarks --only 5,2           # just some
     python -m benchmarks --only 6,7           # the sentence-embedding pass and its check at scale
     python -m benchmarks --only 9             # serving: LoadGen driving isocost's system under test vs a bare one
+    python -m benchmarks --only 10,11         # the engines: ONNX Runtime and vLLM passes vs their bare loops
     python -m benchmarks --image sha256:…     # containers with this image (else study / images.lock)
 """
 
@@ -27,7 +28,7 @@ from benchmarks.common import ROOT, Row, load_average, machine_facts, now_iso, w
 from benchmarks.table import machine_line, table
 
 #: Cheapest and most deterministic first; 4 stops at the time budget.
-ALL = ("5", "7", "2", "9", "1", "6", "8", "10", "3", "4")
+ALL = ("5", "7", "2", "9", "1", "6", "8", "10", "11", "3", "4")
 RESULTS_DIR = ROOT / "benchmarks" / "results"
 
 
@@ -68,7 +69,11 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--serving-pairs", type=int, default=5, help="benchmark 9: interleaved pairs (default 5)")
     parser.add_argument("--onnxruntime-inputs", type=int, default=60,
                         help="benchmark 10: demo inputs in the ONNX Runtime pass (default 60 of 300)")
-    parser.add_argument("--onnxruntime-pairs", type=int, default=3, help="benchmark 10: interleaved pairs (default 3)")
+    parser.add_argument("--onnxruntime-pairs", type=int, default=5, help="benchmark 10: interleaved pairs (default 5)")
+    parser.add_argument("--vllm-inputs", type=int, default=24,
+                        help="benchmark 11: stories of the demo's generate corpus in the vLLM pass (default 24, all)")
+    parser.add_argument("--vllm-pairs", type=int, default=6, help="benchmark 11: interleaved pairs per clock "
+                        "(default 6)")
     parser.add_argument("--budget-s", type=float, default=14 * 60, help="wall-time budget (default 840 s)")
     args = parser.parse_args(argv)
     if args.pairs < 5:
@@ -149,6 +154,7 @@ TITLES = {
     "8": "text generation: measured pass vs a bare model.generate loop, tokens/s against the output file",
     "9": "serving: LoadGen driving isocost's system under test vs a bare function, same service time and rate",
     "10": "ONNX Runtime classification: isocost's onnxruntime pass vs a bare InferenceSession.run loop",
+    "11": "vLLM generation: isocost's vllm pass vs a bare LLM.generate loop, tokens/s against the output file",
 }
 
 
@@ -240,8 +246,16 @@ def _onnxruntime_pass(bench: Bench, tmp: Path) -> None:
                                    timeout_s=max(bench.remaining() * 0.4, 120)))
 
 
+def _vllm_pass(bench: Bench, tmp: Path) -> None:
+    from benchmarks import vllm_pass
+
+    bench.add(vllm_pass.run(tmp / "vllm", inputs=bench.args.vllm_inputs, pairs=bench.args.vllm_pairs, progress=say,
+                            timeout_s=max(bench.remaining() * 0.5, 240)))
+
+
 RUNNERS = {"1": _overhead, "2": _timer, "3": _overhead_campaigns, "4": _efficiency_campaigns, "5": _scale,
-           "6": _embedding_pass, "7": _embedding_check, "8": _generation, "9": _serving, "10": _onnxruntime_pass}
+           "6": _embedding_pass, "7": _embedding_check, "8": _generation, "9": _serving, "10": _onnxruntime_pass,
+           "11": _vllm_pass}
 
 
 if __name__ == "__main__":

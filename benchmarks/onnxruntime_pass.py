@@ -126,12 +126,15 @@ def _row(mode: str, pairs: list[dict[str, Any]], title: str, target: str, export
     if not same:
         met, why = False, "the bare loop's outputs differ from the runner's: not the same work"
     unit = "s" if mode == "wall" else "CPU s"
+    # The fastest pass of each side: what the code costs when the machine's other load interferes least.
+    best = min(bare_s) / min(runner_s)
     return Row(key="10" if mode == "wall" else "10c", title=title if mode == "wall" else title + ", CPU time",
                measured=fmt_s(Spread(tuple(runner_s))).replace(" s", f" {unit}", 1) + " runner pass_s",
                baseline=fmt_s(Spread(tuple(bare_s))).replace(" s", f" {unit}", 1) + " bare loop",
-               ratio=f"{fmt_ratio(ratio)} runner/bare throughput", target=target, met=met, reason=why,
-               details={"clock": mode, "pairs": pairs, "ratio_bare_over_runner": ratio.to_dict(),
-                        "identical_outputs": same, "order": "ABBA", "export": export})
+               ratio=f"{fmt_ratio(ratio)} runner/bare throughput (min over min {best:.3f})", target=target, met=met,
+               reason=why, details={"clock": mode, "pairs": pairs, "ratio_bare_over_runner": ratio.to_dict(),
+                                    "min_over_min": best, "identical_outputs": same, "order": "ABBA",
+                                    "export": export})
 
 
 # -- inside the worker process -------------------------------------------------------------------

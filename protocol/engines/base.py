@@ -46,6 +46,8 @@ class Engine:
     requires: tuple[str, ...] = ()
     #: The launcher kinds its trials run under (empty: every kind); another is refused before anything runs.
     launchers: tuple[str, ...] = ()
+    #: Why it runs under those launchers only, and what would lift that (said when another is refused).
+    launchers_why: str = ""
     #: An environment variable naming the Python interpreter its trials run under in a local process, and the
     #: default, relative to the working folder ("" both: the host's own interpreter).
     python_env: str = ""

@@ -30,6 +30,7 @@ from protocol.study import Study
 from protocol.tasks import describe_task, study_task
 from runner.analysis.agreement_shares import share_lines, shares_by_variant
 from runner.analysis.device_use import device_use, device_use_lines
+from runner.analysis.engine_outputs import engine_difference_lines
 from runner.analysis.serving_lines import serving_lines
 from runner.analysis.serving_record import serving_record
 from runner.analysis.stats import summarize
@@ -104,6 +105,7 @@ def derive_summary(campaign: Campaign, verdict_list: list[dict[str, Any]], *,
                 + render_markdown(summary, record_, estimates, describe_task(study)) + device_use_lines(busy)
                 + _energy_lines(energy) + _task_figure_lines(figures)
                 + share_lines(study_task(study), shares)
+                + engine_difference_lines(campaign.paths, study, rows, verdicts, record_.variants)
                 + serving_lines(serving))
     return record, markdown
 

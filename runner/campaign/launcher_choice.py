@@ -97,7 +97,8 @@ def _check_scenario(kind: LauncherKind, study: Study, where: str) -> None:
     for variant in study.series_variants():
         engine = engine_named(variant.engine)
         if engine.launchers and kind.name not in engine.launchers:
-            raise UserError(f"engine {engine.name} does not run under launcher {kind.name} yet", where,
+            why = f" ({engine.launchers_why})" if engine.launchers_why else ""
+            raise UserError(f"engine {engine.name} does not run under launcher {kind.name} yet{why}", where,
                             f"Use --launcher {' or '.join(engine.launchers)} for it (docs/engines.md).")
     scenario = study.scenario
     if scenario not in kind.scenarios:

@@ -18,6 +18,7 @@ import click
 
 from runner.demo.build import DEFAULT_OUT_DIR, build_demo
 from runner.demo.embedding import prepare_embedding_demo
+from runner.demo.engines import engine_studies_of, write_engine_study
 from runner.demo.generation import build_generation_demo
 from runner.demo.parts import DEMO_PARTS, STUDY_PARTS, part_of
 
@@ -43,8 +44,8 @@ def demo() -> None:
 @click.option("--study", "study", default=None, metavar="NAME",
               help="Build only the part of the demo this study needs: the classification demo for "
                    f"{', '.join(n for n, p in STUDY_PARTS.items() if p == 'classification')}; the embedding demo "
-                   "for embed; the text-generation demo for generate, generate-gpu-cuda, generate-gpu-rocm "
-                   "(default: every part).")
+                   "for embed; the text-generation demo for generate, generate-gpu-cuda, generate-gpu-rocm, "
+                   "engines-generate (default: every part).")
 @click.option("--generation/--no-generation", default=True, show_default=True,
               help="Also build the text-generation demo (SmolLM2 converted from its wheel, generate.toml) when no "
                    "--study is given.")
@@ -61,7 +62,9 @@ def prepare(out_dir: Path, study: str | None, generation: bool) -> None:
     headlines as references, SmolLM2-135M-Instruct) has its rule set by
     ``isocost tune`` when it is built. ``--study NAME`` builds only the part
     that study needs (``make run`` passes its STUDY): a first run of the quick
-    study never converts SmolLM2.
+    study never converts SmolLM2. The engine studies (``engines.toml``: transformers against ONNX Runtime on the
+    quick study's inputs; ``engines-generate.toml``: transformers against vLLM on the generate study's) are written
+    beside the study they derive from.
 
     Example: ``isocost demo prepare --out /tmp/demo``, ``isocost demo prepare --study quick``.
     """
@@ -76,13 +79,18 @@ def prepare(out_dir: Path, study: str | None, generation: bool) -> None:
             f"held-out tuning accuracy: {result.heldout_accuracy:.4f} "
             f"(study quality minimum {result.minimum})"
         )
-        _echo_paths("study files:", result.study_paths)
+        _echo_paths("study files:", (*result.study_paths, *_engine_studies(out_dir, result.study_paths)))
     if "embedding" in parts and "classification" not in parts:
         _echo_paths("embedding study files:", prepare_embedding_demo(
             out_dir, tune=tune_study, progress=click.echo).study_paths)
     if "generation" in parts:
         made = build_generation_demo(out_dir, tuner=tune_study, progress=click.echo)
-        _echo_paths("text-generation study files:", made.study_paths)
+        _echo_paths("text-generation study files:", (*made.study_paths, *_engine_studies(out_dir, made.study_paths)))
+
+
+def _engine_studies(out_dir: Path, built: tuple[Path, ...]) -> tuple[Path, ...]:
+    """The engine studies derived from the studies just built (:mod:`runner.demo.engines`), written."""
+    return tuple(write_engine_study(out_dir, name) for name in engine_studies_of(tuple(p.stem for p in built)))
 
 
 def _echo_paths(title: str, paths: tuple[Path, ...]) -> None:

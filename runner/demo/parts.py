@@ -4,8 +4,10 @@ study needs.
 ``classification`` (the BBC corpora, the tuning split, the MiniLM classifier: ``quick``, ``classify-1000``, their
 ``-cuda``/``-rocm`` copies and ``gpu-cuda``/``gpu-rocm``), ``embedding`` (``embed``: the MiniLM encoder over
 article bodies) and ``generation`` (``generate`` and ``generate-gpu-cuda``/``-rocm``: SmolLM2 converted from its
-wheel, then tuned, the slowest part to build). Each part records its own build (``demo.json``, ``embedding.json``,
-``generation.json``) and is reused while that record holds.
+wheel, then tuned, the slowest part to build). The engine studies are written by the part of the study they
+derive from (:mod:`runner.demo.engines`): ``engines`` by classification, ``engines-generate`` by generation. Each
+part records its own build (``demo.json``, ``embedding.json``, ``generation.json``) and is reused while that record
+holds.
 
 Example::
 
@@ -22,9 +24,9 @@ DEMO_PARTS = ("classification", "embedding", "generation")
 #: Each demo study file (without ``.toml``) and the part that writes it.
 STUDY_PARTS: dict[str, str] = {
     **{name: "classification" for name in (
-        "quick", "classify-1000", "quick-cuda", "quick-rocm", "gpu-cuda", "gpu-rocm")},
+        "quick", "classify-1000", "quick-cuda", "quick-rocm", "gpu-cuda", "gpu-rocm", "engines")},
     "embed": "embedding",
-    **{name: "generation" for name in ("generate", "generate-gpu-cuda", "generate-gpu-rocm")},
+    **{name: "generation" for name in ("generate", "generate-gpu-cuda", "generate-gpu-rocm", "engines-generate")},
 }
 
 

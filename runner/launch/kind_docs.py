@@ -5,7 +5,7 @@ differs from the kinds found (built-in ones only: a folder in ``ISOCOST_LAUNCHER
 
 Example::
 
-    print(kinds_table())   # | kind | where each trial runs | `auto` | `--host` | replay | launcher.json keys |
+    print(kinds_table())   # | kind | where each trial runs | scenarios | `auto` | `--host` | replay | keys |
 """
 
 from __future__ import annotations
@@ -21,14 +21,17 @@ def _auto(kind: LauncherKind, kinds: list[LauncherKind]) -> str:
 
 
 def kinds_table() -> str:
-    """One row per kind: its help, its place in ``auto``, ``--host``, replay and its launcher.json keys."""
+    """One row per kind: its help, the study scenarios it runs, its place in ``auto``, ``--host``, replay and its
+    launcher.json keys."""
     kinds = list(launcher_kinds().values())
-    lines = ["| kind | where each trial runs | `auto` asks it | `--host` | `replay --launcher` | launcher.json keys |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| kind | where each trial runs | scenarios | `auto` asks it | `--host` | `replay --launcher` | "
+             "launcher.json keys |",
+             "|---|---|---|---|---|---|---|"]
     for kind in kinds:
         keys = ", ".join(f"`{f.name}`" for f in fields(kind.record))
         hosts = f"no: {kind.hosts}" if kind.hosts else "yes"
-        lines.append(f"| `{kind.name}` | {kind.help} | {_auto(kind, kinds)} | {hosts} | "
+        scenarios = ", ".join(f"`{name}`" for name in kind.scenarios)
+        lines.append(f"| `{kind.name}` | {kind.help} | {scenarios} | {_auto(kind, kinds)} | {hosts} | "
                      f"{'yes' if kind.replay_choice else 'no'} | {keys} |")
     return "\n".join(lines)
 

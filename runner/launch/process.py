@@ -162,6 +162,9 @@ class ProcessLauncher(LauncherBase):
                 raise
             finally:
                 self._current = None
+                if _stop_group(proc.pid):
+                    notes.append("stopped what the trial left running in its process group (an engine's "
+                                 "processes outliving it)")
         wall = clock() - start
         if timed_out:
             notes.append(f"killed by the host at the trial time limit ({timeout_s:g} s)")
@@ -193,3 +196,41 @@ class ProcessLauncher(LauncherBase):
             except ProcessLookupError:
                 pass
             proc.wait()
+
+
+def _stop_group(pgid: int) -> bool:
+    """Once the trial (its process group's leader) is gone, stop every process still in its group: SIGTERM, then
+    SIGKILL what outlives the grace. An engine's processes (vLLM's engine core and worker) are the trial's
+    children and outlive a trial killed from outside (the OOM killer, a crash), which cannot close them itself.
+    True when something was left."""
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        return False  # nothing left in the group (the usual case)
+    deadline = time.monotonic() + _KILL_GRACE_S
+    while time.monotonic() < deadline and _group_alive(pgid):
+        time.sleep(0.05)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    return True
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` still runs (a zombie, waiting for a parent to reap it, does not)."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    for entry in proc.iterdir():
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if entry.name.isdigit() and int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False

@@ -247,6 +247,8 @@ class Trial:
             self.engine = trial_engine(self.variant.engine)
         except ModuleNotFoundError as exc:
             raise Refusal(_missing_module(self.variant.engine, exc)) from None
+        if self.spec.traffic is not None and (missing := missing_loadgen()):
+            raise Refusal(missing)  # before the load: an image without LoadGen costs no model load
         self.model = model = self.load_model(self.engine)
         self.warm_up(model)
         self.probe_attention(model)
@@ -414,6 +416,17 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
     return execute(Trial(spec, out))
+
+
+def missing_loadgen() -> str:
+    """Why this environment cannot serve a server study (no MLPerf LoadGen), or "" when it can."""
+    import importlib.util
+
+    if importlib.util.find_spec("mlperf_loadgen") is not None:
+        return ""
+    return ("a server study needs the Python module mlperf_loadgen (mlcommons-loadgen), which this trial's "
+            "environment lacks: an image built before the CPU image gained it (rebuild: isocost images build "
+            "--stack cpu), or an interpreter without the serving extra (pip install '.[serving]'); docs/serving.md")
 
 
 def _missing_module(engine: str, exc: ModuleNotFoundError) -> str:

@@ -34,19 +34,22 @@ def built(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[tuple[str, di
     monkeypatch.setattr(demo_cli, "build_demo", classification)
     monkeypatch.setattr(demo_cli, "prepare_embedding_demo", embedding)
     monkeypatch.setattr(demo_cli, "build_generation_demo", generation)
+    monkeypatch.setattr(demo_cli, "write_engine_study", lambda out_dir, name: calls.append((f"write {name}", {}))
+                        or out_dir / f"{name}.toml")
     return calls
 
 
 @pytest.mark.parametrize(("study", "part"), [
     ("quick", "classification"), ("classify-1000", "classification"), ("quick-cuda", "classification"),
     ("gpu-rocm", "classification"), ("embed", "embedding"), ("generate", "generation"),
-    ("generate-gpu-cuda", "generation"), ("quick.toml", "classification"),
+    ("generate-gpu-cuda", "generation"), ("quick.toml", "classification"), ("engines", "classification"),
+    ("engines-generate", "generation"),
 ])
 def test_prepare_for_one_study_builds_only_its_part(built: list[tuple[str, dict[str, Any]]], tmp_path: Path,
                                                     study: str, part: str) -> None:
     result = CliRunner().invoke(demo_cli.demo, ["prepare", "--out", str(tmp_path), "--study", study])
     assert result.exit_code == 0, result.output
-    assert [name for name, _ in built] == [part]
+    assert [name for name, _ in built if not name.startswith("write ")] == [part]
     if part == "classification":
         assert built[0][1]["embedding"] is False  # the classification build leaves the embedding demo out
     assert part_of(study) == part
@@ -55,7 +58,7 @@ def test_prepare_for_one_study_builds_only_its_part(built: list[tuple[str, dict[
 def test_prepare_without_a_study_builds_every_part(built: list[tuple[str, dict[str, Any]]], tmp_path: Path) -> None:
     result = CliRunner().invoke(demo_cli.demo, ["prepare", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    assert [name for name, _ in built] == ["classification", "generation"]
+    assert [name for name, _ in built] == ["classification", "write engines", "generation", "write engines-generate"]
     assert built[0][1]["embedding"] is True  # the classification build makes the embedding part too
     assert DEMO_PARTS == ("classification", "embedding", "generation")
 
@@ -66,3 +69,13 @@ def test_an_unknown_demo_study_is_refused_naming_the_known_ones(built: list[tupl
     assert result.exit_code != 0
     assert "no demo study 'nope'" in result.output and "quick" in result.output and "generate" in result.output
     assert built == []
+
+
+@pytest.mark.parametrize(("study", "written"), [("engines", "write engines"),
+                                                ("engines-generate", "write engines-generate")])
+def test_prepare_for_an_engine_study_writes_it_beside_its_base(built: list[tuple[str, dict[str, Any]]],
+                                                               tmp_path: Path, study: str, written: str) -> None:
+    result = CliRunner().invoke(demo_cli.demo, ["prepare", "--out", str(tmp_path), "--study", study])
+    assert result.exit_code == 0, result.output
+    assert written in [name for name, _ in built]
+    assert f"{study}.toml" in result.output

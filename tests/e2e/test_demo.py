@@ -250,6 +250,7 @@ def test_cli_prepare_prints_the_study_paths(
     assert "Reused the demo" in outcome.output
     assert outcome.output.rstrip().endswith(
         f"{result.out_dir / 'classify-1000.toml'}\n  {result.out_dir / 'embed.toml'}\n  {result.out_dir / 'quick.toml'}"
+        f"\n  {result.out_dir / 'engines.toml'}"  # the engine study derived from quick.toml, written beside it
     )
 
 
@@ -339,3 +340,31 @@ def test_the_embedding_demo_study(built: tuple[DemoResult, list[str]]) -> None:
     assert any(line.startswith("Tuned embed.toml on its tuning split: ndcg@10") for line in lines)
     assert (result.out_dir / "encoder" / "config.json").is_file()
     assert not (result.out_dir / "encoder" / "modules.json").exists()  # a plain AutoModel directory
+
+
+def test_prepare_study_engines_writes_a_valid_engine_study(
+    built: tuple[DemoResult, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``isocost demo prepare --study engines``: the quick study's inputs and minimum, transformers against ONNX
+    Runtime, a study ``isocost check`` accepts."""
+    from protocol.study import load_study
+    from runner.cli import demo as demo_cli
+    from runner.cli import main
+
+    result, _ = built
+    monkeypatch.setattr(demo_cli, "build_demo", functools.partial(build_demo, **BUILD))
+    outcome = CliRunner().invoke(demo_cli.demo, ["prepare", "--out", str(result.out_dir), "--study", "engines"])
+    assert outcome.exit_code == 0, outcome.output
+    path = result.out_dir / "engines.toml"
+    assert str(path) in outcome.output
+    study, quick = load_study(path), load_study(result.out_dir / "quick.toml")
+    assert [v.variant_id for v in study.variants()] == ["engine=transformers", "engine=onnxruntime"]
+    assert [v.engine for v in study.variants()] == ["transformers", "onnxruntime"]
+    assert (study.corpus.fingerprint, study.tuning.fingerprint, study.model.fingerprint) == (
+        quick.corpus.fingerprint, quick.tuning.fingerprint, quick.model.fingerprint)
+    assert study.quality.minimum == quick.quality.minimum
+    assert study.quality.reference_variant == "engine=transformers"
+    assert f"all {len(read_jsonl(result.out_dir / 'corpus-quick.jsonl'))} demo texts" in study.question
+    checked = CliRunner().invoke(main, ["check", str(path)])
+    assert checked.exit_code == 0, checked.output
+    assert "engines: onnxruntime, transformers" in checked.output

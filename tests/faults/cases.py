@@ -176,10 +176,10 @@ def case_killed_mid_pass(ctx: Context) -> Outcome:
 
 
 def run_killing_first_trial(ctx: Context, study: Path, out: Path, outputs: str, lines: int, sleep_s: float,
-                            wait_s: float = 120) -> None:
+                            wait_s: float = 120, first_trial: str = "001-r1-batch_size-1") -> None:
     """Run the campaign of ``study`` into ``out``, each batch slowed by ``sleep_s``, and SIGKILL its first trial
-    once its file ``outputs`` holds ``lines`` lines (given up after ``wait_s``)."""
-    first = out / "trials" / "001-r1-batch_size-1"
+    (``first_trial``) once its file ``outputs`` holds ``lines`` lines (given up after ``wait_s``)."""
+    first = out / "trials" / first_trial
 
     def killer() -> None:
         deadline = time.monotonic() + wait_s
@@ -902,3 +902,8 @@ from generation_cases import GENERATION_CASES  # noqa: E402
 
 PROCESS_CASES.update(GENERATION_CASES)
 DOCKER_CASES.update(GENERATION_CASES)
+
+# The engines' cases (issue 35: ONNX Runtime and vLLM killed mid-pass, vLLM left running): tests/faults/engine_cases.py.
+from engine_cases import ENGINE_CASES  # noqa: E402
+
+PROCESS_CASES.update(ENGINE_CASES)

@@ -86,17 +86,23 @@ def test_a_server_study_of_another_task_is_refused_for_now() -> None:
 
 
 def test_only_the_launchers_that_declare_the_server_scenario_run_it() -> None:
-    """Containers and Slurm do not run serving trials yet (their images lack LoadGen): refused before anything
-    runs, naming the launcher that does; ``auto`` passes them by."""
-    from runner.campaign.launcher_choice import choose_launcher
+    """Processes, containers (the CPU image has LoadGen) and Slurm jobs run serving trials; a kind that declares
+    only ``offline`` (a plugin) is refused before anything runs, naming the kinds that do."""
+    import dataclasses
+
+    from runner.campaign.launcher_choice import _check_scenario
+    from runner.launch.kind import launcher_kinds
 
     study = parse_study(study_data(), path=SOURCE, sha256="sha256:" + "0" * 64)
-    for kind in ("docker", "slurm"):
-        with pytest.raises(UserError) as caught:
-            choose_launcher(study, kind)
-        assert caught.value.what == f"launcher {kind} does not run scenario 'server' yet"
-        assert "--launcher process" in caught.value.fix
-    assert choose_launcher(study, "auto").launcher.name == "process"
+    kinds = launcher_kinds()
+    assert {"process", "docker", "slurm"} <= {name for name, kind in kinds.items() if "server" in kind.scenarios}
+    for name in ("process", "docker", "slurm"):
+        _check_scenario(kinds[name], study, f"--launcher {name}")
+    offline_only = dataclasses.replace(kinds["docker"], name="plugin", scenarios=("offline",))
+    with pytest.raises(UserError) as caught:
+        _check_scenario(offline_only, study, "--launcher plugin")
+    assert caught.value.what == "launcher plugin does not run scenario 'server' yet"
+    assert "--launcher process, docker, slurm" in caught.value.fix
 
 
 # -- a series of rates: one variant per configuration and rate ---------------------------------------------------

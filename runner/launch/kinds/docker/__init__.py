@@ -125,4 +125,5 @@ KIND = LauncherKind(
     auto_order=10,
     order=20,
     requires="ISOCOST_REQUIRE_DOCKER",
+    scenarios=("offline", "server"),  # LoadGen runs inside the trial (the image has it); no port, no network
 )

@@ -53,4 +53,5 @@ KIND = LauncherKind(
     replay_choice=False,
     hosts="--host drives Docker engines; a Slurm cluster is one --launcher slurm campaign",
     requires="ISOCOST_REQUIRE_SLURM",
+    scenarios=("offline", "server"),  # the serving trial runs inside the job (LoadGen in the trial's Python)
 )

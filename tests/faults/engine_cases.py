@@ -1,0 +1,133 @@
+"""Fault cases of the engines (issue 35): an engine killed mid-pass, an engine left running after an error.
+
+- ``onnxruntime-killed-mid-pass``: an ONNX Runtime trial (the tiny classifier exported at load) is SIGKILLed between
+  batches: its row is kept, ``interrupted``, with the completed count and the whole lines of ``predictions.jsonl``.
+- ``vllm-killed-mid-pass``: a vLLM trial (the demo's SmolLM2, ``.venv-vllm``'s interpreter) is SIGKILLed between
+  batches: nothing in the trial can close its engine, yet neither vLLM's engine core nor its worker may outlive it
+  (the process tree is searched after the campaign); its row is kept with the generations it completed.
+- ``vllm-left-running``: a vLLM trial fails mid-pass (a simulated out-of-memory error with no resume rule) while its
+  engine runs: the trial must close the engine itself, promptly (its own status, not the time limit's kill), its
+  row kept, and no engine process left.
+
+The vLLM cases run where ``.venv-vllm`` exists (``make vllm``); elsewhere they are not run, with the reason
+(``ISOCOST_REQUIRE_VLLM=1``, CI after ``make vllm``, makes that a failure). Process launcher only: engine ``vllm``
+declares ``launchers = ("process",)``.
+
+Example: ``python tests/faults/fault_table.py --processes onnxruntime-killed-mid-pass vllm-left-running``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from cases import Context, NotRun, Outcome, _first_row, fault, rows_lost, run_killing_first_trial  # noqa: I001
+from generation_workspace import smollm2_checkpoint, write_generation_workspace
+
+from runner.campaign.run import run_campaign
+
+ROOT = Path(__file__).resolve().parents[2]
+REQUIRE_VLLM_ENV = "ISOCOST_REQUIRE_VLLM"
+VLLM_BASE = {"deterministic = true\n": 'deterministic = true\nengine = "vllm"\n'}
+VLLM_SETTINGS = "\n[engines.vllm]\nmax_model_len = 512\nmax_num_seqs = 8\n"
+#: Seconds the engine's processes get to go once their trial is gone (they are killed, not asked).
+GONE_WITHIN_S = 15.0
+
+
+def _whole_ids(path: Path) -> list[str]:
+    text = path.read_text() if path.exists() else ""
+    return [json.loads(line)["id"] for line in text[: text.rfind("\n") + 1].splitlines()]
+
+
+def case_onnxruntime_killed_mid_pass(ctx: Context) -> Outcome:
+    study = ctx.study(n=12, repetitions=1, batches="[1]",
+                      replace={"deterministic = true\n": 'deterministic = true\nengine = "onnxruntime"\n'})
+    out = ctx.root / "out"
+    run_killing_first_trial(ctx, study, out, "predictions.jsonl", lines=3, sleep_s=0.4, wait_s=300)
+    row = _first_row(out)
+    kept = _whole_ids(out / "trials" / row["trial_id"] / "predictions.jsonl")
+    ok = (row["engine"] == "onnxruntime" and row["status"] == "interrupted" and row["corpus_accepted"] == "false"
+          and int(row["completed"]) >= 3 and len(kept) == int(row["completed"]))
+    return Outcome("ONNX Runtime trial killed mid-pass (SIGKILL)", ctx.launcher_name,
+                   "interrupted, completed ids kept whole", f"{row['engine']} {row['status']}, completed "
+                   f"{row['completed']}, {len(kept)} whole lines", rows_lost(out), ok, row["notes"][:120])
+
+
+def vllm_python() -> Path:
+    """``.venv-vllm``'s interpreter, or :class:`NotRun` naming ``make vllm``."""
+    python = Path(os.environ.get("ISOCOST_VLLM_PYTHON") or ROOT / ".venv-vllm" / "bin" / "python")
+    if not python.exists():
+        raise NotRun(f"no vLLM environment at {python} (make vllm builds it)", REQUIRE_VLLM_ENV)
+    return python
+
+
+def session_left(out: Path, within_s: float = GONE_WITHIN_S) -> list[str]:
+    """Live processes (``pid comm``) of any trial's session in campaign ``out``: the process launcher starts each
+    trial as a session leader (its pid in ``launcher.json``), and vLLM's engine core and worker inherit that
+    session, so whatever is left of a trial, orphaned or not, is found there (waiting ``within_s`` for it to go)."""
+    sessions = {int(json.loads(p.read_text())["pid"]) for p in (out / "trials").glob("*/launcher.json")}
+    deadline = time.monotonic() + within_s
+    while True:
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                comm = (entry / "comm").read_text().strip()
+            except (OSError, IndexError):
+                continue
+            if fields[0] != "Z" and int(fields[3]) in sessions:
+                found.append(f"{entry.name} {comm}")
+        if not found or time.monotonic() >= deadline:
+            return found
+        time.sleep(0.2)
+
+
+def _vllm_study(ctx: Context, **options: object) -> Path:
+    vllm_python()
+    study = write_generation_workspace(ctx.root / "gen", smollm2_checkpoint(), replace=dict(VLLM_BASE),
+                                       extra=VLLM_SETTINGS, **options)  # type: ignore[arg-type]
+    for path in [study.parent, *study.parent.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return study
+
+
+def case_vllm_killed_mid_pass(ctx: Context) -> Outcome:
+    study = _vllm_study(ctx, n=6, batches="[1]", max_new_tokens=4, timeout=600)
+    out = ctx.root / "out"
+    run_killing_first_trial(ctx, study, out, "generations.jsonl", lines=2, sleep_s=1.0, wait_s=600)
+    left = session_left(out)
+    row = _first_row(out)
+    kept = _whole_ids(out / "trials" / row["trial_id"] / "generations.jsonl")
+    ok = (row["engine"] == "vllm" and row["status"] == "interrupted" and int(row["completed"]) >= 2
+          and len(kept) == int(row["completed"]) and not left)
+    return Outcome("vLLM trial killed mid-pass (SIGKILL): no engine process survives", ctx.launcher_name,
+                   "interrupted, completed kept, no orphan engine core or worker",
+                   f"{row['engine']} {row['status']}, completed {row['completed']}, {len(kept)} whole lines, "
+                   f"{len(left)} engine process(es) left{': ' + ', '.join(left) if left else ''}",
+                   rows_lost(out), ok, row["notes"][:120])
+
+
+def case_vllm_left_running(ctx: Context) -> Outcome:
+    study = _vllm_study(ctx, n=6, batches="[1]", max_new_tokens=4, timeout=600)
+    out = ctx.root / "out"
+    with fault("oom-at-batch:2"):
+        run_campaign(study, out, ctx.launcher_factory())
+    left = session_left(out)
+    row = _first_row(out)
+    status = json.loads((out / "trials" / row["trial_id"] / "status.json").read_text())["status"]
+    ok = (row["engine"] == "vllm" and row["status"] == "oom" and status == "oom" and int(row["completed"]) == 2
+          and not left)
+    return Outcome("vLLM engine left running after an error: the trial closes it", ctx.launcher_name,
+                   "oom with 2 completed, status written by the trial, no engine process left",
+                   f"{row['engine']} {row['status']} (trial status {status}), completed {row['completed']}, "
+                   f"{len(left)} engine process(es) left{': ' + ', '.join(left) if left else ''}",
+                   rows_lost(out), ok, row["notes"][:120])
+
+
+ENGINE_CASES = {"onnxruntime-killed-mid-pass": case_onnxruntime_killed_mid_pass,
+                "vllm-killed-mid-pass": case_vllm_killed_mid_pass,
+                "vllm-left-running": case_vllm_left_running}
