@@ -15,6 +15,8 @@ import click
 
 from protocol import codec, jsonio
 from protocol.decision.rank import Decision
+from protocol.decision.serving import serving_demand
+from protocol.errors import UserError
 from runner.bundle.replay_read import refuse_replay_reference, replays_loader, split_replays
 from runner.cli.catalog import market_filter, market_options
 from runner.decision.agreement_view import matrix_csv, matrix_text
@@ -28,7 +30,61 @@ _DIR = click.Path(path_type=Path, file_okay=False, exists=True)
 _FILE = click.Path(path_type=Path, dir_okay=False)
 
 
-@click.command()
+_DECIDE_HELP = """Which acceptable configuration is cheapest before the deadline? Combine campaigns of ONE study.
+
+A configuration is one variant on one campaign's hardware. For each: the
+quality verdict, raw pass times, accepted artifacts (each corpus counted
+once), the measured campaign period, the plans covering it, the contracted
+cost (whole plan price) and the cost per validated corpus, the deadline
+fit and the failures. Results of different studies are refused.
+
+Equivalence is judged twice: within each campaign against its own run
+of the reference variant, and across campaigns against ONE reference
+configuration (--reference DIR, default the first DIR), by id on every
+accepted pass, with the study's rule; a configuration that is not
+equivalent to that one reference is not ranked.
+
+With a [job] table in the study, the job is projected from the measured
+batches and priced under every billing option of the catalog.
+
+With --market CATALOG (imported by `isocost catalog import`), every
+configuration is also priced on every provider, region and instance that
+sells its card (the card the trials recorded, mapped by the GPU map):
+the memo names the cheapest provider and instance, the runner-up, and
+how much the provider changes the cost against the configuration. A
+decision priced with catalogs of other dates is never overwritten: the
+new one is written beside it.
+
+A server study's campaigns (scenario = "server") are decided for the
+traffic declared with --peak-qps, --hours-per-day and --days: each
+configuration's capacity (the highest declared rate at which every kept
+run had accepted answers, LoadGen VALID and the bound met), the replicas
+the peak needs, their cost over the period under the catalog's billing
+options, and the cost per million requests; only configurations with
+accepted answers and a capacity are ranked.
+
+It writes nothing into the campaigns it reads; --out DIR writes
+decision.md, decision.json and report.html there.
+
+\b
+Exit status: 0 the memo is written and names a choice; 3 the memo (and,
+with --out, decision.json and report.html) is written and answers no:
+no configuration is chosen (none accepted, no plan or rental known for
+its hardware, the deadline out of reach, no pass yet: its "Why not"
+lines say which), no configuration can do the declared job, or
+nothing fits: no plan covers the declared job on any configuration
+(why, and what would cover it: more lots, another billing, a longer
+period); 2 an error (nothing written).
+
+\b
+Example: isocost decide results/rtx4090 results/b200 --expenses ledger.csv --out decisions/q4
+Example: isocost decide results/rtx4090 --market market-2026-12-03.csv --capacity on-demand
+Example: isocost decide results/rtx4090 results/b200 --format csv > decision.csv
+Example: isocost decide results/serve --peak-qps 40 --hours-per-day 8 --days 30
+"""
+
+
+@click.command(help=_DECIDE_HELP)
 @click.argument("dirs", nargs=-1, required=True, type=_DIR)
 @click.option("--expenses", "expenses", type=_FILE, default=None,
               help="Ledger CSV of other project expenses (date,description,amount_usd,evidence); shown apart, "
@@ -49,68 +105,53 @@ _FILE = click.Path(path_type=Path, dir_okay=False)
 @click.option("--format", "output_format", type=click.Choice(["md", "json", "csv"]), default=None,
               help="What to print: the memo (md, default), decision.json (json), or one CSV row per configuration "
                    "(csv, for spreadsheets: campaign cost, projected job hours and cost, P(fits), Pareto, energy).")
+@click.option("--peak-qps", "peak_qps", type=float, default=None,
+              help="A server study: the peak rate to serve, queries per second (with --hours-per-day and --days).")
+@click.option("--hours-per-day", "hours_per_day", type=float, default=None,
+              help="A server study: hours a day at the peak rate (above 0, at most 24).")
+@click.option("--days", "days", type=int, default=None,
+              help="A server study: the period the replicas are rented for, in days.")
 @market_options
 def decide(dirs: tuple[Path, ...], expenses: Path | None, catalog_path: Path | None, out: Path | None,
            as_json: bool, output_format: str | None, allow_inconsistent: bool, reference: Path | None,
+           peak_qps: float | None, hours_per_day: float | None, days: int | None,
            market_paths: tuple[Path, ...], gpu_maps: tuple[Path, ...], providers: tuple[str, ...],
            regions: tuple[str, ...], capacity: str) -> None:
-    """Which acceptable configuration is cheapest before the deadline? Combine campaigns of ONE study.
-
-    A configuration is one variant on one campaign's hardware. For each: the
-    quality verdict, raw pass times, accepted artifacts (each corpus counted
-    once), the measured campaign period, the plans covering it, the contracted
-    cost (whole plan price) and the cost per validated corpus, the deadline
-    fit and the failures. Results of different studies are refused.
-
-    Equivalence is judged twice: within each campaign against its own run
-    of the reference variant, and across campaigns against ONE reference
-    configuration (--reference DIR, default the first DIR), by id on every
-    accepted pass, with the study's rule; a configuration that is not
-    equivalent to that one reference is not ranked.
-
-    With a [job] table in the study, the job is projected from the measured
-    batches and priced under every billing option of the catalog.
-
-    With --market CATALOG (imported by `isocost catalog import`), every
-    configuration is also priced on every provider, region and instance that
-    sells its card (the card the trials recorded, mapped by the GPU map):
-    the memo names the cheapest provider and instance, the runner-up, and
-    how much the provider changes the cost against the configuration. A
-    decision priced with catalogs of other dates is never overwritten: the
-    new one is written beside it.
-
-    It writes nothing into the campaigns it reads; --out DIR writes
-    decision.md, decision.json and report.html there.
-
-    \b
-    Exit status: 0 the memo is written and names a choice; 3 the memo (and,
-    with --out, decision.json and report.html) is written and answers no:
-    no configuration is chosen (none accepted, no plan or rental known for
-    its hardware, the deadline out of reach, no pass yet: its "Why not"
-    lines say which), no configuration can do the declared job, or
-    nothing fits: no plan covers the declared job on any configuration
-    (why, and what would cover it: more lots, another billing, a longer
-    period); 2 an error (nothing written).
-
-    \b
-    Example: isocost decide results/rtx4090 results/b200 --expenses ledger.csv --out decisions/q4
-    Example: isocost decide results/rtx4090 --market market-2026-12-03.csv --capacity on-demand
-    Example: isocost decide results/rtx4090 results/b200 --format csv > decision.csv
-    """
     refuse_replay_reference(reference, "decide")
     campaigns, replays = split_replays(list(dirs))
     market = MarketOptions(tuple(market_paths), tuple(gpu_maps), market_filter(providers, regions, capacity)) \
         if market_paths else None
+    given = (peak_qps, hours_per_day, days)
+    demand = serving_demand(*given) if any(value is not None for value in given) else None
     outcome = run_decide(campaigns, catalog_path=catalog_path, expenses_path=expenses, out=out,
-                         allow_inconsistent=allow_inconsistent, reference=reference, extra=replays_loader(replays),
-                         market=market)
+                         allow_inconsistent=allow_inconsistent, reference=reference,
+                         extra=replays_loader(replays), market=market, demand=demand)
+    if outcome.serving is not None:
+        _show_serving(outcome, output_format, as_json)
+        return
     _show(outcome, output_format, as_json)
+    assert outcome.decision is not None
     _exit_if_unanswered(outcome.decision, _say_written(outcome), memo_shown=output_format in (None, "md")
                         and not as_json)
 
 
+def _show_serving(outcome: DecideOutcome, output_format: str | None, as_json: bool) -> None:
+    """Print a server study's decision (memo or JSON); exit 3 when it chooses nothing."""
+    if output_format == "csv":
+        raise UserError("--format csv is not wired for a server study's decision yet", "--format",
+                        "Use --format md (the memo) or --format json (decision.json).")
+    click.echo(outcome.texts[DECISION_JSON if as_json or output_format == "json" else DECISION_MD], nl=False)
+    memo_path = _say_written(outcome)
+    assert outcome.serving is not None
+    if outcome.serving.chosen is None:
+        where = memo_path if memo_path is not None else "the memo"
+        click.echo(f"No configuration chosen ({where} says why).", err=True)
+        raise SystemExit(UNANSWERED_EXIT)
+
+
 def _show(outcome: DecideOutcome, output_format: str | None, as_json: bool) -> None:
     """Print the decision in the format asked for."""
+    assert outcome.decision is not None
     if output_format == "csv":
         click.echo(render_csv(outcome.decision), nl=False)
     elif as_json or output_format == "json":

@@ -4,7 +4,9 @@ Opens each results directory once (:func:`runner.campaign_dir.campaign.open_camp
 (:func:`runner.decision.evidence.load_evidence`, which re-derives every verdict from the stored prediction files in
 memory), weighs them with :func:`protocol.decision.rank.decide`, and renders the JSON record, the memo
 (:mod:`runner.decision.memo`) and the HTML report (:mod:`runner.decision.html_report`); it writes them under
-``out`` only, never into a campaign directory it reads.
+``out`` only, never into a campaign directory it reads. A server study's campaigns are decided by
+:mod:`runner.decision.serving_stage` instead (capacity per configuration, replicas and money for the declared
+traffic, the memo of :mod:`runner.decision.serving_memo`), under the same rule.
 
 Example: ``run_decide([Path("results/a"), Path("results/b")], out=Path("decisions/ab"))`` writes
 ``decisions/ab/decision.md``.
@@ -18,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from protocol.codec import to_dict
-from protocol.decision.agreement import ConfigurationOutputs
+from protocol.decision.agreement import ConfigurationOutputs, cross_equivalence
 from protocol.decision.configuration import configuration_labels
 from protocol.decision.evidence import check_same_study
 from protocol.decision.rank import Decision, decide
+from protocol.decision.serving import ServingDecision, ServingDemand, serving_demand
 from protocol.errors import UserError
 from protocol.jsonio import dumps, write_text_atomic
 from protocol.safe_write import check_writable_target, make_dirs
@@ -33,6 +36,8 @@ from runner.decision.crosscheck import cross_check
 from runner.decision.evidence import choose_catalog, load_evidence, read_ledger
 from runner.decision.market_stage import MarketOptions, output_paths, price_market
 from runner.decision.memo import render_memo
+from runner.decision.serving_memo import render_serving_memo
+from runner.decision.serving_stage import serving_decision, serving_report_html
 from runner.hosts.record import expand_campaign_dirs, hosts_without_campaign
 
 DECISION_JSON = "decision.json"
@@ -46,11 +51,12 @@ class DecideOutcome:
     the banners printed first: a campaign run with the test-only fault hook, a directory read with
     ``allow_inconsistent`` that failed the checks."""
 
-    decision: Decision
+    decision: Decision | None  # None for a server study: ``serving`` holds its decision
     written: tuple[Path, ...]  # empty without --out
     catalog_source: str
     banners: tuple[str, ...] = ()
     texts: dict[str, str] = field(default_factory=dict)  # file name → its text, written or not
+    serving: ServingDecision | None = None
 
 
 def _reference_campaign(roots: list[Path], campaign_roots: list[Path], reference: Path | None) -> Path | None:
@@ -63,14 +69,34 @@ def _reference_campaign(roots: list[Path], campaign_roots: list[Path], reference
     return reference  # not among them: cross_check names it
 
 
-def _refuse_serving(campaigns: Sequence[Any]) -> None:
-    """A server study's campaign is not ranked yet: its pass times are serving runs at the declared rate."""
-    for campaign in campaigns:
-        if campaign.study.traffic is not None:
-            raise UserError("decide does not rank a server study yet: its pass times are serving runs at the "
-                            "declared rate, not corpus passes", str(campaign.root),
-                            "Read summary.md's ## Serving (LoadGen's verdict and the answers per variant); replicas "
-                            "and cost per million requests are not wired yet (docs/serving.md).")
+def _serving_outcome(campaigns: Sequence[Any], evidence: Sequence[Any], demand: ServingDemand | None,
+                     catalog_path: Path | None, out: Path | None, refused: dict[str, object]) -> DecideOutcome:
+    """A server study's decision (runner.decision.serving_stage): capacity, replicas and money; written under
+    ``out`` only. ``refused``: the offline-only options given (each refused by name)."""
+    for option, value in refused.items():
+        if value:
+            raise UserError(f"{option} is not wired for a server study's decision yet", option,
+                            f"Run decide on the server campaign without {option} (docs/decide.md, serving).")
+    if demand is None:
+        serving_demand(None, None, None)  # raises, naming the first missing option
+    assert demand is not None
+    check_same_study(evidence)
+    catalog, catalog_source = choose_catalog(catalog_path, campaigns[0].study, campaigns[0].record)
+    across = None
+    if len(campaigns) > 1:  # the same result across campaigns, by id, as the offline decision judges it
+        study, labels = campaigns[0].study, configuration_labels(evidence)
+        matrix = cross_check([(c.root, e) for c, e in zip(campaigns, evidence, strict=True)], study, labels)
+
+        def across(campaign_id: str, variant_id: str) -> tuple[bool | None, str]:
+            return cross_equivalence(matrix, labels[(campaign_id, variant_id)], study.quality)
+    decision = serving_decision(campaigns, evidence, demand, catalog, catalog_source, across)
+    banners = _flags(evidence, FAULT_HOOK_BANNER) + _flags(evidence, INCONSISTENT_BANNER)
+    memo = "".join(f"{b}\n" for b in banners) + ("\n" if banners else "") + render_serving_memo(decision)
+    texts = {DECISION_JSON: dumps(to_dict(decision)), DECISION_MD: memo, REPORT_HTML: serving_report_html(memo)}
+    paths = (out / DECISION_JSON, out / DECISION_MD, out / REPORT_HTML) if out is not None else ()
+    written = write_decision(paths, texts) if paths else ()
+    return DecideOutcome(decision=None, written=written, catalog_source=catalog_source, banners=banners,
+                         texts=texts, serving=decision)
 
 
 def run_decide(
@@ -83,20 +109,29 @@ def run_decide(
     reference: Path | None = None,
     extra: Callable[[Any], Sequence[ConfigurationOutputs]] | None = None,
     market: MarketOptions | None = None,
+    demand: ServingDemand | None = None,
 ) -> DecideOutcome:
     """Decide over ``roots`` (campaigns of one study); with ``out``, write the JSON, memo and report there (never
     into a campaign directory it reads: nothing is written without ``out``). ``reference``: the campaign whose
     reference variant every configuration is compared with by id (default: the first); ``extra``:
     configurations to compare as well (replays), built from the study; ``market``: price every configuration
-    across providers too (runner.decision.market_stage), written beside an earlier decision of other dates."""
+    across providers too (runner.decision.market_stage), written beside an earlier decision of other dates;
+    ``demand``: the declared traffic, for a server study's campaigns only (runner.decision.serving_stage)."""
     if not roots:
         raise UserError("no results directory given", "isocost decide", "Pass at least one DIR.")
     campaign_roots = expand_campaign_dirs(roots)
     if out is not None:
         check_out_of_campaigns(out, [*roots, *campaign_roots], "decide")
     campaigns = [open_campaign(root, allow_inconsistent=allow_inconsistent) for root in campaign_roots]
-    _refuse_serving(campaigns)
     evidence = [load_evidence(campaign) for campaign in campaigns]
+    if campaigns[0].study.traffic is not None:
+        return _serving_outcome(campaigns, evidence, demand, catalog_path, out,
+                                {"--expenses": expenses_path, "--reference": reference, "--market": market,
+                                 "a replay directory": extra is not None and bool(extra(campaigns[0].study))})
+    if demand is not None:
+        raise UserError("--peak-qps, --hours-per-day and --days declare serving traffic, and this campaign's study "
+                        "is offline", "--peak-qps", "Leave them out for an offline study (its job is the study's "
+                        "[job] table, docs/job.md).")
     missing_hosts = [f"host {name}: {state or 'no campaign'}{f' ({reason})' if reason else ''}; no results to weigh"
                      for root in roots for name, state, reason in hosts_without_campaign(root)]
     if missing_hosts:

@@ -78,9 +78,9 @@ def test_a_server_study_serves_judges_and_summarises(make_workspace: Callable[..
     assert "answers accepted" in section and "p90 latency" in section and "of 20 qps" in section
     assert "Serving-acceptable" in section
 
-    # decide does not rank a server study yet: it says so, and where to look.
+    # decide on a server study needs the declared traffic (tests/e2e/test_serving_decide.py decides one).
     decided = CliRunner().invoke(main, ["decide", str(out)])
-    assert decided.exit_code != 0 and "does not rank a server study yet" in decided.output, decided.output
+    assert decided.exit_code == 2 and "--peak-qps is missing" in decided.output, decided.output
 
     # A sealed serving file changed after the run is refused by name.
     trial = out / "trials" / rows[0]["trial_id"]
