@@ -28,12 +28,14 @@ Example::
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from protocol.codec import Schema
+from protocol.records import Variant
+from protocol.study_records import configuration_id
+from protocol.traffic import Traffic
 
 SCHEMA_VERSION = 1
 #: Fewer kept repetitions than this at the capacity rate is said to be uncertain in the memo.
@@ -120,24 +122,20 @@ class Capacity:
     CODEC: ClassVar[Schema] = Schema("capacity", SCHEMA_VERSION)
 
 
-# integrator: switch to Variant.rate_qps after merging branch rates
-def rate_of(variant: Any, traffic: Any) -> float:
-    """The target rate a variant was served at: its ``rate_qps`` (branch ``rates``), else the study's one rate.
+def rate_of(variant: Variant, traffic: Traffic) -> float:
+    """The target rate a variant was served at: its ``rate_qps``; a variant without one (read from a campaign made
+    before the rate was a variant field, which declared one rate) was served at the study's one rate.
 
     Example: ``rate_of(variant, traffic) == 20.0`` for a study declaring ``rate_qps = 20.0``."""
-    rate = getattr(variant, "rate_qps", None)
-    return float(rate) if rate is not None else float(traffic.rates_qps[0])
+    return float(variant.rate_qps) if variant.rate_qps is not None else float(traffic.rates_qps[0])
 
 
-# integrator: switch to Variant.rate_qps after merging branch rates
-def configuration_of(variant: Any) -> str:
-    """The configuration a variant belongs to: the variant minus its rate, named by its id without the rate part.
+def configuration_of(variant: Variant) -> str:
+    """The configuration a variant belongs to: its id without the rate part
+    (:func:`protocol.study_records.configuration_id`).
 
-    Example: ``configuration_of(variant) == "batch_size=4"`` for ``batch_size=4@rate_qps=2`` (branch ``rates``
-    names a rated variant ``<id>@rate_qps=<r>`` when the study declares more than one rate)."""
-    if getattr(variant, "rate_qps", None) is None:
-        return str(variant.variant_id)
-    return re.sub(r"@rate_qps=[^@]*", "", str(variant.variant_id))
+    Example: ``configuration_of(variant) == "batch_size=4"`` for ``batch_size=4@rate_qps=2``."""
+    return configuration_id(variant.variant_id)
 
 
 def capacities(runs: Sequence[RunFacts], declared_rates: Sequence[float]) -> tuple[Capacity, ...]:

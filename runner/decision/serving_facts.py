@@ -24,6 +24,7 @@ from typing import Any
 from protocol.decision.capacity import RunFacts, configuration_of, rate_of
 from protocol.decision.evidence import CampaignEvidence
 from protocol.manifest import read_manifest
+from protocol.study_records import configuration_id
 from runner.campaign_dir.campaign import Campaign
 
 
@@ -45,8 +46,9 @@ def serving_runs(campaign: Campaign, evidence: CampaignEvidence) -> tuple[RunFac
                                      summary.equivalence_reason if summary is not None else "", reference)
         runs.append(RunFacts(
             trial_id=row.trial_id, variant_id=row.variant_id,
-            configuration=configuration_of(variant) if variant is not None else row.variant_id,
-            rate_qps=rate_of(variant, traffic), status=str(row.status), accepted=accepted, accepted_reason=reason,
+            configuration=configuration_of(variant) if variant is not None else configuration_id(row.variant_id),
+            rate_qps=rate_of(variant, traffic) if variant is not None else float(traffic.rates_qps[0]),
+            status=str(row.status), accepted=accepted, accepted_reason=reason,
             result=_text(serving.get("result")), latency_ms=_number(serving.get("latency_at_percentile_ms")),
             bound_ms=_number(serving.get("latency_bound_ms")),
             within_bound=_within(serving), bound_detail=_bound_detail(serving),

@@ -11,6 +11,7 @@ from __future__ import annotations
 from decimal import Decimal
 from pathlib import Path
 from types import SimpleNamespace
+from typing import cast
 
 import pytest
 
@@ -116,14 +117,20 @@ def test_configurations_are_grouped_and_kept_in_order() -> None:
     assert [c.configuration for c in capacities(runs, (2.0, 4.0))] == ["b=1", "b=4"]
 
 
-def test_the_rate_accessor_works_today_and_with_a_rate_field() -> None:
-    traffic = SimpleNamespace(rates_qps=(20.0,))
-    today = SimpleNamespace(variant_id="batch_size=4", config=lambda: {"batch_size": 4})
-    assert rate_of(today, traffic) == 20.0 and configuration_of(today) == "batch_size=4"
-    branch = SimpleNamespace(variant_id="batch_size=4@rate_qps=2", rate_qps=2.0,
-                             config=lambda: {"batch_size": 4, "rate_qps": 2.0})
-    assert rate_of(branch, traffic) == 2.0 and configuration_of(branch) == "batch_size=4"
-    seeded = SimpleNamespace(variant_id="batch_size=4@seed=3@rate_qps=0.5", rate_qps=0.5)
+def test_the_rate_and_configuration_come_from_the_variants_rate_field_and_id() -> None:
+    from dataclasses import replace
+
+    from protocol.records import Variant
+    from protocol.traffic import Traffic
+
+    traffic = cast(Traffic, SimpleNamespace(rates_qps=(20.0,)))
+    base = Variant(variant_id="batch_size=4", stack="cpu", device="cpu", precision="fp32", quantization="none",
+                   compile=False, attention="sdpa", batch_size=4, padding="longest", max_length=64,
+                   length_grouping="none", resume="none", threads=1, seed=0, deterministic=True)
+    assert rate_of(base, traffic) == 20.0 and configuration_of(base) == "batch_size=4"  # made before rate_qps
+    rated = replace(base, variant_id="batch_size=4@rate_qps=2", rate_qps=2.0)
+    assert rate_of(rated, traffic) == 2.0 and configuration_of(rated) == "batch_size=4"
+    seeded = replace(base, variant_id="batch_size=4@rate_qps=0.5@seed=3", rate_qps=0.5)
     assert configuration_of(seeded) == "batch_size=4@seed=3"
 
 
