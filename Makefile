@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.isocost-installed
 DEMO_DIR ?= .isocost-demo
 RESULTS ?= results
-# make run STUDY=NAME: the demo study to run (quick, classify-1000, embed, generate, engines, engines-generate);
+# make run STUDY=NAME: the demo study to run (quick, classify-1000, embed, generate, engines, engines-generate, serve);
 # only its part of the demo is built (isocost demo prepare --study NAME). engines-generate needs .venv-vllm.
 STUDY ?= quick
 # make run-cuda / run-rocm: the GPU demo study (1,000 texts, batches to 256, fp32/fp16/bf16, length-sorted);
@@ -28,7 +28,7 @@ TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-10s %s\n", $$1, $$2}'
 	@echo "Variables: STUDY=NAME (make run: quick, classify-1000, embed, generate, engines, engines-generate (make vllm"
-	@echo "  first); builds only that part of the demo)"
+	@echo "  first), serve); builds only that part of the demo)"
 	@echo "  TORCH_WHEELS=DIR (install torch from a folder of wheels, e.g. a CPU wheel) or TORCH_INDEX=URL (an index;"
 	@echo "  default PyTorch's CPU index, else the default index, which on x86 Linux gives the CUDA build)"
 

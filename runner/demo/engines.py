@@ -1,9 +1,12 @@
-"""The engine demo studies: the same demo corpus, model and rule, run by more than one engine.
+"""The demo studies derived from a built one: the engine studies (the same demo corpus, model and rule, run by more
+than one engine) and the serving study (the classification demo under requests).
 
 ``engines.toml`` compares plain transformers with ONNX Runtime on the classification demo (the quick study's 300
 texts, its classifier and quality minimum); ``engines-generate.toml`` compares transformers with vLLM on the
 text-generation demo (the generate study's stories, SmolLM2 and its tuned rule), in fp32, with vLLM in bf16 beside
-them. Each is written from its template in ``runner/demo/studies/engines/`` once the demo study it derives from has
+them. ``serve.toml`` serves the quick study's classifier under MLPerf LoadGen's Server scenario at three rates, batch 1
+against batch 8 behind the dynamic batcher, with a p99 latency bound (docs/serving.md). Each is written from its
+template in ``runner/demo/studies/derived/`` once the demo study it derives from has
 been built (or reused) by its part (:mod:`runner.demo.parts`), its fingerprints and rule read from that study, so
 the engine study always matches the inputs on disk. A vLLM study is written even where ``.venv-vllm`` is missing:
 ``isocost run`` refuses it before anything runs, naming ``make vllm``.
@@ -21,9 +24,11 @@ from pathlib import Path
 from protocol.errors import UserError
 from protocol.jsonio import write_text_atomic
 
-TEMPLATES = Path(__file__).resolve().parent / "studies" / "engines"
+TEMPLATES = Path(__file__).resolve().parent / "studies" / "derived"
 #: Each engine study and the built demo study whose corpus, tuning split, model and rule it takes.
 ENGINE_STUDIES: dict[str, str] = {"engines": "quick", "engines-generate": "generate"}
+#: Every derived study (the engine studies and the serving one) and the built study it derives from.
+DERIVED_STUDIES: dict[str, str] = {**ENGINE_STUDIES, "serve": "quick"}
 #: The least time limit per trial of an engine study (seconds): a loaded machine's vLLM start-up fits in it.
 MIN_TRIAL_TIMEOUT_S = 900
 _PLACEHOLDER = re.compile(r"@[A-Z_]+@")
@@ -33,10 +38,10 @@ def write_engine_study(out_dir: Path, name: str) -> Path:
     """Write ``out_dir/<name>.toml`` from its template and the built study it derives from; returns its path."""
     from protocol.study import load_study
 
-    base_path = Path(out_dir) / f"{ENGINE_STUDIES[name]}.toml"
+    base_path = Path(out_dir) / f"{DERIVED_STUDIES[name]}.toml"
     if not base_path.is_file():
         raise UserError(f"the demo study {base_path.name} that {name}.toml derives from is not built",
-                        str(base_path), f"Run `isocost demo prepare --study {ENGINE_STUDIES[name]}` first.")
+                        str(base_path), f"Run `isocost demo prepare --study {DERIVED_STUDIES[name]}` first.")
     base = load_study(base_path)
     corpus_lines = base.corpus.path.read_text(encoding="utf-8").splitlines()
     values = {
@@ -63,5 +68,5 @@ def write_engine_study(out_dir: Path, name: str) -> Path:
 
 
 def engine_studies_of(built: tuple[str, ...]) -> tuple[str, ...]:
-    """The engine studies whose base study is among ``built`` (study names without ``.toml``)."""
-    return tuple(name for name, base in ENGINE_STUDIES.items() if base in built)
+    """The derived studies (engine and serving) whose base study is among ``built`` (names without ``.toml``)."""
+    return tuple(name for name, base in DERIVED_STUDIES.items() if base in built)

@@ -13,6 +13,7 @@ from protocol.study import load_study
 from runner.demo.engines import ENGINE_STUDIES, MIN_TRIAL_TIMEOUT_S, engine_studies_of, write_engine_study
 from runner.demo.generation import _render
 from runner.demo.parts import part_of
+from runner.demo.study_files import render_study
 
 FINGERPRINTS = {"@CORPUS_FINGERPRINT@": "sha256:" + "1" * 64, "@TUNING_FINGERPRINT@": "sha256:" + "2" * 64,
                 "@MODEL_FINGERPRINT@": "sha256:" + "3" * 64}
@@ -54,6 +55,31 @@ def test_an_engine_study_needs_its_base_study_built(tmp_path: Path) -> None:
 def test_each_engine_study_belongs_to_the_part_of_its_base() -> None:
     assert {name: part_of(name) for name in ENGINE_STUDIES} == {"engines": "classification",
                                                                  "engines-generate": "generation"}
-    assert engine_studies_of(("quick", "classify-1000")) == ("engines",)
+    assert engine_studies_of(("quick", "classify-1000")) == ("engines", "serve")
     assert engine_studies_of(("generate", "generate-gpu-cuda")) == ("engines-generate",)
     assert engine_studies_of(("embed",)) == ()
+
+
+def _quick_demo(root: Path) -> Path:
+    """A built quick study's files (fingerprints are not checked when a study is read)."""
+    rows = [{"id": f"t{i}", "text": f"Text {i}.", "label": "a" if i % 2 else "b"} for i in range(4)]
+    for name in ("corpus-quick.jsonl", "tuning.jsonl"):
+        (root / name).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    (root / "model").mkdir()
+    text = render_study("quick", text_count=4, corpus_fingerprint=FINGERPRINTS["@CORPUS_FINGERPRINT@"],
+                        tuning_fingerprint=FINGERPRINTS["@TUNING_FINGERPRINT@"],
+                        model_fingerprint=FINGERPRINTS["@MODEL_FINGERPRINT@"], minimum="0.8")
+    (root / "quick.toml").write_text(text, encoding="utf-8")
+    return root / "quick.toml"
+
+
+def test_serve_serves_the_quick_studys_classifier_at_three_rates_with_a_decidable_p99(tmp_path: Path) -> None:
+    base = load_study(_quick_demo(tmp_path))
+    study = load_study(write_engine_study(tmp_path, "serve"))
+    assert study.scenario == "server" and study.traffic is not None
+    assert study.traffic.rates_qps == (10.0, 40.0, 120.0)
+    assert study.traffic.min_query_count >= study.traffic.queries_needed  # a p99 LoadGen can decide
+    variants = {v.variant_id: (v.batch_size, v.rate_qps) for v in study.rated_variants()}
+    assert len(variants) == 6 and variants["batch_size=8@rate_qps=120"] == (8, 120.0)
+    assert study.quality.reference_variant == "batch_size=1" and study.quality.minimum == base.quality.minimum
+    assert (study.corpus.fingerprint, study.model.fingerprint) == (base.corpus.fingerprint, base.model.fingerprint)
