@@ -907,3 +907,8 @@ DOCKER_CASES.update(GENERATION_CASES)
 from engine_cases import ENGINE_CASES  # noqa: E402
 
 PROCESS_CASES.update(ENGINE_CASES)
+
+# The serving cases (issue 36: a server trial killed mid-run, its queries failing): tests/faults/serving_cases.py.
+from serving_cases import SERVING_CASES  # noqa: E402
+
+PROCESS_CASES.update(SERVING_CASES)
