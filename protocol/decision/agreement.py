@@ -172,8 +172,11 @@ def build_matrix(configs: Sequence[ConfigurationOutputs], task: Any, study: Any,
     )
 
 
-def cross_equivalence(matrix: AgreementMatrix, configuration_id: str, quality: Any) -> tuple[bool | None, str]:
-    """Is the configuration equivalent to the decision's one reference under the study's rule? (None: unknown.)"""
+def cross_equivalence(matrix: AgreementMatrix, configuration_id: str, quality: Any,
+                      row_metric: float | None = None) -> tuple[bool | None, str]:
+    """Is the configuration equivalent to the decision's one reference under the study's rule? (None: unknown.)
+    ``row_metric``: the configuration's median metric, for a task whose rule has a score share
+    (``min_score_share``: generation), applied as the summary applies it within a campaign."""
     if matrix.reference is None:
         return None, f"no reference configuration for the decision: {matrix.reference_reason}"
     reference = matrix.reference_for(configuration_id)
@@ -186,6 +189,9 @@ def cross_equivalence(matrix: AgreementMatrix, configuration_id: str, quality: A
     if cell.metric_difference is not None and -cell.metric_difference > quality.max_metric_drop + 1e-12:
         return False, (f"{quality.metric} {-cell.metric_difference:.4f} below the decision's reference "
                        f"{reference}; tolerance {quality.max_metric_drop}")
+    short = _short_of_score_share(cell, quality, row_metric, reference)
+    if short:
+        return False, short
     if cell.failures:
         return False, f"against the decision's reference {reference}: {'; '.join(cell.failures)}"
     if cell.min_share_equal < quality.min_agreement:
@@ -195,13 +201,32 @@ def cross_equivalence(matrix: AgreementMatrix, configuration_id: str, quality: A
                   f"{cell.min_share_equal:.4f}, {cell.ids_differ} id(s) differ{examples}")
 
 
+def _score_share(quality: Any) -> float | None:
+    extra = getattr(quality, "extra", None) or {}
+    share = extra.get("min_score_share")
+    return float(share) if share is not None else None
+
+
+def _short_of_score_share(cell: PairAgreement, quality: Any, row_metric: float | None,
+                          reference: str | None) -> str:
+    """Words when the configuration's median metric is below ``min_score_share`` of the reference's ('' if not)."""
+    share = _score_share(quality)
+    if share is None or row_metric is None or cell.metric_difference is None:
+        return ""
+    reference_metric = row_metric - cell.metric_difference
+    if reference_metric <= 0 or row_metric >= share * reference_metric - 1e-12:
+        return ""
+    return (f"{quality.metric} {row_metric:.4f} is {row_metric / reference_metric:.4f} of the decision's reference "
+            f"{reference}'s {reference_metric:.4f}; the rule needs at least {share}")
+
+
 def judge_across(config: Any, matrix: AgreementMatrix, quality: Any) -> Any:
     """The configuration with its verdict against the decision's one reference; not ranked unless equivalent.
 
     A configuration its own campaign already excludes on quality, or that has no accepted pass, keeps that
     reason alone (the comparison could only repeat it).
     """
-    equivalent, why = cross_equivalence(matrix, config.configuration_id, quality)
+    equivalent, why = cross_equivalence(matrix, config.configuration_id, quality, config.median_metric)
     exclusions = list(config.exclusions)
     repeated = config.equivalent is not True or config.accepted_passes == 0
     if equivalent is not True and not repeated:

@@ -100,6 +100,7 @@ def test_a_configuration_not_equivalent_across_campaigns_is_not_ranked() -> None
         exclusions: tuple[str, ...] = ()
         cross_equivalent: bool | None = None
         cross_reason: str = ""
+        median_metric: float | None = None
         extra: dict = field(default_factory=dict)
 
     judged = judge_across(Config(**vars(base)), m, QUALITY)
@@ -107,3 +108,18 @@ def test_a_configuration_not_equivalent_across_campaigns_is_not_ranked() -> None
     assert judged.exclusions[0].startswith("quality across campaigns: not equivalent to the decision's reference")
     already = judge_across(Config(**{**vars(base), "equivalent": False, "acceptable": False}), m, QUALITY)
     assert already.exclusions == ()  # its own campaign's verdict is the reason: not repeated
+
+
+def test_the_score_share_rule_applies_across_campaigns_as_in_the_summary() -> None:
+    """A generation study's ``min_score_share`` (the median score at least that share of the reference's) holds
+    across campaigns as it does in a campaign's own summary: a configuration whose outputs agree (near ties count
+    as agreeing) but whose score is 0.95 of the reference's is not equivalent under ``min_score_share = 0.99``."""
+    quality = SimpleNamespace(metric="rouge_l", max_metric_drop=0.1, min_agreement=0.8,
+                              extra={"min_score_share": 0.99})
+    m = matrix(config("ref on x", [0.40], "xxxxx"), config("bf16 on y", [0.38], "xxxxx"),
+               config("close on y", [0.397], "xxxxx"))
+    low, why = cross_equivalence(m, "bf16 on y", quality, row_metric=0.38)
+    assert low is False and "rouge_l 0.3800 is 0.9500 of the decision's reference ref on x's 0.4000" in why, why
+    close, _ = cross_equivalence(m, "close on y", quality, row_metric=0.397)
+    assert close is True
+    assert cross_equivalence(m, "bf16 on y", QUALITY, row_metric=0.38)[0] is True  # no share declared: the drop
