@@ -222,9 +222,25 @@ def test_the_second_load_is_a_cache_hit_and_exports_are_reproducible(classifier_
     assert other["cache_key"] != first["cache_key"] and other["cache_hit"] is False
 
 
-def test_without_a_cache_folder_the_export_goes_to_the_work_dir_or_a_temporary_one(
+def test_without_a_cache_folder_the_export_goes_to_the_users_cache_once(
         classifier_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(CACHE_ENV, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    engine = OnnxRuntimeEngine()
+    first = engine.readback(engine.load(trial_task("text-classification"), classifier_dir, variant(), torch, {},
+                                        {}))["export"]
+    assert Path(first["cache_dir"]).is_relative_to(tmp_path / "xdg" / "isocost" / "engines") and not first["cache_hit"]
+    again = OnnxRuntimeEngine()  # the campaign's next trial: another process, the same cache
+    second = again.readback(again.load(trial_task("text-classification"), classifier_dir, variant(), torch, {},
+                                       {}))["export"]
+    assert second["cache_hit"] is True and second["onnx_sha256"] == first["onnx_sha256"]
+
+
+def test_without_any_writable_cache_folder_the_export_goes_to_the_work_dir_or_a_temporary_one(
+        classifier_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(CACHE_ENV, raising=False)
+    (tmp_path / "not-a-folder").write_text("")  # a container's read-only home: the user's cache cannot be made
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "not-a-folder"))
     engine = OnnxRuntimeEngine()
     model = engine.load(trial_task("text-classification"), classifier_dir, variant(), torch, {}, {})
     temporary = Path(engine.readback(model)["export"]["cache_dir"])

@@ -7,7 +7,9 @@ provider, graph optimisation level and intra-op threads. The export is cached: i
 checkpoint's files (name and digest of each), the task, the opset, the attention implementation traced and the
 torch, transformers and onnx versions (a model read differently by another transformers version is another
 export); the folder is ``ISOCOST_ENGINE_CACHE`` when set and writable, else the trial's working folder
-(:attr:`OnnxRuntimeEngine.work_dir`, set by the trial), else a temporary folder removed at close. Two exports
+(:attr:`OnnxRuntimeEngine.work_dir`, where a caller sets one), else the user's cache
+(``$XDG_CACHE_HOME/isocost/engines``, default ``~/.cache/isocost/engines``: so a campaign exports a checkpoint
+once, its later trials reuse it), else (a container's read-only home) a temporary folder removed at close. Two exports
 of one checkpoint give identical bytes here (torch 2.13, measured); the export's sha256 is recorded either way.
 
 The models subclass the task's own (:class:`~runner.trial.tasks.classification.Classifier`,
@@ -178,18 +180,16 @@ class OnnxRuntimeEngine(TrialEngine):
         return export_cached(task, path, variant, torch, self.cache_root())
 
     def cache_root(self) -> Path:
-        """``ISOCOST_ENGINE_CACHE`` if set and writable, else the trial's working folder, else a temporary one."""
+        """``ISOCOST_ENGINE_CACHE`` if set and writable, else the trial's working folder, else the user's cache
+        folder if writable, else a temporary one."""
         configured = os.environ.get(CACHE_ENV, "")
-        if configured:
-            root = Path(configured)
-            try:
-                root.mkdir(parents=True, exist_ok=True)
-            except OSError:
-                pass
-            if root.is_dir() and os.access(root, os.W_OK | os.X_OK):
-                return root / "onnxruntime"
+        if configured and _writable(Path(configured)):
+            return Path(configured) / "onnxruntime"
         if self.work_dir is not None:
             return self.work_dir / "engine-cache" / "onnxruntime"
+        user = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "isocost" / "engines"
+        if _writable(user):
+            return user / "onnxruntime"
         temporary = Path(tempfile.mkdtemp(prefix="isocost-onnx-"))
         self._temporary.append(temporary)
         return temporary
@@ -293,6 +293,15 @@ def cache_key(path: Path, task: str, variant: Variant, torch: Any) -> str:
                 "transformers": transformers.__version__, "onnx": onnx.__version__}
     digest.update(json.dumps(versions, sort_keys=True).encode())
     return digest.hexdigest()
+
+
+def _writable(root: Path) -> bool:
+    """``root`` exists (made if it can be) and this process may write in it."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return False
+    return root.is_dir() and os.access(root, os.W_OK | os.X_OK)
 
 
 def export_cached(task: str, path: Path, variant: Variant, torch: Any, root: Path) -> Export:
