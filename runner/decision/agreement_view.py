@@ -44,6 +44,12 @@ def _repeat(matrix: AgreementMatrix, configuration_id: str) -> str:
     return f"{repeat.ids_moved} id(s) moved over {repeat.passes} passes"
 
 
+#: What "differ" and "moved" mean for a generation (the task's agreement counts a near-tie divergence as agreeing).
+NEAR_TIE_NOTE = (" For text generation an id differs (or moved) when its first divergence from the other's tokens is "
+                 "not a near tie; ids that diverge at a near tie agree here: verdicts.json counts them (`near_ties`, "
+                 "`identical_share`), and summary.md names them where the engine varies.")
+
+
 def reference_lines(matrix: AgreementMatrix | None, configs: Sequence[Any]) -> list[str]:
     """``## The same result across campaigns``: every configuration against the decision's one reference."""
     lines = ["## The same result across campaigns", ""]
@@ -53,7 +59,8 @@ def reference_lines(matrix: AgreementMatrix | None, configs: Sequence[Any]) -> l
         return [*lines, f"No reference configuration: {markdown_text(matrix.reference_reason)}.", ""]
     lines += [f"Reference: **{markdown_text(matrix.reference)}** (the study's reference variant on "
               f"{markdown_text(matrix.reference_dir)}; `decide --reference DIR` names another). Every configuration "
-              "is compared with it by id on each of its accepted passes, under the study's rule.", "",
+              "is compared with it by id on each of its accepted passes, under the study's rule." + (
+                  NEAR_TIE_NOTE if matrix.task == "text-generation" else ""), "",
               "| configuration | agreement with the reference (lowest pass) | metric difference | ids that differ | "
               "its own repetitions | across campaigns |", "|---|---|---|---|---|---|"]
     for config in configs:

@@ -123,3 +123,15 @@ def test_the_score_share_rule_applies_across_campaigns_as_in_the_summary() -> No
     close, _ = cross_equivalence(m, "close on y", quality, row_metric=0.397)
     assert close is True
     assert cross_equivalence(m, "bf16 on y", QUALITY, row_metric=0.38)[0] is True  # no share declared: the drop
+
+
+def test_the_memo_says_what_differ_means_for_a_generation_and_only_there() -> None:
+    from dataclasses import replace as with_task
+
+    from runner.decision.agreement_view import NEAR_TIE_NOTE, reference_lines
+
+    m = matrix(config("ref on x", [1.0], "xxxxx"), config("v on y", [1.0], "xxxxy"))
+    judged = [SimpleNamespace(configuration_id=name, cross_equivalent=True) for name in ("ref on x", "v on y")]
+    assert NEAR_TIE_NOTE.strip() not in "\n".join(reference_lines(m, judged))  # classification: no note
+    generation = "\n".join(reference_lines(with_task(m, task="text-generation"), judged))
+    assert NEAR_TIE_NOTE.strip() in generation and "not a near tie" in generation
