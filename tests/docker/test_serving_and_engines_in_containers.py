@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from serving_study import TRAFFIC
 from workspace import series_toml, write_workspace
 
 from runner.campaign_dir.layout import read_raw
@@ -24,16 +25,6 @@ from runner.campaign_dir.seal import parse_outputs_cell
 pytestmark = pytest.mark.docker
 
 N = 12
-TRAFFIC = """
-[traffic]
-rate_qps = 20.0
-min_query_count = 44
-latency_bound_ms = 5000
-latency_percentile = 0.9
-max_duration_s = 60
-max_wait_ms = 10
-seed = 1
-"""
 SERVING_FILES = {"predictions.jsonl", "answers.jsonl", "queries.jsonl", "mlperf_log_summary.txt",
                  "mlperf_log_detail.txt"}
 ENGINE_SERIES = '[[series]]\nname = "engine"\nfield = "engine"\nvalues = ["transformers", "onnxruntime"]\n'

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from serving_study import SERVER, TRAFFIC
 
 from runner.analysis.summary import summarize_campaign
 from runner.campaign.run import run_campaign
@@ -27,17 +28,6 @@ pytestmark = pytest.mark.e2e
 pytest.importorskip("mlperf_loadgen")
 
 N = 12
-TRAFFIC = """
-[traffic]
-rate_qps = 20.0
-min_query_count = 44
-latency_bound_ms = 5000
-latency_percentile = 0.9
-max_duration_s = 60
-max_wait_ms = 10
-seed = 1
-"""
-SERVER = {'scenario = "offline"': 'scenario = "server"'}
 SEALED = ("predictions.jsonl", "answers.jsonl", "queries.jsonl", "mlperf_log_summary.txt", "mlperf_log_detail.txt")
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from serving_study import TRAFFIC
 
 from protocol.records import Rental
 from runner.campaign.run import run_campaign
@@ -30,16 +31,6 @@ from runner.trial.faults import FAULT_ENV
 pytestmark = pytest.mark.e2e
 pytest.importorskip("mlperf_loadgen")
 
-TRAFFIC = """
-[traffic]
-rate_qps = 20.0
-min_query_count = 44
-latency_bound_ms = 5000
-latency_percentile = 0.9
-max_duration_s = 60
-max_wait_ms = 10
-seed = 1
-"""
 
 
 def _snapshot(root: Path) -> dict[str, tuple[str, int]]:

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from embedworkspace import copy_encoder, write_embed_workspace
+from serving_study import SERVER, TRAFFIC
 
 from protocol.tasks.embedding.vector_file import read_vectors
 from runner.campaign_dir.layout import read_raw
@@ -23,17 +24,7 @@ from runner.cli import main
 pytestmark = pytest.mark.e2e
 pytest.importorskip("mlperf_loadgen")
 
-SERVER = {'scenario = "offline"': 'scenario = "server"'}
-WHOLE = """
-[traffic]
-rate_qps = 20.0
-min_query_count = 44
-latency_bound_ms = 5000
-latency_percentile = 0.9
-max_duration_s = 60
-max_wait_ms = 10
-seed = 1
-"""
+WHOLE = TRAFFIC  # a whole answer's latency bound, as the classification tests serve
 #: Generation: p50 bounds (7 queries decide it), 12 queries at 4 qps, loose bounds on this loaded 2-core VM.
 TOKENS = """
 [traffic]

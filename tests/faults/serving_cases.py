@@ -21,20 +21,10 @@ import time
 from pathlib import Path
 
 from cases import Context, Outcome, _first_row, fault, rows_lost  # noqa: I001
+from serving_study import SERVER, TRAFFIC
 
 from runner.campaign.run import run_campaign
 
-TRAFFIC = """
-[traffic]
-rate_qps = 20.0
-min_query_count = 44
-latency_bound_ms = 5000
-latency_percentile = 0.9
-max_duration_s = 60
-max_wait_ms = 10
-seed = 1
-"""
-SERVER = {'scenario = "offline"': 'scenario = "server"'}
 FIRST = "001-r1-batch_size-1"
 
 

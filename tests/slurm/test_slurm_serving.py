@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from serving_study import TRAFFIC
 from workspace import series_toml
 
 from runner.campaign.launcher_choice import choose_launcher
@@ -29,16 +30,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "faults"))
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
 
 N = 12
-TRAFFIC = """
-[traffic]
-rate_qps = 20.0
-min_query_count = 44
-latency_bound_ms = 5000
-latency_percentile = 0.9
-max_duration_s = 60
-max_wait_ms = 10
-seed = 1
-"""
 SERVING_FILES = {"predictions.jsonl", "answers.jsonl", "queries.jsonl", "mlperf_log_summary.txt",
                  "mlperf_log_detail.txt"}
 ENGINE_SERIES = '[[series]]\nname = "engine"\nfield = "engine"\nvalues = ["transformers", "onnxruntime"]\n'
