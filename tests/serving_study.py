@@ -22,3 +22,17 @@ seed = 1
 """
 #: The replacement that makes a test workspace's study a server study.
 SERVER = {'scenario = "offline"': 'scenario = "server"'}
+#: A generation's ``[traffic]``: p50 bounds on time to first token and per output token (7 queries decide a p50),
+#: 12 queries at 4 qps, bounds loose enough for a loaded 2-core VM.
+GENERATION_TRAFFIC = """
+[traffic]
+rate_qps = 4.0
+min_query_count = 12
+ttft_bound_ms = 20000
+ttft_percentile = 0.5
+tpot_bound_ms = 5000
+tpot_percentile = 0.5
+max_duration_s = 120
+max_wait_ms = 20
+seed = 2
+"""

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from embedworkspace import copy_encoder, write_embed_workspace
-from serving_study import SERVER, TRAFFIC
+from serving_study import GENERATION_TRAFFIC, SERVER, TRAFFIC
 
 from protocol.tasks.embedding.vector_file import read_vectors
 from runner.campaign_dir.layout import read_raw
@@ -25,19 +25,7 @@ pytestmark = pytest.mark.e2e
 pytest.importorskip("mlperf_loadgen")
 
 WHOLE = TRAFFIC  # a whole answer's latency bound, as the classification tests serve
-#: Generation: p50 bounds (7 queries decide it), 12 queries at 4 qps, loose bounds on this loaded 2-core VM.
-TOKENS = """
-[traffic]
-rate_qps = 4.0
-min_query_count = 12
-ttft_bound_ms = 20000
-ttft_percentile = 0.5
-tpot_bound_ms = 5000
-tpot_percentile = 0.5
-max_duration_s = 120
-max_wait_ms = 20
-seed = 2
-"""
+TOKENS = GENERATION_TRAFFIC
 
 
 def run(study: Path, out: Path) -> list[dict[str, str]]:

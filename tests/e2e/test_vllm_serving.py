@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from generation_workspace import write_generation_workspace
+from serving_study import GENERATION_TRAFFIC
 from vllm_env import engine_processes, session_processes, vllm_python
 from workspace import series_toml
 
@@ -27,18 +28,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.vllm]
 ROOT = Path(__file__).resolve().parents[2]
 ENGINE_SERIES = '[[series]]\nname = "engine"\nfield = "engine"\nvalues = ["transformers", "vllm"]\n'
 SETTINGS = "\n[engines.vllm]\nmax_model_len = 512\nmax_num_seqs = 8\n"
-TRAFFIC = """
-[traffic]
-rate_qps = 4.0
-min_query_count = 12
-ttft_bound_ms = 20000
-ttft_percentile = 0.5
-tpot_bound_ms = 5000
-tpot_percentile = 0.5
-max_duration_s = 120
-max_wait_ms = 20
-seed = 2
-"""
+TRAFFIC = GENERATION_TRAFFIC
 
 
 @pytest.fixture(scope="module", autouse=True)
