@@ -14,11 +14,13 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from html import escape
+from typing import Any
 
 from protocol.costing.plans import Catalog
+from protocol.decision.agreement import AgreementMatrix, cross_equivalence
 from protocol.decision.capacity import Capacity, RunFacts, capacities
 from protocol.decision.evidence import CampaignEvidence
 from protocol.decision.serving import (
@@ -78,6 +80,21 @@ def serving_decision(campaigns: Sequence[Campaign], evidence: Sequence[CampaignE
         catalog_source=catalog_source,
         test_hooks=tuple(note for e in evidence for note in e.notes if note.startswith(FAULT_HOOK_BANNER)),
     )
+
+
+def across_campaigns(matrix: AgreementMatrix, labels: Mapping[tuple[str, str], str],
+                     evidence: Sequence[CampaignEvidence], quality: Any) -> Across:
+    """(campaign id, variant id) → that variant's verdict against the decision's one reference in ``matrix`` (its
+    configuration named by ``labels``), under the study's ``quality`` rule as the offline decision applies it
+    (:func:`protocol.decision.agreement.judge_across`): with the variant's median metric in its campaign's summary,
+    so a generation study's ``min_score_share`` holds across campaigns too."""
+    metrics = {(item.campaign_id, variant.variant_id): variant.median_metric
+               for item in evidence for variant in item.summary.variants}
+
+    def across(campaign_id: str, variant_id: str) -> tuple[bool | None, str]:
+        return cross_equivalence(matrix, labels[(campaign_id, variant_id)], quality,
+                                 metrics.get((campaign_id, variant_id)))
+    return across
 
 
 def judged_across(runs: Sequence[RunFacts], campaign_id: str, across: Across | None) -> tuple[RunFacts, ...]:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from protocol.codec import to_dict
-from protocol.decision.agreement import ConfigurationOutputs, cross_equivalence
+from protocol.decision.agreement import ConfigurationOutputs
 from protocol.decision.configuration import configuration_labels
 from protocol.decision.evidence import check_same_study
 from protocol.decision.rank import Decision, decide
@@ -37,7 +37,7 @@ from runner.decision.evidence import choose_catalog, load_evidence, read_ledger
 from runner.decision.market_stage import MarketOptions, output_paths, price_market
 from runner.decision.memo import render_memo
 from runner.decision.serving_memo import render_serving_memo
-from runner.decision.serving_stage import serving_decision, serving_report_html
+from runner.decision.serving_stage import across_campaigns, serving_decision, serving_report_html
 from runner.hosts.record import expand_campaign_dirs, hosts_without_campaign
 
 DECISION_JSON = "decision.json"
@@ -86,9 +86,7 @@ def _serving_outcome(campaigns: Sequence[Any], evidence: Sequence[Any], demand: 
     if len(campaigns) > 1:  # the same result across campaigns, by id, as the offline decision judges it
         study, labels = campaigns[0].study, configuration_labels(evidence)
         matrix = cross_check([(c.root, e) for c, e in zip(campaigns, evidence, strict=True)], study, labels)
-
-        def across(campaign_id: str, variant_id: str) -> tuple[bool | None, str]:
-            return cross_equivalence(matrix, labels[(campaign_id, variant_id)], study.quality)
+        across = across_campaigns(matrix, labels, evidence, study.quality)
     decision = serving_decision(campaigns, evidence, demand, catalog, catalog_source, across)
     banners = _flags(evidence, FAULT_HOOK_BANNER) + _flags(evidence, INCONSISTENT_BANNER)
     memo = "".join(f"{b}\n" for b in banners) + ("\n" if banners else "") + render_serving_memo(decision)

@@ -293,3 +293,35 @@ def test_across_campaigns_a_variant_not_the_references_result_is_refused() -> No
                                          "(agreement 0.5 < 0.9)")
     assert capacity_of("b=4", [judged[1]], (20.0,)).capacity_qps is None
     assert judged_across(runs, "c2", None) == runs
+
+
+def test_across_campaigns_the_score_share_rule_applies_as_in_the_offline_decision(catalog: Catalog) -> None:
+    """A generation server study decided over two campaigns: the variant on the second card answers every id as the
+    reference does (near ties agree) but its median ROUGE-L is 0.38 against the reference's 0.40 (0.95 of it) under
+    ``min_score_share = 0.99``. The offline decision refuses it (``judge_across`` passes the configuration's median
+    metric to ``cross_equivalence``); the serving decision must too: no capacity, not ranked, the reason said."""
+    from protocol.decision.agreement import ConfigurationOutputs, build_matrix
+    from protocol.predictions import ParsedPredictions
+    from protocol.tasks.classification import CLASSIFICATION
+    from runner.decision.serving_stage import across_campaigns, judged_across
+
+    ids = ("a", "b", "c")
+    quality = SimpleNamespace(metric="rouge_l", max_metric_drop=0.1, min_agreement=0.8,
+                              extra={"min_score_share": 0.99})
+    same = [ParsedPredictions.from_columns(ids, ["x", "y", "x"], [0.5] * 3)]
+    configs = (ConfigurationOutputs("b=1 on x", "b=1@20", [0.40], same),
+               ConfigurationOutputs("b=1 on y", "b=1@20", [0.38], same))
+    matrix = build_matrix(configs, CLASSIFICATION, SimpleNamespace(quality=quality), reference="b=1 on x",
+                          reference_dir="results/x")
+    labels = {("c1", "b=1@20"): "b=1 on x", ("c2", "b=1@20"): "b=1 on y"}
+    evidence = [SimpleNamespace(campaign_id=c, summary=SimpleNamespace(variants=[
+        SimpleNamespace(variant_id="b=1@20", median_metric=m)])) for c, m in (("c1", 0.40), ("c2", 0.38))]
+    across = across_campaigns(matrix, labels, cast(list, evidence), quality)
+    assert across("c1", "b=1@20") == (True, "the decision's reference itself")
+    [refused] = judged_across((run("b=1", 20.0, "t2"),), "c2", across)
+    assert refused.accepted is False and refused.accepted_reason == (
+        "quality across campaigns: not equivalent to the decision's reference (rouge_l 0.3800 is 0.9500 of the "
+        "decision's reference b=1 on x's 0.4000; the rule needs at least 0.99)")
+    [item] = [ServingConfigInput("b=1 on y", c, "rtx-4090", "", None, "") for c in capacities([refused], (20.0,))]
+    configs_ranked, ranking = rank_serving([price_configuration(item, ServingDemand(40.0, 8.0, 7), catalog)])
+    assert ranking == () and configs_ranked[0].not_ranked.startswith("no capacity: outputs not accepted")
