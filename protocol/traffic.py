@@ -73,6 +73,13 @@ ARRIVALS = ("poisson", "trace")
 #: What a serving trial writes besides the task's own outputs and the host seals with them (``outputs_sha256``):
 #: the harness's answers and per-query times, LoadGen's summary and detail logs (runner/trial/serving/).
 SERVING_FILES = ("answers.jsonl", "queries.jsonl", "mlperf_log_summary.txt", "mlperf_log_detail.txt")
+#: The Python modules a server study's trial imports beside its engine's (``Engine.requires``): MLPerf LoadGen's
+#: binding, from the ``serving`` extra (``mlcommons-loadgen``, pinned in pyproject.toml). The process launcher asks
+#: each trial interpreter for them before anything runs, and ``isocost check`` reports the same (one place: here).
+SERVING_REQUIRES = ("mlperf_loadgen",)
+#: How to install them into an interpreter that lacks them.
+SERVING_INSTALL = ("make setup installs the serving extra (mlcommons-loadgen) into .venv, make vllm into .venv-vllm; "
+                   "another interpreter needs pip install 'isocost[serving]' (or '.[serving]' in this checkout)")
 #: The tasks whose bound is on the whole answer; any other (text-generation) is bounded per token.
 WHOLE_ANSWER_TASKS = ("text-classification", "sentence-embedding")
 _WEEK_S, _HOUR_MS = 7 * 86400, 3_600_000

@@ -16,7 +16,7 @@ Example::
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from protocol.engines import engine_named
@@ -64,6 +64,15 @@ def missing_pythons(engine_names: Iterable[str]) -> list[UserError]:
 _FIND = "import importlib.util, sys\nfor m in sys.argv[1:]:\n    if importlib.util.find_spec(m) is None: print(m)"
 
 
+def lacking(python: str, modules: Sequence[str]) -> list[str]:
+    """The modules of ``modules`` that ``python`` cannot find (all of them when it fails to answer); raises
+    OSError or subprocess.TimeoutExpired when it cannot be run."""
+    import subprocess
+
+    found = subprocess.run([python, "-c", _FIND, *modules], capture_output=True, text=True, timeout=120, check=False)
+    return found.stdout.split() if found.returncode == 0 else list(modules)
+
+
 def missing_modules(engine_names: Iterable[str], host_python: str) -> list[UserError]:
     """One error per engine whose trial interpreter lacks a module the engine requires (``Engine.requires``),
     found in that interpreter itself (vLLM's own environment, not the host's)."""
@@ -76,18 +85,42 @@ def missing_modules(engine_names: Iterable[str], host_python: str) -> list[UserE
         if not engine.requires or not Path(python).exists():
             continue  # nothing to find, or the missing interpreter is missing_pythons' error
         try:
-            found = subprocess.run([python, "-c", _FIND, *engine.requires], capture_output=True, text=True,
-                                   timeout=120, check=False)
+            missing = lacking(python, engine.requires)
         except (OSError, subprocess.TimeoutExpired) as exc:
             errors.append(UserError(f"engine {name}: {python} could not be asked for its modules ({exc})",
                                     "--launcher process", "Check that interpreter runs."))
             continue
-        missing = found.stdout.split() if found.returncode == 0 else list(engine.requires)
         if missing:
             errors.append(UserError(f"engine {name} needs the Python module(s) {', '.join(missing)}, which {python} "
                                     "lacks", "--launcher process",
                                     f"Install them into that environment ({_install_hint(name)}), or drop the "
                                     "engine from the study."))
+    return errors
+
+
+def missing_scenario_modules(engine_names: Iterable[str], host_python: str, modules: Sequence[str], who: str,
+                             install: str) -> list[UserError]:
+    """One error per trial interpreter (each engine's, :func:`trial_python`) that lacks a module ``who`` needs
+    beside the engine's (a server study: :data:`protocol.traffic.SERVING_REQUIRES`); ``install`` says how to get
+    them."""
+    import subprocess
+
+    by_python: dict[str, list[str]] = {}
+    for name in sorted(set(engine_names)):
+        by_python.setdefault(trial_python(name, host_python), []).append(name)
+    errors = []
+    for python, names in by_python.items():
+        if not modules or not Path(python).exists():
+            continue  # nothing to find, or the missing interpreter is missing_pythons' error
+        engines = f"engine {', '.join(names)}"
+        try:
+            missing = lacking(python, modules)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            missing, install = list(modules), f"{install} (it could not be asked: {exc})"
+        if missing:
+            errors.append(UserError(f"{who} need the Python module(s) {', '.join(missing)}, which {python} lacks "
+                                    f"(the interpreter of {engines}'s trials)", "--launcher process",
+                                    f"Install them into that environment: {install}."))
     return errors
 
 

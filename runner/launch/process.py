@@ -26,7 +26,7 @@ from protocol.records import TrialSpec
 from protocol.safe_write import write_binary
 from runner.campaign_dir.rawtable import HOST_STOP_NOTE
 from runner.launch.base import HostInterrupt, LauncherBase, LaunchResult, TrialPaths
-from runner.launch.interpreter import missing_modules, missing_pythons, trial_python
+from runner.launch.interpreter import missing_modules, missing_pythons, missing_scenario_modules, trial_python
 from runner.launch.launcher_file import launcher_schema, write_launcher_file
 from runner.trial.measure import clock
 
@@ -115,7 +115,7 @@ class ProcessLauncher(LauncherBase):
         """An engine whose trials run with an interpreter of their own (``runner.launch.interpreter``): refused
         when that interpreter is missing; otherwise a line naming it."""
         engines = {variant.engine for variant in study.variants()}
-        errors = self.engine_problems(engines)
+        errors = self.engine_problems(engines) or self.scenario_problems(study)
         if errors:
             raise errors[0]
         own = {name: trial_python(name, self.python) for name in sorted(engines)}
@@ -125,6 +125,16 @@ class ProcessLauncher(LauncherBase):
     def engine_problems(self, engines: set[str]) -> list[UserError]:
         """What keeps these engines' trials from starting here: a missing interpreter, else a missing module."""
         return missing_pythons(engines) or missing_modules(engines, self.python)
+
+    def scenario_problems(self, study: Study) -> list[UserError]:
+        """What keeps a server study's trials from serving here: an interpreter they run with that lacks the
+        modules the scenario needs (:data:`protocol.traffic.SERVING_REQUIRES`, MLPerf LoadGen)."""
+        from protocol.traffic import SERVING_INSTALL, SERVING_REQUIRES
+
+        if getattr(study, "traffic", None) is None:
+            return []
+        return missing_scenario_modules({variant.engine for variant in study.variants()}, self.python,
+                                        SERVING_REQUIRES, "a server study's trials", SERVING_INSTALL)
 
     def python_for(self, paths: TrialPaths) -> str:
         """The interpreter of this trial: its engine's own (the spec names the engine), else this launcher's."""

@@ -366,6 +366,13 @@ def _engines(report: CheckReport, study: Study, launcher: Any) -> None:
         _fail(report, "engines", error)
     if not errors:
         report.add("ok", "engines", f"{', '.join(sorted(engines))}: interpreter and modules found")
+    scenario = getattr(launcher, "scenario_problems", None)
+    if study.traffic is not None and scenario is not None:
+        missing = scenario(study)
+        for error in missing:
+            _fail(report, "loadgen", error)
+        if not missing:
+            report.add("ok", "loadgen", "the trials' interpreter finds MLPerf LoadGen (mlperf_loadgen)")
 
 
 def _slurm_shared(launcher: Any, out: Path | None) -> None:

@@ -422,9 +422,12 @@ def missing_loadgen() -> str:
     """Why this environment cannot serve a server study (no MLPerf LoadGen), or "" when it can."""
     import importlib.util
 
-    if importlib.util.find_spec("mlperf_loadgen") is not None:
+    from protocol.traffic import SERVING_REQUIRES
+
+    missing = [module for module in SERVING_REQUIRES if importlib.util.find_spec(module) is None]
+    if not missing:
         return ""
-    return ("a server study needs the Python module mlperf_loadgen (mlcommons-loadgen), which this trial's "
+    return (f"a server study needs the Python module {', '.join(missing)} (mlcommons-loadgen), which this trial's "
             "environment lacks: an image built before the CPU image gained it (rebuild: isocost images build "
             "--stack cpu), or an interpreter without the serving extra (pip install '.[serving]'); docs/serving.md")
 

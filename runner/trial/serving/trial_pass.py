@@ -48,7 +48,7 @@ from protocol.codec import from_dict
 from protocol.corpus import Record, read_corpus
 from protocol.safe_write import write_text_atomic
 from protocol.traffic import SERVING_FILES as traffic_files
-from protocol.traffic import Traffic
+from protocol.traffic import SERVING_REQUIRES, Traffic
 from runner.trial.batches import batch_record
 from runner.trial.serving.loadgen_run import ServerSettings, ServingRun, run_server
 from runner.trial.serving.summary import DETAIL_FILE, SUMMARY_FILE
@@ -183,9 +183,10 @@ class ServingPass:
     def run(self) -> tuple[Record, ...]:
         """Serve, write the task's output file and batches.jsonl; returns the corpus records."""
         trial, traffic = self.trial, self.traffic
-        if importlib.util.find_spec("mlperf_loadgen") is None:  # an engine's own interpreter (.venv-vllm) without it
-            raise Refusal("a server study's trial needs the Python module mlperf_loadgen (mlcommons-loadgen), which "
-                          "this trial's environment lacks (make setup installs it; make vllm for engine vllm)")
+        missing = [m for m in SERVING_REQUIRES if importlib.util.find_spec(m) is None]  # e.g. a .venv-vllm without
+        if missing:
+            raise Refusal(f"a server study's trial needs the Python module {', '.join(missing)} (mlcommons-loadgen), "
+                          "which this trial's environment lacks (make setup installs it; make vllm for engine vllm)")
         records = read_corpus(Path(trial.spec.corpus_path), require_label=False)
         trial.expected = len(records)
         rate = trial.variant.rate_qps or traffic.rates_qps[0]  # the variant's rate (a version-4 spec: the one rate)
