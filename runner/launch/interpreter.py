@@ -61,7 +61,8 @@ def missing_pythons(engine_names: Iterable[str]) -> list[UserError]:
 
 #: Run by the engine's interpreter: the required modules it cannot find (found, not imported: quick, no side
 #: effect), one per line.
-_FIND = "import importlib.util, sys\nfor m in sys.argv[1:]:\n    if importlib.util.find_spec(m) is None: print(m)"
+FIND_MODULES = ("import importlib.util, sys\n"
+                "for m in sys.argv[1:]:\n    if importlib.util.find_spec(m) is None: print(m)")
 
 
 def missing_modules(engine_names: Iterable[str], host_python: str) -> list[UserError]:
@@ -76,7 +77,7 @@ def missing_modules(engine_names: Iterable[str], host_python: str) -> list[UserE
         if not engine.requires or not Path(python).exists():
             continue  # nothing to find, or the missing interpreter is missing_pythons' error
         try:
-            found = subprocess.run([python, "-c", _FIND, *engine.requires], capture_output=True, text=True,
+            found = subprocess.run([python, "-c", FIND_MODULES, *engine.requires], capture_output=True, text=True,
                                    timeout=120, check=False)
         except (OSError, subprocess.TimeoutExpired) as exc:
             errors.append(UserError(f"engine {name}: {python} could not be asked for its modules ({exc})",

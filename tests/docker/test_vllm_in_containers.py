@@ -84,6 +84,8 @@ def test_vllm_in_containers_gives_the_transformers_tokens_in_fp32(cpu_vllm_image
         assert (manifest["engine"]["name"], manifest["engine"]["version"]) == ("vllm", "0.32.0")
         assert manifest["engine"]["dtype"] == ("float32" if variant_id == "precision=fp32" else "bfloat16")
         assert manifest["engine"]["settings"]["max_model_len"] == 512
+        processes = manifest["engine"]["processes"]  # vLLM's engine core (and worker), beside the trial process
+        assert processes["count"] >= 1 and processes["peak_rss_bytes_sum"] > 0 and processes["why"] == "", processes
     assert rows["precision=fp32"]["corpus_accepted"] == "true"
     leftover = docker_client.containers.list(all=True, filters={"label": "org.isocost.trial_dir"})
     assert [c.name for c in leftover if str(out) in json.dumps(c.labels)] == [], "a trial container was left behind"
@@ -104,3 +106,19 @@ def test_vllm_in_containers_gives_the_transformers_tokens_in_fp32(cpu_vllm_image
     print(f"vllm bf16 against vllm fp32 in containers: identical {bf16['identical_share']}, "
           f"near tie {bf16['near_tie_share']}")
     assert bf16["near_tie_share"] >= bf16["identical_share"]
+
+
+def test_an_image_without_an_engines_module_is_refused_before_anything_runs(cpu_image: Any,
+                                                                            cpu_vllm_image: Any) -> None:
+    """`check` and `run` ask the image (a helper container) for the modules each engine requires."""
+    from runner.launch.docker import DockerLauncher
+
+    cpu = DockerLauncher(cpu_image.image_id, stack="cpu")
+    assert cpu.engine_problems({"transformers", "onnxruntime"}) == []
+    (error,) = cpu.engine_problems({"transformers", "vllm"})
+    assert error.what == f"engine vllm needs the Python module(s) vllm, which image {cpu_image.image_id} lacks"
+    assert "isocost images build --stack cpu" in error.fix
+    vllm = DockerLauncher(cpu_vllm_image.image_id, stack="cpu-vllm")
+    assert vllm.engine_problems({"vllm", "transformers"}) == []
+    (error,) = vllm.engine_problems({"onnxruntime"})  # the cpu-vllm image carries no ONNX Runtime
+    assert "onnx, onnxruntime" in error.what
