@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 
-from protocol.engines import all_engines
+from protocol.engines import all_engines, image_stacks
 from protocol.study_key import KINDS, Bounds, StudyKey, key_rows
 from protocol.tasks import all_tasks, task_named
 
@@ -117,7 +117,7 @@ _ROWS: tuple[tuple[str, str, str, Bounds | None, str], ...] = (
      "declared waiting the rental must be held for (at most 87840 h, ten years)"),
     ("costing.catalog", "string", "the shipped dated snapshot", None, "your dated plan catalog CSV"),
     ("images.cpu / images.cuda / images.rocm", "string", "none: images/images.lock", None,
-     "REPO@sha256:… to run for that stack"),
+     "REPO@sha256:… to run for that stack (an engine's own image too: images.cpu-vllm)"),
     # [job] (docs/job.md): the real job a study is benchmarked for; without it decide prices the campaign itself
     ("job.inputs", "integer", "required in [job] (or inputs_per_day and days)", Bounds(1, 10**12),
      "inputs the job processes (or inputs_per_day × days)"),
@@ -190,7 +190,7 @@ def table_keys(table: str, task: str) -> tuple[str, ...]:
     for key in keys_for(task):
         names = [key]
         if key.startswith("images."):  # one row for the three stacks
-            names = [f"images.{stack}" for stack in ("cpu", "cuda", "rocm")]
+            names = [f"images.{stack}" for stack in image_stacks(("cpu", "cuda", "rocm"))]
         for name in names:
             leaf = name[len(prefix):].split(".")[0].removesuffix("[]") if name.startswith(prefix) else ""
             if leaf and leaf not in found:

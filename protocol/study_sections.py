@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from protocol.engines import engine_named
+from protocol.engines import engine_named, image_stacks
 from protocol.errors import UserError
 from protocol.names import check_image_reference
 from protocol.records import CONFIG_FIELDS, DEFAULT_ENGINE, VARIANT_FIELDS_1_0, WarmupRule
@@ -200,9 +200,10 @@ def parse_images(top: TableReader) -> tuple[tuple[str, str], ...]:
         return ()
     table = sub_table(top, "images")
     found = []
+    allowed = image_stacks(STACKS)
     for stack in sorted(table.table):
-        if stack not in STACKS:
-            raise UserError(f"unknown stack {stack!r}", table.where(stack), f"Use one of: {', '.join(STACKS)}.")
+        if stack not in allowed:
+            raise UserError(f"unknown stack {stack!r}", table.where(stack), f"Use one of: {', '.join(allowed)}.")
         ref = check_image_reference(table.get(stack, str), table.where(stack))
         if "@sha256:" not in ref and not ref.startswith("sha256:"):
             raise UserError(

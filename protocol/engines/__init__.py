@@ -62,6 +62,24 @@ def all_engines() -> tuple[Engine, ...]:
     return tuple(engine_named(name) for name in engine_names())
 
 
+def image_stack(stack: str, engine: str) -> str:
+    """The image a variant of the study's ``stack`` and ``engine`` runs in: the stack's own, or the engine's
+    (``image_stack("cpu", "vllm") == "cpu-vllm"``)."""
+    return engine_named(engine).images.get(stack, stack)
+
+
+def image_stacks(stacks: tuple[str, ...]) -> tuple[str, ...]:
+    """The device ``stacks`` (cpu, cuda, rocm), then every engine's own image stack (``cpu-vllm``): what the study's
+    ``[images]`` table may name."""
+    own = sorted({name for engine in all_engines() for name in engine.images.values()} - set(stacks))
+    return (*stacks, *own)
+
+
+def device_stack(image_stack: str) -> str:
+    """The device stack (cpu, cuda, rocm) an image stack serves: ``cpu-vllm`` serves ``cpu``."""
+    return image_stack.split("-", 1)[0]
+
+
 def engine_named(name: str, where: str = "") -> Engine:
     """The engine of that name; an unknown one is an error listing the known ones."""
     engines = _registry()

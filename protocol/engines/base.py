@@ -52,6 +52,11 @@ class Engine:
     #: default, relative to the working folder ("" both: the host's own interpreter).
     python_env: str = ""
     python_default: str = ""
+    #: The image its trials run in, by the study's stack, where that is not the stack's own image
+    #: (``{"cpu": "cpu-vllm"}``: ``images/cpu-vllm``; an image stack is a device stack, ``-``, the engine).
+    images: Mapping[str, str] = field(default_factory=dict)
+    #: MiB of ``/dev/shm`` its trial needs in a container (0: the engine's default, 64 MiB, is enough).
+    container_shm_mib: int = 0
     #: Its row of the engines table in docs/engines.md: ``runs`` (tasks, devices) and ``changes`` (what differs).
     docs: Mapping[str, str] = field(default_factory=dict)
 

@@ -36,6 +36,7 @@ from typing import Any
 
 from protocol.errors import UserError
 from runner.images.context import assemble_context, git_revision, git_source
+from runner.images.debs import ensure_debs
 from runner.images.lock import ImageRecord, default_lock_path, read_lock, update_lock
 from runner.images.requirements import ensure_wheelhouse, sha256_of
 from runner.images.stacks import (
@@ -192,11 +193,12 @@ def build_image(
     client = client or connect_engine(timeout_s=3600)
     base_facts = _base_facts(client, base, override=bool(base_override), progress=progress)
     wheels = ensure_wheelhouse(stack, root=root, progress=progress)
+    debs = ensure_debs(stack, root=root, progress=progress)
     tag, build_args = _tag_and_build_args(stack, root, base, base_facts, base_override)
     progress(f"building {tag} on {base}" + (" (base override)" if base_override else ""))
     with tempfile.TemporaryDirectory(prefix="isocost-build-") as tmp:
         ctx = Path(tmp)
-        assemble_context(ctx, stack, root, wheels)
+        assemble_context(ctx, stack, root, wheels, debs)
         start = time.perf_counter()
         image_id = _docker_build(client, ctx, tag, build_args, progress, no_cache)
         build_s = time.perf_counter() - start

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 from runner.images.stacks import (
@@ -44,17 +45,18 @@ def git_source(root: Path) -> str:
 _SOURCE_ITEMS = ("pyproject.toml", "README.md", "LICENSE", "protocol", "runner")
 
 
-def assemble_context(ctx: Path, stack: str, root: Path, wheels: list[Path]) -> None:
-    """Dockerfile, requirements.lock, the locked wheels (hard links when possible) and the sources."""
+def assemble_context(ctx: Path, stack: str, root: Path, wheels: list[Path], debs: Sequence[Path] = ()) -> None:
+    """Dockerfile, requirements.lock, the locked wheels and ``.deb`` files (hard links when possible), the sources."""
     shutil.copy2(dockerfile_path(stack, root), ctx / "Dockerfile")
     shutil.copy2(requirements_paths(stack, root)[1], ctx / "requirements.lock")
-    (ctx / "wheels").mkdir()
-    for wheel in wheels:
-        target = ctx / "wheels" / wheel.name
-        try:
-            os.link(wheel, target)
-        except OSError:
-            shutil.copy2(wheel, target)
+    for folder, files in (("wheels", wheels), ("debs", debs)):
+        (ctx / folder).mkdir()
+        for file in files:
+            target = ctx / folder / file.name
+            try:
+                os.link(file, target)
+            except OSError:
+                shutil.copy2(file, target)
     src = ctx / "src"
     src.mkdir()
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", ".mypy_cache", ".pytest_cache")

@@ -138,6 +138,9 @@ def lock_requirements(stack: str, *, root: Path | None = None, progress: Progres
             _pip(args, f"resolve {source} for python {python}")
             for wheel in sorted(dest.glob("*.whl")):
                 name, version = wheel_name_version(wheel.name)
+                if name in spec.excluded:
+                    progress(f"left out {wheel.name} (the lock header says why)")
+                    continue
                 if versions.setdefault(name, version) != version:
                     raise UserError(f"{name} resolves to {versions[name]} and {version} for different pythons",
                                     str(source), f"Pin {name} in requirements.in.")
@@ -154,6 +157,7 @@ def lock_requirements(stack: str, *, root: Path | None = None, progress: Progres
         f"{pip_version}).\n"
         "The image installs it with: pip install --no-index --find-links WHEELS --require-hashes --no-deps "
         "-r requirements.lock"
+        + (f"\nLeft out: {', '.join(spec.excluded)} ({spec.excluded_why})." if spec.excluded else "")
     )
     write_text_atomic(lock_path, format_lock(packages, header))
     progress(f"wrote {lock_path.relative_to(root)} ({len(packages)} packages)")

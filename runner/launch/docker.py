@@ -67,6 +67,7 @@ from runner.launch.engine import (
     short_error,
 )
 from runner.launch.gpu import gpu_options
+from runner.launch.image_modules import missing_in_image
 from runner.launch.limits import ContainerLimits, cpus_text, resolve_limits
 from runner.launch.process import ENV_ALLOW, ENV_FIXED
 from runner.trial.measure import clock
@@ -213,9 +214,17 @@ class DockerLauncher(LauncherBase):
         return self.image.ref, self.image.image_id, self.image.repo_digest
 
     def preflight(self, study: Study, out: Path) -> str:
-        """The study's inputs readable by the container's user through its read-only mounts."""
+        """The study's inputs readable by the container's user through its read-only mounts; the image has every
+        module the study's engines require."""
         self.check_inputs(study.corpus.path, study.model.path)
+        errors = self.engine_problems({variant.engine for variant in study.variants()})
+        if errors:
+            raise errors[0]
         return ""
+
+    def engine_problems(self, engines: set[str]) -> list[UserError]:
+        """The engines whose modules the image lacks (asked in a short helper container of it)."""
+        return missing_in_image(self.client, self.image.image_id, self.user, engines, self.stack)
 
     def summary(self) -> str:
         return f"{self.name}, image {self.image.ref} (image ID {self.image.image_id})"

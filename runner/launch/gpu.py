@@ -18,6 +18,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from protocol.engines import device_stack
 from protocol.errors import UserError
 from runner.launch.amd_cards import (
     KFD_NODES_DIR,
@@ -61,7 +62,7 @@ def gpu_options(stack: str, client: Any, *, image_ref: str = "", user: str = "")
     ``image_ref`` and ``user`` are needed for a remote ROCm engine: a short helper container of that
     image reads the numeric groups of ``/dev/kfd`` and ``/dev/dri/*`` on that host.
     """
-    if stack == "cpu":
+    if device_stack(stack) == "cpu":  # an engine's own CPU image (cpu-vllm) too
         return {}
     local = is_local_engine(client)
     if stack == "cuda":

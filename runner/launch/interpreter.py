@@ -61,7 +61,8 @@ def missing_pythons(engine_names: Iterable[str]) -> list[UserError]:
 
 #: Run by the engine's interpreter: the required modules it cannot find (found, not imported: quick, no side
 #: effect), one per line.
-_FIND = "import importlib.util, sys\nfor m in sys.argv[1:]:\n    if importlib.util.find_spec(m) is None: print(m)"
+FIND_MODULES = ("import importlib.util, sys\n"
+                "for m in sys.argv[1:]:\n    if importlib.util.find_spec(m) is None: print(m)")
 
 
 def lacking(python: str, modules: Sequence[str]) -> list[str]:
@@ -69,7 +70,8 @@ def lacking(python: str, modules: Sequence[str]) -> list[str]:
     OSError or subprocess.TimeoutExpired when it cannot be run."""
     import subprocess
 
-    found = subprocess.run([python, "-c", _FIND, *modules], capture_output=True, text=True, timeout=120, check=False)
+    found = subprocess.run([python, "-c", FIND_MODULES, *modules], capture_output=True, text=True, timeout=120,
+                           check=False)
     return found.stdout.split() if found.returncode == 0 else list(modules)
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from protocol.engines import image_stack
 from protocol.errors import UserError
 from protocol.kind_packages import KindPackage, import_kind_package, kind_packages
 
@@ -93,13 +94,15 @@ class ChoiceRequest:
     declined: tuple[Decline, ...] = ()  # under ``auto``: the kinds asked before this one, and why they could not
 
     def stack(self) -> str:
-        """The one stack every variant of the study runs on (one image serves one stack)."""
-        stacks = sorted({variant.stack for variant in self.study.variants()})
+        """The one image stack every variant of the study runs in (one image per campaign): the study's stack, or
+        its engine's own image (``cpu-vllm``)."""
+        stacks = sorted({image_stack(variant.stack, variant.engine) for variant in self.study.variants()})
         if len(stacks) != 1:
             raise UserError(
-                f"the study's variants use several stacks ({', '.join(stacks)}); one campaign runs one image",
+                f"the study's variants run in several images ({', '.join(stacks)}); one campaign runs one image",
                 str(self.study.path),
-                "Split the study by stack (one study per image), or use --launcher process.",
+                "Split the study by image (one study per stack or engine image; `isocost decide` weighs several "
+                "campaigns together), or use --launcher process.",
             )
         return stacks[0]
 

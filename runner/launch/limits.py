@@ -8,6 +8,7 @@ the engine's copy of its log are bounded too.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -39,6 +40,15 @@ def study_limits(campaign: Any) -> ContainerLimits:
         cpus=campaign.cpu_limit,
         file_size_bytes=campaign.output_file_limit_bytes or DEFAULT_FILE_SIZE_BYTES,
     )
+
+
+def engines_shm_size(variants: Iterable[Any]) -> str | None:
+    """The /dev/shm a campaign's containers need: the most any of its variants' engines declares (vLLM's engine core
+    needs more than Docker's 64 MiB), as ``"512m"``; None when the engine's default is enough."""
+    from protocol.engines import engine_named
+
+    mib = max((engine_named(variant.engine).container_shm_mib for variant in variants), default=0)
+    return f"{mib}m" if mib else None
 
 
 def resolve_limits(limits: ContainerLimits, info: dict[str, Any]) -> ContainerLimits:

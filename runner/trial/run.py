@@ -31,7 +31,7 @@ from protocol.manifest import MANIFEST_FILE, MANIFEST_SCHEMA_VERSION, Manifest
 from protocol.records import MemoryPeaks, PhaseTimes, TrialSpec, TrialStatus
 from runner.trial.batches import NO_BUCKETS, UNBUCKETED, shaped_batches
 from runner.trial.faults import FAULT_ENV, FaultInjector, is_oom
-from runner.trial.measure import PhaseTimer, clock, peak_rss_bytes
+from runner.trial.measure import PhaseTimer, clock, descendants_peak_rss, peak_rss_bytes
 from runner.trial.torch_settings import (
     Refusal,
     apply_cudnn,
@@ -339,6 +339,8 @@ class Trial:
             for key in DEVICE_MEMORY_FIELDS:
                 self.reasons[key] = "CPU trial: no GPU, so no device memory counters"
         self.memory["peak_rss_bytes"] = peak_rss_bytes()
+        if isinstance(self.manifest.get("engine"), dict):  # the engine's own processes (vLLM's core and workers)
+            self.manifest["engine"]["processes"] = descendants_peak_rss()
         with PhaseTimer() as timer:
             self.manifest.update(model.finish_pass(self.out))  # the task's after-pass work (an embedding's queries)
             lengths = model.untruncated_lengths(texts)

@@ -75,6 +75,9 @@ def test_transformers_and_vllm_in_one_campaign_give_the_same_accepted_tokens(smo
         assert sum(b["generated_tokens"] for b in batches) == sum(o["n_tokens"] for o in outputs[engine])
         launcher = json.loads((trial / "launcher.json").read_text())
         assert (launcher["command"][0] == str(vllm_python())) == (engine == "vllm")
+        # What peak_rss_bytes leaves out: the engine's own processes, each one's peak RSS, read at the pass's end.
+        processes = json.loads((trial / "manifest.json").read_text())["engine"]["processes"]
+        assert (processes["count"] >= 1 and processes["peak_rss_bytes_sum"] > 10**8) == (engine == "vllm"), processes
     manifest = json.loads((out / "trials" / rows["engine=vllm"]["trial_id"] / "manifest.json").read_text())
     assert manifest["engine"]["name"] == "vllm" and manifest["engine"]["version"] == "0.32.0"
     assert manifest["engine"]["dtype"] == "float32"

