@@ -217,7 +217,7 @@ class DockerLauncher(LauncherBase):
         """The study's inputs readable by the container's user through its read-only mounts; the image has every
         module the study's engines require."""
         self.check_inputs(study.corpus.path, study.model.path)
-        errors = self.engine_problems({variant.engine for variant in study.variants()})
+        errors = self.engine_problems({variant.engine for variant in study.variants()}) or self.scenario_problems(study)
         if errors:
             raise errors[0]
         return ""
@@ -225,6 +225,15 @@ class DockerLauncher(LauncherBase):
     def engine_problems(self, engines: set[str]) -> list[UserError]:
         """The engines whose modules the image lacks (asked in a short helper container of it)."""
         return missing_in_image(self.client, self.image.image_id, self.user, engines, self.stack)
+
+    def scenario_problems(self, study: Study) -> list[UserError]:
+        """A server study's image without MLPerf LoadGen (:data:`protocol.traffic.SERVING_REQUIRES`)."""
+        from protocol.traffic import SERVING_REQUIRES
+
+        if getattr(study, "traffic", None) is None:
+            return []
+        return missing_in_image(self.client, self.image.image_id, self.user, (), self.stack,
+                                (study.scenario, SERVING_REQUIRES))
 
     def summary(self) -> str:
         return f"{self.name}, image {self.image.ref} (image ID {self.image.image_id})"

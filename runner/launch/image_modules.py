@@ -23,9 +23,13 @@ from runner.launch.engine import docker_sdk, short_error
 from runner.launch.interpreter import FIND_MODULES
 
 
-def missing_in_image(client: Any, image: str, user: str, engines: Iterable[str], stack: str) -> list[UserError]:
-    """One error per engine whose module(s) the image lacks; [] when every one is found or none is required."""
-    needs = {name: engine_named(name).requires for name in sorted(set(engines))}
+def missing_in_image(client: Any, image: str, user: str, engines: Iterable[str], stack: str,
+                     scenario: tuple[str, tuple[str, ...]] = ("", ())) -> list[UserError]:
+    """One error per engine whose module(s) the image lacks, and one for the ``scenario``'s (its name and modules:
+    a server study's MLPerf LoadGen); [] when every one is found or none is required."""
+    needs = {f"engine {name}": engine_named(name).requires for name in sorted(set(engines))}
+    if scenario[1]:
+        needs[f"scenario {scenario[0]}"] = scenario[1]
     modules = sorted({module for required in needs.values() for module in required})
     if not modules:
         return []
@@ -52,8 +56,8 @@ def missing_in_image(client: Any, image: str, user: str, engines: Iterable[str],
                 pass
     if code != 0:
         missing = set(modules)
-    return [UserError(f"engine {name} needs the Python module(s) {', '.join(sorted(set(required) & missing))}, "
+    return [UserError(f"{name} needs the Python module(s) {', '.join(sorted(set(required) & missing))}, "
                       f"which image {image} lacks", where,
                       f"Rebuild the {stack} image (isocost images build --stack {stack}) or name one that has them, "
-                      "or drop the engine from the study.")
+                      "or drop it from the study.")
             for name, required in needs.items() if set(required) & missing]

@@ -365,14 +365,14 @@ def _engines(report: CheckReport, study: Study, launcher: Any) -> None:
     for error in errors:
         _fail(report, "engines", error)
     if not errors:
-        report.add("ok", "engines", f"{', '.join(sorted(engines))}: interpreter and modules found")
+        report.add("ok", "engines", f"{', '.join(sorted(engines))}: modules found where the trials run")
     scenario = getattr(launcher, "scenario_problems", None)
     if study.traffic is not None and scenario is not None:
         missing = scenario(study)
         for error in missing:
             _fail(report, "loadgen", error)
         if not missing:
-            report.add("ok", "loadgen", "the trials' interpreter finds MLPerf LoadGen (mlperf_loadgen)")
+            report.add("ok", "loadgen", "MLPerf LoadGen (mlperf_loadgen) found where the trials run")
 
 
 def _slurm_shared(launcher: Any, out: Path | None) -> None:

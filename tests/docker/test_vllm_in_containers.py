@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -122,3 +123,14 @@ def test_an_image_without_an_engines_module_is_refused_before_anything_runs(cpu_
     assert vllm.engine_problems({"vllm", "transformers"}) == []
     (error,) = vllm.engine_problems({"onnxruntime"})  # the cpu-vllm image carries no ONNX Runtime
     assert "onnx, onnxruntime" in error.what
+    server: Any = SimpleNamespace(traffic=object(), scenario="server")
+    assert cpu.scenario_problems(server) == [] and vllm.scenario_problems(server) == []  # both carry LoadGen
+    assert cpu.scenario_problems(SimpleNamespace(traffic=None, scenario="offline")) == []
+
+
+def test_an_image_without_loadgen_is_refused_for_a_server_study(docker_client: Any) -> None:
+    from runner.launch.image_modules import missing_in_image
+
+    base = docker_client.images.get(BASE_IMAGE).id  # bookworm's python3, nothing of isocost's
+    (error,) = missing_in_image(docker_client, base, "65534:65534", (), "cpu", ("server", ("mlperf_loadgen",)))
+    assert error.what == f"scenario server needs the Python module(s) mlperf_loadgen, which image {base} lacks"
