@@ -134,3 +134,31 @@ def test_an_image_without_loadgen_is_refused_for_a_server_study(docker_client: A
     base = docker_client.images.get(BASE_IMAGE).id  # bookworm's python3, nothing of isocost's
     (error,) = missing_in_image(docker_client, base, "65534:65534", (), "cpu", ("server", ("mlperf_loadgen",)))
     assert error.what == f"scenario server needs the Python module(s) mlperf_loadgen, which image {base} lacks"
+
+
+def test_vllm_http_server_serves_inside_a_locked_down_container(cpu_vllm_image: Any, images_lock: Path,
+                                                                docker_client: Any, smollm2: Any,
+                                                                tmp_path: Path) -> None:
+    """``server = true`` in a server study: the trial starts vLLM's HTTP server on the container's loopback (the
+    container has no network otherwise) and LoadGen's queries reach it as streaming requests; every answer is
+    kept, the server's log and per-request times are in the trial directory, nothing is left behind."""
+    from serving_study import GENERATION_TRAFFIC
+
+    study = write_generation_workspace(tmp_path / "ws", smollm2, n=6, batches="[3]", max_new_tokens=6, replace={
+        "deterministic = true\n": 'deterministic = true\nengine = "vllm"\n',
+        'scenario = "offline"': 'scenario = "server"'}, extra=SETTINGS + "server = true\n" + GENERATION_TRAFFIC)
+    _readable(study.parent)
+    out = tmp_path / "out"
+    _run(study, out, images_lock, "docker")
+    (row,) = read_raw(out / "raw.csv")
+    assert (row["status"], row["launcher"], row["engine"]) == ("ok", "docker", "vllm"), row["notes"]
+    trial = out / "trials" / row["trial_id"]
+    manifest = json.loads((trial / "manifest.json").read_text())
+    assert manifest["engine"]["settings"]["server"] is True
+    assert manifest["engine"]["server"]["address"].startswith("127.0.0.1:")
+    serving = manifest["serving"]
+    assert serving["queries"] == 12 and serving["unanswered"] == 0 and serving["answers"]["written"] == 6, serving
+    assert "Application startup complete" in (trial / "vllm_server.log").read_text()
+    assert len((trial / "vllm_requests.jsonl").read_text().splitlines()) >= 12
+    leftover = docker_client.containers.list(all=True, filters={"label": "org.isocost.trial_dir"})
+    assert [c.name for c in leftover if str(out) in json.dumps(c.labels)] == [], "a trial container was left behind"
