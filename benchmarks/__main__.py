@@ -9,6 +9,7 @@ docs/performance.md for what each figure means.
     python -m benchmarks --only 6,7           # the sentence-embedding pass and its check at scale
     python -m benchmarks --only 9             # serving: LoadGen driving isocost's system under test vs a bare one
     python -m benchmarks --only 10,11         # the engines: ONNX Runtime and vLLM passes vs their bare loops
+    python -m benchmarks --only 12            # vLLM's HTTP server: isocost's clock vs vLLM's per-request metrics
     python -m benchmarks --image sha256:…     # containers with this image (else study / images.lock)
 """
 
@@ -28,7 +29,7 @@ from benchmarks.common import ROOT, Row, load_average, machine_facts, now_iso, w
 from benchmarks.table import machine_line, table
 
 #: Cheapest and most deterministic first; 4 stops at the time budget.
-ALL = ("5", "7", "2", "9", "1", "6", "8", "10", "11", "3", "4")
+ALL = ("5", "7", "2", "9", "1", "6", "8", "10", "11", "12", "3", "4")
 RESULTS_DIR = ROOT / "benchmarks" / "results"
 
 
@@ -74,6 +75,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
                         help="benchmark 11: stories of the demo's generate corpus in the vLLM pass (default 24, all)")
     parser.add_argument("--vllm-pairs", type=int, default=6, help="benchmark 11: interleaved pairs per clock "
                         "(default 6)")
+    parser.add_argument("--vllm-server-requests", type=int, default=16,
+                        help="benchmark 12: stories sent to vLLM's HTTP server, one at a time (default 16)")
     parser.add_argument("--budget-s", type=float, default=14 * 60, help="wall-time budget (default 840 s)")
     args = parser.parse_args(argv)
     if args.pairs < 5:
@@ -155,6 +158,7 @@ TITLES = {
     "9": "serving: LoadGen driving isocost's system under test vs a bare function, same service time and rate",
     "10": "ONNX Runtime classification: isocost's onnxruntime pass vs a bare InferenceSession.run loop",
     "11": "vLLM generation: isocost's vllm pass vs a bare LLM.generate loop, tokens/s against the output file",
+    "12": "vLLM HTTP server: isocost's time to first token and latency vs vLLM's own per-request metrics",
 }
 
 
@@ -253,9 +257,16 @@ def _vllm_pass(bench: Bench, tmp: Path) -> None:
                             timeout_s=max(bench.remaining() * 0.5, 240)))
 
 
+def _vllm_server(bench: Bench, tmp: Path) -> None:
+    from benchmarks import vllm_server
+
+    bench.add(vllm_server.run(tmp / "vllm-server", requests=bench.args.vllm_server_requests, progress=say,
+                              timeout_s=max(bench.remaining() * 0.5, 240)))
+
+
 RUNNERS = {"1": _overhead, "2": _timer, "3": _overhead_campaigns, "4": _efficiency_campaigns, "5": _scale,
            "6": _embedding_pass, "7": _embedding_check, "8": _generation, "9": _serving, "10": _onnxruntime_pass,
-           "11": _vllm_pass}
+           "11": _vllm_pass, "12": _vllm_server}
 
 
 if __name__ == "__main__":

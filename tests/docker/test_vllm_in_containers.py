@@ -158,6 +158,10 @@ def test_vllm_http_server_serves_inside_a_locked_down_container(cpu_vllm_image: 
     assert manifest["engine"]["server"]["address"].startswith("127.0.0.1:")
     serving = manifest["serving"]
     assert serving["queries"] == 12 and serving["unanswered"] == 0 and serving["answers"]["written"] == 6, serving
+    queries = [json.loads(line) for line in (trial / "queries.jsonl").read_text().splitlines()]
+    assert all(q["started_ns"] < q["first_token_ns"] < q["completed_ns"] for q in queries), queries
+    assert serving["output_tokens"] == sum(q["n_tokens"] for q in queries) > 0
+    assert serving["ttft_at_percentile_ms"] is not None and serving["result"] in ("VALID", "INVALID")
     assert "Application startup complete" in (trial / "vllm_server.log").read_text()
     assert len((trial / "vllm_requests.jsonl").read_text().splitlines()) >= 12
     leftover = docker_client.containers.list(all=True, filters={"label": "org.isocost.trial_dir"})

@@ -13,7 +13,9 @@
   server exits; the trial is refused, naming the port and the log's last lines); the server is not ready within
   the wait (a 2-second wait, the fault ``server-ready-timeout``: it is stopped, the trial refused, its log kept);
   the server is SIGKILLed before the third batch (its requests fail: the trial ends ``error`` naming the failed
-  request, the completed generations kept).
+  request, the completed generations kept); the trial itself is SIGKILLed while its server runs
+  (``vllm-server-trial-killed``: nothing in the trial can stop the server, which shares the trial's process group
+  and session, so the launcher's sweep of the group stops it).
   Each: row kept, no process of the trial's left.
 
 The vLLM cases run where ``.venv-vllm`` exists (``make vllm``); elsewhere they are not run, with the reason
@@ -135,19 +137,49 @@ def case_vllm_left_running(ctx: Context) -> Outcome:
                    rows_lost(out), ok, row["notes"][:120])
 
 
-def _server_case(ctx: Context, fault_value: str) -> tuple[Path, dict[str, str], dict[str, object], list[str]]:
-    """A vLLM study with ``server = true`` run under ``fault_value``: the campaign, its row, the trial's status and
-    the processes of the trial left."""
+def servers_left(out: Path, within_s: float = GONE_WITHIN_S) -> list[str]:
+    """Live vLLM servers of campaign ``out``, wherever they are (a server that escaped the trial's session is not
+    found by :func:`session_left`): processes running vLLM's api_server on a port a trial's manifest names."""
+    ports = set()
+    for manifest in (out / "trials").glob("*/manifest.json"):
+        server = (json.loads(manifest.read_text()).get("engine") or {}).get("server") or {}
+        if server.get("address"):
+            ports.add(server["address"].rsplit(":", 1)[1])
+    deadline = time.monotonic() + within_s
+    while True:
+        found = []
+        for entry in Path("/proc").iterdir():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0") if entry.name.isdigit() else []
+                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] if argv else "Z"
+            except (OSError, IndexError):
+                continue
+            if state != "Z" and b"vllm.entrypoints.openai.api_server" in argv and b"--port" in argv:
+                if argv[argv.index(b"--port") + 1].decode() in ports:
+                    found.append(f"{entry.name} api_server")
+        if not found or time.monotonic() >= deadline:
+            return found
+        time.sleep(0.2)
+
+
+def _server_study(ctx: Context) -> Path:
     vllm_python()
     study = write_generation_workspace(ctx.root / "gen", smollm2_checkpoint(), replace=dict(VLLM_BASE),
                                        extra=VLLM_SETTINGS + "server = true\n", n=6, batches="[1]",
                                        max_new_tokens=4, timeout=600)
     for path in [study.parent, *study.parent.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)
+    return study
+
+
+def _server_case(ctx: Context, fault_value: str) -> tuple[Path, dict[str, str], dict[str, object], list[str]]:
+    """A vLLM study with ``server = true`` run under ``fault_value``: the campaign, its row, the trial's status and
+    the processes of the trial left."""
+    study = _server_study(ctx)
     out = ctx.root / "out"
     with fault(fault_value):
         run_campaign(study, out, ctx.launcher_factory())
-    left = session_left(out)
+    left = session_left(out) + servers_left(out)
     row = _first_row(out)
     status = json.loads((out / "trials" / row["trial_id"] / "status.json").read_text())
     return out, row, status, left
@@ -185,9 +217,25 @@ def case_vllm_server_killed_mid_pass(ctx: Context) -> Outcome:
                    row["notes"][:120])
 
 
+def case_vllm_server_trial_killed(ctx: Context) -> Outcome:
+    study = _server_study(ctx)
+    out = ctx.root / "out"
+    run_killing_first_trial(ctx, study, out, "generations.jsonl", lines=2, sleep_s=1.0, wait_s=600)
+    left = session_left(out) + servers_left(out)
+    row = _first_row(out)
+    kept = _whole_ids(out / "trials" / row["trial_id"] / "generations.jsonl")
+    ok = (row["status"] == "interrupted" and int(row["completed"]) >= 2 and len(kept) == int(row["completed"])
+          and not left)
+    return Outcome("trial SIGKILLed while its vLLM server runs: the server does not survive", ctx.launcher_name,
+                   "interrupted, completed kept, no server or engine process left",
+                   f"{row['status']}, completed {row['completed']}, {len(kept)} whole lines, {len(left)} process(es) "
+                   f"left{': ' + ', '.join(left) if left else ''}", rows_lost(out), ok, row["notes"][:120])
+
+
 ENGINE_CASES = {"onnxruntime-killed-mid-pass": case_onnxruntime_killed_mid_pass,
                 "vllm-killed-mid-pass": case_vllm_killed_mid_pass,
                 "vllm-left-running": case_vllm_left_running,
                 "vllm-server-port-taken": case_vllm_server_port_taken,
                 "vllm-server-never-ready": case_vllm_server_never_ready,
-                "vllm-server-killed-mid-pass": case_vllm_server_killed_mid_pass}
+                "vllm-server-killed-mid-pass": case_vllm_server_killed_mid_pass,
+                "vllm-server-trial-killed": case_vllm_server_trial_killed}
