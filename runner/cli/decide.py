@@ -16,11 +16,10 @@ import click
 from protocol import codec, jsonio
 from protocol.decision.rank import Decision
 from protocol.decision.serving import serving_demand
-from protocol.errors import UserError
 from runner.bundle.replay_read import refuse_replay_reference, replays_loader, split_replays
 from runner.cli.catalog import market_filter, market_options
 from runner.decision.agreement_view import matrix_csv, matrix_text
-from runner.decision.csv_table import render_csv
+from runner.decision.csv_table import render_csv, render_serving_csv
 from runner.decision.market_stage import MarketOptions
 from runner.decision.nothing_fits_memo import UNANSWERED_EXIT, unanswered
 from runner.decision.period_report import campaign_period, render_period
@@ -136,13 +135,13 @@ def decide(dirs: tuple[Path, ...], expenses: Path | None, catalog_path: Path | N
 
 
 def _show_serving(outcome: DecideOutcome, output_format: str | None, as_json: bool) -> None:
-    """Print a server study's decision (memo or JSON); exit 3 when it chooses nothing."""
-    if output_format == "csv":
-        raise UserError("--format csv is not wired for a server study's decision yet", "--format",
-                        "Use --format md (the memo) or --format json (decision.json).")
-    click.echo(outcome.texts[DECISION_JSON if as_json or output_format == "json" else DECISION_MD], nl=False)
-    memo_path = _say_written(outcome)
+    """Print a server study's decision (memo, JSON or CSV); exit 3 when it chooses nothing."""
     assert outcome.serving is not None
+    if output_format == "csv":  # the fault hook's flag is in the CSV's not_a_measurement column
+        click.echo(render_serving_csv(outcome.serving), nl=False)
+    else:
+        click.echo(outcome.texts[DECISION_JSON if as_json or output_format == "json" else DECISION_MD], nl=False)
+    memo_path = _say_written(outcome)
     if outcome.serving.chosen is None:
         where = memo_path if memo_path is not None else "the memo"
         click.echo(f"No configuration chosen ({where} says why).", err=True)

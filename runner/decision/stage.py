@@ -36,8 +36,7 @@ from runner.decision.crosscheck import cross_check
 from runner.decision.evidence import choose_catalog, load_evidence, read_ledger
 from runner.decision.market_stage import MarketOptions, output_paths, price_market
 from runner.decision.memo import render_memo
-from runner.decision.serving_memo import render_serving_memo
-from runner.decision.serving_stage import across_campaigns, serving_decision, serving_report_html
+from runner.decision.serving_stage import across_campaigns, serving_decision, serving_texts
 from runner.hosts.record import expand_campaign_dirs, hosts_without_campaign
 
 DECISION_JSON = "decision.json"
@@ -89,8 +88,7 @@ def _serving_outcome(campaigns: Sequence[Any], evidence: Sequence[Any], demand: 
         across = across_campaigns(matrix, labels, evidence, study.quality)
     decision = serving_decision(campaigns, evidence, demand, catalog, catalog_source, across)
     banners = _flags(evidence, FAULT_HOOK_BANNER) + _flags(evidence, INCONSISTENT_BANNER)
-    memo = "".join(f"{b}\n" for b in banners) + ("\n" if banners else "") + render_serving_memo(decision)
-    texts = {DECISION_JSON: dumps(to_dict(decision)), DECISION_MD: memo, REPORT_HTML: serving_report_html(memo)}
+    texts = dict(zip((DECISION_JSON, DECISION_MD, REPORT_HTML), serving_texts(decision, banners), strict=True))
     paths = (out / DECISION_JSON, out / DECISION_MD, out / REPORT_HTML) if out is not None else ()
     written = write_decision(paths, texts) if paths else ()
     return DecideOutcome(decision=None, written=written, catalog_source=catalog_source, banners=banners,
