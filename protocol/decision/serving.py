@@ -48,6 +48,7 @@ from protocol.costing.plans import (
     gpu_key,
 )
 from protocol.decision.capacity import Capacity
+from protocol.decision.records import Ledger
 from protocol.errors import UserError
 
 #: 2: the record names the campaigns it weighs (``campaigns``), so ``isocost verify`` can re-derive it from a bundle.
@@ -186,6 +187,7 @@ class ServingDecision:
     catalog_source: str = ""
     test_hooks: tuple[str, ...] = ()
     campaigns: tuple[ServingCampaign, ...] = ()
+    ledger: Ledger | None = None  # other project expenses (--expenses): shown apart, never added to a cost
     schema_version: int = SCHEMA_VERSION
     CODEC: ClassVar[Schema] = Schema("serving_decision", SCHEMA_VERSION)
 

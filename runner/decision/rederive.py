@@ -29,6 +29,7 @@ from runner.analysis.rederive import differs
 from runner.campaign_dir.campaign import Campaign
 from runner.campaign_dir.fault_hooks import FAULT_HOOK_BANNER
 from runner.campaign_dir.findings import MALFORMED, Discrepancy
+from runner.campaign_dir.layout import FROZEN_CATALOG
 from runner.decision.crosscheck import cross_check
 from runner.decision.evidence import choose_catalog, load_evidence
 from runner.decision.serving_stage import serving_decision, serving_texts
@@ -101,9 +102,14 @@ def _rederived(campaign: Campaign, recorded: dict[str, Any], label: str, catalog
         decision = replace(decision, catalog_source=source, inconsistent=None)
         texts = decision_texts(decision, (), study)
     paths = {str(root): label}
+    recorded_catalog = str(recorded.get("catalog_path", ""))
     if catalog_path is not None:
-        paths[str(catalog_path)] = str(recorded.get("catalog_path", ""))
+        paths[str(catalog_path)] = recorded_catalog
         paths[source] = str(recorded.get("catalog_source", ""))
+    elif Path(recorded_catalog).name == FROZEN_CATALOG and Path(recorded_catalog).is_absolute():
+        # the frozen catalog is named by the campaign's absolute path, the campaign by the DIR given (``label``,
+        # maybe relative): both are the extracted root here, so the longer one is written back first
+        paths[str(root / FROZEN_CATALOG)] = recorded_catalog
     for before in sorted(paths, key=len, reverse=True):  # the longest first: a path inside another one
         texts = {name: text.replace(before, paths[before]) for name, text in texts.items()}
     return texts

@@ -24,6 +24,7 @@ from protocol.costing.plans import Catalog
 from protocol.decision.agreement import AgreementMatrix, cross_equivalence
 from protocol.decision.capacity import Capacity, RunFacts, capacities
 from protocol.decision.evidence import CampaignEvidence
+from protocol.decision.records import Ledger
 from protocol.decision.serving import (
     ServingCampaign,
     ServingConfigInput,
@@ -45,10 +46,12 @@ Across = Callable[[str, str], tuple[bool | None, str]]
 
 
 def serving_decision(campaigns: Sequence[Campaign], evidence: Sequence[CampaignEvidence], demand: ServingDemand,
-                     catalog: Catalog, catalog_source: str = "", across: Across | None = None) -> ServingDecision:
+                     catalog: Catalog, catalog_source: str = "", across: Across | None = None,
+                     ledger: Ledger | None = None) -> ServingDecision:
     """The serving decision over ``campaigns`` (of one server study; ``evidence`` read from each). ``across``:
     (campaign id, variant id) → whether that variant is the same result as the decision's one reference across
-    campaigns (several campaigns: :func:`runner.decision.stage` builds it from the agreement matrix)."""
+    campaigns (several campaigns: :func:`runner.decision.stage` builds it from the agreement matrix); ``ledger``:
+    other project expenses, shown apart and never added to a configuration's cost, as in the offline decision."""
     study = campaigns[0].study
     traffic = study.traffic
     assert traffic is not None, "a serving decision needs a server study"
@@ -84,6 +87,7 @@ def serving_decision(campaigns: Sequence[Campaign], evidence: Sequence[CampaignE
         catalog_source=catalog_source,
         test_hooks=tuple(note for e in evidence for note in _hooks(e)),
         campaigns=tuple(ServingCampaign(e.label, e.campaign_id, e.hardware, _hooks(e)) for e in evidence),
+        ledger=ledger,
     )
 
 

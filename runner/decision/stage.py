@@ -69,9 +69,11 @@ def _reference_campaign(roots: list[Path], campaign_roots: list[Path], reference
 
 
 def _serving_outcome(campaigns: Sequence[Any], evidence: Sequence[Any], demand: ServingDemand | None,
-                     catalog_path: Path | None, out: Path | None, refused: dict[str, object]) -> DecideOutcome:
-    """A server study's decision (runner.decision.serving_stage): capacity, replicas and money; written under
-    ``out`` only. ``refused``: the offline-only options given (each refused by name)."""
+                     catalog_path: Path | None, out: Path | None, refused: dict[str, object],
+                     expenses_path: Path | None = None) -> DecideOutcome:
+    """A server study's decision (runner.decision.serving_stage): capacity, replicas and money, the expenses
+    ledger shown apart; written under ``out`` only. ``refused``: the offline-only options given (each refused by
+    name)."""
     for option, value in refused.items():
         if value:
             raise UserError(f"{option} is not wired for a server study's decision yet", option,
@@ -86,7 +88,8 @@ def _serving_outcome(campaigns: Sequence[Any], evidence: Sequence[Any], demand: 
         study, labels = campaigns[0].study, configuration_labels(evidence)
         matrix = cross_check([(c.root, e) for c, e in zip(campaigns, evidence, strict=True)], study, labels)
         across = across_campaigns(matrix, labels, evidence, study.quality)
-    decision = serving_decision(campaigns, evidence, demand, catalog, catalog_source, across)
+    ledger = read_ledger(expenses_path) if expenses_path is not None else None
+    decision = serving_decision(campaigns, evidence, demand, catalog, catalog_source, across, ledger)
     banners = _flags(evidence, FAULT_HOOK_BANNER) + _flags(evidence, INCONSISTENT_BANNER)
     texts = dict(zip((DECISION_JSON, DECISION_MD, REPORT_HTML), serving_texts(decision, banners), strict=True))
     paths = (out / DECISION_JSON, out / DECISION_MD, out / REPORT_HTML) if out is not None else ()
@@ -122,8 +125,9 @@ def run_decide(
     evidence = [load_evidence(campaign) for campaign in campaigns]
     if campaigns[0].study.traffic is not None:
         return _serving_outcome(campaigns, evidence, demand, catalog_path, out,
-                                {"--expenses": expenses_path, "--reference": reference, "--market": market,
-                                 "a replay directory": extra is not None and bool(extra(campaigns[0].study))})
+                                {"--reference": reference, "--market": market,
+                                 "a replay directory": extra is not None and bool(extra(campaigns[0].study))},
+                                expenses_path)
     if demand is not None:
         raise UserError("--peak-qps, --hours-per-day and --days declare serving traffic, and this campaign's study "
                         "is offline", "--peak-qps", "Leave them out for an offline study (its job is the study's "

@@ -50,12 +50,14 @@ def _repack(files: dict[str, bytes], output: Path) -> Path:
     return output
 
 
-def test_verify_re_derives_a_serving_decision(make_workspace: Callable[..., Path], tmp_path: Path) -> None:
+def test_verify_re_derives_a_serving_decision(make_workspace: Callable[..., Path], tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
     study = make_workspace("serve", n=12, repetitions=1, batches="[1]", extra=TRAFFIC, replace=SERVER)
     campaign = tmp_path / "campaign"
     run_campaign(study, campaign, ProcessLauncher(), rental=Rental("rtx-4090", 1))
     summarize_campaign(campaign)  # verdicts.csv/json and summary.md/json, as `isocost run` writes them
-    decided = CliRunner().invoke(main, ["decide", str(campaign), *DEMAND, "--out", str(tmp_path / "decision")])
+    monkeypatch.chdir(tmp_path)  # decided as typed in a shell: a relative DIR (the frozen catalog's path is absolute)
+    decided = CliRunner().invoke(main, ["decide", "campaign", *DEMAND, "--out", str(tmp_path / "decision")])
     assert decided.exit_code in (0, 3), decided.output  # 3: the loaded VM missed the bound; still a decision
     record = json.loads((tmp_path / "decision" / "decision.json").read_text())
     assert record["schema_version"] >= 1 and record["demand"]["peak_qps"] == 50.0
@@ -85,6 +87,32 @@ def test_verify_re_derives_a_serving_decision(make_workspace: Callable[..., Path
     tampered = CliRunner().invoke(main, ["verify", str(_repack(files, tmp_path / "forged-md.tar.gz"))])
     assert tampered.exit_code == 1 and ": campaign/decision.md: " in tampered.output.splitlines()[0], \
         tampered.output
+
+    # A serving decision of schema_version 1 named no campaigns: named as not re-derivable, not as a forgery.
+    files["campaign/decision.md"] = memo
+    old = json.loads(files["campaign/decision.json"])
+    del old["campaigns"]
+    old["schema_version"] = 1
+    files["campaign/decision.json"] = json.dumps(old).encode()
+    tampered = CliRunner().invoke(main, ["verify", str(_repack(files, tmp_path / "v1.tar.gz"))])
+    assert tampered.exit_code == 1 and "names no campaigns (schema_version 1" in tampered.output, tampered.output
+
+    # With --expenses the ledger is shown apart (never added to a cost); the bundle does not hold it: named.
+    (tmp_path / "ledger.csv").write_text("date,description,amount_usd,evidence\n2026-11-28,storage,4.20,inv 11\n",
+                                         encoding="utf-8")
+    ledgered = CliRunner().invoke(main, ["decide", str(campaign), *DEMAND, "--expenses", str(tmp_path / "ledger.csv"),
+                                         "--out", str(tmp_path / "with-ledger")])
+    assert ledgered.exit_code == decided.exit_code, ledgered.output
+    with_ledger = (tmp_path / "with-ledger" / "decision.md").read_text()
+    assert "## Other project expenses" in with_ledger and "| | total | 4.20 | |" in with_ledger
+    assert json.loads((tmp_path / "with-ledger" / "decision.json").read_text())["configurations"] == \
+        record["configurations"]  # the same costs: the ledger is never added
+    for name in ("decision.json", "decision.md", "report.html"):
+        shutil.copyfile(tmp_path / "with-ledger" / name, campaign / name)
+    packed = CliRunner().invoke(main, ["bundle", str(campaign), "-o", str(tmp_path / "ledger.tar.gz")])
+    assert packed.exit_code == 0, packed.output
+    verified = CliRunner().invoke(main, ["verify", str(tmp_path / "ledger.tar.gz")])
+    assert verified.exit_code == 1 and "it weighs an expenses ledger the bundle does not hold" in verified.output
 
     # The same decision as CSV: one row per configuration, as decision.json lists them.
     as_csv = CliRunner().invoke(main, ["decide", str(campaign), *DEMAND, "--format", "csv"])

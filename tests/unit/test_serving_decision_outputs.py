@@ -1,17 +1,23 @@
-"""``isocost decide --format csv`` for a server study (issue 36): one row per configuration, its capacity, replicas,
-lots, the cheapest billing option over the period, the cost per million requests and per million output tokens;
-a figure that could not be taken is an empty cell with its reason beside it, never a zero. Built from records and a
-MADE-UP catalog; the figures are hand-computed in the comments.
+"""A server study's decision printed as CSV and with an expenses ledger (issue 36).
+
+``decide --format csv``: one row per configuration, its capacity, replicas, lots, the cheapest billing option over
+the period, the cost per million requests and per million output tokens; a figure that could not be taken is an
+empty cell with its reason beside it, never a zero. ``decide --expenses``: the ledger is shown apart in the memo and
+recorded in decision.json, never added to a configuration's cost, as in the offline decision. Built from records
+and a MADE-UP catalog; the figures are hand-computed in the comments.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+from dataclasses import replace
 from pathlib import Path
 
+from protocol.codec import to_dict
 from protocol.costing.catalog_file import load_catalog
 from protocol.decision.capacity import RunFacts, capacities
+from protocol.decision.ledger import parse_ledger
 from protocol.decision.serving import (
     ServingCampaign,
     ServingConfigInput,
@@ -21,6 +27,7 @@ from protocol.decision.serving import (
     rank_serving,
 )
 from runner.decision.csv_table import SERVING_COLUMNS, render_serving_csv
+from runner.decision.serving_memo import render_serving_memo
 
 MADE_UP = "MADE-UP test catalog (not a real offer)"
 CATALOG = f"""gpu,cards_per_lot,billing,plan_days,price_usd_per_lot,minimum_s,increment_s,currency,catalog_date,source
@@ -88,3 +95,20 @@ def test_a_figure_not_taken_is_an_empty_cell_with_its_reason_never_a_zero(tmp_pa
     assert unrented["not_a_measurement"] == HOOK  # its campaign ran with the fault hook; the other did not
     for row in rows[1:]:
         assert "0" not in (row["cost_usd"], row["capacity_qps"], row["per_million_requests_usd"])
+
+
+LEDGER = "date,description,amount_usd,evidence\n2026-11-28,object storage,4.20,invoice STO-11\n" \
+         "2026-11-30,egress,10.05,invoice EG-7\n"
+
+
+def test_the_ledger_is_shown_apart_and_never_added_to_a_cost(tmp_path: Path) -> None:
+    plain = _decision(tmp_path)
+    with_ledger = replace(plain, ledger=parse_ledger(LEDGER, "ledger.csv"))
+    memo = render_serving_memo(with_ledger)
+    assert "## Other project expenses\n\nFrom ledger.csv; shown apart, never added to a configuration's cost." in memo
+    assert "| 2026-11-28 | object storage | 4.20 | invoice STO-11 |" in memo
+    assert "| | total | 14.25 | |" in memo  # 4.20 + 10.05
+    assert "220.00 USD over 7 day(s)" in memo  # the chosen configuration's cost, as without the ledger
+    assert render_serving_csv(with_ledger) == render_serving_csv(plain)
+    assert to_dict(with_ledger)["ledger"]["path"] == "ledger.csv" and to_dict(plain)["ledger"] is None
+    assert "None given (pass a ledger with --expenses FILE)" in render_serving_memo(plain)
