@@ -60,7 +60,10 @@ configuration's capacity (the highest declared rate at which every kept
 run had accepted answers, LoadGen VALID and the bound met), the replicas
 the peak needs, their cost over the period under the catalog's billing
 options, and the cost per million requests; only configurations with
-accepted answers and a capacity are ranked.
+accepted answers and a capacity are ranked. --format csv prints one row
+per configuration (capacity, replicas, lots, cost, per million requests
+and output tokens; an empty cell has its reason beside it); --expenses
+is shown apart, as for an offline study.
 
 It writes nothing into the campaigns it reads; --out DIR writes
 decision.md, decision.json and report.html there.
@@ -80,6 +83,7 @@ Example: isocost decide results/rtx4090 results/b200 --expenses ledger.csv --out
 Example: isocost decide results/rtx4090 --market market-2026-12-03.csv --capacity on-demand
 Example: isocost decide results/rtx4090 results/b200 --format csv > decision.csv
 Example: isocost decide results/serve --peak-qps 40 --hours-per-day 8 --days 30
+Example: isocost decide results/serve --peak-qps 40 --hours-per-day 8 --days 30 --format csv > serving.csv
 """
 
 
@@ -103,7 +107,8 @@ Example: isocost decide results/serve --peak-qps 40 --hours-per-day 8 --days 30
                    "says so on its first line.")
 @click.option("--format", "output_format", type=click.Choice(["md", "json", "csv"]), default=None,
               help="What to print: the memo (md, default), decision.json (json), or one CSV row per configuration "
-                   "(csv, for spreadsheets: campaign cost, projected job hours and cost, P(fits), Pareto, energy).")
+                   "(csv, for spreadsheets: campaign cost, projected job hours and cost, P(fits), Pareto, energy; "
+                   "a server study: capacity, replicas, lots, cost, per million requests and output tokens).")
 @click.option("--peak-qps", "peak_qps", type=float, default=None,
               help="A server study: the peak rate to serve, queries per second (with --hours-per-day and --days).")
 @click.option("--hours-per-day", "hours_per_day", type=float, default=None,

@@ -15,6 +15,7 @@ Example::
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -94,19 +95,20 @@ def _rederived(campaign: Campaign, recorded: dict[str, Any], label: str, catalog
     evidence = load_evidence(campaign)
     study = campaign.study
     catalog, source = choose_catalog(catalog_path, study, campaign.record)
+    hooks = tuple(note for note in evidence.notes if note.startswith(FAULT_HOOK_BANNER))  # first, as decide does
     if study.traffic is not None:  # a server study: its traffic as the recorded decision declared it
-        texts = _serving_again(campaign, evidence, recorded, catalog, source)
+        texts = _serving_again(campaign, evidence, recorded, catalog, source, hooks)
     else:
         matrix = cross_check([(root, evidence)], study, configuration_labels([evidence]), reference=None, extra=())
         decision = decide([evidence], study, catalog, None, agreement=matrix)
-        decision = replace(decision, catalog_source=source, inconsistent=None)
-        texts = decision_texts(decision, (), study)
+        decision = replace(decision, catalog_source=source, inconsistent=None, test_hooks=hooks or None)
+        texts = decision_texts(decision, hooks, study)
     paths = {str(root): label}
     recorded_catalog = str(recorded.get("catalog_path", ""))
     if catalog_path is not None:
         paths[str(catalog_path)] = recorded_catalog
         paths[source] = str(recorded.get("catalog_source", ""))
-    elif Path(recorded_catalog).name == FROZEN_CATALOG and Path(recorded_catalog).is_absolute():
+    elif _frozen_catalog_of(recorded_catalog, label):
         # the frozen catalog is named by the campaign's absolute path, the campaign by the DIR given (``label``,
         # maybe relative): both are the extracted root here, so the longer one is written back first
         paths[str(root / FROZEN_CATALOG)] = recorded_catalog
@@ -115,13 +117,20 @@ def _rederived(campaign: Campaign, recorded: dict[str, Any], label: str, catalog
     return texts
 
 
+def _frozen_catalog_of(recorded_catalog: str, label: str) -> bool:
+    """Can ``recorded_catalog`` be the frozen catalog of the campaign ``decide`` was given as ``label``: an absolute
+    path to ``catalog.csv`` in a folder of the label's name (the only path written back that a relative label
+    does not give)."""
+    path, name = Path(recorded_catalog), Path(os.path.normpath(label)).name
+    return path.is_absolute() and path.name == FROZEN_CATALOG and (name in ("", "..") or path.parent.name == name)
+
+
 def _serving_again(campaign: Campaign, evidence: CampaignEvidence, recorded: dict[str, Any], catalog: Catalog,
-                   source: str) -> dict[str, str]:
+                   source: str, hooks: tuple[str, ...]) -> dict[str, str]:
     """A server study's decision decided again over ``campaign`` for the traffic the recorded decision declared
     (``demand``: an input of the decision, as the catalog is; a demand that is not one ``decide`` accepts is
-    refused as malformed), with the fault hook's flag first as ``decide`` prints it."""
+    refused as malformed), with the fault hook's flag (``hooks``) first as ``decide`` prints it."""
     declared = recorded["demand"]
     demand = serving_demand(declared["peak_qps"], declared["hours_per_day"], declared["days"])
     decision = serving_decision([campaign], [evidence], demand, catalog, source)
-    banners = tuple(note for note in evidence.notes if note.startswith(FAULT_HOOK_BANNER))
-    return dict(zip(DECISION_FILES, serving_texts(decision, banners), strict=True))
+    return dict(zip(DECISION_FILES, serving_texts(decision, hooks), strict=True))

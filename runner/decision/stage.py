@@ -69,8 +69,8 @@ def _reference_campaign(roots: list[Path], campaign_roots: list[Path], reference
 
 
 def _serving_outcome(campaigns: Sequence[Any], evidence: Sequence[Any], demand: ServingDemand | None,
-                     catalog_path: Path | None, out: Path | None, refused: dict[str, object],
-                     expenses_path: Path | None = None) -> DecideOutcome:
+                     catalog_path: Path | None, out: Path | None, expenses_path: Path | None,
+                     refused: dict[str, object]) -> DecideOutcome:
     """A server study's decision (runner.decision.serving_stage): capacity, replicas and money, the expenses
     ledger shown apart; written under ``out`` only. ``refused``: the offline-only options given (each refused by
     name)."""
@@ -124,10 +124,9 @@ def run_decide(
     campaigns = [open_campaign(root, allow_inconsistent=allow_inconsistent) for root in campaign_roots]
     evidence = [load_evidence(campaign) for campaign in campaigns]
     if campaigns[0].study.traffic is not None:
-        return _serving_outcome(campaigns, evidence, demand, catalog_path, out,
+        return _serving_outcome(campaigns, evidence, demand, catalog_path, out, expenses_path,
                                 {"--reference": reference, "--market": market,
-                                 "a replay directory": extra is not None and bool(extra(campaigns[0].study))},
-                                expenses_path)
+                                 "a replay directory": extra is not None and bool(extra(campaigns[0].study))})
     if demand is not None:
         raise UserError("--peak-qps, --hours-per-day and --days declare serving traffic, and this campaign's study "
                         "is offline", "--peak-qps", "Leave them out for an offline study (its job is the study's "

@@ -1,8 +1,10 @@
 """End-to-end: a real tiny server campaign (one configuration, one rate, the real tiny classifier in its own
-process) decided with the declared traffic, its decision files copied into the campaign and bundled: ``isocost
-verify`` re-derives the serving decision.json, decision.md and report.html from the bundle's sealed evidence and
-passes the honest bundle; a decision.json edited to cost less (BUNDLE.json's hashes recomputed: a careful forger)
-is named. The same decision printed as CSV (``decide --format csv``) has one row per configuration.
+process, under a test-only fault hook that changes nothing but flags every output) decided with the declared
+traffic, its decision files copied into the campaign and bundled: ``isocost verify`` re-derives the serving
+decision.json, decision.md and report.html from the bundle's sealed evidence and passes the honest bundle; a
+decision.json or decision.md edited with BUNDLE.json's hashes recomputed (a careful forger) is named, as are a
+schema-1 serving decision and one that weighs an expenses ledger (not re-derivable from the bundle). The same
+decision printed as CSV (``decide --format csv``) has one row per configuration.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from runner.bundle.records import MANIFEST_NAME
 from runner.campaign.run import run_campaign
 from runner.cli import main
 from runner.launch.process import ProcessLauncher
+from runner.trial.faults import FAULT_ENV
 
 pytestmark = pytest.mark.e2e
 pytest.importorskip("mlperf_loadgen")
@@ -54,12 +57,15 @@ def test_verify_re_derives_a_serving_decision(make_workspace: Callable[..., Path
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     study = make_workspace("serve", n=12, repetitions=1, batches="[1]", extra=TRAFFIC, replace=SERVER)
     campaign = tmp_path / "campaign"
+    monkeypatch.setenv(FAULT_ENV, "sleep-per-batch:0")  # a hook that changes nothing, but flags every output
     run_campaign(study, campaign, ProcessLauncher(), rental=Rental("rtx-4090", 1))
+    monkeypatch.delenv(FAULT_ENV)
     summarize_campaign(campaign)  # verdicts.csv/json and summary.md/json, as `isocost run` writes them
     monkeypatch.chdir(tmp_path)  # decided as typed in a shell: a relative DIR (the frozen catalog's path is absolute)
     decided = CliRunner().invoke(main, ["decide", "campaign", *DEMAND, "--out", str(tmp_path / "decision")])
     assert decided.exit_code in (0, 3), decided.output  # 3: the loaded VM missed the bound; still a decision
     record = json.loads((tmp_path / "decision" / "decision.json").read_text())
+    assert decided.output.startswith("NOT A MEASUREMENT") and record["test_hooks"], decided.output
     assert record["schema_version"] >= 1 and record["demand"]["peak_qps"] == 50.0
 
     for name in ("decision.json", "decision.md", "report.html"):
@@ -123,4 +129,5 @@ def test_verify_re_derives_a_serving_decision(make_workspace: Callable[..., Path
     assert rows[0]["cost_usd"] == (record["configurations"][0]["cost_usd"] or "")
     assert rows[0]["per_million_output_tokens_usd"] == ""  # a classifier: no output tokens, and it says so
     assert rows[0]["per_million_output_tokens_reason"].startswith("not a generation task")
+    assert rows[0]["not_a_measurement"] == record["test_hooks"][0]
 
