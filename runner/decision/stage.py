@@ -39,6 +39,13 @@ from runner.decision.memo import render_memo
 from runner.decision.serving_stage import across_campaigns, serving_decision, serving_texts
 from runner.hosts.record import expand_campaign_dirs, hosts_without_campaign
 
+#: What a server study's decision offers instead of each option it refuses (``decide`` names it in the refusal).
+SERVING_INSTEAD = {
+    "--reference": "the decision's one reference is the study's reference variant on the first DIR, so list the "
+                   "reference campaign first",
+    "--market": "it is priced with one dated plan catalog (--catalog FILE, default the frozen one)",
+    "a replay directory": "pass campaign directories only (the --out of `isocost run`)",
+}
 DECISION_JSON = "decision.json"
 DECISION_MD = "decision.md"
 REPORT_HTML = "report.html"
@@ -77,7 +84,8 @@ def _serving_outcome(campaigns: Sequence[Any], evidence: Sequence[Any], demand: 
     for option, value in refused.items():
         if value:
             raise UserError(f"{option} is not wired for a server study's decision yet", option,
-                            f"Run decide on the server campaign without {option} (docs/decide.md, serving).")
+                            f"Run decide on the server campaigns without it: {SERVING_INSTEAD[option]} "
+                            "(docs/decide.md#serving-traffic-replicas-and-money).")
     if demand is None:
         serving_demand(None, None, None)  # raises, naming the first missing option
     assert demand is not None

@@ -120,6 +120,12 @@ def test_verify_re_derives_a_serving_decision(make_workspace: Callable[..., Path
     verified = CliRunner().invoke(main, ["verify", str(tmp_path / "ledger.tar.gz")])
     assert verified.exit_code == 1 and "it weighs an expenses ledger the bundle does not hold" in verified.output
 
+    # --reference is refused for a server study, with what it does instead
+    refused = CliRunner().invoke(main, ["decide", str(campaign), *DEMAND, "--reference", str(campaign)])
+    assert refused.exit_code == 2, refused.output
+    assert "--reference is not wired for a server study's decision yet" in refused.output
+    assert "list the reference campaign first" in refused.output
+
     # The same decision as CSV: one row per configuration, as decision.json lists them.
     as_csv = CliRunner().invoke(main, ["decide", str(campaign), *DEMAND, "--format", "csv"])
     assert as_csv.exit_code == decided.exit_code, as_csv.output
