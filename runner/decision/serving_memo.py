@@ -45,6 +45,7 @@ def render_serving_memo(decision: ServingDecision) -> str:
     lines += ["", *_options(decision), *ledger_lines(decision.ledger), "## Inputs", "",
               f"- study `{decision.study_name}`, task `{decision.task}`; declared rates "
               f"{', '.join(f'{r:g}' for r in decision.declared_rates_qps)} qps; bound {decision.bound}",
+              *(f"- campaign {c.campaign_id} ({c.label}): {c.hardware}" for c in decision.campaigns),
               f"- catalog {decision.catalog_path} dated {decision.catalog_dates}"
               + (f" ({decision.catalog_source})" if decision.catalog_source else "")]
     return "\n".join(lines) + "\n"

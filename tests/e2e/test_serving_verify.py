@@ -120,6 +120,19 @@ def test_verify_re_derives_a_serving_decision(make_workspace: Callable[..., Path
     verified = CliRunner().invoke(main, ["verify", str(tmp_path / "ledger.tar.gz")])
     assert verified.exit_code == 1 and "it weighs an expenses ledger the bundle does not hold" in verified.output
 
+    # Priced with --catalog FILE: the bundle carries that catalog (catalog/), and verify prices with it again
+    shutil.copyfile(campaign / "catalog.csv", tmp_path / "my-catalog.csv")
+    own = CliRunner().invoke(main, ["decide", str(campaign), *DEMAND, "--catalog", str(tmp_path / "my-catalog.csv"),
+                                    "--out", str(tmp_path / "own-catalog")])
+    assert own.exit_code == decided.exit_code, own.output
+    for name in ("decision.json", "decision.md", "report.html"):
+        shutil.copyfile(tmp_path / "own-catalog" / name, campaign / name)
+    packed = CliRunner().invoke(main, ["bundle", str(campaign), "-o", str(tmp_path / "own.tar.gz")])
+    assert packed.exit_code == 0, packed.output
+    assert "catalog/my-catalog.csv" in _members(tmp_path / "own.tar.gz")
+    verified = CliRunner().invoke(main, ["verify", str(tmp_path / "own.tar.gz")])
+    assert verified.exit_code == 0, verified.output
+
     # --reference is refused for a server study, with what it does instead
     refused = CliRunner().invoke(main, ["decide", str(campaign), *DEMAND, "--reference", str(campaign)])
     assert refused.exit_code == 2, refused.output

@@ -112,3 +112,4 @@ def test_the_ledger_is_shown_apart_and_never_added_to_a_cost(tmp_path: Path) -> 
     assert render_serving_csv(with_ledger) == render_serving_csv(plain)
     assert to_dict(with_ledger)["ledger"]["path"] == "ledger.csv" and to_dict(plain)["ledger"] is None
     assert "None given (pass a ledger with --expenses FILE)" in render_serving_memo(plain)
+    assert "- campaign c1 (a): rtx-4090 ×1 lot\n- campaign c2 (b): host vm\n" in memo  # the campaigns weighed
