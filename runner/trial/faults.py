@@ -4,7 +4,10 @@ Recorded in the manifest when present. Kinds: ``sleep-per-batch:S``, ``oom-at-ba
 ``oom-if-batch-over:N``, ``hang-at-batch:N``, ``allocate-mib:M`` (at the first batch),
 ``fill-device-at-batch:N`` (a REAL device out-of-memory: :func:`fill_device` before batch N; used by
 ``isocost selfcheck``), ``corrupt:duplicate|foreign-id|bad-label|truncate`` (the prediction file a
-buggy runner would write) and ``disagree:SHARE`` (a well-formed pass whose outputs differ from the model's on a
+buggy runner would write), ``kill-server-at-batch:N`` (the engine's HTTP server killed before batch N: each
+callable in :data:`SERVER_KILLERS`, which an engine that starts a server fills), ``server-port-taken:1`` and
+``server-ready-timeout:S`` (read by that engine when it starts its server: another listener on its port first; a
+wait for readiness of S seconds), and ``disagree:SHARE`` (a well-formed pass whose outputs differ from the model's on a
 declared share of the ids, chosen by :func:`disagrees`: another card or stack that answers differently, for
 the tests of the comparison across campaigns). Also: :func:`is_oom`, how the trial tells an out-of-memory
 failure from others.
@@ -15,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from protocol.selfcheck import FILL_MAX_STEPS, FILL_STEPS_PER_FREE
@@ -24,6 +28,8 @@ if TYPE_CHECKING:
 
 #: Test hook, never set in real campaigns; recorded in the manifest when present.
 FAULT_ENV = "ISOCOST_FAULT_INJECT"
+#: What ``kill-server-at-batch`` calls: each engine server's kill (SIGKILL), added when the engine starts one.
+SERVER_KILLERS: list[Callable[[], None]] = []
 
 
 class SimulatedOOM(MemoryError):
@@ -84,6 +90,9 @@ class FaultInjector:
         elif kind == "hang-at-batch" and batch_no >= int(value):
             while True:
                 time.sleep(1)
+        elif kind == "kill-server-at-batch" and batch_no == int(value):
+            for kill in SERVER_KILLERS:
+                kill()
         elif kind == "allocate-mib" and batch_no == 0:
             self._ballast = bytearray(int(value) * 2**20)  # touches real memory: a container limit kills us
         elif kind == "fill-device-at-batch" and batch_no == int(value):

@@ -247,6 +247,7 @@ class Trial:
             self.engine = trial_engine(self.variant.engine)
         except ModuleNotFoundError as exc:
             raise Refusal(_missing_module(self.variant.engine, exc)) from None
+        self.engine.log_dir = self.out
         if self.spec.traffic is not None and (missing := missing_loadgen()):
             raise Refusal(missing)  # before the load: an image without LoadGen costs no model load
         self.model = model = self.load_model(self.engine)

@@ -54,8 +54,11 @@ def reference(smollm2: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[st
                  tmp_path_factory.mktemp("tf") / "rows.json")
 
 
-def test_fp32_vllm_gives_the_transformers_tokens(smollm2: Any, reference: dict[str, Any], tmp_path: Path) -> None:
-    got = _rows(vllm_python(), "vllm", "fp32", smollm2.path, tmp_path / "rows.json")
+@pytest.mark.parametrize("engine", ["vllm", "vllm-server"])
+def test_fp32_vllm_gives_the_transformers_tokens(smollm2: Any, reference: dict[str, Any], tmp_path: Path,
+                                                 engine: str) -> None:
+    """``vllm-server``: the same through vLLM's HTTP server (``server = true``), each prompt a streaming request."""
+    got = _rows(vllm_python(), engine, "fp32", smollm2.path, tmp_path / "rows.json")
     identical = sum(a["tokens"] == b["tokens"] for a, b in zip(got["rows"], reference["rows"], strict=True))
     print(f"vllm fp32: {identical}/8 identical to transformers fp32; load {got['load_s']:.1f} s, "
           f"{got['figures']['generated_tokens']} tokens in {got['generate_s']:.2f} s")
@@ -69,8 +72,13 @@ def test_fp32_vllm_gives_the_transformers_tokens(smollm2: Any, reference: dict[s
     readback = got["readback"]
     assert readback["name"] == "vllm" and readback["version"] and readback["dtype"] == "float32"
     assert readback["settings"] == {"enforce_eager": True, "max_model_len": 2048, "max_num_seqs": 8,
-                                    "kv_cache_gib": 1.0, "block_size": 128, "enable_prefix_caching": False}
+                                    "kv_cache_gib": 1.0, "block_size": 128, "enable_prefix_caching": False,
+                                    "server": engine == "vllm-server"}
     assert got["children_left"] == []
+    if engine == "vllm-server":  # the server's own times per request, beside the client's
+        requests = [json.loads(line) for line in (tmp_path / "vllm_requests.jsonl").read_text().splitlines()]
+        assert [r["tokens"] for r in requests[-8:]] == [row["n_tokens"] for row in got["rows"]]
+        assert all(r["server"]["time_to_first_token_ms"] > 0 for r in requests)
 
 
 def test_bf16_vllm_divergences_are_reported(smollm2: Any, reference: dict[str, Any], tmp_path: Path) -> None:

@@ -4,7 +4,9 @@ interpreter, which holds LoadGen too). Under MLPerf LoadGen's Server scenario th
 vLLM's engine behind the declared dynamic batcher, each request's first token taken at the engine step that gave
 it; every answer is judged against the transformers reference (identical tokens and top-k in fp32), LoadGen's TTFT
 and TPOT against their bounds are in the manifest's ``serving`` block, and no process of the engine outlives its
-trial. About two minutes here (vLLM's start-up is most of it)."""
+trial. Run twice: with the engine in the trial's process, and with ``server = true`` (vLLM's OpenAI-compatible HTTP
+server started by the trial on loopback, each query a streaming request). About two minutes each here (vLLM's
+start-up is most of it)."""
 
 from __future__ import annotations
 
@@ -53,11 +55,15 @@ def _lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
-def test_vllm_serves_the_transformers_answers_with_ttft_and_tpot(smollm2: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("server", [False, True], ids=["engine", "http-server"])
+def test_vllm_serves_the_transformers_answers_with_ttft_and_tpot(smollm2: Any, tmp_path: Path, server: bool) -> None:
+    """``server``: vLLM's OpenAI-compatible HTTP server in the trial (``[engines.vllm] server = true``), each query
+    a streaming request on loopback, instead of the engine stepped in the trial's process."""
+    settings = SETTINGS + ("server = true\n" if server else "")
     study = write_generation_workspace(tmp_path / "ws", smollm2, n=6, max_new_tokens=6, replace={
         series_toml("[1, 3]"): ENGINE_SERIES, "batch_size = 1\n": "batch_size = 3\n",
         'scenario = "offline"': 'scenario = "server"',
-        'reference_variant = "batch_size=1"': 'reference_variant = "engine=transformers"'}, extra=SETTINGS + TRAFFIC)
+        'reference_variant = "batch_size=1"': 'reference_variant = "engine=transformers"'}, extra=settings + TRAFFIC)
     out = tmp_path / "out"
     run = _isocost("run", str(study), "--out", str(out), "--launcher", "process")
     assert run.returncode == 0, run.stdout + run.stderr
@@ -82,6 +88,15 @@ def test_vllm_serves_the_transformers_answers_with_ttft_and_tpot(smollm2: Any, t
               f" ms, p50 TPOT {serving[engine]['tpot_at_percentile_ms']:.0f} ms, "
               f"{serving[engine]['completed_qps']:.2f} of 4 qps")
     assert serving["vllm"]["result"] in ("VALID", "INVALID") and serving["vllm"]["max_batch"] == 3
+    vllm_trial = out / "trials" / rows["engine=vllm"]["trial_id"]
+    engine_block = json.loads((vllm_trial / "manifest.json").read_text())["engine"]
+    assert engine_block["settings"]["server"] is server
+    if server:  # the server's log kept; each request's client and server times, one line a query
+        assert engine_block["server"]["address"].startswith("127.0.0.1:") and engine_block["server"]["ready_s"] > 0
+        assert "Application startup complete" in (vllm_trial / "vllm_server.log").read_text()
+        requests = [r for r in _lines(vllm_trial / "vllm_requests.jsonl") if r["batch"] > 0]  # batch 0: warm-up
+        assert requests and all(r["server"]["time_to_first_token_ms"] > 0 for r in requests), requests[:2]
+        assert all(r["client_ttft_ms"] <= r["client_latency_ms"] for r in requests)
     assert [o["tokens"] for o in outputs["vllm"]] == [o["tokens"] for o in outputs["transformers"]]
     assert [o["top_ids"] for o in outputs["vllm"]] == [o["top_ids"] for o in outputs["transformers"]]
     validated = _isocost("validate", str(out))

@@ -8,6 +8,13 @@
 - ``vllm-left-running``: a vLLM trial fails mid-pass (a simulated out-of-memory error with no resume rule) while its
   engine runs: the trial must close the engine itself, promptly (its own status, not the time limit's kill), its
   row kept, and no engine process left.
+- ``vllm-server-port-taken``, ``vllm-server-never-ready``, ``vllm-server-killed-mid-pass`` (``server = true``: vLLM's
+  HTTP server started by the trial on loopback): another listener holds the server's port before it starts (the
+  server exits; the trial is refused, naming the port and the log's last lines); the server is not ready within
+  the wait (a 2-second wait, the fault ``server-ready-timeout``: it is stopped, the trial refused, its log kept);
+  the server is SIGKILLed before the third batch (its requests fail: the trial ends ``error`` naming the failed
+  request, the completed generations kept).
+  Each: row kept, no process of the trial's left.
 
 The vLLM cases run where ``.venv-vllm`` exists (``make vllm``); elsewhere they are not run, with the reason
 (``ISOCOST_REQUIRE_VLLM=1``, CI after ``make vllm``, makes that a failure). Process launcher only: engine ``vllm``
@@ -128,6 +135,59 @@ def case_vllm_left_running(ctx: Context) -> Outcome:
                    rows_lost(out), ok, row["notes"][:120])
 
 
+def _server_case(ctx: Context, fault_value: str) -> tuple[Path, dict[str, str], dict[str, object], list[str]]:
+    """A vLLM study with ``server = true`` run under ``fault_value``: the campaign, its row, the trial's status and
+    the processes of the trial left."""
+    vllm_python()
+    study = write_generation_workspace(ctx.root / "gen", smollm2_checkpoint(), replace=dict(VLLM_BASE),
+                                       extra=VLLM_SETTINGS + "server = true\n", n=6, batches="[1]",
+                                       max_new_tokens=4, timeout=600)
+    for path in [study.parent, *study.parent.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    out = ctx.root / "out"
+    with fault(fault_value):
+        run_campaign(study, out, ctx.launcher_factory())
+    left = session_left(out)
+    row = _first_row(out)
+    status = json.loads((out / "trials" / row["trial_id"] / "status.json").read_text())
+    return out, row, status, left
+
+
+def case_vllm_server_port_taken(ctx: Context) -> Outcome:
+    out, row, status, left = _server_case(ctx, "server-port-taken:1")
+    reason = str(status.get("error") or "")
+    ok = (row["status"] == "refused" and "exited with code" in reason and "127.0.0.1:" in reason and not left)
+    return Outcome("vLLM server's port already taken", ctx.launcher_name, "refused naming the port, nothing left",
+                   f"{row['status']}: {reason[:90]}; {len(left)} process(es) left", rows_lost(out), ok,
+                   row["notes"][:120])
+
+
+def case_vllm_server_never_ready(ctx: Context) -> Outcome:
+    out, row, status, left = _server_case(ctx, "server-ready-timeout:2")
+    reason = str(status.get("error") or "")
+    log = out / "trials" / row["trial_id"] / "vllm_server.log"
+    ok = (row["status"] == "refused" and "not ready" in reason and log.exists() and not left)
+    return Outcome("vLLM server never ready (2 s wait)", ctx.launcher_name,
+                   "refused, server stopped, its log kept, nothing left",
+                   f"{row['status']}: {reason[:70]}; log kept {log.exists()}; {len(left)} process(es) left",
+                   rows_lost(out), ok, row["notes"][:120])
+
+
+def case_vllm_server_killed_mid_pass(ctx: Context) -> Outcome:
+    out, row, status, left = _server_case(ctx, "kill-server-at-batch:2")
+    kept = _whole_ids(out / "trials" / row["trial_id"] / "generations.jsonl")
+    ok = (row["status"] == "error" and "ServerFailed" in str(status.get("error")) and int(row["completed"]) == 2
+          and len(kept) == 2 and not left)
+    return Outcome("vLLM server killed mid-pass (SIGKILL)", ctx.launcher_name,
+                   "error (the requests' failure named), 2 completed kept, nothing left",
+                   f"{row['status']}, completed {row['completed']}, {len(kept)} whole lines, "
+                   f"{str(status.get('error'))[:60]}; {len(left)} process(es) left", rows_lost(out), ok,
+                   row["notes"][:120])
+
+
 ENGINE_CASES = {"onnxruntime-killed-mid-pass": case_onnxruntime_killed_mid_pass,
                 "vllm-killed-mid-pass": case_vllm_killed_mid_pass,
-                "vllm-left-running": case_vllm_left_running}
+                "vllm-left-running": case_vllm_left_running,
+                "vllm-server-port-taken": case_vllm_server_port_taken,
+                "vllm-server-never-ready": case_vllm_server_never_ready,
+                "vllm-server-killed-mid-pass": case_vllm_server_killed_mid_pass}

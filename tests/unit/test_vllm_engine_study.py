@@ -39,7 +39,7 @@ def test_what_engine_vllm_runs_and_its_settings() -> None:
     assert (engine.tasks, engine.devices, engine.precisions) == (("text-generation",), ("cpu",), ("fp32", "bf16"))
     assert engine.trial_module == "runner.trial.engines.vllm" and engine.python_env == "ISOCOST_VLLM_PYTHON"
     assert DEFAULTS == {"enforce_eager": True, "max_model_len": 2048, "max_num_seqs": 256, "kv_cache_gib": 1,
-                        "block_size": 128, "enable_prefix_caching": False}
+                        "block_size": 128, "enable_prefix_caching": False, "server": False}
     assert engine.refusal("text-generation", {"device": "cpu", "precision": "fp16"}) == (
         "engine vllm runs fp32, bf16, not fp16")
     assert engine.refusal("text-generation", {"device": "cpu", "precision": "fp32", "padding": "max_length"}) == (

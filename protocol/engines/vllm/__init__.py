@@ -41,6 +41,9 @@ ENGINE = Engine(
          "tokens per KV-cache block (the CPU backend prefers multiples of 32)"),
         ("engines.vllm.enable_prefix_caching", "boolean", "false", None,
          "reuse the KV cache of a shared prompt prefix (off: every prompt computed in full, as transformers does)"),
+        ("engines.vllm.server", "boolean", "false", None,
+         "run vLLM's OpenAI-compatible HTTP server in the trial (loopback) and send each prompt to it as a streaming "
+         "request, instead of stepping the engine in the trial's process"),
     ),
     requires=("vllm",),
     # Every launcher: a local process (.venv-vllm), a container of images/cpu-vllm, a Slurm job (its docker runtime

@@ -36,6 +36,8 @@ class TrialEngine(ABC):
 
     #: The study's ``engine`` value (the host half's ``name``).
     name: str
+    #: Where an engine keeps the logs of what it starts (a server's): the trial directory, set by the trial.
+    log_dir: Path | None = None
 
     @abstractmethod
     def load(self, task: TrialTask, path: Path, variant: Variant, torch: Any, options: dict[str, Any],

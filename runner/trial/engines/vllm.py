@@ -40,6 +40,7 @@ import itertools
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -50,6 +51,9 @@ from typing import Any
 from protocol.engines.vllm import ENGINE
 from protocol.records import Variant
 from runner.trial.engines.base import EngineRefused, TrialEngine
+from runner.trial.engines.vllm_server import ServerBackend, server_readback, start_server
+from runner.trial.engines.vllm_server import descendants as _children
+from runner.trial.faults import SERVER_KILLERS, FaultInjector
 from runner.trial.measure import clock
 from runner.trial.model import DTYPES
 from runner.trial.tasks.base import TaskModel, TrialTask
@@ -109,6 +113,8 @@ class VllmGenerator(GenerationText, TaskModel):
     #: A serving run's first-token hook (``runner.trial.serving.sut``): called with the batch's rows whose first
     #: token an engine step produced. None offline.
     on_first_token: Callable[[list[int]], None] | None = None
+    #: With ``server = true``: the running HTTP server the batches go to instead of ``llm`` (None: the engine).
+    server: ServerBackend | None = None
     _request_ids: Iterator[int] = field(default_factory=itertools.count)
 
     def predict_encoded(self, features: list[dict[str, list[int]]]) -> list[dict[str, Any]]:
@@ -127,7 +133,10 @@ class VllmGenerator(GenerationText, TaskModel):
         """The batch's prompts added to the engine at once, the engine stepped until all are finished
         (``LLM.generate``'s loop, with the time of its first step: the prompts' forward and the first token of
         each). With :attr:`on_first_token` set (a serving run), each step's outputs come back as they grow and the
-        rows whose first token that step produced are reported then."""
+        rows whose first token that step produced are reported then. With :attr:`server`, the batch goes to the
+        HTTP server instead (:meth:`ServerBackend.generate`: the same rows and figures)."""
+        if self.server is not None:
+            return self.server.generate(self, features, params)
         engine = self.llm.llm_engine
         params = params.clone()
         kinds = type(params.output_kind)  # vllm.sampling_params.RequestOutputKind
@@ -215,24 +224,6 @@ def resolved_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     return {**DEFAULTS, **settings}
 
 
-def _children(pid: int) -> list[int]:
-    """Every live descendant of ``pid`` (Linux ``/proc``), children before their own children."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-    found, frontier = [], [pid]
-    while frontier:
-        frontier = [child for child, parent in parents.items() if parent in frontier]
-        found.extend(frontier)
-    return found
-
-
 def stop_children(grace_s: float = STOP_GRACE_S) -> list[int]:
     """SIGTERM every process this one started and is still alive (or a zombie), SIGKILL what outlives the grace,
     reap them; returns the ids found."""
@@ -272,6 +263,13 @@ def _state(pid: int) -> str:
         return ""
 
 
+def _check_platform(variant: Variant) -> None:
+    from vllm.platforms import current_platform
+
+    if current_platform.device_type != variant.device:
+        raise EngineRefused(f"this vLLM build runs on {current_platform.device_type}, the variant on {variant.device}")
+
+
 class VllmEngine(TrialEngine):
     """vLLM's offline engine for text generation (the trial half of engine ``vllm``)."""
 
@@ -279,6 +277,7 @@ class VllmEngine(TrialEngine):
 
     def __init__(self) -> None:
         self._llm: Any = None
+        self._server: ServerBackend | None = None
         self._cache_dir: str | None = None
 
     def load(self, task: TrialTask, path: Path, variant: Variant, torch: Any, options: dict[str, Any],
@@ -292,7 +291,11 @@ class VllmEngine(TrialEngine):
                                 f"{variant.max_length} + max_new_tokens {options['max_new_tokens']} ({needed})")
         self._environment(bool(resolved["enforce_eager"]))
         tokenizer, _, eos_ids, pad = load_tokenizer(path)
-        llm = self._start(path, variant, resolved, int(options["top_k"]))
+        server = None
+        if resolved["server"]:
+            llm, server = None, self._start_server(path, variant, resolved, int(options["top_k"]))
+        else:
+            llm = self._start(path, variant, resolved, int(options["top_k"]))
         from transformers import AutoConfig
         from vllm import SamplingParams
 
@@ -300,7 +303,8 @@ class VllmEngine(TrialEngine):
         params = SamplingParams(temperature=0.0, max_tokens=int(options["max_new_tokens"]),
                                 logprobs=int(options["top_k"]), stop_token_ids=list(eos_ids), detokenize=False)
         model = VllmGenerator(llm=llm, tokenizer=tokenizer, variant=variant, options=dict(options), eos_ids=eos_ids,
-                              pad_id=pad, vocab_size=int(hf_config.vocab_size), params=params, hf_config=hf_config)
+                              pad_id=pad, vocab_size=int(hf_config.vocab_size), params=params, hf_config=hf_config,
+                              server=server)
         self._check_dtype(model)
         return model
 
@@ -316,11 +320,8 @@ class VllmEngine(TrialEngine):
 
     def _start(self, path: Path, variant: Variant, settings: dict[str, Any], top_k: int) -> Any:
         from vllm import LLM
-        from vllm.platforms import current_platform
 
-        if current_platform.device_type != variant.device:
-            raise EngineRefused(f"this vLLM build runs on {current_platform.device_type}, the variant on "
-                                f"{variant.device}")
+        _check_platform(variant)
         try:
             self._llm = LLM(model=str(path), tokenizer=str(path), dtype=DTYPES[variant.precision],
                             seed=variant.seed, enforce_eager=bool(settings["enforce_eager"]),
@@ -333,8 +334,18 @@ class VllmEngine(TrialEngine):
             raise EngineRefused(f"vLLM refused the model or a setting: {type(exc).__name__}: {exc}") from exc
         return self._llm
 
+    def _start_server(self, path: Path, variant: Variant, settings: dict[str, Any], top_k: int) -> ServerBackend:
+        """vLLM's HTTP server on a loopback port (this trial's interpreter), ready; killable by the fault hook."""
+        _check_platform(variant)
+        self._server = start_server(sys.executable, path, variant, settings, top_k, self.log_dir, FaultInjector())
+        SERVER_KILLERS.append(self._server.process.kill)
+        return self._server
+
     def _check_dtype(self, model: VllmGenerator) -> None:
-        runs = str(model.llm.llm_engine.vllm_config.model_config.dtype).removeprefix("torch.")
+        if model.server is not None:
+            runs = str(server_readback(model.server)["dtype"])
+        else:
+            runs = str(model.llm.llm_engine.vllm_config.model_config.dtype).removeprefix("torch.")
         if runs != DTYPES[model.variant.precision]:
             raise EngineRefused(f"engine vllm runs the model in {runs}, the variant declares "
                                 f"{model.variant.precision} ({DTYPES[model.variant.precision]})")
@@ -343,6 +354,10 @@ class VllmEngine(TrialEngine):
         import vllm
 
         assert isinstance(model, VllmGenerator)
+        extra = {"cpu_threads_bind": os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "auto"),
+                 "torch_compile": "disabled" if os.environ.get(NO_COMPILE_ENV) == "1" else "allowed"}
+        if model.server is not None:
+            return {"name": NAME, "version": vllm.__version__, **server_readback(model.server), **extra}
         config = model.llm.llm_engine.vllm_config
         kv_bytes = config.cache_config.kv_cache_memory_bytes
         mode = config.compilation_config.mode
@@ -353,6 +368,7 @@ class VllmEngine(TrialEngine):
             "kv_cache_gib": kv_bytes / GIB if kv_bytes is not None else None,
             "block_size": int(config.cache_config.block_size),
             "enable_prefix_caching": bool(config.cache_config.enable_prefix_caching),
+            "server": False,
         }
         return {"name": NAME, "version": vllm.__version__, "settings": settings,
                 "dtype": str(config.model_config.dtype).removeprefix("torch."),
@@ -361,14 +377,16 @@ class VllmEngine(TrialEngine):
                 "compilation_mode": getattr(mode, "name", str(mode)),
                 "chunked_prefill": bool(config.scheduler_config.enable_chunked_prefill),
                 "max_num_batched_tokens": int(config.scheduler_config.max_num_batched_tokens),
-                "logprobs_mode": str(config.model_config.logprobs_mode),
-                "cpu_threads_bind": os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "auto"),
-                "torch_compile": "disabled" if os.environ.get(NO_COMPILE_ENV) == "1" else "allowed"}
+                "logprobs_mode": str(config.model_config.logprobs_mode), **extra}
 
     def close(self, model: TaskModel | None) -> None:
-        """Shut the engine core down, stop every process of the engine still alive, remove the caches."""
+        """Shut the engine core (or the HTTP server) down, stop every process of the engine still alive, remove the
+        caches."""
         llm, self._llm = self._llm, None
+        server, self._server = self._server, None
         try:
+            if server is not None:
+                server.process.stop()
             if llm is not None:
                 llm.llm_engine.engine_core.shutdown(timeout=SHUTDOWN_S)
         finally:
