@@ -48,9 +48,11 @@ from protocol.costing.plans import (
     gpu_key,
 )
 from protocol.decision.capacity import Capacity
+from protocol.decision.records import Ledger
 from protocol.errors import UserError
 
-SCHEMA_VERSION = 1
+#: 2: the record names the campaigns it weighs (``campaigns``), so ``isocost verify`` can re-derive it from a bundle.
+SCHEMA_VERSION = 2
 #: The longest serving period ``decide`` prices, in days (ten years: more is a typo).
 MAX_DAYS = 3650
 #: The highest peak rate ``decide`` accepts, queries per second.
@@ -108,7 +110,8 @@ def replicas_needed(peak_qps: float, capacity_qps: float) -> int:
 @dataclass(frozen=True)
 class ServingConfigInput:
     """One configuration to weigh: its id (the configuration on its campaign's hardware), its capacity, the
-    campaign's rental (GPU, or None with the reason) and the mean output tokens per request (None + reason)."""
+    campaign's rental (GPU, or None with the reason), the mean output tokens per request (None + reason) and the
+    campaign it was measured in."""
 
     configuration_id: str
     capacity: Capacity
@@ -116,6 +119,7 @@ class ServingConfigInput:
     rental_empty_reason: str
     tokens_per_request: float | None
     tokens_reason: str
+    campaign_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -148,11 +152,24 @@ class ServingConfiguration:
     tokens_reason: str
     rank: int | None
     not_ranked: str
+    campaign_id: str = ""  # the campaign it was measured in
+
+
+@dataclass(frozen=True)
+class ServingCampaign:
+    """One campaign the serving decision weighs: the directory as given, its id, its hardware, and the test-only
+    fault hook's flag when its trials ran with it."""
+
+    label: str
+    campaign_id: str
+    hardware: str
+    test_hooks: tuple[str, ...] = ()  # the fault hook's flag when its trials ran with it: not a measurement
 
 
 @dataclass(frozen=True)
 class ServingDecision:
-    """decision.json of a server study (``schema_version`` 1): the demand, every configuration, the ranking."""
+    """decision.json of a server study (``schema_version`` 2): the campaigns weighed, the demand, every
+    configuration, the ranking."""
 
     study_name: str
     question: str
@@ -169,6 +186,8 @@ class ServingDecision:
     uncertain: tuple[str, ...]
     catalog_source: str = ""
     test_hooks: tuple[str, ...] = ()
+    campaigns: tuple[ServingCampaign, ...] = ()
+    ledger: Ledger | None = None  # other project expenses (--expenses): shown apart, never added to a cost
     schema_version: int = SCHEMA_VERSION
     CODEC: ClassVar[Schema] = Schema("serving_decision", SCHEMA_VERSION)
 
@@ -177,7 +196,7 @@ def price_configuration(item: ServingConfigInput, demand: ServingDemand, catalog
     """Replicas, lots and the cheapest billing option over the period for one configuration (not yet ranked)."""
     capacity = item.capacity.capacity_qps
     empty = ServingConfiguration(item.configuration_id, item.capacity, None, None, None, (), None, "", "", None,
-                                 None, item.tokens_reason, None, "")
+                                 None, item.tokens_reason, None, "", item.campaign_id)
     if capacity is None:
         return _replace(empty, cost_reason=f"no capacity: {item.capacity.reason}",
                         not_ranked=f"no capacity: {item.capacity.reason}")
@@ -202,7 +221,8 @@ def price_configuration(item: ServingConfigInput, demand: ServingDemand, catalog
     per_million, per_tokens = _per_million(best.total_usd, demand, item.tokens_per_request)
     return ServingConfiguration(item.configuration_id, item.capacity, replicas, cards, lots, options,
                                 best.total_usd, f"{best.billing} ({best.length})", best.note, per_million,
-                                per_tokens, item.tokens_reason if per_tokens is None else "", None, "")
+                                per_tokens, item.tokens_reason if per_tokens is None else "", None, "",
+                                item.campaign_id)
 
 
 def _replace(config: ServingConfiguration, **changes: object) -> ServingConfiguration:

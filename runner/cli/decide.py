@@ -16,11 +16,10 @@ import click
 from protocol import codec, jsonio
 from protocol.decision.rank import Decision
 from protocol.decision.serving import serving_demand
-from protocol.errors import UserError
 from runner.bundle.replay_read import refuse_replay_reference, replays_loader, split_replays
 from runner.cli.catalog import market_filter, market_options
 from runner.decision.agreement_view import matrix_csv, matrix_text
-from runner.decision.csv_table import render_csv
+from runner.decision.csv_table import render_csv, render_serving_csv
 from runner.decision.market_stage import MarketOptions
 from runner.decision.nothing_fits_memo import UNANSWERED_EXIT, unanswered
 from runner.decision.period_report import campaign_period, render_period
@@ -61,7 +60,10 @@ configuration's capacity (the highest declared rate at which every kept
 run had accepted answers, LoadGen VALID and the bound met), the replicas
 the peak needs, their cost over the period under the catalog's billing
 options, and the cost per million requests; only configurations with
-accepted answers and a capacity are ranked.
+accepted answers and a capacity are ranked. --format csv prints one row
+per configuration (capacity, replicas, lots, cost, per million requests
+and output tokens; an empty cell has its reason beside it); --expenses
+is shown apart, as for an offline study.
 
 It writes nothing into the campaigns it reads; --out DIR writes
 decision.md, decision.json and report.html there.
@@ -81,6 +83,7 @@ Example: isocost decide results/rtx4090 results/b200 --expenses ledger.csv --out
 Example: isocost decide results/rtx4090 --market market-2026-12-03.csv --capacity on-demand
 Example: isocost decide results/rtx4090 results/b200 --format csv > decision.csv
 Example: isocost decide results/serve --peak-qps 40 --hours-per-day 8 --days 30
+Example: isocost decide results/serve --peak-qps 40 --hours-per-day 8 --days 30 --format csv > serving.csv
 """
 
 
@@ -104,7 +107,8 @@ Example: isocost decide results/serve --peak-qps 40 --hours-per-day 8 --days 30
                    "says so on its first line.")
 @click.option("--format", "output_format", type=click.Choice(["md", "json", "csv"]), default=None,
               help="What to print: the memo (md, default), decision.json (json), or one CSV row per configuration "
-                   "(csv, for spreadsheets: campaign cost, projected job hours and cost, P(fits), Pareto, energy).")
+                   "(csv, for spreadsheets: campaign cost, projected job hours and cost, P(fits), Pareto, energy; "
+                   "a server study: capacity, replicas, lots, cost, per million requests and output tokens).")
 @click.option("--peak-qps", "peak_qps", type=float, default=None,
               help="A server study: the peak rate to serve, queries per second (with --hours-per-day and --days).")
 @click.option("--hours-per-day", "hours_per_day", type=float, default=None,
@@ -136,13 +140,13 @@ def decide(dirs: tuple[Path, ...], expenses: Path | None, catalog_path: Path | N
 
 
 def _show_serving(outcome: DecideOutcome, output_format: str | None, as_json: bool) -> None:
-    """Print a server study's decision (memo or JSON); exit 3 when it chooses nothing."""
-    if output_format == "csv":
-        raise UserError("--format csv is not wired for a server study's decision yet", "--format",
-                        "Use --format md (the memo) or --format json (decision.json).")
-    click.echo(outcome.texts[DECISION_JSON if as_json or output_format == "json" else DECISION_MD], nl=False)
-    memo_path = _say_written(outcome)
+    """Print a server study's decision (memo, JSON or CSV); exit 3 when it chooses nothing."""
     assert outcome.serving is not None
+    if output_format == "csv":  # the fault hook's flag is in the CSV's not_a_measurement column
+        click.echo(render_serving_csv(outcome.serving), nl=False)
+    else:
+        click.echo(outcome.texts[DECISION_JSON if as_json or output_format == "json" else DECISION_MD], nl=False)
+    memo_path = _say_written(outcome)
     if outcome.serving.chosen is None:
         where = memo_path if memo_path is not None else "the memo"
         click.echo(f"No configuration chosen ({where} says why).", err=True)

@@ -6,7 +6,12 @@ cheapest offer across providers is appended (:data:`runner.decision.market_memo.
 spreadsheet would run as a formula (``=``, ``+``, ``-``, ``@``…) is written with a leading ``'``
 (:func:`protocol.csvio.safe_cell`); numbers stay numbers.
 
-Example: ``render_csv(decision).splitlines()[0]`` starts with ``configuration_id,variant_id,hardware``.
+A server study's decision (:func:`render_serving_csv`) has its own columns: one row per configuration with its
+capacity, replicas, lots, the cheapest billing option over the period, the cost per million requests and, for
+generation, per million output tokens; an empty cell has its reason in the column beside it, never a zero.
+
+Example: ``render_csv(decision).splitlines()[0]`` starts with ``configuration_id,variant_id,hardware``;
+``render_serving_csv(serving).splitlines()[0]`` starts with ``rank,configuration_id,campaign_id,capacity_qps``.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from typing import Any
 from protocol.costing.job_cost import JobConfiguration
 from protocol.csvio import csv_writer
 from protocol.decision.rank import Configuration, Decision
+from protocol.decision.serving import ServingConfiguration, ServingDecision
 from runner.campaign_dir.fault_hooks import FAULT_HOOK_BANNER
 from runner.decision.market_memo import MARKET_COLUMNS, market_cells
 from runner.decision.text_format import usd
@@ -57,3 +63,41 @@ def _row(c: Configuration, j: JobConfiguration | None, *, with_job: bool) -> lis
     return [*campaign, j.rank, *projected, j.chosen_option, usd(j.expected_usd), usd(j.per_corpus_usd),
             j.p_fits_plan, j.p_fits_deadline, j.pareto, energy.get("gpu_j_per_input"),
             energy.get("cpu_j_per_input"), "; ".join(reasons)]
+
+
+#: ``decide --format csv`` for a server study: each ``*_reason`` column says why the figure before it is empty (or,
+#: when it is not, how it was reached; ``cost_reason`` for the cost per million requests too); the declared traffic
+#: is repeated on every row, for spreadsheets.
+SERVING_COLUMNS = ("rank", "configuration_id", "campaign_id", "capacity_qps", "capacity_fails_at_qps",
+                   "capacity_reason", "answers_accepted", "replicas_cards", "cards_per_lot", "lots", "cost_usd",
+                   "cost_billing", "cost_reason", "per_million_requests_usd", "per_million_output_tokens_usd",
+                   "per_million_output_tokens_reason", "peak_qps", "hours_per_day", "period_days",
+                   "not_ranked_because", "not_a_measurement")
+
+
+def render_serving_csv(decision: ServingDecision) -> str:
+    """The header and one row per configuration of a server study's decision, in the decision's order."""
+    hooks = {c.campaign_id: " ".join(c.test_hooks) for c in decision.campaigns}
+    out = io.StringIO()
+    writer = csv_writer(out)
+    writer.writerow(SERVING_COLUMNS)
+    for c in decision.configurations:
+        writer.writerow([*_serving_row(c, decision), hooks.get(c.campaign_id, "")])
+    return out.getvalue()
+
+
+def _serving_row(c: ServingConfiguration, decision: ServingDecision) -> list[Any]:
+    capacity, demand = c.capacity, decision.demand
+    per_request = usd(c.per_million_requests_usd)
+    return [c.rank, c.configuration_id, c.campaign_id, capacity.capacity_qps, capacity.fails_at_qps, capacity.reason,
+            capacity.accepted, c.replicas, c.cards_per_lot, c.lots, usd(c.cost_usd), c.cost_option or None,
+            c.cost_reason or None,
+            per_request, usd(c.per_million_tokens_usd), _tokens_reason(c), demand.peak_qps,
+            demand.hours_per_day, demand.days, c.not_ranked or None]
+
+
+def _tokens_reason(c: ServingConfiguration) -> str | None:
+    """Why the cost per million output tokens is empty (None when there is a figure)."""
+    if c.per_million_tokens_usd is not None:
+        return None
+    return c.tokens_reason or "no cost: see cost_reason"

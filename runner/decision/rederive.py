@@ -3,9 +3,10 @@
 ``decide`` writes decision.json, decision.md and report.html; a campaign directory may hold them when it is
 bundled. None of them is sealed by the raw chain, so :func:`decision_findings` decides again over the bundled
 campaign alone (:func:`runner.decision.stage.run_decide`'s steps, nothing written), with the catalog the decision
-names (the frozen one, or the bundled ``catalog/`` copy), writes the directory paths the recorded decision used
-back into the re-derived text, and names each decision file whose bytes differ. A decision that weighs other
-campaigns, an expenses ledger or replays cannot be re-derived from one bundle: that is named too.
+names (the frozen one, or the bundled ``catalog/`` copy) and, for a server study, the traffic it declared
+(``demand``: :func:`runner.decision.serving_stage.serving_decision`), writes the directory paths the recorded
+decision used back into the re-derived text, and names each decision file whose bytes differ. A decision that
+weighs other campaigns, an expenses ledger or replays cannot be re-derived from one bundle: that is named too.
 
 Example::
 
@@ -14,18 +15,25 @@ Example::
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from protocol.costing.plans import Catalog
 from protocol.decision.configuration import configuration_labels
+from protocol.decision.evidence import CampaignEvidence
 from protocol.decision.rank import decide
+from protocol.decision.serving import serving_demand
 from protocol.jsonio import read_json
 from runner.analysis.rederive import differs
 from runner.campaign_dir.campaign import Campaign
+from runner.campaign_dir.fault_hooks import FAULT_HOOK_BANNER
 from runner.campaign_dir.findings import MALFORMED, Discrepancy
+from runner.campaign_dir.layout import FROZEN_CATALOG
 from runner.decision.crosscheck import cross_check
 from runner.decision.evidence import choose_catalog, load_evidence
+from runner.decision.serving_stage import serving_decision, serving_texts
 from runner.decision.stage import DECISION_JSON, DECISION_MD, REPORT_HTML, decision_texts
 
 DECISION_FILES = (DECISION_JSON, DECISION_MD, REPORT_HTML)
@@ -58,6 +66,9 @@ def _re_derivable(recorded: Any, campaign: Campaign, bundle_root: Path) -> tuple
     used, and the catalog to price with (None: the frozen one)."""
     if not isinstance(recorded, dict):
         return "not a decision record", "", None
+    if campaign.study.traffic is not None and "campaigns" not in recorded:
+        return ("a server study's decision.json that names no campaigns (schema_version 1, before isocost verify "
+                "re-derived it): decide again (decision.json schema_version 2) and bundle that", "", None)
     campaigns = recorded.get("campaigns") or []
     ids = sorted({str(c.get("campaign_id")) for c in campaigns if isinstance(c, dict)})
     record_id = campaign.record.campaign_id  # the campaign as opened once, never campaign.json read again
@@ -81,17 +92,45 @@ def _rederived(campaign: Campaign, recorded: dict[str, Any], label: str, catalog
     """decision.json, decision.md and report.html decided again over ``campaign``, with the paths the recorded
     decision used."""
     root = campaign.root
-    evidence = [load_evidence(campaign)]
+    evidence = load_evidence(campaign)
     study = campaign.study
     catalog, source = choose_catalog(catalog_path, study, campaign.record)
-    matrix = cross_check([(root, evidence[0])], study, configuration_labels(evidence), reference=None, extra=())
-    decision = decide(evidence, study, catalog, None, agreement=matrix)
-    decision = replace(decision, catalog_source=source, inconsistent=None)
-    texts = decision_texts(decision, (), study)
+    hooks = tuple(note for note in evidence.notes if note.startswith(FAULT_HOOK_BANNER))  # first, as decide does
+    if study.traffic is not None:  # a server study: its traffic as the recorded decision declared it
+        texts = _serving_again(campaign, evidence, recorded, catalog, source, hooks)
+    else:
+        matrix = cross_check([(root, evidence)], study, configuration_labels([evidence]), reference=None, extra=())
+        decision = decide([evidence], study, catalog, None, agreement=matrix)
+        decision = replace(decision, catalog_source=source, inconsistent=None, test_hooks=hooks or None)
+        texts = decision_texts(decision, hooks, study)
     paths = {str(root): label}
+    recorded_catalog = str(recorded.get("catalog_path", ""))
     if catalog_path is not None:
-        paths[str(catalog_path)] = str(recorded.get("catalog_path", ""))
+        paths[str(catalog_path)] = recorded_catalog
         paths[source] = str(recorded.get("catalog_source", ""))
+    elif _frozen_catalog_of(recorded_catalog, label):
+        # the frozen catalog is named by the campaign's absolute path, the campaign by the DIR given (``label``,
+        # maybe relative): both are the extracted root here, so the longer one is written back first
+        paths[str(root / FROZEN_CATALOG)] = recorded_catalog
     for before in sorted(paths, key=len, reverse=True):  # the longest first: a path inside another one
         texts = {name: text.replace(before, paths[before]) for name, text in texts.items()}
     return texts
+
+
+def _frozen_catalog_of(recorded_catalog: str, label: str) -> bool:
+    """Can ``recorded_catalog`` be the frozen catalog of the campaign ``decide`` was given as ``label``: an absolute
+    path to ``catalog.csv`` in a folder of the label's name (the only path written back that a relative label
+    does not give)."""
+    path, name = Path(recorded_catalog), Path(os.path.normpath(label)).name
+    return path.is_absolute() and path.name == FROZEN_CATALOG and (name in ("", "..") or path.parent.name == name)
+
+
+def _serving_again(campaign: Campaign, evidence: CampaignEvidence, recorded: dict[str, Any], catalog: Catalog,
+                   source: str, hooks: tuple[str, ...]) -> dict[str, str]:
+    """A server study's decision decided again over ``campaign`` for the traffic the recorded decision declared
+    (``demand``: an input of the decision, as the catalog is; a demand that is not one ``decide`` accepts is
+    refused as malformed), with the fault hook's flag (``hooks``) first as ``decide`` prints it."""
+    declared = recorded["demand"]
+    demand = serving_demand(declared["peak_qps"], declared["hours_per_day"], declared["days"])
+    decision = serving_decision([campaign], [evidence], demand, catalog, source)
+    return dict(zip(DECISION_FILES, serving_texts(decision, hooks), strict=True))

@@ -19,11 +19,14 @@ from dataclasses import replace
 from html import escape
 from typing import Any
 
+from protocol.codec import to_dict
 from protocol.costing.plans import Catalog
 from protocol.decision.agreement import AgreementMatrix, cross_equivalence
 from protocol.decision.capacity import Capacity, RunFacts, capacities
 from protocol.decision.evidence import CampaignEvidence
+from protocol.decision.records import Ledger
 from protocol.decision.serving import (
+    ServingCampaign,
     ServingConfigInput,
     ServingDecision,
     ServingDemand,
@@ -31,9 +34,11 @@ from protocol.decision.serving import (
     rank_serving,
     why_lines,
 )
+from protocol.jsonio import dumps
 from runner.campaign_dir.campaign import Campaign
 from runner.campaign_dir.fault_hooks import FAULT_HOOK_BANNER
 from runner.decision.serving_facts import serving_runs
+from runner.decision.serving_memo import render_serving_memo
 
 GENERATION_TASK = "text-generation"
 #: (campaign id, variant id) → (the same result as the decision's one reference? None: unknown, why).
@@ -41,10 +46,12 @@ Across = Callable[[str, str], tuple[bool | None, str]]
 
 
 def serving_decision(campaigns: Sequence[Campaign], evidence: Sequence[CampaignEvidence], demand: ServingDemand,
-                     catalog: Catalog, catalog_source: str = "", across: Across | None = None) -> ServingDecision:
+                     catalog: Catalog, catalog_source: str = "", across: Across | None = None,
+                     ledger: Ledger | None = None) -> ServingDecision:
     """The serving decision over ``campaigns`` (of one server study; ``evidence`` read from each). ``across``:
     (campaign id, variant id) → whether that variant is the same result as the decision's one reference across
-    campaigns (several campaigns: :func:`runner.decision.stage` builds it from the agreement matrix)."""
+    campaigns (several campaigns: :func:`runner.decision.stage` builds it from the agreement matrix); ``ledger``:
+    other project expenses, shown apart and never added to a configuration's cost, as in the offline decision."""
     study = campaigns[0].study
     traffic = study.traffic
     assert traffic is not None, "a serving decision needs a server study"
@@ -60,7 +67,7 @@ def serving_decision(campaigns: Sequence[Campaign], evidence: Sequence[CampaignE
                 name += f" [campaign {item.campaign_id[:8]}]"
             tokens, tokens_reason = _tokens(runs, capacity, task)
             inputs.append(ServingConfigInput(name, capacity, item.rental_gpu, item.rental_empty_reason, tokens,
-                                             tokens_reason))
+                                             tokens_reason, item.campaign_id))
     priced = [price_configuration(one, demand, catalog) for one in inputs]
     configs, ranking = rank_serving(priced)
     chosen = next((c for c in configs if c.rank == 1), None)
@@ -78,8 +85,15 @@ def serving_decision(campaigns: Sequence[Campaign], evidence: Sequence[CampaignE
         configurations=configs, ranking=ranking, chosen=chosen.configuration_id if chosen else None,
         why=why_lines(chosen, demand, configs, bound) if chosen else (), uncertain=tuple(uncertain),
         catalog_source=catalog_source,
-        test_hooks=tuple(note for e in evidence for note in e.notes if note.startswith(FAULT_HOOK_BANNER)),
+        test_hooks=tuple(note for e in evidence for note in _hooks(e)),
+        campaigns=tuple(ServingCampaign(e.label, e.campaign_id, e.hardware, _hooks(e)) for e in evidence),
+        ledger=ledger,
     )
+
+
+def _hooks(evidence: CampaignEvidence) -> tuple[str, ...]:
+    """The test-only fault hook's flag of one campaign, when its trials ran with it."""
+    return tuple(note for note in evidence.notes if note.startswith(FAULT_HOOK_BANNER))
 
 
 def across_campaigns(matrix: AgreementMatrix, labels: Mapping[tuple[str, str], str],
@@ -131,6 +145,14 @@ def _tokens(runs: Sequence[RunFacts], capacity: Capacity, task: str) -> tuple[fl
         return None, "the manifests record no output token count for these runs"
     queries = sum(r.queries or 0 for r in held)
     return sum(r.output_tokens or 0 for r in held) / queries, ""
+
+
+def serving_texts(decision: ServingDecision, banners: Sequence[str]) -> tuple[str, str, str]:
+    """decision.json, decision.md and report.html of a serving decision, as text (what ``decide --out`` writes;
+    ``verify`` decides again from a bundle's evidence and compares): ``banners`` (the fault hook's flag, an
+    inconsistent directory's) first in the memo."""
+    memo = "".join(f"{b}\n" for b in banners) + ("\n" if banners else "") + render_serving_memo(decision)
+    return dumps(to_dict(decision)), memo, serving_report_html(memo)
 
 
 def serving_report_html(memo: str) -> str:

@@ -36,10 +36,16 @@ from runner.decision.crosscheck import cross_check
 from runner.decision.evidence import choose_catalog, load_evidence, read_ledger
 from runner.decision.market_stage import MarketOptions, output_paths, price_market
 from runner.decision.memo import render_memo
-from runner.decision.serving_memo import render_serving_memo
-from runner.decision.serving_stage import across_campaigns, serving_decision, serving_report_html
+from runner.decision.serving_stage import across_campaigns, serving_decision, serving_texts
 from runner.hosts.record import expand_campaign_dirs, hosts_without_campaign
 
+#: What a server study's decision offers instead of each option it refuses (``decide`` names it in the refusal).
+SERVING_INSTEAD = {
+    "--reference": "the decision's one reference is the study's reference variant on the first DIR, so list the "
+                   "reference campaign first",
+    "--market": "it is priced with one dated plan catalog (--catalog FILE, default the frozen one)",
+    "a replay directory": "pass campaign directories only (the --out of `isocost run`)",
+}
 DECISION_JSON = "decision.json"
 DECISION_MD = "decision.md"
 REPORT_HTML = "report.html"
@@ -70,13 +76,16 @@ def _reference_campaign(roots: list[Path], campaign_roots: list[Path], reference
 
 
 def _serving_outcome(campaigns: Sequence[Any], evidence: Sequence[Any], demand: ServingDemand | None,
-                     catalog_path: Path | None, out: Path | None, refused: dict[str, object]) -> DecideOutcome:
-    """A server study's decision (runner.decision.serving_stage): capacity, replicas and money; written under
-    ``out`` only. ``refused``: the offline-only options given (each refused by name)."""
+                     catalog_path: Path | None, out: Path | None, expenses_path: Path | None,
+                     refused: dict[str, object]) -> DecideOutcome:
+    """A server study's decision (runner.decision.serving_stage): capacity, replicas and money, the expenses
+    ledger shown apart; written under ``out`` only. ``refused``: the offline-only options given (each refused by
+    name)."""
     for option, value in refused.items():
         if value:
             raise UserError(f"{option} is not wired for a server study's decision yet", option,
-                            f"Run decide on the server campaign without {option} (docs/decide.md, serving).")
+                            f"Run decide on the server campaigns without it: {SERVING_INSTEAD[option]} "
+                            "(docs/decide.md#serving-traffic-replicas-and-money).")
     if demand is None:
         serving_demand(None, None, None)  # raises, naming the first missing option
     assert demand is not None
@@ -87,10 +96,10 @@ def _serving_outcome(campaigns: Sequence[Any], evidence: Sequence[Any], demand: 
         study, labels = campaigns[0].study, configuration_labels(evidence)
         matrix = cross_check([(c.root, e) for c, e in zip(campaigns, evidence, strict=True)], study, labels)
         across = across_campaigns(matrix, labels, evidence, study.quality)
-    decision = serving_decision(campaigns, evidence, demand, catalog, catalog_source, across)
+    ledger = read_ledger(expenses_path) if expenses_path is not None else None
+    decision = serving_decision(campaigns, evidence, demand, catalog, catalog_source, across, ledger)
     banners = _flags(evidence, FAULT_HOOK_BANNER) + _flags(evidence, INCONSISTENT_BANNER)
-    memo = "".join(f"{b}\n" for b in banners) + ("\n" if banners else "") + render_serving_memo(decision)
-    texts = {DECISION_JSON: dumps(to_dict(decision)), DECISION_MD: memo, REPORT_HTML: serving_report_html(memo)}
+    texts = dict(zip((DECISION_JSON, DECISION_MD, REPORT_HTML), serving_texts(decision, banners), strict=True))
     paths = (out / DECISION_JSON, out / DECISION_MD, out / REPORT_HTML) if out is not None else ()
     written = write_decision(paths, texts) if paths else ()
     return DecideOutcome(decision=None, written=written, catalog_source=catalog_source, banners=banners,
@@ -123,8 +132,8 @@ def run_decide(
     campaigns = [open_campaign(root, allow_inconsistent=allow_inconsistent) for root in campaign_roots]
     evidence = [load_evidence(campaign) for campaign in campaigns]
     if campaigns[0].study.traffic is not None:
-        return _serving_outcome(campaigns, evidence, demand, catalog_path, out,
-                                {"--expenses": expenses_path, "--reference": reference, "--market": market,
+        return _serving_outcome(campaigns, evidence, demand, catalog_path, out, expenses_path,
+                                {"--reference": reference, "--market": market,
                                  "a replay directory": extra is not None and bool(extra(campaigns[0].study))})
     if demand is not None:
         raise UserError("--peak-qps, --hours-per-day and --days declare serving traffic, and this campaign's study "

@@ -144,3 +144,22 @@ def test_memory_estimates_that_cannot_be_re_derived_are_named_as_a_caveat_not_ac
     assert "summary and decision re-derived" not in output or "except the memory estimates" in output, output
     code, output = _invoke(["verify", "--json", str(forged_bundle)])
     assert json.loads(output)["caveats"], output
+
+
+def test_a_decision_made_with_a_relative_dir_verifies(tmp_path, monkeypatch):
+    """``decide campaign`` (a relative DIR, as typed in a shell) names the campaign by that DIR but its frozen
+    catalog by the absolute path: verify writes both back (the longer first) and passes the honest bundle."""
+    campaign = tmp_path / "campaign"
+    shutil.copytree(GOLDEN, campaign)
+    monkeypatch.chdir(tmp_path)
+    code, output = _invoke(["decide", "campaign", "--out", "decision"])
+    assert code == 3, output
+    recorded = json.loads((tmp_path / "decision" / "decision.json").read_text())
+    assert recorded["campaigns"][0]["label"] == "campaign" and recorded["catalog_path"] == str(campaign / "catalog.csv")
+    for name in ("decision.json", "decision.md", "report.html"):
+        shutil.copyfile(tmp_path / "decision" / name, campaign / name)
+    code, output = _invoke(["bundle", "campaign", "-o", "bundle.tar.gz"])
+    assert code == 0, output
+    code, output = _invoke(["verify", "bundle.tar.gz"])
+    assert code == 0, output
+    assert "summary and decision re-derived" in output

@@ -232,3 +232,20 @@ def test_tune_under_the_fault_hook_writes_no_rule_into_the_study(tmp_path, monke
     assert_user_error(result, "NOT A MEASUREMENT", f"ISOCOST_FAULT_INJECT={HOOK}", "not written into",
                       "manifest.json", "without the variable", "--dry-run")
     assert study.read_bytes() == before
+
+
+def test_a_bundled_decision_of_a_hooked_campaign_verifies(hooked, tmp_path):
+    """The flag is part of the decision: verify re-derives decision.json's test_hooks and the memo's first line
+    from the sealed manifests, so the honest bundle of a hooked campaign with its decision verifies."""
+    import shutil
+
+    campaign = tmp_path / "campaign"
+    shutil.copytree(hooked, campaign)
+    _invoke("summarize", str(campaign))
+    _invoke("decide", str(campaign), "--out", str(tmp_path / "d"))
+    for name in ("decision.json", "decision.md", "report.html"):
+        shutil.copyfile(tmp_path / "d" / name, campaign / name)
+    _invoke("bundle", str(campaign), "-o", str(tmp_path / "b.tar.gz"))
+    result = CliRunner().invoke(cli, ["verify", str(tmp_path / "b.tar.gz")])
+    assert result.exit_code == 0, result.output
+    assert "decision re-derived" in result.output
