@@ -225,10 +225,27 @@ def _check_engines(study: Study, source: str) -> None:
             where = "series" if any(s.field == "engine" for s in study.series) else "base.engine"
             raise UserError(f"variant {variant.variant_id}: {refusal}", f"{source}, key {where}",
                             "Run this engine in variants it can run (docs/engines.md), or drop it from the study.")
+    _check_in_flight(study, source)
     for name in study.engine_settings:
         if name not in used:
             raise UserError(f"[engines.{name}] is declared but no variant runs engine {name}",
                             f"{source}, key engines.{name}", "Remove the table, or run the engine in a variant.")
+
+
+def _check_in_flight(study: Study, source: str) -> None:
+    """``[traffic] max_batches_in_flight`` above 1 only where every variant's engine runs batches concurrently."""
+    if study.traffic is None or study.traffic.max_batches_in_flight <= 1:
+        return
+    for variant in study.series_variants():
+        engine = engine_named(variant.engine, f"{source}, key base.engine")
+        if not engine.concurrent or not study.settings_of(engine.name).get(engine.concurrent):
+            able = engine.concurrent and f"; engine {engine.name} does with {engine.concurrent} = true"
+            raise UserError(
+                f"max_batches_in_flight = {study.traffic.max_batches_in_flight} needs an engine that runs batches at "
+                f"once; variant {variant.variant_id}'s engine {engine.name} runs one batch at a time{able or ''}",
+                f"{source}, key traffic.max_batches_in_flight",
+                "Set max_batches_in_flight = 1, or serve with an engine that batches continuously (engine vllm "
+                "with server = true in [engines.vllm]), the others in a study of their own.")
 
 
 def _name(top: TableReader) -> str:

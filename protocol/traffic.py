@@ -23,7 +23,9 @@ lists these keys):
   (generation: time to first token and time per output token, MLPerf's LLM server rule);
 - ``seed``: LoadGen's schedule, sample-index and library seeds;
 - ``max_wait_ms``: the dynamic batcher's longest wait for more queries (its largest batch is the variant's
-  ``batch_size``).
+  ``batch_size``);
+- ``max_batches_in_flight``: batches the system under test runs at once (default 1, each batch waits for the one
+  before; more only for an engine that runs batches concurrently, checked by :mod:`protocol.study`).
 
 **The query count rule.** A run decides a percentile bound only if enough queries were measured: when every one
 of ``n`` queries is under the bound, the chance of that happening although a share ``1 - p`` of queries is over it
@@ -82,6 +84,8 @@ SERVING_INSTALL = ("make setup installs the serving extra (mlcommons-loadgen) in
                    "another interpreter needs pip install 'isocost[serving]' (or '.[serving]' in this checkout)")
 #: The tasks whose bound is on the whole answer; any other (text-generation) is bounded per token.
 WHOLE_ANSWER_TASKS = ("text-classification", "sentence-embedding")
+#: The most batches a serving run may have in flight at once (each is a thread of the trial and its requests).
+MAX_IN_FLIGHT = 256
 _WEEK_S, _HOUR_MS = 7 * 86400, 3_600_000
 _PERCENT = Bounds(0, 1, low_open=True, high_open=True)
 
@@ -114,6 +118,9 @@ TRAFFIC_KEYS: dict[str, StudyKey] = {entry.key: entry for entry in key_rows(
     ("traffic.max_wait_ms", "number", "5", Bounds(0, 60_000),
      "the dynamic batcher's longest wait for more queries after a batch's first one, milliseconds (the largest "
      "batch is the variant's batch_size)"),
+    ("traffic.max_batches_in_flight", "integer", "1", Bounds(1, MAX_IN_FLIGHT),
+     "batches the system under test runs at once: 1, each batch waits for the one before; more, each batch goes to "
+     "the engine as soon as it forms (an engine that batches continuously: engine vllm with server = true)"),
 )}
 
 
@@ -156,6 +163,8 @@ class Traffic:
     seed: int = field(metadata=options(domain=Domain(0, 2**64 - 1, "a 64-bit unsigned seed")))
     #: The dynamic batcher's longest wait after a batch's first query (its largest batch: the variant's batch_size).
     max_wait_ms: float = 5.0
+    #: Batches run at once (1: in turn; more: only an engine that runs batches concurrently, ``Engine.concurrent``).
+    max_batches_in_flight: int = 1
     CODEC: ClassVar[Schema] = Schema("traffic", version=1, derived=("queries_needed",))
 
     @property
@@ -220,7 +229,8 @@ def parse_traffic(reader: TableReader, task: str, base_dir: Path | None = None) 
         trace = _trace(reader, min_count, base_dir if base_dir is not None else Path(reader.source).parent)
     return Traffic(arrivals="trace" if trace else "poisson", rates_qps=rates, trace=trace, min_query_count=min_count,
                    min_duration_s=min_duration, max_duration_s=max_duration, bounds=bounds,
-                   seed=_declared(reader, "seed"), max_wait_ms=_declared(reader, "max_wait_ms"))
+                   seed=_declared(reader, "seed"), max_wait_ms=_declared(reader, "max_wait_ms"),
+                   max_batches_in_flight=_declared(reader, "max_batches_in_flight"))
 
 
 def _declared(reader: TableReader, key: str, fix: str = "") -> Any:

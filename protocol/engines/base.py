@@ -57,6 +57,9 @@ class Engine:
     images: Mapping[str, str] = field(default_factory=dict)
     #: MiB of ``/dev/shm`` its trial needs in a container (0: the engine's default, 64 MiB, is enough).
     container_shm_mib: int = 0
+    #: The boolean setting under which the engine runs several batches at once (a server that batches what it is
+    #: sent continuously), so a server study may declare ``[traffic] max_batches_in_flight`` above 1; "" for none.
+    concurrent: str = ""
     #: Its row of the engines table in docs/engines.md: ``runs`` (tasks, devices) and ``changes`` (what differs).
     docs: Mapping[str, str] = field(default_factory=dict)
 

@@ -140,13 +140,15 @@ def test_vllm_http_server_serves_inside_a_locked_down_container(cpu_vllm_image: 
                                                                 docker_client: Any, smollm2: Any,
                                                                 tmp_path: Path) -> None:
     """``server = true`` in a server study: the trial starts vLLM's HTTP server on the container's loopback (the
-    container has no network otherwise) and LoadGen's queries reach it as streaming requests; every answer is
-    kept, the server's log and per-request times are in the trial directory, nothing is left behind."""
+    container has no network otherwise) and LoadGen's queries reach it as streaming requests, each sent as it
+    arrives (``batch_size = 1``, ``max_batches_in_flight = 3``: the server batches them continuously); every answer
+    is kept, the server's log and per-request times are in the trial directory, nothing is left behind."""
     from serving_study import GENERATION_TRAFFIC
 
-    study = write_generation_workspace(tmp_path / "ws", smollm2, n=6, batches="[3]", max_new_tokens=6, replace={
+    study = write_generation_workspace(tmp_path / "ws", smollm2, n=6, batches="[1]", max_new_tokens=6, replace={
         "deterministic = true\n": 'deterministic = true\nengine = "vllm"\n',
-        'scenario = "offline"': 'scenario = "server"'}, extra=SETTINGS + "server = true\n" + GENERATION_TRAFFIC)
+        'scenario = "offline"': 'scenario = "server"'},
+        extra=SETTINGS + "server = true\n" + GENERATION_TRAFFIC + "max_batches_in_flight = 3\n")
     _readable(study.parent)
     out = tmp_path / "out"
     _run(study, out, images_lock, "docker")
@@ -158,8 +160,14 @@ def test_vllm_http_server_serves_inside_a_locked_down_container(cpu_vllm_image: 
     assert manifest["engine"]["server"]["address"].startswith("127.0.0.1:")
     serving = manifest["serving"]
     assert serving["queries"] == 12 and serving["unanswered"] == 0 and serving["answers"]["written"] == 6, serving
+    assert (serving["max_batch"], serving["max_batches_in_flight"]) == (1, 3)  # each query sent as it arrives
     queries = [json.loads(line) for line in (trial / "queries.jsonl").read_text().splitlines()]
     assert all(q["started_ns"] < q["first_token_ns"] < q["completed_ns"] for q in queries), queries
+    spans = sorted((q["started_ns"], q["completed_ns"]) for q in queries)
+    overlapping = sum(1 for (_, end), (start, _) in zip(spans, spans[1:], strict=False) if start < end)
+    print(f"vllm server in a container: {overlapping} of {len(queries) - 1} queries started before the one before "
+          f"ended; LoadGen {serving['result']}, completed {serving['completed_qps']:.2f} qps")
+    assert max(q["batch_size"] for q in queries) == 1
     assert serving["output_tokens"] == sum(q["n_tokens"] for q in queries) > 0
     assert serving["ttft_at_percentile_ms"] is not None and serving["result"] in ("VALID", "INVALID")
     assert "Application startup complete" in (trial / "vllm_server.log").read_text()

@@ -192,3 +192,37 @@ def test_a_trial_interpreter_without_loadgen_is_refused_naming_it(monkeypatch: p
     monkeypatch.setattr(trial_pass.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(Refusal, match="mlperf_loadgen"):
         trial_pass.ServingPass(trial, model=None).run()  # type: ignore[arg-type]
+
+
+class Concurrent(Stepwise):
+    """A model that runs batches at once (vLLM's HTTP server's way): each batch with its own first-token hook."""
+
+    concurrent = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hooks: list[Any] = []
+
+    def predict_concurrent(self, features: list[str], hook: Any) -> list[dict[str, Any]]:
+        self.hooks.append(hook)
+        time.sleep(0.2)
+        hook([0])
+        return [{"tokens": [1, 2], "n_tokens": 2, "text": f} for f in features]
+
+
+def test_batches_in_flight_at_once_each_tell_their_own_first_tokens() -> None:
+    model = Concurrent()
+    system = ServingSystem(model, [("a", "x"), ("b", "y")], lines, BatcherSettings(1, 0.0, in_flight=2),
+                           token_counts=GENERATION.token_counts)
+    responder = Recorder()
+    system.load_samples([0, 1])
+    system.start(responder)
+    system.issue_queries([SimpleNamespace(id=101, index=0), SimpleNamespace(id=102, index=1)])
+    system.stop()
+    assert len(model.hooks) == 2 and model.hooks[0] is not model.hooks[1]
+    assert model.on_first_token is None  # never set: each batch got its hook as an argument
+    records = sorted(system.records, key=lambda r: r.started_ns)
+    assert records[1].started_ns < records[0].completed_ns, "the second batch waited for the first"
+    assert {r.batch for r in records} == {0, 1}
+    for query in (101, 102):
+        assert responder.events.index(("first", query)) < responder.events.index(("complete", query))

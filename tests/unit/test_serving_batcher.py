@@ -87,3 +87,55 @@ def test_stop_runs_everything_still_waiting_and_ends_the_worker():
 def test_bad_settings_are_refused(max_batch: int, max_wait_ms: float):
     with pytest.raises(ValueError):
         DynamicBatcher(max_batch, max_wait_ms, lambda batch: None)
+
+
+def test_with_two_workers_a_batch_starts_while_the_one_before_still_runs():
+    """``workers = 2`` (a server study's ``max_batches_in_flight``): two single-query batches overlap; with one
+    worker the second waits for the first."""
+    for workers, overlap in ((2, True), (1, False)):
+        spans = _spans(workers)
+        (_, a_end), (b_start, _) = sorted(spans)
+        assert (b_start < a_end) is overlap, (workers, spans)
+
+
+def _spans(workers: int) -> list[tuple[float, float]]:
+    """Two single-query batches, each taking 0.3 s: when each ran."""
+    spans: list[tuple[float, float]] = []
+    lock = threading.Lock()
+
+    def handler(batch: list[Pending]) -> None:
+        start = time.monotonic()
+        time.sleep(0.3)
+        with lock:
+            spans.append((start, time.monotonic()))
+
+    batcher = DynamicBatcher(1, 0, handler, workers=workers)
+    batcher.start()
+    batcher.put_many([pending(0), pending(1)])
+    batcher.stop()
+    assert batcher.batches == 2
+    return spans
+
+
+def test_many_workers_never_run_an_empty_batch_nor_lose_a_query():
+    seen: list[list[int]] = []
+    lock = threading.Lock()
+
+    def handler(batch: list[Pending]) -> None:
+        with lock:
+            seen.append([p.query for p in batch])
+        time.sleep(0.002)
+
+    batcher = DynamicBatcher(3, 5, handler, workers=4)
+    batcher.start()
+    for n in range(60):
+        batcher.put(pending(n))
+        time.sleep(0.001)
+    batcher.stop()
+    assert all(1 <= len(batch) <= 3 for batch in seen), seen
+    assert sorted(q for batch in seen for q in batch) == list(range(60)) and batcher.batches == len(seen)
+
+
+def test_workers_must_be_at_least_one():
+    with pytest.raises(ValueError, match="workers must be at least 1"):
+        DynamicBatcher(1, 0, lambda batch: None, workers=0)

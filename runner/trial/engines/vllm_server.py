@@ -335,17 +335,18 @@ class ServerBackend:
     ready_s: float
     _hook_lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def generate(self, model: Any, features: Sequence[Mapping[str, Sequence[int]]],
-                 params: Any) -> list[dict[str, Any]]:
+    def generate(self, model: Any, features: Sequence[Mapping[str, Sequence[int]]], params: Any,
+                 on_first_token: Callable[[list[int]], None] | None = None) -> list[dict[str, Any]]:
         """One batch: every prompt sent at once, each answer streamed; rows as the generator writes them. A
-        request that fails fails the batch (ServerFailed), after every request of the batch has ended."""
+        request that fails fails the batch (ServerFailed), after every request of the batch has ended. The batch's
+        first-token hook: ``on_first_token`` (batches in flight at once), else the model's, read now."""
         start = clock()
         answers: list[Streamed | None] = [None] * len(features)
         errors: list[str] = []
+        hook = on_first_token if on_first_token is not None else model.on_first_token
 
         def send(row: int) -> None:
             def first() -> None:
-                hook = model.on_first_token
                 if hook is not None:
                     with self._hook_lock:  # the serving system's bookkeeping is not thread-safe
                         hook([row])
@@ -370,8 +371,9 @@ class ServerBackend:
         rows = [model._row(answer.tokens, answer.top_ids, answer.top_logprobs) for answer in done]
         firsts = [answer.first_s for answer in done if answer.first_s is not None]
         first = max(firsts) if firsts else end  # as the engine counts prefill: until every row has its first token
-        model._count(first - start, end - first, sum(row["n_tokens"] for row in rows),
-                     max((len(answer.tokens) for answer in done), default=0))
+        with self._hook_lock:  # batches in flight at once add to the same figures
+            model._count(first - start, end - first, sum(row["n_tokens"] for row in rows),
+                         max((len(answer.tokens) for answer in done), default=0))
         return rows
 
     def config(self) -> dict[str, Any]:

@@ -4,7 +4,9 @@
 thread: it only appends) and runs a worker thread that forms batches by two declared rules: a batch starts with the
 oldest waiting query, takes every query that arrives until it holds ``max_batch`` queries or ``max_wait_ms`` have
 passed since that first query arrived, then goes to ``handler`` (the model) at once. ``max_wait_ms = 0`` runs what
-is waiting, never waiting for more. One worker: the model runs one batch at a time, as the offline pass does.
+is waiting, never waiting for more. One worker (the default): the model runs one batch at a time, as the offline
+pass does; ``workers = N`` lets N batches run at once (a server study's ``max_batches_in_flight``, for an engine
+that batches continuously what it is sent).
 
 The batcher knows nothing of LoadGen or of models (pure threads, testable alone): the system under test
 (:mod:`runner.trial.serving.sut`) gives it the handler. An exception from the handler is the handler's to report;
@@ -39,13 +41,18 @@ class Pending:
 
 
 class DynamicBatcher:
-    """Batches of at most ``max_batch`` queries, the first waiting at most ``max_wait_ms``, run by one worker."""
+    """Batches of at most ``max_batch`` queries, the first waiting at most ``max_wait_ms``, run by ``workers``
+    workers (1: one batch at a time; more: a batch starts as soon as it forms, while at most ``workers - 1`` others
+    still run)."""
 
-    def __init__(self, max_batch: int, max_wait_ms: float, handler: Callable[[list[Pending]], None]) -> None:
+    def __init__(self, max_batch: int, max_wait_ms: float, handler: Callable[[list[Pending]], None],
+                 workers: int = 1) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, got {max_batch}")
         if not 0 <= max_wait_ms < 3_600_000:
             raise ValueError(f"max_wait_ms must be from 0 to an hour, got {max_wait_ms}")
+        if workers < 1:
+            raise ValueError(f"workers must be at least 1, got {workers}")
         self.max_batch = max_batch
         self.max_wait_ns = int(max_wait_ms * 1_000_000)
         self.handler = handler
@@ -53,10 +60,12 @@ class DynamicBatcher:
         self._waiting: deque[Pending] = deque()
         self._ready = threading.Condition()
         self._stopping = False
-        self._worker = threading.Thread(target=self._run, name="isocost-batcher", daemon=True)
+        self._workers = [threading.Thread(target=self._run, name=f"isocost-batcher-{n}", daemon=True)
+                         for n in range(workers)]
 
     def start(self) -> None:
-        self._worker.start()
+        for worker in self._workers:
+            worker.start()
 
     def put(self, pending: Pending) -> None:
         with self._ready:
@@ -72,30 +81,34 @@ class DynamicBatcher:
         """Run what is still waiting, then end the worker (``timeout_s``: the longest wait for it)."""
         with self._ready:
             self._stopping = True
-            self._ready.notify()
-        if self._worker.is_alive():
-            self._worker.join(timeout_s)
+            self._ready.notify_all()
+        deadline = time.monotonic() + timeout_s
+        for worker in self._workers:
+            if worker.is_alive():
+                worker.join(max(deadline - time.monotonic(), 0.0))
 
     def _run(self) -> None:
         while True:
             batch = self._next_batch()
             if batch is None:
                 return
-            self.batches += 1
             self.handler(batch)
 
     def _next_batch(self) -> list[Pending] | None:
-        """The next batch by the declared rule; None once stopped with nothing waiting."""
+        """The next batch by the declared rule; None once stopped with nothing waiting. The oldest waiting query's
+        deadline is read again after every wait: with several workers another may have taken it meanwhile."""
         with self._ready:
-            while not self._waiting:
-                if self._stopping:
-                    return None
-                self._ready.wait()
-            deadline = self._waiting[0].arrived_ns + self.max_wait_ns
-            while len(self._waiting) < self.max_batch and not self._stopping:
-                left_ns = deadline - time.monotonic_ns()
-                if left_ns <= 0:
-                    break
+            while True:
+                while not self._waiting:
+                    if self._stopping:
+                        return None
+                    self._ready.wait()
+                left_ns = self._waiting[0].arrived_ns + self.max_wait_ns - time.monotonic_ns()
+                if len(self._waiting) >= self.max_batch or left_ns <= 0 or self._stopping:
+                    count = min(self.max_batch, len(self._waiting))
+                    self.batches += 1
+                    batch = [self._waiting.popleft() for _ in range(count)]
+                    if self._waiting:
+                        self._ready.notify()  # another worker may form the next batch now
+                    return batch
                 self._ready.wait(left_ns / 1e9)
-            count = min(self.max_batch, len(self._waiting))
-            return [self._waiting.popleft() for _ in range(count)]

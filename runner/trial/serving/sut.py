@@ -66,10 +66,12 @@ class Responder(Protocol):
 
 @dataclass(frozen=True)
 class BatcherSettings:
-    """The declared dynamic batcher: at most ``max_batch`` queries a batch, the first waiting ``max_wait_ms``."""
+    """The declared dynamic batcher: at most ``max_batch`` queries a batch, the first waiting ``max_wait_ms``, at most
+    ``in_flight`` batches running at once (more than 1: the model runs batches concurrently, ``predict_concurrent``)."""
 
     max_batch: int
     max_wait_ms: float
+    in_flight: int = 1
 
 
 @dataclass
@@ -109,7 +111,7 @@ class ServingSystem:
         self.errors: list[str] = []
         self._lock = threading.Lock()
         self._origin_ns = time.monotonic_ns()
-        self._batcher = DynamicBatcher(batcher.max_batch, batcher.max_wait_ms, self._run_batch)
+        self._batcher = DynamicBatcher(batcher.max_batch, batcher.max_wait_ms, self._run_batch, batcher.in_flight)
         self._responder: Responder | None = None
         self._batch_number = 0
         self._issued = 0
@@ -157,14 +159,14 @@ class ServingSystem:
     def _run_batch(self, batch: list[Pending]) -> None:
         assert self._responder is not None, "start() the system before LoadGen issues queries"
         started = time.monotonic_ns()
-        number, self._batch_number = self._batch_number, self._batch_number + 1
+        with self._lock:
+            number, self._batch_number = self._batch_number, self._batch_number + 1
         first: dict[int, int] = {}  # row of the batch → its first token (monotonic ns)
         ids = [self.samples[p.index][0] for p in batch]
         tokens = hasattr(self.model, "on_first_token")
         try:
-            if tokens:
-                self.model.on_first_token = lambda rows=None: self._first_token(batch, first, rows)  # type: ignore[attr-defined]
-            outputs = self.model.predict_encoded([self.features[p.index] for p in batch])
+            hook = (lambda rows=None: self._first_token(batch, first, rows)) if tokens else None
+            outputs = self._predict([self.features[p.index] for p in batch], hook)
             texts = self.lines(ids, outputs).splitlines()
             counted = self.token_counts(outputs) if self.token_counts else None
             counts = list(counted) if counted is not None else [1] * len(batch)
@@ -179,6 +181,15 @@ class ServingSystem:
         self._responder.complete([(p.query, text.encode("utf-8"), n)
                                   for p, text, n in zip(batch, texts, counts, strict=True)])
         self._keep(batch, ids, texts, counts, error, (number, started, completed), first if tokens else {})
+
+    def _predict(self, features: list[Any], hook: Callable[..., None] | None) -> Any:
+        """One batch through the model: with batches in flight at once, each with its own first-token hook
+        (``predict_concurrent``); else the model's ``on_first_token`` set for this batch."""
+        if self.settings.in_flight > 1:
+            return self.model.predict_concurrent(features, hook)  # type: ignore[attr-defined]
+        if hook is not None:
+            self.model.on_first_token = hook  # type: ignore[attr-defined]
+        return self.model.predict_encoded(features)
 
     def _first_token(self, batch: list[Pending], first: dict[int, int], rows: Sequence[int] | None,
                      at_ns: int | None = None) -> None:

@@ -10,7 +10,9 @@ The trial loads and warms the model as for an offline pass (``runner.trial.run``
    seeded random order, so every corpus id is asked ``copies`` times, among Poisson arrivals. The library holds at
    least ``min_query_count`` samples, at least the corpus, and (with ``min_duration_s``) more than the queries that
    duration needs at the rate (:data:`DURATION_MARGIN`). The system under test is the model behind the declared
-   dynamic batcher: the largest batch is the variant's ``batch_size``, the longest wait ``[traffic] max_wait_ms``;
+   dynamic batcher: the largest batch is the variant's ``batch_size``, the longest wait ``[traffic] max_wait_ms``,
+   at most ``max_batches_in_flight`` batches at once (above 1 only for a model that runs batches concurrently:
+   ``concurrent``, vLLM's HTTP server; refused otherwise);
 3. keeps LoadGen's logs and the harness's ``answers.jsonl`` and ``queries.jsonl`` in the trial directory;
 4. writes the task's JSON-lines output file (``predictions.jsonl`` for classification) from the answers, one line
    per corpus id in corpus order: the id's FIRST answer (in the order queries reached the system). Every repeat of
@@ -39,6 +41,7 @@ import dataclasses
 import importlib.util
 import json
 import math
+import threading
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -146,6 +149,7 @@ class _FaultedModel:
 
     def __init__(self, trial: Trial, model: TaskModel) -> None:
         self.trial, self.model, self.batch_no = trial, model, 0
+        self._lock = threading.Lock()  # batches in flight at once number themselves in turn
 
     @property
     def on_first_token(self) -> Any:
@@ -159,9 +163,17 @@ class _FaultedModel:
         return self.model.tokenize(texts)
 
     def predict_encoded(self, features: Any) -> Any:
-        number, self.batch_no = self.batch_no, self.batch_no + 1
-        self.trial.fault.before_batch(number, len(features))
+        self._before(len(features))
         return self.model.predict_encoded(features)
+
+    def predict_concurrent(self, features: Any, hook: Any) -> Any:
+        self._before(len(features))
+        return self.model.predict_concurrent(features, hook)  # type: ignore[attr-defined]
+
+    def _before(self, size: int) -> None:
+        with self._lock:
+            number, self.batch_no = self.batch_no, self.batch_no + 1
+        self.trial.fault.before_batch(number, size)
 
 
 class ServingPass:
@@ -191,8 +203,11 @@ class ServingPass:
         trial.expected = len(records)
         rate = trial.variant.rate_qps or traffic.rates_qps[0]  # the variant's rate (a version-4 spec: the one rate)
         samples, copies = library(records, traffic, rate)
-        system = ServingSystem(_FaultedModel(trial, self.model), samples, self._lines,
-                               BatcherSettings(trial.variant.batch_size, traffic.max_wait_ms), self.task.token_counts)
+        if traffic.max_batches_in_flight > 1 and not getattr(self.model, "concurrent", False):
+            raise Refusal(f"max_batches_in_flight = {traffic.max_batches_in_flight} needs an engine that runs batches "
+                          f"at once; engine {trial.variant.engine} as loaded runs one at a time")
+        batcher = BatcherSettings(trial.variant.batch_size, traffic.max_wait_ms, traffic.max_batches_in_flight)
+        system = ServingSystem(_FaultedModel(trial, self.model), samples, self._lines, batcher, self.task.token_counts)
         settings = dataclasses.replace(ServerSettings.from_traffic(traffic, rate), issue_unique=True)
         run = run_server(system, settings, trial.out)
         times = [(r.issued_ns, r.completed_ns) for r in system.records]
@@ -248,6 +263,7 @@ def serving_block(run: ServingRun, settings: ServerSettings, system: ServingSyst
     return {
         "scenario": "server", "arrivals": "poisson", "target_qps": settings.target_qps,
         "max_batch": system.settings.max_batch, "max_wait_ms": system.settings.max_wait_ms,
+        "max_batches_in_flight": system.settings.in_flight,
         "min_query_count": settings.min_query_count, "min_duration_s": settings.min_duration_s,
         "max_duration_s": settings.max_duration_s, "seed": settings.seed,
         "library_samples": len(system.samples), "corpus_copies": copies,
