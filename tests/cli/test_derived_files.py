@@ -7,34 +7,15 @@ from __future__ import annotations
 
 import json
 import shutil
-import tarfile
 from pathlib import Path
 
 import pytest
+from bundle_forge import bundle_members, repack
 from click.testing import CliRunner
 
-from protocol.fingerprint import sha256_bytes
-from runner.bundle.pack import PackedFile, write_deterministic_tar
-from runner.bundle.records import MANIFEST_NAME
 from runner.cli import main
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden_campaign"
-
-
-def _members(bundle: Path) -> dict[str, bytes]:
-    with tarfile.open(bundle) as tar:
-        return {m.name: tar.extractfile(m).read() for m in tar.getmembers()}  # type: ignore[union-attr]
-
-
-def _repack(files: dict[str, bytes], output: Path) -> Path:
-    """A bundle of ``files`` whose BUNDLE.json lists their recomputed hashes."""
-    manifest = json.loads(files[MANIFEST_NAME])
-    manifest["files"] = [{"path": name, "sha256": sha256_bytes(data), "size_bytes": len(data)}
-                         for name, data in sorted(files.items()) if name != MANIFEST_NAME]
-    files = {**files, MANIFEST_NAME: json.dumps(manifest).encode()}
-    names = [MANIFEST_NAME, *sorted(n for n in files if n != MANIFEST_NAME)]
-    write_deterministic_tar(output, [PackedFile(name, data=files[name]) for name in names])
-    return output
 
 
 def _invoke(args: list[str]) -> tuple[int, str]:
@@ -66,7 +47,7 @@ def test_a_bundle_whose_derived_files_follow_from_its_evidence_verifies(bundled)
 
 
 def test_a_decision_changed_to_choose_another_configuration_fails_verify(bundled, tmp_path):
-    files = _members(bundled)
+    files = bundle_members(bundled)
     decision = json.loads(files["campaign/decision.json"])
     labels = [entry["configuration_id"] for entry in decision["configurations"]]
     other = next(label for label in labels if label != decision["chosen"])
@@ -75,7 +56,7 @@ def test_a_decision_changed_to_choose_another_configuration_fails_verify(bundled
     decision["chosen"] = other
     files["campaign/decision.json"] = (json.dumps(decision, sort_keys=True, indent=2, ensure_ascii=False)
                                        + "\n").encode()
-    code, output = _invoke(["verify", str(_repack(files, tmp_path / "forged.tar.gz"))])
+    code, output = _invoke(["verify", str(repack(files, tmp_path / "forged.tar.gz"))])
     assert code == 1, output
     assert output.startswith(f"FAILED: {tmp_path / 'forged.tar.gz'}: campaign/decision.json: line "), output
     assert "does not follow from the sealed evidence" in output
@@ -89,11 +70,11 @@ def test_a_decision_changed_to_choose_another_configuration_fails_verify(bundled
     ("report.html", "<html", "<html data-forged"),
 ])
 def test_an_edited_derived_file_with_recomputed_hashes_is_named(bundled, tmp_path, name, before, after):
-    files = _members(bundled)
+    files = bundle_members(bundled)
     text = files[f"campaign/{name}"].decode()
     assert before in text, text[:400]
     files[f"campaign/{name}"] = text.replace(before, after, 1).encode()
-    code, output = _invoke(["verify", str(_repack(files, tmp_path / "forged.tar.gz"))])
+    code, output = _invoke(["verify", str(repack(files, tmp_path / "forged.tar.gz"))])
     assert code == 1, output
     assert f": campaign/{name}: " in output.splitlines()[0], output
 
@@ -108,7 +89,7 @@ def test_bundle_never_packs_a_file_an_edited_decision_json_names_as_its_catalog(
     bundle = tmp_path / "b.tar.gz"
     code, output = _invoke(["bundle", str(campaign), "-o", str(bundle)])
     assert code == 0, output
-    packed = _members(bundle)
+    packed = bundle_members(bundle)
     assert not any(b"do-not-pack" in data for data in packed.values())
     assert "catalog/secret.txt" not in packed
 
@@ -123,7 +104,7 @@ def test_memory_estimates_that_cannot_be_re_derived_are_named_as_a_caveat_not_ac
     from runner.analysis.verdicts import derive_verdicts
     from runner.campaign_dir.campaign import open_campaign
 
-    files = _members(bundled)
+    files = bundle_members(bundled)
     root = tmp_path / "x"
     for name, data in files.items():
         if name.startswith("campaign/"):
@@ -137,7 +118,7 @@ def test_memory_estimates_that_cannot_be_re_derived_are_named_as_a_caveat_not_ac
     record, markdown = derive_summary(campaign, derive_verdicts(campaign), estimates=forged)
     files["campaign/summary.json"] = dumps(to_dict(record)).encode()
     files["campaign/summary.md"] = markdown.encode()
-    forged_bundle = _repack(files, tmp_path / "estimates.tar.gz")
+    forged_bundle = repack(files, tmp_path / "estimates.tar.gz")
     code, output = _invoke(["verify", str(forged_bundle)])
     assert "caveat: campaign/summary.json: memory_estimates: not re-derived" in output, output
     assert "the model is not on this host" in output, output

@@ -13,19 +13,16 @@ import csv
 import io
 import json
 import shutil
-import tarfile
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from bundle_forge import bundle_members, repack
 from click.testing import CliRunner
 from serving_study import SERVER, TRAFFIC
 
-from protocol.fingerprint import sha256_bytes
 from protocol.records import Rental
 from runner.analysis.summary import summarize_campaign
-from runner.bundle.pack import PackedFile, write_deterministic_tar
-from runner.bundle.records import MANIFEST_NAME
 from runner.campaign.run import run_campaign
 from runner.cli import main
 from runner.launch.process import ProcessLauncher
@@ -35,22 +32,6 @@ pytestmark = pytest.mark.e2e
 pytest.importorskip("mlperf_loadgen")
 
 DEMAND = ["--peak-qps", "50", "--hours-per-day", "8", "--days", "7"]
-
-
-def _members(bundle: Path) -> dict[str, bytes]:
-    with tarfile.open(bundle) as tar:
-        return {m.name: tar.extractfile(m).read() for m in tar.getmembers()}  # type: ignore[union-attr]
-
-
-def _repack(files: dict[str, bytes], output: Path) -> Path:
-    """A bundle of ``files`` whose BUNDLE.json lists their recomputed hashes."""
-    manifest = json.loads(files[MANIFEST_NAME])
-    manifest["files"] = [{"path": name, "sha256": sha256_bytes(data), "size_bytes": len(data)}
-                         for name, data in sorted(files.items()) if name != MANIFEST_NAME]
-    files = {**files, MANIFEST_NAME: json.dumps(manifest).encode()}
-    names = [MANIFEST_NAME, *sorted(n for n in files if n != MANIFEST_NAME)]
-    write_deterministic_tar(output, [PackedFile(name, data=files[name]) for name in names])
-    return output
 
 
 def test_verify_re_derives_a_serving_decision(make_workspace: Callable[..., Path], tmp_path: Path,
@@ -78,19 +59,19 @@ def test_verify_re_derives_a_serving_decision(make_workspace: Callable[..., Path
     assert "verdicts, summary and decision re-derived" in verified.output
 
     # A forger makes the decision cheaper (decision.json only, hashes recomputed): named, exit 1.
-    files = _members(bundle)
+    files = bundle_members(bundle)
     forged = json.loads(files["campaign/decision.json"])
     forged["demand"]["days"] = 1
     files["campaign/decision.json"] = (json.dumps(forged, sort_keys=True, indent=2, ensure_ascii=False)
                                        + "\n").encode()
-    tampered = CliRunner().invoke(main, ["verify", str(_repack(files, tmp_path / "forged.tar.gz"))])
+    tampered = CliRunner().invoke(main, ["verify", str(repack(files, tmp_path / "forged.tar.gz"))])
     assert tampered.exit_code == 1, tampered.output
     assert tampered.output.startswith(f"FAILED: {tmp_path / 'forged.tar.gz'}: campaign/decision.json: "), \
         tampered.output
-    memo = files["campaign/decision.md"] = _members(bundle)["campaign/decision.md"]
-    files["campaign/decision.json"] = _members(bundle)["campaign/decision.json"]
+    memo = files["campaign/decision.md"] = bundle_members(bundle)["campaign/decision.md"]
+    files["campaign/decision.json"] = bundle_members(bundle)["campaign/decision.json"]
     files["campaign/decision.md"] = memo.replace(b"# Decision:", b"# Decision (forged):", 1)
-    tampered = CliRunner().invoke(main, ["verify", str(_repack(files, tmp_path / "forged-md.tar.gz"))])
+    tampered = CliRunner().invoke(main, ["verify", str(repack(files, tmp_path / "forged-md.tar.gz"))])
     assert tampered.exit_code == 1 and ": campaign/decision.md: " in tampered.output.splitlines()[0], \
         tampered.output
 
@@ -100,7 +81,7 @@ def test_verify_re_derives_a_serving_decision(make_workspace: Callable[..., Path
     del old["campaigns"]
     old["schema_version"] = 1
     files["campaign/decision.json"] = json.dumps(old).encode()
-    tampered = CliRunner().invoke(main, ["verify", str(_repack(files, tmp_path / "v1.tar.gz"))])
+    tampered = CliRunner().invoke(main, ["verify", str(repack(files, tmp_path / "v1.tar.gz"))])
     assert tampered.exit_code == 1 and "names no campaigns (schema_version 1" in tampered.output, tampered.output
 
     # With --expenses the ledger is shown apart (never added to a cost); the bundle does not hold it: named.
@@ -129,7 +110,7 @@ def test_verify_re_derives_a_serving_decision(make_workspace: Callable[..., Path
         shutil.copyfile(tmp_path / "own-catalog" / name, campaign / name)
     packed = CliRunner().invoke(main, ["bundle", str(campaign), "-o", str(tmp_path / "own.tar.gz")])
     assert packed.exit_code == 0, packed.output
-    assert "catalog/my-catalog.csv" in _members(tmp_path / "own.tar.gz")
+    assert "catalog/my-catalog.csv" in bundle_members(tmp_path / "own.tar.gz")
     verified = CliRunner().invoke(main, ["verify", str(tmp_path / "own.tar.gz")])
     assert verified.exit_code == 0, verified.output
 

@@ -137,15 +137,20 @@ def lines(ids: Sequence[str], outputs: list[dict[str, Any]]) -> str:
     return "".join(json.dumps({"id": i, **o}) + "\n" for i, o in zip(ids, outputs, strict=True))
 
 
-@pytest.mark.parametrize("silent", [False, True])
-def test_the_system_tells_each_first_token_once_before_its_completion(silent: bool) -> None:
-    system = ServingSystem(Stepwise(silent), [("a", "x"), ("b", "y")], lines, BatcherSettings(2, 200.0),
-                           token_counts=GENERATION.token_counts)
+def serve_two(model: Any, settings: BatcherSettings) -> tuple[ServingSystem, Recorder]:
+    """Queries 101 and 102 (ids a and b) served by ``model`` behind ``settings``, to the end."""
+    system = ServingSystem(model, [("a", "x"), ("b", "y")], lines, settings, token_counts=GENERATION.token_counts)
     responder = Recorder()
     system.load_samples([0, 1])
     system.start(responder)
     system.issue_queries([SimpleNamespace(id=101, index=0), SimpleNamespace(id=102, index=1)])
     system.stop()
+    return system, responder
+
+
+@pytest.mark.parametrize("silent", [False, True])
+def test_the_system_tells_each_first_token_once_before_its_completion(silent: bool) -> None:
+    system, responder = serve_two(Stepwise(silent), BatcherSettings(2, 200.0))
     assert sorted(responder.events) == sorted([("first", 101), ("first", 102), ("complete", 101), ("complete", 102)])
     for query in (101, 102):
         assert responder.events.index(("first", query)) < responder.events.index(("complete", query))
@@ -212,13 +217,7 @@ class Concurrent(Stepwise):
 
 def test_batches_in_flight_at_once_each_tell_their_own_first_tokens() -> None:
     model = Concurrent()
-    system = ServingSystem(model, [("a", "x"), ("b", "y")], lines, BatcherSettings(1, 0.0, in_flight=2),
-                           token_counts=GENERATION.token_counts)
-    responder = Recorder()
-    system.load_samples([0, 1])
-    system.start(responder)
-    system.issue_queries([SimpleNamespace(id=101, index=0), SimpleNamespace(id=102, index=1)])
-    system.stop()
+    system, responder = serve_two(model, BatcherSettings(1, 0.0, in_flight=2))
     assert len(model.hooks) == 2 and model.hooks[0] is not model.hooks[1]
     assert model.on_first_token is None  # never set: each batch got its hook as an argument
     records = sorted(system.records, key=lambda r: r.started_ns)
