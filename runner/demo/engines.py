@@ -5,7 +5,9 @@ than one engine) and the serving study (the classification demo under requests).
 texts, its classifier and quality minimum); ``engines-generate.toml`` compares transformers with vLLM on the
 text-generation demo (the generate study's stories, SmolLM2 and its tuned rule), in fp32, with vLLM in bf16 beside
 them. ``serve.toml`` serves the quick study's classifier under MLPerf LoadGen's Server scenario at three rates, batch 1
-against batch 8 behind the dynamic batcher, with a p99 latency bound (docs/serving.md). Each is written from its
+against batch 8 behind the dynamic batcher, with a p99 latency bound (docs/serving.md); ``serve-gpu.toml`` serves
+the same classifier on a CUDA card (batches 1, 8 and 32 in fp32, batch 8 in fp16, at 200 to 3,200 queries per
+second, p99 within 50 ms: written for a real card, never run here). Each is written from its
 template in ``runner/demo/studies/derived/`` once the demo study it derives from has
 been built (or reused) by its part (:mod:`runner.demo.parts`), its fingerprints and rule read from that study, so
 the engine study always matches the inputs on disk. A vLLM study is written even where ``.venv-vllm`` is missing:
@@ -28,7 +30,7 @@ TEMPLATES = Path(__file__).resolve().parent / "studies" / "derived"
 #: Each engine study and the built demo study whose corpus, tuning split, model and rule it takes.
 ENGINE_STUDIES: dict[str, str] = {"engines": "quick", "engines-generate": "generate"}
 #: Every derived study (the engine studies and the serving one) and the built study it derives from.
-DERIVED_STUDIES: dict[str, str] = {**ENGINE_STUDIES, "serve": "quick"}
+DERIVED_STUDIES: dict[str, str] = {**ENGINE_STUDIES, "serve": "quick", "serve-gpu": "quick"}
 #: The least time limit per trial of an engine study (seconds): a loaded machine's vLLM start-up fits in it.
 MIN_TRIAL_TIMEOUT_S = 900
 _PLACEHOLDER = re.compile(r"@[A-Z_]+@")

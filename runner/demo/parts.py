@@ -24,7 +24,8 @@ DEMO_PARTS = ("classification", "embedding", "generation")
 #: Each demo study file (without ``.toml``) and the part that writes it.
 STUDY_PARTS: dict[str, str] = {
     **{name: "classification" for name in (
-        "quick", "classify-1000", "quick-cuda", "quick-rocm", "gpu-cuda", "gpu-rocm", "engines", "serve")},
+        "quick", "classify-1000", "quick-cuda", "quick-rocm", "gpu-cuda", "gpu-rocm", "engines", "serve",
+        "serve-gpu")},
     "embed": "embedding",
     **{name: "generation" for name in ("generate", "generate-gpu-cuda", "generate-gpu-rocm", "engines-generate")},
 }

@@ -58,8 +58,8 @@ def test_prepare_for_one_study_builds_only_its_part(built: list[tuple[str, dict[
 def test_prepare_without_a_study_builds_every_part(built: list[tuple[str, dict[str, Any]]], tmp_path: Path) -> None:
     result = CliRunner().invoke(demo_cli.demo, ["prepare", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    assert [name for name, _ in built] == ["classification", "write engines", "write serve", "generation",
-                                           "write engines-generate"]
+    assert [name for name, _ in built] == ["classification", "write engines", "write serve", "write serve-gpu",
+                                           "generation", "write engines-generate"]
     assert built[0][1]["embedding"] is True  # the classification build makes the embedding part too
     assert DEMO_PARTS == ("classification", "embedding", "generation")
 

@@ -251,6 +251,7 @@ def test_cli_prepare_prints_the_study_paths(
     assert outcome.output.rstrip().endswith(
         f"{result.out_dir / 'classify-1000.toml'}\n  {result.out_dir / 'embed.toml'}\n  {result.out_dir / 'quick.toml'}"
         f"\n  {result.out_dir / 'engines.toml'}\n  {result.out_dir / 'serve.toml'}"  # derived from quick.toml
+        f"\n  {result.out_dir / 'serve-gpu.toml'}"
     )
 
 

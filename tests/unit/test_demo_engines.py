@@ -55,7 +55,7 @@ def test_an_engine_study_needs_its_base_study_built(tmp_path: Path) -> None:
 def test_each_engine_study_belongs_to_the_part_of_its_base() -> None:
     assert {name: part_of(name) for name in ENGINE_STUDIES} == {"engines": "classification",
                                                                  "engines-generate": "generation"}
-    assert engine_studies_of(("quick", "classify-1000")) == ("engines", "serve")
+    assert engine_studies_of(("quick", "classify-1000")) == ("engines", "serve", "serve-gpu")
     assert engine_studies_of(("generate", "generate-gpu-cuda")) == ("engines-generate",)
     assert engine_studies_of(("embed",)) == ()
 
@@ -82,4 +82,19 @@ def test_serve_serves_the_quick_studys_classifier_at_three_rates_with_a_decidabl
     variants = {v.variant_id: (v.batch_size, v.rate_qps) for v in study.rated_variants()}
     assert len(variants) == 6 and variants["batch_size=8@rate_qps=120"] == (8, 120.0)
     assert study.quality.reference_variant == "batch_size=1" and study.quality.minimum == base.quality.minimum
+    assert (study.corpus.fingerprint, study.model.fingerprint) == (base.corpus.fingerprint, base.model.fingerprint)
+
+
+def test_serve_gpu_serves_the_quick_studys_classifier_on_a_cuda_card_with_a_decidable_p99(tmp_path: Path) -> None:
+    """Written for a real card (never run here): CUDA, batches 1/8/32 in fp32 and batch 8 in fp16 (one factor at a
+    time, as every study's series), three rates, p99 in 50 ms."""
+    base = load_study(_quick_demo(tmp_path))
+    study = load_study(write_engine_study(tmp_path, "serve-gpu"))
+    assert study.scenario == "server" and study.traffic is not None
+    assert study.traffic.rates_qps == (200.0, 800.0, 3200.0)
+    assert study.traffic.min_query_count >= study.traffic.queries_needed
+    variants = study.rated_variants()
+    assert {(v.stack, v.device) for v in variants} == {("cuda", "cuda")}
+    assert {(v.batch_size, v.precision) for v in variants} == {(1, "fp32"), (8, "fp32"), (32, "fp32"), (8, "fp16")}
+    assert len(variants) == 12 and study.quality.reference_variant in {v.variant_id for v in study.series_variants()}
     assert (study.corpus.fingerprint, study.model.fingerprint) == (base.corpus.fingerprint, base.model.fingerprint)
