@@ -82,7 +82,8 @@ def test_transformers_and_vllm_in_one_campaign_give_the_same_accepted_tokens(smo
     assert manifest["engine"]["name"] == "vllm" and manifest["engine"]["version"] == "0.32.0"
     assert manifest["engine"]["dtype"] == "float32"
     assert manifest["engine"]["settings"] == {"enforce_eager": True, "max_model_len": 512, "max_num_seqs": 8,
-                                              "kv_cache_gib": 1.0, "block_size": 128, "enable_prefix_caching": False}
+                                              "kv_cache_gib": 1.0, "block_size": 128, "enable_prefix_caching": False,
+                                              "server": False}
     assert [o["tokens"] for o in outputs["vllm"]] == [o["tokens"] for o in outputs["transformers"]]
     assert [o["top_ids"] for o in outputs["vllm"]] == [o["top_ids"] for o in outputs["transformers"]]
     validated = _isocost("validate", str(out))
