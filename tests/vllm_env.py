@@ -46,9 +46,8 @@ def session_processes(sid: int) -> list[int]:
     return found
 
 
-def engine_processes(marker: str) -> list[int]:
-    """Live processes of vLLM's engine (named ``VLLM::…``) and trial processes whose command line holds ``marker``
-    (a campaign's folder): what must not outlive a trial, whichever session it ran in."""
+def _live_processes() -> list[tuple[int, str, str]]:
+    """(pid, comm, command line) of every live (not zombie) process."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -59,6 +58,23 @@ def engine_processes(marker: str) -> list[int]:
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except (OSError, IndexError):
             continue
-        if state != "Z" and (comm.startswith("VLLM::") or ("runner.trial" in command and marker in command)):
-            found.append(int(entry.name))
+        if state != "Z":
+            found.append((int(entry.name), comm, command))
     return found
+
+
+#: vLLM engine processes already running when the tests were collected: not this test session's (another
+#: session's, or a manual run's), so never blamed on a test here. A leak by an earlier test of this session
+#: is still caught, by that test.
+_ENGINES_BEFORE = frozenset(pid for pid, comm, _ in _live_processes() if comm.startswith("VLLM::"))
+
+
+def engine_processes(marker: str) -> list[int]:
+    """Live processes of vLLM's engine (named ``VLLM::…``) started since the tests were collected, and trial
+    processes whose command line holds ``marker`` (a campaign's folder): what must not outlive a trial.
+
+    An engine process's command line is only its title, so it cannot be tied to a campaign; those that ran
+    before this test session are left out instead (:data:`_ENGINES_BEFORE`)."""
+    return [pid for pid, comm, command in _live_processes()
+            if (comm.startswith("VLLM::") and pid not in _ENGINES_BEFORE)
+            or ("runner.trial" in command and marker in command)]

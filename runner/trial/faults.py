@@ -5,7 +5,9 @@ Recorded in the manifest when present. Kinds: ``sleep-per-batch:S``, ``oom-at-ba
 ``fill-device-at-batch:N`` (a REAL device out-of-memory: :func:`fill_device` before batch N; used by
 ``isocost selfcheck``), ``corrupt:duplicate|foreign-id|bad-label|truncate`` (the prediction file a
 buggy runner would write), ``kill-server-at-batch:N`` (the engine's HTTP server killed before batch N: each
-callable in :data:`SERVER_KILLERS`, which an engine that starts a server fills), ``server-port-taken:1`` and
+callable in :data:`SERVER_KILLERS`, which an engine that starts a server fills), ``bad-request-at-batch:N`` (the
+first request of batch N sent to the engine's HTTP server malformed, so the real server answers it with an HTTP
+error: each callable in :data:`SERVER_SPOILERS`), ``server-port-taken:1`` and
 ``server-ready-timeout:S`` (read by that engine when it starts its server: another listener on its port first; a
 wait for readiness of S seconds), and ``disagree:SHARE`` (a well-formed pass whose outputs differ from the model's on a
 declared share of the ids, chosen by :func:`disagrees`: another card or stack that answers differently, for
@@ -30,6 +32,8 @@ if TYPE_CHECKING:
 FAULT_ENV = "ISOCOST_FAULT_INJECT"
 #: What ``kill-server-at-batch`` calls: each engine server's kill (SIGKILL), added when the engine starts one.
 SERVER_KILLERS: list[Callable[[], None]] = []
+#: What ``bad-request-at-batch`` calls: each engine server's "spoil the next request", added when it starts one.
+SERVER_SPOILERS: list[Callable[[], None]] = []
 
 
 class SimulatedOOM(MemoryError):
@@ -93,6 +97,9 @@ class FaultInjector:
         elif kind == "kill-server-at-batch" and batch_no == int(value):
             for kill in SERVER_KILLERS:
                 kill()
+        elif kind == "bad-request-at-batch" and batch_no == int(value):
+            for spoil in SERVER_SPOILERS:
+                spoil()
         elif kind == "allocate-mib" and batch_no == 0:
             self._ballast = bytearray(int(value) * 2**20)  # touches real memory: a container limit kills us
         elif kind == "fill-device-at-batch" and batch_no == int(value):

@@ -8,14 +8,16 @@
 - ``vllm-left-running``: a vLLM trial fails mid-pass (a simulated out-of-memory error with no resume rule) while its
   engine runs: the trial must close the engine itself, promptly (its own status, not the time limit's kill), its
   row kept, and no engine process left.
-- ``vllm-server-port-taken``, ``vllm-server-never-ready``, ``vllm-server-killed-mid-pass`` (``server = true``: vLLM's
-  HTTP server started by the trial on loopback): another listener holds the server's port before it starts (the
-  server exits; the trial is refused, naming the port and the log's last lines); the server is not ready within
-  the wait (a 2-second wait, the fault ``server-ready-timeout``: it is stopped, the trial refused, its log kept);
-  the server is SIGKILLed before the third batch (its requests fail: the trial ends ``error`` naming the failed
-  request, the completed generations kept); the trial itself is SIGKILLed while its server runs
-  (``vllm-server-trial-killed``: nothing in the trial can stop the server, which shares the trial's process group
-  and session, so the launcher's sweep of the group stops it).
+- ``vllm-server-port-taken``, ``vllm-server-never-ready``, ``vllm-server-killed-mid-pass``,
+  ``vllm-server-bad-request`` (``server = true``: vLLM's HTTP server started by the trial on loopback): another
+  listener holds the server's port before it starts (the server exits; the trial is refused, naming the port and
+  the log's last lines); the server is not ready within the wait (a 2-second wait, the fault
+  ``server-ready-timeout``: it is stopped, the trial refused, its log kept); the server is SIGKILLed before the
+  third batch (its requests fail: the trial ends ``error`` naming the failed request, the completed generations
+  kept); the third batch's request is sent malformed (``max_tokens = 0``) and the real server answers it with an
+  HTTP error (the trial ends ``error`` naming the status, the completed generations kept); the trial itself is
+  SIGKILLed while its server runs (``vllm-server-trial-killed``: nothing in the trial can stop the server, which
+  shares the trial's process group and session, so the launcher's sweep of the group stops it).
   Each: row kept, no process of the trial's left.
 
 The vLLM cases run where ``.venv-vllm`` exists (``make vllm``); elsewhere they are not run, with the reason
@@ -217,6 +219,19 @@ def case_vllm_server_killed_mid_pass(ctx: Context) -> Outcome:
                    row["notes"][:120])
 
 
+def case_vllm_server_bad_request(ctx: Context) -> Outcome:
+    out, row, status, left = _server_case(ctx, "bad-request-at-batch:2")
+    kept = _whole_ids(out / "trials" / row["trial_id"] / "generations.jsonl")
+    error = str(status.get("error") or "")
+    ok = (row["status"] == "error" and "the server answered HTTP 4" in error and int(row["completed"]) == 2
+          and len(kept) == 2 and not left)
+    return Outcome("one request answered with an HTTP error by the vLLM server", ctx.launcher_name,
+                   "error naming the HTTP status, 2 completed kept, nothing left",
+                   f"{row['status']}, completed {row['completed']}, {len(kept)} whole lines, "
+                   f"{error[error.find('HTTP'):][:40]}; {len(left)} process(es) left", rows_lost(out), ok,
+                   row["notes"][:120])
+
+
 def case_vllm_server_trial_killed(ctx: Context) -> Outcome:
     study = _server_study(ctx)
     out = ctx.root / "out"
@@ -238,4 +253,5 @@ ENGINE_CASES = {"onnxruntime-killed-mid-pass": case_onnxruntime_killed_mid_pass,
                 "vllm-server-port-taken": case_vllm_server_port_taken,
                 "vllm-server-never-ready": case_vllm_server_never_ready,
                 "vllm-server-killed-mid-pass": case_vllm_server_killed_mid_pass,
+                "vllm-server-bad-request": case_vllm_server_bad_request,
                 "vllm-server-trial-killed": case_vllm_server_trial_killed}

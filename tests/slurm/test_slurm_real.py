@@ -58,22 +58,6 @@ def test_a_real_campaign_through_the_cli(cluster, make_workspace, tmp_path):
     assert manifest["launcher"] == "slurm"
 
 
-@pytest.fixture(scope="module")
-def cpu_image() -> str:
-    from cases import NotRun, docker_unavailable
-    from cases import cpu_image as build
-
-    why = docker_unavailable()
-    if why:
-        if os.environ.get("ISOCOST_REQUIRE_DOCKER") == "1":
-            pytest.fail(f"ISOCOST_REQUIRE_DOCKER=1 but {why}", pytrace=False)
-        pytest.skip(why)
-    try:
-        return build()
-    except NotRun as exc:
-        pytest.skip(str(exc))
-
-
 def _lane_containers(lane: str, *, running_only: bool = False) -> list[str]:
     args = ["docker", "ps", "-q", "--filter", f"label=org.isocost.lane={lane}"]
     return subprocess.run([*args, *([] if running_only else ["-a"])], capture_output=True, text=True,

@@ -10,7 +10,6 @@ as two jobs, both accepted against the one reference.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -83,22 +82,6 @@ def test_an_onnxruntime_engine_series_as_slurm_jobs(cluster, make_workspace, tmp
             assert engine["providers"][0] == "CPUExecutionProvider" and len(engine["export"]["onnx_sha256"]) == 64
     verdicts = {v["variant_id"]: v for v in json.loads((out / "verdicts.json").read_text())["verdicts"]}
     assert verdicts["engine=onnxruntime"]["agreement"] == 1.0
-
-
-@pytest.fixture(scope="module")
-def cpu_image() -> str:
-    from cases import NotRun, docker_unavailable
-    from cases import cpu_image as build
-
-    why = docker_unavailable()
-    if why:
-        if os.environ.get("ISOCOST_REQUIRE_DOCKER") == "1":
-            pytest.fail(f"ISOCOST_REQUIRE_DOCKER=1 but {why}", pytrace=False)
-        pytest.skip(why)
-    try:
-        return build()
-    except NotRun as exc:
-        pytest.skip(str(exc))
 
 
 @pytest.mark.docker

@@ -22,6 +22,8 @@ from protocol.engines.vllm import ENGINE
 from protocol.records import Variant
 from runner.trial.engines.base import EngineRefused
 from runner.trial.engines.vllm_server import (
+    RequestLog,
+    ServerBackend,
     ServerFailed,
     ServerProcess,
     Streamed,
@@ -211,3 +213,37 @@ def test_free_port_is_bindable() -> None:
     port = free_port()
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", port))
+
+
+class _Model:
+    """What ServerBackend.generate needs of the generator: its hook, rows and figures."""
+
+    on_first_token = None
+
+    def _row(self, tokens: list[int], top_ids: list[list[int]], top_logprobs: list[list[float]]) -> dict[str, Any]:
+        return {"tokens": tokens, "n_tokens": len(tokens)}
+
+    def _count(self, *figures: float) -> None:
+        pass
+
+
+def test_the_bad_request_fault_spoils_only_the_next_batchs_first_request(stand_in: int,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    spoilers: list[Any] = []
+    monkeypatch.setattr("runner.trial.faults.SERVER_SPOILERS", spoilers)
+    backend = ServerBackend(process=SimpleNamespace(port=stand_in), requests=RequestLog(None), ready_s=0.0)
+    spoilers.append(backend.spoil_next)
+    params = SimpleNamespace(max_tokens=2, logprobs=1, stop_token_ids=[0])
+    features = [{"input_ids": [1, 2]}, {"input_ids": [3]}]
+    FaultInjector("bad-request-at-batch:1").before_batch(0, 2)
+    backend.generate(_Model(), features, params)
+    assert [body["max_tokens"] for body in _Stand_in.bodies] == [2, 2]  # not yet: batch 1 is the next
+    _Stand_in.bodies.clear()
+    FaultInjector("bad-request-at-batch:1").before_batch(1, 2)
+    backend.generate(_Model(), features, params)
+    assert sorted((body["prompt"], body["max_tokens"]) for body in _Stand_in.bodies) == [([1, 2], 0), ([3], 2)]
+    _Stand_in.bodies.clear()
+    backend.generate(_Model(), features, params)
+    assert [body["max_tokens"] for body in _Stand_in.bodies] == [2, 2]  # once only

@@ -53,7 +53,7 @@ from protocol.records import Variant
 from runner.trial.engines.base import EngineRefused, TrialEngine
 from runner.trial.engines.vllm_server import ServerBackend, server_readback, start_server
 from runner.trial.engines.vllm_server import descendants as _children
-from runner.trial.faults import SERVER_KILLERS, FaultInjector
+from runner.trial.faults import SERVER_KILLERS, SERVER_SPOILERS, FaultInjector
 from runner.trial.measure import clock
 from runner.trial.model import DTYPES
 from runner.trial.tasks.base import TaskModel, TrialTask
@@ -351,6 +351,7 @@ class VllmEngine(TrialEngine):
         _check_platform(variant)
         self._server = start_server(sys.executable, path, variant, settings, top_k, self.log_dir, FaultInjector())
         SERVER_KILLERS.append(self._server.process.kill)
+        SERVER_SPOILERS.append(self._server.spoil_next)
         return self._server
 
     def _check_dtype(self, model: VllmGenerator) -> None:

@@ -334,6 +334,12 @@ class ServerBackend:
     requests: RequestLog
     ready_s: float
     _hook_lock: threading.Lock = field(default_factory=threading.Lock)
+    _spoiled: bool = False  # the test-only fault ``bad-request-at-batch``: the next batch's first request malformed
+
+    def spoil_next(self) -> None:
+        """Send the next batch's first request with ``max_tokens = 0``, which the real server refuses with an HTTP
+        error (the test-only fault of one query answered with an error)."""
+        self._spoiled = True
 
     def generate(self, model: Any, features: Sequence[Mapping[str, Sequence[int]]], params: Any,
                  on_first_token: Callable[[list[int]], None] | None = None) -> list[dict[str, Any]]:
@@ -344,6 +350,7 @@ class ServerBackend:
         answers: list[Streamed | None] = [None] * len(features)
         errors: list[str] = []
         hook = on_first_token if on_first_token is not None else model.on_first_token
+        spoiled, self._spoiled = self._spoiled, False
 
         def send(row: int) -> None:
             def first() -> None:
@@ -351,9 +358,9 @@ class ServerBackend:
                     with self._hook_lock:  # the serving system's bookkeeping is not thread-safe
                         hook([row])
             try:
-                answers[row] = stream_completion(self.process.port, list(features[row]["input_ids"]),
-                                                 int(params.max_tokens), int(params.logprobs),
-                                                 list(params.stop_token_ids or []), first)
+                max_tokens = 0 if spoiled and row == 0 else int(params.max_tokens)
+                answers[row] = stream_completion(self.process.port, list(features[row]["input_ids"]), max_tokens,
+                                                 int(params.logprobs), list(params.stop_token_ids or []), first)
             except (ServerFailed, ValueError) as exc:
                 errors.append(f"request {row}: {exc}")
 
