@@ -63,7 +63,9 @@ options, and the cost per million requests; only configurations with
 accepted answers and a capacity are ranked. --format csv prints one row
 per configuration (capacity, replicas, lots, cost, per million requests
 and output tokens; an empty cell has its reason beside it); --expenses
-is shown apart, as for an offline study.
+is shown apart, and --reference DIR names the campaign whose reference
+variant every configuration is compared with by id, as for an offline
+study. --market and replay directories are refused for it.
 
 It writes nothing into the campaigns it reads; --out DIR writes
 decision.md, decision.json and report.html there.

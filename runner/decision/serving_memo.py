@@ -28,7 +28,7 @@ def render_serving_memo(decision: ServingDecision) -> str:
     lines = [f"# Decision: {decision.study_name} (serving)", ""]
     if decision.question:
         lines += [f"Question: {decision.question}", ""]
-    lines += ["## Answer", "", _answer(decision), "", _traffic(decision), ""]
+    lines += ["## Answer", "", _answer(decision), "", _traffic(decision), "", *_reference(decision)]
     if decision.why:
         lines += ["Why:", "", *(f"- {line}" for line in decision.why), ""]
     not_ranked = [c for c in decision.configurations if c.rank is None]
@@ -70,6 +70,16 @@ def _traffic(decision: ServingDecision) -> str:
     return (f"Declared traffic: {demand.peak_qps:g} queries per second at the peak, {demand.hours_per_day:g} h a "
             f"day, over {demand.days} day(s): {int(demand.requests):,} requests at the peak; bound "
             f"{decision.bound}.")
+
+
+def _reference(decision: ServingDecision) -> list[str]:
+    """With several campaigns: the one whose reference variant every configuration is compared with by id."""
+    if len(decision.campaigns) < 2:
+        return []
+    first = decision.campaigns[0]
+    return [f"Reference: the study's reference variant on campaign {first.campaign_id} ({first.label}, "
+            f"{first.hardware}); every configuration of every campaign is compared with it by id "
+            "(`decide --reference DIR` names another campaign).", ""]
 
 
 def _money(value: Decimal | None, reason: str = "") -> str:

@@ -32,7 +32,7 @@ from protocol.tasks import describe_task
 from runner.campaign_dir.campaign import open_campaign
 from runner.campaign_dir.fault_hooks import FAULT_HOOK_BANNER, fault_hook_banner
 from runner.campaign_dir.integrity import INCONSISTENT_BANNER
-from runner.decision.crosscheck import cross_check
+from runner.decision.crosscheck import cross_check, reference_root
 from runner.decision.evidence import choose_catalog, load_evidence, read_ledger
 from runner.decision.market_stage import MarketOptions, output_paths, price_market
 from runner.decision.memo import render_memo
@@ -41,8 +41,6 @@ from runner.hosts.record import expand_campaign_dirs, hosts_without_campaign
 
 #: What a server study's decision offers instead of each option it refuses (``decide`` names it in the refusal).
 SERVING_INSTEAD = {
-    "--reference": "the decision's one reference is the study's reference variant on the first DIR, so list the "
-                   "reference campaign first",
     "--market": "it is priced with one dated plan catalog (--catalog FILE, default the frozen one)",
     "a replay directory": "pass campaign directories only (the --out of `isocost run`)",
 }
@@ -77,10 +75,11 @@ def _reference_campaign(roots: list[Path], campaign_roots: list[Path], reference
 
 def _serving_outcome(campaigns: Sequence[Any], evidence: Sequence[Any], demand: ServingDemand | None,
                      catalog_path: Path | None, out: Path | None, expenses_path: Path | None,
-                     refused: dict[str, object]) -> DecideOutcome:
+                     refused: dict[str, object], reference: Path | None = None) -> DecideOutcome:
     """A server study's decision (runner.decision.serving_stage): capacity, replicas and money, the expenses
     ledger shown apart; written under ``out`` only. ``refused``: the offline-only options given (each refused by
-    name)."""
+    name). ``reference``: the campaign whose reference variant is the decision's one reference (``--reference``):
+    it is weighed first, so the decision lists it first and its memo names it (default: the first DIR)."""
     for option, value in refused.items():
         if value:
             raise UserError(f"{option} is not wired for a server study's decision yet", option,
@@ -89,6 +88,10 @@ def _serving_outcome(campaigns: Sequence[Any], evidence: Sequence[Any], demand: 
     if demand is None:
         serving_demand(None, None, None)  # raises, naming the first missing option
     assert demand is not None
+    chosen = reference_root([c.root for c in campaigns], reference)
+    first = [index for index, campaign in enumerate(campaigns) if campaign.root == chosen]
+    order = first + [index for index in range(len(campaigns)) if index not in first]
+    campaigns, evidence = [campaigns[i] for i in order], [evidence[i] for i in order]
     check_same_study(evidence)
     catalog, catalog_source = choose_catalog(catalog_path, campaigns[0].study, campaigns[0].record)
     across = None
@@ -133,8 +136,9 @@ def run_decide(
     evidence = [load_evidence(campaign) for campaign in campaigns]
     if campaigns[0].study.traffic is not None:
         return _serving_outcome(campaigns, evidence, demand, catalog_path, out, expenses_path,
-                                {"--reference": reference, "--market": market,
-                                 "a replay directory": extra is not None and bool(extra(campaigns[0].study))})
+                                {"--market": market,
+                                 "a replay directory": extra is not None and bool(extra(campaigns[0].study))},
+                                _reference_campaign(roots, campaign_roots, reference))
     if demand is not None:
         raise UserError("--peak-qps, --hours-per-day and --days declare serving traffic, and this campaign's study "
                         "is offline", "--peak-qps", "Leave them out for an offline study (its job is the study's "

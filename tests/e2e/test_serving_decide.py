@@ -103,6 +103,16 @@ def test_decide_on_a_server_campaign(make_workspace: Callable[..., Path], tmp_pa
         # ceil(50 / 20) = 3 cards, 2 a B200 lot: 2 lots × one 7-day plan at 2071.00 = 4142.00 USD
         assert (b200["replicas"], b200["lots"], b200["cost_usd"]) == (3, 2, "4142.00"), b200
     assert configs["batch_size=4 on rtx-4090 ×1 lot"]["rank"] is None
+    assert [c["label"] for c in record["campaigns"]] == [str(out), str(other)]
+
+    # --reference names the other campaign: it is weighed first and the memo says so; the disagreeing variant is
+    # still refused (it differs from batch_size=1 on the B200 campaign as from the first one)
+    named = CliRunner().invoke(main, ["decide", str(out), str(other), "--peak-qps", "50", "--hours-per-day", "8",
+                                      "--days", "7", "--reference", str(other)])
+    assert named.exit_code in (0, 3), named.output
+    other_id = record["campaigns"][1]["campaign_id"]
+    assert f"Reference: the study's reference variant on campaign {other_id} ({other}, " in named.output, named.output
+    assert "- batch_size=4 on rtx-4090 ×1 lot: no capacity: outputs not accepted" in named.output, named.output
 
 
 def test_a_configuration_that_meets_the_bound_only_at_the_lower_rate(make_workspace: Callable[..., Path],

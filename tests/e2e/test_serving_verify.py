@@ -114,11 +114,21 @@ def test_verify_re_derives_a_serving_decision(make_workspace: Callable[..., Path
     verified = CliRunner().invoke(main, ["verify", str(tmp_path / "own.tar.gz")])
     assert verified.exit_code == 0, verified.output
 
-    # --reference is refused for a server study, with what it does instead
-    refused = CliRunner().invoke(main, ["decide", str(campaign), *DEMAND, "--reference", str(campaign)])
-    assert refused.exit_code == 2, refused.output
-    assert "--reference is not wired for a server study's decision yet" in refused.output
-    assert "list the reference campaign first" in refused.output
+    # --reference names the campaign whose reference variant is the decision's one reference: with one campaign,
+    # that campaign (the same decision); a directory not among the DIRs is refused by name, nothing written
+    named = CliRunner().invoke(main, ["decide", str(campaign), *DEMAND, "--reference", str(campaign), "--json"])
+    assert named.exit_code == decided.exit_code, named.output
+    assert json.loads(named.stdout)["configurations"] == record["configurations"]
+    elsewhere = CliRunner().invoke(main, ["decide", str(campaign), *DEMAND, "--reference", str(tmp_path),
+                                          "--out", str(tmp_path / "not-written")])
+    assert elsewhere.exit_code == 2, elsewhere.output
+    assert "--reference names a directory that is not among those given to isocost decide" in elsewhere.output
+    assert not (tmp_path / "not-written").exists()
+    # --market is not wired for a server study: refused by name, with what to do instead
+    market = CliRunner().invoke(main, ["decide", str(campaign), *DEMAND, "--market", str(campaign / "catalog.csv")])
+    assert market.exit_code == 2, market.output
+    assert "--market is not wired for a server study's decision yet" in market.output
+    assert "one dated plan catalog" in market.output
 
     # The same decision as CSV: one row per configuration, as decision.json lists them.
     as_csv = CliRunner().invoke(main, ["decide", str(campaign), *DEMAND, "--format", "csv"])
