@@ -48,11 +48,13 @@ from protocol.costing.plans import (
     gpu_key,
 )
 from protocol.decision.capacity import Capacity
+from protocol.decision.market_rank import MarketDecision
 from protocol.decision.records import Ledger
 from protocol.errors import UserError
 
 #: 2: the record names the campaigns it weighs (``campaigns``), so ``isocost verify`` can re-derive it from a bundle.
-SCHEMA_VERSION = 2
+#: 3: ``market``, every configuration's replicas priced across providers (``decide --market``; None without).
+SCHEMA_VERSION = 3
 #: The longest serving period ``decide`` prices, in days (ten years: more is a typo).
 MAX_DAYS = 3650
 #: The highest peak rate ``decide`` accepts, queries per second.
@@ -168,8 +170,8 @@ class ServingCampaign:
 
 @dataclass(frozen=True)
 class ServingDecision:
-    """decision.json of a server study (``schema_version`` 2): the campaigns weighed, the demand, every
-    configuration, the ranking."""
+    """decision.json of a server study (``schema_version`` 3): the campaigns weighed, the demand, every
+    configuration, the ranking, and with ``decide --market`` the configurations priced across providers."""
 
     study_name: str
     question: str
@@ -188,6 +190,7 @@ class ServingDecision:
     test_hooks: tuple[str, ...] = ()
     campaigns: tuple[ServingCampaign, ...] = ()
     ledger: Ledger | None = None  # other project expenses (--expenses): shown apart, never added to a cost
+    market: MarketDecision | None = None  # decide --market: each configuration's replicas priced across providers
     schema_version: int = SCHEMA_VERSION
     CODEC: ClassVar[Schema] = Schema("serving_decision", SCHEMA_VERSION)
 

@@ -65,7 +65,9 @@ per configuration (capacity, replicas, lots, cost, per million requests
 and output tokens; an empty cell has its reason beside it); --expenses
 is shown apart, and --reference DIR names the campaign whose reference
 variant every configuration is compared with by id, as for an offline
-study. --market and replay directories are refused for it.
+study. --market prices each configuration's replicas for the whole
+period on every provider that sells its card, with the cost per million
+requests. Replay directories are refused for it.
 
 It writes nothing into the campaigns it reads; --out DIR writes
 decision.md, decision.json and report.html there.

@@ -8,7 +8,9 @@ spreadsheet would run as a formula (``=``, ``+``, ``-``, ``@``…) is written wi
 
 A server study's decision (:func:`render_serving_csv`) has its own columns: one row per configuration with its
 capacity, replicas, lots, the cheapest billing option over the period, the cost per million requests and, for
-generation, per million output tokens; an empty cell has its reason in the column beside it, never a zero.
+generation, per million output tokens; an empty cell has its reason in the column beside it, never a zero. With
+``--market``, the cheapest offer across providers for the replicas over the period is appended
+(:data:`runner.decision.market_memo.SERVING_MARKET_COLUMNS`, per million requests instead of per accepted result).
 
 Example: ``render_csv(decision).splitlines()[0]`` starts with ``configuration_id,variant_id,hardware``;
 ``render_serving_csv(serving).splitlines()[0]`` starts with ``rank,configuration_id,campaign_id,capacity_qps``.
@@ -24,7 +26,7 @@ from protocol.csvio import csv_writer
 from protocol.decision.rank import Configuration, Decision
 from protocol.decision.serving import ServingConfiguration, ServingDecision
 from runner.campaign_dir.fault_hooks import FAULT_HOOK_BANNER
-from runner.decision.market_memo import MARKET_COLUMNS, market_cells
+from runner.decision.market_memo import MARKET_COLUMNS, SERVING_MARKET_COLUMNS, market_cells
 from runner.decision.text_format import usd
 
 COLUMNS = ("configuration_id", "variant_id", "hardware", "equivalent", "metric", "median_metric",
@@ -80,9 +82,12 @@ def render_serving_csv(decision: ServingDecision) -> str:
     hooks = {c.campaign_id: " ".join(c.test_hooks) for c in decision.campaigns}
     out = io.StringIO()
     writer = csv_writer(out)
-    writer.writerow(SERVING_COLUMNS)
+    market = decision.market
+    writer.writerow(SERVING_COLUMNS + (SERVING_MARKET_COLUMNS if market is not None else ()))
     for c in decision.configurations:
-        writer.writerow([*_serving_row(c, decision), hooks.get(c.campaign_id, "")])
+        row = [*_serving_row(c, decision), hooks.get(c.campaign_id, "")]
+        row += market_cells(market, c.configuration_id, decision.demand.requests) if market is not None else []
+        writer.writerow(row)
     return out.getvalue()
 
 

@@ -11,8 +11,10 @@ Example: ``market_lines(decision.market)[0] == "## Prices across providers"``.
 
 from __future__ import annotations
 
+from decimal import Decimal, localcontext
+
 from protocol.costing.market import CardPricing, OfferCost
-from protocol.costing.plans import SPOT_RISK, format_usd
+from protocol.costing.plans import CENT, MONEY_DIGITS, ROUNDING, SPOT_RISK, format_usd
 from protocol.decision.market_rank import ConfigurationMarket, MarketDecision
 from protocol.names import markdown_text
 from runner.decision.text_format import hours as hours_text
@@ -25,8 +27,10 @@ MARKET_COLUMNS = ("market_card", "market_cheapest_provider", "market_cheapest_in
                   "market_catalog_date", "market_no_offer_because")
 
 
-def market_lines(market: MarketDecision) -> list[str]:
-    """``## Prices across providers``: the answer, the effects, the catalogs' dates, then each configuration."""
+def market_lines(market: MarketDecision, requests: Decimal | None = None) -> list[str]:
+    """``## Prices across providers``: the answer, the effects, the catalogs' dates, then each configuration.
+    ``requests``: a server study's requests at the peak over the period (each offer then shows its cost per million
+    requests, not per accepted result)."""
     lines = ["## Prices across providers", ""]
     lines += answer_lines(market)
     lines += ["", "Catalogs (every price below is from the catalog of its date; none is re-priced in place):", ""]
@@ -40,7 +44,7 @@ def market_lines(market: MarketDecision) -> list[str]:
               f"filter: {market.market_filter.text}. Whole instances are paid; a spot price is marked "
               f"(spot: {market.spot_risk.split(': ', 1)[1]}).", ""]
     for item in market.configurations:
-        lines += configuration_lines(item)
+        lines += configuration_lines(item, requests)
     return lines
 
 
@@ -63,8 +67,9 @@ def answer_lines(market: MarketDecision) -> list[str]:
     return lines
 
 
-def configuration_lines(item: ConfigurationMarket) -> list[str]:
-    """One configuration's card and its cheapest offers as a table, or why it has none."""
+def configuration_lines(item: ConfigurationMarket, requests: Decimal | None = None) -> list[str]:
+    """One configuration's card and its cheapest offers as a table, or why it has none (``requests``: see
+    :func:`market_lines`)."""
     head = f"### {item.configuration_id}" + ("" if item.acceptable else " (not ranked)")
     lines = [head, "", f"Card: {item.card or '—'} ({markdown_text(item.card_source) or 'no card'})."]
     pricing = item.pricing
@@ -72,11 +77,14 @@ def configuration_lines(item: ConfigurationMarket) -> list[str]:
         lines += ["", f"No offer: {markdown_text(item.empty_reason)}.", ""]
         return lines + _excluded(item)
     median = pricing.median_provider_usd
+    counted = (f"{pricing.accepted_results} accepted result(s)" if requests is None
+               else f"the replicas, {int(requests):,} requests at the peak")
     lines += ["", f"Needed period {hours_text(pricing.needed_h)} h on {pricing.cards_needed} card(s), "
-              f"{pricing.accepted_results} accepted result(s). Cheapest {format_usd(pricing.offers[0].total_usd)} USD, "
+              f"{counted}. Cheapest {format_usd(pricing.offers[0].total_usd)} USD, "
               f"median provider {format_usd(median) if median is not None else '—'} USD.", "",
               "| provider | instance | regions | billing | capacity | instances × cards | price per instance (USD) "
-              "| total (USD) | per accepted result (USD) | catalog date |",
+              f"| total (USD) | {'per accepted result' if requests is None else 'per million requests'} (USD) "
+              "| catalog date |",
               "|---|---|---|---|---|---|---|---|---|---|"]
     for offer in pricing.offers[:SHOWN_OFFERS]:
         regions = ", ".join(offer.regions[:3]) + (f" +{len(offer.regions) - 3}" if len(offer.regions) > 3 else "")
@@ -84,11 +92,23 @@ def configuration_lines(item: ConfigurationMarket) -> list[str]:
             f"| {markdown_text(offer.provider)} | {markdown_text(offer.instance)} | {markdown_text(regions) or '—'} "
             f"| {offer.billing} | {offer.capacity} | {offer.instances} × {offer.cards_per_instance} "
             f"| {format_usd(offer.price_usd_per_instance)} | {format_usd(offer.total_usd)} "
-            f"| {format_usd(offer.per_result_usd) if offer.per_result_usd is not None else 'undefined (0 accepted)'} "
-            f"| {offer.catalog_date.isoformat()} |")
+            f"| {_per_unit(offer, requests)} | {offer.catalog_date.isoformat()} |")
     if len(pricing.offers) > SHOWN_OFFERS:
         lines += ["", f"{len(pricing.offers) - SHOWN_OFFERS} dearer offer(s) are in decision.json."]
     return lines + [""] + _excluded(item)
+
+
+def _per_unit(offer: OfferCost, requests: Decimal | None) -> str:
+    """The offer's total per accepted result, or per million requests for a server study."""
+    if requests is not None:
+        return format_usd(per_million(offer.total_usd, requests))
+    return format_usd(offer.per_result_usd) if offer.per_result_usd is not None else "undefined (0 accepted)"
+
+
+def per_million(total_usd: Decimal, requests: Decimal) -> Decimal:
+    """A total per million requests. Example: ``per_million(Decimal("330.00"), Decimal(10_080_000))`` → 32.74."""
+    with localcontext(prec=MONEY_DIGITS):
+        return (total_usd * 1_000_000 / requests).quantize(CENT, rounding=ROUNDING)
 
 
 def _excluded(item: ConfigurationMarket) -> list[str]:
@@ -127,12 +147,19 @@ def pricing_lines(pricing: CardPricing) -> list[str]:
     return lines
 
 
-def market_cells(market: MarketDecision, configuration_id: str) -> list[object]:
-    """One configuration's :data:`MARKET_COLUMNS` cells (empty where there is no offer, with the reason)."""
+#: The same for a server study's ``decide --market --format csv``: the cheapest offer per million requests.
+SERVING_MARKET_COLUMNS = tuple(column.replace("per_accepted_result", "per_million_requests")
+                               for column in MARKET_COLUMNS)
+
+
+def market_cells(market: MarketDecision, configuration_id: str, requests: Decimal | None = None) -> list[object]:
+    """One configuration's :data:`MARKET_COLUMNS` cells (empty where there is no offer, with the reason); with
+    ``requests`` (a server study), :data:`SERVING_MARKET_COLUMNS`' cells."""
     item = next((c for c in market.configurations if c.configuration_id == configuration_id), None)
     if item is None or item.pricing is None or not item.pricing.offers:
         return [item.card if item else None, *[None] * 7, item.empty_reason if item else "not priced"]
     best, median = item.pricing.offers[0], item.pricing.median_provider_usd
-    return [item.card, best.provider, best.instance, best.capacity, format_usd(best.total_usd),
-            format_usd(best.per_result_usd) if best.per_result_usd is not None else None,
+    per_unit = (format_usd(per_million(best.total_usd, requests)) if requests is not None
+                else format_usd(best.per_result_usd) if best.per_result_usd is not None else None)
+    return [item.card, best.provider, best.instance, best.capacity, format_usd(best.total_usd), per_unit,
             format_usd(median) if median is not None else None, best.catalog_date.isoformat(), None]

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
 from pathlib import Path
+from typing import TypeVar
 
 from protocol.costing.catalog_file import load_catalog
 from protocol.costing.gpu_map import GpuMap, load_gpu_map
@@ -25,14 +26,18 @@ from protocol.costing.market import CardPricing, MarketFilter, price_card
 from protocol.costing.plans import Catalog
 from protocol.decision.configuration import configuration_labels
 from protocol.decision.evidence import CampaignEvidence
-from protocol.decision.market_rank import CardChoice, catalog_use, market_decision
+from protocol.decision.market_rank import CardChoice, CatalogUse, MarketDecision, catalog_use, market_decision
 from protocol.decision.records import Decision
+from protocol.decision.serving import ServingDecision
 from protocol.errors import UserError
 from protocol.fingerprint import sha256_file
 from protocol.jsonio import loads_unique
 from protocol.manifest import read_manifest
 from protocol.names import check_gpu_name
 from runner.campaign_dir.layout import CampaignPaths
+
+#: An offline decision or a server study's: both carry ``catalog_dates`` and ``market``.
+AnyDecision = TypeVar("AnyDecision", Decision, ServingDecision)
 
 
 @dataclass(frozen=True)
@@ -50,12 +55,8 @@ def price_market(decision: Decision, roots: Sequence[Path], evidence: Sequence[C
     """The decision with every configuration priced on ``catalog`` and the market catalogs."""
     gpu_map = load_gpu_map(list(options.gpu_maps))
     markets = [load_catalog(path) for path in options.catalogs]
-    today = options.today or datetime.now(UTC).date()
     starts = [c.period.start.date() for c in decision.campaigns if c.period.start is not None]
-    first = min(starts) if starts else None
-    uses = [catalog_use(catalog, _sha256(Path(catalog.path)), today, first)]
-    uses += [catalog_use(market, sha256_file(path), today, first) for market, path in zip(markets, options.catalogs,
-                                                                                           strict=True)]
+    uses = catalog_uses(catalog, markets, options, min(starts) if starts else None)
     labels = configuration_labels(evidence)
     cards = {}
     for root, item in zip(roots, evidence, strict=True):
@@ -63,6 +64,16 @@ def price_market(decision: Decision, roots: Sequence[Path], evidence: Sequence[C
         cards.update({labels[(item.campaign_id, v.variant_id)]: choice for v in item.summary.variants})
     market = market_decision(decision, cards, [catalog, *markets], uses, gpu_map, options.market_filter)
     return replace(decision, market=market)
+
+
+def catalog_uses(catalog: Catalog, markets: Sequence[Catalog], options: MarketOptions,
+                 first_start: date | None) -> list[CatalogUse]:
+    """Every catalog weighed (the plan catalog, then ``markets``, read from ``options.catalogs``) with its sha256 and
+    date flags against today and the first campaign's start."""
+    today = options.today or datetime.now(UTC).date()
+    uses = [catalog_use(catalog, _sha256(Path(catalog.path)), today, first_start)]
+    return uses + [catalog_use(market, sha256_file(path), today, first_start)
+                   for market, path in zip(markets, options.catalogs, strict=True)]
 
 
 def campaign_card(root: Path, evidence: CampaignEvidence, gpu_map: GpuMap) -> CardChoice:
@@ -119,28 +130,30 @@ def _pricing_dates(data: object) -> str:
     return "; ".join(dates)
 
 
-def output_paths(decision: Decision, paths: tuple[Path, Path, Path]) -> tuple[Decision, tuple[Path, Path, Path]]:
+def output_paths(decision: AnyDecision, paths: tuple[Path, Path, Path]) -> tuple[AnyDecision, tuple[Path, Path, Path]]:
     """Where to write: in place when no earlier decision is there or it was priced with the same dates; else
-    beside it, the new decision naming the earlier one (its file and dates)."""
+    beside it, the new decision naming the earlier one (its file and dates). An offline or a server study's
+    decision alike."""
     json_path = paths[0]
     if decision.market is None or not json_path.exists():
         return decision, paths
+    priced: MarketDecision = decision.market
     try:
         earlier = loads_unique(json_path.read_bytes())
     except (OSError, ValueError):
         earlier = None
     new_dates = _pricing_dates({"catalog_dates": decision.catalog_dates,
                                 "market": {"catalogs": [{"dates": [d.isoformat() for d in use.dates]}
-                                                        for use in decision.market.catalogs]}})
+                                                        for use in priced.catalogs]}})
     old_dates = _pricing_dates(earlier)
     if old_dates == new_dates:
         return decision, paths
-    stamp = "_".join(sorted({d.isoformat() for use in decision.market.catalogs for d in use.dates}))
+    stamp = "_".join(sorted({d.isoformat() for use in priced.catalogs for d in use.dates}))
     beside = tuple(path.with_name(f"{path.stem}-priced-{stamp}{path.suffix}") for path in paths)
     note = (f"{json_path.name} beside this one was priced with catalogs dated {old_dates or 'unknown (unreadable)'}; "
             f"this decision is priced with catalogs dated {new_dates} and written as {beside[0].name}: the earlier "
             "one is kept as it is, never re-priced in place")
-    market = replace(decision.market, earlier=(*decision.market.earlier, note))
+    market = replace(priced, earlier=(*priced.earlier, note))
     return replace(decision, market=market), (beside[0], beside[1], beside[2])
 
 

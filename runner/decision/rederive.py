@@ -6,7 +6,8 @@ campaign alone (:func:`runner.decision.stage.run_decide`'s steps, nothing writte
 names (the frozen one, or the bundled ``catalog/`` copy) and, for a server study, the traffic it declared
 (``demand``: :func:`runner.decision.serving_stage.serving_decision`), writes the directory paths the recorded
 decision used back into the re-derived text, and names each decision file whose bytes differ. A decision that
-weighs other campaigns, an expenses ledger or replays cannot be re-derived from one bundle: that is named too.
+weighs other campaigns, an expenses ledger, replays or market catalogs (``decide --market``) cannot be re-derived
+from one bundle: that is named too.
 
 Example::
 
@@ -69,6 +70,13 @@ def _re_derivable(recorded: Any, campaign: Campaign, bundle_root: Path) -> tuple
     if campaign.study.traffic is not None and "campaigns" not in recorded:
         return ("a server study's decision.json that names no campaigns (schema_version 1, before isocost verify "
                 "re-derived it): decide again (decision.json schema_version 2) and bundle that", "", None)
+    if campaign.study.traffic is not None and recorded.get("schema_version") == 2:
+        return ("a server study's decision.json of schema_version 2 (before decide --market): decide again "
+                "(decision.json schema_version 3) and bundle that", "", None)
+    if recorded.get("market"):
+        return ("it was priced across providers (decide --market) with market catalogs and a GPU map the bundle "
+                "does not hold: verify re-derives a decision priced on one plan catalog; bundle the campaign with "
+                "the decision made without --market, and keep the priced one beside it", "", None)
     campaigns = recorded.get("campaigns") or []
     ids = sorted({str(c.get("campaign_id")) for c in campaigns if isinstance(c, dict)})
     record_id = campaign.record.campaign_id  # the campaign as opened once, never campaign.json read again

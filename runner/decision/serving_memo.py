@@ -14,6 +14,7 @@ from decimal import Decimal
 
 from protocol.costing.plans import format_usd
 from protocol.decision.serving import ServingConfiguration, ServingDecision
+from runner.decision.market_memo import market_lines
 from runner.decision.memo import ledger_lines
 
 RULE = ("A configuration is the variant minus its rate, on one campaign's hardware. Its capacity is the highest "
@@ -42,7 +43,10 @@ def render_serving_memo(decision: ServingDecision) -> str:
         for rate in config.capacity.rates:
             lines.append(f"| {config.configuration_id} | {rate.rate_qps:g} | {', '.join(rate.trials) or '—'} | "
                          f"{'yes' if rate.held else 'no'} | {'; '.join(rate.reasons) or '—'} |")
-    lines += ["", *_options(decision), *ledger_lines(decision.ledger), "## Inputs", "",
+    lines += ["", *_options(decision), *ledger_lines(decision.ledger)]
+    if decision.market is not None:
+        lines += market_lines(decision.market, decision.demand.requests)
+    lines += ["## Inputs", "",
               f"- study `{decision.study_name}`, task `{decision.task}`; declared rates "
               f"{', '.join(f'{r:g}' for r in decision.declared_rates_qps)} qps; bound {decision.bound}",
               *(f"- campaign {c.campaign_id} ({c.label}): {c.hardware}" for c in decision.campaigns),

@@ -36,12 +36,12 @@ from runner.decision.crosscheck import cross_check, reference_root
 from runner.decision.evidence import choose_catalog, load_evidence, read_ledger
 from runner.decision.market_stage import MarketOptions, output_paths, price_market
 from runner.decision.memo import render_memo
+from runner.decision.serving_market import price_serving_market
 from runner.decision.serving_stage import across_campaigns, serving_decision, serving_texts
 from runner.hosts.record import expand_campaign_dirs, hosts_without_campaign
 
 #: What a server study's decision offers instead of each option it refuses (``decide`` names it in the refusal).
 SERVING_INSTEAD = {
-    "--market": "it is priced with one dated plan catalog (--catalog FILE, default the frozen one)",
     "a replay directory": "pass campaign directories only (the --out of `isocost run`)",
 }
 DECISION_JSON = "decision.json"
@@ -75,11 +75,14 @@ def _reference_campaign(roots: list[Path], campaign_roots: list[Path], reference
 
 def _serving_outcome(campaigns: Sequence[Any], evidence: Sequence[Any], demand: ServingDemand | None,
                      catalog_path: Path | None, out: Path | None, expenses_path: Path | None,
-                     refused: dict[str, object], reference: Path | None = None) -> DecideOutcome:
+                     refused: dict[str, object], reference: Path | None = None,
+                     market: MarketOptions | None = None) -> DecideOutcome:
     """A server study's decision (runner.decision.serving_stage): capacity, replicas and money, the expenses
     ledger shown apart; written under ``out`` only. ``refused``: the offline-only options given (each refused by
     name). ``reference``: the campaign whose reference variant is the decision's one reference (``--reference``):
-    it is weighed first, so the decision lists it first and its memo names it (default: the first DIR)."""
+    it is weighed first, so the decision lists it first and its memo names it (default: the first DIR).
+    ``market``: every configuration's replicas priced across providers too (runner.decision.serving_market),
+    written beside an earlier decision of other dates as an offline one is."""
     for option, value in refused.items():
         if value:
             raise UserError(f"{option} is not wired for a server study's decision yet", option,
@@ -101,9 +104,13 @@ def _serving_outcome(campaigns: Sequence[Any], evidence: Sequence[Any], demand: 
         across = across_campaigns(matrix, labels, evidence, study.quality)
     ledger = read_ledger(expenses_path) if expenses_path is not None else None
     decision = serving_decision(campaigns, evidence, demand, catalog, catalog_source, across, ledger)
+    if market is not None:
+        decision = price_serving_market(decision, campaigns, evidence, market, catalog)
+    paths: tuple[Path, ...] = ()
+    if out is not None:
+        decision, paths = output_paths(decision, (out / DECISION_JSON, out / DECISION_MD, out / REPORT_HTML))
     banners = _flags(evidence, FAULT_HOOK_BANNER) + _flags(evidence, INCONSISTENT_BANNER)
     texts = dict(zip((DECISION_JSON, DECISION_MD, REPORT_HTML), serving_texts(decision, banners), strict=True))
-    paths = (out / DECISION_JSON, out / DECISION_MD, out / REPORT_HTML) if out is not None else ()
     written = write_decision(paths, texts) if paths else ()
     return DecideOutcome(decision=None, written=written, catalog_source=catalog_source, banners=banners,
                          texts=texts, serving=decision)
@@ -136,9 +143,8 @@ def run_decide(
     evidence = [load_evidence(campaign) for campaign in campaigns]
     if campaigns[0].study.traffic is not None:
         return _serving_outcome(campaigns, evidence, demand, catalog_path, out, expenses_path,
-                                {"--market": market,
-                                 "a replay directory": extra is not None and bool(extra(campaigns[0].study))},
-                                _reference_campaign(roots, campaign_roots, reference))
+                                {"a replay directory": extra is not None and bool(extra(campaigns[0].study))},
+                                _reference_campaign(roots, campaign_roots, reference), market)
     if demand is not None:
         raise UserError("--peak-qps, --hours-per-day and --days declare serving traffic, and this campaign's study "
                         "is offline", "--peak-qps", "Leave them out for an offline study (its job is the study's "

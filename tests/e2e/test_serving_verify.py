@@ -83,6 +83,14 @@ def test_verify_re_derives_a_serving_decision(make_workspace: Callable[..., Path
     files["campaign/decision.json"] = json.dumps(old).encode()
     tampered = CliRunner().invoke(main, ["verify", str(repack(files, tmp_path / "v1.tar.gz"))])
     assert tampered.exit_code == 1 and "names no campaigns (schema_version 1" in tampered.output, tampered.output
+    # Nor is one of schema_version 2 (before decide --market): decide again.
+    old = json.loads(bundle_members(bundle)["campaign/decision.json"])
+    del old["market"]
+    old["schema_version"] = 2
+    files["campaign/decision.json"] = json.dumps(old).encode()
+    tampered = CliRunner().invoke(main, ["verify", str(repack(files, tmp_path / "v2.tar.gz"))])
+    assert tampered.exit_code == 1 and "decision.json of schema_version 2 (before decide --market): decide again" \
+        in tampered.output, tampered.output
 
     # With --expenses the ledger is shown apart (never added to a cost); the bundle does not hold it: named.
     (tmp_path / "ledger.csv").write_text("date,description,amount_usd,evidence\n2026-11-28,storage,4.20,inv 11\n",
@@ -124,11 +132,8 @@ def test_verify_re_derives_a_serving_decision(make_workspace: Callable[..., Path
     assert elsewhere.exit_code == 2, elsewhere.output
     assert "--reference names a directory that is not among those given to isocost decide" in elsewhere.output
     assert not (tmp_path / "not-written").exists()
-    # --market is not wired for a server study: refused by name, with what to do instead
-    market = CliRunner().invoke(main, ["decide", str(campaign), *DEMAND, "--market", str(campaign / "catalog.csv")])
-    assert market.exit_code == 2, market.output
-    assert "--market is not wired for a server study's decision yet" in market.output
-    assert "one dated plan catalog" in market.output
+    # --market: the replicas priced across providers for the period (MADE-UP rows, not real offers)
+    _priced_across_providers(campaign, tmp_path, decided.exit_code)
 
     # The same decision as CSV: one row per configuration, as decision.json lists them.
     as_csv = CliRunner().invoke(main, ["decide", str(campaign), *DEMAND, "--format", "csv"])
@@ -141,3 +146,54 @@ def test_verify_re_derives_a_serving_decision(make_workspace: Callable[..., Path
     assert rows[0]["per_million_output_tokens_reason"].startswith("not a generation task")
     assert rows[0]["not_a_measurement"] == record["test_hooks"][0]
 
+
+
+MARKET = ("gpu,cards_per_lot,plan_days,price_usd_per_lot,currency,catalog_date,source,billing,minimum_s,increment_s,"
+          "provider,region,instance_type,accelerator,card_memory_gib,spot_usd_per_lot\n"
+          "rtx-4090,1,,0.50,USD,2026-11-20,MADE-UP row,hourly,3600,3600,acme,r1,1x_4090,RTX 4090,24,\n"
+          "rtx-4090,2,,0.90,USD,2026-11-20,MADE-UP row,hourly,3600,3600,bravo,r2,2x_4090,RTX 4090,24,\n")
+
+
+def _priced_across_providers(campaign: Path, tmp_path: Path, exit_code: int) -> None:
+    """``decide --market`` on the server campaign: a section per configuration with its replicas' offers for the
+    whole period and each one's cost per million requests, the market columns in the CSV, and a bundle of that
+    decision named by ``verify`` as not re-derivable (the market catalogs are not in it)."""
+    market = tmp_path / "market.csv"
+    market.write_text(MARKET, encoding="utf-8")
+    priced = CliRunner().invoke(main, ["decide", str(campaign), *DEMAND, "--market", str(market),
+                                       "--out", str(tmp_path / "priced")])
+    assert priced.exit_code == exit_code, priced.output
+    memo = (tmp_path / "priced" / "decision.md").read_text()
+    record = json.loads((tmp_path / "priced" / "decision.json").read_text())
+    assert record["schema_version"] == 3 and "## Prices across providers" in memo
+    assert [use["dates"] for use in record["market"]["catalogs"]][1:] == [["2026-11-20"]]
+    config = record["configurations"][0]
+    item = record["market"]["configurations"][0]
+    assert item["card"] == "rtx-4090" and item["card_source"].startswith("declared: the rental names rtx-4090")
+    if config["replicas"] is not None:  # a capacity: ceil(50 / 20) = 3 cards for 7 × 24 h
+        offers = item["pricing"]["offers"]
+        # acme: 3 one-card instances × 168 h × 0.50 = 252.00; bravo: 2 two-card instances × 168 h × 0.90 = 302.40
+        assert [(o["provider"], o["instances"], o["total_usd"]) for o in offers[:2]] == [
+            ("acme", 3, "252.00"), ("bravo", 2, "302.40")], offers
+        assert item["pricing"]["needed_h"] == 168.0 and item["pricing"]["cards_needed"] == 3
+        # 252.00 USD / (50 qps × 3,600 s × 8 h × 7 days = 10,080,000 requests) × 10⁶ = 25.00 USD per million
+        assert "| acme | 1x_4090 | r1 | hourly | on-demand | 3 × 1 | 0.50 | 252.00 | 25.00 | 2026-11-20 |" in memo
+        assert "Needed period 168 h on 3 card(s), the replicas, 10,080,000 requests at the peak." in memo, memo
+        assert record["market"]["cheapest"]["provider"] == "acme"
+    else:  # the loaded VM missed the bound: no capacity, so no replicas to price, and the memo says why
+        assert item["pricing"] is None and item["empty_reason"].startswith("no replicas to price: no capacity")
+    table = CliRunner().invoke(main, ["decide", str(campaign), *DEMAND, "--market", str(market), "--format", "csv"])
+    header, row = table.stdout.splitlines()[:2]
+    assert header.endswith(",market_card,market_cheapest_provider,market_cheapest_instance,market_cheapest_capacity,"
+                           "market_cheapest_usd,market_cheapest_per_million_requests_usd,market_median_provider_usd,"
+                           "market_catalog_date,market_no_offer_because"), header
+    if config["replicas"] is not None:
+        # the median over the three sellers' cheapest: acme 252.00, bravo 302.40, the plan catalog's 3 × 110.00
+        assert row.endswith(",rtx-4090,acme,1x_4090,on-demand,252.00,25.00,302.40,2026-11-20,"), row
+    for name in ("decision.json", "decision.md", "report.html"):
+        shutil.copyfile(tmp_path / "priced" / name, campaign / name)
+    packed = CliRunner().invoke(main, ["bundle", str(campaign), "-o", str(tmp_path / "priced.tar.gz")])
+    assert packed.exit_code == 0, packed.output
+    verified = CliRunner().invoke(main, ["verify", str(tmp_path / "priced.tar.gz")])
+    assert verified.exit_code == 1 and "it was priced across providers (decide --market)" in verified.output, \
+        verified.output

@@ -92,7 +92,8 @@ PARTS: tuple[tuple[str, str], ...] = (
      "`cost --market`, inside decision.json's `market`"),
     ("protocol.decision.market_rank.SCHEMA_VERSION", "a configuration across providers, the market decision: "
      "decision.json's `market`"),
-    ("protocol.decision.serving.SCHEMA_VERSION", "a server study's decision: decision.json of `decide --peak-qps`"),
+    ("protocol.decision.serving.SCHEMA_VERSION", "a server study's decision: decision.json of `decide --peak-qps` "
+     "(3: `market`, with `--market`)"),
     ("protocol.decision.capacity.SCHEMA_VERSION", "a configuration's serving capacity, inside a server study's "
      "decision.json"),
     ("protocol.serving_summary.SERVING_SUMMARY_SCHEMA_VERSION", "a server study's runs per variant (configuration "
