@@ -144,3 +144,26 @@ def test_a_decision_made_with_a_relative_dir_verifies(tmp_path, monkeypatch):
     code, output = _invoke(["verify", "bundle.tar.gz"])
     assert code == 0, output
     assert "summary and decision re-derived" in output
+
+
+def test_a_decision_priced_across_providers_is_named_as_not_re_derivable(tmp_path, monkeypatch):
+    """``decide --market`` weighs market catalogs and a GPU map a bundle does not hold: ``verify`` says so, rather
+    than reporting the bundle's honest decision.json as a byte discrepancy. The market rows are MADE-UP."""
+    campaign = tmp_path / "campaign"
+    shutil.copytree(GOLDEN, campaign)
+    market = tmp_path / "market.csv"
+    market.write_text("gpu,cards_per_lot,plan_days,price_usd_per_lot,currency,catalog_date,source,billing,minimum_s,"
+                      "increment_s,provider,region,instance_type,accelerator,card_memory_gib,spot_usd_per_lot\n"
+                      "rtx-4090,1,,0.50,USD,2026-11-20,MADE-UP row,hourly,3600,3600,acme,r1,1x_4090,RTX 4090,24,\n",
+                      encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    code, output = _invoke(["decide", "campaign", "--market", str(market), "--out", "decision"])
+    assert code == 3, output
+    assert json.loads((tmp_path / "decision" / "decision.json").read_text())["market"]["catalogs"]
+    for name in ("decision.json", "decision.md", "report.html"):
+        shutil.copyfile(tmp_path / "decision" / name, campaign / name)
+    code, output = _invoke(["bundle", "campaign", "-o", "bundle.tar.gz"])
+    assert code == 0, output
+    code, output = _invoke(["verify", "bundle.tar.gz"])
+    assert code == 1, output
+    assert "campaign/decision.json: re-derivation: it was priced across providers (decide --market)" in output
