@@ -160,9 +160,10 @@ INVALID_LINE = "\x00"
 def decoded_lines(data: bytes) -> tuple[str, frozenset[int]]:
     """``data`` as text, each line that is not valid UTF-8 replaced by :data:`INVALID_LINE` (never by U+FFFD
     characters a reader would take for what the trial wrote), and the numbers of those lines."""
-    bad = invalid_utf8_lines(data)
-    if not bad:
-        return data.decode("utf-8"), frozenset()
+    try:
+        return data.decode("utf-8"), frozenset()  # the usual case: decoded once
+    except UnicodeDecodeError:
+        bad = invalid_utf8_lines(data)
     lines = data.split(b"\n")
     for number in bad:
         lines[number - 1] = INVALID_LINE.encode()
