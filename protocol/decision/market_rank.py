@@ -120,8 +120,10 @@ def catalog_use(catalog: Catalog, sha256: str, today: date, first_start: date | 
 
 
 def market_decision(decision: Any, cards: Mapping[str, CardChoice], catalogs: Sequence[Catalog],
-                    uses: Sequence[CatalogUse], gpu_map: GpuMap, market_filter: MarketFilter) -> MarketDecision:
-    """Price each configuration of ``decision`` (by id in ``cards``) across ``catalogs``."""
+                    uses: Sequence[CatalogUse], gpu_map: GpuMap, market_filter: MarketFilter,
+                    spot_risk: str = SPOT_RISK) -> MarketDecision:
+    """Price each configuration of ``decision`` (by id in ``cards``) across ``catalogs``; ``spot_risk``: what a spot
+    offer risks, in the decision's own terms (a lost pass offline, a stopped replica for a service)."""
     priced = tuple(_configuration(config, cards.get(config.configuration_id), catalogs, market_filter)
                    for config in decision.configurations)
     by_id = {item.configuration_id: item for item in priced}
@@ -135,7 +137,7 @@ def market_decision(decision: Any, cards: Mapping[str, CardChoice], catalogs: Se
         market_filter=market_filter, configurations=priced, chosen=decision.chosen,
         cheapest=offers[0] if offers else None, runner_up=offers[1] if len(offers) > 1 else None,
         provider_effect=_provider_effect(chosen), configuration_effect=_configuration_effect(acceptable),
-        cheapest_configuration=cheapest_config.configuration_id if cheapest_config else None,
+        cheapest_configuration=cheapest_config.configuration_id if cheapest_config else None, spot_risk=spot_risk,
     )
 
 

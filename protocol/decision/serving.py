@@ -254,13 +254,16 @@ def _option(plan: Plan, demand: ServingDemand, lots: int) -> ServingOption:
 def _per_million(total: Decimal, demand: ServingDemand,
                  tokens_per_request: float | None) -> tuple[Decimal, Decimal | None]:
     """Cost per million requests at the peak, and per million output tokens when tokens were counted."""
+    requests = demand.requests
+    if tokens_per_request is None or tokens_per_request <= 0:
+        return per_million(total, requests), None
+    return per_million(total, requests), per_million(total, requests * Decimal(str(tokens_per_request)))
+
+
+def per_million(total_usd: Decimal, count: Decimal) -> Decimal:
+    """A total per million requests (or tokens), to the cent. Example: 330.00 USD over 10,080,000 requests → 32.74."""
     with localcontext(prec=MONEY_DIGITS):
-        requests = demand.requests
-        per_million = (total * 1_000_000 / requests).quantize(CENT, rounding=ROUNDING)
-        if tokens_per_request is None or tokens_per_request <= 0:
-            return per_million, None
-        tokens = requests * Decimal(str(tokens_per_request))
-        return per_million, (total * 1_000_000 / tokens).quantize(CENT, rounding=ROUNDING)
+        return (total_usd * 1_000_000 / count).quantize(CENT, rounding=ROUNDING)
 
 
 def rank_serving(configs: Sequence[ServingConfiguration]) -> tuple[tuple[ServingConfiguration, ...], tuple[str, ...]]:

@@ -11,11 +11,12 @@ Example: ``market_lines(decision.market)[0] == "## Prices across providers"``.
 
 from __future__ import annotations
 
-from decimal import Decimal, localcontext
+from decimal import Decimal
 
 from protocol.costing.market import CardPricing, OfferCost
-from protocol.costing.plans import CENT, MONEY_DIGITS, ROUNDING, SPOT_RISK, format_usd
+from protocol.costing.plans import SPOT_RISK, format_usd
 from protocol.decision.market_rank import ConfigurationMarket, MarketDecision
+from protocol.decision.serving import per_million
 from protocol.names import markdown_text
 from runner.decision.text_format import hours as hours_text
 
@@ -103,12 +104,6 @@ def _per_unit(offer: OfferCost, requests: Decimal | None) -> str:
     if requests is not None:
         return format_usd(per_million(offer.total_usd, requests))
     return format_usd(offer.per_result_usd) if offer.per_result_usd is not None else "undefined (0 accepted)"
-
-
-def per_million(total_usd: Decimal, requests: Decimal) -> Decimal:
-    """A total per million requests. Example: ``per_million(Decimal("330.00"), Decimal(10_080_000))`` → 32.74."""
-    with localcontext(prec=MONEY_DIGITS):
-        return (total_usd * 1_000_000 / requests).quantize(CENT, rounding=ROUNDING)
 
 
 def _excluded(item: ConfigurationMarket) -> list[str]:

@@ -71,8 +71,9 @@ def price_serving_market(decision: ServingDecision, campaigns: Sequence[Campaign
              if (choice := _choice(config, found.get(config.campaign_id))) is not None}
     weighing = _Weighing(tuple(_Weighed(c.configuration_id, c.capacity.capacity_qps is not None, period_h)
                                for c in decision.configurations), decision.chosen)
-    market = market_decision(weighing, cards, [catalog, *markets], uses, gpu_map, options.market_filter)
-    return replace(decision, market=replace(market, spot_risk=SERVING_SPOT_RISK))
+    market = market_decision(weighing, cards, [catalog, *markets], uses, gpu_map, options.market_filter,
+                             SERVING_SPOT_RISK)
+    return replace(decision, market=market)
 
 
 def _choice(config: ServingConfiguration, found: CardChoice | None) -> CardChoice | None:

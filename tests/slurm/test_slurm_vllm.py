@@ -26,17 +26,23 @@ pytestmark = [pytest.mark.slurm, pytest.mark.e2e, pytest.mark.docker]
 SETTINGS = "\n[engines.vllm]\nmax_model_len = 512\nmax_num_seqs = 8\n"
 
 
+def _one_job(study: Path, out: Path, image: str) -> dict[str, str]:
+    """Run ``study`` (one trial) as a job of the test cluster in ``image`` (docker runtime); its raw row."""
+    for path in [study.parent, *study.parent.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)  # the trial container's user reads them
+    launcher = choose_launcher(study, "slurm", image, options={"slurm": {
+        "runtime": "docker", "gres": "gpu:1", "start_wait": 120}}).launcher
+    run_campaign(study, out, launcher)
+    (row,) = read_raw(out / "raw.csv")
+    return row
+
+
 def test_a_vllm_campaign_as_slurm_jobs_in_its_own_image(cluster: Any, smollm2: Any, cpu_vllm_image: str,
                                                         tmp_path: Path) -> None:
     study = write_generation_workspace(tmp_path / "ws", smollm2, n=4, batches="[2]", max_new_tokens=8, replace={
         "deterministic = true\n": 'deterministic = true\nengine = "vllm"\n'}, extra=SETTINGS)
-    for path in [study.parent, *study.parent.rglob("*")]:
-        path.chmod(0o755 if path.is_dir() else 0o644)  # the trial container's user reads them
     out = tmp_path / "out"
-    launcher = choose_launcher(study, "slurm", cpu_vllm_image, options={"slurm": {
-        "runtime": "docker", "gres": "gpu:1", "start_wait": 120}}).launcher
-    run_campaign(study, out, launcher)
-    (row,) = read_raw(out / "raw.csv")
+    row = _one_job(study, out, cpu_vllm_image)
     assert (row["status"], row["corpus_accepted"], row["engine"]) == ("ok", "true", "vllm"), row["notes"]
     assert row["image_id"] == cpu_vllm_image and row["node"] == cluster.node and row["job_id"]
     trial = out / "trials" / row["trial_id"]
@@ -58,13 +64,8 @@ def test_vllm_http_server_serves_in_a_slurm_job(cluster: Any, smollm2: Any, cpu_
         "deterministic = true\n": 'deterministic = true\nengine = "vllm"\n',
         'scenario = "offline"': 'scenario = "server"'},
         extra=SETTINGS + "server = true\n" + GENERATION_TRAFFIC + "max_batches_in_flight = 2\n")
-    for path in [study.parent, *study.parent.rglob("*")]:
-        path.chmod(0o755 if path.is_dir() else 0o644)
     out = tmp_path / "out"
-    launcher = choose_launcher(study, "slurm", cpu_vllm_image, options={"slurm": {
-        "runtime": "docker", "gres": "gpu:1", "start_wait": 120}}).launcher
-    run_campaign(study, out, launcher)
-    (row,) = read_raw(out / "raw.csv")
+    row = _one_job(study, out, cpu_vllm_image)
     assert (row["status"], row["launcher"], row["engine"]) == ("ok", "slurm", "vllm"), row["notes"]
     assert row["image_id"] == cpu_vllm_image and row["node"] == cluster.node and row["job_id"]
     trial = out / "trials" / row["trial_id"]

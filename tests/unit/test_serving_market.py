@@ -11,7 +11,8 @@ from typing import Any
 
 from protocol.costing.gpu_map import load_gpu_map
 from protocol.decision.market_rank import CardChoice
-from runner.decision.market_memo import SERVING_MARKET_COLUMNS, per_million
+from protocol.decision.serving import per_million
+from runner.decision.market_memo import SERVING_MARKET_COLUMNS
 from runner.decision.serving_market import _choice, _day
 
 
