@@ -2,12 +2,41 @@
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from workspace import STUDY_TEMPLATE, build_tiny_model, write_workspace
+
+CHECKOUT = Path(__file__).resolve().parent.parent
+UNTRACKED_AT_START = pytest.StashKey[set[str] | None]()
+
+
+def untracked_files() -> set[str] | None:
+    """The files of the checkout git neither tracks nor ignores; None outside a git checkout."""
+    try:
+        listed = subprocess.run(["git", "-C", str(CHECKOUT), "ls-files", "--others", "--exclude-standard", "-z"],
+                                capture_output=True, check=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {name for name in listed.stdout.decode(errors="replace").split("\0") if name}
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[UNTRACKED_AT_START] = untracked_files()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A test writes under its tmp_path, never into the checkout (a test once left corpus splits in its root)."""
+    before, after = session.config.stash.get(UNTRACKED_AT_START, None), untracked_files()
+    if before is None or after is None or not (after - before):
+        return
+    written = ", ".join(sorted(after - before)[:10])
+    session.config.get_terminal_writer().line(f"\nThe tests wrote into the checkout {CHECKOUT}: {written}", red=True)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
 
 
 @pytest.fixture(autouse=True)
