@@ -16,31 +16,15 @@ from typing import Any
 _DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
 
-class BareClassifier:
-    def __init__(self, model_path: str, device: str, precision: str, attention: str, max_length: int,
-                 torch: Any) -> None:
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+class BareLoop:
+    """Read the corpus, tokenize every text once, classify it batch by batch (``_predict``); shared by the bare
+    torch loop here and the bare ONNX Runtime loop (benchmarks/onnxruntime_pass.py)."""
 
-        self.torch = torch
-        self.max_length = max_length
-        self.device = torch.device(device)
-        self.tokenizer = AutoTokenizer.from_pretrained(model_path, local_files_only=True)
-        model = AutoModelForSequenceClassification.from_pretrained(model_path, local_files_only=True,
-                                                                   attn_implementation=attention)
-        model.eval()
-        model.to(dtype=getattr(torch, _DTYPES[precision]))
-        self.model = model.to(self.device)
-        self.id2label = {int(k): v for k, v in model.config.id2label.items()}
+    tokenizer: Any
+    max_length: int
 
     def _predict(self, encoded: Any, start: int, stop: int) -> tuple[list[str], list[float]]:
-        torch = self.torch
-        padded = self.tokenizer.pad({key: values[start:stop] for key, values in encoded.items()},
-                                    padding="longest", return_tensors="pt")
-        batch = {key: value.to(self.device) for key, value in padded.items()}
-        with torch.inference_mode():
-            probs = torch.softmax(self.model(**batch).logits.float(), dim=-1)
-            scores, indices = probs.max(dim=-1)
-        return [self.id2label[i] for i in indices.tolist()], scores.tolist()
+        raise NotImplementedError
 
     def warm_up(self, texts: list[str], runs: int, batch_size: int) -> None:
         for _ in range(runs):
@@ -73,3 +57,30 @@ class BareClassifier:
             sync()
         elapsed = clock() - start
         return elapsed, list(zip(ids, labels, scores, strict=True))
+
+
+class BareClassifier(BareLoop):
+    def __init__(self, model_path: str, device: str, precision: str, attention: str, max_length: int,
+                 torch: Any) -> None:
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        self.torch = torch
+        self.max_length = max_length
+        self.device = torch.device(device)
+        self.tokenizer = AutoTokenizer.from_pretrained(model_path, local_files_only=True)
+        model = AutoModelForSequenceClassification.from_pretrained(model_path, local_files_only=True,
+                                                                   attn_implementation=attention)
+        model.eval()
+        model.to(dtype=getattr(torch, _DTYPES[precision]))
+        self.model = model.to(self.device)
+        self.id2label = {int(k): v for k, v in model.config.id2label.items()}
+
+    def _predict(self, encoded: Any, start: int, stop: int) -> tuple[list[str], list[float]]:
+        torch = self.torch
+        padded = self.tokenizer.pad({key: values[start:stop] for key, values in encoded.items()},
+                                    padding="longest", return_tensors="pt")
+        batch = {key: value.to(self.device) for key, value in padded.items()}
+        with torch.inference_mode():
+            probs = torch.softmax(self.model(**batch).logits.float(), dim=-1)
+            scores, indices = probs.max(dim=-1)
+        return [self.id2label[i] for i in indices.tolist()], scores.tolist()

@@ -216,6 +216,38 @@ def timed(function: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - start, value
 
 
+def worker_result(command: Sequence[str], result_path: Path, env: dict[str, str],
+                  timeout_s: float | None) -> tuple[Any, str]:
+    """Run a benchmark's worker process (in its own session, from the checkout) and read the JSON it leaves at
+    ``result_path``: (the result, "") or (None, why not). Past ``timeout_s`` the worker's whole process group is
+    killed, as on any interruption (a vLLM worker's engine processes are in it: none may outlive the benchmark)."""
+    worker = subprocess.Popen(list(command), env=env, cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, start_new_session=True)
+    try:
+        stdout, stderr = worker.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        stop_group(worker)
+        return None, f"the worker ran past the time budget ({timeout_s:.0f} s) and was stopped"
+    except BaseException:  # Ctrl-C: its own session would not get the signal
+        stop_group(worker)
+        raise
+    if worker.returncode != 0 or not result_path.exists():
+        tail = (stderr or stdout).strip().splitlines()[-5:]
+        return None, f"the worker failed (exit {worker.returncode}): {' | '.join(tail)}"
+    return json.loads(result_path.read_text(encoding="utf-8")), ""
+
+
+def stop_group(worker: subprocess.Popen[str]) -> None:
+    """SIGKILL the worker's whole session (it leads its own group), then reap it."""
+    import signal
+
+    try:
+        os.killpg(worker.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    worker.communicate()
+
+
 # -- the results file ---------------------------------------------------------------------------
 
 

@@ -17,14 +17,13 @@ import dataclasses
 import gc
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import ROOT, Row, Spread, fmt_ratio, fmt_s, judge, ratio_spread
+from benchmarks.common import ROOT, Row, Spread, fmt_ratio, fmt_s, judge, ratio_spread, worker_result
 
 TARGET_RATIO = 0.99
 
@@ -116,18 +115,10 @@ def run(inputs: int = 24, pairs: int = 5, threads: int = 1, progress: Any = prin
             return [Row(key="6", title=title, target=target, reason=str(exc))]
         env = {**trial_env(), "PYTHONPATH": str(ROOT)}
         progress(f"  {pairs} + {pairs} interleaved pairs (wall, then CPU time) in one fresh process")
-        try:
-            done = subprocess.run([sys.executable, "-m", "benchmarks.embedding_pass", str(spec), str(out), str(pairs)],
-                                  env=env, cwd=str(ROOT), capture_output=True, text=True, check=False,
-                                  timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            return [Row(key="6", title=title, target=target, reason=f"ran past the time budget ({timeout_s:.0f} s)")]
-        result_path = out / "embedding-pass.json"
-        if done.returncode != 0 or not result_path.exists():
-            tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
-            return [Row(key="6", title=title, target=target, reason=f"the worker failed (exit {done.returncode}): "
-                        f"{' | '.join(tail)}")]
-        result = json.loads(result_path.read_text(encoding="utf-8"))
+        result, why = worker_result([sys.executable, "-m", "benchmarks.embedding_pass", str(spec), str(out),
+                                     str(pairs)], out / "embedding-pass.json", env, timeout_s)
+    if why:
+        return [Row(key="6", title=title, target=target, reason=why)]
     return [_row(mode, [p for p in result if p["clock"] == mode], title, target) for mode in ("wall", "cpu")]
 
 

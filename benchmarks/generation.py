@@ -20,14 +20,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import ROOT, Row, Spread, fmt_ratio, fmt_s, judge, ratio_spread
+from benchmarks.common import ROOT, Row, Spread, fmt_ratio, fmt_s, judge, ratio_spread, worker_result
 from benchmarks.workspace import _set_table_key, demo_dir
 from protocol import codec
 
@@ -90,18 +89,10 @@ def run(root: Path, inputs: int = 8, max_new_tokens: int = 8, pairs: int = 4, va
         write_record(out / "spec.json", spec)
         env = {**trial_env(), "PYTHONPATH": str(ROOT)}
         progress(f"  {pairs} interleaved pairs in one fresh process ({variant_id}, {inputs} inputs)")
-        try:
-            done = subprocess.run([sys.executable, "-m", "benchmarks.generation", str(out / "spec.json"), str(out),
-                                   str(pairs)], env=env, cwd=str(ROOT), capture_output=True, text=True, check=False,
-                                  timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            return [Row(key="8", title=title, target=f"≥ {TARGET_RATIO} × bare",
-                        reason=f"the worker ran past the time budget ({timeout_s:.0f} s) and was stopped")]
-        if done.returncode != 0 or not (out / "generation.json").exists():
-            tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
-            return [Row(key="8", title=title, target=f"≥ {TARGET_RATIO} × bare",
-                        reason=f"the worker failed (exit {done.returncode}): {' | '.join(tail)}")]
-        result = json.loads((out / "generation.json").read_text(encoding="utf-8"))
+        result, why = worker_result([sys.executable, "-m", "benchmarks.generation", str(out / "spec.json"),
+                                     str(out), str(pairs)], out / "generation.json", env, timeout_s)
+    if why:
+        return [Row(key="8", title=title, target=f"≥ {TARGET_RATIO} × bare", reason=why)]
     return _rows(result["pairs"], title, spec)
 
 

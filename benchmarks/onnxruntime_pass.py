@@ -17,14 +17,14 @@ import dataclasses
 import gc
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import ROOT, Row, Spread, fmt_ratio, fmt_s, judge, ratio_spread
+from benchmarks.bare_loop import BareLoop
+from benchmarks.common import ROOT, Row, Spread, fmt_ratio, fmt_s, judge, ratio_spread, worker_result
 from benchmarks.workspace import Workspace, trial_spec
 
 TARGET_RATIO = 0.99
@@ -32,7 +32,7 @@ VARIANT = "batch_size=8"
 SETTINGS = {"provider": "CPUExecutionProvider", "graph_optimization": "all", "intra_op_threads": 0}
 
 
-class BareSession:
+class BareSession(BareLoop):
     """The bare loop (no isocost code): a tokenizer and an ``InferenceSession`` on the exported graph."""
 
     def __init__(self, model_path: str, graph: str, max_length: int, threads: int) -> None:
@@ -59,32 +59,6 @@ class BareSession:
         probs = shifted / shifted.sum(axis=-1, keepdims=True)
         return [self.id2label[int(i)] for i in probs.argmax(axis=-1)], [float(s) for s in probs.max(axis=-1)]
 
-    def warm_up(self, texts: list[str], runs: int, batch_size: int) -> None:
-        for _ in range(runs):
-            for start in range(0, len(texts), batch_size):
-                chunk = texts[start:start + batch_size]
-                self._predict(self.tokenizer(chunk, truncation=True, max_length=self.max_length, padding=False), 0,
-                              len(chunk))
-
-    def timed_pass(self, corpus_path: str, batch_size: int, clock: Any) -> tuple[float, list[Any]]:
-        start = clock()
-        ids, texts = [], []
-        with open(corpus_path, encoding="utf-8") as handle:
-            for line in handle:
-                if line.strip():
-                    item = json.loads(line)
-                    ids.append(item["id"])
-                    texts.append(item["text"])
-        encoded = self.tokenizer(texts, truncation=True, max_length=self.max_length, padding=False)
-        labels: list[str] = []
-        scores: list[float] = []
-        for first in range(0, len(texts), batch_size):
-            batch_labels, batch_scores = self._predict(encoded, first, first + batch_size)
-            labels += batch_labels
-            scores += batch_scores
-        seconds = clock() - start
-        return seconds, list(zip(ids, labels, scores, strict=True))
-
 
 def run(workspace: Workspace, pairs: int = 5, progress: Any = print, timeout_s: float | None = None) -> list[Row]:
     from protocol.codec import write_record
@@ -102,18 +76,10 @@ def run(workspace: Workspace, pairs: int = 5, progress: Any = print, timeout_s: 
         write_record(out / "spec.json", spec)
         env = {**trial_env(), "PYTHONPATH": str(ROOT), "ISOCOST_ENGINE_CACHE": str(out / "engine-cache")}
         progress(f"  {pairs} + {pairs} interleaved pairs (wall, then CPU time) in one fresh process")
-        try:
-            done = subprocess.run([sys.executable, "-m", "benchmarks.onnxruntime_pass", str(out / "spec.json"),
-                                   str(out), str(pairs)], env=env, cwd=str(ROOT), capture_output=True, text=True,
-                                  check=False, timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            return [Row(key="10", title=title, target=target, reason=f"ran past the time budget ({timeout_s:.0f} s)")]
-        result_path = out / "onnxruntime-pass.json"
-        if done.returncode != 0 or not result_path.exists():
-            tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
-            return [Row(key="10", title=title, target=target, reason=f"the worker failed (exit {done.returncode}): "
-                        f"{' | '.join(tail)}")]
-        result = json.loads(result_path.read_text(encoding="utf-8"))
+        result, why = worker_result([sys.executable, "-m", "benchmarks.onnxruntime_pass", str(out / "spec.json"),
+                                     str(out), str(pairs)], out / "onnxruntime-pass.json", env, timeout_s)
+    if why:
+        return [Row(key="10", title=title, target=target, reason=why)]
     return [_row(mode, [p for p in result["pairs"] if p["clock"] == mode], title, target, result["export"])
             for mode in ("wall", "cpu")]
 
@@ -182,7 +148,7 @@ def worker(spec_path: Path, out: Path, pairs: int) -> int:
                 else:
                     bare = BareSession(spec.model_path, graph, spec.variant.max_length, spec.variant.threads)
                     bare.warm_up(list(spec.warmup_texts), spec.warmup.runs, spec.variant.batch_size)
-                    record["bare_s"], bare_out = bare.timed_pass(spec.corpus_path, spec.variant.batch_size, clock)
+                    record["bare_s"], bare_out = bare.timed_pass(spec.corpus_path, spec.variant.batch_size, clock=clock)
                     del bare
             record["same_outputs"] = _same(runner_out, bare_out)
             results.append(record)

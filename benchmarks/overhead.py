@@ -25,14 +25,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import ROOT, Row, Spread, fmt_ratio, fmt_s, judge, ratio_spread
+from benchmarks.common import ROOT, Row, Spread, fmt_ratio, fmt_s, judge, ratio_spread, worker_result
 from benchmarks.workspace import Workspace, trial_spec
 from protocol import codec
 
@@ -54,22 +53,12 @@ def run(workspace: Workspace, pairs: int = 5, variant_id: str = "batch_size=1", 
         spec = trial_spec(study, variant, "bench-overhead")
         write_record(out / "spec.json", spec)
         command = [sys.executable, "-m", "benchmarks.overhead", str(out / "spec.json"), str(out), str(pairs)]
-        env = trial_env()
-        env["PYTHONPATH"] = str(ROOT)
         progress(f"  {pairs} + {pairs} interleaved pairs (wall, then CPU time) in one fresh process "
                  f"({variant_id}, {workspace.inputs} inputs)")
-        try:
-            done = subprocess.run(command, env=env, cwd=str(ROOT), capture_output=True, text=True, check=False,
-                                  timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            return [Row(key="1", title=title, target=f"≥ {TARGET_RATIO} × bare", met=None,
-                        reason=f"the worker ran past the time budget ({timeout_s:.0f} s) and was stopped")]
-        result_path = out / "overhead.json"
-        if done.returncode != 0 or not result_path.exists():
-            tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
-            return [Row(key="1", title=title, target=f"≥ {TARGET_RATIO} × bare", met=None,
-                        reason=f"the worker failed (exit {done.returncode}): {' | '.join(tail)}")]
-        result = json.loads(result_path.read_text(encoding="utf-8"))
+        result, why = worker_result(command, out / "overhead.json", {**trial_env(), "PYTHONPATH": str(ROOT)},
+                                    timeout_s)
+    if why:
+        return [Row(key="1", title=title, target=f"≥ {TARGET_RATIO} × bare", met=None, reason=why)]
     rows = []
     for mode in ("wall", "cpu"):
         pairs_of = [p for p in result["pairs"] if p["clock"] == mode]

@@ -26,14 +26,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import ROOT, Row, Spread, fmt_ratio, fmt_s, judge, ratio_spread
+from benchmarks.common import ROOT, Row, Spread, fmt_ratio, fmt_s, judge, ratio_spread, worker_result
 
 TARGET_RATIO = 0.99
 VARIANT = "batch_size=8"
@@ -67,34 +66,11 @@ def run(root: Path, inputs: int = 24, max_new_tokens: int = 16, pairs: int = 6, 
         env = {**trial_env(), "PYTHONPATH": str(ROOT)}
         progress(f"  one vLLM engine start, then {pairs} + {pairs} interleaved pairs (wall, then process-tree CPU) "
                  f"with {python}")
-        worker = subprocess.Popen([python, "-m", "benchmarks.vllm_pass", str(out / "spec.json"), str(out),
-                                   str(pairs)], env=env, cwd=str(ROOT), stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True, start_new_session=True)
-        try:
-            stdout, stderr = worker.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            _stop_group(worker)  # the worker and vLLM's engine core and worker: none may outlive the benchmark
-            return [Row(key="11", title=title, target=target,
-                        reason=f"the worker ran past the time budget ({timeout_s:.0f} s) and was stopped")]
-        done = subprocess.CompletedProcess(worker.args, worker.returncode, stdout, stderr)
-        result_path = out / "vllm-pass.json"
-        if done.returncode != 0 or not result_path.exists():
-            tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
-            return [Row(key="11", title=title, target=target,
-                        reason=f"the worker failed (exit {done.returncode}): {' | '.join(tail)}")]
-        result = json.loads(result_path.read_text(encoding="utf-8"))
+        result, why = worker_result([python, "-m", "benchmarks.vllm_pass", str(out / "spec.json"), str(out),
+                                     str(pairs)], out / "vllm-pass.json", env, timeout_s)
+    if why:
+        return [Row(key="11", title=title, target=target, reason=why)]
     return _rows(result, title, target)
-
-
-def _stop_group(worker: subprocess.Popen[str]) -> None:
-    """SIGKILL the worker's whole session (it leads its own group: vLLM's processes are in it), then reap it."""
-    import signal
-
-    try:
-        os.killpg(worker.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    worker.communicate()
 
 
 def _rows(result: dict[str, Any], title: str, target: str) -> list[Row]:

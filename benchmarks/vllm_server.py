@@ -23,14 +23,13 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import ROOT, Row
+from benchmarks.common import ROOT, Row, worker_result
 
 TOLERANCE = 0.05
 TITLE = "vLLM HTTP server: isocost's client times vs vLLM's own per-request metrics, same requests"
@@ -51,23 +50,10 @@ def run(root: Path, requests: int = 16, progress: Any = print, timeout_s: float 
     with tempfile.TemporaryDirectory(prefix="isocost-bench-vllm-server-") as tmp:
         out = Path(tmp)
         progress(f"  one vLLM server start, then {requests} requests one at a time and {requests} three at once")
-        worker = subprocess.Popen([python, "-m", "benchmarks.vllm_server", str(study), str(out), str(requests)],
-                                  env={**trial_env(), "PYTHONPATH": str(ROOT)}, cwd=str(ROOT), text=True,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-        try:
-            _, stderr = worker.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            from benchmarks.vllm_pass import _stop_group
-
-            _stop_group(worker)
-            return [Row(key="12", title=title, target=target,
-                        reason=f"the worker ran past the time budget ({timeout_s:.0f} s) and was stopped")]
-        result_path = out / "vllm-server.json"
-        if worker.returncode != 0 or not result_path.exists():
-            tail = stderr.strip().splitlines()[-5:]
-            return [Row(key="12", title=title, target=target,
-                        reason=f"the worker failed (exit {worker.returncode}): {' | '.join(tail)}")]
-        result = json.loads(result_path.read_text(encoding="utf-8"))
+        result, why = worker_result([python, "-m", "benchmarks.vllm_server", str(study), str(out), str(requests)],
+                                    out / "vllm-server.json", {**trial_env(), "PYTHONPATH": str(ROOT)}, timeout_s)
+    if why:
+        return [Row(key="12", title=title, target=target, reason=why)]
     return rows(result, title, target)
 
 

@@ -1,8 +1,8 @@
 """Is a campaign directory what its writer left? The report every reading command refuses on.
 
-``validate``, ``summarize``, ``decide`` and ``period`` call :func:`check_evidence` (or
-:func:`require_evidence`) before they read anything; ``bundle`` and ``verify`` call
-:func:`check_campaign`, which adds the deep checks. What is checked is
+Every reading command opens a campaign through :func:`runner.campaign_dir.campaign.open_campaign`, which runs
+the evidence checks (the deep ones too for ``bundle`` and ``verify``) and refuses on :class:`IntegrityReport`;
+:func:`check_evidence` and :func:`check_campaign` run the same checks alone. What is checked is
 :class:`~runner.campaign_dir.checks.CampaignChecks`; a failed check names the file, the field and
 what differs (:class:`~runner.campaign_dir.findings.Discrepancy`). Readers refuse with ``Error:``
 unless given ``--allow-inconsistent`` (forensics), and then say so first
@@ -79,11 +79,6 @@ def check_evidence(root: Path) -> IntegrityReport:
     checks = CampaignChecks(root, deep=False)
     checks.run()
     return IntegrityReport(root=root, discrepancies=tuple(checks.problems))
-
-
-def require_evidence(root: Path, allow_inconsistent: bool = False) -> str:
-    """Run :func:`check_evidence`: "" when consistent, the banner line with ``allow_inconsistent``, else raise."""
-    return check_evidence(root).require(allow_inconsistent)
 
 
 def refuse_less_evidence(previous_path: Path, rows_now: int, what: str) -> None:
