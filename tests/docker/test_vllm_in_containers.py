@@ -1,10 +1,11 @@
-"""Engine vLLM in real containers of the ``cpu-vllm`` image (issue 35): SmolLM2 in fp32 and bf16, each trial a fresh
+"""Engine vLLM in real containers of the ``cpu-vllm`` image (issue 35): SmolLM2 in fp32, each trial a fresh
 locked-down container (network none, read-only root, non-root, cap-drop ALL) with the /dev/shm the engine declares.
 
-The fp32 tokens are the transformers engine's, token for token (that reference runs as a local process of the same
-workspace: its image is the ``cpu`` one, and one campaign runs one image); bf16's identity and near-tie shares are
-reported; each manifest records the engine, its version and settings, and the image the row names; no container
-is left behind.
+The tokens are the transformers engine's, token for token (that reference runs as a local process of the same
+workspace: its image is the ``cpu`` one, and one campaign runs one image); the manifest records the engine, its
+version and settings, and the image the row names; no container is left behind. (vLLM in bf16, its identity and
+near-tie shares, is tested with the trials as processes: tests/e2e/test_vllm_campaign.py. Each engine start costs
+about 35 s of CI here.)
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from runner.campaign_dir.layout import read_raw
 
 pytestmark = pytest.mark.docker
 
-PRECISION_SERIES = '[[series]]\nname = "precision"\nfield = "precision"\nvalues = ["fp32", "bf16"]\n'
+PRECISION_SERIES = '[[series]]\nname = "precision"\nfield = "precision"\nvalues = ["fp32"]\n'
 SETTINGS = "\n[engines.vllm]\nmax_model_len = 512\nmax_num_seqs = 8\n"
 
 
@@ -76,14 +77,14 @@ def test_vllm_in_containers_gives_the_transformers_tokens_in_fp32(cpu_vllm_image
     output = _run(study, out, images_lock, "docker")
     assert f"image {cpu_vllm_image.image_id}" in output or "@sha256:" in output, output
     rows = {row["variant_id"]: row for row in read_raw(out / "raw.csv")}
-    assert sorted(rows) == ["precision=bf16", "precision=fp32"]  # rows lost 0
-    for variant_id, row in rows.items():
+    assert sorted(rows) == ["precision=fp32"]  # rows lost 0
+    for row in rows.values():
         assert (row["status"], row["launcher"], row["engine"]) == ("ok", "docker", "vllm"), row["notes"]
         assert row["image_id"] == cpu_vllm_image.image_id
         manifest = json.loads((out / "trials" / row["trial_id"] / "manifest.json").read_text())
         assert manifest["image_id"] == cpu_vllm_image.image_id
         assert (manifest["engine"]["name"], manifest["engine"]["version"]) == ("vllm", "0.32.0")
-        assert manifest["engine"]["dtype"] == ("float32" if variant_id == "precision=fp32" else "bfloat16")
+        assert manifest["engine"]["dtype"] == "float32"
         assert manifest["engine"]["settings"]["max_model_len"] == 512
         processes = manifest["engine"]["processes"]  # vLLM's engine core (and worker), beside the trial process
         assert processes["count"] >= 1 and processes["peak_rss_bytes_sum"] > 0 and processes["why"] == "", processes
@@ -102,11 +103,6 @@ def test_vllm_in_containers_gives_the_transformers_tokens_in_fp32(cpu_vllm_image
 
     validated = CliRunner().invoke(main, ["validate", str(out)])
     assert validated.exit_code == 0, validated.output
-    shares = {v["variant_id"]: v for v in json.loads((out / "verdicts.json").read_text())["verdicts"]}
-    bf16 = shares["precision=bf16"]["agreement_details"]
-    print(f"vllm bf16 against vllm fp32 in containers: identical {bf16['identical_share']}, "
-          f"near tie {bf16['near_tie_share']}")
-    assert bf16["near_tie_share"] >= bf16["identical_share"]
 
 
 def test_an_image_without_an_engines_module_is_refused_before_anything_runs(cpu_image: Any,

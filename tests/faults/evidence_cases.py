@@ -32,7 +32,7 @@ def _cli(*args: str) -> tuple[int, str]:
 
 
 def _campaign(ctx: Context) -> Path:
-    study = ctx.study(n=4, repetitions=1, batches="[1, 4]")
+    study = ctx.study(n=4, repetitions=1, batches="[1]")  # one trial: each case edits its files
     out = ctx.root / "out"
     run_campaign(study, out, ctx.launcher_factory(), rental=Rental("rtx-4090", 1))
     code, output = _cli("rental", str(out), "--gpu", "rtx-4090", "--lots", "2")
