@@ -50,8 +50,7 @@ def reference(smollm2: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[st
 def test_fp32_vllm_server_gives_the_transformers_tokens(smollm2: Any, reference: dict[str, Any],
                                                         tmp_path: Path) -> None:
     """Each prompt a streaming request to vLLM's HTTP server."""
-    engine = "vllm-server"
-    got = _rows(vllm_python(), engine, "fp32", smollm2.path, tmp_path / "rows.json")
+    got = _rows(vllm_python(), "vllm-server", "fp32", smollm2.path, tmp_path / "rows.json")
     identical = sum(a["tokens"] == b["tokens"] for a, b in zip(got["rows"], reference["rows"], strict=True))
     print(f"vllm fp32: {identical}/8 identical to transformers fp32; load {got['load_s']:.1f} s, "
           f"{got['figures']['generated_tokens']} tokens in {got['generate_s']:.2f} s")
