@@ -72,10 +72,10 @@ def make_spec(root: Path, inputs: int, threads: int) -> Path:
     """A sentence-embedding trial spec over the demo embedding study's first ``inputs`` bodies (its encoder,
     its first queries), written into ``root``."""
     from benchmarks.workspace import demo_dir
-    from protocol.codec import write_record
-    from protocol.fingerprint import fingerprint_path
-    from protocol.records import TrialSpec
-    from protocol.study import load_study
+    from protocol.io.fingerprint import fingerprint_path
+    from protocol.records.codec import write_record
+    from protocol.records.stages import TrialSpec
+    from protocol.study.load import load_study
 
     study_file = demo_dir() / "embed.toml"
     if not study_file.exists():
@@ -146,8 +146,8 @@ def worker(spec_path: Path, out: Path, pairs: int) -> int:
 
     import runner.trial.measured_pass as pass_module
     from benchmarks.overhead import _set_up
-    from protocol.codec import read_record
-    from protocol.records import TrialSpec
+    from protocol.records.codec import read_record
+    from protocol.records.stages import TrialSpec
     from protocol.tasks.embedding.vector_file import read_vectors
     from runner.trial.run import Trial
     from runner.trial.torch_settings import apply_determinism

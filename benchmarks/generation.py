@@ -28,15 +28,15 @@ from typing import Any
 
 from benchmarks.common import ROOT, Row, Spread, fmt_ratio, fmt_s, judge, ratio_spread, worker_result
 from benchmarks.workspace import _set_table_key, demo_dir
-from protocol import codec
+from protocol.records import codec
 
 TARGET_RATIO = 0.99
 
 
 def make_slice(root: Path, inputs: int, max_new_tokens: int) -> Path:
     """The demo's generate study over its first ``inputs`` stories, ``max_new_tokens`` new tokens, in ``root``."""
-    from protocol.fingerprint import fingerprint_path
-    from protocol.study import load_study
+    from protocol.io.fingerprint import fingerprint_path
+    from protocol.study.load import load_study
 
     source = demo_dir() / "generate.toml"
     if not source.exists():
@@ -61,8 +61,8 @@ def make_slice(root: Path, inputs: int, max_new_tokens: int) -> Path:
 
 
 def _spec(study_path: Path, variant_id: str) -> Any:
-    from protocol.records import TrialSpec
-    from protocol.study import load_study
+    from protocol.records.stages import TrialSpec
+    from protocol.study.load import load_study
     from protocol.tasks import read_task_corpus, study_task
 
     study = load_study(study_path)
@@ -78,7 +78,7 @@ def _spec(study_path: Path, variant_id: str) -> Any:
 
 def run(root: Path, inputs: int = 8, max_new_tokens: int = 8, pairs: int = 4, variant_id: str = "batch_size=4",
         progress: Any = print, timeout_s: float | None = None) -> list[Row]:
-    from protocol.codec import write_record
+    from protocol.records.codec import write_record
     from runner.launch.process import trial_env
 
     title = (f"generation pass vs bare model.generate loop ({variant_id}, {inputs} inputs, {max_new_tokens} new "
@@ -204,8 +204,8 @@ def worker(spec_path: Path, out: Path, pairs: int) -> int:
     import gc
 
     from benchmarks.overhead import _set_up
-    from protocol.codec import read_record
-    from protocol.records import TrialSpec
+    from protocol.records.codec import read_record
+    from protocol.records.stages import TrialSpec
     from runner.trial.torch_settings import apply_determinism
 
     spec = read_record(spec_path, TrialSpec)

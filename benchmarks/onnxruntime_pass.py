@@ -61,7 +61,7 @@ class BareSession(BareLoop):
 
 
 def run(workspace: Workspace, pairs: int = 5, progress: Any = print, timeout_s: float | None = None) -> list[Row]:
-    from protocol.codec import write_record
+    from protocol.records.codec import write_record
     from runner.launch.process import trial_env
 
     study = workspace.study()
@@ -127,8 +127,8 @@ def _same(runner: list[Any], bare: list[Any]) -> bool:
 def worker(spec_path: Path, out: Path, pairs: int) -> int:
     import runner.trial.measured_pass as pass_module
     from benchmarks.overhead import _set_up
-    from protocol.codec import read_record
-    from protocol.records import TrialSpec
+    from protocol.records.codec import read_record
+    from protocol.records.stages import TrialSpec
 
     spec = read_record(spec_path, TrialSpec)
     if _set_up(spec, out) is None:

@@ -33,14 +33,14 @@ from typing import Any
 
 from benchmarks.common import ROOT, Row, Spread, fmt_ratio, fmt_s, judge, ratio_spread, worker_result
 from benchmarks.workspace import Workspace, trial_spec
-from protocol import codec
+from protocol.records import codec
 
 TARGET_RATIO = 0.99
 
 
 def run(workspace: Workspace, pairs: int = 5, variant_id: str = "batch_size=1", progress: Any = print,
         timeout_s: float | None = None) -> list[Row]:
-    from protocol.codec import write_record
+    from protocol.records.codec import write_record
     from runner.launch.process import trial_env
 
     study = workspace.study()
@@ -103,8 +103,8 @@ def _row(mode: str, pairs: list[dict[str, Any]], title: str, variant: Any, works
 
 
 def worker(spec_path: Path, out: Path, pairs: int) -> int:
-    from protocol.codec import read_record
-    from protocol.records import TrialSpec
+    from protocol.records.codec import read_record
+    from protocol.records.stages import TrialSpec
 
     spec = read_record(spec_path, TrialSpec)
     torch = _set_up(spec, out)

@@ -31,14 +31,14 @@ from types import SimpleNamespace
 from typing import Any
 
 from benchmarks.common import Row, Spread, fmt_ratio, fmt_s, interleaved, judge, ratio_spread, timed
-from protocol import codec
-from protocol.raw_columns import RAW_COLUMNS
-from protocol.records import Variant
+from protocol.records import codec
+from protocol.records.raw_columns import RAW_COLUMNS
+from protocol.records.stages import Variant
 from protocol.tasks.classification import Reference, check_pass, parse_predictions
 from runner.analysis.stats import SUMMARY_COLUMNS, summarize
+from runner.campaign_dir.raw_format import genesis, row_digest, row_text
 from runner.campaign_dir.raw_frame import typed_frame
-from runner.campaign_dir.rawformat import genesis, row_digest, row_text
-from runner.campaign_dir.rawtable import check_chain
+from runner.campaign_dir.raw_table import check_chain
 
 LABELS = ("business", "entertainment", "politics", "sport", "tech")
 BUCKETS = ("short", "medium", "long")

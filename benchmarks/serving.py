@@ -14,7 +14,7 @@ LoadGen's threads run as a model's kernels do):
 Pairs run interleaved (ABBA). Per pair: the completed rate ratio (isocost / bare, target ≥ 0.98) and the p99 latency
 added (isocost's p99 − bare's, target ≤ 5 ms), both from LoadGen's own summaries.
 
-Row 9c checks the schedulable maximum a ``[traffic]`` table may declare (:data:`protocol.traffic.MAX_RATE_QPS`):
+Row 9c checks the schedulable maximum a ``[traffic]`` table may declare (:data:`protocol.study.traffic.MAX_RATE_QPS`):
 LoadGen against a system under test that answers at once, at that rate, a few runs: the completed rate against the
 target (≥ 0.98) and the p99.
 
@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import Row, Spread, fmt_ratio, interleaved, judge
-from protocol.traffic import MAX_RATE_QPS
+from protocol.study.traffic import MAX_RATE_QPS
 from runner.trial.serving.loadgen_run import ServerSettings, run_server
 from runner.trial.serving.summary import LoadgenSummary, parse_summary
 from runner.trial.serving.sut import BatcherSettings, ServingSystem

@@ -152,7 +152,7 @@ def run_campaign_with(kind: str, workspace: Workspace, out: Path, image: str | N
                       baselines: bool = True, deadline: float | None = None) -> dict[str, Any]:
     """Run one campaign (with bracketing baselines if asked); every timing, raw."""
     import runner.campaign.run as campaign_module
-    from runner.analysis.summary import summarize_campaign
+    from runner.analysis.summarize import summarize_campaign
 
     written: dict[str, float] = {}
     original = campaign_module.append_row

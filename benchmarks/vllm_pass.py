@@ -43,8 +43,8 @@ TITLE = "vLLM generation pass vs bare LLM.generate loop"
 def run(root: Path, inputs: int = 24, max_new_tokens: int = 16, pairs: int = 6, progress: Any = print,
         timeout_s: float | None = None) -> list[Row]:
     from benchmarks.generation import _spec, make_slice
-    from protocol.codec import write_record
     from protocol.engines.vllm import ENGINE
+    from protocol.records.codec import write_record
     from runner.launch.interpreter import own_python
     from runner.launch.process import trial_env
 
@@ -193,8 +193,8 @@ def worker(spec_path: Path, out: Path, pairs: int) -> int:
     import gc
 
     import runner.trial.measured_pass as pass_module
-    from protocol.codec import read_record
-    from protocol.records import TrialSpec
+    from protocol.records.codec import read_record
+    from protocol.records.stages import TrialSpec
     from runner.trial.engines import trial_engine
     from runner.trial.run import Trial
 

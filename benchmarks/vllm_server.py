@@ -101,7 +101,7 @@ def rows(result: dict[str, Any], title: str, target: str) -> list[Row]:
 def worker(study_path: Path, out: Path, count: int) -> int:
     import torch
 
-    from protocol.study import load_study
+    from protocol.study.load import load_study
     from runner.trial.engines.vllm import DEFAULTS, NO_COMPILE_ENV, OFFLINE_ENV
     from runner.trial.engines.vllm_server import request_line, start_server, stream_completion
     from runner.trial.faults import FaultInjector

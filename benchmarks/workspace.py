@@ -14,10 +14,10 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from protocol.fingerprint import fingerprint_path
-from protocol.records import TrialSpec, Variant
-from protocol.study import load_study
-from protocol.study_records import Study
+from protocol.io.fingerprint import fingerprint_path
+from protocol.records.stages import TrialSpec, Variant
+from protocol.study.load import load_study
+from protocol.study.model import Study
 
 DEMO_DIR_ENV = "ISOCOST_DEMO_DIR"
 

@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from protocol.csvio import read_dicts, safe_cell
 from protocol.errors import UserError
-from protocol.fingerprint import sha256_bytes
-from protocol.jsonio import DUPLICATE_KEY_FIX, DuplicateKeyError, json_problem, loads_unique
-from protocol.safe_read import BOM, check_encodable, decode_text, open_binary, read_text
+from protocol.io.csvio import read_dicts, safe_cell
+from protocol.io.fingerprint import sha256_bytes
+from protocol.io.jsonio import DUPLICATE_KEY_FIX, DuplicateKeyError, json_problem, loads_unique
+from protocol.io.safe_read import BOM, check_encodable, decode_text, open_binary, read_text
 
 MAX_ID_CHARS = 200
 MAX_LABEL_CHARS = 200

@@ -14,7 +14,7 @@ import json
 import tarfile
 from pathlib import Path
 
-from protocol.fingerprint import sha256_bytes
+from protocol.io.fingerprint import sha256_bytes
 from runner.bundle.pack import PackedFile, write_deterministic_tar
 from runner.bundle.records import MANIFEST_NAME
 

@@ -39,7 +39,7 @@ def main(argv: list[str]) -> int:
     engine_name, precision, model_dir, out = argv
     import torch
 
-    from protocol.records import Variant
+    from protocol.records.stages import Variant
     from runner.trial.tasks.generation import TRIAL_TASK
 
     variant = Variant(variant_id="rows", stack="cpu", device="cpu", precision=precision, quantization="none",

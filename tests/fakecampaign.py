@@ -34,8 +34,8 @@ sys.path.insert(0, str(TESTS))
 from recordfiles import manifest_for  # noqa: E402
 from workspace import WORDS, write_workspace  # noqa: E402
 
-from protocol.codec import read_record, write_record  # noqa: E402
-from protocol.records import MemoryPeaks, PhaseTimes, TrialSpec, TrialStatus  # noqa: E402
+from protocol.records.codec import read_record, write_record  # noqa: E402
+from protocol.records.stages import MemoryPeaks, PhaseTimes, TrialSpec, TrialStatus  # noqa: E402
 from runner.launch.base import LauncherBase, LaunchResult, TrialPaths  # noqa: E402
 from runner.launch.launcher_file import write_launcher_file  # noqa: E402
 from runner.launch.process import ProcessRecord  # noqa: E402

@@ -2,7 +2,7 @@
 
 :func:`count_raw_reads` wraps the ways a file is opened for reading (``open``/``io.open``, which ``Path.read_bytes``,
 ``Path.open`` and pandas go through, and ``os.open``) and records every read of a file named ``raw.csv``;
-:func:`count_study_parses` counts every study parse (``protocol.study.parse_study`` builds one top-level
+:func:`count_study_parses` counts every study parse (``protocol.study.load.parse_study`` builds one top-level
 ``TableReader`` per study, whoever calls it: ``load_study``, ``study_from_bytes`` or a direct call).
 
 Example::
@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-import protocol.study
+import protocol.study.load
 
 _WRITING = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT
 
@@ -52,7 +52,7 @@ def count_raw_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def count_study_parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The source of every study parsed from now on, until the test ends."""
     parses: list[str] = []
-    real = protocol.study.TableReader
+    real = protocol.study.load.TableReader
 
     class CountedReader(real):  # type: ignore[misc, valid-type]
         def __init__(self, source: str, data: Any, prefix: str, *args: Any, **kwargs: Any) -> None:
@@ -60,5 +60,5 @@ def count_study_parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
                 parses.append(source)
             super().__init__(source, data, prefix, *args, **kwargs)
 
-    monkeypatch.setattr(protocol.study, "TableReader", CountedReader)
+    monkeypatch.setattr(protocol.study.load, "TableReader", CountedReader)
     return parses

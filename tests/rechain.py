@@ -13,7 +13,7 @@ import csv
 from collections.abc import Callable
 from pathlib import Path
 
-from runner.campaign_dir.rawformat import anchor, row_digest, row_text
+from runner.campaign_dir.raw_format import anchor, row_digest, row_text
 from runner.campaign_dir.seal import SEALED_FILES, file_sha256, parse_outputs_cell
 
 

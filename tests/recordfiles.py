@@ -12,9 +12,9 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from protocol.codec import write_record
-from protocol.manifest import Manifest
-from protocol.records import CampaignRecord, MemoryPeaks, PhaseTimes, TrialSpec, TrialStatus, Variant, WarmupRule
+from protocol.records.codec import write_record
+from protocol.records.manifest import Manifest
+from protocol.records.stages import CampaignRecord, MemoryPeaks, PhaseTimes, TrialSpec, TrialStatus, Variant, WarmupRule
 
 if TYPE_CHECKING:
     from runner.hosts.record import HostEntry, HostsFile

@@ -2,7 +2,7 @@
 
 Each case is what ``summarize`` reads: raw rows (cell text by column, as raw.csv holds them), the verdicts by
 trial id, the campaign's variants in report order, the quality rule and the reference of each variant. The
-golden file ``tests/data/summary_golden.json`` holds what the summary code before issue 25 (protocol/stats.py,
+golden file ``tests/data/summary_golden.json`` holds what the summary code before issue 25 (protocol/records/summary.py,
 columnar) made of them; ``python tests/summary_cases.py`` rewrites it with the code of the checkout.
 """
 
@@ -120,8 +120,9 @@ def cases() -> dict[str, dict[str, Any]]:
 
 def summary_text(summary: Any) -> str:
     """A summary as the golden file holds it: as JSON in the layout summary.json had when the golden files were
-    recorded (its keys in that order; floats written exactly), each variant as :mod:`protocol.codec` writes it."""
-    from protocol.codec import to_dict
+    recorded (its keys in that order; floats written exactly), each variant as :mod:`protocol.records.codec` writes
+    it."""
+    from protocol.records.codec import to_dict
 
     data = {"schema_version": 1, "reference_variant": summary.reference_variant,
             "variants": [to_dict(variant) for variant in summary.variants], "warnings": list(summary.warnings)}
@@ -130,8 +131,8 @@ def summary_text(summary: Any) -> str:
 
 def _write_golden() -> None:  # the code of this checkout: run it only to record what that code makes
     sys.path.insert(0, str(TESTS.parent))
-    from protocol.rawrecord import RawRecord
-    from protocol.stats import summarize
+    from protocol.records.raw_record import RawRecord
+    from protocol.records.summary import summarize
 
     golden = {}
     for name, case in cases().items():

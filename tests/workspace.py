@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from protocol.fingerprint import fingerprint_path
+from protocol.io.fingerprint import fingerprint_path
 
 # -- study sections shared by every task's template ---------------------------------------------------------------
 # Each returns a study template's section: {single} braces are filled now, {{double}} ones stay placeholders that

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from protocol.codec import Schema, options
+from protocol.records.codec import Schema, options
 
 # Version history: 1 = first format (Batch, PassEvidence, Fit, PassCheck, Projection).
 SCHEMA_VERSION = 1

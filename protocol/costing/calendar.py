@@ -18,8 +18,8 @@ from datetime import UTC, datetime, timedelta
 from typing import ClassVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from protocol.codec import Convert, Schema, options
 from protocol.errors import UserError
+from protocol.records.codec import Convert, Schema, options
 
 # Version history: 1 = first format (OffsetChange, Window; PlanFit, Coverage in protocol.costing.coverage).
 SCHEMA_VERSION = 1

@@ -8,7 +8,7 @@ plans only, like the shipped snapshot), and the market columns an imported catal
 converted (a bound on its length, then its form), one currency per catalog,
 one row per (gpu, billing, plan_days); the error names the file, the line and
 the column, and says how to fix it. A GPU name is a plain name and a source
-holds no control character (:mod:`protocol.names`): both reach CSV, Markdown,
+holds no control character (:mod:`protocol.io.names`): both reach CSV, Markdown,
 HTML and terminals. The plans themselves and their arithmetic are in
 :mod:`protocol.costing.plans`.
 
@@ -38,8 +38,8 @@ from protocol.costing.plans import (
     join_days,
 )
 from protocol.errors import UserError
-from protocol.names import check_gpu_name, check_plain_text
-from protocol.safe_read import check_encodable, read_text
+from protocol.io.names import check_gpu_name, check_plain_text
+from protocol.io.safe_read import check_encodable, read_text
 
 CATALOG_COLUMNS: tuple[str, ...] = (
     "gpu",

@@ -14,9 +14,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import ClassVar
 
-from protocol.codec import Schema
 from protocol.costing.calendar import SCHEMA_VERSION, format_hours
 from protocol.errors import UserError
+from protocol.records.codec import Schema
 
 _DAY_H = 24
 

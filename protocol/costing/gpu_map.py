@@ -32,8 +32,8 @@ from pathlib import Path
 
 from protocol.costing.plans import Plan
 from protocol.errors import UserError
-from protocol.names import check_gpu_name, check_plain_text
-from protocol.safe_read import read_text
+from protocol.io.names import check_gpu_name, check_plain_text
+from protocol.io.safe_read import read_text
 
 MAP_VERSION = 1
 MAP_FILE = f"gpu-map-v{MAP_VERSION}.csv"

@@ -14,7 +14,7 @@ Keys (every error names the study file and the key):
 - ``bootstrap_resamples`` (default 2000) and ``bootstrap_seed`` (default 0): the recorded bootstrap;
 - ``[job.mix]``: share of the job's inputs per length bucket, summing to 1 (default: the corpus's own shares).
 
-Every number has a bound (declared in :data:`protocol.study_keys.KEYS`), named in the error: a typo (three
+Every number has a bound (declared in :data:`protocol.study.schema.KEYS`), named in the error: a typo (three
 zeros too many in ``bootstrap_resamples``) is refused by ``check``, never a ``decide`` that runs for an hour.
 
 Example::
@@ -33,10 +33,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from protocol.codec import Convert, Schema, options
 from protocol.errors import UserError
-from protocol.study_keys import KEYS
-from protocol.study_reader import TableReader, check_declared
+from protocol.records.codec import Convert, Schema, options
+from protocol.study.reader import TableReader, check_declared
+from protocol.study.schema import KEYS
 
 DEFAULT_FIT_LEVEL: float = KEYS["job.fit_level"].value
 DEFAULT_RESAMPLES: int = KEYS["job.bootstrap_resamples"].value
@@ -75,7 +75,7 @@ class Job:
 
 def parse_job(table: Any, source: str, bucket_names: tuple[str, ...], expected_artifacts: int) -> Job | None:
     """Validate the ``[job]`` table (``None`` when the study has none); each key's type, default and bounds are
-    declared in :data:`protocol.study_keys.KEYS`.
+    declared in :data:`protocol.study.schema.KEYS`.
 
     Example: ``parse_job({"inputs": 10}, "s.toml", ("short",), 1).inputs == 10``;
     ``parse_job({"inputs": 0}, "s.toml", (), 1)`` raises ``UserError("inputs must be between 1 and … (s.toml, key

@@ -34,10 +34,10 @@ from decimal import Decimal
 from statistics import NormalDist
 from typing import Any, ClassVar
 
-from protocol.codec import OMIT_NONE, Schema, options
 from protocol.costing.job import Job
 from protocol.costing.plans import CENT, METERED, ROUNDING, Catalog, Plan, charge, format_usd
 from protocol.costing.projection import Projection
+from protocol.records.codec import OMIT_NONE, Schema, options
 
 # Version history: 1 = first format (BillingOption, JobConfiguration, Comparison, JobDecision).
 SCHEMA_VERSION = 1

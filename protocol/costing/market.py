@@ -24,7 +24,6 @@ from datetime import date
 from decimal import Decimal, localcontext
 from typing import ClassVar
 
-from protocol.codec import Schema
 from protocol.costing.gpu_map import Card
 from protocol.costing.plans import (
     BILLING_FLAT,
@@ -38,6 +37,7 @@ from protocol.costing.plans import (
     charge,
 )
 from protocol.errors import UserError
+from protocol.records.codec import Schema
 
 SCHEMA_VERSION = 1
 CAPACITIES = ("both", "on-demand", "spot")

@@ -26,11 +26,11 @@ from pathlib import Path
 from protocol.costing.catalog_file import BILLING_COLUMNS, CATALOG_COLUMNS, MARKET_COLUMNS, load_catalog
 from protocol.costing.plans import BILLING_HOURLY, BILLING_PER_SECOND, CATALOG_CURRENCY
 from protocol.costing.skypilot import ProviderCatalog, read_metadata, read_provider
-from protocol.csvio import csv_writer
 from protocol.errors import UserError
-from protocol.names import GPU_NAME, MAX_GPU_NAME_CHARS
-from protocol.safe_read import file_kind
-from protocol.safe_write import write_text_atomic
+from protocol.io.csvio import csv_writer
+from protocol.io.names import GPU_NAME, MAX_GPU_NAME_CHARS
+from protocol.io.safe_read import file_kind
+from protocol.io.safe_write import write_text_atomic
 
 VMS_FILE = "vms.csv"
 METADATA_FILE = Path("common") / "metadata.csv"

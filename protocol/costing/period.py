@@ -42,7 +42,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from protocol.codec import Convert, Schema, options
 from protocol.costing.calendar import merge_intervals
 from protocol.costing.timeline import (
     Interval,
@@ -53,7 +52,8 @@ from protocol.costing.timeline import (
     row_interval,
 )
 from protocol.errors import UserError
-from protocol.rawrecord import RawRecord
+from protocol.records.codec import Convert, Schema, options
+from protocol.records.raw_record import RawRecord
 
 # Version history: 1 = first format (PeriodComponent, CampaignPeriod).
 SCHEMA_VERSION = 1

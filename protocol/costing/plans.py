@@ -30,8 +30,8 @@ from decimal import ROUND_CEILING, ROUND_HALF_EVEN, Decimal, localcontext
 from pathlib import Path
 from typing import Any, ClassVar
 
-from protocol.codec import OMIT_NONE, Schema, decimal_text
 from protocol.errors import UserError
+from protocol.records.codec import OMIT_NONE, Schema, decimal_text
 
 # Version history: 1 = first format (Plan, Catalog, Quote); 2 = Plan gains billing, minimum_s,
 # increment_s (version-1 records still load, as flat plans).

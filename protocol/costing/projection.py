@@ -45,7 +45,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from protocol.codec import Convert, Schema, options
 from protocol.costing.batch_fit import (
     GENERATED,
     SCHEMA_VERSION,
@@ -58,6 +57,7 @@ from protocol.costing.batch_fit import (
     predict_batch,
     sum_stats,
 )
+from protocol.records.codec import Convert, Schema, options
 
 INTERVAL = (0.025, 0.975)
 

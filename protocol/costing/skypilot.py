@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 from protocol.errors import UserError
-from protocol.names import BIDI_CONTROLS, unsafe_character
-from protocol.safe_read import open_binary
+from protocol.io.names import BIDI_CONTROLS, unsafe_character
+from protocol.io.safe_read import open_binary
 
 REQUIRED_COLUMNS: tuple[str, ...] = ("InstanceType", "AcceleratorName", "AcceleratorCount", "vCPUs", "MemoryGiB",
                                      "Price", "Region", "GpuInfo", "SpotPrice")
@@ -57,7 +57,7 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
 _ACCELERATOR = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+ -]{0,62}[A-Za-z0-9+]$|^[A-Za-z0-9]$")
 _NUMBER = re.compile(r"^[0-9]{1,12}(\.[0-9]{1,12})?$")
 _MIB = re.compile(r"'SizeInMiB':\s*([0-9]{1,9})")
-#: Control characters (a tab aside) and direction overrides: what :func:`protocol.names.unsafe_character` refuses.
+#: Control characters (a tab aside) and direction overrides: what :func:`protocol.io.names.unsafe_character` refuses.
 _UNSAFE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f" + "".join(sorted(BIDI_CONTROLS)) + "]")
 _CHUNK = 1 << 16
 _MAX_LINE_BYTES = 4 * MAX_FIELD_CHARS

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from protocol.errors import UserError
-from protocol.rawrecord import RawRecord
+from protocol.records.raw_record import RawRecord
 
 #: Events that open a session on the host, and the one that closes it.
 SESSION_OPENERS = ("setup_start", "resume")

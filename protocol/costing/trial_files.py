@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from protocol.codec import to_dict
 from protocol.costing.batch_fit import Batch
-from protocol.domains import COUNT, SECONDS
 from protocol.errors import UserError
-from protocol.jsonio import loads_unique
-from protocol.records import TrialStatus
+from protocol.io.jsonio import loads_unique
+from protocol.records.codec import to_dict
+from protocol.records.domains import COUNT, SECONDS
+from protocol.records.stages import TrialStatus
 
 BATCHES_FILE = "batches.jsonl"
 _SETUP_PHASES = ("imports_s", "load_s", "warmup_s")

@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
-from protocol.codec import OMIT_NONE, Schema
+from protocol.records.codec import OMIT_NONE, Schema
 
 #: decision.json's ``agreement`` and ``isocost compare --json``. History: 1: first version.
 MATRIX_SCHEMA_VERSION = 1

@@ -32,10 +32,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from protocol.codec import Schema
-from protocol.records import Variant
-from protocol.study_records import configuration_id
-from protocol.traffic import Traffic
+from protocol.records.codec import Schema
+from protocol.records.stages import Variant
+from protocol.study.model import configuration_id
+from protocol.study.traffic import Traffic
 
 SCHEMA_VERSION = 1
 #: Fewer kept repetitions than this at the capacity rate is said to be uncertain in the memo.
@@ -132,7 +132,7 @@ def rate_of(variant: Variant, traffic: Traffic) -> float:
 
 def configuration_of(variant: Variant) -> str:
     """The configuration a variant belongs to: its id without the rate part
-    (:func:`protocol.study_records.configuration_id`).
+    (:func:`protocol.study.model.configuration_id`).
 
     Example: ``configuration_of(variant) == "batch_size=4"`` for ``batch_size=4@rate_qps=2``."""
     return configuration_id(variant.variant_id)

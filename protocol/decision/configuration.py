@@ -24,7 +24,7 @@ from protocol.costing.plans import Catalog
 from protocol.decision.evidence import CampaignEvidence, TrialCapacity, names_variant
 from protocol.decision.plan_fit import deadline_fit, plan_cost
 from protocol.decision.records import Configuration, CostResult, MemoryCounter, PassRecord
-from protocol.stats import VariantSummary
+from protocol.records.summary import VariantSummary
 
 
 @dataclass(frozen=True)

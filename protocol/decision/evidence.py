@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from protocol.errors import UserError
-from protocol.rawrecord import RawRecord
-from protocol.stats import Summary
+from protocol.records.raw_record import RawRecord
+from protocol.records.summary import Summary
 
 if TYPE_CHECKING:
     from protocol.costing.trial_files import TrialRecord
@@ -39,7 +39,7 @@ class TrialCapacity:
 class CampaignEvidence:
     """Everything ``decide`` needs from one campaign directory, already read from its files.
 
-    ``rows`` are raw.csv's rows in file order (typed :class:`protocol.rawrecord.RawRecord`), ``events``
+    ``rows`` are raw.csv's rows in file order (typed :class:`protocol.records.raw_record.RawRecord`), ``events``
     the parsed lines of events.jsonl, ``summary`` the per-variant summary (re-derived verdicts),
     ``accepted_trials`` the trial ids whose re-derived verdict accepted the corpus.
     """

@@ -21,7 +21,7 @@ from decimal import Decimal
 
 from protocol.decision.records import Expense, Ledger
 from protocol.errors import UserError
-from protocol.names import check_plain_text
+from protocol.io.names import check_plain_text
 
 LEDGER_COLUMNS: tuple[str, ...] = ("date", "description", "amount_usd", "evidence")
 

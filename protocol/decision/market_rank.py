@@ -25,10 +25,10 @@ from datetime import date
 from decimal import Decimal
 from typing import Any, ClassVar
 
-from protocol.codec import Schema
 from protocol.costing.gpu_map import Card, GpuMap
 from protocol.costing.market import CardPricing, MarketFilter, OfferCost, price_card
 from protocol.costing.plans import SPOT_RISK, Catalog, format_usd
+from protocol.records.codec import Schema
 
 SCHEMA_VERSION = 1
 #: A catalog dated more than this many days before the first campaign started is flagged as far older.

@@ -11,7 +11,7 @@ rental with its own measured period.
 For each configuration this module states, from measured evidence only:
 
 - the quality verdict (equivalent to the study's reference variant, with the
-  reason from :mod:`protocol.stats`), the raw pass durations and failures;
+  reason from :mod:`protocol.records.summary`), the raw pass durations and failures;
 - the accepted artifacts, counted by
   :func:`protocol.decision.configuration.count_artifacts` (the rule is in
   :data:`protocol.decision.records.ARTIFACT_RULE`): repetitions of one
@@ -68,7 +68,7 @@ def decide(
 ) -> Decision:
     """Combine campaigns of ONE study into the decision.
 
-    ``study`` is the frozen :class:`protocol.study.Study` (its ``expected_artifacts``,
+    ``study`` is the frozen :class:`protocol.study.load.Study` (its ``expected_artifacts``,
     ``deadline`` and ``quality.reference_variant`` are used).
 
     With a ``[job]`` table in the study, the decision also carries the job's projection, priced under

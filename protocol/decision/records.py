@@ -8,7 +8,7 @@ project expenses travels beside it, never added to a configuration's cost.
 Every record is frozen and writes a ``schema_version``; money is written as
 text (``"220.00"``), hours and seconds as numbers.
 
-Every record is written and read by the record codec (:mod:`protocol.codec`): nested records each carry the
+Every record is written and read by the record codec (:mod:`protocol.records.codec`): nested records each carry the
 ``schema_version``; the figures a record derives (a contracted total, the ledger's total) are written beside its
 fields, and read back must agree with them.
 
@@ -23,13 +23,13 @@ from datetime import date
 from decimal import Decimal
 from typing import Any, ClassVar
 
-from protocol.codec import OMIT_NONE, Schema, options
 from protocol.costing.calendar import Window
 from protocol.costing.job_cost import JobDecision
 from protocol.costing.period import CampaignPeriod
 from protocol.costing.plans import Quote
 from protocol.decision.agreement import AgreementMatrix
 from protocol.decision.market_rank import MarketDecision
+from protocol.records.codec import OMIT_NONE, Schema, options
 
 # Version history: 1 = first format (Decision and the records inside it; Ledger, Expense).
 #: decision.json. History: 1: first version; 2: ``agreement`` (the matrix against the decision's reference) and

@@ -34,7 +34,6 @@ from decimal import Decimal, localcontext
 from fractions import Fraction
 from typing import ClassVar
 
-from protocol.codec import Schema
 from protocol.costing.plans import (
     BILLING_FLAT,
     CENT,
@@ -51,6 +50,7 @@ from protocol.decision.capacity import Capacity
 from protocol.decision.market_rank import MarketDecision
 from protocol.decision.records import Ledger
 from protocol.errors import UserError
+from protocol.records.codec import Schema
 
 #: 2: the record names the campaigns it weighs (``campaigns``), so ``isocost verify`` can re-derive it from a bundle.
 #: 3: ``market``, every configuration's replicas priced across providers (``decide --market``; None without).

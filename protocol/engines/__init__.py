@@ -19,7 +19,7 @@ from pathlib import Path
 
 from protocol.engines.base import Engine
 from protocol.errors import UserError
-from protocol.kind_packages import import_kind_package, kind_packages
+from protocol.plugins import import_plugin, plugin_packages
 
 DEFAULT_ENGINE = "transformers"
 #: Folders of your own engine packages, separated by ``os.pathsep``; each package's ``__init__`` holds ``ENGINE``.
@@ -34,8 +34,8 @@ def _registry() -> dict[str, Engine]:
         return _FOUND[path]
     engines: dict[str, Engine] = {}
     where: dict[str, str] = {}
-    for package in kind_packages(Path(__path__[0]), __name__, ENGINES_PATH_ENV, "isocost_engine_", missing_ok=True):
-        engine = getattr(import_kind_package(package), "ENGINE", None)
+    for package in plugin_packages(Path(__path__[0]), __name__, ENGINES_PATH_ENV, "isocost_engine_", missing_ok=True):
+        engine = getattr(import_plugin(package), "ENGINE", None)
         init = str(package.folder / "__init__.py")
         if not isinstance(engine, Engine):
             raise UserError(f"the engine package {package.folder} defines no ENGINE", init,

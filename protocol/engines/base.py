@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from protocol.study_key import StudyKey
+from protocol.study.keys import StudyKey
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class Engine:
     precisions: tuple[str, ...] = ()
     #: Variant fields it cannot honour, with the value it can (``{"compile": False}``): another value is refused.
     fixed: Mapping[str, Any] = field(default_factory=dict)
-    #: Its settings: the keys of ``[engines.NAME]``, each ``engines.NAME.KEY`` (``protocol.study_keys.key_rows``).
+    #: Its settings: the keys of ``[engines.NAME]``, each ``engines.NAME.KEY`` (``protocol.study.schema.key_rows``).
     settings: tuple[StudyKey, ...] = ()
     #: Python modules the trial imports to run it (the process launcher finds them in the trial's interpreter
     #: before anything runs; a trial that lacks one is refused naming it).

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from protocol.errors import UserError
-from protocol.kind_packages import import_kind_package, kind_packages
+from protocol.plugins import import_plugin, plugin_packages
 from protocol.tasks.base import Task
 
 DEFAULT_TASK = "text-classification"
@@ -38,9 +38,9 @@ def _registry() -> dict[str, Task]:
         return _FOUND[path]
     tasks: dict[str, Task] = {}
     where: dict[str, str] = {}
-    for package in kind_packages(Path(__path__[0]), __name__, TASKS_PATH_ENV, OUTSIDE_PREFIX, missing_ok=True):
+    for package in plugin_packages(Path(__path__[0]), __name__, TASKS_PATH_ENV, OUTSIDE_PREFIX, missing_ok=True):
         folder = str(package.folder)
-        task = getattr(import_kind_package(package), "TASK", None)
+        task = getattr(import_plugin(package), "TASK", None)
         if task is None:
             raise UserError(f"the task package {folder!r} has no TASK", folder,
                             "Its __init__.py must define TASK, the task's host half (docs/tasks.md).")

@@ -3,9 +3,9 @@
 A task (text classification, sentence embeddings, …) says what a valid output of one pass is and how two
 passes compare: the files a pass writes (sealed in its raw row), the reference it is checked against (built
 from the frozen ``corpus_index.csv`` and the study), how a pass's outputs are read, the check of one pass
-against the study's quality rule (a :class:`~protocol.validate.PassCheck`, which the raw row, the verdicts,
+against the study's quality rule (a :class:`~protocol.tasks.pass_check.PassCheck`, which the raw row, the verdicts,
 the summary and the decision read), the agreement of two passes by id (an
-:class:`~protocol.validate.Agreement`), and which metrics it knows. Everything after the pass check (summary,
+:class:`~protocol.tasks.pass_check.Agreement`), and which metrics it knows. Everything after the pass check (summary,
 decision, costing, bundles) is the same for every task. Tasks are found by name, from their folders, in
 :mod:`protocol.tasks`.
 
@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from protocol.study_key import StudyKey
-from protocol.validate import Agreement, PassCheck
+from protocol.study.keys import StudyKey
+from protocol.tasks.pass_check import Agreement, PassCheck
 
 
 @dataclass(frozen=True)
@@ -130,7 +130,7 @@ class Task(Protocol):
     #: imported by the trial only, never by the host (it imports torch).
     trial_module: str
     #: The task's own study keys (its tables, its ``[quality]`` keys), each with its type, default, bounds and
-    #: help: ``protocol.study_keys.KEYS`` adds them to the common ones.
+    #: help: ``protocol.study.schema.KEYS`` adds them to the common ones.
     study_keys: tuple[StudyKey, ...]
     #: The values ``[quality] metric`` may take, the first the default.
     metrics: tuple[str, ...]
@@ -144,7 +144,7 @@ class Task(Protocol):
     option_tables: Mapping[str, str]
 
     def parse_options(self, top: Any, base_dir: Path) -> dict[str, Any]:
-        """The task's own study tables (``top`` is the study's :class:`~protocol.study_reader.TableReader`), as
+        """The task's own study tables (``top`` is the study's :class:`~protocol.study.reader.TableReader`), as
         the JSON-ready ``task_options`` every trial spec carries; UserError naming the key."""
 
     def parse_quality_extras(self, quality: Any) -> dict[str, Any]:

@@ -11,7 +11,7 @@ Example::
 
 from __future__ import annotations
 
-from protocol.study_keys import task_key_table
+from protocol.study.schema import task_key_table
 from protocol.tasks import all_tasks
 
 

@@ -8,11 +8,11 @@ reason in the verdict (like a malformed line), never a traceback:
   (special tokens skipped, as the trial decodes; the ``tokenizers`` library on the checkpoint's
   ``tokenizer.json``, no torch), :func:`text_problems`. Where the checkpoint's ``tokenizer.json`` is not there
   (a bundle verified without the model) the texts are not checked, and the pass check says nothing of them.
-- every output file is valid UTF-8 (:func:`protocol.safe_read.decoded_lines`, used by the predictions and
+- every output file is valid UTF-8 (:func:`protocol.io.safe_read.decoded_lines`, used by the predictions and
   generations readers): a reader that replaced a bad byte would score an id or a text the trial never wrote.
 - vectors: finite (:mod:`protocol.tasks.embedding`), and of norm 1 where the study normalises them
   (:func:`norm_problems`).
-- predictions and every JSON line: no ``NaN`` or ``Infinity`` (the strict reader, :mod:`protocol.jsonio`);
+- predictions and every JSON line: no ``NaN`` or ``Infinity`` (the strict reader, :mod:`protocol.io.jsonio`);
   labels inside the corpus label set (:mod:`protocol.tasks.classification`).
 
 Example::
@@ -75,7 +75,7 @@ def _load(path: str, mtime_ns: int, size: int) -> Any:
 
     from protocol.corpus import MAX_TOKENIZER_BYTES
     from protocol.errors import UserError
-    from protocol.safe_read import read_text
+    from protocol.io.safe_read import read_text
 
     try:
         return Tokenizer.from_str(read_text(Path(path), "the model's tokenizer.json", max_bytes=MAX_TOKENIZER_BYTES))

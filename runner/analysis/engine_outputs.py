@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from protocol.names import markdown_text
-from protocol.records import DEFAULT_ENGINE
+from protocol.io.names import markdown_text
+from protocol.records.stages import DEFAULT_ENGINE
 from protocol.tasks import study_task
 
 #: How many differing ids a line names before "and N more".

@@ -3,7 +3,7 @@
 verdicts.csv/json and summary.json/md are derived files: no raw row seals them, so a bundle whose derived files
 were changed (and whose BUNDLE.json hashes were recomputed) would still pass the hash checks. :func:`derived_findings`
 opens the campaign (its evidence checks), re-derives the verdicts and the summary in memory from the sealed raw rows
-and trial files (:func:`~runner.analysis.verdicts.derive_verdicts`, :func:`~runner.analysis.summary.derive_summary`)
+and trial files (:func:`~runner.analysis.verdicts.derive_verdicts`, :func:`~runner.analysis.summarize.derive_summary`)
 and names, in that order, each derived file whose bytes differ from the re-derived ones. Nothing is written.
 
 The memory estimates in the summary come from the model, not from the evidence: they are re-derived from the model
@@ -22,12 +22,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from protocol.codec import from_dict, to_dict
 from protocol.errors import UserError
-from protocol.jsonio import dumps, read_json
-from protocol.memory import MemoryEstimate, ModelShape, estimate
-from protocol.stats import SummaryRecord
-from runner.analysis.summary import derive_summary
+from protocol.hardware.memory import MemoryEstimate, ModelShape, estimate
+from protocol.io.jsonio import dumps, read_json
+from protocol.records.codec import from_dict, to_dict
+from protocol.records.summary import SummaryRecord
+from runner.analysis.summarize import derive_summary
 from runner.analysis.verdicts import derive_verdicts, verdicts_csv, verdicts_record
 from runner.campaign_dir.campaign import Campaign
 from runner.campaign_dir.findings import MALFORMED, Discrepancy

@@ -18,8 +18,8 @@ Example::
 
 from __future__ import annotations
 
-from protocol.serving_summary import PERCENTILES, Distribution, ServingRun, ServingSummary, TokenLatency
-from protocol.traffic import queries_needed
+from protocol.records.serving import PERCENTILES, Distribution, ServingRun, ServingSummary, TokenLatency
+from protocol.study.traffic import queries_needed
 
 
 def serving_lines(record: ServingSummary | None) -> str:

@@ -1,4 +1,4 @@
-"""summary.json's ``serving`` record (:class:`protocol.serving_summary.ServingSummary`), from a server campaign's
+"""summary.json's ``serving`` record (:class:`protocol.records.serving.ServingSummary`), from a server campaign's
 sealed trial files: each trial's ``manifest.json`` ``serving`` block (LoadGen's verdict, the rates, the latency at
 the percentile) and its ``queries.jsonl`` (every query's issue and completion time: the run's latency
 distribution), with the re-derived verdicts (the answers accepted or not).
@@ -6,7 +6,7 @@ distribution), with the re-derived verdicts (the answers accepted or not).
 A variant (one configuration at one rate) is **serving-acceptable** only when every one of its runs has accepted
 answers (the task's gate on the file written from the answers AND the same result as the reference at that rate)
 AND LoadGen says VALID. A run with fewer answered queries than the declared percentile needs
-(:func:`protocol.traffic.queries_needed`) is marked ``too_short``, whatever LoadGen said.
+(:func:`protocol.study.traffic.queries_needed`) is marked ``too_short``, whatever LoadGen said.
 
 Example::
 
@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from protocol.errors import UserError
-from protocol.manifest import read_manifest
-from protocol.safe_read import open_binary
-from protocol.serving_summary import (
+from protocol.io.safe_read import open_binary
+from protocol.records.manifest import read_manifest
+from protocol.records.serving import (
     BOUND_MULTIPLES,
     ServingRun,
     ServingSummary,
@@ -33,9 +33,9 @@ from protocol.serving_summary import (
     TokenLatency,
     distribution,
 )
-from protocol.stats import Summary
-from protocol.study import Study
-from protocol.study_records import configuration_id
+from protocol.records.summary import Summary
+from protocol.study.load import Study
+from protocol.study.model import configuration_id
 from runner.campaign_dir.layout import CampaignPaths
 
 #: The harness's per-query times in a server trial's directory (sealed with its outputs).

@@ -6,7 +6,7 @@ and when the spread is comparable to the difference between two medians the summ
 discriminate them.
 
 The figures are group-bys of one frame: raw.csv's rows (:func:`runner.campaign_dir.raw_frame.read_frame`) in run
-order, with each row's verdict beside it. The records it returns (:class:`protocol.stats.Summary`) are what
+order, with each row's verdict beside it. The records it returns (:class:`protocol.records.summary.Summary`) are what
 summary.json holds.
 
 Example::
@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from protocol.gc_pause import collection_paused
-from protocol.records import Variant
-from protocol.stats import Summary, VariantSummary
+from protocol.io.gc_pause import collection_paused
+from protocol.records.stages import Variant
+from protocol.records.summary import Summary, VariantSummary
 from runner.analysis.stats_rules import equivalence, scarce_warnings, spread_warnings
 
 #: The raw columns a summary reads.

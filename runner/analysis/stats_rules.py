@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from operator import itemgetter
 from typing import Any
 
-from protocol.stats import VariantSummary
+from protocol.records.summary import VariantSummary
 
 
 def equivalence(

@@ -17,11 +17,11 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
-from protocol import codec
-from protocol.csvio import csv_writer
-from protocol.records import VerdictsRecord
-from protocol.safe_write import write_handle
-from protocol.study import Study
+from protocol.io.csvio import csv_writer
+from protocol.io.safe_write import write_handle
+from protocol.records import codec
+from protocol.records.stages import VerdictsRecord
+from protocol.study.load import Study
 from protocol.tasks import Task, study_task
 from runner.campaign.gather import load_reference
 from runner.campaign_dir.campaign import Campaign

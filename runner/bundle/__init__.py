@@ -15,7 +15,7 @@ no links) holding::
 
 Modules, lowest first:
 
-- :mod:`protocol.safe_extract`: reads an untrusted archive (limits, no links, no escapes).
+- :mod:`protocol.io.safe_extract`: reads an untrusted archive (limits, no links, no escapes).
 - :mod:`runner.bundle.records`: ``BUNDLE.json`` and the verify and replay reports.
 - :mod:`runner.bundle.verify`: :func:`~runner.bundle.verify.verify_bundle` checks every hash, that
   the archive holds exactly the listed files, and that the campaign is internally consistent

@@ -14,11 +14,11 @@ import math
 from pathlib import Path
 from typing import Any
 
-from protocol.codec import read_record
 from protocol.errors import UserError
-from protocol.manifest import Manifest
-from protocol.records import csv_cell
-from protocol.validate import Agreement
+from protocol.records.codec import read_record
+from protocol.records.manifest import Manifest
+from protocol.records.stages import csv_cell
+from protocol.tasks.pass_check import Agreement
 from runner.bundle.records import ReplayReport
 
 

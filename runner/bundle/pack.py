@@ -23,14 +23,14 @@ from pathlib import Path
 from typing import Any
 
 from protocol import __version__
-from protocol.codec import to_dict
 from protocol.errors import UserError
-from protocol.fingerprint import sha256_bytes, sha256_file
-from protocol.jsonio import dumps, read_json
-from protocol.paths import check_safe_name
-from protocol.records import CampaignRecord
-from protocol.safe_write import check_writable_target, make_dirs, refuse_hard_link
-from protocol.study import Study, parse_study
+from protocol.io.fingerprint import sha256_bytes, sha256_file
+from protocol.io.jsonio import dumps, read_json
+from protocol.io.paths import check_safe_name
+from protocol.io.safe_write import check_writable_target, make_dirs, refuse_hard_link
+from protocol.records.codec import to_dict
+from protocol.records.stages import CampaignRecord
+from protocol.study.load import Study, parse_study
 from runner.bundle.records import (
     CAMPAIGN_PREFIX,
     INPUT_KINDS,
@@ -59,7 +59,7 @@ CAMPAIGN_FILES = (
 #: Decision memo and report files, bundled when present.
 OPTIONAL_PATTERNS = (
     "decision*.md", "decision*.json", "decision*.html", "memo*.md", "report*.md", "report*.html", "report*.json",
-    "raw.csv.partial-*",  # a last row cut while it was written, kept by --resume (runner.campaign_dir.rawtable)
+    "raw.csv.partial-*",  # a last row cut while it was written, kept by --resume (runner.campaign_dir.raw_table)
     "rentals.jsonl",  # rentals recorded after the campaign (`isocost rental`): decide prices from them
     "rentals.jsonl.partial-*", "events.jsonl.partial-*",  # cut last lines, kept by the next writer
     "catalog.csv",  # the catalog frozen at the start, which campaign.json's catalog.sha256 names
@@ -394,7 +394,7 @@ def _input_record(
         return InputRecord(kind, str(original), expected, False, "", (),
                            f"not readable on the bundling host at {original}"), []
     if kind == "model":
-        from protocol.fingerprint import tree_files
+        from protocol.io.fingerprint import tree_files
 
         try:
             paths = tree_files(original)

@@ -1,6 +1,6 @@
 """What a bundle says about itself: ``BUNDLE.json``, the verification report, the replay report.
 
-Frozen records read and written through :mod:`protocol.codec` (``BundleManifest`` rejects an unknown
+Frozen records read and written through :mod:`protocol.records.codec` (``BundleManifest`` rejects an unknown
 ``schema_version`` with a message that says what to do), the archive's fixed names
 (``BUNDLE.json``, ``campaign/``, ``inputs/``) and the small helpers packing, verifying and
 replaying share: where an included input lives in the archive, the campaign's facts for one
@@ -18,9 +18,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
-from protocol.codec import Schema
-from protocol.fingerprint import sha256_bytes
-from protocol.records import CampaignRecord, InputFacts
+from protocol.io.fingerprint import sha256_bytes
+from protocol.records.codec import Schema
+from protocol.records.stages import CampaignRecord, InputFacts
 from runner.campaign_dir.findings import Discrepancy
 
 #: BUNDLE.json format. History: 1 (0.1.0): first version.
@@ -137,7 +137,7 @@ def campaign_input(campaign: CampaignRecord, kind: str) -> InputFacts | None:
 
 
 def tree_fingerprint(entries: list[tuple[str, str]]) -> str:
-    """``protocol.fingerprint.sha256_tree`` computed from (relative path, sha256) pairs."""
+    """``protocol.io.fingerprint.sha256_tree`` computed from (relative path, sha256) pairs."""
     lines = "".join(f"{sha.removeprefix('sha256:')}  {rel}\n" for rel, sha in sorted(entries))
     return sha256_bytes(lines.encode("utf-8"))
 

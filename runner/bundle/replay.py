@@ -23,16 +23,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from protocol.codec import read_record, write_record
 from protocol.errors import UserError
-from protocol.fingerprint import sha256_bytes, sha256_file
-from protocol.jsonio import write_text_atomic
-from protocol.paths import check_allowed_root, check_safe_name
-from protocol.rawrecord import RawRecord
-from protocol.records import CampaignRecord, TrialSpec, TrialStatus
-from protocol.safe_extract import DEFAULT_LIMITS, ExtractLimits, safe_extract
-from protocol.safe_write import make_dirs
-from protocol.study import Study, parse_study
+from protocol.io.fingerprint import sha256_bytes, sha256_file
+from protocol.io.jsonio import write_text_atomic
+from protocol.io.paths import check_allowed_root, check_safe_name
+from protocol.io.safe_extract import DEFAULT_LIMITS, ExtractLimits, safe_extract
+from protocol.io.safe_write import make_dirs
+from protocol.records.codec import read_record, write_record
+from protocol.records.raw_record import RawRecord
+from protocol.records.stages import CampaignRecord, TrialSpec, TrialStatus
+from protocol.study.load import Study, parse_study
 from protocol.tasks import study_task
 from runner.bundle.compare import environment_differences, render_replay, rerun_figures
 from runner.bundle.records import (
@@ -256,7 +256,7 @@ def _resolve_input(
                         "The bundle holds no inputs: pass --inputs DIR holding the corpus file and the model "
                         f"directory under their original names ({original.name}), or replay a bundle made with "
                         "--include-inputs.")
-    from protocol.fingerprint import fingerprint_path
+    from protocol.io.fingerprint import fingerprint_path
 
     try:
         actual = fingerprint_path(path)
@@ -276,7 +276,7 @@ def _resolve_input(
 def _first_file_difference(path: Path, record: InputRecord | None) -> str:
     if record is None or not record.files:
         return ""
-    from protocol.fingerprint import tree_files
+    from protocol.io.fingerprint import tree_files
 
     listed = {f.path: f.sha256 for f in record.files}
     here = {p.relative_to(path).as_posix(): p for p in tree_files(path)}

@@ -19,12 +19,12 @@ import math
 from pathlib import Path
 from typing import Any
 
-from protocol.codec import read_record
 from protocol.decision.agreement import ConfigurationOutputs
 from protocol.errors import UserError
-from protocol.fingerprint import sha256_file
-from protocol.paths import check_safe_name
-from protocol.records import read_status
+from protocol.io.fingerprint import sha256_file
+from protocol.io.paths import check_safe_name
+from protocol.records.codec import read_record
+from protocol.records.stages import read_status
 from protocol.tasks import study_task
 from runner.bundle.compare import rerun_figures
 from runner.bundle.records import ReplayReport, TrialReplay

@@ -1,6 +1,6 @@
 """Verify a bundle without trusting it: every hash, nothing missing or extra, a consistent campaign.
 
-:func:`verify_bundle` reads the archive through :mod:`protocol.safe_extract` (limits, no
+:func:`verify_bundle` reads the archive through :mod:`protocol.io.safe_extract` (limits, no
 links, no escapes) into a temporary folder, then checks three things and reports every
 discrepancy by file and field in a :class:`~runner.bundle.records.VerifyReport`:
 
@@ -23,12 +23,12 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from protocol.codec import read_record
 from protocol.errors import UserError
-from protocol.rawrecord import RawRecord
-from protocol.records import CampaignRecord
-from protocol.safe_extract import DEFAULT_LIMITS, ArchiveError, ExtractLimits, FileDigest, read_archive
-from protocol.schedule import Slot
+from protocol.io.safe_extract import DEFAULT_LIMITS, ArchiveError, ExtractLimits, FileDigest, read_archive
+from protocol.records.codec import read_record
+from protocol.records.raw_record import RawRecord
+from protocol.records.stages import CampaignRecord
+from protocol.study.schedule import Slot
 from runner.analysis.rederive import derived_findings, estimate_caveat, estimate_model
 from runner.bundle.records import (
     CAMPAIGN_PREFIX,

@@ -5,7 +5,7 @@ labels against the model, and the warm-up against the tuning corpus; then writes
 campaign directory the study copy, the plan catalog snapshot, ``corpus_index.csv`` (ids, labels,
 token counts, length buckets), the task's own frozen inputs (an embedding's ``queries.jsonl``),
 ``schedule.csv`` (the rotated order) and ``campaign.json``
-(:class:`~protocol.records.CampaignRecord`). Nothing in them changes afterwards.
+(:class:`~protocol.records.stages.CampaignRecord`). Nothing in them changes afterwards.
 
 Example::
 
@@ -22,15 +22,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from protocol import __version__
-from protocol.codec import write_record
 from protocol.corpus import Record, check_disjoint, content_fingerprint, token_lengths
 from protocol.costing.catalog_file import load_catalog
 from protocol.costing.plans import default_catalog_path
-from protocol.csvio import csv_writer
 from protocol.errors import UserError
-from protocol.fingerprint import fingerprint_path, tree_files
-from protocol.raw_columns import RAW_SCHEMA_VERSION
-from protocol.records import (
+from protocol.io.csvio import csv_writer
+from protocol.io.fingerprint import fingerprint_path, tree_files
+from protocol.io.safe_write import copy_file, make_dirs, write_handle
+from protocol.records.codec import write_record
+from protocol.records.raw_columns import RAW_SCHEMA_VERSION
+from protocol.records.stages import (
     CAMPAIGN_SCHEMA_VERSION,
     CampaignRecord,
     CatalogFacts,
@@ -39,14 +40,13 @@ from protocol.records import (
     Rental,
     Variant,
 )
-from protocol.safe_write import copy_file, make_dirs, write_handle
-from protocol.schedule import rotated_schedule
-from protocol.study import Study
-from protocol.study_records import bucket_for
+from protocol.study.load import Study
+from protocol.study.model import bucket_for
+from protocol.study.schedule import rotated_schedule
 from protocol.tasks import index_fields, read_task_corpus, study_task
 from runner.campaign.seen import check_and_record
 from runner.campaign_dir.layout import FROZEN_CATALOG, CampaignPaths, now_iso
-from runner.campaign_dir.rawformat import SEALED_HOSTS_KEY
+from runner.campaign_dir.raw_format import SEALED_HOSTS_KEY
 from runner.launch.base import Launcher
 
 Progress = Callable[[str], None]
@@ -82,7 +82,7 @@ def freeze(
 ) -> CampaignRecord:
     """Check every input and write the frozen campaign description; returns what campaign.json holds.
     ``campaign_hosts``: in a multi-host run, the names of all its hosts, sealed into the launcher facts (and so into
-    raw.csv's anchor, :data:`~runner.campaign_dir.rawformat.SEALED_HOSTS_KEY`)."""
+    raw.csv's anchor, :data:`~runner.campaign_dir.raw_format.SEALED_HOSTS_KEY`)."""
     corpus, tuning = _checked_inputs(study, progress)
     progress(f"counting tokens of {len(corpus)} inputs with the model's tokenizer")
     lengths = token_lengths(study.model.path, [r.text for r in corpus])

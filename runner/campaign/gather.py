@@ -6,13 +6,13 @@ from pathlib import Path
 from typing import Any
 
 from protocol.errors import UserError
-from protocol.rawrecord import RawRecord
-from protocol.records import MemoryPeaks, PhaseTimes, TrialSpec, TrialStatus, Variant, format_reasons
-from protocol.records import read_status as read_trial_status
-from protocol.shapes import warmup_shapes
-from protocol.study import Study
+from protocol.records.raw_record import RawRecord
+from protocol.records.stages import MemoryPeaks, PhaseTimes, TrialSpec, TrialStatus, Variant, format_reasons
+from protocol.records.stages import read_status as read_trial_status
+from protocol.study.load import Study
+from protocol.study.shapes import warmup_shapes
 from protocol.tasks import study_task
-from protocol.validate import PassCheck
+from protocol.tasks.pass_check import PassCheck
 from runner.campaign_dir.layout import read_csv_rows
 from runner.campaign_dir.seal import seal_reasons, seal_values, sealed_outputs
 from runner.launch.base import LaunchResult, placement_values

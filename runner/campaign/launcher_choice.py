@@ -25,8 +25,8 @@ from typing import Any
 
 from protocol.engines import engine_named
 from protocol.errors import UserError
-from protocol.records import TrialSpec
-from protocol.study import Study, load_study
+from protocol.records.stages import TrialSpec
+from protocol.study.load import Study, load_study
 from runner.images.lock import default_lock_path, locked_image
 from runner.launch.base import Launcher, LauncherOption
 from runner.launch.kind import (

@@ -18,15 +18,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from protocol.codec import read_record, to_dict
 from protocol.errors import UserError
-from protocol.rawrecord import RawRecord
-from protocol.records import CampaignRecord, Rental, TrialSpec
-from protocol.schedule import Slot, attempt_trial_id
-from protocol.study import Study
+from protocol.records.codec import read_record, to_dict
+from protocol.records.raw_record import RawRecord
+from protocol.records.stages import CampaignRecord, Rental, TrialSpec
+from protocol.study.load import Study
+from protocol.study.schedule import Slot, attempt_trial_id
 from runner.campaign.gather import gather_trial, read_status
 from runner.campaign_dir.layout import CampaignPaths, load_record
-from runner.campaign_dir.rawtable import HOST_STOP_NOTE
+from runner.campaign_dir.raw_table import HOST_STOP_NOTE
 from runner.launch.base import Launcher, LaunchResult
 from runner.launch.leftover import log_shows_error, stop_leftover
 

@@ -21,20 +21,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from protocol.codec import to_dict, write_record
 from protocol.errors import UserError
-from protocol.names import check_gpu_name
-from protocol.paths import allowed_roots, check_allowed_root
-from protocol.rawrecord import RawRecord
-from protocol.records import NO_GPU_ERROR, WRONG_BUILD_ERROR, CampaignRecord, Rental, TrialSpec, Variant
-from protocol.safe_write import make_dirs
-from protocol.schedule import Slot, attempt_trial_id, rotated_schedule
-from protocol.study import Study, load_study
+from protocol.io.names import check_gpu_name
+from protocol.io.paths import allowed_roots, check_allowed_root
+from protocol.io.safe_write import make_dirs
+from protocol.records.codec import to_dict, write_record
+from protocol.records.raw_record import RawRecord
+from protocol.records.stages import NO_GPU_ERROR, WRONG_BUILD_ERROR, CampaignRecord, Rental, TrialSpec, Variant
+from protocol.study.load import Study, load_study
+from protocol.study.schedule import Slot, attempt_trial_id, rotated_schedule
 from runner.campaign.freeze import check_fingerprint, freeze, stat_snapshot
 from runner.campaign.gather import gather_trial, load_reference, trial_inputs
 from runner.campaign.resume import attempt_of, check_resume, record_orphan
 from runner.campaign_dir.layout import LOCK_NAME, CampaignPaths, log_event, read_rows, writer_lock
-from runner.campaign_dir.rawtable import append_row, is_host_stopped, quarantine_partial
+from runner.campaign_dir.raw_table import append_row, is_host_stopped, quarantine_partial
 from runner.launch.base import HostInterrupt, Launcher, TrialPaths
 
 Progress = Callable[[str], None]

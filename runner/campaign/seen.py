@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from protocol.errors import UserError
-from protocol.safe_write import check_writable_target, make_dirs
-from protocol.study_records import Study
+from protocol.io.safe_write import check_writable_target, make_dirs
+from protocol.study.model import Study
 from runner.campaign_dir.appendlog import append_line, quarantine_cut, read_log, require_whole
 
 LEDGER_FILE = "evaluations.jsonl"

@@ -30,11 +30,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from protocol import codec
 from protocol.errors import UserError
-from protocol.jsonio import DuplicateKeyError, loads_unique
-from protocol.safe_read import file_kind
-from protocol.safe_write import append_whole, check_writable_target, open_append, open_fd
+from protocol.io.jsonio import DuplicateKeyError, loads_unique
+from protocol.io.safe_read import file_kind
+from protocol.io.safe_write import append_whole, check_writable_target, open_append, open_fd
+from protocol.records import codec
 
 T = TypeVar("T")
 
@@ -130,7 +130,7 @@ def _parse(raw: bytes, what: str, where: str, fix: str) -> dict[str, Any]:
 
 
 def log_records(read: LogRead, cls: type[T], path: Path, fix: str = "") -> tuple[T, ...]:
-    """Every whole line of a read log as a record (:mod:`protocol.codec`; the chain digest is the log's, not the
+    """Every whole line of a read log as a record (:mod:`protocol.records.codec`; the chain digest is the log's, not the
     record's): UserError naming the line and the key of the first that is not one."""
     return tuple(codec.from_dict(cls, {k: v for k, v in entry.items() if k != CHAIN_KEY}, f"{path}, line {number}",
                                  fix=fix) for number, entry in enumerate(read.entries, start=1))

@@ -1,9 +1,9 @@
 """A campaign directory opened once: :class:`Campaign`, what every reading stage is handed instead of a path.
 
-:func:`open_campaign` reads campaign.json, reads raw.csv's bytes once (:func:`~runner.campaign_dir.rawtable.
+:func:`open_campaign` reads campaign.json, reads raw.csv's bytes once (:func:`~runner.campaign_dir.raw_table.
 read_raw_bytes`), runs the evidence checks over those bytes (:class:`~runner.campaign_dir.checks.CampaignChecks`:
 the chain checked once, the study parsed once), and keeps the checked chain: the typed rows
-(:class:`~protocol.rawrecord.RawRecord`) and the pandas frame (:meth:`Campaign.frame`) both come from it, so no
+(:class:`~protocol.records.raw_record.RawRecord`) and the pandas frame (:meth:`Campaign.frame`) both come from it, so no
 stage reads raw.csv again. Opening writes nothing; the stages that derive verdicts and the summary do it in
 memory (:mod:`runner.analysis`), and only ``validate``, ``summarize`` and ``run`` write them into the directory.
 
@@ -31,15 +31,15 @@ from pathlib import Path
 import pandas as pd
 
 from protocol.errors import UserError
-from protocol.rawrecord import RawRecord
-from protocol.records import CampaignRecord
-from protocol.study import Study, load_study
+from protocol.records.raw_record import RawRecord
+from protocol.records.stages import CampaignRecord
+from protocol.study.load import Study, load_study
 from runner.campaign_dir.checks import CampaignChecks
 from runner.campaign_dir.findings import MALFORMED, Discrepancy
 from runner.campaign_dir.integrity import IntegrityReport
 from runner.campaign_dir.layout import CampaignPaths, load_record
 from runner.campaign_dir.raw_frame import typed_frame
-from runner.campaign_dir.rawtable import _RESUME_FIX, RawChain, check_chain, read_raw_bytes, typed_table
+from runner.campaign_dir.raw_table import _RESUME_FIX, RawChain, check_chain, read_raw_bytes, typed_table
 
 
 @dataclass(frozen=True)

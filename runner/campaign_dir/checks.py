@@ -6,7 +6,7 @@ Two depths. The evidence checks (``deep=False``; what ``validate``, ``summarize`
 - ``study.toml`` hashes to the ``study_sha256`` of ``campaign.json``;
 - ``corpus_index.csv`` hashes to the ``corpus.index_sha256`` recorded at the start, and, where the
   corpus file is readable with its frozen fingerprint, holds exactly its ids and labels;
-- ``raw.csv``: every row matches its chain digest (:mod:`runner.campaign_dir.rawtable`), no cut last row,
+- ``raw.csv``: every row matches its chain digest (:mod:`runner.campaign_dir.raw_table`), no cut last row,
   trial ids safe and unique;
 - trial directories ↔ rows: each row has its directory, each directory its row;
 - each row's trial files (spec, manifest, status, predictions, batches) hash to the sha256 its row sealed
@@ -38,13 +38,13 @@ from typing import Any
 
 from protocol.corpus import read_corpus
 from protocol.errors import UserError
-from protocol.fingerprint import fingerprint_path, sha256_bytes
-from protocol.paths import check_safe_name
-from protocol.rawrecord import RawRecord
-from protocol.records import CampaignEvent, CampaignRecord, InputFacts, VerdictsRecord
-from protocol.schedule import Slot
-from protocol.stats import SummaryRecord
-from protocol.study import Study, parse_study, study_from_bytes
+from protocol.io.fingerprint import fingerprint_path, sha256_bytes
+from protocol.io.paths import check_safe_name
+from protocol.records.raw_record import RawRecord
+from protocol.records.stages import CampaignEvent, CampaignRecord, InputFacts, VerdictsRecord
+from protocol.records.summary import SummaryRecord
+from protocol.study.load import Study, parse_study, study_from_bytes
+from protocol.study.schedule import Slot
 from protocol.tasks import Task, index_fields, study_task
 from runner.campaign_dir.findings import MALFORMED, Findings
 from runner.campaign_dir.layout import (
@@ -54,8 +54,8 @@ from runner.campaign_dir.layout import (
     read_events,
     writer_active,
 )
-from runner.campaign_dir.rawformat import declared_format
-from runner.campaign_dir.rawtable import RawTable, scan
+from runner.campaign_dir.raw_format import declared_format
+from runner.campaign_dir.raw_table import RawTable, scan
 from runner.campaign_dir.rentals import RENTALS_FILE, read_rentals
 from runner.campaign_dir.seal import SEAL_COLUMNS, seal_findings, sealed_outputs
 from runner.campaign_dir.slots import planned_slots, slot_of

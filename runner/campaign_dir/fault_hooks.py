@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from protocol.manifest import read_manifest
+from protocol.records.manifest import read_manifest
 from runner.campaign_dir.layout import CampaignPaths
 
 #: The hook's variable (runner.trial.faults.FAULT_ENV; named here so the host never imports the trial package).

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from protocol import codec
 from protocol.errors import UserError
-from protocol.jsonio import read_json
+from protocol.io.jsonio import read_json
+from protocol.records import codec
 
 #: What malformed (or hostile) content can raise while it is read; a verifier reports it, never crashes.
 MALFORMED = (KeyError, IndexError, TypeError, ValueError, AttributeError, OverflowError, RecursionError, UserError,

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from protocol.codec import to_dict
 from protocol.errors import UserError
-from protocol.jsonio import read_json
+from protocol.io.jsonio import read_json
+from protocol.records.codec import to_dict
 from runner.campaign_dir.checks import CampaignChecks
 from runner.campaign_dir.findings import Discrepancy
 

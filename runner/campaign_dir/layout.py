@@ -1,8 +1,8 @@
 """The campaign directory: its file names, campaign.json, the raw table reader, the writer lock, events.
 
 Readers take typed records: :func:`load_record` gives campaign.json as a
-:class:`~protocol.records.CampaignRecord`, :func:`read_rows` the raw table as
-:class:`~protocol.rawrecord.RawRecord` rows, the chain checked. :func:`read_raw` gives the same
+:class:`~protocol.records.stages.CampaignRecord`, :func:`read_rows` the raw table as
+:class:`~protocol.records.raw_record.RawRecord` rows, the chain checked. :func:`read_raw` gives the same
 rows as text (column → cell, exactly as in the file): a forensic view for tests and tools, not for
 the stages, which read typed rows.
 
@@ -24,14 +24,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from protocol.codec import read_record, to_dict
-from protocol.csvio import read_dicts
 from protocol.errors import UserError
-from protocol.rawrecord import RawRecord
-from protocol.records import CAMPAIGN_SCHEMA_VERSION, CampaignEvent, CampaignRecord
-from protocol.safe_write import UnwritablePath, open_fd
+from protocol.io.csvio import read_dicts
+from protocol.io.safe_write import UnwritablePath, open_fd
+from protocol.records.codec import read_record, to_dict
+from protocol.records.raw_record import RawRecord
+from protocol.records.stages import CAMPAIGN_SCHEMA_VERSION, CampaignEvent, CampaignRecord
 from runner.campaign_dir.appendlog import LogRead, append_line, log_records, read_log
-from runner.campaign_dir.rawtable import read_records
+from runner.campaign_dir.raw_table import read_records
 
 __all__ = ["CAMPAIGN_SCHEMA_VERSION"]  # campaign.json's version, read here (defined beside its record)
 
@@ -86,7 +86,7 @@ class CampaignPaths:
 
 
 def read_rows(path_or_root: Path, *, allow_inconsistent: bool = False) -> list[RawRecord]:
-    """Every row of raw.csv, typed, its chain checked (see :mod:`runner.campaign_dir.rawtable`); [] when there is
+    """Every row of raw.csv, typed, its chain checked (see :mod:`runner.campaign_dir.raw_table`); [] when there is
     none yet. ``path_or_root``: the raw.csv file or the campaign directory holding it.
 
     ``allow_inconsistent`` (forensics): rows that break the chain are read as they are.

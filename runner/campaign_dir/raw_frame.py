@@ -1,11 +1,11 @@
 """The raw table as one typed pandas frame, read after its chain is checked: what the host's tables are made of.
 
-:func:`read_frame` checks raw.csv's chain (:func:`runner.campaign_dir.rawtable.check_chain`: hashlib over every
+:func:`read_frame` checks raw.csv's chain (:func:`runner.campaign_dir.raw_table.check_chain`: hashlib over every
 row's cells, the evidence), then reads the same bytes into a frame, one column per raw column, typed by
-:class:`protocol.rawrecord.RawRecord`'s fields: text as ``str`` ("" for an empty cell), integers as ``Int64``,
+:class:`protocol.records.raw_record.RawRecord`'s fields: text as ``str`` ("" for an empty cell), integers as ``Int64``,
 numbers as ``float64`` and flags as ``boolean``, an empty cell being ``<NA>``/NaN, never a zero. ``columns``
 reads only those (a summary reads a dozen of the seventy). A number outside its column's domain (``pass_s = -5``,
-``inf``, ``nan``, a peak of 10^30 bytes: :func:`protocol.raw_columns.raw_domain`) is a :class:`UserError` naming
+``inf``, ``nan``, a peak of 10^30 bytes: :func:`protocol.records.raw_columns.raw_domain`) is a :class:`UserError` naming
 its row and column. Host side only: ``protocol/`` and the trial images never import pandas.
 
 Example::
@@ -26,9 +26,9 @@ from typing import Any
 import pandas as pd
 
 from protocol.errors import UserError
-from protocol.raw_columns import ABSENT_CELLS, RAW_COLUMNS, raw_domain
-from protocol.rawrecord import COLUMN_TYPES, RawRecord
-from runner.campaign_dir.rawtable import _EDITED_FIX, _RESUME_FIX, RawChain, check_chain
+from protocol.records.raw_columns import ABSENT_CELLS, RAW_COLUMNS, raw_domain
+from protocol.records.raw_record import COLUMN_TYPES, RawRecord
+from runner.campaign_dir.raw_table import _EDITED_FIX, _RESUME_FIX, RawChain, check_chain
 
 #: The pandas dtype of each kind of raw column.
 _DTYPES: dict[str, Any] = {"str": "str", "int | None": "Int64", "float | None": "float64",
@@ -105,7 +105,7 @@ def _parse(chain: RawChain, wanted: tuple[str, ...]) -> pd.DataFrame:
 
 
 def _in_domains(frame: pd.DataFrame) -> bool:
-    """Whether every number of the frame lies in its column's domain (:func:`protocol.raw_columns.raw_domain`;
+    """Whether every number of the frame lies in its column's domain (:func:`protocol.records.raw_columns.raw_domain`;
     ``nan`` in a cell already failed the parse)."""
     for name in frame.columns:
         if COLUMN_TYPES[name] in ("int | None", "float | None"):

@@ -28,15 +28,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
-from protocol import codec
-from protocol.codec import Schema
 from protocol.costing.catalog_file import load_catalog
 from protocol.costing.plans import MAX_LOTS
 from protocol.errors import UserError
-from protocol.names import check_gpu_name, check_plain_text
-from protocol.safe_write import check_writable_target
+from protocol.io.names import check_gpu_name, check_plain_text
+from protocol.io.safe_write import check_writable_target
+from protocol.records import codec
+from protocol.records.codec import Schema
 from runner.campaign_dir.appendlog import CHAIN_KEY, LogRead, append_line, read_log, require_whole
-from runner.campaign_dir.rawformat import genesis
+from runner.campaign_dir.raw_format import genesis
 
 RENTALS_FILE = "rentals.jsonl"
 #: History: 1: first version; 2: every line chained (``chain_sha256``), the first to campaign.json's anchor.

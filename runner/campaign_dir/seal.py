@@ -5,7 +5,7 @@ the study's task (``predictions.jsonl`` for classification; see :mod:`protocol.t
 files too: :func:`sealed_outputs`), and writes the sha256s
 into the trial's row of ``raw.csv``: one column per fixed file (an empty cell, with its reason, when the trial
 wrote no such file), and ``outputs_sha256`` for the task's outputs, ``name=sha256`` for each file written,
-joined by ``;`` (empty when the trial wrote none). The row is chained (:mod:`runner.campaign_dir.rawtable`),
+joined by ``;`` (empty when the trial wrote none). The row is chained (:mod:`runner.campaign_dir.raw_table`),
 so the hashes cannot be changed without breaking the chain, and every reading command compares each file
 with its row before reading it (:class:`~runner.campaign_dir.checks.CampaignChecks`): three predicted labels
 changed in one ``predictions.jsonl``, or 300,000 s added to a set-up time in one ``status.json``, are refused
@@ -82,9 +82,9 @@ def parse_outputs_cell(cell: str) -> dict[str, str]:
 
 def sealed_outputs(study: Any) -> tuple[str, ...]:
     """The files of ``outputs_sha256`` for a study: its task's outputs, and a server study's serving files
-    (:data:`protocol.traffic.SERVING_FILES`: the answers, the per-query times, LoadGen's summary and detail)."""
+    (:data:`protocol.study.traffic.SERVING_FILES`: the answers, the per-query times, LoadGen's summary and detail)."""
+    from protocol.study.traffic import SERVING_FILES
     from protocol.tasks import study_task
-    from protocol.traffic import SERVING_FILES
 
     return study_task(study).output_files + (SERVING_FILES if getattr(study, "traffic", None) is not None else ())
 

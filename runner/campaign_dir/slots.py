@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from protocol.rawrecord import RawRecord
-from protocol.records import CampaignRecord
-from protocol.schedule import Slot, rotated_schedule
-from runner.campaign_dir.rawtable import is_host_stopped
+from protocol.records.raw_record import RawRecord
+from protocol.records.stages import CampaignRecord
+from protocol.study.schedule import Slot, rotated_schedule
+from runner.campaign_dir.raw_table import is_host_stopped
 
 
 def planned_slots(campaign: CampaignRecord) -> tuple[Slot, ...]:

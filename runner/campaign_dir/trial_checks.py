@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from protocol.manifest import Manifest
-from protocol.rawrecord import RawRecord
-from protocol.records import CampaignRecord, InputFacts, TrialSpec, TrialStatus, csv_cell
-from protocol.study import Study
+from protocol.records.manifest import Manifest
+from protocol.records.raw_record import RawRecord
+from protocol.records.stages import CampaignRecord, InputFacts, TrialSpec, TrialStatus, csv_cell
+from protocol.study.load import Study
 from protocol.tasks import study_task
 from runner.campaign_dir.findings import Findings
 

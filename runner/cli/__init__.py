@@ -12,7 +12,7 @@ import click
 
 from protocol import __version__
 from protocol.errors import UserError
-from protocol.names import terminal_text
+from protocol.io.names import terminal_text
 
 
 class IsocostGroup(click.Group):

@@ -12,11 +12,11 @@ from typing import Any
 
 import click
 
-from protocol import jsonio
-from protocol.codec import to_dict
-from protocol.fingerprint import sha256_file
-from protocol.paths import allowed_roots
-from protocol.safe_extract import DEFAULT_MAX_MEMBERS, DEFAULT_MAX_TOTAL_BYTES, ExtractLimits
+from protocol.io import jsonio
+from protocol.io.fingerprint import sha256_file
+from protocol.io.paths import allowed_roots
+from protocol.io.safe_extract import DEFAULT_MAX_MEMBERS, DEFAULT_MAX_TOTAL_BYTES, ExtractLimits
+from protocol.records.codec import to_dict
 from runner.bundle.pack import create_bundle
 from runner.bundle.replay import replay_bundle
 from runner.bundle.verify import verify_bundle

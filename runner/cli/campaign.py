@@ -12,10 +12,10 @@ import click
 
 from protocol.costing.plans import MAX_LOTS
 from protocol.errors import UserError
-from protocol.fingerprint import fingerprint_path
-from protocol.names import check_image_reference
-from protocol.study import Study, load_study
-from runner.analysis.summary import summarize_campaign
+from protocol.io.fingerprint import fingerprint_path
+from protocol.io.names import check_image_reference
+from protocol.study.load import Study, load_study
+from runner.analysis.summarize import summarize_campaign
 from runner.analysis.verdicts import derive_verdicts, write_verdicts
 from runner.campaign.launcher_choice import choose_launcher
 from runner.campaign.run import rental_from_options, run_campaign

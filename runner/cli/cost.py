@@ -12,7 +12,6 @@ from pathlib import Path
 
 import click
 
-from protocol import codec, jsonio
 from protocol.costing.calendar import SCHEMA_VERSION as CALENDAR_SCHEMA_VERSION
 from protocol.costing.calendar import OffsetChange, Window, access_window, format_hours, format_offset
 from protocol.costing.catalog_file import load_catalog
@@ -30,6 +29,8 @@ from protocol.costing.plans import (
     quote,
 )
 from protocol.errors import UserError
+from protocol.io import jsonio
+from protocol.records import codec
 from runner.cli.catalog import market_filter, market_options
 from runner.decision.market_memo import pricing_lines
 from runner.decision.market_stage import price_market_job

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import click
 
-from protocol import codec, jsonio
 from protocol.decision.rank import Decision
 from protocol.decision.serving import serving_demand
+from protocol.io import jsonio
+from protocol.records import codec
 from runner.bundle.replay_read import refuse_replay_reference, replays_loader, split_replays
 from runner.cli.catalog import market_filter, market_options
 from runner.decision.agreement_view import matrix_csv, matrix_text

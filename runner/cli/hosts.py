@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from protocol.names import check_image_reference, terminal_text
+from protocol.io.names import check_image_reference, terminal_text
 from runner.hosts.check import check_hosts
 from runner.hosts.spec import merge_hosts
 

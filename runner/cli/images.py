@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from protocol.names import check_image_reference
+from protocol.io.names import check_image_reference
 from runner.images.build import build_image, push_image
 from runner.images.lock import default_lock_path, list_images
 from runner.images.requirements import lock_requirements

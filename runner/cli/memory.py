@@ -7,13 +7,13 @@ from pathlib import Path
 
 import click
 
-from protocol import codec
 from protocol.errors import UserError
-from protocol.memory import ModelShape, estimate
-from protocol.stats import VariantSummary
-from protocol.study import load_study
-from protocol.study_reader import BOUNDS
-from protocol.study_records import ATTENTIONS, PRECISIONS, QUANTIZATIONS
+from protocol.hardware.memory import ModelShape, estimate
+from protocol.records import codec
+from protocol.records.summary import VariantSummary
+from protocol.study.load import load_study
+from protocol.study.model import ATTENTIONS, PRECISIONS, QUANTIZATIONS
+from protocol.study.reader import BOUNDS
 
 
 def _mib(value: int | None) -> str:
@@ -85,7 +85,7 @@ def estimate_command(study_path: Path | None, campaign_dir: Path | None, model_d
 def _measured(campaign_dir: Path) -> dict[str, VariantSummary]:
     """Each variant's measured peaks, re-derived from the campaign's sealed evidence (its raw rows, checked at the
     opening), never read from summary.json (a derived file no seal covers); nothing is written."""
-    from runner.analysis.summary import derive_summary
+    from runner.analysis.summarize import derive_summary
     from runner.analysis.verdicts import derive_verdicts
     from runner.campaign_dir.campaign import open_campaign
 

@@ -14,11 +14,11 @@ from typing import Any
 import click
 
 from protocol.costing.plans import MAX_LOTS
-from protocol.names import check_gpu_name, check_plain_text
-from protocol.study_records import STACKS
+from protocol.io.names import check_gpu_name, check_plain_text
+from protocol.study.model import STACKS
+from protocol.study.tuning import MIN_TUNING_INPUTS, WORST_CASE_INPUTS
 from protocol.tasks import all_tasks, task_names
 from protocol.tasks.base import InitOption
-from protocol.tuning import MIN_TUNING_INPUTS, WORST_CASE_INPUTS
 from runner.campaign_dir.rentals import RENTALS_FILE, record_rental
 from runner.cli.launcher_flags import launcher_choice, launcher_flags, launcher_values
 

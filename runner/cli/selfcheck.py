@@ -17,7 +17,7 @@ from pathlib import Path
 
 import click
 
-from protocol.selfcheck import exit_code, render_text
+from protocol.records.selfcheck import exit_code, render_text
 from runner.demo.build import DEFAULT_OUT_DIR
 from runner.selfcheck.host import Request, run_selfcheck
 

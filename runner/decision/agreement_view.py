@@ -14,9 +14,9 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
-from protocol.csvio import csv_writer
 from protocol.decision.agreement import AgreementMatrix, PairAgreement
-from protocol.names import markdown_text
+from protocol.io.csvio import csv_writer
+from protocol.io.names import markdown_text
 
 
 def _share(value: float | None) -> str:

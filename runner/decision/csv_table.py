@@ -4,7 +4,7 @@ Campaign figures (quality, passes, contracted cost) and, with a declared ``[job]
 probabilities, Pareto flag and energy; the job columns stay empty without a ``[job]``. With ``--market``, the
 cheapest offer across providers is appended (:data:`runner.decision.market_memo.MARKET_COLUMNS`). A text cell that a
 spreadsheet would run as a formula (``=``, ``+``, ``-``, ``@``…) is written with a leading ``'``
-(:func:`protocol.csvio.safe_cell`); numbers stay numbers.
+(:func:`protocol.io.csvio.safe_cell`); numbers stay numbers.
 
 A server study's decision (:func:`render_serving_csv`) has its own columns: one row per configuration with its
 capacity, replicas, lots, the cheapest billing option over the period, the cost per million requests and, for
@@ -22,9 +22,9 @@ import io
 from typing import Any
 
 from protocol.costing.job_cost import JobConfiguration
-from protocol.csvio import csv_writer
 from protocol.decision.rank import Configuration, Decision
 from protocol.decision.serving import ServingConfiguration, ServingDecision
+from protocol.io.csvio import csv_writer
 from runner.campaign_dir.fault_hooks import FAULT_HOOK_BANNER
 from runner.decision.market_memo import MARKET_COLUMNS, SERVING_MARKET_COLUMNS, market_cells
 from runner.decision.text_format import usd

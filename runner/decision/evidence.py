@@ -15,7 +15,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from protocol.codec import to_dict
 from protocol.costing.catalog_file import load_catalog
 from protocol.costing.plans import Catalog, default_catalog_path
 from protocol.costing.trial_files import trial_record
@@ -23,10 +22,11 @@ from protocol.decision.evidence import TrialCapacity
 from protocol.decision.ledger import parse_ledger
 from protocol.decision.rank import CampaignEvidence, Ledger
 from protocol.errors import UserError
-from protocol.manifest import read_manifest
-from protocol.records import CampaignRecord, Rental, TrialStatus, read_status
-from protocol.study import Study
-from runner.analysis.summary import derive_summary
+from protocol.records.codec import to_dict
+from protocol.records.manifest import read_manifest
+from protocol.records.stages import CampaignRecord, Rental, TrialStatus, read_status
+from protocol.study.load import Study
+from runner.analysis.summarize import derive_summary
 from runner.analysis.verdicts import derive_verdicts, verdicts_record
 from runner.campaign_dir.appendlog import require_whole
 from runner.campaign_dir.campaign import Campaign

@@ -4,7 +4,7 @@ configuration's offers, what was left out and why.
 :func:`market_lines` writes Markdown from a :class:`protocol.decision.market_rank.MarketDecision`: the cheapest
 provider and instance for the chosen configuration and the runner-up, how much the provider changes the cost
 against the configuration, the date of every catalog (with its flags), the earlier decision kept beside, then one
-table per configuration. Names reach Markdown through :func:`protocol.names.markdown_text`.
+table per configuration. Names reach Markdown through :func:`protocol.io.names.markdown_text`.
 
 Example: ``market_lines(decision.market)[0] == "## Prices across providers"``.
 """
@@ -17,7 +17,7 @@ from protocol.costing.market import CardPricing, OfferCost
 from protocol.costing.plans import SPOT_RISK, format_usd
 from protocol.decision.market_rank import ConfigurationMarket, MarketDecision
 from protocol.decision.serving import per_million
-from protocol.names import markdown_text
+from protocol.io.names import markdown_text
 from runner.decision.text_format import hours as hours_text
 
 #: Offers listed per configuration in the memo (all of them are in decision.json).

@@ -30,10 +30,10 @@ from protocol.decision.market_rank import CardChoice, CatalogUse, MarketDecision
 from protocol.decision.records import Decision
 from protocol.decision.serving import ServingDecision
 from protocol.errors import UserError
-from protocol.fingerprint import sha256_file
-from protocol.jsonio import loads_unique
-from protocol.manifest import read_manifest
-from protocol.names import check_gpu_name
+from protocol.io.fingerprint import sha256_file
+from protocol.io.jsonio import loads_unique
+from protocol.io.names import check_gpu_name
+from protocol.records.manifest import read_manifest
 from runner.campaign_dir.layout import CampaignPaths
 
 #: An offline decision or a server study's: both carry ``catalog_dates`` and ``market``.

@@ -11,12 +11,12 @@ Example: ``render_memo(decide([evidence], study, catalog), catalog_source="--cat
 
 from __future__ import annotations
 
-from protocol import codec
 from protocol.costing.plans import format_usd
 from protocol.costing.timeline import iso_utc
 from protocol.decision.rank import CampaignResult, Configuration, Decision, Ledger
 from protocol.decision.records import CostResult, PassRecord
-from protocol.names import markdown_text
+from protocol.io.names import markdown_text
+from protocol.records import codec
 from runner.decision.agreement_view import reference_lines
 from runner.decision.job_memo import job_lines
 from runner.decision.market_memo import market_lines

@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from protocol.codec import OMIT_NONE, Schema
 from protocol.costing.period import SCHEMA_VERSION, CampaignPeriod, measure_period
 from protocol.costing.timeline import iso_utc
 from protocol.decision.rank import plan_cost
 from protocol.decision.records import CostResult
-from protocol.records import Rental
+from protocol.records.codec import OMIT_NONE, Schema
+from protocol.records.stages import Rental
 from runner.campaign_dir.campaign import open_campaign
 from runner.campaign_dir.rentals import latest_rental
 from runner.decision.evidence import choose_catalog, read_events

@@ -26,7 +26,7 @@ from protocol.decision.configuration import configuration_labels
 from protocol.decision.evidence import CampaignEvidence
 from protocol.decision.rank import decide
 from protocol.decision.serving import serving_demand
-from protocol.jsonio import read_json
+from protocol.io.jsonio import read_json
 from runner.analysis.rederive import differs
 from runner.campaign_dir.campaign import Campaign
 from runner.campaign_dir.fault_hooks import FAULT_HOOK_BANNER

@@ -23,8 +23,8 @@ from typing import Any
 
 from protocol.decision.capacity import RunFacts, configuration_of, rate_of
 from protocol.decision.evidence import CampaignEvidence
-from protocol.manifest import read_manifest
-from protocol.study_records import configuration_id
+from protocol.records.manifest import read_manifest
+from protocol.study.model import configuration_id
 from runner.campaign_dir.campaign import Campaign
 
 

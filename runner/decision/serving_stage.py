@@ -19,7 +19,6 @@ from dataclasses import replace
 from html import escape
 from typing import Any
 
-from protocol.codec import to_dict
 from protocol.costing.plans import Catalog
 from protocol.decision.agreement import AgreementMatrix, cross_equivalence
 from protocol.decision.capacity import Capacity, RunFacts, capacities
@@ -34,7 +33,8 @@ from protocol.decision.serving import (
     rank_serving,
     why_lines,
 )
-from protocol.jsonio import dumps
+from protocol.io.jsonio import dumps
+from protocol.records.codec import to_dict
 from runner.campaign_dir.campaign import Campaign
 from runner.campaign_dir.fault_hooks import FAULT_HOOK_BANNER
 from runner.decision.serving_facts import serving_runs

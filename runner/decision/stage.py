@@ -19,15 +19,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from protocol.codec import to_dict
 from protocol.decision.agreement import ConfigurationOutputs
 from protocol.decision.configuration import configuration_labels
 from protocol.decision.evidence import check_same_study
 from protocol.decision.rank import Decision, decide
 from protocol.decision.serving import ServingDecision, ServingDemand, serving_demand
 from protocol.errors import UserError
-from protocol.jsonio import dumps, write_text_atomic
-from protocol.safe_write import check_writable_target, make_dirs
+from protocol.io.jsonio import dumps, write_text_atomic
+from protocol.io.safe_write import check_writable_target, make_dirs
+from protocol.records.codec import to_dict
 from protocol.tasks import describe_task
 from runner.campaign_dir.campaign import open_campaign
 from runner.campaign_dir.fault_hooks import FAULT_HOOK_BANNER, fault_hook_banner

@@ -39,8 +39,8 @@ from typing import Any
 
 from protocol.corpus import token_lengths
 from protocol.errors import UserError
-from protocol.fingerprint import fingerprint_path
-from protocol.jsonio import write_json_atomic
+from protocol.io.fingerprint import fingerprint_path
+from protocol.io.jsonio import write_json_atomic
 from runner.demo.embedding import EMBEDDING_SIZES, Tuner, prepare_embedding_demo
 from runner.demo.reuse import BUILDER_VERSION, make_readable, remove_outputs, reusable_record
 from runner.demo.selection import Selection, bucket_counts_line, select_texts, selection_labels, write_jsonl

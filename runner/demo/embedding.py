@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from protocol.fingerprint import fingerprint_path, sha256_file
-from protocol.jsonio import write_json_atomic, write_text_atomic
-from protocol.time_limits import OVERRIDE_VARIABLE, tuning_limit
+from protocol.io.fingerprint import fingerprint_path, sha256_file
+from protocol.io.jsonio import write_json_atomic, write_text_atomic
+from protocol.study.time_limits import OVERRIDE_VARIABLE, tuning_limit
 from runner.demo.machine import load_per_core
 from runner.demo.reuse import make_readable, reusable_record
 from runner.demo.source import Article, model_source, normalise, package_versions, read_articles, source_dir

@@ -24,7 +24,7 @@ import re
 from pathlib import Path
 
 from protocol.errors import UserError
-from protocol.jsonio import write_text_atomic
+from protocol.io.jsonio import write_text_atomic
 
 TEMPLATES = Path(__file__).resolve().parent / "studies" / "derived"
 #: Each engine study and the built demo study whose corpus, tuning split, model and rule it takes.
@@ -38,7 +38,7 @@ _PLACEHOLDER = re.compile(r"@[A-Z_]+@")
 
 def write_engine_study(out_dir: Path, name: str) -> Path:
     """Write ``out_dir/<name>.toml`` from its template and the built study it derives from; returns its path."""
-    from protocol.study import load_study
+    from protocol.study.load import load_study
 
     base_path = Path(out_dir) / f"{DERIVED_STUDIES[name]}.toml"
     if not base_path.is_file():

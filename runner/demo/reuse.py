@@ -22,8 +22,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from protocol.fingerprint import fingerprint_path
-from protocol.jsonio import loads_unique
+from protocol.io.fingerprint import fingerprint_path
+from protocol.io.jsonio import loads_unique
 
 #: Bump when the builder writes something different from the same parameters: older builds are rebuilt.
 BUILDER_VERSION = "4"  # 4: the embedding demo is a part of its own (embedding.json)

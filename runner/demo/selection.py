@@ -26,9 +26,9 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from protocol import codec
 from protocol.errors import UserError
-from protocol.jsonio import write_text_atomic
+from protocol.io.jsonio import write_text_atomic
+from protocol.records import codec
 from runner.demo.source import (
     BUCKET_PARTS,
     BUCKETS,

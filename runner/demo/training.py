@@ -28,10 +28,10 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from protocol import codec
 from protocol.errors import UserError
-from protocol.jsonio import write_json_atomic
-from protocol.safe_write import write_handle
+from protocol.io.jsonio import write_json_atomic
+from protocol.io.safe_write import write_handle
+from protocol.records import codec
 from runner.demo.selection import DemoText
 
 MINIMUM_MARGIN = Fraction(5, 100)

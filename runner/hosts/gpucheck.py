@@ -14,7 +14,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from protocol.compat import NOT_LISTED
+from protocol.hardware.compat import NOT_LISTED
 
 
 @dataclass(frozen=True)

@@ -36,12 +36,12 @@ from pathlib import Path
 from typing import Any
 
 from protocol.errors import UserError
-from protocol.fingerprint import fingerprint_path
-from protocol.paths import allowed_roots, check_allowed_root
-from protocol.study import Study, load_study
+from protocol.io.fingerprint import fingerprint_path
+from protocol.io.paths import allowed_roots, check_allowed_root
+from protocol.study.load import Study, load_study
 from runner.campaign.run import run_campaign
 from runner.campaign_dir.layout import read_rows
-from runner.campaign_dir.rawtable import is_host_stopped
+from runner.campaign_dir.raw_table import is_host_stopped
 from runner.hosts.board import HostBoard
 from runner.hosts.record import HostsImage, HostsRecord, now_iso, prepare_hosts_record
 from runner.hosts.spec import HostSpec

@@ -17,11 +17,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
-from protocol.codec import Schema, from_dict, write_record
 from protocol.errors import UserError
-from protocol.jsonio import read_json
-from protocol.paths import check_safe_name
-from runner.campaign_dir.rawformat import SEALED_HOSTS_KEY
+from protocol.io.jsonio import read_json
+from protocol.io.paths import check_safe_name
+from protocol.records.codec import Schema, from_dict, write_record
+from runner.campaign_dir.raw_format import SEALED_HOSTS_KEY
 from runner.hosts.spec import HostSpec
 
 __all__ = ["SEALED_HOSTS_KEY"]  # re-exported: the readers' side of the sealed host list

@@ -28,12 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from protocol import codec
 from protocol.costing.plans import MAX_LOTS
 from protocol.errors import UserError
-from protocol.names import check_gpu_name
-from protocol.records import Rental
-from protocol.safe_read import read_text
+from protocol.io.names import check_gpu_name
+from protocol.io.safe_read import read_text
+from protocol.records import codec
+from protocol.records.stages import Rental
 from runner.launch.engine_url import EngineAddress, parse_engine_url
 
 HOSTS_FILE_SCHEMA_VERSION = 1

@@ -1,6 +1,6 @@
 """``images/images.lock``: one record per stack of the image last built (and pushed) for it.
 
-Sorted JSON with a ``schema_version`` (:class:`ImageLock`, through :mod:`protocol.codec`): the image ID,
+Sorted JSON with a ``schema_version`` (:class:`ImageLock`, through :mod:`protocol.records.codec`): the image ID,
 the repo digest once pushed, the base and its digest, the build arguments, the git revision, the build time
 and the size (:class:`ImageRecord`). ``ISOCOST_IMAGES_LOCK`` points elsewhere (tests, CI).
 """
@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from protocol.codec import Schema, read_record, write_record
 from protocol.errors import UserError
+from protocol.records.codec import Schema, read_record, write_record
 
 #: images.lock format. History: 1 (0.1.0): first version.
 LOCK_SCHEMA_VERSION = 1

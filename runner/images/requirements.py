@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from protocol.errors import UserError
-from protocol.safe_write import copy_file, write_text_atomic
+from protocol.io.safe_write import copy_file, write_text_atomic
 from runner.images.stacks import (
     Progress,
     StackSpec,

@@ -39,7 +39,7 @@ from runner.launch.leftover import stop_leftover as stop_trial_leftover
 from runner.launch.result import HostInterrupt, LaunchResult, Placement, TrialPaths
 
 if TYPE_CHECKING:
-    from protocol.study import Study
+    from protocol.study.load import Study
 
 
 class Launcher(Protocol):

@@ -23,10 +23,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
-from protocol.codec import OMIT_NONE, Schema
 from protocol.errors import UserError
-from protocol.records import read_status
-from protocol.safe_write import write_binary
+from protocol.io.safe_write import write_binary
+from protocol.records.codec import OMIT_NONE, Schema
+from protocol.records.stages import read_status
 from runner.launch.engine import docker_sdk
 from runner.launch.launcher_file import launcher_schema, write_launcher_file
 from runner.launch.result import HostInterrupt, LaunchResult

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from protocol.errors import UserError
-from runner.campaign_dir.rawtable import HOST_STOP_NOTE
+from runner.campaign_dir.raw_table import HOST_STOP_NOTE
 from runner.launch.base import HostInterrupt, LauncherBase, LaunchResult, TrialPaths
 from runner.launch.bind_mounts import check_readable, lend_trial_dir, return_trial_dir
 from runner.launch.container import (
@@ -73,7 +73,7 @@ from runner.launch.process import ENV_ALLOW, ENV_FIXED
 from runner.trial.measure import clock
 
 if TYPE_CHECKING:
-    from protocol.study import Study
+    from protocol.study.load import Study
 
 #: Host variables a container may inherit (PATH, HOME and TMPDIR are the image's own).
 CONTAINER_ENV_ALLOW = tuple(name for name in ENV_ALLOW if name not in ("PATH", "HOME", "TMPDIR"))
@@ -227,8 +227,8 @@ class DockerLauncher(LauncherBase):
         return missing_in_image(self.client, self.image.image_id, self.user, engines, self.stack)
 
     def scenario_problems(self, study: Study) -> list[UserError]:
-        """A server study's image without MLPerf LoadGen (:data:`protocol.traffic.SERVING_REQUIRES`)."""
-        from protocol.traffic import SERVING_REQUIRES
+        """A server study's image without MLPerf LoadGen (:data:`protocol.study.traffic.SERVING_REQUIRES`)."""
+        from protocol.study.traffic import SERVING_REQUIRES
 
         if getattr(study, "traffic", None) is None:
             return []

@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from protocol.engines import image_stack
 from protocol.errors import UserError
-from protocol.kind_packages import KindPackage, import_kind_package, kind_packages
+from protocol.plugins import PluginPackage, import_plugin, plugin_packages
 
 if TYPE_CHECKING:
-    from protocol.records import TrialSpec
-    from protocol.study import Study
+    from protocol.records.stages import TrialSpec
+    from protocol.study.load import Study
     from runner.launch.base import Launcher
 
 #: Folders of extra launcher packages, besides the built-in ones (``runner/launch/kinds/``).
@@ -138,9 +138,9 @@ class LauncherKind:
     scenarios: tuple[str, ...] = ("offline",)  # the study scenarios its trials run (``server``: LoadGen traffic)
 
 
-def _load(found: KindPackage) -> LauncherKind:
+def _load(found: PluginPackage) -> LauncherKind:
     """Import one launcher package and return its ``KIND`` (checked)."""
-    module, package = import_kind_package(found), found.folder
+    module, package = import_plugin(found), found.folder
     kind = getattr(module, "KIND", None)
     if not isinstance(kind, LauncherKind):
         raise UserError(f"launcher package {package} defines no KIND", str(package / "__init__.py"),
@@ -156,7 +156,7 @@ def _load(found: KindPackage) -> LauncherKind:
 def launcher_kinds() -> dict[str, LauncherKind]:
     """Every launcher kind found, by name, in listing order. UserError when two packages claim one name."""
     found: dict[str, LauncherKind] = {}
-    for package in kind_packages(BUILTIN_FOLDER, "runner.launch.kinds", LAUNCHERS_ENV, "isocost_launchers."):
+    for package in plugin_packages(BUILTIN_FOLDER, "runner.launch.kinds", LAUNCHERS_ENV, "isocost_launchers."):
         kind = _load(package)
         if kind.name in found:
             raise UserError(f"two launcher packages are named {kind.name!r}", str(package.folder),

@@ -24,10 +24,10 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from protocol import codec
-from protocol.codec import VERSION_KEY, Schema
 from protocol.errors import UserError
-from protocol.jsonio import read_json
+from protocol.io.jsonio import read_json
+from protocol.records import codec
+from protocol.records.codec import VERSION_KEY, Schema
 from runner.launch.kind import LAUNCHERS_ENV, launcher_kinds
 
 LAUNCHER_FILE = "launcher.json"

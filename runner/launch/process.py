@@ -20,18 +20,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from protocol.codec import OMIT_NONE, Schema, read_record
 from protocol.errors import UserError
-from protocol.records import TrialSpec
-from protocol.safe_write import write_binary
-from runner.campaign_dir.rawtable import HOST_STOP_NOTE
+from protocol.io.safe_write import write_binary
+from protocol.records.codec import OMIT_NONE, Schema, read_record
+from protocol.records.stages import TrialSpec
+from runner.campaign_dir.raw_table import HOST_STOP_NOTE
 from runner.launch.base import HostInterrupt, LauncherBase, LaunchResult, TrialPaths
 from runner.launch.interpreter import missing_modules, missing_pythons, missing_scenario_modules, trial_python
 from runner.launch.launcher_file import launcher_schema, write_launcher_file
 from runner.trial.measure import clock
 
 if TYPE_CHECKING:
-    from protocol.study import Study
+    from protocol.study.load import Study
 
 #: Environment variables a trial may inherit; everything else is dropped.
 ENV_ALLOW = (
@@ -129,8 +129,8 @@ class ProcessLauncher(LauncherBase):
 
     def scenario_problems(self, study: Study) -> list[UserError]:
         """What keeps a server study's trials from serving here: an interpreter they run with that lacks the
-        modules the scenario needs (:data:`protocol.traffic.SERVING_REQUIRES`, MLPerf LoadGen)."""
-        from protocol.traffic import SERVING_INSTALL, SERVING_REQUIRES
+        modules the scenario needs (:data:`protocol.study.traffic.SERVING_REQUIRES`, MLPerf LoadGen)."""
+        from protocol.study.traffic import SERVING_INSTALL, SERVING_REQUIRES
 
         if getattr(study, "traffic", None) is None:
             return []

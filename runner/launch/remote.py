@@ -14,7 +14,7 @@ rented host reached as ``ssh://user@host`` runs exactly the same trial:
 - **each trial** gets a fresh volume at ``/out`` with ``trial/spec.json`` in it; the spec is read
   back from the host and compared by sha256 before the container starts;
 - **outputs** come back after the exit: a helper hashes ``/out/trial`` on the host, the files
-  are fetched (``get_archive``), checked by :mod:`protocol.safe_extract` and compared by sha256 on
+  are fetched (``get_archive``), checked by :mod:`protocol.io.safe_extract` and compared by sha256 on
   arrival; a file whose hashes differ is not kept (the row then says why). The exchange is
   recorded in the trial's ``launcher.json`` (``transfer``);
 - **the engine going away** (a dropped ssh link, a killed or restarting engine) is waited out for
@@ -41,9 +41,9 @@ from pathlib import Path
 from typing import Any
 
 from protocol.errors import UserError
-from protocol.fingerprint import sha256_bytes
-from protocol.safe_write import write_binary
-from runner.campaign_dir.rawtable import HOST_STOP_NOTE
+from protocol.io.fingerprint import sha256_bytes
+from protocol.io.safe_write import write_binary
+from runner.campaign_dir.raw_table import HOST_STOP_NOTE
 from runner.launch.base import HostInterrupt, LaunchResult, TrialPaths
 from runner.launch.container import CONTAINER_IN, CONTAINER_MODEL, now_iso, save_record
 from runner.launch.docker import DockerLauncher

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from protocol.errors import UserError
-from protocol.fingerprint import sha256_bytes
+from protocol.io.fingerprint import sha256_bytes
 from runner.launch.container import CONTAINER_IN, remove_container
 from runner.launch.engine import docker_sdk, short_error
 from runner.trial.measure import clock
@@ -85,7 +85,7 @@ class ShippedInputs:
 
 
 def tree_fingerprint(listing: dict[str, list[Any]], prefix: str) -> str:
-    """``protocol.fingerprint.sha256_tree`` of the files under ``prefix/`` in a host's hash listing."""
+    """``protocol.io.fingerprint.sha256_tree`` of the files under ``prefix/`` in a host's hash listing."""
     lines = []
     for name in sorted(n for n in listing if n.startswith(prefix + "/")):
         lines.append(f"{listing[name][0]}  {name[len(prefix) + 1:]}\n")
@@ -114,7 +114,7 @@ def keep_verified_outputs(listing: dict[str, list[Any]], archive: Path, trial_di
     """Unpack the fetched ``archive`` in ``scratch``; move into ``trial_dir`` each output whose hash on
     arrival equals the host's (``listing``). Fills ``transfer`` (host and arrived hashes, verified,
     mismatched); returns notes for the row."""
-    from protocol.safe_extract import read_archive
+    from protocol.io.safe_extract import read_archive
 
     notes: list[str] = []
     transfer["host_sha256"] = {name: f"sha256:{entry[0]}" for name, entry in sorted(listing.items())}

@@ -25,22 +25,22 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from protocol.codec import write_record
 from protocol.corpus import Record, check_disjoint, content_fingerprint, token_lengths
 from protocol.costing.catalog_file import load_catalog
 from protocol.decision.job_rank import check_deadline_ahead
 from protocol.decision.rank import deadline_terms
 from protocol.errors import UserError
-from protocol.fingerprint import fingerprint_path
-from protocol.memory import ModelShape, estimate
-from protocol.names import check_image_reference
-from protocol.paths import allowed_roots, check_allowed_root
-from protocol.records import TrialSpec, read_status
-from protocol.safe_write import make_dirs, write_text_atomic
-from protocol.schedule import rotated_schedule
-from protocol.study import load_study
-from protocol.study_reader import StudyErrors
-from protocol.study_records import Study, bucket_for, series_id
+from protocol.hardware.memory import ModelShape, estimate
+from protocol.io.fingerprint import fingerprint_path
+from protocol.io.names import check_image_reference
+from protocol.io.paths import allowed_roots, check_allowed_root
+from protocol.io.safe_write import make_dirs, write_text_atomic
+from protocol.records.codec import write_record
+from protocol.records.stages import TrialSpec, read_status
+from protocol.study.load import load_study
+from protocol.study.model import Study, bucket_for, series_id
+from protocol.study.reader import StudyErrors
+from protocol.study.schedule import rotated_schedule
 from protocol.tasks import read_task_corpus, study_task
 from runner.campaign.freeze import check_fingerprint, check_warmup, checked_catalog
 from runner.campaign.run import check_out, rental_from_options

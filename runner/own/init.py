@@ -1,7 +1,7 @@
 """``isocost init``: a complete, commented study for the user's own corpus and checkpoint.
 
 Nothing is hidden: every key is written with its default and a one-line
-comment (from :mod:`protocol.study_keys`). Computed here: the three
+comment (from :mod:`protocol.study.schema`). Computed here: the three
 fingerprints, length buckets from the model's own tokenizer over the corpus
 (with their counts), the corpus labels against the model's ``id2label``, a
 batch series and a precision series suited to the stack, the reference
@@ -26,14 +26,14 @@ from typing import Any
 
 from protocol.corpus import Record, token_lengths
 from protocol.errors import UserError
-from protocol.fingerprint import fingerprint_path
-from protocol.jsonio import DUPLICATE_KEY_FIX, DuplicateKeyError, loads_unique
-from protocol.safe_write import check_writable_target, make_dirs, write_handle, write_text_atomic
-from protocol.study import load_study
-from protocol.study_lines import comment as _c
-from protocol.study_lines import line as _line
-from protocol.study_lines import table as _table
-from protocol.study_lines import toml as _toml
+from protocol.io.fingerprint import fingerprint_path
+from protocol.io.jsonio import DUPLICATE_KEY_FIX, DuplicateKeyError, loads_unique
+from protocol.io.safe_write import check_writable_target, make_dirs, write_handle, write_text_atomic
+from protocol.study.init_text import comment as _c
+from protocol.study.init_text import line as _line
+from protocol.study.init_text import table as _table
+from protocol.study.init_text import toml as _toml
+from protocol.study.load import load_study
 from protocol.tasks import DEFAULT_TASK, all_tasks, read_task_corpus, task_named
 from protocol.tasks.base import InitInputs, Task
 

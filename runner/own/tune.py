@@ -4,12 +4,12 @@ The study's reference variant runs over the tuning split in a fresh process,
 exactly like a trial (same spec, same ``python -m runner.trial``, same
 process launcher), in ``.isocost/tune/<time>/`` next to the study. Its
 predictions are validated against the tuning labels (metric and subgroups),
-and :func:`protocol.tuning.propose` turns the metric into a minimum and
+and :func:`protocol.study.tuning.propose` turns the metric into a minimum and
 tolerances, written into the study's ``[quality]`` table (comments kept).
 
 Refused once the final corpus has been evaluated (the seen-corpus ledger): a
 threshold tuned after seeing final results needs a new final corpus. Refused too
-when the tuning split is too small for the rule (:func:`protocol.tuning.check_tuning_size`:
+when the tuning split is too small for the rule (:func:`protocol.study.tuning.check_tuning_size`:
 fewer than 10 inputs before anything runs; after the run, fewer than the measured
 metric needs), with the size it needs: a rule from one input would accept anything. A tuning run made with the
 test-only fault hook set (its manifest says so) is NOT A MEASUREMENT: its proposal is shown flagged with
@@ -30,20 +30,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from protocol.codec import write_record
 from protocol.corpus import Record, content_fingerprint, token_lengths
 from protocol.errors import UserError
-from protocol.fingerprint import fingerprint_path
-from protocol.manifest import read_manifest
-from protocol.records import TrialSpec, Variant, read_status
-from protocol.safe_write import make_dirs, write_text_atomic
-from protocol.study import load_study
-from protocol.study_keys import KEYS
-from protocol.study_records import Study, bucket_for, series_id
+from protocol.io.fingerprint import fingerprint_path
+from protocol.io.safe_write import make_dirs, write_text_atomic
+from protocol.io.tomledit import set_table_keys
+from protocol.records.codec import write_record
+from protocol.records.manifest import read_manifest
+from protocol.records.stages import TrialSpec, Variant, read_status
+from protocol.study.load import load_study
+from protocol.study.model import Study, bucket_for, series_id
+from protocol.study.schema import KEYS
+from protocol.study.time_limits import TimeLimit
+from protocol.study.tuning import RULE, Proposal, bootstrap_method, bootstrap_standard_error, check_tuning_size, propose
 from protocol.tasks import index_fields, read_task_corpus, study_task, task_words
-from protocol.time_limits import TimeLimit
-from protocol.tomledit import set_table_keys
-from protocol.tuning import RULE, Proposal, bootstrap_method, bootstrap_standard_error, check_tuning_size, propose
 from runner.campaign.seen import describe_entry, ledger_path, seen_entries
 from runner.campaign_dir.fault_hooks import FAULT_ENV, FAULT_HOOK_BANNER
 from runner.launch.base import TrialPaths

@@ -31,10 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from protocol.errors import UserError
-from protocol.fingerprint import fingerprint_path, sha256_file
-from protocol.jsonio import read_json, write_json_atomic
-from protocol.selfcheck import exit_code, render_text
-from protocol.tomledit import set_table_keys
+from protocol.io.fingerprint import fingerprint_path, sha256_file
+from protocol.io.jsonio import read_json, write_json_atomic
+from protocol.io.tomledit import set_table_keys
+from protocol.records.selfcheck import exit_code, render_text
 
 ROOT = Path(__file__).resolve().parents[2]
 LIMIT_MIB = 64.0

@@ -5,7 +5,7 @@ The checks run as ``python -m runner.trial.selfcheck`` (the host CLI never impor
 interpreter and the environment a process-launched trial gets (``runner.launch.process.trial_env``:
 offline, this checkout on ``PYTHONPATH``), stopped at the budget plus a short grace. Then, on a GPU,
 the OOM trial that process wrote runs through :class:`runner.launch.process.ProcessLauncher`, exactly
-as a campaign's trial, with a real device out-of-memory injected (``protocol.selfcheck.OOM_FAULT``);
+as a campaign's trial, with a real device out-of-memory injected (``protocol.records.selfcheck.OOM_FAULT``);
 the campaign's own rule (``runner.campaign.gather.decide_status``) must make it an ``oom`` row.
 
 Example::
@@ -26,14 +26,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from protocol.codec import read_record, write_record
 from protocol.corpus import read_corpus
 from protocol.errors import UserError
-from protocol.jsonio import write_text_atomic
-from protocol.labels import check_labels
-from protocol.records import TrialSpec
-from protocol.safe_write import write_binary
-from protocol.selfcheck import (
+from protocol.io.jsonio import write_text_atomic
+from protocol.io.safe_write import write_binary
+from protocol.records.codec import read_record, write_record
+from protocol.records.selfcheck import (
     CHECK_NAMES,
     OOM_FAULT,
     Check,
@@ -44,6 +42,8 @@ from protocol.selfcheck import (
     render_text,
     skipped,
 )
+from protocol.records.stages import TrialSpec
+from protocol.tasks.classification.labels import check_labels
 from runner.campaign.gather import decide_status, read_status
 from runner.launch.base import LaunchResult, TrialPaths
 from runner.launch.process import ProcessLauncher, trial_env

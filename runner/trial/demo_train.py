@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from protocol.jsonio import write_json_atomic
+from protocol.io.jsonio import write_json_atomic
 
 BUCKETS = ("short", "medium", "long")
 MAX_LENGTH = 256

@@ -136,7 +136,7 @@ def device_facts(torch: Any, device: str) -> tuple[dict[str, Any], dict[str, str
 
 def _with_compat(facts: dict[str, Any], torch: Any) -> dict[str, Any]:
     """Check the detected combination against the shipped CUDA driver table / ROCm matrix."""
-    from protocol.compat import check_device
+    from protocol.hardware.compat import check_device
 
     facts["compat"] = check_device(facts, getattr(torch, "__version__", None))
     return facts

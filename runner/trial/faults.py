@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from protocol.selfcheck import FILL_MAX_STEPS, FILL_STEPS_PER_FREE
+from protocol.records.selfcheck import FILL_MAX_STEPS, FILL_STEPS_PER_FREE
 
 if TYPE_CHECKING:
     from runner.trial.tasks.base import TrialTask

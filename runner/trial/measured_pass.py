@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from protocol.corpus import Record, read_corpus
-from protocol.safe_write import write_handle
+from protocol.io.safe_write import write_handle
 from runner.trial.batches import batch_record
 from runner.trial.faults import is_oom
 from runner.trial.measure import clock

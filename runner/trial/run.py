@@ -25,10 +25,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from protocol.codec import from_dict, read_record, to_dict, write_record
-from protocol.fingerprint import fingerprint_path
-from protocol.manifest import MANIFEST_FILE, MANIFEST_SCHEMA_VERSION, Manifest
-from protocol.records import MemoryPeaks, PhaseTimes, TrialSpec, TrialStatus
+from protocol.io.fingerprint import fingerprint_path
+from protocol.records.codec import from_dict, read_record, to_dict, write_record
+from protocol.records.manifest import MANIFEST_FILE, MANIFEST_SCHEMA_VERSION, Manifest
+from protocol.records.stages import MemoryPeaks, PhaseTimes, TrialSpec, TrialStatus
 from runner.trial.batches import NO_BUCKETS, UNBUCKETED, shaped_batches
 from runner.trial.faults import FAULT_ENV, FaultInjector, is_oom
 from runner.trial.measure import PhaseTimer, clock, descendants_peak_rss, peak_rss_bytes
@@ -150,7 +150,7 @@ class Trial:
         return reason or f"not measured: the measured pass did not complete (status {status})"
 
     def write_manifest(self) -> None:
-        """manifest.json as far as the trial got, through its record (:class:`protocol.manifest.Manifest`)."""
+        """manifest.json as far as the trial got, through its record (:class:`protocol.records.manifest.Manifest`)."""
         write_record(self.out / MANIFEST_FILE, from_dict(Manifest, self.manifest))
 
     # -- stages ----------------------------------------------------------------------------
@@ -425,7 +425,7 @@ def missing_loadgen() -> str:
     """Why this environment cannot serve a server study (no MLPerf LoadGen), or "" when it can."""
     import importlib.util
 
-    from protocol.traffic import SERVING_REQUIRES
+    from protocol.study.traffic import SERVING_REQUIRES
 
     missing = [module for module in SERVING_REQUIRES if importlib.util.find_spec(module) is None]
     if not missing:

@@ -3,7 +3,7 @@
 The host command (``runner.selfcheck.host``) starts this with the host's own python and torch, no
 container, no network, and reads back ``OUT/selfcheck.json``, which is rewritten after every check
 (a check that hangs or a process stopped at the budget loses only what was still running). The
-checks run in the order of ``protocol.selfcheck.CHECK_NAMES``; before each, its usual duration is
+checks run in the order of ``protocol.records.selfcheck.CHECK_NAMES``; before each, its usual duration is
 compared with what is left of ``--budget-s`` (minus what the host's OOM trial needs afterwards), and a
 step that does not fit is cut: a ``SKIP`` that says so. A check that raises is a ``FAIL`` with the
 error (its traceback goes to this process's stderr, ``OUT/selfcheck.log``).
@@ -27,9 +27,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from protocol.codec import write_record
 from protocol.errors import UserError
-from protocol.selfcheck import Check, SelfcheckReport, cut_for_budget, failed, skipped
+from protocol.records.codec import write_record
+from protocol.records.selfcheck import Check, SelfcheckReport, cut_for_budget, failed, skipped
 from runner.trial.measure import clock
 from runner.trial.selfcheck_device import (
     Context,

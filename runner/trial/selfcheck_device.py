@@ -1,6 +1,6 @@
 """The device checks of ``isocost selfcheck``: the card seen, timers, memory counters, a real OOM, energy.
 
-Each check takes the :class:`Context` and returns one :class:`protocol.selfcheck.Check`. They use the
+Each check takes the :class:`Context` and returns one :class:`protocol.records.selfcheck.Check`. They use the
 trial's own pieces: :class:`runner.trial.measure.PhaseTimer` (synchronise before start and stop),
 ``runner.trial.env`` (device facts, NVML/amdsmi matched to torch's card), ``runner.trial.energy``
 (the meters of the measured pass) and ``runner.trial.faults.fill_device`` (the out-of-memory fill).
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from protocol.selfcheck import (
+from protocol.records.selfcheck import (
     ASYNC_CONTAINED_SHARE,
     TIMING_ABSOLUTE_TOLERANCE_S,
     TIMING_RELATIVE_TOLERANCE,

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from protocol.corpus import read_corpus, token_lengths
-from protocol.fingerprint import fingerprint_path
+from protocol.io.fingerprint import fingerprint_path
 
 #: The generated texts' words: plain English, so any real tokenizer splits them too.
 WORDS = ("the market rose after the bank said prices would fall while the team won its match and the film "

@@ -4,7 +4,7 @@ Each trial is a :class:`runner.trial.run.Trial` run by :func:`runner.trial.run.e
 ``python -m runner.trial`` runs, in this process (one import of torch for all of them), writing the
 files a campaign's trial writes under ``OUT/trials/<name>/``. The warm-up check records the padded
 shape of every forward (a thin wrapper around the model) and compares the pass's with the shapes the
-host predicts (``protocol.shapes``); the numerics check compares fp16 and bf16 predictions with fp32
+host predicts (``protocol.study.shapes``); the numerics check compares fp16 and bf16 predictions with fp32
 by id (``protocol.tasks.classification.compare_predictions``); the compile check counts recompilations inside
 the pass. The OOM trial is written here and run by the host in a fresh process
 (``runner.selfcheck.host``), as a campaign runs it.
@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from protocol.codec import to_dict, write_record
-from protocol.manifest import Manifest, read_manifest
-from protocol.predictions import parse_predictions
-from protocol.records import TrialSpec, TrialStatus, Variant, WarmupRule, read_status
-from protocol.selfcheck import MIN_PRECISION_AGREEMENT, OOM_BATCH_SIZE, Check, failed, passed, skipped
-from protocol.shapes import pass_shapes, warmup_shapes
+from protocol.records.codec import to_dict, write_record
+from protocol.records.manifest import Manifest, read_manifest
+from protocol.records.selfcheck import MIN_PRECISION_AGREEMENT, OOM_BATCH_SIZE, Check, failed, passed, skipped
+from protocol.records.stages import TrialSpec, TrialStatus, Variant, WarmupRule, read_status
+from protocol.study.shapes import pass_shapes, warmup_shapes
 from protocol.tasks.classification import compare_predictions
+from protocol.tasks.classification.predictions import parse_predictions
 from runner.trial.run import Trial, execute
 from runner.trial.selfcheck_device import Context
 
@@ -140,7 +140,8 @@ def _phases(run: TrialRun) -> dict[str, Any]:
 
 
 def _extremes(shapes: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
-    """The measured pass's longest, shortest and last batch shapes (as ``protocol.shapes.warmup_shapes`` picks)."""
+    """The measured pass's longest, shortest and last batch shapes (as ``protocol.study.shapes.warmup_shapes``
+    picks)."""
     if not shapes:
         return []
     picked = [max(shapes, key=lambda s: (s[1], s[0])), min(shapes, key=lambda s: (s[1], -s[0])), shapes[-1]]

@@ -17,7 +17,7 @@ import os
 import sys
 from typing import Any
 
-from protocol.records import NO_GPU_ERROR, WRONG_BUILD_ERROR, Variant
+from protocol.records.stages import NO_GPU_ERROR, WRONG_BUILD_ERROR, Variant
 
 #: The study's deterministic setting, as ``torch.set_deterministic_debug_mode`` takes it (errors, not warnings).
 _DEBUG_MODE = {True: "error", False: "default"}

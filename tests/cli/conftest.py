@@ -16,7 +16,7 @@ from test_hostile_inputs import invoke, ws  # noqa: F401 (ws: the hostile-input 
 def evidence_built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from fakecampaign import FakeLauncher, fake_workspace
 
-    from protocol.records import Rental
+    from protocol.records.stages import Rental
     from runner.campaign.run import run_campaign
 
     root = tmp_path_factory.mktemp("values")

@@ -2,7 +2,7 @@
 
 A corpus label ``=1+1`` was written unquoted into corpus_index.csv. Labels now get what ids get: refused where
 they enter (a spreadsheet would run them), and every CSV isocost writes goes through one cell function
-(:func:`protocol.csvio.safe_cell`, via :func:`protocol.csvio.csv_writer`), so a text that slipped through any
+(:func:`protocol.io.csvio.safe_cell`, via :func:`protocol.io.csvio.csv_writer`), so a text that slipped through any
 other way is shown, never run.
 """
 
@@ -64,7 +64,7 @@ def test_the_corpus_index_writer_neutralises_what_slipped_through(tmp_path):
 
 def test_a_raw_row_note_starting_like_a_formula_is_shown_not_run():
     """raw.csv's free-text cells (a trial's last log line in ``notes``) are cells of a CSV too."""
-    from protocol.rawrecord import RawRecord
+    from protocol.records.raw_record import RawRecord
 
     row = RawRecord.from_values({"trial_id": "t", "notes": "=cmd|' /C calc'!A0", "empty_reasons": "-x"})
     cells = dict(zip(RawRecord.__dataclass_fields__, row.cells(), strict=False))
@@ -72,8 +72,8 @@ def test_a_raw_row_note_starting_like_a_formula_is_shown_not_run():
 
 
 #: The writers that may use the csv module directly: the one cell function itself, raw.csv's row text (its cells
-#: made by protocol.records.csv_cell, which neutralises), and an in-memory copy handed to pandas (never written).
-CSV_MODULE_ALLOWED = {"protocol/csvio.py", "runner/campaign_dir/rawformat.py", "runner/campaign_dir/raw_frame.py"}
+#: made by protocol.records.stages.csv_cell, which neutralises), and an in-memory copy handed to pandas (never written).
+CSV_MODULE_ALLOWED = {"protocol/io/csvio.py", "runner/campaign_dir/raw_format.py", "runner/campaign_dir/raw_frame.py"}
 
 
 def test_every_csv_writer_goes_through_the_one_cell_function():
@@ -87,4 +87,4 @@ def test_every_csv_writer_goes_through_the_one_cell_function():
                         isinstance(node.value, ast.Name) and node.value.id == "csv" and \
                         relative not in CSV_MODULE_ALLOWED:
                     found.append(f"{relative}:{node.lineno} csv.{node.attr}")
-    assert found == [], "write CSV with protocol.csvio.csv_writer (every cell through safe_cell)"
+    assert found == [], "write CSV with protocol.io.csvio.csv_writer (every cell through safe_cell)"

@@ -18,15 +18,15 @@ import pytest
 from click.testing import CliRunner, Result
 from recordfiles import trial_status, write_campaign_record, write_status
 
-from protocol import codec
-from protocol.fingerprint import sha256_bytes
-from protocol.raw_columns import RAW_COLUMNS, RAW_SCHEMA_VERSION
-from protocol.rawrecord import RawRecord
-from protocol.records import EVENT_SCHEMA_VERSION, CampaignRecord, HostFacts, InputFacts, Rental
-from protocol.study import load_study
+from protocol.io.fingerprint import sha256_bytes
+from protocol.records import codec
+from protocol.records.raw_columns import RAW_COLUMNS, RAW_SCHEMA_VERSION
+from protocol.records.raw_record import RawRecord
+from protocol.records.stages import EVENT_SCHEMA_VERSION, CampaignRecord, HostFacts, InputFacts, Rental
+from protocol.study.load import load_study
 from runner.campaign_dir.appendlog import append_line
 from runner.campaign_dir.layout import load_record
-from runner.campaign_dir.rawtable import append_row
+from runner.campaign_dir.raw_table import append_row
 from runner.campaign_dir.rentals import record_rental
 from runner.campaign_dir.seal import seal_values
 from runner.cli import IsocostGroup, main

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from test_decide_cli import batches_jsonl, run, write_campaign
 
-from runner.campaign_dir.rawformat import HEADER_LINE
+from runner.campaign_dir.raw_format import HEADER_LINE
 
 _DEADLINE = '\n[deadline]\nstart = "2026-11-02T09:00"\nend = "2026-11-06T09:00"\ntz = "Europe/Paris"\nwaiting_h = 95\n'
 _JOB = "\n[job]\ninputs = 1000\nbootstrap_resamples = 100\n"

@@ -97,10 +97,10 @@ def test_bundle_never_packs_a_file_an_edited_decision_json_names_as_its_catalog(
 def test_memory_estimates_that_cannot_be_re_derived_are_named_as_a_caveat_not_accepted_silently(bundled, tmp_path):
     """The golden model is not on this host and not in the bundle: an estimate a careful forger put into
     summary.json (and summary.md, consistently) cannot be checked, so verify says so instead of vouching for it."""
-    from protocol.codec import to_dict
-    from protocol.jsonio import dumps
-    from protocol.memory import ModelShape, estimate
-    from runner.analysis.summary import derive_summary
+    from protocol.hardware.memory import ModelShape, estimate
+    from protocol.io.jsonio import dumps
+    from protocol.records.codec import to_dict
+    from runner.analysis.summarize import derive_summary
     from runner.analysis.verdicts import derive_verdicts
     from runner.campaign_dir.campaign import open_campaign
 

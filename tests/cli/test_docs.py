@@ -149,7 +149,7 @@ def _module_file(parts: list[str]) -> Path | None:
 
 
 def _dotted_name_exists(dotted: str) -> bool:
-    """`runner.trial` (a module) or `protocol.stats.Summary` (a module and a name defined in it)."""
+    """`runner.trial` (a module) or `protocol.records.summary.Summary` (a module and a name defined in it)."""
     parts = dotted.split(".")
     for depth in range(len(parts), 1, -1):
         source = _module_file(parts[:depth])
@@ -163,7 +163,7 @@ def _dotted_name_exists(dotted: str) -> bool:
     return False
 
 
-#: A module path followed by a name of it: "`protocol/study_reader.py` `BOUNDS`".
+#: A module path followed by a name of it: "`protocol/study/reader.py` `BOUNDS`".
 PATH_AND_NAME = re.compile(r"`((?:runner|protocol|benchmarks)/[\w/]+)\.py` `([A-Za-z_]\w*)`")
 
 
@@ -253,13 +253,15 @@ def test_the_docs_checks_catch_what_they_are_for(tmp_path: Path) -> None:
     )
     assert [problem.split(":")[0] for problem in broken_links(doc)] == ["missing.md", "other.md#nope"]
     # module paths and dotted names that are not in the tree are reported
-    assert missing_module_paths("`runner/no_such_module.py` and `protocol/stats.py`") == ["runner/no_such_module.py"]
-    assert missing_module_paths("`protocol.stats.no_such_function` `protocol.stats` `protocol.stats.Summary`") == [
-        "protocol.stats.no_such_function"
+    assert missing_module_paths("`runner/no_such_module.py` and `protocol/records/summary.py`") == [
+        "runner/no_such_module.py"]
+    assert missing_module_paths("`protocol.records.summary.no_such_function` `protocol.records.summary` "
+                                "`protocol.records.summary.Summary`") == [
+        "protocol.records.summary.no_such_function"
     ]
     assert missing_module_paths("`runner.no_such_package.thing`") == ["runner.no_such_package.thing"]
-    assert missing_module_paths("(`protocol/study.py` `BOUNDS`, `protocol/study_reader.py` `BOUNDS`)") == [
-        "protocol/study.py BOUNDS"]
+    assert missing_module_paths("(`protocol/study/load.py` `BOUNDS`, `protocol/study/reader.py` `BOUNDS`)") == [
+        "protocol/study/load.py BOUNDS"]
 
 
 def test_readme_rows_are_read_from_the_commands_table_only() -> None:
@@ -271,10 +273,10 @@ def test_readme_rows_are_read_from_the_commands_table_only() -> None:
 
 
 def test_study_key_table_is_in_the_docs() -> None:
-    from protocol.study_keys import markdown_table
+    from protocol.study.schema import markdown_table
 
     study_page = (ROOT / "docs" / "study.md").read_text(encoding="utf-8")
-    assert markdown_table() in study_page, "docs/study.md's study key table differs from protocol/study_keys.py"
+    assert markdown_table() in study_page, "docs/study.md's study key table differs from protocol/study/schema.py"
 
 
 def test_main_help_lists_the_own_data_commands_with_an_example_each() -> None:
@@ -318,7 +320,7 @@ def _names_defined(module: str) -> set[str]:
 def item_problems(item: str, base: Path) -> list[str]:
     """The source files and class names of one bullet or table cell that do not exist: files under ``base``
     (the bullet's leading ``dir/`` narrows it), a class name found by import in a module the item names
-    (or in protocol.records when it names none)."""
+    (or in protocol.records.stages when it names none)."""
     tokens = [t.split("(")[0].rstrip("…").strip() for t in CODE.findall(item)]
     first = tokens[0] if tokens else ""
     narrowed = base / first.rstrip("/") if first.endswith("/") and (base / first.rstrip("/")).is_dir() else base
@@ -331,9 +333,10 @@ def item_problems(item: str, base: Path) -> list[str]:
                 problems.append(f"{token}: no such file under {_shown(narrowed)}")
             elif found.suffix == ".py":
                 modules.append(_module_of(found))
+    searched = modules or ["protocol.records.stages"]
     for token in tokens:
-        if CLASS_NAME.match(token) and not any(token in _names_defined(m) for m in modules or ["protocol.records"]):
-            problems.append(f"{token}: not defined in {', '.join(modules or ['protocol.records'])}")
+        if CLASS_NAME.match(token) and not any(token in _names_defined(m) for m in searched):
+            problems.append(f"{token}: not defined in {', '.join(searched)}")
     return problems
 
 
@@ -382,10 +385,10 @@ def _dataclass_fields(record: type, prefix: str = "") -> set[str]:
 
 def file_fields() -> dict[str, set[str]]:
     """Each file's fields, from the code that writes it (records, RAW_COLUMNS, the batch line)."""
-    from protocol.manifest import Manifest
-    from protocol.predictions import Prediction
-    from protocol.raw_columns import RAW_COLUMNS
-    from protocol.records import CampaignEvent, CampaignRecord, TrialSpec, TrialStatus
+    from protocol.records.manifest import Manifest
+    from protocol.records.raw_columns import RAW_COLUMNS
+    from protocol.records.stages import CampaignEvent, CampaignRecord, TrialSpec, TrialStatus
+    from protocol.tasks.classification.predictions import Prediction
     from protocol.tasks.generation.outputs import KEYS as GENERATION_KEYS
     from runner.campaign_dir.appendlog import CHAIN_KEY
     from runner.campaign_dir.rentals import RentalRecord
@@ -475,8 +478,8 @@ def architecture_campaign_rows(text: str) -> list[tuple[str, str]]:
 
 def raw_column_problems(text: str) -> list[str]:
     """docs/campaign-directory.md's raw.csv paragraph against RAW_COLUMNS, its statuses against STATUSES."""
-    from protocol.raw_columns import RAW_COLUMNS
-    from protocol.records import STATUSES
+    from protocol.records.raw_columns import RAW_COLUMNS
+    from protocol.records.stages import STATUSES
 
     section = sections(text)["`raw.csv`: columns and statuses"]
     paragraphs = "\n".join(section).split("\n\n")
@@ -503,7 +506,7 @@ def test_architecture_files_and_fields_exist() -> None:
     text = ARCHITECTURE_PATH.read_text(encoding="utf-8")
     assert campaign_file_problems(architecture_campaign_rows(text)) == []
     statuses = re.search(r"^Statuses: (.*)$", text, re.MULTILINE)
-    from protocol.records import STATUSES
+    from protocol.records.stages import STATUSES
 
     assert statuses and re.findall(r"`(\w+)`", statuses.group(1)) == list(STATUSES)
 
@@ -543,8 +546,8 @@ def test_every_file_table_names_files_the_code_writes(page: Path) -> None:
 
 def test_the_seals_of_the_evidence_table_are_real_fields() -> None:
     """docs/faults.md's "sealed by" column names raw.csv columns and campaign.json fields."""
-    from protocol.raw_columns import RAW_COLUMNS
-    from protocol.records import CampaignRecord
+    from protocol.records.raw_columns import RAW_COLUMNS
+    from protocol.records.stages import CampaignRecord
 
     known = set(RAW_COLUMNS) | _dataclass_fields(CampaignRecord)
     (table,) = [t for t in file_tables((ROOT / "docs" / "faults.md").read_text(encoding="utf-8")) if len(t[0]) == 4]
@@ -560,7 +563,7 @@ def test_the_raw_columns_and_statuses_are_the_codes() -> None:
 def test_the_format_checks_catch_what_they_are_for() -> None:
     # a module file, a package and a record that do not exist are named; real ones are not
     assert item_problems("`records.py` records: `TrialSpec`, `NoSuchRecord`", ROOT / "protocol") == [
-        "NoSuchRecord: not defined in protocol.records"]
+        "NoSuchRecord: not defined in protocol.records.stages"]
     assert item_problems("`launch/` `base.py` `nosuch.py`, `slurm/` `watch.py`", ROOT / "runner") == [
         "nosuch.py: no such file under runner/launch"]
     # a file the code never names, and a field its record lacks

@@ -15,8 +15,8 @@ import pytest
 from click.testing import CliRunner
 from embedworkspace import ENCODER_FILES, write_documents
 
-from protocol.study import load_study
-from protocol.study_keys import keys_for
+from protocol.study.load import load_study
+from protocol.study.schema import keys_for
 from runner.cli import main
 
 

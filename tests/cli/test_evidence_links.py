@@ -2,7 +2,7 @@
 
 A hard link is a second name of a file outside the campaign: ``rentals.jsonl`` hard-linked to an empty file
 outside got the rental appended there; ``bundle`` packed a trial file hard-linked to a secret outside (its bytes
-in an archive that verifies). Every writer (protocol/safe_write.py: raw.csv, events, rentals, ledgers, atomic
+in an archive that verifies). Every writer (protocol/io/safe_write.py: raw.csv, events, rentals, ledgers, atomic
 writes) and the bundler refuse a regular file with more than one link, as they refuse symbolic links, naming it.
 """
 

@@ -84,9 +84,9 @@ def test_a_resealed_trial_file_with_an_impossible_value_is_refused_naming_file_a
 
 def test_the_raw_domains_cover_every_numeric_column():
     """One mechanism: every numeric raw column has a declared domain (by unit, by name, or RAW_DOMAINS)."""
-    from protocol.domains import FINITE, INT64
-    from protocol.raw_columns import RAW_DOMAINS, raw_domain
-    from protocol.rawrecord import COLUMN_TYPES
+    from protocol.records.domains import FINITE, INT64
+    from protocol.records.raw_columns import RAW_DOMAINS, raw_domain
+    from protocol.records.raw_record import COLUMN_TYPES
 
     numeric = [name for name, kind in COLUMN_TYPES.items() if kind in ("int | None", "float | None")]
     undeclared = [name for name in numeric if raw_domain(name) in (FINITE, INT64) and name not in RAW_DOMAINS]

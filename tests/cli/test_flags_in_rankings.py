@@ -176,7 +176,7 @@ def test_a_query_naming_a_document_in_another_form_says_so():
 
 
 def test_a_pass_whose_ids_were_renormalised_says_so():
-    from protocol.validate import check_ids, id_problems
+    from protocol.tasks.pass_check import check_ids, id_problems
 
     reasons = id_problems([], check_ids(["a", NFD], ["a", NFC]))
     assert any("differ from a corpus id only by Unicode normalisation" in r for r in reasons), reasons
@@ -189,7 +189,7 @@ def _hooked_tuning(tmp_path, monkeypatch) -> Path:
     from workspace import write_corpus
 
     import runner.own.tune as tune
-    from protocol.codec import write_record
+    from protocol.records.codec import write_record
 
     ws = tmp_path / "ws"
     ws.mkdir()

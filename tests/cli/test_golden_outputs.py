@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from runner.analysis.summary import summarize_campaign
+from runner.analysis.summarize import summarize_campaign
 from runner.cli import main
 
 TESTS = Path(__file__).resolve().parents[1]

@@ -25,7 +25,7 @@ import pytest
 from click.testing import CliRunner, Result
 from workspace import STUDY_TEMPLATE, write_corpus
 
-from protocol.fingerprint import fingerprint_path
+from protocol.io.fingerprint import fingerprint_path
 from runner.cli import main as cli
 
 #: Seconds a refusal may take; a reader that opened a FIFO would block for ever.
@@ -226,7 +226,7 @@ def test_special_study_files_are_refused_without_reading(ws, tmp_path, kind):
 def test_a_study_with_a_bom_is_accepted_or_named(ws, tmp_path):
     study = write_study(ws)
     study.write_bytes(b"\xef\xbb\xbf" + study.read_bytes())
-    from protocol.study import load_study
+    from protocol.study.load import load_study
 
     assert load_study(study).name == "tiny"  # accepted: the mark is not part of the first key
 
@@ -550,7 +550,7 @@ def built_campaign(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real campaign directory (real host code, fake trials: no model), summarized."""
     from fakecampaign import FakeLauncher, fake_workspace
 
-    from runner.analysis.summary import summarize_campaign
+    from runner.analysis.summarize import summarize_campaign
     from runner.campaign.run import run_campaign
 
     root = tmp_path_factory.mktemp("campaign")
@@ -614,7 +614,7 @@ def test_a_prediction_line_naming_label_twice_is_refused(campaign_dir, command):
 
 def test_the_prediction_reader_names_a_label_given_twice(tmp_path):
     """Below the seal: the reader itself makes a key named twice a format error of its line, on every path."""
-    from protocol.predictions import parse_predictions
+    from protocol.tasks.classification.predictions import parse_predictions
 
     path = tmp_path / "predictions.jsonl"
     path.write_text('{"id": "a", "label": "x", "score": 0.5}\n{"id": "b", "label": "x", "score": 0.5, "label": "y"}\n'
@@ -771,7 +771,7 @@ def _absurd_inputs(ws: Path, a: Path) -> None:
         with open(ws / name, "w", encoding="utf-8", newline="") as handle:
             csv.writer(handle).writerows(table)
     from runner.campaign_dir.appendlog import append_line
-    from runner.campaign_dir.rawformat import genesis
+    from runner.campaign_dir.raw_format import genesis
     from runner.campaign_dir.rentals import RENTAL_SCHEMA_VERSION
 
     append_line(a / "rentals.jsonl", {"gpu": "rtx-4090", "lots": int(HUGE), "plan_start": None,  # chained, as

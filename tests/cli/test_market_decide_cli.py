@@ -11,9 +11,9 @@ from pathlib import Path
 from recordfiles import manifest_for, sample_spec
 from test_decide_cli import run, write_campaign
 
-from protocol import codec
 from protocol.decision.records import Decision
-from protocol.jsonio import dumps
+from protocol.io.jsonio import dumps
+from protocol.records import codec
 
 COLUMNS = ("gpu,cards_per_lot,plan_days,price_usd_per_lot,currency,catalog_date,source,billing,minimum_s,increment_s,"
            "provider,region,instance_type,accelerator,card_memory_gib,spot_usd_per_lot\n")

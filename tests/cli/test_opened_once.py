@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from fakecampaign import FakeLauncher, fake_workspace
 from opencount import count_raw_reads, count_study_parses
 
-from runner.analysis.summary import summarize_campaign
+from runner.analysis.summarize import summarize_campaign
 from runner.cli import main
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden_campaign"

@@ -12,9 +12,9 @@ from recordfiles import write_campaign_record
 from workspace import write_corpus
 
 from protocol.costing.plans import default_catalog_path
-from protocol.raw_columns import RAW_SCHEMA_VERSION
-from protocol.records import CampaignRecord
-from protocol.study_keys import KEYS, keys_for
+from protocol.records.raw_columns import RAW_SCHEMA_VERSION
+from protocol.records.stages import CampaignRecord
+from protocol.study.schema import KEYS, keys_for
 from runner.cli import main
 
 
@@ -156,7 +156,7 @@ def test_length_buckets_count_every_input() -> None:
 
 def test_init_job_table_uncommented_is_a_valid_study(tmp_path: Path) -> None:
     """The [job] lines init writes commented out must load once uncommented: the mix shares sum to exactly 1."""
-    from protocol.study import load_study
+    from protocol.study.load import load_study
 
     corpus, tuning, model = corpus_and_model(tmp_path, {"0": "x", "1": "y"})
     study = tmp_path / "study.toml"

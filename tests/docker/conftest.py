@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from workspace import STUDY_TEMPLATE, write_corpus
 
-from protocol.fingerprint import fingerprint_path
+from protocol.io.fingerprint import fingerprint_path
 
 REQUIRE_ENV = "ISOCOST_REQUIRE_DOCKER"
 BASE_IMAGE = os.environ.get("ISOCOST_BASE_IMAGE", "isocost-base/bookworm:local")

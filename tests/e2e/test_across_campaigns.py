@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from protocol.records import Rental
+from protocol.records.stages import Rental
 from runner.campaign.run import run_campaign
 from runner.campaign_dir.layout import read_rows
 from runner.cli import main

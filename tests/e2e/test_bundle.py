@@ -16,10 +16,10 @@ import pytest
 from click.testing import CliRunner
 from workspace import write_workspace
 
-from protocol import codec
 from protocol.errors import UserError
-from protocol.fingerprint import sha256_bytes
-from runner.analysis.summary import summarize_campaign
+from protocol.io.fingerprint import sha256_bytes
+from protocol.records import codec
+from runner.analysis.summarize import summarize_campaign
 from runner.bundle.pack import PackedFile, create_bundle, write_deterministic_tar
 from runner.bundle.records import MANIFEST_NAME, BundleManifest
 from runner.bundle.replay import replay_bundle

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from protocol.errors import UserError
 from runner.campaign.run import run_campaign
 from runner.campaign_dir.layout import read_raw
-from runner.campaign_dir.rawtable import HOST_STOP_NOTE
+from runner.campaign_dir.raw_table import HOST_STOP_NOTE
 from runner.cli import main
 from runner.launch.process import ProcessLauncher
 

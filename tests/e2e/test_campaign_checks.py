@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner, Result
 from fakecampaign import FakeLauncher, fake_workspace
 
-from runner.analysis.summary import summarize_campaign
+from runner.analysis.summarize import summarize_campaign
 from runner.campaign.run import run_campaign
 from runner.campaign_dir.integrity import INCONSISTENT_BANNER, check_evidence
 from runner.cli import main

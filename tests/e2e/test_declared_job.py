@@ -17,7 +17,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from protocol.records import Rental
+from protocol.records.stages import Rental
 from runner.campaign.run import run_campaign
 from runner.campaign_dir.rentals import record_rental
 from runner.cli import IsocostGroup, main

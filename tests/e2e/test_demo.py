@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from protocol.errors import UserError
-from protocol.fingerprint import fingerprint_path
+from protocol.io.fingerprint import fingerprint_path
 from runner.demo.build import DemoResult, build_demo
 from runner.demo.reuse import reusable_record
 from runner.demo.selection import DemoText, largest_remainder
@@ -273,7 +273,7 @@ def test_largest_remainder_and_minimum() -> None:
 
 @pytest.mark.parametrize("stack", ["cuda", "rocm"])
 def test_gpu_demo_study_exercises_a_gpu(built: tuple[DemoResult, list[str]], stack: str) -> None:
-    from protocol.study import load_study
+    from protocol.study.load import load_study
 
     result, _ = built
     study_path = result.out_dir / f"gpu-{stack}.toml"
@@ -325,7 +325,7 @@ def test_the_head_has_its_own_training_split_and_tune_measures_it_held_out(
 
 
 def test_the_embedding_demo_study(built: tuple[DemoResult, list[str]]) -> None:
-    from protocol.study import load_study
+    from protocol.study.load import load_study
 
     result, lines = built
     study = load_study(result.out_dir / "embed.toml")
@@ -348,7 +348,7 @@ def test_prepare_study_engines_writes_a_valid_engine_study(
 ) -> None:
     """``isocost demo prepare --study engines``: the quick study's inputs and minimum, transformers against ONNX
     Runtime, a study ``isocost check`` accepts."""
-    from protocol.study import load_study
+    from protocol.study.load import load_study
     from runner.cli import demo as demo_cli
     from runner.cli import main
 

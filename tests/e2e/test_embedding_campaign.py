@@ -131,7 +131,7 @@ def test_a_query_naming_a_document_absent_from_the_corpus_is_refused_before_runn
     study = write_embed_workspace(tmp_path / "ws", model=encoder)
     with open(tmp_path / "ws" / "queries.jsonl", "a", encoding="utf-8") as handle:
         handle.write(json.dumps({"id": "qx", "text": "gone", "relevant": ["c-404"]}) + "\n")
-    from protocol.fingerprint import fingerprint_path
+    from protocol.io.fingerprint import fingerprint_path
 
     text = study.read_text()
     old = text.split('path = "queries.jsonl"\nfingerprint = "')[1][:71]

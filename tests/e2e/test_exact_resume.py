@@ -27,11 +27,11 @@ from pathlib import Path
 import pytest
 from fakecampaign import fake_workspace, host_command, host_env
 
-from protocol.schedule import attempt_trial_id
-from runner.analysis.summary import summarize_campaign
+from protocol.study.schedule import attempt_trial_id
+from runner.analysis.summarize import summarize_campaign
 from runner.campaign_dir.integrity import check_campaign
 from runner.campaign_dir.layout import load_record, read_raw
-from runner.campaign_dir.rawtable import is_host_stopped, scan
+from runner.campaign_dir.raw_table import is_host_stopped, scan
 from runner.campaign_dir.slots import planned_slots, slot_of
 
 pytestmark = pytest.mark.e2e

@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner, Result
 from skypilot_snapshot import COMMITS, SNAPSHOT, check_snapshot
 
-from protocol.records import Rental
+from protocol.records.stages import Rental
 from runner.campaign.run import run_campaign
 from runner.cli import main
 from runner.launch.process import ProcessLauncher

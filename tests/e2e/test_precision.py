@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from runner.analysis.summary import summarize_campaign
+from runner.analysis.summarize import summarize_campaign
 from runner.campaign.run import run_campaign
 from runner.launch.process import ProcessLauncher
 

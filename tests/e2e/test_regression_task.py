@@ -128,7 +128,7 @@ def test_init_writes_a_study_of_the_fourth_task_from_its_own_init(tiny_model: Pa
     assert made.returncode == 0, made.stdout + made.stderr
     assert "text-regression: each score is the probability of label 'y'" in made.stdout
     monkeypatch.setenv("ISOCOST_TASKS_PATH", str(TASKS))
-    from protocol.study import load_study
+    from protocol.study.load import load_study
 
     loaded = load_study(out)
     assert (loaded.task, loaded.task_options, loaded.quality.metric) == ("text-regression", {"label": "y"}, "pearson")

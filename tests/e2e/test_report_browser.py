@@ -26,7 +26,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from protocol.records import Rental
+from protocol.records.stages import Rental
 from runner.campaign.run import run_campaign
 from runner.cli import IsocostGroup, main
 from runner.cli.decide import COMMANDS

@@ -30,7 +30,7 @@ def _wait_for(path: Path, timeout_s: float = 60) -> None:
 
 
 def _final_rows(rows: list[dict[str, str]]) -> list[dict[str, str]]:
-    from runner.campaign_dir.rawtable import is_host_stopped
+    from runner.campaign_dir.raw_table import is_host_stopped
 
     return [r for r in rows if not is_host_stopped(r)]
 
@@ -135,7 +135,7 @@ def test_a_cut_last_row_is_quarantined_and_rederived_on_resume(tmp_path, cut):
     if cut == "inside the trial id":  # the kept bytes travel in the bundle, and it verifies
         import tarfile
 
-        from runner.analysis.summary import summarize_campaign
+        from runner.analysis.summarize import summarize_campaign
         from runner.bundle.pack import create_bundle
         from runner.bundle.verify import verify_bundle
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from protocol.selfcheck import CHECK_NAMES
+from protocol.records.selfcheck import CHECK_NAMES
 from runner.cli import main
 
 pytestmark = pytest.mark.e2e

@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 from serving_study import SERVER, TRAFFIC
 
-from runner.analysis.summary import summarize_campaign
+from runner.analysis.summarize import summarize_campaign
 from runner.campaign.run import run_campaign
 from runner.campaign_dir.layout import read_raw
 from runner.cli import main

@@ -15,7 +15,7 @@ pytest.importorskip("mlperf_loadgen")
 
 from workspace import write_corpus  # noqa: E402
 
-from protocol.records import Variant  # noqa: E402
+from protocol.records.stages import Variant  # noqa: E402
 from runner.trial.serving.loadgen_run import ServerSettings, run_server  # noqa: E402
 from runner.trial.serving.summary import LOG_FILES  # noqa: E402
 from runner.trial.serving.sut import BatcherSettings, ServingSystem  # noqa: E402

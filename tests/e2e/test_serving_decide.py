@@ -21,7 +21,7 @@ import pytest
 from click.testing import CliRunner
 from serving_study import TRAFFIC
 
-from protocol.records import Rental
+from protocol.records.stages import Rental
 from runner.campaign.run import run_campaign
 from runner.campaign_dir.layout import read_raw
 from runner.cli import main

@@ -21,8 +21,8 @@ from bundle_forge import bundle_members, repack
 from click.testing import CliRunner
 from serving_study import SERVER, TRAFFIC
 
-from protocol.records import Rental
-from runner.analysis.summary import summarize_campaign
+from protocol.records.stages import Rental
+from runner.analysis.summarize import summarize_campaign
 from runner.campaign.run import run_campaign
 from runner.cli import main
 from runner.launch.process import ProcessLauncher

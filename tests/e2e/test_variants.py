@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from runner.analysis.summary import summarize_campaign
+from runner.analysis.summarize import summarize_campaign
 from runner.campaign.run import run_campaign
 from runner.campaign_dir.layout import read_raw
 from runner.launch.process import ProcessLauncher

@@ -17,7 +17,7 @@ from fakecampaign import FakeLauncher, build_fake_model, fake_workspace
 from workspace import write_corpus
 
 from protocol.errors import UserError
-from protocol.records import Rental
+from protocol.records.stages import Rental
 from runner.campaign.run import run_campaign
 from runner.cli import main
 

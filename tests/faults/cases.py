@@ -32,7 +32,7 @@ from typing import Any
 from protocol.errors import UserError
 from runner.campaign.run import run_campaign
 from runner.campaign_dir.layout import read_raw
-from runner.campaign_dir.rawtable import HOST_STOP_NOTE
+from runner.campaign_dir.raw_table import HOST_STOP_NOTE
 from runner.launch.process import ProcessLauncher
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -436,7 +436,7 @@ def case_invalid_utf8_corpus_then_retry(ctx: Context) -> Outcome:
 
 
 def _fingerprint(path: Path) -> str:
-    from protocol.fingerprint import fingerprint_path
+    from protocol.io.fingerprint import fingerprint_path
 
     return fingerprint_path(path)
 
@@ -495,7 +495,7 @@ def case_archive_member_bound(ctx: Context) -> Outcome:
     import io
     import tarfile
 
-    from protocol.safe_extract import ExtractLimits, UnsafeArchive, read_archive
+    from protocol.io.safe_extract import ExtractLimits, UnsafeArchive, read_archive
 
     archive = ctx.root / "many.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
@@ -538,7 +538,7 @@ def _wait_path(path: Path, timeout_s: float = 300) -> bool:
 
 
 def _final(rows: list[dict[str, str]]) -> list[dict[str, str]]:
-    from runner.campaign_dir.rawtable import is_host_stopped
+    from runner.campaign_dir.raw_table import is_host_stopped
 
     return [r for r in rows if not is_host_stopped(r)]
 

@@ -16,7 +16,7 @@ from cases import Context, Outcome, fault, rows_lost, run_killing_first_trial  #
 from embedworkspace import write_embed_workspace
 
 from protocol.errors import UserError
-from protocol.fingerprint import fingerprint_path
+from protocol.io.fingerprint import fingerprint_path
 from protocol.tasks.embedding.vector_file import read_vectors
 from runner.campaign.run import run_campaign
 from runner.campaign_dir.layout import read_raw

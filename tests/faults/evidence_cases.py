@@ -17,7 +17,7 @@ from pathlib import Path
 from cases import Context, Outcome, rows_lost  # noqa: I001 (tests/faults on the path)
 from click.testing import CliRunner
 
-from protocol.records import Rental
+from protocol.records.stages import Rental
 from runner.campaign.run import run_campaign
 from runner.cli import main
 

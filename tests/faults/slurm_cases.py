@@ -30,7 +30,7 @@ from cases import ROOT, NotRun, Outcome, fault, rows_lost
 from runner.campaign.launcher_choice import choose_launcher
 from runner.campaign.run import run_campaign
 from runner.campaign_dir.layout import read_raw
-from runner.campaign_dir.rawtable import HOST_STOP_NOTE, is_host_stopped
+from runner.campaign_dir.raw_table import HOST_STOP_NOTE, is_host_stopped
 
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "slurm"))

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from loopback import Loopback, SetupMissing, start, stop  # noqa: E402
 
-from protocol.fingerprint import fingerprint_path  # noqa: E402
+from protocol.io.fingerprint import fingerprint_path  # noqa: E402
 
 REQUIRE_ENV = "ISOCOST_REQUIRE_DOCKER"
 BASE_IMAGE = os.environ.get("ISOCOST_BASE_IMAGE", "isocost-base/bookworm:local")

@@ -19,8 +19,8 @@ import pytest
 from click.testing import CliRunner
 from loopback import Loopback, drop_ssh_connections, kill_engine, restart_engine
 
-from protocol.jsonio import read_json
-from runner.campaign_dir.rawtable import HOST_STOP_NOTE
+from protocol.io.jsonio import read_json
+from runner.campaign_dir.raw_table import HOST_STOP_NOTE
 from runner.cli import main
 
 pytestmark = [pytest.mark.docker, pytest.mark.multihost]

@@ -13,8 +13,8 @@ from protocol.decision.agreement import (
     cross_equivalence,
     judge_across,
 )
-from protocol.predictions import ParsedPredictions
 from protocol.tasks.classification import CLASSIFICATION
+from protocol.tasks.classification.predictions import ParsedPredictions
 
 IDS = ("a", "b", "c", "d", "e")
 QUALITY = SimpleNamespace(metric="accuracy", max_metric_drop=0.1, min_agreement=0.8)

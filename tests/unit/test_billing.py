@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from protocol import codec
 from protocol.costing.catalog_file import load_catalog
 from protocol.costing.plans import BILLING_FLAT, Plan, charge, default_catalog_path
 from protocol.errors import UserError
+from protocol.records import codec
 
 HEADER = "gpu,cards_per_lot,billing,plan_days,price_usd_per_lot,minimum_s,increment_s,currency,catalog_date,source"
 MADE_UP = "MADE-UP test catalog (not a real offer)"

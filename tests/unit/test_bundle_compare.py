@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from recordfiles import manifest_for, sample_spec
 
-from protocol import codec
-from protocol.codec import write_record
 from protocol.errors import UserError
-from protocol.predictions import ParsedPredictions, Prediction
+from protocol.records import codec
+from protocol.records.codec import write_record
 from protocol.tasks.classification import compare_predictions
+from protocol.tasks.classification.predictions import ParsedPredictions, Prediction
 from runner.bundle.compare import environment_differences, render_replay, replay_differences
 from runner.bundle.records import InputUse, ReplayReport, TrialReplay
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from protocol import codec
 from protocol.errors import UserError
-from protocol.fingerprint import sha256_bytes, sha256_file, sha256_tree, tree_files
-from protocol.records import CampaignRecord, InputFacts
+from protocol.io.fingerprint import sha256_bytes, sha256_file, sha256_tree, tree_files
+from protocol.records import codec
+from protocol.records.stages import CampaignRecord, InputFacts
 from runner.bundle.pack import FIXED_MTIME, PackedFile, write_deterministic_tar
 from runner.bundle.records import (
     BUNDLE_SCHEMA_VERSION,

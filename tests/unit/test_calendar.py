@@ -7,7 +7,6 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from protocol import codec
 from protocol.costing.calendar import (
     OffsetChange,
     Window,
@@ -19,6 +18,7 @@ from protocol.costing.calendar import (
 )
 from protocol.costing.coverage import Coverage, PlanFit, covering_plans
 from protocol.errors import UserError
+from protocol.records import codec
 
 PARIS = "Europe/Paris"
 

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 from fakecampaign import FakeLauncher, fake_workspace
 
-from protocol.raw_columns import RAW_COLUMNS
-from protocol.rawrecord import RawRecord
-from runner.analysis.summary import summarize_campaign
+from protocol.records.raw_columns import RAW_COLUMNS
+from protocol.records.raw_record import RawRecord
+from runner.analysis.summarize import summarize_campaign
 from runner.campaign.run import run_campaign
 from runner.campaign_dir.checks import CampaignChecks
 from runner.campaign_dir.findings import Discrepancy

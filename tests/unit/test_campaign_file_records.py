@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from protocol.codec import read_record, to_dict
 from protocol.errors import UserError
-from protocol.jsonio import dumps
-from protocol.records import VerdictsRecord
-from protocol.stats import SummaryRecord, VariantSummary
+from protocol.io.jsonio import dumps
+from protocol.records.codec import read_record, to_dict
+from protocol.records.stages import VerdictsRecord
+from protocol.records.summary import SummaryRecord, VariantSummary
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden_campaign"
 RECORDS = {"summary.json": SummaryRecord, "verdicts.json": VerdictsRecord}

@@ -9,7 +9,7 @@ import pytest
 from workspace import STUDY_TEMPLATE, write_corpus
 
 from protocol.errors import UserError
-from protocol.fingerprint import fingerprint_path
+from protocol.io.fingerprint import fingerprint_path
 from runner.campaign.run import run_campaign
 from runner.launch.base import LauncherBase
 

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from fakecampaign import FakeLauncher, fake_workspace
 
-from protocol import codec
 from protocol.errors import UserError
-from protocol.jsonio import dumps, read_json
-from protocol.raw_columns import RAW_COLUMNS
-from protocol.rawrecord import RawRecord
-from protocol.records import CampaignRecord, InputFacts, Rental, Variant
+from protocol.io.jsonio import dumps, read_json
+from protocol.records import codec
+from protocol.records.raw_columns import RAW_COLUMNS
+from protocol.records.raw_record import RawRecord
+from protocol.records.stages import CampaignRecord, InputFacts, Rental, Variant
 from runner.campaign.run import run_campaign
 from runner.campaign_dir.layout import load_record, read_raw, read_rows
 

@@ -1,4 +1,5 @@
-"""The record codec (protocol/codec.py): round trips, and every refusal as a UserError naming the file and the key."""
+"""The record codec (protocol/records/codec.py): round trips, and every refusal as a UserError naming the file and the
+key."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocol import codec
-from protocol.codec import Schema
 from protocol.errors import UserError
+from protocol.records import codec
+from protocol.records.codec import Schema
 
 
 class Colour(enum.Enum):
@@ -113,7 +114,7 @@ def test_a_file_is_read_strictly(tmp_path: Path) -> None:
 
 
 _text = st.text(max_size=8)
-_inner = st.builds(Inner, st.none() | st.floats(0, 10**9), st.integers())  # load_s: seconds (protocol.domains)
+_inner = st.builds(Inner, st.none() | st.floats(0, 10**9), st.integers())  # load_s: seconds (protocol.records.domains)
 
 
 @given(st.builds(Outer, _text, _inner, st.booleans(), st.lists(_text).map(tuple),
@@ -140,7 +141,7 @@ def test_a_number_outside_its_units_domain_is_refused_naming_the_key(data, what)
 def test_a_field_declares_its_own_domain():
     from dataclasses import field
 
-    from protocol.domains import POSITIVE
+    from protocol.records.domains import POSITIVE
 
     @dataclass(frozen=True)
     class Lots:
@@ -152,7 +153,7 @@ def test_a_field_declares_its_own_domain():
 
 
 def test_json_nan_and_infinity_are_refused_by_the_strict_reader():
-    from protocol.jsonio import parse_json
+    from protocol.io.jsonio import parse_json
 
     for text in ('{"load_s": NaN}', '{"load_s": Infinity}', '[-Infinity]'):
         with pytest.raises(UserError, match="is not a number JSON allows"):

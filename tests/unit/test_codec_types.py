@@ -1,4 +1,5 @@
-"""The record codec's money, dates, own formats, renamed and unwritten fields, and derived keys (protocol/codec.py)."""
+"""The record codec's money, dates, own formats, renamed and unwritten fields, and derived keys
+(protocol/records/codec.py)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,13 @@ from typing import Any, ClassVar
 
 import pytest
 
-from protocol import codec
-from protocol.codec import Convert, Schema, options
 from protocol.costing.calendar import format_offset, parse_offset
 from protocol.decision.ledger import parse_ledger
 from protocol.decision.records import Decision, Ledger
 from protocol.errors import UserError
-from protocol.jsonio import dumps
+from protocol.io.jsonio import dumps
+from protocol.records import codec
+from protocol.records.codec import Convert, Schema, options
 
 OFFSET = Convert(format_offset, parse_offset, 'a UTC offset like "+01:00"')
 

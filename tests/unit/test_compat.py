@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from protocol.compat import (
+from protocol.hardware.compat import (
     CUDA_TABLE,
     LISTED,
     NOT_LISTED,

@@ -11,7 +11,7 @@ from protocol.costing.batch_fit import Batch, PassEvidence, fit_rates, pass_stat
 from protocol.costing.plans import gpu_key, join_days
 from protocol.costing.timeline import host_sessions, iso_utc, parsed_events, phase_intervals, row_interval
 from protocol.errors import UserError
-from protocol.rawrecord import RawRecord
+from protocol.records.raw_record import RawRecord
 
 
 def test_gpu_key_and_join_days() -> None:

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from protocol import codec
 from protocol.costing.calendar import access_window
 from protocol.costing.catalog_file import load_catalog
 from protocol.costing.plans import Catalog, default_catalog_path
@@ -24,10 +23,11 @@ from protocol.decision.plan_fit import deadline_fit, plan_cost
 from protocol.decision.rank import decide
 from protocol.decision.records import ARTIFACT_RULE, Decision, Expense, Ledger
 from protocol.errors import UserError
-from protocol.raw_columns import RAW_COLUMNS
-from protocol.rawrecord import RawRecord
-from protocol.study import load_study
-from protocol.study_records import Study
+from protocol.records import codec
+from protocol.records.raw_columns import RAW_COLUMNS
+from protocol.records.raw_record import RawRecord
+from protocol.study.load import load_study
+from protocol.study.model import Study
 from runner.analysis.stats import summarize
 from runner.campaign_dir.raw_frame import frame_of
 

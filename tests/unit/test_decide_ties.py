@@ -11,8 +11,8 @@ from test_decide import CATALOG, FIVE_OK, campaign
 from protocol.decision.order import break_cost_ties, really_faster
 from protocol.decision.plan_fit import plan_cost
 from protocol.decision.rank import decide
-from protocol.study import load_study
-from protocol.study_records import Study
+from protocol.study.load import load_study
+from protocol.study.model import Study
 
 
 @pytest.fixture

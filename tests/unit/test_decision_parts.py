@@ -21,8 +21,8 @@ from protocol.decision.configuration import (
 )
 from protocol.decision.evidence import names_variant
 from protocol.decision.explain import deadline_note, uncertain_lines, why_chosen
-from protocol.study import load_study
-from protocol.study_records import Study
+from protocol.study.load import load_study
+from protocol.study.model import Study
 
 
 @pytest.fixture

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from protocol import codec
 from protocol.errors import UserError
-from protocol.fingerprint import fingerprint_path
+from protocol.io.fingerprint import fingerprint_path
+from protocol.records import codec
 from runner.demo.reuse import BUILDER_VERSION, make_readable, remove_outputs, reusable_record
 from runner.demo.selection import (
     DemoText,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from protocol.errors import UserError
-from protocol.study import load_study
+from protocol.study.load import load_study
 from runner.demo.engines import ENGINE_STUDIES, MIN_TRIAL_TIMEOUT_S, engine_studies_of, write_engine_study
 from runner.demo.generation import _render
 from runner.demo.parts import part_of

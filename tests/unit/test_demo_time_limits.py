@@ -1,5 +1,5 @@
 """The demo's time limits on a slow machine: scaled from what was measured there, never a fixed limit chosen for
-a fast one (``protocol/time_limits.py``, and the generation demo's builder that applies it)."""
+a fast one (``protocol/study/time_limits.py``, and the generation demo's builder that applies it)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from protocol.time_limits import CAMPAIGN_SAFETY, campaign_limit, tuning_limit
+from protocol.study.time_limits import CAMPAIGN_SAFETY, campaign_limit, tuning_limit
 
 TEMPLATE = (Path(__file__).resolve().parents[2] / "runner/demo/studies/generation/generate.toml").read_text()
 

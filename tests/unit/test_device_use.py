@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from protocol.rawrecord import RawRecord
+from protocol.records.raw_record import RawRecord
 from runner.analysis.device_use import device_use, device_use_lines
 from runner.campaign_dir.raw_frame import frame_of
 

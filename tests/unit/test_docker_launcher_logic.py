@@ -22,7 +22,7 @@ from workspace import base_toml, series_toml  # noqa: E402
 
 from protocol.errors import UserError  # noqa: E402
 from runner.campaign.launcher_choice import choose_launcher  # noqa: E402
-from runner.campaign_dir.rawtable import HOST_STOP_NOTE  # noqa: E402
+from runner.campaign_dir.raw_table import HOST_STOP_NOTE  # noqa: E402
 from runner.launch.base import HostInterrupt, TrialPaths  # noqa: E402
 from runner.launch.bind_mounts import unreadable_for  # noqa: E402
 from runner.launch.docker import DockerLauncher  # noqa: E402

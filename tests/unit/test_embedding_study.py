@@ -14,12 +14,12 @@ import pytest
 from embedworkspace import write_embed_workspace
 from recordfiles import sample_spec
 
-from protocol import codec
 from protocol.errors import UserError
-from protocol.fingerprint import fingerprint_path
-from protocol.records import TrialSpec
-from protocol.study import load_study
-from protocol.study_reader import StudyErrors
+from protocol.io.fingerprint import fingerprint_path
+from protocol.records import codec
+from protocol.records.stages import TrialSpec
+from protocol.study.load import load_study
+from protocol.study.reader import StudyErrors
 from protocol.tasks import read_task_corpus, study_task
 from protocol.tasks.embedding.options import FROZEN_QUERIES
 from protocol.tasks.embedding.queries import read_queries

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from protocol.records import Variant
+from protocol.records.stages import Variant
 from protocol.tasks.embedding import EMBEDDING, EmbeddingReference
 from protocol.tasks.embedding.queries import Query
 from protocol.tasks.embedding.vector_file import read_vectors

@@ -14,8 +14,8 @@ from workspace import STUDY_TEMPLATE
 
 from protocol.engines import DEFAULT_ENGINE, ENGINES_PATH_ENV, engine_named, engine_names
 from protocol.errors import UserError
-from protocol.study import parse_study
-from protocol.study_reader import StudyErrors
+from protocol.study.load import parse_study
+from protocol.study.reader import StudyErrors
 from runner.trial.engines.base import settings_differences
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "engines"

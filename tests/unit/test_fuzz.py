@@ -25,16 +25,16 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from protocol.errors import UserError
-from protocol.study import load_study, parse_study
+from protocol.study.load import load_study, parse_study
 from protocol.tasks.classification import Reference, check_pass, parse_predictions
 
 FUZZ = settings(derandomize=True, database=None, deadline=None, max_examples=150,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 #: Exceptions the study parser raises today on hostile values, each with a strict xfail test below that
-#: reproduces it. Remove an entry (and its xfail marker) when protocol/study.py is fixed.
+#: reproduces it. Remove an entry (and its xfail marker) when protocol/study/load.py is fixed.
 KNOWN_STUDY_BUGS: tuple[tuple[type[BaseException], str], ...] = ()
-#: Same for protocol/validate.py's parse_predictions.
+#: Same for protocol/tasks/pass_check.py's parse_predictions.
 KNOWN_PREDICTION_BUGS: tuple[tuple[type[BaseException], str], ...] = ()
 
 
@@ -482,7 +482,7 @@ def _json_objects(with_duplicates: bool) -> st.SearchStrategy[str]:
 @FUZZ
 @given(_json_objects(with_duplicates=True), st.sampled_from(["{}", "[{}]", '{"a": {}}']))
 def test_a_json_object_naming_a_key_twice_is_never_accepted(obj, wrapper):
-    from protocol.jsonio import parse_json
+    from protocol.io.jsonio import parse_json
 
     text = wrapper.replace("{}", obj, 1)
     with pytest.raises(UserError, match="duplicate key"):
@@ -492,7 +492,7 @@ def test_a_json_object_naming_a_key_twice_is_never_accepted(obj, wrapper):
 @FUZZ
 @given(_json_objects(with_duplicates=False))
 def test_a_json_object_naming_each_key_once_reads_as_json_does(obj):
-    from protocol.jsonio import parse_json
+    from protocol.io.jsonio import parse_json
 
     assert parse_json(obj, "fuzz.json") == json.loads(obj)
 
@@ -531,7 +531,7 @@ VALID_LEDGER = b"date,description,amount_usd,evidence\n2026-09-30,object storage
 def test_the_ledger_parser_raises_only_user_errors_and_accepts_only_exact_money():
     from protocol.costing.plans import format_usd
     from protocol.decision.ledger import parse_ledger
-    from protocol.names import unsafe_character
+    from protocol.io.names import unsafe_character
 
     @READER_FUZZ
     @given(st.one_of(hostile_variants(VALID_LEDGER),
@@ -587,7 +587,7 @@ def test_engine_urls_are_refused_or_normalised():
                                  st.dictionaries(st.text(max_size=5), st.floats(), max_size=2)), max_size=6))
 def test_the_job_table_is_bounded_or_refused(table):
     from protocol.costing.job import parse_job
-    from protocol.study_keys import KEYS
+    from protocol.study.schema import KEYS
 
     try:
         job = parse_job(table, "study.toml", ("short", "long"), 1)
@@ -626,7 +626,7 @@ def test_money_is_bounded_or_refused(lots, accepted, hours):
 @FUZZ
 @given(st.integers(1, 400), st.floats(0, 1))
 def test_a_tuning_rule_is_refused_or_meaningful(n, metric_value):
-    from protocol.tuning import MAX_SE, check_tuning_size, inputs_needed, propose
+    from protocol.study.tuning import MAX_SE, check_tuning_size, inputs_needed, propose
 
     try:
         check_tuning_size(n, "tuning.jsonl", "accuracy", metric_value)

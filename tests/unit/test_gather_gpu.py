@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from protocol import codec
-from protocol.records import MemoryPeaks, PhaseTimes, TrialSpec, TrialStatus, Variant, WarmupRule
-from protocol.study import load_study
+from protocol.records import codec
+from protocol.records.stages import MemoryPeaks, PhaseTimes, TrialSpec, TrialStatus, Variant, WarmupRule
+from protocol.study.load import load_study
 from protocol.tasks.classification import Reference
 from runner.campaign.gather import gather_trial, trial_inputs
 from runner.launch.base import LaunchResult

@@ -14,7 +14,7 @@ import pytest
 from workspace import base_toml, series_toml
 
 from protocol.errors import UserError
-from protocol.study import load_study
+from protocol.study.load import load_study
 from protocol.tasks import task_named
 from protocol.tasks.generation import GENERATION, compare_generations, first_divergence, near_tie
 from protocol.tasks.generation.outputs import Generation, ParsedGenerations, parse_generations, range_problems

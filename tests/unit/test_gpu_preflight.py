@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from protocol.codec import to_dict
+from protocol.records.codec import to_dict
 
 docker = pytest.importorskip("docker")
 
@@ -76,7 +76,7 @@ def test_judge(reply, ok, says) -> None:
 
 
 def test_judge_refuses_a_driver_below_the_shipped_cuda_table() -> None:
-    from protocol.compat import check_cuda
+    from protocol.hardware.compat import check_cuda
 
     compat = to_dict(check_cuda("12.8", "550.54.15"))  # CUDA 12.8 needs ≥ 570.26
     reply = answer(facts={"gpu_name": "NVIDIA H200", "gpu_uuid": GPU_UUID, "driver_version": "550.54.15",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runner.campaign_dir.rawtable import HOST_STOP_NOTE, is_host_stopped
+from runner.campaign_dir.raw_table import HOST_STOP_NOTE, is_host_stopped
 
 
 @pytest.mark.parametrize(("status", "notes", "stopped"), [

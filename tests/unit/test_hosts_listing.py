@@ -10,8 +10,8 @@ import pytest
 from recordfiles import host_entry as entry
 from recordfiles import hosts_file
 
-from protocol.codec import to_dict, write_record
 from protocol.errors import UserError
+from protocol.records.codec import to_dict, write_record
 from runner.hosts.record import HOSTS_JSON, HostEntry, expand_campaign_dirs, hosts_without_campaign, load_hosts_json
 
 
@@ -172,8 +172,8 @@ def test_the_sealed_host_list_agreeing_with_hosts_json_is_read(tmp_path: Path) -
 def test_the_sealed_host_list_is_in_the_raw_chain_anchor(tmp_path: Path) -> None:
     """Editing the host list a campaign.json sealed breaks raw.csv's first row; a campaign without one (a single
     host, or a multi-host one from before) keeps the anchor it always had."""
-    from protocol.raw_columns import RAW_SCHEMA_VERSION
-    from runner.campaign_dir.rawformat import genesis
+    from protocol.records.raw_columns import RAW_SCHEMA_VERSION
+    from runner.campaign_dir.raw_format import genesis
     from runner.hosts.record import SEALED_HOSTS_KEY
 
     record = {"campaign_id": "x", "raw_schema_version": RAW_SCHEMA_VERSION, "launcher": {"kind": "docker"}}

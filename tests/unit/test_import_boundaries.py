@@ -62,7 +62,7 @@ def _fresh(code: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_scan_sees_the_code():
-    assert {"protocol/study.py", "protocol/records.py"} <= {_name(p) for p in PROTOCOL}
+    assert {"protocol/study/load.py", "protocol/records/stages.py"} <= {_name(p) for p in PROTOCOL}
     assert {"runner/demo/build.py", "runner/cli/__init__.py", "runner/launch/docker.py"} <= {_name(p) for p in HOST}
     assert all(TRIAL not in p.parents for p in HOST)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from protocol.errors import UserError
-from protocol.study import load_study
+from protocol.study.load import load_study
 
 NO_BUCKETS = ('[[length_buckets]]\nname = "short"\nmax_tokens = 16\n\n[[length_buckets]]\nname = "long"\n', "")
 

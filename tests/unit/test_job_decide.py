@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 from test_decide import campaign
 
-from protocol import codec
 from protocol.costing.batch_fit import Batch, PassEvidence
 from protocol.costing.catalog_file import load_catalog
 from protocol.costing.job_cost import compare, price_options
@@ -26,8 +25,9 @@ from protocol.costing.trial_files import TrialRecord
 from protocol.decision.evidence import CampaignEvidence
 from protocol.decision.rank import decide
 from protocol.errors import UserError
-from protocol.study import load_study
-from protocol.study_records import Study
+from protocol.records import codec
+from protocol.study.load import load_study
+from protocol.study.model import Study
 
 MADE_UP = "MADE-UP test catalog (not a real offer)"
 CATALOG_TEXT = (

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from protocol.errors import UserError
-from protocol.labels import check_labels, model_labels
+from protocol.tasks.classification.labels import check_labels, model_labels
 
 
 def model(tmp_path: Path, id2label: object) -> Path:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from protocol.errors import UserError
-from protocol.memory import ModelShape, estimate
+from protocol.hardware.memory import ModelShape, estimate
 
 
 def fake_model(tmp_path: Path) -> Path:

@@ -12,9 +12,9 @@ import pytest
 from recordfiles import host_entry as entry
 from recordfiles import hosts_file
 
-from protocol.codec import write_record
 from protocol.errors import UserError
-from protocol.fingerprint import sha256_tree
+from protocol.io.fingerprint import sha256_tree
+from protocol.records.codec import write_record
 from runner.hosts.board import HostBoard
 from runner.hosts.record import HOSTS_JSON, expand_campaign_dirs, hosts_without_campaign
 from runner.hosts.spec import load_hosts_file, merge_hosts, parse_host_option
@@ -89,7 +89,7 @@ def test_hosts_file_errors_say_what_to_fix(tmp_path: Path, text: str, message: s
 
 
 def test_host_side_hash_listing_gives_the_studys_fingerprint(tmp_path: Path):
-    """The helper script (run in the image's python3 on the host) and protocol.fingerprint agree."""
+    """The helper script (run in the image's python3 on the host) and protocol.io.fingerprint agree."""
     (tmp_path / "model" / "sub").mkdir(parents=True)
     (tmp_path / "model" / "config.json").write_text("{}", encoding="utf-8")
     (tmp_path / "model" / "sub" / "w.bin").write_bytes(b"\0" * 1000)

@@ -1,6 +1,6 @@
 """Names checked where they enter and neutralised where they leave; numbers bounded; keys and columns named once.
 
-Hand-made inputs for each rule of protocol/names.py, protocol/csvio.py and the read side of protocol/jsonio.py,
+Hand-made inputs for each rule of protocol/io/names.py, protocol/io/csvio.py and the read side of protocol/io/jsonio.py,
 and the bounds of the costing functions and of the study's tables, each error naming what and where.
 """
 
@@ -17,14 +17,14 @@ from test_decide import campaign
 
 from protocol.costing.catalog_file import load_catalog
 from protocol.costing.plans import MAX_LOTS, charge, check_lots, default_catalog_path, format_usd, quote
-from protocol.csvio import check_header, read_dicts, safe_cell, safe_row
 from protocol.decision.ledger import parse_ledger
 from protocol.decision.plan_fit import plan_cost
 from protocol.decision.rank import decide
 from protocol.errors import UserError
-from protocol.jsonio import DuplicateKeyError, loads_unique, parse_json, read_json
-from protocol.names import check_gpu_name, check_plain_text, markdown_text, terminal_text
-from protocol.study import load_study
+from protocol.io.csvio import check_header, read_dicts, safe_cell, safe_row
+from protocol.io.jsonio import DuplicateKeyError, loads_unique, parse_json, read_json
+from protocol.io.names import check_gpu_name, check_plain_text, markdown_text, terminal_text
+from protocol.study.load import load_study
 
 # -- JSON: a key named twice -----------------------------------------------------------------------------
 

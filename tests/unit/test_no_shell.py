@@ -38,7 +38,7 @@ SUBPROCESS_CALLS = {"run", "Popen", "call", "check_call", "check_output"}
 
 def test_the_scan_sees_the_code():
     names = {p.relative_to(ROOT).as_posix() for p in SOURCES}
-    assert {"runner/launch/process.py", "runner/bundle/pack.py", "protocol/study.py"} <= names
+    assert {"runner/launch/process.py", "runner/bundle/pack.py", "protocol/study/load.py"} <= names
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.relative_to(ROOT).as_posix())
@@ -89,7 +89,7 @@ def problems_in(source: str) -> list[str]:
         if name[-2:] in FORBIDDEN_ATTRIBUTE_CALLS:
             found.append(f"line {node.lineno}: calls {'.'.join(name)}()")
         if name and name[-1] == "extractall":
-            found.append(f"line {node.lineno}: calls extractall() (use protocol.safe_extract)")
+            found.append(f"line {node.lineno}: calls extractall() (use protocol.io.safe_extract)")
         if name and name[-1] == "load" and "torch" in name[:-1]:
             if not any(k.arg == "weights_only" and isinstance(k.value, ast.Constant) and k.value.value is True
                        for k in node.keywords):

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from protocol.records import Variant
+from protocol.records.stages import Variant
 
 torch = pytest.importorskip("torch")
 ort = pytest.importorskip("onnxruntime")

@@ -89,7 +89,7 @@ def test_a_generation_line_with_invalid_utf8_is_a_format_error(tmp_path: Path) -
 
 
 def test_a_prediction_line_with_invalid_utf8_is_a_format_error(tmp_path: Path) -> None:
-    from protocol.predictions import parse_predictions
+    from protocol.tasks.classification.predictions import parse_predictions
 
     path = tmp_path / "predictions.jsonl"
     path.write_bytes(b'{"id": "a", "label": "x", "score": 0.5}\n{"id": "b", "label": "\xff", "score": 0.5}\n')
@@ -101,7 +101,7 @@ def test_a_prediction_line_with_invalid_utf8_is_a_format_error(tmp_path: Path) -
 @pytest.mark.parametrize("text", ['{"id": "b", "label": "x", "score": NaN}',
                                   '{"id": "b", "label": "x", "score": Infinity}'])
 def test_a_prediction_with_nan_or_infinity_is_a_format_error(tmp_path: Path, text: str) -> None:
-    from protocol.predictions import parse_predictions
+    from protocol.tasks.classification.predictions import parse_predictions
 
     path = tmp_path / "predictions.jsonl"
     path.write_text('{"id": "a", "label": "x", "score": 0.5}\n' + text + "\n", encoding="utf-8")

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from protocol.errors import UserError
-from protocol.paths import ALLOWED_ROOTS_ENV, allowed_roots, check_allowed_root, check_safe_name
+from protocol.io.paths import ALLOWED_ROOTS_ENV, allowed_roots, check_allowed_root, check_safe_name
 
 
 def test_roots_come_from_the_option_and_the_environment_in_order(tmp_path):

@@ -6,11 +6,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from protocol import codec
 from protocol.costing.period import CampaignPeriod, PeriodComponent, measure_period
 from protocol.costing.timeline import parse_instant, trial_intervals
 from protocol.errors import UserError
-from protocol.rawrecord import RawRecord
+from protocol.records import codec
+from protocol.records.raw_record import RawRecord
 
 
 def ev(at: str, event: str, trial_id: str | None = None) -> dict[str, str]:

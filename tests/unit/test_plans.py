@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from protocol import codec
 from protocol.costing.catalog_file import CATALOG_COLUMNS, load_catalog
 from protocol.costing.plans import (
     PER_RESULT_DEFINED,
@@ -22,6 +21,7 @@ from protocol.costing.plans import (
     quote,
 )
 from protocol.errors import UserError
+from protocol.records import codec
 
 HEADER = ",".join(CATALOG_COLUMNS)
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from protocol import codec
 from protocol.costing.batch_fit import Batch, PassEvidence, fit_batches, solve
 from protocol.costing.projection import percentile, project, refusal
 from protocol.costing.trial_files import read_batches, setup_seconds
 from protocol.errors import UserError
+from protocol.records import codec
 
 BUCKETS = ("long", "short")
 
@@ -144,7 +144,7 @@ def test_setup_seconds_and_helpers() -> None:
 
 def test_energy_per_input_and_per_validated_corpus_or_empty_with_reason() -> None:
     from protocol.costing.trial_files import TrialRecord, energy_fields, energy_figures
-    from runner.analysis.summary import _energy_lines
+    from runner.analysis.summarize import _energy_lines
 
     cpu_only = [TrialRecord(None, **energy_fields({"gpu_energy_j": None, "gpu_energy_reason": "CPU trial: no GPU "
                                                    "energy counter", "cpu_energy_j": joules, "cpu_energy_reason": ""}))

@@ -6,9 +6,9 @@ import os
 import pytest
 
 from protocol.errors import UserError
-from protocol.rawrecord import RawRecord
+from protocol.records.raw_record import RawRecord
 from runner.campaign_dir.layout import read_raw
-from runner.campaign_dir.rawtable import append_row
+from runner.campaign_dir.raw_table import append_row
 
 
 def test_rows_are_appended_with_one_header(tmp_path):
@@ -52,8 +52,8 @@ def _table(tmp_path, n=3):
 
 
 def test_every_row_carries_a_chain_digest_in_the_last_column(tmp_path):
-    from protocol.raw_columns import RAW_COLUMNS
-    from runner.campaign_dir.rawformat import genesis, row_digest
+    from protocol.records.raw_columns import RAW_COLUMNS
+    from runner.campaign_dir.raw_format import genesis, row_digest
 
     path = _table(tmp_path)
     rows = read_raw(path)
@@ -66,7 +66,7 @@ def test_every_row_carries_a_chain_digest_in_the_last_column(tmp_path):
 
 
 def test_every_cut_inside_the_last_row_is_a_partial_row_and_quarantined_byte_for_byte(tmp_path):
-    from runner.campaign_dir.rawtable import quarantine_partial, scan
+    from runner.campaign_dir.raw_table import quarantine_partial, scan
 
     path = _table(tmp_path)
     data = path.read_bytes()
@@ -85,7 +85,7 @@ def test_every_cut_inside_the_last_row_is_a_partial_row_and_quarantined_byte_for
 
 
 def test_a_quarantine_interrupted_before_the_truncation_is_not_kept_twice(tmp_path):
-    from runner.campaign_dir.rawtable import quarantine_partial
+    from runner.campaign_dir.raw_table import quarantine_partial
 
     path = _table(tmp_path)
     data = path.read_bytes()
@@ -118,7 +118,7 @@ def test_an_edited_table_is_refused_naming_the_row(tmp_path, edit):
 
 
 def test_a_table_from_before_the_chain_is_refused_with_a_clear_message(tmp_path):
-    from protocol.raw_columns import RAW_COLUMNS
+    from protocol.records.raw_columns import RAW_COLUMNS
 
     path = tmp_path / "raw.csv"
     path.write_text(",".join(RAW_COLUMNS[:-1]) + "\n" + "a" + "," * (len(RAW_COLUMNS) - 2) + "\n")
@@ -158,7 +158,7 @@ def test_fast_record_reading_matches_the_csv_module():
     import io
     import random
 
-    from runner.campaign_dir.rawtable import _records
+    from runner.campaign_dir.raw_table import _records
 
     rng = random.Random(7)
     alphabet = ["a", "b", ",", '"', "\n", "\r", "\\", "é", "\x00", " ", "1", ".", "\t", "\u2028"]
@@ -176,8 +176,8 @@ def test_fast_record_reading_matches_the_csv_module():
 def _plain_table(path, rows):
     """``rows`` (cells without the digest) as a raw.csv, each chained as append_row chains it (no campaign.json:
     the chain starts from "")."""
-    from protocol.raw_columns import RAW_COLUMNS
-    from runner.campaign_dir.rawformat import row_digest
+    from protocol.records.raw_columns import RAW_COLUMNS
+    from runner.campaign_dir.raw_format import row_digest
 
     previous, lines = "", [",".join(RAW_COLUMNS)]
     for cells in rows:
@@ -190,8 +190,8 @@ def _plain_table(path, rows):
 def test_the_plain_chain_check_gives_the_digests_of_row_digest(tmp_path):
     import random
 
-    from protocol.raw_columns import RAW_COLUMNS
-    from runner.campaign_dir.rawtable import check_chain
+    from protocol.records.raw_columns import RAW_COLUMNS
+    from runner.campaign_dir.raw_table import check_chain
 
     rng = random.Random(5)
     alphabet = ["a", "1", ".", " ", "é", "😀", "/", ":", "\u2028", "\x7f"]
@@ -205,7 +205,7 @@ def test_the_plain_chain_check_gives_the_digests_of_row_digest(tmp_path):
 
 @pytest.mark.parametrize("change", [1, -1])
 def test_a_plain_row_of_other_cells_is_refused_though_its_digest_chains(tmp_path, change):
-    from protocol.raw_columns import RAW_COLUMNS
+    from protocol.records.raw_columns import RAW_COLUMNS
 
     cells = ["t0", *(["x"] * (len(RAW_COLUMNS) - 2))]
     _plain_table(tmp_path / "raw.csv", [cells, cells[:change] if change < 0 else [*cells, "y"]])
@@ -219,7 +219,7 @@ def test_a_format_5_table_of_any_notes_reads_back_and_any_changed_byte_breaks_it
     read back as written, and a change of any one byte of the file is refused."""
     import random
 
-    from runner.campaign_dir.rawtable import check_chain
+    from runner.campaign_dir.raw_table import check_chain
 
     rng = random.Random(11)
     alphabet = ["a", ",", '"', "\n", "\r", "\\", "é", "\x1f", " ", "😀"]
@@ -245,8 +245,8 @@ def test_the_cells_of_a_line_with_quotes_are_counted_as_the_csv_module_reads_the
     import csv
     import random
 
-    from runner.campaign_dir.rawformat import row_text
-    from runner.campaign_dir.rawtable import _separators
+    from runner.campaign_dir.raw_format import row_text
+    from runner.campaign_dir.raw_table import _separators
 
     rng = random.Random(13)
     for _ in range(3000):
@@ -267,7 +267,7 @@ def test_a_format_5_table_with_quoted_cells_is_read_whole_and_as_the_csv_module_
     import random
 
     from runner.campaign_dir.raw_frame import read_frame
-    from runner.campaign_dir.rawtable import check_chain
+    from runner.campaign_dir.raw_table import check_chain
 
     rng = random.Random(17)
     path = tmp_path / "raw.csv"

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from protocol.errors import UserError
-from protocol.raw_columns import RAW_COLUMNS, RAW_COLUMNS_1_0, RAW_COLUMNS_6, RAW_SCHEMA_VERSION
-from protocol.rawrecord import RawRecord
+from protocol.records.raw_columns import RAW_COLUMNS, RAW_COLUMNS_1_0, RAW_COLUMNS_6, RAW_SCHEMA_VERSION
+from protocol.records.raw_record import RawRecord
+from runner.campaign_dir.raw_format import READABLE_FORMATS, genesis, row_digest
 from runner.campaign_dir.raw_frame import read_frame
-from runner.campaign_dir.rawformat import READABLE_FORMATS, genesis, row_digest
-from runner.campaign_dir.rawtable import append_row, check_chain, read_records
+from runner.campaign_dir.raw_table import append_row, check_chain, read_records
 
 SLURM_COLUMNS = ("queue_s", "node", "job_id", "allocated_gpu")
 FORMAT_3 = tuple(c for c in RAW_COLUMNS_1_0 if c not in SLURM_COLUMNS)  # isocost 0.x's format 3, before the Slurm block

@@ -4,11 +4,19 @@ import json
 
 import pytest
 
-from protocol import codec
 from protocol.errors import UserError
-from protocol.raw_columns import RAW_COLUMNS
-from protocol.rawrecord import RawRecord
-from protocol.records import CampaignEvent, MemoryPeaks, PhaseTimes, TrialSpec, TrialStatus, Variant, WarmupRule
+from protocol.records.raw_columns import RAW_COLUMNS
+from protocol.records.raw_record import RawRecord
+from protocol.records.stages import (
+    CampaignEvent,
+    MemoryPeaks,
+    PhaseTimes,
+    TrialSpec,
+    TrialStatus,
+    Variant,
+    WarmupRule,
+    codec,
+)
 
 VARIANT = Variant(variant_id="batch_size=4", stack="cpu", device="cpu", precision="fp32", quantization="none",
                   compile=False, attention="sdpa", batch_size=4, padding="longest", max_length=256,

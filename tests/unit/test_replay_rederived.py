@@ -16,9 +16,9 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from protocol.codec import read_record, write_record
-from protocol.fingerprint import sha256_file
-from protocol.study import load_study
+from protocol.io.fingerprint import sha256_file
+from protocol.records.codec import read_record, write_record
+from protocol.study.load import load_study
 from protocol.tasks import study_task
 from runner.bundle.compare import rerun_figures
 from runner.bundle.records import ReplayReport, TrialReplay

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from protocol.safe_extract import (
+from protocol.io.safe_extract import (
     ArchiveError,
     ExtractLimits,
     UnsafeArchive,

@@ -1,4 +1,4 @@
-"""protocol.safe_write and the campaign directory's writers: nothing is written through a symbolic link.
+"""protocol.io.safe_write and the campaign directory's writers: nothing is written through a symbolic link.
 
 Issue 20, defect 1: `isocost rental DIR` followed a symlinked DIR/rentals.jsonl and appended to what it
 pointed at. Each writer here is pointed at a link to a file outside the directory: it must refuse by name,
@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 
 from protocol.errors import UserError
-from protocol.jsonio import write_json_atomic
-from protocol.rawrecord import RawRecord
-from protocol.safe_write import (
+from protocol.io.jsonio import write_json_atomic
+from protocol.io.safe_write import (
     append_handle,
     check_directories,
     copy_file,
@@ -24,9 +23,10 @@ from protocol.safe_write import (
     write_handle,
     write_text_atomic,
 )
+from protocol.records.raw_record import RawRecord
 from runner.campaign_dir.appendlog import append_line, quarantine_cut, read_log
 from runner.campaign_dir.layout import CampaignPaths, log_event, writer_lock
-from runner.campaign_dir.rawtable import append_row
+from runner.campaign_dir.raw_table import append_row
 
 OUTSIDE = b"root:x:0:0:root:/root:/bin/bash\n"
 

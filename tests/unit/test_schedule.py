@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from protocol.records import Variant
-from protocol.schedule import attempt_trial_id, rotated_schedule
+from protocol.records.stages import Variant
+from protocol.study.schedule import attempt_trial_id, rotated_schedule
 
 
 def variant(vid: str) -> Variant:

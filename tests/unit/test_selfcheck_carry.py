@@ -9,7 +9,7 @@ import tomllib
 import pytest
 
 from protocol.errors import UserError
-from protocol.fingerprint import fingerprint_path
+from protocol.io.fingerprint import fingerprint_path
 from runner.selfcheck import carry
 
 np = pytest.importorskip("numpy")

@@ -12,7 +12,7 @@ import sys
 import pytest
 from fakegpu import GPU_UUID, TOTAL_BYTES, FakeAmdsmi, FakeNvml, pose_as_gpu
 
-from protocol.selfcheck import FILL_MAX_STEPS
+from protocol.records.selfcheck import FILL_MAX_STEPS
 
 torch = pytest.importorskip("torch")
 

@@ -1,4 +1,4 @@
-"""``selfcheck.json`` (protocol/selfcheck.py): round trip, versions, verdicts, exit status, the text report."""
+"""``selfcheck.json`` (protocol/records/selfcheck.py): round trip, versions, verdicts, exit status, the text report."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from protocol import codec
 from protocol.errors import UserError
-from protocol.selfcheck import (
+from protocol.records import codec
+from protocol.records.selfcheck import (
     Check,
     SelfcheckReport,
     cut_for_budget,

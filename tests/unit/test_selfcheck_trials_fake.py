@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from fakegpu import FakeAmdsmi, FakeNvml, pose_as_gpu
 
-from protocol import codec
-from protocol.records import TrialStatus
-from protocol.selfcheck import CHECK_NAMES, OOM_BATCH_SIZE, OOM_FAULT, SelfcheckReport
+from protocol.records import codec
+from protocol.records.selfcheck import CHECK_NAMES, OOM_BATCH_SIZE, OOM_FAULT, SelfcheckReport
+from protocol.records.stages import TrialStatus
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -189,7 +189,7 @@ def test_the_oom_trial_ends_as_an_oom_row_with_its_first_batch_and_peaks(tmp_pat
 
     monkeypatch.setattr("runner.trial.faults.allocate_device_bytes", allocate)
     monkeypatch.setenv("ISOCOST_FAULT_INJECT", OOM_FAULT)
-    from protocol.records import TrialSpec
+    from protocol.records.stages import TrialSpec
     from runner.trial.run import Trial, execute
 
     code = execute(Trial(codec.from_dict(TrialSpec, spec), directory))  # what python -m runner.trial runs

@@ -186,8 +186,8 @@ def test_a_generation_runs_token_figures_reach_the_manifest() -> None:
 
 
 def test_a_trial_interpreter_without_loadgen_is_refused_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    from protocol.codec import to_dict
-    from protocol.traffic import LatencyBound, Traffic
+    from protocol.records.codec import to_dict
+    from protocol.study.traffic import LatencyBound, Traffic
     from runner.trial.serving import trial_pass
     from runner.trial.torch_settings import Refusal
 

@@ -15,7 +15,6 @@ from typing import cast
 
 import pytest
 
-from protocol.codec import to_dict
 from protocol.costing.catalog_file import load_catalog
 from protocol.costing.plans import Catalog
 from protocol.decision.capacity import RunFacts, capacities, capacity_of, configuration_of, rate_of
@@ -29,6 +28,7 @@ from protocol.decision.serving import (
     why_lines,
 )
 from protocol.errors import UserError
+from protocol.records.codec import to_dict
 from runner.decision.serving_memo import render_serving_memo
 
 HEADER = "gpu,cards_per_lot,billing,plan_days,price_usd_per_lot,minimum_s,increment_s,currency,catalog_date,source"
@@ -120,8 +120,8 @@ def test_configurations_are_grouped_and_kept_in_order() -> None:
 def test_the_rate_and_configuration_come_from_the_variants_rate_field_and_id() -> None:
     from dataclasses import replace
 
-    from protocol.records import Variant
-    from protocol.traffic import Traffic
+    from protocol.records.stages import Variant
+    from protocol.study.traffic import Traffic
 
     traffic = cast(Traffic, SimpleNamespace(rates_qps=(20.0,)))
     base = Variant(variant_id="batch_size=4", stack="cpu", device="cpu", precision="fp32", quantization="none",
@@ -301,8 +301,8 @@ def test_across_campaigns_the_score_share_rule_applies_as_in_the_offline_decisio
     ``min_score_share = 0.99``. The offline decision refuses it (``judge_across`` passes the configuration's median
     metric to ``cross_equivalence``); the serving decision must too: no capacity, not ranked, the reason said."""
     from protocol.decision.agreement import ConfigurationOutputs, build_matrix
-    from protocol.predictions import ParsedPredictions
     from protocol.tasks.classification import CLASSIFICATION
+    from protocol.tasks.classification.predictions import ParsedPredictions
     from runner.decision.serving_stage import across_campaigns, judged_across
 
     ids = ("a", "b", "c")

@@ -14,7 +14,6 @@ import io
 from dataclasses import replace
 from pathlib import Path
 
-from protocol.codec import to_dict
 from protocol.costing.catalog_file import load_catalog
 from protocol.decision.capacity import RunFacts, capacities
 from protocol.decision.ledger import parse_ledger
@@ -26,6 +25,7 @@ from protocol.decision.serving import (
     price_configuration,
     rank_serving,
 )
+from protocol.records.codec import to_dict
 from runner.decision.csv_table import SERVING_COLUMNS, render_serving_csv
 from runner.decision.serving_memo import render_serving_memo
 

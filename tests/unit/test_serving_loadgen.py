@@ -15,8 +15,8 @@ import pytest
 
 pytest.importorskip("mlperf_loadgen")
 
-from protocol.study_reader import TableReader  # noqa: E402
-from protocol.traffic import parse_traffic, queries_needed  # noqa: E402
+from protocol.study.reader import TableReader  # noqa: E402
+from protocol.study.traffic import parse_traffic, queries_needed  # noqa: E402
 from runner.trial.serving.loadgen_run import ServerSettings, run_server  # noqa: E402
 from runner.trial.serving.summary import LOG_FILES, trace_samples  # noqa: E402
 from runner.trial.serving.sut import BatcherSettings, ServingSystem  # noqa: E402

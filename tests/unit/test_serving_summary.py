@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from protocol.codec import from_dict, to_dict
 from protocol.errors import UserError
-from protocol.traffic import queries_needed
+from protocol.records.codec import from_dict, to_dict
+from protocol.study.traffic import queries_needed
 from runner.trial.serving.summary import LoadgenSummary, parse_summary, summary_from_text
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "loadgen"

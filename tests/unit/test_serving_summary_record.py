@@ -1,4 +1,4 @@
-"""summary.json's ``serving`` record (protocol/serving_summary.py) and summary.md's ``## Serving`` lines made from it
+"""summary.json's ``serving`` record (protocol/records/serving.py) and summary.md's ``## Serving`` lines made from it
 (runner/analysis/serving_lines.py): per variant (configuration and rate) the rates, LoadGen's verdict, the answers,
 and each run's latency distribution, with the percentiles a run had too few queries to decide marked."""
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from protocol.codec import from_dict, to_dict
 from protocol.errors import UserError
-from protocol.serving_summary import (
+from protocol.records.codec import from_dict, to_dict
+from protocol.records.serving import (
     BOUND_MULTIPLES,
     ServingRun,
     ServingSummary,
@@ -20,8 +20,8 @@ from protocol.serving_summary import (
     distribution,
     nearest_rank,
 )
-from protocol.stats import SummaryRecord
-from protocol.traffic import queries_needed
+from protocol.records.summary import SummaryRecord
+from protocol.study.traffic import queries_needed
 from runner.analysis.serving_lines import serving_lines
 
 
@@ -148,7 +148,7 @@ def test_a_generation_runs_ttft_and_tpot_come_from_its_queries_first_token_and_t
 
 
 def test_a_generation_run_shows_ttft_and_tpot_against_their_bounds_and_an_offline_shape_is_unchanged() -> None:
-    from protocol.serving_summary import TokenLatency
+    from protocol.records.serving import TokenLatency
 
     ttft = TokenLatency(at_percentile_ms=812.0, bound_ms=2000.0, within_bound=True,
                         distribution=distribution([600.0, 700.0, 812.0], 2000.0))

@@ -11,9 +11,9 @@ from types import SimpleNamespace
 import pytest
 
 from protocol.corpus import Record
-from protocol.predictions import parse_predictions
+from protocol.study.traffic import SERVING_FILES, LatencyBound, Traffic
 from protocol.tasks.classification import Reference, check_pass
-from protocol.traffic import SERVING_FILES, LatencyBound, Traffic
+from protocol.tasks.classification.predictions import parse_predictions
 from runner.trial.serving.sut import QueryRecord
 from runner.trial.serving.trial_pass import SERVING_FILES as WRITTEN
 from runner.trial.serving.trial_pass import library, offline_answers, same_answer

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from protocol.shapes import pass_order, pass_shapes, warmup_shapes
+from protocol.study.shapes import pass_order, pass_shapes, warmup_shapes
 
 COUNTS = [5, 40, 7, 3, 12, 9, 2]  # token counts with special tokens, untruncated
 

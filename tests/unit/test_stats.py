@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from protocol.codec import to_dict
-from protocol.rawrecord import RawRecord
+from protocol.records.codec import to_dict
+from protocol.records.raw_record import RawRecord
 from runner.analysis.stats import summarize as summarize_frame
 from runner.campaign_dir.raw_frame import frame_of
 

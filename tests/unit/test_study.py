@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from protocol.errors import UserError
-from protocol.study import load_study
-from protocol.study_records import bucket_for
+from protocol.study.load import load_study
+from protocol.study.model import bucket_for
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from protocol.errors import UserError
-from protocol.study import load_study
+from protocol.study.load import load_study
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from protocol.errors import UserError
-from protocol.study import load_study
-from protocol.study_reader import ErrorCollector, StudyErrors, TableReader, check_bound, check_declared, sub_table
-from protocol.study_sections import check_config, check_field, parse_campaign
+from protocol.study.load import load_study
+from protocol.study.reader import ErrorCollector, StudyErrors, TableReader, check_bound, check_declared, sub_table
+from protocol.study.tables import check_config, check_field, parse_campaign
 
 
 def test_table_reader_types_defaults_and_unknown_keys() -> None:

@@ -1,4 +1,4 @@
-"""The declared study schema (protocol/study_keys.py) is the parser's: every table accepts exactly its
+"""The declared study schema (protocol/study/schema.py) is the parser's: every table accepts exactly its
 declared keys, a missing required key is refused by name, an absent optional key takes its declared
 default, every declared bound is where the parser starts refusing, and a value of another type than
 the declared one is refused naming the key."""
@@ -16,10 +16,10 @@ import pytest
 from workspace import STUDY_TEMPLATE
 
 from protocol.errors import UserError
-from protocol.study import parse_study
-from protocol.study_keys import COMMON_KEYS, KEYS, Bounds, keys_for, table_keys
-from protocol.study_reader import StudyErrors
-from protocol.study_records import Study
+from protocol.study.load import parse_study
+from protocol.study.model import Study
+from protocol.study.reader import StudyErrors
+from protocol.study.schema import COMMON_KEYS, KEYS, Bounds, keys_for, table_keys
 from protocol.tasks import task_named
 
 TASKS = ("text-classification", "sentence-embedding", "text-generation")
@@ -97,7 +97,7 @@ def test_every_table_accepts_exactly_its_declared_keys(task: str, table: str) ->
     accepted = re.search(r"accepts: (.*)\.$", found[0].fix)
     assert accepted, found[0].fix
     assert sorted(accepted.group(1).split(", ")) == sorted(table_keys(table, task)), (
-        f"[{table or 'top level'}] of a {task} study: the parser and protocol/study_keys.py disagree")
+        f"[{table or 'top level'}] of a {task} study: the parser and protocol/study/schema.py disagree")
 
 
 def test_the_images_table_accepts_the_declared_stacks() -> None:
@@ -232,7 +232,7 @@ def test_each_task_declares_its_own_keys_beside_the_common_ones() -> None:
 
 
 def test_the_declared_types_are_known() -> None:
-    from protocol.study_keys import KINDS
+    from protocol.study.schema import KINDS
 
     assert {entry.kind for entry in KEYS.values()} <= set(KINDS)
     assert copy.deepcopy(KEYS) == KEYS

@@ -1,4 +1,5 @@
-"""A study's ``scenario = "server"`` and its ``[traffic]`` table (protocol/study.py, protocol/traffic.py): the two
+"""A study's ``scenario = "server"`` and its ``[traffic]`` table (protocol/study/load.py, protocol/study/traffic.py):
+the two
 go together; a series of rates makes one variant per configuration and rate; the three shipped tasks are served;
 ``offline`` is unchanged."""
 
@@ -11,11 +12,11 @@ from typing import Any
 import pytest
 from workspace import STUDY_TEMPLATE
 
-from protocol.codec import from_dict, to_dict
 from protocol.errors import UserError
-from protocol.study import parse_study
-from protocol.study_reader import StudyErrors
-from protocol.traffic import Traffic
+from protocol.records.codec import from_dict, to_dict
+from protocol.study.load import parse_study
+from protocol.study.reader import StudyErrors
+from protocol.study.traffic import Traffic
 
 SOURCE = Path("/nowhere/study.toml")
 TRAFFIC = {"rate_qps": 4.0, "min_query_count": 44, "latency_bound_ms": 500, "latency_percentile": 0.9, "seed": 3}
@@ -89,7 +90,7 @@ def test_a_generation_server_study_is_bounded_by_first_token_and_per_token_times
 
 
 def test_every_shipped_task_is_served_and_another_is_refused_naming_them() -> None:
-    from protocol.study import SERVED_TASKS
+    from protocol.study.load import SERVED_TASKS
     from protocol.tasks import task_named
 
     assert SERVED_TASKS == ("text-classification", "sentence-embedding", "text-generation")
@@ -125,8 +126,8 @@ def rated_study(rates: list[float], **campaign: Any) -> Any:
 
 
 def test_a_series_of_rates_expands_each_configuration_into_one_variant_per_rate() -> None:
-    from protocol.records import configuration_key
-    from protocol.study_records import configuration_id
+    from protocol.records.stages import configuration_key
+    from protocol.study.model import configuration_id
 
     study = rated_study([2.0, 4.0, 8.5])
     variants = study.variants()
@@ -151,7 +152,7 @@ def test_each_rate_is_compared_with_the_reference_at_the_same_rate_and_seed() ->
 
 
 def test_the_rotated_schedule_runs_every_configuration_and_rate_once_per_repetition() -> None:
-    from protocol.schedule import rotated_schedule
+    from protocol.study.schedule import rotated_schedule
 
     study = rated_study([2.0, 4.0], repetitions=2)
     slots = rotated_schedule(study.variants(), study.campaign.repetitions)

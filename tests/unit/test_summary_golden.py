@@ -2,7 +2,7 @@
 
 The cases (tests/summary_cases.py) hold failed, retried and rejected passes, rows without a verdict, empty memory
 peaks with their reasons, passes that scored other subgroups, a variant that never ran, another reference per
-seed and a table of no rows; ``tests/data/summary_golden.json`` is what protocol/stats.py made of them.
+seed and a table of no rows; ``tests/data/summary_golden.json`` is what protocol/records/summary.py made of them.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import json
 import pytest
 from summary_cases import GOLDEN, cases, summary_text
 
-from protocol.rawrecord import RawRecord
+from protocol.records.raw_record import RawRecord
 from runner.analysis.stats import summarize
 from runner.campaign_dir.raw_frame import frame_of
 

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from recordfiles import manifest_for, sample_spec
 
-from protocol.codec import write_record
-from protocol.study_keys import KEYS, keys_for, table_keys
+from protocol.records.codec import write_record
+from protocol.study.schema import KEYS, keys_for, table_keys
 from protocol.tasks import TASKS_PATH_ENV, all_tasks, task_named
-from protocol.validate import Agreement, PassCheck
+from protocol.tasks.pass_check import Agreement, PassCheck
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "tasks"
 

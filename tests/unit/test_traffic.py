@@ -1,4 +1,4 @@
-"""The ``[traffic]`` table (protocol/traffic.py): every rule refuses with the key and the fix, and the query
+"""The ``[traffic]`` table (protocol/study/traffic.py): every rule refuses with the key and the fix, and the query
 count rule is derived, not copied (459 for p99 at 99 % confidence, LoadGen's early-stopping figure)."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from protocol.codec import from_dict, to_dict
 from protocol.errors import UserError
-from protocol.study_reader import StudyErrors, TableReader
-from protocol.traffic import (
+from protocol.records.codec import from_dict, to_dict
+from protocol.study.reader import StudyErrors, TableReader
+from protocol.study.traffic import (
     CONFIDENCE,
     MAX_RATE_QPS,
     TRAFFIC_KEYS,

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from fakegpu import GPU_UUID, FakeModel, FakeNvml, FakeTokenizer, pose_as_gpu, write_corpus
 
-from protocol import codec
-from protocol.records import TrialSpec, Variant, WarmupRule
-from protocol.shapes import pass_shapes, warmup_shapes
+from protocol.records import codec
+from protocol.records.stages import TrialSpec, Variant, WarmupRule
+from protocol.study.shapes import pass_shapes, warmup_shapes
 
 torch = pytest.importorskip("torch")
 

@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import pytest
 from recordfiles import SAMPLE_VARIANT, sample_spec
 
-from protocol.codec import write_record
 from protocol.errors import UserError
+from protocol.records.codec import write_record
 from runner.launch import interpreter
 from runner.launch.interpreter import missing_pythons, trial_python
 from runner.launch.process import ProcessLauncher

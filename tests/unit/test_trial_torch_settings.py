@@ -11,7 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from protocol.records import Variant  # noqa: E402
+from protocol.records.stages import Variant  # noqa: E402
 from runner.trial.torch_settings import apply_determinism, determinism_record  # noqa: E402
 
 BASE = Variant(variant_id="v", stack="cpu", device="cpu", precision="fp32", quantization="none", compile=False,
@@ -54,7 +54,7 @@ def test_eager_variant_does_not_import_inductor():
     program = textwrap.dedent("""
         import sys
         import torch
-        from protocol.records import Variant
+        from protocol.records.stages import Variant
         from runner.trial.torch_settings import apply_determinism
         variant = Variant(variant_id="v", stack="cpu", device="cpu", precision="fp32", quantization="none",
                           compile=False, attention="sdpa", batch_size=1, padding="longest", max_length=64,

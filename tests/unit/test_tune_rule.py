@@ -6,8 +6,8 @@ import tomllib
 
 import pytest
 
-from protocol.tomledit import set_table_keys
-from protocol.tuning import propose
+from protocol.io.tomledit import set_table_keys
+from protocol.study.tuning import propose
 
 
 def test_rule_by_hand():
@@ -44,7 +44,7 @@ def test_edit_keeps_comments_and_other_tables():
 
 
 def test_the_size_a_tuning_split_needs_comes_from_the_rule():
-    from protocol.tuning import MAX_SE, MIN_TUNING_INPUTS, WORST_CASE_INPUTS, inputs_needed, standard_error
+    from protocol.study.tuning import MAX_SE, MIN_TUNING_INPUTS, WORST_CASE_INPUTS, inputs_needed, standard_error
 
     assert (MAX_SE, MIN_TUNING_INPUTS, WORST_CASE_INPUTS) == (0.1, 10, 25)  # 1/0.1; 0.25/0.1²
     assert inputs_needed(1.0) == 10 and inputs_needed(0.5) == 25 and inputs_needed(0.8) == 16  # 0.16/0.01
@@ -57,7 +57,7 @@ def test_the_size_a_tuning_split_needs_comes_from_the_rule():
                                               (12, 0.5, "at least 25"), (20, 0.7, "at least 21")])
 def test_a_tuning_split_too_small_for_the_rule_is_refused_with_the_size_it_needs(n, value, needed):
     from protocol.errors import UserError
-    from protocol.tuning import check_tuning_size
+    from protocol.study.tuning import check_tuning_size
 
     with pytest.raises(UserError) as caught:
         check_tuning_size(n, "tuning.jsonl", "accuracy", value)
@@ -66,7 +66,7 @@ def test_a_tuning_split_too_small_for_the_rule_is_refused_with_the_size_it_needs
 
 @pytest.mark.parametrize("n, value", [(10, None), (10, 1.0), (12, 0.9167), (25, 0.5)])
 def test_a_tuning_split_large_enough_passes(n, value):
-    from protocol.tuning import check_tuning_size, propose
+    from protocol.study.tuning import check_tuning_size, propose
 
     check_tuning_size(n, "tuning.jsonl", "accuracy", value)
     if value is not None:
@@ -78,9 +78,9 @@ def test_a_metric_that_is_no_share_gets_a_seeded_bootstrap_standard_error() -> N
     """Issue 22: macro-F1 is not a proportion; its se comes from a seeded bootstrap, recorded with the rule."""
     import statistics
 
-    from protocol.predictions import ParsedPredictions
+    from protocol.study.tuning import bootstrap_method, bootstrap_standard_error, propose
     from protocol.tasks.classification import CLASSIFICATION, Reference
-    from protocol.tuning import bootstrap_method, bootstrap_standard_error, propose
+    from protocol.tasks.classification.predictions import ParsedPredictions
 
     ids = tuple(f"t{i}" for i in range(60))
     truth = {i: ("x" if k % 3 else "y") for k, i in enumerate(ids)}

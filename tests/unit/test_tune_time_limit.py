@@ -11,7 +11,7 @@ import pytest
 from recordfiles import trial_status, write_status
 
 from protocol.errors import UserError
-from protocol.study import load_study
+from protocol.study.load import load_study
 from runner.launch.base import LaunchResult
 from runner.own import tune
 

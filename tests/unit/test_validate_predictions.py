@@ -1,4 +1,5 @@
-"""The predictions reader (protocol.predictions): its fast paths give what a line-by-line json.loads gives."""
+"""The predictions reader (protocol.tasks.classification.predictions): its fast paths give what a line-by-line
+json.loads gives."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from protocol.predictions import ParsedPredictions, Prediction, parse_predictions
+from protocol.tasks.classification.predictions import ParsedPredictions, Prediction, parse_predictions
 
 
 def _not_json(name: str) -> float:
@@ -97,7 +98,7 @@ def test_columns_of_different_lengths_are_refused() -> None:
 
 
 def test_a_long_pass_crosses_chunks_and_keeps_line_numbers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import protocol.predictions as module
+    import protocol.tasks.classification.predictions as module
 
     monkeypatch.setattr(module, "_CHUNK_CHARS", 200)  # a few lines per chunk
     lines = [json.dumps({"id": f"doc-{i}", "label": "x", "score": i / 100}) for i in range(40)]

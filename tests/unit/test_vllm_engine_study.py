@@ -12,8 +12,8 @@ from workspace import STUDY_TEMPLATE
 
 from protocol.engines import engine_named
 from protocol.errors import UserError
-from protocol.study import parse_study
-from protocol.study_reader import StudyErrors
+from protocol.study.load import parse_study
+from protocol.study.reader import StudyErrors
 from runner.trial.engines.vllm import DEFAULTS
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from protocol.engines.vllm import ENGINE
-from protocol.records import Variant
+from protocol.records.stages import Variant
 from runner.trial.engines.base import EngineRefused
 from runner.trial.engines.vllm_server import (
     RequestLog,

@@ -12,7 +12,7 @@ Example::
 from __future__ import annotations
 
 from protocol.engines.base import Engine
-from protocol.study_keys import Bounds, StudyKey
+from protocol.study.schema import Bounds, StudyKey
 
 ENGINE = Engine(
     name="onnxruntime",

@@ -18,7 +18,7 @@ Example::
 from __future__ import annotations
 
 from protocol.engines.base import Engine
-from protocol.study_keys import Bounds, key_rows
+from protocol.study.schema import Bounds, key_rows
 
 ENGINE = Engine(
     name="vllm",

@@ -1,7 +1,8 @@
 """Text classification: one label per input, scored against the corpus labels (accuracy or macro-F1).
 
 The unit of output is one line per input in ``predictions.jsonl`` (``{"id", "label", "score"}``, read by
-:mod:`protocol.predictions`); the pass check is the exact id set, well-formed lines, labels inside the corpus
+:mod:`protocol.tasks.classification.predictions`); the pass check is the exact id set, well-formed lines, labels inside
+the corpus
 label set, and the metric over the pass and its subgroups; two passes agree on an id when their labels are
 equal (:func:`compare_predictions`). :data:`CLASSIFICATION` is the task as :mod:`protocol.tasks` registers it.
 
@@ -23,11 +24,11 @@ from types import MappingProxyType
 from typing import Any
 
 from protocol.errors import UserError
-from protocol.predictions import ParsedPredictions, parse_predictions
-from protocol.study_key import StudyKey
+from protocol.study.keys import StudyKey
 from protocol.tasks.base import TaskExample, TaskInit
 from protocol.tasks.classification.init import CLASSIFICATION_INIT
-from protocol.validate import Agreement, IdCheck, PassCheck, check_ids, id_problems
+from protocol.tasks.classification.predictions import ParsedPredictions, parse_predictions
+from protocol.tasks.pass_check import Agreement, IdCheck, PassCheck, check_ids, id_problems
 
 __all__ = ["CLASSIFICATION", "Reference", "check_pass", "compare_predictions", "compute_metric", "parse_predictions"]
 
@@ -229,7 +230,8 @@ class Classification:
         return {}
 
     def check_inputs(self, study: Any, corpus: Sequence[Any], tuning: Sequence[Any]) -> None:
-        return None  # the labels against the model's id2label: protocol.labels, where every caller shows them
+        # the labels against the model's id2label: protocol.tasks.classification.labels, where every caller shows them
+        return None
 
     def frozen_files(self, study: Any) -> dict[str, Path]:
         return {}  # corpus_index.csv holds the labels
@@ -242,7 +244,7 @@ class Classification:
 
     def check_model(self, model_dir: Path, records: Sequence[Any], study: Any, where: str) -> tuple[str, ...]:
         """Every corpus label is one the model predicts; returns the model's labels the records lack."""
-        from protocol.labels import check_labels
+        from protocol.tasks.classification.labels import check_labels
 
         return check_labels([r.label for r in records], model_dir, where)
 

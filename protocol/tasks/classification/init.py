@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from protocol.labels import check_labels
-from protocol.study_lines import untuned_quality
+from protocol.study.init_text import untuned_quality
 from protocol.tasks.base import InitInputs, InitOption
+from protocol.tasks.classification.labels import check_labels
 
 
 class ClassificationInit:

@@ -29,7 +29,7 @@ from typing import Any
 
 from protocol.corpus import Record
 from protocol.errors import UserError
-from protocol.study_keys import KEYS, StudyKey
+from protocol.study.schema import KEYS, StudyKey
 from protocol.tasks.base import TaskExample, TaskInit
 from protocol.tasks.embedding import options, retrieval
 from protocol.tasks.embedding.init import EMBEDDING_INIT
@@ -37,7 +37,7 @@ from protocol.tasks.embedding.keys import STUDY_KEYS
 from protocol.tasks.embedding.queries import Query
 from protocol.tasks.embedding.vector_file import VectorFile, read_vectors
 from protocol.tasks.output_checks import norm_problems
-from protocol.validate import Agreement, PassCheck, check_ids, id_problems
+from protocol.tasks.pass_check import Agreement, PassCheck, check_ids, id_problems
 
 VECTORS, VECTOR_IDS = "vectors.f32", "vector_ids.jsonl"
 QUERY_VECTORS, QUERY_IDS = "query_vectors.f32", "query_ids.jsonl"

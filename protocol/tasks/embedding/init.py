@@ -26,12 +26,12 @@ from typing import Any
 
 from protocol.corpus import Record, check_disjoint
 from protocol.errors import UserError
-from protocol.fingerprint import fingerprint_path
-from protocol.jsonio import loads_unique
-from protocol.memory import read_model_config
-from protocol.safe_write import write_handle
-from protocol.study_lines import line, untuned_quality
-from protocol.study_reader import StudyErrors
+from protocol.hardware.memory import read_model_config
+from protocol.io.fingerprint import fingerprint_path
+from protocol.io.jsonio import loads_unique
+from protocol.io.safe_write import write_handle
+from protocol.study.init_text import line, untuned_quality
+from protocol.study.reader import StudyErrors
 from protocol.tasks.base import InitInputs, InitOption
 from protocol.tasks.embedding.options import model_problems
 from protocol.tasks.embedding.queries import Query, check_query_sets, read_queries

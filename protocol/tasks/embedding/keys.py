@@ -9,7 +9,7 @@ Example::
 
 from __future__ import annotations
 
-from protocol.study_key import Bounds, key_rows
+from protocol.study.keys import Bounds, key_rows
 
 STUDY_KEYS = key_rows(
     ("embedding.pooling", "string", "required", None,

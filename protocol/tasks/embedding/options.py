@@ -35,10 +35,10 @@ from typing import Any
 
 from protocol.corpus import Record
 from protocol.errors import UserError
-from protocol.fingerprint import fingerprint_path
-from protocol.memory import read_model_config
-from protocol.study_reader import ErrorCollector, StudyErrors, TableReader, resolved_path
-from protocol.study_records import DataRef
+from protocol.hardware.memory import read_model_config
+from protocol.io.fingerprint import fingerprint_path
+from protocol.study.model import DataRef
+from protocol.study.reader import ErrorCollector, StudyErrors, TableReader, resolved_path
 from protocol.tasks.embedding.queries import Query, check_query_sets, read_queries
 
 POOLINGS = ("mean", "cls")
@@ -101,7 +101,7 @@ def _data_ref(table: TableReader, key: str, base_dir: Path) -> DataRef:
 
 
 def parse_quality_extras(quality: TableReader) -> dict[str, Any]:
-    """``[quality] min_cosine``, as :data:`protocol.study_keys.KEYS` declares it."""
+    """``[quality] min_cosine``, as :data:`protocol.study.schema.KEYS` declares it."""
     return {"min_cosine": quality.declared("min_cosine")}
 
 
@@ -181,7 +181,7 @@ def model_problems(model_dir: Path, options: dict[str, Any], source: str) -> lis
 
 
 def _has_cls_token(model_dir: Path) -> bool:
-    from protocol.jsonio import loads_unique
+    from protocol.io.jsonio import loads_unique
 
     for name in ("tokenizer_config.json", "special_tokens_map.json"):
         try:

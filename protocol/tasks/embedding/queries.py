@@ -22,8 +22,8 @@ from typing import Any
 
 from protocol.corpus import MAX_ID_CHARS, Record, id_form, normalise_text
 from protocol.errors import UserError
-from protocol.jsonio import json_problem, loads_unique
-from protocol.safe_read import decode_text, read_bytes
+from protocol.io.jsonio import json_problem, loads_unique
+from protocol.io.safe_read import decode_text, read_bytes
 
 #: A query file of a million headlines is about 100 MiB.
 MAX_QUERY_FILE_BYTES = 2**28

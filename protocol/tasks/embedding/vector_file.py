@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from protocol.jsonio import DuplicateKeyError, loads_unique
+from protocol.io.jsonio import DuplicateKeyError, loads_unique
 
 MAGIC = b"ISOVF32\n"
 _HEADER = struct.Struct("<8sII")

@@ -33,7 +33,7 @@ from types import MappingProxyType
 from typing import Any
 
 from protocol.errors import UserError
-from protocol.study_keys import KEYS, StudyKey
+from protocol.study.schema import KEYS, StudyKey
 from protocol.tasks.base import TaskExample, TaskInit
 from protocol.tasks.generation.init import GENERATION_INIT, PLACEHOLDER
 from protocol.tasks.generation.keys import STUDY_KEYS
@@ -48,7 +48,7 @@ from protocol.tasks.generation.outputs import (
 )
 from protocol.tasks.generation.scores import NORMALISATIONS, SCORES, score_one
 from protocol.tasks.output_checks import text_problems
-from protocol.validate import Agreement, PassCheck, check_ids, id_problems
+from protocol.tasks.pass_check import Agreement, PassCheck, check_ids, id_problems
 
 __all__ = ["GENERATION", "GenerationReference", "TextGeneration", "compare_generations", "decode_index_field"]
 
@@ -217,7 +217,7 @@ class TextGeneration:
 
     def parse_options(self, top: Any, base_dir: Path) -> dict[str, Any]:
         """``[generation]``: template (with ``{text}``), chat_template, max_new_tokens, top_k, decoding."""
-        from protocol.study_reader import sub_table
+        from protocol.study.reader import sub_table
 
         table = sub_table(top, "generation")
         template = table.declared("template", fix=f'Add `template = "… {PLACEHOLDER} …"` around the input text.')

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from protocol.jsonio import loads_unique
+from protocol.io.jsonio import loads_unique
 
 FIGURES = ("generated_tokens", "output_tokens_per_s", "median_ttft_s", "max_ttft_s", "time_per_output_token_s")
 

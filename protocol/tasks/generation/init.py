@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from protocol.errors import UserError
-from protocol.study_lines import comment, toml
+from protocol.study.init_text import comment, toml
 from protocol.tasks.base import InitInputs, InitOption
 from protocol.tasks.generation.model import _has_chat_template
 from protocol.tasks.generation.scores import SCORES

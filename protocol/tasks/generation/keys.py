@@ -8,7 +8,7 @@ Example::
 
 from __future__ import annotations
 
-from protocol.study_key import Bounds, key_rows
+from protocol.study.keys import Bounds, key_rows
 
 STUDY_KEYS = key_rows(
     ("generation.template", "string", "required in [generation]", None,

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from protocol.errors import UserError
-from protocol.jsonio import loads_unique
-from protocol.memory import read_model_config
-from protocol.safe_read import read_text
+from protocol.hardware.memory import read_model_config
+from protocol.io.jsonio import loads_unique
+from protocol.io.safe_read import read_text
 
 #: config.json keys that hold a model's context length, in the order they are looked for.
 CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")

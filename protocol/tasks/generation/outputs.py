@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from protocol.codec import read_record
 from protocol.errors import UserError
-from protocol.jsonio import DuplicateKeyError, loads_unique
-from protocol.manifest import Manifest
-from protocol.safe_read import decoded_lines
+from protocol.io.jsonio import DuplicateKeyError, loads_unique
+from protocol.io.safe_read import decoded_lines
+from protocol.records.codec import read_record
+from protocol.records.manifest import Manifest
 
 OUTPUT_FILE = "generations.jsonl"
 KEYS = frozenset({"id", "tokens", "text", "n_tokens", "top_ids", "top_logprobs"})

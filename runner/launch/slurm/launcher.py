@@ -35,13 +35,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from protocol import codec
-from protocol.codec import read_record
 from protocol.errors import UserError
-from protocol.records import CampaignRecord, TrialSpec
-from protocol.safe_write import write_text_atomic
+from protocol.io.safe_write import write_text_atomic
+from protocol.records import codec
+from protocol.records.codec import read_record
+from protocol.records.stages import CampaignRecord, TrialSpec
 from runner.campaign_dir.layout import CampaignPaths, log_event, now_iso
-from runner.campaign_dir.rawtable import HOST_STOP_NOTE
+from runner.campaign_dir.raw_table import HOST_STOP_NOTE
 from runner.launch.base import HostInterrupt, LauncherBase, LaunchResult, Placement, TrialPaths
 from runner.launch.container import save_record
 from runner.launch.launcher_file import read_launcher_file
@@ -65,7 +65,7 @@ from runner.launch.slurm.watch import stop_job, watch_job
 from runner.trial.measure import clock
 
 if TYPE_CHECKING:
-    from protocol.study import Study
+    from protocol.study.load import Study
 
 #: Host variables the trial keeps when set (the rest of its environment is fixed, or the job's own).
 HOST_ENV_KEEP = ("ISOCOST_FAULT_INJECT", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from protocol.errors import UserError
-from protocol.fingerprint import fingerprint_path, sha256_file
+from protocol.io.fingerprint import fingerprint_path, sha256_file
 from runner.launch.slurm.commands import NodeRow, SlurmCommands
 from runner.launch.slurm.jobs import JobInfo, job_end
 from runner.launch.slurm.options import SlurmOptions

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from protocol.codec import OMIT_NONE, Schema
+from protocol.records.codec import OMIT_NONE, Schema
 from runner.launch.launcher_file import launcher_schema
 
 

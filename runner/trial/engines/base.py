@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from protocol.records import Variant
+from protocol.records.stages import Variant
 from runner.trial.tasks.base import TaskModel, TrialTask
 
 

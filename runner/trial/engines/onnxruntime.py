@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from protocol.records import Variant
+from protocol.records.stages import Variant
 from runner.trial.engines.base import EngineRefused, TrialEngine
 from runner.trial.model import DTYPES
 from runner.trial.tasks.base import TaskModel, TrialTask

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from protocol.records import Variant
+from protocol.records.stages import Variant
 from runner.trial.engines.base import TrialEngine
 from runner.trial.tasks.base import TaskModel, TrialTask
 

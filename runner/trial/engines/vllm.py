@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from protocol.engines.vllm import ENGINE
-from protocol.records import Variant
+from protocol.records.stages import Variant
 from runner.trial.engines.base import EngineRefused, TrialEngine
 from runner.trial.engines.vllm_server import ServerBackend, server_readback, start_server
 from runner.trial.engines.vllm_server import descendants as _children

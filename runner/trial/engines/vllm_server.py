@@ -47,8 +47,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from protocol.records import Variant
-from protocol.safe_write import write_text_atomic
+from protocol.io.safe_write import write_text_atomic
+from protocol.records.stages import Variant
 from runner.trial.engines.base import EngineRefused
 from runner.trial.measure import clock
 from runner.trial.model import DTYPES

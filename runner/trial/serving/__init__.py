@@ -4,7 +4,7 @@
 - :mod:`runner.trial.serving.sut` the system under test: the corpus as LoadGen's query sample library (ids stay
   the ids), the model behind the batcher, every answer kept by query and id, each query's times;
 - :mod:`runner.trial.serving.loadgen_run` one run: LoadGen's settings from a study's ``[traffic]``
-  (:mod:`protocol.traffic`), the run, LoadGen's logs and the harness's files in the output folder;
+  (:mod:`protocol.study.traffic`), the run, LoadGen's logs and the harness's files in the output folder;
 - :mod:`runner.trial.serving.summary` ``mlperf_log_summary.txt`` as a record, the trace's per-query times.
 
 Not wired into the trial or the study yet (docs/serving.md). LoadGen comes from the ``serving`` extra

@@ -7,7 +7,7 @@ callbacks, runs the Server scenario (Poisson arrivals at the target rate from Lo
 ``answers.jsonl`` and ``queries.jsonl``; it returns :class:`ServingRun` (the parsed summary, queries answered
 and failed). LoadGen (``mlcommons-loadgen``, the ``serving`` extra) is imported here only.
 
-:meth:`ServerSettings.from_traffic` turns a study's ``[traffic]`` (:class:`protocol.traffic.Traffic`) and one of
+:meth:`ServerSettings.from_traffic` turns a study's ``[traffic]`` (:class:`protocol.study.traffic.Traffic`) and one of
 its rates into the settings: the latency bound (or TTFT and TPOT bounds, with LoadGen's token latencies) at the
 declared percentile, the minimum query count and durations, the seed (LoadGen's schedule, sample-index and library
 seeds). ``mode = "accuracy"`` issues every sample once (LoadGen's accuracy mode: its accuracy log holds each
@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from protocol.safe_write import make_dirs
-from protocol.traffic import Traffic
+from protocol.io.safe_write import make_dirs
+from protocol.study.traffic import Traffic
 from runner.trial.serving.summary import SUMMARY_FILE, LoadgenSummary, parse_summary
 from runner.trial.serving.sut import ServingSystem
 

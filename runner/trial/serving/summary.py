@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from protocol.codec import Schema
 from protocol.errors import UserError
-from protocol.safe_read import read_text
+from protocol.io.safe_read import read_text
+from protocol.records.codec import Schema
 
 SUMMARY_FILE = "mlperf_log_summary.txt"
 DETAIL_FILE = "mlperf_log_detail.txt"

@@ -43,7 +43,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from protocol.safe_write import write_text_atomic
+from protocol.io.safe_write import write_text_atomic
 from runner.trial.serving.batcher import DynamicBatcher, Pending
 
 ANSWERS_FILE = "answers.jsonl"

@@ -47,11 +47,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from protocol.codec import from_dict
 from protocol.corpus import Record, read_corpus
-from protocol.safe_write import write_text_atomic
-from protocol.traffic import SERVING_FILES as traffic_files
-from protocol.traffic import SERVING_REQUIRES, Traffic
+from protocol.io.safe_write import write_text_atomic
+from protocol.records.codec import from_dict
+from protocol.study.traffic import SERVING_FILES as traffic_files
+from protocol.study.traffic import SERVING_REQUIRES, Traffic
 from runner.trial.batches import batch_record
 from runner.trial.serving.loadgen_run import ServerSettings, ServingRun, run_server
 from runner.trial.serving.summary import DETAIL_FILE, SUMMARY_FILE
@@ -63,10 +63,10 @@ if TYPE_CHECKING:
     from runner.trial.run import Trial
     from runner.trial.tasks.base import TaskModel, TrialTask
 
-#: The serving run's files the host seals beside the task's outputs (``outputs_sha256``; protocol.traffic declares
+#: The serving run's files the host seals beside the task's outputs (``outputs_sha256``; protocol.study.traffic declares
 #: them for the host). LoadGen's accuracy log (empty in performance mode) and its trace are kept, not sealed.
 SERVING_FILES = (ANSWERS_FILE, QUERIES_FILE, SUMMARY_FILE, DETAIL_FILE)
-assert SERVING_FILES == traffic_files, "protocol.traffic.SERVING_FILES names the files this pass writes"
+assert SERVING_FILES == traffic_files, "protocol.study.traffic.SERVING_FILES names the files this pass writes"
 #: The largest difference of a number between two answers for one id (a score: padding differs by batch).
 REPEAT_TOLERANCE = 1e-4
 #: With ``min_duration_s``, the library holds this share more than ``rate × min_duration_s`` (plus ten): Poisson

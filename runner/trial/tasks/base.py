@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from protocol.records import Variant
+from protocol.records.stages import Variant
 
 #: One batch's features: token ids per input (``input_ids``, ``attention_mask``), truncated, not padded.
 Features = list[dict[str, list[int]]]

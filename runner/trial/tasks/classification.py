@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from protocol.records import Variant
+from protocol.records.stages import Variant
 from runner.trial.model import (
     describe_common,
     encode_truncated,

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from protocol.records import Variant
+from protocol.records.stages import Variant
 from protocol.tasks.embedding import QUERY_IDS, QUERY_VECTORS, VECTOR_IDS, VECTORS
 from protocol.tasks.embedding.vector_file import header, id_lines
 from runner.trial.model import (

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from protocol.records import Variant
+from protocol.records.stages import Variant
 from runner.trial.measure import clock
 from runner.trial.model import describe_common, prepare_model
 from runner.trial.tasks.base import PassFile, TaskModel, TrialTask

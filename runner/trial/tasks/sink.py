@@ -19,7 +19,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import IO, Any
 
-from protocol.safe_write import write_binary, write_handle
+from protocol.io.safe_write import write_binary, write_handle
 from runner.trial.tasks.base import TrialTask
 
 
