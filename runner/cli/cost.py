@@ -31,8 +31,8 @@ from protocol.costing.plans import (
 )
 from protocol.errors import UserError
 from runner.cli.catalog import market_filter, market_options
-from runner.decision.market_memo import pricing_lines
-from runner.decision.market_stage import price_market_job
+from runner.decision.market.memo import pricing_lines
+from runner.decision.market.pricing import price_market_job
 
 _CHANGE_LABELS = {
     "dst_starts": "DST starts",
