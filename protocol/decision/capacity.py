@@ -2,7 +2,7 @@
 
 A server study runs each configuration at one or more declared target rates (MLPerf LoadGen's Server scenario). A
 **configuration** is the variant minus its rate. One run (:class:`RunFacts`, read from the trial's sealed
-manifest ``serving`` block and its re-derived verdict by :mod:`runner.decision.serving_facts`) **holds** when its
+manifest ``serving`` block and its re-derived verdict by :mod:`runner.decision.serving.runs`) **holds** when its
 answers were accepted (the task's gate AND the same result as the reference), LoadGen called it ``VALID`` and the
 latency at the declared percentile met the bound. A declared rate holds for a configuration when EVERY kept
 repetition at that rate held.

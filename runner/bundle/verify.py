@@ -9,7 +9,7 @@ discrepancy by file and field in a :class:`~runner.bundle.records.VerifyReport`:
    reads raw.csv once: the checks, BUNDLE.json's claims and the re-derivation all use that one read);
 3. ``BUNDLE.json``'s claims against the campaign: ids, trials, unfinished slots, input fingerprints;
 4. the derived files (verdicts, summary, and the decision where a ``decision_check`` is given) against the ones
-   re-derived from the sealed evidence (:mod:`runner.analysis.rederive`, :mod:`runner.decision.rederive`): the
+   re-derived from the sealed evidence (:mod:`runner.analysis.rederive`, :mod:`runner.decision.redecide`): the
    first that disagrees is named. The memory estimates are re-derived from the model bundled with
    ``--include-inputs`` or found at the recorded path; where neither is there the report carries a caveat that
    names them as not re-derived (never a silent pass).
@@ -47,7 +47,7 @@ from runner.campaign_dir.findings import MALFORMED, Discrepancy
 from runner.campaign_dir.slots import planned_slots, unfinished_slots
 
 #: A check of the decision files of an extracted bundle's campaign (the opened campaign, the bundle root, the name
-#: prefix): :func:`runner.decision.rederive.decision_findings`, handed in by the commands (``verify``, ``replay``).
+#: prefix): :func:`runner.decision.redecide.decision_findings`, handed in by the commands (``verify``, ``replay``).
 DecisionCheck = Callable[[Campaign, Path, str], list[Discrepancy]]
 
 #: Where an included model lives in the archive (extracted so the memory estimates can be re-derived from it).

@@ -21,7 +21,7 @@ from runner.bundle.pack import create_bundle
 from runner.bundle.replay import replay_bundle
 from runner.bundle.verify import verify_bundle
 from runner.cli.launcher_flags import launcher_choice
-from runner.decision.rederive import decision_findings
+from runner.decision.redecide import decision_findings
 
 #: Exit status when a bundle does not verify or a replay does not match (UserErrors exit 2).
 EXIT_MISMATCH = 1

@@ -32,8 +32,8 @@ from protocol.errors import UserError
 from protocol.io import jsonio
 from protocol.records import codec
 from runner.cli.catalog import market_filter, market_options
-from runner.decision.market_memo import pricing_lines
-from runner.decision.market_stage import price_market_job
+from runner.decision.market.memo import pricing_lines
+from runner.decision.market.pricing import price_market_job
 
 _CHANGE_LABELS = {
     "dst_starts": "DST starts",

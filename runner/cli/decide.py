@@ -19,11 +19,11 @@ from protocol.io import jsonio
 from protocol.records import codec
 from runner.bundle.replay_read import refuse_replay_reference, replays_loader, split_replays
 from runner.cli.catalog import market_filter, market_options
-from runner.decision.agreement_view import matrix_csv, matrix_text
-from runner.decision.csv_table import render_csv, render_serving_csv
-from runner.decision.market_stage import MarketOptions
-from runner.decision.nothing_fits_memo import UNANSWERED_EXIT, unanswered
+from runner.decision.market.pricing import MarketOptions
+from runner.decision.offline.unanswered import UNANSWERED_EXIT, unanswered
 from runner.decision.period_report import campaign_period, render_period
+from runner.decision.render.csv_table import render_csv, render_serving_csv
+from runner.decision.render.matrix import matrix_csv, matrix_text
 from runner.decision.stage import DECISION_JSON, DECISION_MD, DecideOutcome, run_compare, run_decide
 
 _DIR = click.Path(path_type=Path, file_okay=False, exists=True)

@@ -22,8 +22,8 @@ from protocol.records.codec import OMIT_NONE, Schema
 from protocol.records.stages import Rental
 from runner.campaign_dir.campaign import open_campaign
 from runner.campaign_dir.rentals import latest_rental
-from runner.decision.evidence import choose_catalog, read_events
-from runner.decision.text_format import hours, usd
+from runner.decision.inputs import choose_catalog, read_events
+from runner.decision.render.text_format import hours, usd
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,12 @@
 """The decide stage: campaign directories → decision.json, decision.md and report.html.
 
 Opens each results directory once (:func:`runner.campaign_dir.campaign.open_campaign`), reads it as evidence
-(:func:`runner.decision.evidence.load_evidence`, which re-derives every verdict from the stored prediction files in
+(:func:`runner.decision.inputs.load_evidence`, which re-derives every verdict from the stored prediction files in
 memory), weighs them with :func:`protocol.decision.rank.decide`, and renders the JSON record, the memo
-(:mod:`runner.decision.memo`) and the HTML report (:mod:`runner.decision.html_report`); it writes them under
+(:mod:`runner.decision.offline.memo`) and the HTML report (:mod:`runner.decision.offline.report`); it writes them under
 ``out`` only, never into a campaign directory it reads. A server study's campaigns are decided by
-:mod:`runner.decision.serving_stage` instead (capacity per configuration, replicas and money for the declared
-traffic, the memo of :mod:`runner.decision.serving_memo`), under the same rule.
+:mod:`runner.decision.serving.stage` instead (capacity per configuration, replicas and money for the declared
+traffic, the memo of :mod:`runner.decision.serving.memo`), under the same rule.
 
 Example: ``run_decide([Path("results/a"), Path("results/b")], out=Path("decisions/ab"))`` writes
 ``decisions/ab/decision.md``.
@@ -33,11 +33,11 @@ from runner.campaign_dir.campaign import open_campaign
 from runner.campaign_dir.fault_hooks import FAULT_HOOK_BANNER, fault_hook_banner
 from runner.campaign_dir.integrity import INCONSISTENT_BANNER
 from runner.decision.crosscheck import cross_check, reference_root
-from runner.decision.evidence import choose_catalog, load_evidence, read_ledger
-from runner.decision.market_stage import MarketOptions, output_paths, price_market
-from runner.decision.memo import render_memo
-from runner.decision.serving_market import price_serving_market
-from runner.decision.serving_stage import across_campaigns, serving_decision, serving_texts
+from runner.decision.inputs import choose_catalog, load_evidence, read_ledger
+from runner.decision.market.pricing import MarketOptions, output_paths, price_market
+from runner.decision.market.replicas import price_serving_market
+from runner.decision.offline.memo import render_memo
+from runner.decision.serving.stage import across_campaigns, serving_decision, serving_texts
 from runner.hosts.record import expand_campaign_dirs, hosts_without_campaign
 
 #: What a server study's decision offers instead of each option it refuses (``decide`` names it in the refusal).
@@ -77,11 +77,11 @@ def _serving_outcome(campaigns: Sequence[Any], evidence: Sequence[Any], demand: 
                      catalog_path: Path | None, out: Path | None, expenses_path: Path | None,
                      refused: dict[str, object], reference: Path | None = None,
                      market: MarketOptions | None = None) -> DecideOutcome:
-    """A server study's decision (runner.decision.serving_stage): capacity, replicas and money, the expenses
+    """A server study's decision (runner.decision.serving.stage): capacity, replicas and money, the expenses
     ledger shown apart; written under ``out`` only. ``refused``: the offline-only options given (each refused by
     name). ``reference``: the campaign whose reference variant is the decision's one reference (``--reference``):
     it is weighed first, so the decision lists it first and its memo names it (default: the first DIR).
-    ``market``: every configuration's replicas priced across providers too (runner.decision.serving_market),
+    ``market``: every configuration's replicas priced across providers too (runner.decision.market.replicas),
     written beside an earlier decision of other dates as an offline one is."""
     for option, value in refused.items():
         if value:
@@ -132,8 +132,8 @@ def run_decide(
     into a campaign directory it reads: nothing is written without ``out``). ``reference``: the campaign whose
     reference variant every configuration is compared with by id (default: the first); ``extra``:
     configurations to compare as well (replays), built from the study; ``market``: price every configuration
-    across providers too (runner.decision.market_stage), written beside an earlier decision of other dates;
-    ``demand``: the declared traffic, for a server study's campaigns only (runner.decision.serving_stage)."""
+    across providers too (runner.decision.market.pricing), written beside an earlier decision of other dates;
+    ``demand``: the declared traffic, for a server study's campaigns only (runner.decision.serving.stage)."""
     if not roots:
         raise UserError("no results directory given", "isocost decide", "Pass at least one DIR.")
     campaign_roots = expand_campaign_dirs(roots)
@@ -181,7 +181,7 @@ def run_decide(
 def decision_texts(decision: Decision, banners: Sequence[str], study: Any) -> dict[str, str]:
     """decision.json, decision.md and report.html as text (what ``decide --out`` writes; ``verify`` re-derives
     them from a bundle's evidence and compares)."""
-    from runner.decision.html_report import render_report  # keeps the CLI import light
+    from runner.decision.offline.report import render_report  # keeps the CLI import light
 
     return {
         DECISION_JSON: dumps(to_dict(decision)),

@@ -128,7 +128,7 @@ def test_the_score_share_rule_applies_across_campaigns_as_in_the_summary() -> No
 def test_the_memo_says_what_differ_means_for_a_generation_and_only_there() -> None:
     from dataclasses import replace as with_task
 
-    from runner.decision.agreement_view import NEAR_TIE_NOTE, reference_lines
+    from runner.decision.render.matrix import NEAR_TIE_NOTE, reference_lines
 
     m = matrix(config("ref on x", [1.0], "xxxxx"), config("v on y", [1.0], "xxxxy"))
     judged = [SimpleNamespace(configuration_id=name, cross_equivalent=True) for name in ("ref on x", "v on y")]

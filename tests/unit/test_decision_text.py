@@ -1,4 +1,4 @@
-"""The decision's plain-text number formats and the SVG axis helpers (runner.decision.text_format, svg_parts)."""
+"""The decision's plain-text number formats and the SVG axis helpers (runner.decision.render: text_format, svg)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from decimal import Decimal
 
 import pytest
 
-from runner.decision.svg_parts import legend, nice_max, svg_open, text_trunc, tick, ticks
-from runner.decision.text_format import cell, hours, joules, pct, seconds, usd
+from runner.decision.render.svg import legend, nice_max, svg_open, text_trunc, tick, ticks
+from runner.decision.render.text_format import cell, hours, joules, pct, seconds, usd
 
 
 @pytest.mark.parametrize(("value", "text"), [

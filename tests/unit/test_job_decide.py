@@ -207,9 +207,9 @@ def test_memo_report_and_csv_show_the_job(job_study, made_up_catalog) -> None:
     import csv
     import io
 
-    from runner.decision.csv_table import render_csv
-    from runner.decision.html_report import render_report
-    from runner.decision.memo import render_memo
+    from runner.decision.offline.memo import render_memo
+    from runner.decision.offline.report import render_report
+    from runner.decision.render.csv_table import render_csv
 
     study = job_study()
     data = decide([two_variants(study)], study, made_up_catalog, now=NOW)

@@ -209,8 +209,8 @@ def test_hand_checked_prices_from_the_real_snapshot(tmp_path: Path) -> None:
 
 def test_a_hostile_catalog_source_reaches_the_memo_and_report_as_text(tmp_path: Path) -> None:
     """A plain catalog's source names its provider: markup and table breaks in it stay text everywhere."""
-    from runner.decision.market_chart import market_html
-    from runner.decision.market_memo import market_lines
+    from runner.decision.market.memo import market_lines
+    from runner.decision.market.report import market_html
 
     hostile = tmp_path / "flat.csv"
     hostile.write_text("gpu,cards_per_lot,plan_days,price_usd_per_lot,currency,catalog_date,source\n"

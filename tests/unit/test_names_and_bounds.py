@@ -93,7 +93,7 @@ def test_safe_cell_neutralises_formulas_and_keeps_numbers(value, expected):
 def test_decide_csv_writes_no_formula_cell(study_text, tmp_path):
     """Names are checked where they enter, so no configuration id starts like a formula; if one ever did (a name
     from a reader without the check), its cell starts with "'" and numbers stay numbers."""
-    from runner.decision.csv_table import render_csv
+    from runner.decision.render.csv_table import render_csv
 
     path = tmp_path / "study.toml"
     path.write_text(study_text(), encoding="utf-8")
@@ -146,8 +146,8 @@ def test_terminal_and_markdown_text():
 
 
 def test_the_memo_and_the_report_show_ledger_text_as_written(study_text, tmp_path):
-    from runner.decision.html_report import render_report
-    from runner.decision.memo import render_memo
+    from runner.decision.offline.memo import render_memo
+    from runner.decision.offline.report import render_report
 
     path = tmp_path / "study.toml"
     path.write_text(study_text().replace('question = "Which', 'question = "<script>x</script> [a](javascript:1) Which'),

@@ -28,8 +28,7 @@ from protocol.decision.serving import (
     why_lines,
 )
 from protocol.errors import UserError
-from protocol.records.codec import to_dict
-from runner.decision.serving_memo import render_serving_memo
+from runner.decision.serving.memo import render_serving_memo
 
 HEADER = "gpu,cards_per_lot,billing,plan_days,price_usd_per_lot,minimum_s,increment_s,currency,catalog_date,source"
 MADE_UP = "MADE-UP test catalog (not a real offer)"
@@ -245,7 +244,7 @@ def test_the_memo_says_which_how_many_why_and_what_is_uncertain(catalog: Catalog
     assert to_dict(decision)["chosen"] == "b=1 on rtx-4090"
 
 
-# --- what a kept run's answers count as (runner/decision/serving_facts.py) ----------------------------------------
+# --- what a kept run's answers count as (runner/decision/serving/runs.py) ----------------------------------------
 
 @pytest.mark.parametrize(("status", "gate", "same", "answers", "expected"), [
     ("ok", True, True, {}, True),
@@ -259,14 +258,14 @@ def test_the_memo_says_which_how_many_why_and_what_is_uncertain(catalog: Catalog
 ])
 def test_a_runs_answers_are_accepted_refused_or_incomplete(status: str, gate: bool, same: bool, answers: dict,
                                                            expected: bool | None) -> None:
-    from runner.decision.serving_facts import _accepted
+    from runner.decision.serving.runs import _accepted
 
     accepted, reason = _accepted(SimpleNamespace(status=status), gate, same, {"answers": answers}, "", "b=1")
     assert accepted is expected and (reason == "") == (expected is True)
 
 
 def test_a_generation_run_holds_only_when_ttft_and_tpot_both_meet_their_bounds() -> None:
-    from runner.decision.serving_facts import _bound_detail, _within
+    from runner.decision.serving.runs import _bound_detail, _within
 
     block = {"latency_bound_ms": None, "latency_within_bound": None, "percentile": 0.9,
              "ttft_bound_ms": 500.0, "ttft_at_percentile_ms": 120.0, "ttft_within_bound": True,
@@ -282,7 +281,7 @@ def test_a_generation_run_holds_only_when_ttft_and_tpot_both_meet_their_bounds()
 def test_across_campaigns_a_variant_not_the_references_result_is_refused() -> None:
     """Several campaigns: a run accepted in its own campaign but not equivalent to the decision's one reference
     (another card answering differently) is refused, so its configuration gets no capacity."""
-    from runner.decision.serving_stage import judged_across
+    from runner.decision.serving.stage import judged_across
 
     runs = (run("b=1", 20.0, "t1"), run("b=4", 20.0, "t2"), run("b=8", 20.0, "t3", accepted=None))
     verdicts = {"b=1@20": (True, "the decision's reference itself"), "b=4@20": (False, "agreement 0.5 < 0.9"),
@@ -302,8 +301,7 @@ def test_across_campaigns_the_score_share_rule_applies_as_in_the_offline_decisio
     metric to ``cross_equivalence``); the serving decision must too: no capacity, not ranked, the reason said."""
     from protocol.decision.agreement import ConfigurationOutputs, build_matrix
     from protocol.tasks.classification import CLASSIFICATION
-    from protocol.tasks.classification.predictions import ParsedPredictions
-    from runner.decision.serving_stage import across_campaigns, judged_across
+    from runner.decision.serving.stage import across_campaigns, judged_across
 
     ids = ("a", "b", "c")
     quality = SimpleNamespace(metric="rouge_l", max_metric_drop=0.1, min_agreement=0.8,

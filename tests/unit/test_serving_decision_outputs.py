@@ -25,9 +25,8 @@ from protocol.decision.serving import (
     price_configuration,
     rank_serving,
 )
-from protocol.records.codec import to_dict
-from runner.decision.csv_table import SERVING_COLUMNS, render_serving_csv
-from runner.decision.serving_memo import render_serving_memo
+from runner.decision.render.csv_table import SERVING_COLUMNS, render_serving_csv
+from runner.decision.serving.memo import render_serving_memo
 
 MADE_UP = "MADE-UP test catalog (not a real offer)"
 CATALOG = f"""gpu,cards_per_lot,billing,plan_days,price_usd_per_lot,minimum_s,increment_s,currency,catalog_date,source

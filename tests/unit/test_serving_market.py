@@ -12,8 +12,8 @@ from typing import Any
 from protocol.costing.gpu_map import load_gpu_map
 from protocol.decision.market_rank import CardChoice
 from protocol.decision.serving import per_million
-from runner.decision.market_memo import SERVING_MARKET_COLUMNS
-from runner.decision.serving_market import _choice, _day
+from runner.decision.market.memo import SERVING_MARKET_COLUMNS
+from runner.decision.market.replicas import _choice, _day
 
 
 @dataclass(frozen=True)

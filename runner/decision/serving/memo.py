@@ -14,8 +14,8 @@ from decimal import Decimal
 
 from protocol.costing.plans import format_usd
 from protocol.decision.serving import ServingConfiguration, ServingDecision
-from runner.decision.market_memo import market_lines
-from runner.decision.memo import ledger_lines
+from runner.decision.market.memo import market_lines
+from runner.decision.offline.memo import ledger_lines
 
 RULE = ("A configuration is the variant minus its rate, on one campaign's hardware. Its capacity is the highest "
         "declared rate at which every kept run had its answers accepted (the task's gate, and the same result as "

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from protocol.costing.job_cost import JobDecision
 from protocol.decision.records import Decision
-from runner.decision.text_format import hours
+from runner.decision.render.text_format import hours
 
 #: ``isocost decide``'s exit status when the memo answers no (:func:`unanswered`): the memo is printed, and with
 #: ``--out`` it and decision.json are written, as for any answer.

@@ -13,7 +13,7 @@ from typing import Any
 
 from protocol.costing.job_cost import JobConfiguration, JobDecision
 from protocol.costing.projection import Projection
-from runner.decision.text_format import cell, hours, joules, pct, usd
+from runner.decision.render.text_format import cell, hours, joules, pct, usd
 
 
 def job_lines(job: JobDecision, catalog_dates: str) -> list[str]:

@@ -1,7 +1,7 @@
 """The decision memo (decision.md): the answer first, then the evidence, one function per section.
 
 :func:`render_memo` takes the :class:`~protocol.decision.rank.Decision` record and writes Markdown: the answer
-and why, the declared job (:mod:`runner.decision.job_memo`), what is uncertain, the configurations table, the
+and why, the declared job (:mod:`runner.decision.offline.job`), what is uncertain, the configurations table, the
 plans against each measured period, the periods themselves, the deadline, the counting rule, other project
 expenses and the inputs. Money is written as decision.json writes it (two decimals).
 
@@ -16,12 +16,11 @@ from protocol.costing.timeline import iso_utc
 from protocol.decision.rank import CampaignResult, Configuration, Decision, Ledger
 from protocol.decision.records import CostResult, PassRecord
 from protocol.io.names import markdown_text
-from protocol.records import codec
-from runner.decision.agreement_view import reference_lines
-from runner.decision.job_memo import job_lines
-from runner.decision.market_memo import market_lines
-from runner.decision.nothing_fits_memo import nothing_fits_lines
-from runner.decision.text_format import cell, hours, seconds, usd
+from runner.decision.market.memo import market_lines
+from runner.decision.offline.job import job_lines
+from runner.decision.offline.unanswered import nothing_fits_lines
+from runner.decision.render.matrix import reference_lines
+from runner.decision.render.text_format import cell, hours, seconds, usd
 
 _QUALITY = {True: "equivalent", False: "NOT equivalent", None: "unknown"}
 _DEADLINE = {True: "fits", False: "does NOT fit", None: "—"}

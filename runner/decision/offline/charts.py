@@ -2,7 +2,7 @@
 
 Every chart takes the decision's records (:class:`~protocol.decision.rank.Configuration`,
 :class:`~protocol.costing.job_cost.JobConfiguration`) and returns one ``<svg>`` element; nothing is fetched,
-so the page that holds them opens offline. Axes, labels and legends come from :mod:`runner.decision.svg_parts`.
+so the page that holds them opens offline. Axes, labels and legends come from :mod:`runner.decision.render.svg`.
 
 Example: ``pass_time_svg(decision.configurations).startswith('<svg class="plot pass-times"')``.
 """
@@ -18,7 +18,7 @@ from protocol.costing.job_cost import JobConfiguration
 from protocol.costing.projection import Projection
 from protocol.decision.rank import Configuration
 from protocol.decision.records import MemoryCounter, PassRecord
-from runner.decision.svg_parts import (
+from runner.decision.render.svg import (
     BLUE,
     BOTTOM,
     GREEN,
@@ -42,7 +42,7 @@ from runner.decision.svg_parts import (
     ticks,
     x_axis,
 )
-from runner.decision.text_format import usd
+from runner.decision.render.text_format import usd
 
 # -- plot 1: pass times ---------------------------------------------------------------------
 

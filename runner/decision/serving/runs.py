@@ -2,7 +2,7 @@
 
 Per raw.csv row (one trial): the variant's rate and configuration (:func:`protocol.decision.capacity.rate_of`,
 :func:`~protocol.decision.capacity.configuration_of`), whether its answers were accepted (the re-derived verdict of
-:func:`runner.decision.evidence.load_evidence`, and the variant the same result as the reference in the re-derived
+:func:`runner.decision.inputs.load_evidence`, and the variant the same result as the reference in the re-derived
 summary), and LoadGen's verdict and the latency against the bound from the trial's sealed ``manifest.json``
 ``serving`` block (read as :mod:`runner.analysis.serving_lines` reads it). Reads only; writes nothing.
 

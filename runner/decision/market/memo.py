@@ -18,7 +18,7 @@ from protocol.costing.plans import SPOT_RISK, format_usd
 from protocol.decision.market_rank import ConfigurationMarket, MarketDecision
 from protocol.decision.serving import per_million
 from protocol.io.names import markdown_text
-from runner.decision.text_format import hours as hours_text
+from runner.decision.render.text_format import hours as hours_text
 
 #: Offers listed per configuration in the memo (all of them are in decision.json).
 SHOWN_OFFERS = 8

@@ -18,7 +18,7 @@ from html import escape
 from protocol.costing.market import OfferCost
 from protocol.costing.plans import format_usd
 from protocol.decision.market_rank import ConfigurationMarket, MarketDecision
-from runner.decision.svg_parts import (
+from runner.decision.render.svg import (
     BLUE,
     GREEN,
     GREY,

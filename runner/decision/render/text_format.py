@@ -1,7 +1,7 @@
 """How the plain-text outputs of the decision write numbers: hours, seconds, shares, joules, USD, table cells.
 
-Shared by the memo (:mod:`runner.decision.memo`, :mod:`runner.decision.job_memo`) and ``isocost period``
-(:mod:`runner.decision.period_text`), so the same figure reads the same everywhere.
+Shared by the memo (:mod:`runner.decision.offline.memo`, :mod:`runner.decision.offline.job`) and ``isocost period``
+(:mod:`runner.decision.period_report`), so the same figure reads the same everywhere.
 
 Example: ``hours(0.004) == "0.0040"``, ``pct(0.5) == "50.0%"``, ``cell("a|b") == "a\\\\|b"``.
 """

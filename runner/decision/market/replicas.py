@@ -1,7 +1,7 @@
 """``decide --market`` for a server study: each configuration's replicas priced across providers over the period.
 
 For each configuration with a capacity, the card its campaign ran on
-(:func:`runner.decision.market_stage.campaign_card`: measured from the trial manifests, else the campaign's rental,
+(:func:`runner.decision.market.pricing.campaign_card`: measured from the trial manifests, else the campaign's rental,
 declared and said so), as many as the replicas the declared peak needs, held for the whole period (``--days`` × 24 h,
 as the decision prices them), charged on every catalog row that sells that card
 (:func:`protocol.costing.market.price_card`: whole instances, each row's billing, spot marked; a flat plan shorter
@@ -32,7 +32,7 @@ from protocol.decision.evidence import CampaignEvidence
 from protocol.decision.market_rank import CardChoice, market_decision
 from protocol.decision.serving import ServingConfiguration, ServingDecision
 from runner.campaign_dir.campaign import Campaign
-from runner.decision.market_stage import MarketOptions, campaign_card, catalog_uses
+from runner.decision.market.pricing import MarketOptions, campaign_card, catalog_uses
 
 #: What a spot offer risks for a service (the offline decision's risk speaks of a lost pass).
 SERVING_SPOT_RISK = ("spot: interruptible, the provider may stop the instance at any time; a stopped replica "

@@ -19,7 +19,7 @@ Plots:
    non-dominated configurations filled and joined (cost, hours and quality
    together: none of the others is better on all three).
 
-The charts are drawn by :mod:`runner.decision.svg_charts`; this module writes the page around them: the answer,
+The charts are drawn by :mod:`runner.decision.offline.charts`; this module writes the page around them: the answer,
 the tables, the period, the ledger and the inputs.
 
 Example: ``render_report(decide([evidence], study, catalog))`` returns the HTML text.
@@ -34,10 +34,10 @@ from protocol.costing.job_cost import JobDecision
 from protocol.costing.plans import format_usd
 from protocol.decision.rank import CampaignResult, Configuration, Decision, Ledger
 from protocol.decision.records import CostResult
-from runner.decision.agreement_view import heat_map
-from runner.decision.market_chart import market_html
-from runner.decision.svg_charts import cost_svg, memory_svg, pareto_svg, pass_time_svg
-from runner.decision.text_format import usd
+from runner.decision.market.report import market_html
+from runner.decision.offline.charts import cost_svg, memory_svg, pareto_svg, pass_time_svg
+from runner.decision.render.matrix import heat_map
+from runner.decision.render.text_format import usd
 
 _CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; color: #222;

@@ -1,6 +1,6 @@
 """``decide`` for a server study: campaigns → capacity per configuration → replicas and money → the memo.
 
-Reads each opened campaign's kept runs (:func:`runner.decision.serving_facts.serving_runs`), computes each
+Reads each opened campaign's kept runs (:func:`runner.decision.serving.runs.serving_runs`), computes each
 configuration's capacity (:func:`protocol.decision.capacity.capacities`), prices the replicas the declared traffic
 needs over the declared period (:func:`protocol.decision.serving.price_configuration`) and ranks them
 (:func:`protocol.decision.serving.rank_serving`). Writes nothing: :mod:`runner.decision.stage` writes the texts
@@ -37,8 +37,8 @@ from protocol.io.jsonio import dumps
 from protocol.records.codec import to_dict
 from runner.campaign_dir.campaign import Campaign
 from runner.campaign_dir.fault_hooks import FAULT_HOOK_BANNER
-from runner.decision.serving_facts import serving_runs
-from runner.decision.serving_memo import render_serving_memo
+from runner.decision.serving.memo import render_serving_memo
+from runner.decision.serving.runs import serving_runs
 
 GENERATION_TASK = "text-generation"
 #: (campaign id, variant id) → (the same result as the decision's one reference? None: unknown, why).

@@ -2,7 +2,7 @@
 
 Campaign figures (quality, passes, contracted cost) and, with a declared ``[job]``, the job's projection, billing,
 probabilities, Pareto flag and energy; the job columns stay empty without a ``[job]``. With ``--market``, the
-cheapest offer across providers is appended (:data:`runner.decision.market_memo.MARKET_COLUMNS`). A text cell that a
+cheapest offer across providers is appended (:data:`runner.decision.market.memo.MARKET_COLUMNS`). A text cell that a
 spreadsheet would run as a formula (``=``, ``+``, ``-``, ``@``…) is written with a leading ``'``
 (:func:`protocol.io.csvio.safe_cell`); numbers stay numbers.
 
@@ -10,7 +10,7 @@ A server study's decision (:func:`render_serving_csv`) has its own columns: one 
 capacity, replicas, lots, the cheapest billing option over the period, the cost per million requests and, for
 generation, per million output tokens; an empty cell has its reason in the column beside it, never a zero. With
 ``--market``, the cheapest offer across providers for the replicas over the period is appended
-(:data:`runner.decision.market_memo.SERVING_MARKET_COLUMNS`, per million requests instead of per accepted result).
+(:data:`runner.decision.market.memo.SERVING_MARKET_COLUMNS`, per million requests instead of per accepted result).
 
 Example: ``render_csv(decision).splitlines()[0]`` starts with ``configuration_id,variant_id,hardware``;
 ``render_serving_csv(serving).splitlines()[0]`` starts with ``rank,configuration_id,campaign_id,capacity_qps``.
@@ -26,8 +26,8 @@ from protocol.decision.rank import Configuration, Decision
 from protocol.decision.serving import ServingConfiguration, ServingDecision
 from protocol.io.csvio import csv_writer
 from runner.campaign_dir.fault_hooks import FAULT_HOOK_BANNER
-from runner.decision.market_memo import MARKET_COLUMNS, SERVING_MARKET_COLUMNS, market_cells
-from runner.decision.text_format import usd
+from runner.decision.market.memo import MARKET_COLUMNS, SERVING_MARKET_COLUMNS, market_cells
+from runner.decision.render.text_format import usd
 
 COLUMNS = ("configuration_id", "variant_id", "hardware", "equivalent", "metric", "median_metric",
            "accepted_passes", "attempts", "median_pass_s", "campaign_rank", "campaign_cost_usd",

@@ -4,7 +4,7 @@
 bundled. None of them is sealed by the raw chain, so :func:`decision_findings` decides again over the bundled
 campaign alone (:func:`runner.decision.stage.run_decide`'s steps, nothing written), with the catalog the decision
 names (the frozen one, or the bundled ``catalog/`` copy) and, for a server study, the traffic it declared
-(``demand``: :func:`runner.decision.serving_stage.serving_decision`), writes the directory paths the recorded
+(``demand``: :func:`runner.decision.serving.stage.serving_decision`), writes the directory paths the recorded
 decision used back into the re-derived text, and names each decision file whose bytes differ. A decision that
 weighs other campaigns, an expenses ledger, replays or market catalogs (``decide --market``) cannot be re-derived
 from one bundle: that is named too.
@@ -33,8 +33,8 @@ from runner.campaign_dir.fault_hooks import FAULT_HOOK_BANNER
 from runner.campaign_dir.findings import MALFORMED, Discrepancy
 from runner.campaign_dir.layout import FROZEN_CATALOG
 from runner.decision.crosscheck import cross_check
-from runner.decision.evidence import choose_catalog, load_evidence
-from runner.decision.serving_stage import serving_decision, serving_texts
+from runner.decision.inputs import choose_catalog, load_evidence
+from runner.decision.serving.stage import serving_decision, serving_texts
 from runner.decision.stage import DECISION_JSON, DECISION_MD, REPORT_HTML, decision_texts
 
 DECISION_FILES = (DECISION_JSON, DECISION_MD, REPORT_HTML)
