@@ -14,8 +14,8 @@ from typing import Any
 
 from protocol.errors import UserError
 from runner.hosts.spec import HostSpec
-from runner.launch.engine import engine_identity
-from runner.launch.engine_url import connect
+from runner.launch.daemon.address import connect
+from runner.launch.daemon.client import engine_identity
 
 
 @dataclass(frozen=True)
@@ -33,8 +33,8 @@ def _check_stack(client: Any, stack: str, image: str, require_gpu: bool, lock_pa
     """(problem, gpu line) for one engine and stack; raises UserError for missing GPU plumbing."""
     from runner.hosts.gpucheck import judge, run_probe
     from runner.images.lock import locked_image
-    from runner.launch.engine import is_local_engine, resolve_image
-    from runner.launch.gpu import gpu_options
+    from runner.launch.daemon.client import is_local_engine, resolve_image
+    from runner.launch.daemon.gpu import gpu_options
 
     if stack == "cpu":
         gpu_options(stack, client)

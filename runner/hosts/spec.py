@@ -34,7 +34,7 @@ from protocol.errors import UserError
 from protocol.names import check_gpu_name
 from protocol.records import Rental
 from protocol.safe_read import read_text
-from runner.launch.engine_url import EngineAddress, parse_engine_url
+from runner.launch.daemon.address import EngineAddress, parse_engine_url
 
 HOSTS_FILE_SCHEMA_VERSION = 1
 #: A hosts file lists a few hosts; a larger file is refused before it is parsed.

@@ -48,7 +48,7 @@ from runner.images.stacks import (
     requirements_paths,
     stack_spec,
 )
-from runner.launch.engine import connect_engine, engine_facts
+from runner.launch.daemon.client import connect_engine, engine_facts
 
 # -- the dependency lock -----------------------------------------------------------------------
 

@@ -46,8 +46,8 @@ from protocol.tomledit import set_table_keys
 from protocol.tuning import RULE, Proposal, bootstrap_method, bootstrap_standard_error, check_tuning_size, propose
 from runner.campaign.seen import describe_entry, ledger_path, seen_entries
 from runner.campaign_dir.fault_hooks import FAULT_ENV, FAULT_HOOK_BANNER
-from runner.launch.base import TrialPaths
-from runner.launch.process import ProcessLauncher
+from runner.launch.kinds.process.launcher import ProcessLauncher
+from runner.launch.launcher import TrialPaths
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ def docker_client() -> Iterator[Any]:
         import docker
     except ImportError:
         unavailable("the docker Python SDK is not installed (pip install 'docker>=7')")
-    from runner.launch.engine import engine_answers
+    from runner.launch.daemon.client import engine_answers
 
     ok, why = engine_answers(timeout_s=10)
     if not ok:

@@ -53,7 +53,7 @@ def local_engine() -> Iterator[Any]:
         import docker.errors
     except ImportError:
         unavailable("the docker Python SDK is not installed")
-    from runner.launch.engine import engine_answers
+    from runner.launch.daemon.client import engine_answers
 
     ok, why = engine_answers(timeout_s=10)
     if not ok:

@@ -48,7 +48,7 @@ def answer(**overrides: Any) -> dict[str, Any]:
 
 def test_probe_container_gets_the_gpu_like_a_trial_and_is_locked_down(monkeypatch) -> None:
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    from runner.launch.gpu import gpu_options
+    from runner.launch.daemon.gpu import gpu_options
 
     client = ProbeClient(answer())
     gpu = gpu_options("cuda", client)

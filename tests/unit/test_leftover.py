@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from runner.launch import leftover
-from runner.launch.container import DockerRecord
+from runner.launch.kinds.docker.record import DockerRecord
 from runner.launch.launcher_file import write_launcher_file
 
 

@@ -18,8 +18,8 @@ from protocol.fingerprint import sha256_tree
 from runner.hosts.board import HostBoard
 from runner.hosts.record import HOSTS_JSON, expand_campaign_dirs, hosts_without_campaign
 from runner.hosts.spec import load_hosts_file, merge_hosts, parse_host_option
-from runner.launch.engine_url import EngineAddress, parse_engine_url
-from runner.launch.transfer import HASH_SCRIPT, tree_fingerprint
+from runner.launch.daemon.address import EngineAddress, parse_engine_url
+from runner.launch.kinds.docker.transfer import HASH_SCRIPT, tree_fingerprint
 
 
 def test_host_option_and_engine_urls():

@@ -13,7 +13,7 @@ from protocol import codec
 from protocol.errors import UserError
 from protocol.records import MemoryPeaks, PhaseTimes, TrialSpec, TrialStatus, Variant, WarmupRule
 from protocol.selfcheck import CHECK_NAMES, SelfcheckReport, passed
-from runner.launch.base import LaunchResult
+from runner.launch.launcher import LaunchResult
 from runner.selfcheck import host
 from runner.selfcheck.host import Request
 

@@ -1,4 +1,4 @@
-"""The interpreter of a local trial (runner/launch/interpreter.py): the engine's own environment when its host half
+"""The interpreter of a local trial (runner/launch/kinds/process/interpreter.py): the engine's own environment when its host half
 names one (engine vllm: ISOCOST_VLLM_PYTHON, default .venv-vllm/bin/python), the host's otherwise; the process
 launcher starts each trial with it and refuses a campaign whose engine's interpreter is missing."""
 
@@ -13,10 +13,10 @@ from recordfiles import SAMPLE_VARIANT, sample_spec
 
 from protocol.codec import write_record
 from protocol.errors import UserError
-from runner.launch import interpreter
-from runner.launch.interpreter import missing_pythons, trial_python
-from runner.launch.process import ProcessLauncher
-from runner.launch.result import TrialPaths
+from runner.launch.kinds.process import interpreter
+from runner.launch.kinds.process.interpreter import missing_pythons, trial_python
+from runner.launch.kinds.process.launcher import ProcessLauncher
+from runner.launch.launcher import TrialPaths
 
 
 @pytest.fixture

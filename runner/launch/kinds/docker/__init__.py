@@ -1,8 +1,8 @@
 """The ``docker`` launcher kind: each trial a fresh container of one exactly named image.
 
-Local engines run :class:`runner.launch.docker.DockerLauncher` (bind mounts); remote engines (``--host``,
-docs/hosts.md) run :class:`runner.launch.remote.ShippingDockerLauncher`; both write a
-:class:`runner.launch.container.DockerRecord`. ``--launcher docker`` (or an image named by ``--image`` or
+Local engines run :class:`runner.launch.kinds.docker.launcher.DockerLauncher` (bind mounts); remote engines (``--host``,
+docs/hosts.md) run :class:`runner.launch.kinds.docker.remote.ShippingDockerLauncher`; both write a
+:class:`runner.launch.kinds.docker.record.DockerRecord`. ``--launcher docker`` (or an image named by ``--image`` or
 the study's ``[images]``) requires an engine and an image, and fails with the reason; ``auto`` asks this kind
 first and takes it when an engine answers and the locked image resolves. A replay runs the originals' exact
 image (repo digest, else image ID).
@@ -21,12 +21,11 @@ from typing import Any
 
 from protocol.engines import image_stack
 from protocol.errors import UserError
-from runner.launch.base import Launcher
-from runner.launch.container import DockerRecord
-from runner.launch.docker import DockerLauncher
-from runner.launch.engine import connect_engine, engine_answers, resolve_image
-from runner.launch.kind import ChoiceRequest, Decline, LauncherChoice, LauncherKind, ReplayRequest
-from runner.launch.limits import ContainerLimits, engines_shm_size, study_limits
+from runner.launch.daemon.client import connect_engine, engine_answers, resolve_image
+from runner.launch.daemon.limits import ContainerLimits, engines_shm_size, study_limits
+from runner.launch.kinds.docker.launcher import DockerLauncher
+from runner.launch.kinds.docker.record import DockerRecord
+from runner.launch.launcher import ChoiceRequest, Decline, Launcher, LauncherChoice, LauncherKind, ReplayRequest
 
 _NAMED = "--image (or the study's [images])"
 

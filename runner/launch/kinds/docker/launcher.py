@@ -8,10 +8,10 @@ One container per trial, through the Docker SDK:
 - a non-root user, every capability dropped, ``no-new-privileges``, a pids limit, the study's
   time limit (SIGTERM, then SIGKILL after a grace period);
 - a memory limit (no swap), a CPU limit and bounds on what a trial may write (every file, /tmp,
-  the engine's copy of its log): :mod:`runner.launch.limits`;
+  the engine's copy of its log): :mod:`runner.launch.daemon.limits`;
 - an allow-list of environment variables (the offline switches of the process launcher, plus
   ``ISOCOST_FAULT_INJECT`` and a few thread/device variables when the host sets them);
-- GPU access per stack (:mod:`runner.launch.gpu`); a host without the stack gets a fast, clear
+- GPU access per stack (:mod:`runner.launch.daemon.gpu`); a host without the stack gets a fast, clear
   error before any trial starts.
 
 The image is named exactly: by image ID (``sha256:…``, the config digest) or by repo digest
@@ -25,9 +25,9 @@ restart docker`` stops every container) is waited for, up to ``reconnect_s``: th
 stopped is collected once it answers again, with the reason in its notes; the next trial starts
 only on an engine that answers, and the campaign stops with a clear message if none does.
 
-Engine helpers live in :mod:`runner.launch.engine`, the end of a container's life (stop,
-collect, remove, record) in :mod:`runner.launch.container`. :class:`DockerLauncher.run` is a template: the
-shipping launcher (:mod:`runner.launch.remote`) overrides its hooks (``_new_record``,
+Engine helpers live in :mod:`runner.launch.daemon.client`, the end of a container's life (stop,
+collect, remove, record) in :mod:`runner.launch.daemon.containers`. :class:`DockerLauncher.run` is a template: the
+shipping launcher (:mod:`runner.launch.kinds.docker.remote`) overrides its hooks (``_new_record``,
 ``_launch``, ``_wait``, ``_after_exit``, ``_mounts``, ``_command``, ``_labels``).
 """
 
@@ -42,22 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from protocol.errors import UserError
 from runner.campaign_dir.rawtable import HOST_STOP_NOTE
-from runner.launch.base import HostInterrupt, LauncherBase, LaunchResult, TrialPaths
-from runner.launch.bind_mounts import check_readable, lend_trial_dir, return_trial_dir
-from runner.launch.container import (
-    CONTAINER_IN,
-    CONTAINER_MODEL,
-    CONTAINER_OUT,
-    TRIAL_DIR_LABEL,
-    collect_container,
-    exit_code_after_stop,
-    finish_trial,
-    now_iso,
-    remove_container,
-    save_record,
-    stop_container,
-)
-from runner.launch.engine import (
+from runner.launch.daemon.client import (
     connect_engine,
     connection_lost,
     docker_sdk,
@@ -66,10 +51,26 @@ from runner.launch.engine import (
     resolve_image,
     short_error,
 )
-from runner.launch.gpu import gpu_options
-from runner.launch.image_modules import missing_in_image
-from runner.launch.limits import ContainerLimits, cpus_text, resolve_limits
-from runner.launch.process import ENV_ALLOW, ENV_FIXED
+from runner.launch.daemon.containers import (
+    CONTAINER_IN,
+    CONTAINER_MODEL,
+    CONTAINER_OUT,
+    TRIAL_DIR_LABEL,
+    collect_container,
+    exit_code_after_stop,
+    now_iso,
+    remove_container,
+    stop_container,
+)
+from runner.launch.daemon.gpu import gpu_options
+from runner.launch.daemon.limits import ContainerLimits, cpus_text, resolve_limits
+from runner.launch.kinds.docker.bind_mounts import check_readable, lend_trial_dir, return_trial_dir
+from runner.launch.kinds.docker.image_modules import missing_in_image
+from runner.launch.kinds.docker.leftover import stop_leftover as stop_container_leftover
+from runner.launch.kinds.docker.record import DockerRecord, finish_trial
+from runner.launch.kinds.process.launcher import ENV_ALLOW, ENV_FIXED
+from runner.launch.launcher import HostInterrupt, LauncherBase, LaunchResult, TrialPaths
+from runner.launch.launcher_file import save_record
 from runner.trial.measure import clock
 
 if TYPE_CHECKING:
@@ -235,6 +236,10 @@ class DockerLauncher(LauncherBase):
         return missing_in_image(self.client, self.image.image_id, self.user, (), self.stack,
                                 (study.scenario, SERVING_REQUIRES))
 
+    def stop_leftover(self, trial_dir: Path) -> LaunchResult | None:
+        stop_container_leftover(trial_dir)  # its container (by launcher.json's id or the trial label), else its process
+        return None
+
     def summary(self) -> str:
         return f"{self.name}, image {self.image.ref} (image ID {self.image.image_id})"
 
@@ -286,7 +291,7 @@ class DockerLauncher(LauncherBase):
                     f"the engine could not create the container: {short_error(exc)}", record, trial_dir)
             record["container_id"] = container.id
             record["container_name"] = container.name
-            save_record(trial_dir, record)
+            save_record(trial_dir, record, DockerRecord)
             refused = self._refuse_other_image(container, record, trial_dir)
             if refused is not None:
                 return refused
@@ -479,7 +484,7 @@ class DockerLauncher(LauncherBase):
 
     def _result_without_container(self, note: str, record: dict[str, Any], trial_dir: Path) -> LaunchResult:
         record["error"] = note
-        save_record(trial_dir, record)
+        save_record(trial_dir, record, DockerRecord)
         return LaunchResult(exit_code=None, image_id=self.image.image_id, image_digest=self.image.repo_digest,
                             notes=(note, record["not_saved"]) if record.get("not_saved") else (note,))
 

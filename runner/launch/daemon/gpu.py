@@ -3,7 +3,7 @@
 NVIDIA through a device request for one card (the host's first ``CUDA_VISIBLE_DEVICES``, else
 card 0); AMD through /dev/kfd and the one render node of the chosen card (the host's first
 ``ROCR_VISIBLE_DEVICES`` / ``HIP_VISIBLE_DEVICES`` entry, else card 0, found in the KFD topology:
-:mod:`runner.launch.amd_cards`) with those nodes' numeric groups and ``seccomp=unconfined``. The
+:mod:`runner.launch.daemon.amd_cards`) with those nodes' numeric groups and ``seccomp=unconfined``. The
 nodes' groups and the topology are read on the engine's own host: from sysfs and the nodes when
 local, by a short helper container when remote. A host without the stack gets a UserError that
 names what it lacks.
@@ -20,7 +20,7 @@ from typing import Any
 
 from protocol.engines import device_stack
 from protocol.errors import UserError
-from runner.launch.amd_cards import (
+from runner.launch.daemon.amd_cards import (
     KFD_NODES_DIR,
     ROCM_CHOICE_ENV,
     AmdCard,
@@ -30,7 +30,7 @@ from runner.launch.amd_cards import (
     read_topology,
     rocm_device_choice,
 )
-from runner.launch.engine import docker_sdk, is_local_engine, short_error
+from runner.launch.daemon.client import docker_sdk, is_local_engine, short_error
 
 #: Read inside a helper container that was given the host's GPU device nodes: their numeric groups, and the
 #: KFD topology files (sysfs is the host's) that say which render node is which card. Plain python3, not

@@ -33,7 +33,7 @@ from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
 from protocol.errors import UserError
-from runner.launch.engine import docker_sdk, short_error
+from runner.launch.daemon.client import docker_sdk, short_error
 
 #: What the SDK is told before the engine's own API version is read (docker 7 supports >= 1.24).
 _BOOT_API_VERSION = "1.24"

@@ -1,7 +1,7 @@
 """The Docker engine as every launcher sees it: the SDK, a connection, the engine's facts, exact images.
 
-Shared by the local launcher (:mod:`runner.launch.docker`), the shipping launcher
-(:mod:`runner.launch.remote`), the image builder and the multi-host run:
+Shared by the local launcher (:mod:`runner.launch.kinds.docker.launcher`), the shipping launcher
+(:mod:`runner.launch.kinds.docker.remote`), the image builder and the multi-host run:
 
 - :func:`docker_sdk` imports the docker SDK, or says how to install it;
 - :func:`connect_engine` reaches DOCKER_HOST (or a base URL) and checks that it answers;

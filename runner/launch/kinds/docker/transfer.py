@@ -1,6 +1,6 @@
 """Moving files to and from a Docker engine that shares no disk with us, each checked by sha256.
 
-The shipping launcher (:mod:`runner.launch.remote`) uses these pieces:
+The shipping launcher (:mod:`runner.launch.kinds.docker.remote`) uses these pieces:
 
 - the inputs (corpus file, model directory) as one tar (:func:`write_inputs_tar`), hashed on the
   host by :data:`HASH_SCRIPT` in a helper container and checked against the study's fingerprints
@@ -27,8 +27,8 @@ from typing import Any
 
 from protocol.errors import UserError
 from protocol.fingerprint import sha256_bytes
-from runner.launch.container import CONTAINER_IN, remove_container
-from runner.launch.engine import docker_sdk, short_error
+from runner.launch.daemon.client import docker_sdk, short_error
+from runner.launch.daemon.containers import CONTAINER_IN, remove_container
 from runner.trial.measure import clock
 
 LABEL_KIND = "org.isocost.kind"

@@ -1,6 +1,6 @@
 """A trial container on any Docker engine, local or reached over ssh: inputs and outputs travel.
 
-:class:`~runner.launch.docker.DockerLauncher` bind-mounts host paths, which only works when the
+:class:`~runner.launch.kinds.docker.launcher.DockerLauncher` bind-mounts host paths, which only works when the
 engine runs on this machine. :class:`ShippingDockerLauncher` makes no such assumption, so a
 rented host reached as ``ssh://user@host`` runs exactly the same trial:
 
@@ -29,7 +29,7 @@ Every row this launcher produces starts its notes with the host: ``host NAME (UR
 The trial itself runs through :meth:`DockerLauncher.run`; this launcher overrides its hooks:
 the record (host, engine, transfer), the launch (trial volume, spec shipped and read back), the
 wait (polling, riding out short outages) and what follows the exit (outputs fetched, volume
-removed). The transfers themselves are in :mod:`runner.launch.transfer`.
+removed). The transfers themselves are in :mod:`runner.launch.kinds.docker.transfer`.
 """
 
 from __future__ import annotations
@@ -44,13 +44,13 @@ from protocol.errors import UserError
 from protocol.fingerprint import sha256_bytes
 from protocol.safe_write import write_binary
 from runner.campaign_dir.rawtable import HOST_STOP_NOTE
-from runner.launch.base import HostInterrupt, LaunchResult, TrialPaths
-from runner.launch.container import CONTAINER_IN, CONTAINER_MODEL, now_iso, save_record
-from runner.launch.docker import DockerLauncher
-from runner.launch.engine import docker_sdk, engine_identity, short_error, transport_errors
-from runner.launch.engine_url import EngineAddress
-from runner.launch.limits import ContainerLimits
-from runner.launch.transfer import (
+from runner.launch.daemon.address import EngineAddress
+from runner.launch.daemon.client import docker_sdk, engine_identity, short_error, transport_errors
+from runner.launch.daemon.containers import CONTAINER_IN, CONTAINER_MODEL, now_iso
+from runner.launch.daemon.limits import ContainerLimits
+from runner.launch.kinds.docker.launcher import DockerLauncher
+from runner.launch.kinds.docker.record import DockerRecord
+from runner.launch.kinds.docker.transfer import (
     CONTAINER_OUT_ROOT,
     CONTAINER_TRIAL_DIR,
     LABEL_CAMPAIGN,
@@ -60,6 +60,8 @@ from runner.launch.transfer import (
     read_back,
     trial_tar,
 )
+from runner.launch.launcher import HostInterrupt, LaunchResult, TrialPaths
+from runner.launch.launcher_file import save_record
 from runner.trial.measure import clock
 
 _POLL_S = 1.0
@@ -268,7 +270,7 @@ class ShippingDockerLauncher(DockerLauncher):
             raise
         record["container_id"] = container.id
         record["container_name"] = container.name
-        save_record(trial_dir, record)
+        save_record(trial_dir, record, DockerRecord)
         try:
             refused = self._refuse_other_image(container, record, trial_dir) or self._ship_spec(container, record,
                                                                                                 trial_dir)
@@ -398,7 +400,7 @@ class ShippingDockerLauncher(DockerLauncher):
                 f"{cid}; outputs not fetched; {HOST_STOP_NOTE} for this host: its campaign stops here and "
                 "--resume runs this pass again")
         record["error"] = note
-        save_record(trial_dir, record)
+        save_record(trial_dir, record, DockerRecord)
         self.progress(f"LOST: {reason}")
         raise HostInterrupt(LaunchResult(exit_code=None, interrupted=True, image_id=self.image.image_id,
                                          image_digest=self.image.repo_digest, notes=(self.tag(), note)))
