@@ -2,7 +2,8 @@
 
 The demo's ``generate`` study (its stories, SmolLM2, 16 new tokens, top-5) with ``engine = "vllm"`` (fp32, eager,
 ``max_num_seqs = 8``, ``max_model_len = 512``) runs in ONE fresh process of ``.venv-vllm``'s interpreter (vllm is
-not in ``.venv``; the interpreter the process launcher would give the trial, :mod:`runner.launch.kinds.process.interpreter`).
+not in ``.venv``; the interpreter the process launcher would give the trial,
+:mod:`runner.launch.kinds.process.interpreter`).
 The engine is started ONCE, by isocost's own trial engine (``Trial.load_model``: the 35-55 s start-up is load time
 for both sides alike), then warmed up; both sides then drive that same ``vllm.LLM``, so their engine settings are
 identical by construction. In ABBA order per pair:

@@ -61,7 +61,7 @@ def choose_launcher(
     image: str | None = None,
     *,
     lock_path: Path | None = None,
-    engine_timeout_s: float = 5.0,
+    daemon_timeout_s: float = 5.0,
     answers: Callable[[float], tuple[bool, str]] | None = None,
     options: Mapping[str, Mapping[str, Any]] | None = None,
     study: Study | None = None,
@@ -85,7 +85,7 @@ def choose_launcher(
                         f"Add --launcher {other}, or drop {flags}.")
     lock = lock_path or default_lock_path()
     request = ChoiceRequest(study or load_study(str(study_path)), image, dict(given.get(kind, {})), lock,
-                            lambda stack: locked_image(stack, lock), engine_timeout_s, answers)
+                            lambda stack: locked_image(stack, lock), daemon_timeout_s, answers)
     if kind == "auto":
         return _choose_auto(request)
     _check_scenario(launcher_kind(kind), request.study, f"--launcher {kind}")

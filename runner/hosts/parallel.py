@@ -46,7 +46,7 @@ from runner.hosts.board import HostBoard
 from runner.hosts.record import HostsImage, HostsRecord, now_iso, prepare_hosts_record
 from runner.hosts.spec import HostSpec
 from runner.launch.daemon.address import connect
-from runner.launch.daemon.client import engine_identity
+from runner.launch.daemon.client import daemon_identity
 
 
 @dataclass(frozen=True)
@@ -247,7 +247,7 @@ def _host_launcher(host: HostSpec, run: _HostsRun, client: Any, extra_env: dict[
     """The host's engine checked against the one the campaign ran on; its launcher, with the image there."""
     from runner.launch.kinds.docker.remote import ShippingDockerLauncher
 
-    identity = engine_identity(client)
+    identity = daemon_identity(client)
     before = (run.record.host(host.name).engine or {}).get("engine_id")
     if before and before != identity["engine_id"]:
         raise UserError(f"host {host.name} now answers with engine {identity['engine_id']}, the campaign ran on "

@@ -268,7 +268,7 @@ class ChoiceRequest:
     options: Mapping[str, Any] = field(default_factory=dict)  # this kind's options, by name
     lock_path: Path = Path("images/images.lock")
     locked: Callable[[str], LockedImage | None] = lambda stack: None  # the lock's record of a stack
-    engine_timeout_s: float = 5.0
+    daemon_timeout_s: float = 5.0
     answers: Callable[[float], tuple[bool, str]] | None = None
     declined: tuple[Decline, ...] = ()  # under ``auto``: the kinds asked before this one, and why they could not
 

@@ -973,7 +973,7 @@ def test_an_engine_url_message_never_depends_on_urllibs_wording(monkeypatch, url
 
     monkeypatch.setattr(engine_url, "urlsplit", refuses)
     with pytest.raises(UserError) as caught:
-        engine_url.parse_engine_url(url, "--host b")
+        engine_url.parse_daemon_url(url, "--host b")
     assert "not USER@HOST[:PORT]" in caught.value.message
     assert "ssh://USER@[2001:db8::1]:22" in caught.value.message
     assert "made up" not in caught.value.message

@@ -656,9 +656,9 @@ IMAGE_ENV = "ISOCOST_FAULTS_IMAGE"
 
 def docker_unavailable() -> str:
     """Why the docker cases cannot run here ("" when they can)."""
-    from runner.launch.daemon.client import engine_answers
+    from runner.launch.daemon.client import daemon_answers
 
-    ok, why = engine_answers(timeout_s=10)
+    ok, why = daemon_answers(timeout_s=10)
     if not ok:
         return f"no Docker engine answers ({why}); run `bash .ci/docker-setup.sh`"
     try:

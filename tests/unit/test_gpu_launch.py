@@ -156,13 +156,13 @@ def test_cuda_without_a_choice_requests_card_0(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_shipping_launcher_create_call_on_a_fake_remote_has_numeric_groups(trial: TrialPaths) -> None:
-    from runner.launch.daemon.address import EngineAddress
+    from runner.launch.daemon.address import DaemonAddress
     from runner.launch.kinds.docker.remote import ShippingDockerLauncher
     from runner.launch.kinds.docker.transfer import ShippedInputs
 
     client = FakeRemote(HOST_GIDS)
     client.api.api_version = "1.41"  # type: ignore[attr-defined]
-    launched = ShippingDockerLauncher(IMAGE_ID, host_name="mi300", address=EngineAddress("ssh://u@203.0.113.7"),
+    launched = ShippingDockerLauncher(IMAGE_ID, host_name="mi300", address=DaemonAddress("ssh://u@203.0.113.7"),
                                       client=client, stack="rocm")
     [helper] = client.containers.created
     assert helper.kwargs["labels"]["org.isocost.kind"] == "gpu-groups"

@@ -63,7 +63,8 @@ def _fresh(code: str) -> subprocess.CompletedProcess[str]:
 
 def test_the_scan_sees_the_code():
     assert {"protocol/study.py", "protocol/records.py"} <= {_name(p) for p in PROTOCOL}
-    assert {"runner/demo/build.py", "runner/cli/__init__.py", "runner/launch/kinds/docker/launcher.py"} <= {_name(p) for p in HOST}
+    host_names = {_name(p) for p in HOST}
+    assert {"runner/demo/build.py", "runner/cli/__init__.py", "runner/launch/kinds/docker/launcher.py"} <= host_names
     assert all(TRIAL not in p.parents for p in HOST)
 
 

@@ -1,6 +1,6 @@
-"""The interpreter of a local trial (runner/launch/kinds/process/interpreter.py): the engine's own environment when its host half
-names one (engine vllm: ISOCOST_VLLM_PYTHON, default .venv-vllm/bin/python), the host's otherwise; the process
-launcher starts each trial with it and refuses a campaign whose engine's interpreter is missing."""
+"""The interpreter of a local trial (runner/launch/kinds/process/interpreter.py): the engine's own environment when
+its host half names one (engine vllm: ISOCOST_VLLM_PYTHON, default .venv-vllm/bin/python), the host's otherwise; the
+process launcher starts each trial with it and refuses a campaign whose engine's interpreter is missing."""
 
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ CONTAINER_OUT = "/out"
 #: The label every trial container carries: its trial directory on the host CLI's machine.
 TRIAL_DIR_LABEL = "org.isocost.trial_dir"
 
-#: The parts of the engine's ``State`` a trial's launcher.json keeps.
+#: The parts of the daemon's ``State`` a trial's launcher.json keeps.
 STATE_FIELDS = ("Status", "ExitCode", "OOMKilled", "Error", "StartedAt", "FinishedAt")
 
 
@@ -40,31 +40,31 @@ def stop_container(container: Any, grace_s: float) -> None:
     """SIGTERM so the trial writes its status, SIGKILL after the grace period (docker stop)."""
     try:
         container.stop(timeout=int(grace_s))
-    except Exception:  # the container may be gone, or the engine with it
+    except Exception:  # the container may be gone, or the daemon with it
         pass
 
 
 def exit_code_after_stop(container: Any, grace_s: float) -> int | None:
-    """The exit code of a container being stopped; None when the engine no longer says."""
+    """The exit code of a container being stopped; None when the daemon no longer says."""
     try:
         return int(container.wait(timeout=grace_s + 30).get("StatusCode"))
-    except Exception:  # engine gone: the exit code is unknown
+    except Exception:  # daemon gone: the exit code is unknown
         return None
 
 
 def remove_container(container: Any) -> bool:
-    """Remove a container (force); False when it could not be (already gone, or the engine is)."""
+    """Remove a container (force); False when it could not be (already gone, or the daemon is)."""
     try:
         container.remove(force=True)
         return True
-    except Exception:  # already gone, or the engine is
+    except Exception:  # already gone, or the daemon is
         return False
 
 
 def collect_container(container: Any, log_path: Path) -> dict[str, Any]:
     """Append the container's logs to ``log_path``; its final state (:data:`STATE_FIELDS`).
 
-    Raises what the engine raised when it went away between the exit and the collection.
+    Raises what the daemon raised when it went away between the exit and the collection.
     """
     logs = container.logs(stdout=True, stderr=True)
     with write_binary(log_path, log_path.parent, append=True) as handle:
@@ -79,7 +79,7 @@ def remove_leftover_containers(trial_dir: Path, container_id: str = "", *, clien
 
     They are found by ``container_id`` (from launcher.json) and by the :data:`TRIAL_DIR_LABEL` every
     trial container carries, so a container created just before the host died (launcher.json not
-    yet written) is found too. Best effort: returns the ids removed; an engine that does not answer
+    yet written) is found too. Best effort: returns the ids removed; a daemon that does not answer
     removes nothing.
     """
     trial_dir = trial_dir.resolve()
@@ -92,7 +92,7 @@ def remove_leftover_containers(trial_dir: Path, container_id: str = "", *, clien
                 found[named.id] = named
             except Exception:  # already removed  # noqa: BLE001
                 pass
-    except Exception:  # no SDK, or no engine answers  # noqa: BLE001
+    except Exception:  # no SDK, or no daemon answers  # noqa: BLE001
         return []
     removed = []
     for cid, container in sorted(found.items()):

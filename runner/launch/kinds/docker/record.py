@@ -27,8 +27,8 @@ def _kept() -> Any:
 
 @dataclass(frozen=True)
 class DockerRecord:
-    """A trial container's launcher.json: the image, user, limits, times, container, the engine's state and the
-    outcome; a remote engine adds ``host``, ``host_url``, ``engine_id``, ``volume`` and ``transfer``."""
+    """A trial container's launcher.json: the image, user, limits, times, container, the daemon's state and the
+    outcome; a remote daemon adds ``host``, ``host_url``, ``engine_id``, ``volume`` and ``transfer``."""
 
     kind: str = "docker"
     image_ref: str | None = _kept()
@@ -67,8 +67,8 @@ def finish_trial(trial_dir: Path, record: dict[str, Any], outcome: dict[str, Any
                  mem_limit: str | None) -> LaunchResult:
     """Record how the trial ended (launcher.json) and say so; HostInterrupt when the host stopped it.
 
-    ``outcome`` is what waiting saw (exit code, timed out, interrupted, engine lost), ``state`` what
-    the engine said afterwards (:func:`collect_container`).
+    ``outcome`` is what waiting saw (exit code, timed out, interrupted, daemon lost), ``state`` what
+    the daemon said afterwards (:func:`collect_container`).
     """
     record["state"] = state
     record["outcome"] = outcome

@@ -1,4 +1,5 @@
-"""The ``process`` launcher kind: each trial a fresh Python process on this host (:mod:`runner.launch.kinds.process.launcher`).
+"""The ``process`` launcher kind: each trial a fresh Python process on this host
+(:mod:`runner.launch.kinds.process.launcher`).
 
 Chosen by ``--launcher process``, and by ``auto`` as the last resort (with a notice that says why no
 container runs the trials). It replays any trial as a local process, reported as exact only when the

@@ -117,8 +117,8 @@ class ProcessLauncher(LauncherBase):
         return "", "", ""
 
     def preflight(self, study: Study, out: Path) -> str:
-        """An engine whose trials run with an interpreter of their own (``runner.launch.kinds.process.interpreter``): refused
-        when that interpreter is missing, or lacks a module its engine or the study's scenario needs; otherwise
+        """An engine whose trials run with an interpreter of their own (``runner.launch.kinds.process.interpreter``):
+        refused when that interpreter is missing, or lacks a module its engine or the study's scenario needs; otherwise
         a line naming it."""
         engines = {variant.engine for variant in study.variants()}
         errors = self.engine_problems(engines) or self.scenario_problems(study)
