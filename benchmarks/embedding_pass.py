@@ -102,7 +102,7 @@ def make_spec(root: Path, inputs: int, threads: int) -> Path:
 
 def run(inputs: int = 24, pairs: int = 5, threads: int = 1, progress: Any = print,
         timeout_s: float | None = None) -> list[Row]:
-    from runner.launch.process import trial_env
+    from runner.launch.kinds.process.launcher import trial_env
 
     title = (f"embedding measured pass vs bare AutoModel loop (batch_size=8, mean pooling, threads={threads}, "
              f"{inputs} article bodies, {pairs} pairs in one fresh process)")

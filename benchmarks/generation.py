@@ -79,7 +79,7 @@ def _spec(study_path: Path, variant_id: str) -> Any:
 def run(root: Path, inputs: int = 8, max_new_tokens: int = 8, pairs: int = 4, variant_id: str = "batch_size=4",
         progress: Any = print, timeout_s: float | None = None) -> list[Row]:
     from protocol.records.codec import write_record
-    from runner.launch.process import trial_env
+    from runner.launch.kinds.process.launcher import trial_env
 
     title = (f"generation pass vs bare model.generate loop ({variant_id}, {inputs} inputs, {max_new_tokens} new "
              f"tokens, {pairs} pairs in one fresh process)")

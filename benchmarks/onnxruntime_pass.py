@@ -62,7 +62,7 @@ class BareSession(BareLoop):
 
 def run(workspace: Workspace, pairs: int = 5, progress: Any = print, timeout_s: float | None = None) -> list[Row]:
     from protocol.records.codec import write_record
-    from runner.launch.process import trial_env
+    from runner.launch.kinds.process.launcher import trial_env
 
     study = workspace.study()
     variant = next(v for v in study.variants() if v.variant_id == VARIANT)

@@ -1,7 +1,7 @@
 """Benchmark 1: the runner's measured pass against a bare hand-written loop.
 
 Both run in ONE fresh process started like a process-launched trial (same interpreter, same
-environment: ``runner.launch.process.trial_env``), after the same set-up as
+environment: ``runner.launch.kinds.process.launcher.trial_env``), after the same set-up as
 ``runner.trial.run.main`` (manifest, fingerprint check, ``Trial.setup_torch``: threads, seed,
 determinism as ``runner.trial.torch_settings.apply_determinism`` applies it). Then, in ABBA order:
 
@@ -41,7 +41,7 @@ TARGET_RATIO = 0.99
 def run(workspace: Workspace, pairs: int = 5, variant_id: str = "batch_size=1", progress: Any = print,
         timeout_s: float | None = None) -> list[Row]:
     from protocol.records.codec import write_record
-    from runner.launch.process import trial_env
+    from runner.launch.kinds.process.launcher import trial_env
 
     study = workspace.study()
     variants = {v.variant_id: v for v in study.variants()}

@@ -97,7 +97,7 @@ class Bracketed:
 
 
 def _process_launcher() -> tuple[Any, list[str], dict[str, str]]:
-    from runner.launch.process import ProcessLauncher, trial_env
+    from runner.launch.kinds.process.launcher import ProcessLauncher, trial_env
 
     return ProcessLauncher(), [sys.executable, "-c", BARE_IMPORT], trial_env()
 
@@ -105,7 +105,7 @@ def _process_launcher() -> tuple[Any, list[str], dict[str, str]]:
 def _docker_launcher(workspace: Workspace, image: str | None) -> tuple[Any, list[str], dict[str, str] | None]:
     """The campaign's Docker launcher, chosen as `isocost run --launcher docker` would; UserError if none."""
     from runner.campaign.launcher_choice import choose_launcher
-    from runner.launch.base import TrialPaths
+    from runner.launch.launcher import TrialPaths
 
     launcher: Any = choose_launcher(workspace.study_path, "docker", image).launcher
     study = workspace.study()

@@ -2,7 +2,8 @@
 
 The demo's ``generate`` study (its stories, SmolLM2, 16 new tokens, top-5) with ``engine = "vllm"`` (fp32, eager,
 ``max_num_seqs = 8``, ``max_model_len = 512``) runs in ONE fresh process of ``.venv-vllm``'s interpreter (vllm is
-not in ``.venv``; the interpreter the process launcher would give the trial, :mod:`runner.launch.interpreter`).
+not in ``.venv``; the interpreter the process launcher would give the trial,
+:mod:`runner.launch.kinds.process.interpreter`).
 The engine is started ONCE, by isocost's own trial engine (``Trial.load_model``: the 35-55 s start-up is load time
 for both sides alike), then warmed up; both sides then drive that same ``vllm.LLM``, so their engine settings are
 identical by construction. In ABBA order per pair:
@@ -44,9 +45,8 @@ def run(root: Path, inputs: int = 24, max_new_tokens: int = 16, pairs: int = 6, 
         timeout_s: float | None = None) -> list[Row]:
     from benchmarks.generation import _spec, make_slice
     from protocol.engines.vllm import ENGINE
-    from protocol.records.codec import write_record
-    from runner.launch.interpreter import own_python
-    from runner.launch.process import trial_env
+    from runner.launch.kinds.process.interpreter import own_python
+    from runner.launch.kinds.process.launcher import trial_env
 
     title = (f"{TITLE} ({VARIANT}, fp32, {inputs} inputs, {max_new_tokens} new tokens, {pairs} pairs per clock "
              "in one fresh process, one engine)")

@@ -37,8 +37,8 @@ TITLE = "vLLM HTTP server: isocost's client times vs vLLM's own per-request metr
 
 def run(root: Path, requests: int = 16, progress: Any = print, timeout_s: float | None = None) -> list[Row]:
     from benchmarks.generation import make_slice
-    from runner.launch.interpreter import own_python
-    from runner.launch.process import trial_env
+    from runner.launch.kinds.process.interpreter import own_python
+    from runner.launch.kinds.process.launcher import trial_env
 
     title = f"{TITLE} (SmolLM2 fp32, {requests} requests one at a time, 16 new tokens)"
     target = f"within {TOLERANCE:.0%} (ratio in [{1 - TOLERANCE:.2f}, {1 + TOLERANCE:.2f}])"

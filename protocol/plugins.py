@@ -3,7 +3,7 @@
 A plugin (a task, a launcher, an engine) is a package that describes itself in its ``__init__.py``. The built-in
 ones are the packages of one folder inside isocost; a user adds their own as packages in the folders of an
 environment variable (separated by ``os.pathsep``, as in ``PATH``), imported under a module-name prefix of their
-own, without touching isocost. Each plugin kind's own module (:mod:`protocol.tasks`, :mod:`runner.launch.kind`,
+own, without touching isocost. Each kind's own module (:mod:`protocol.tasks`, :mod:`runner.launch.launcher`,
 :mod:`protocol.engines`) reads what the package defines and checks its name; this module only finds and imports.
 
 A package is a folder with an ``__init__.py``, not a symbolic link, whose name does not start with ``_``. An

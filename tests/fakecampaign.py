@@ -36,9 +36,9 @@ from workspace import WORDS, write_workspace  # noqa: E402
 
 from protocol.records.codec import read_record, write_record  # noqa: E402
 from protocol.records.stages import MemoryPeaks, PhaseTimes, TrialSpec, TrialStatus  # noqa: E402
-from runner.launch.base import LauncherBase, LaunchResult, TrialPaths  # noqa: E402
+from runner.launch.kinds.process.launcher import ProcessRecord  # noqa: E402
+from runner.launch.launcher import LauncherBase, LaunchResult, TrialPaths  # noqa: E402
 from runner.launch.launcher_file import write_launcher_file  # noqa: E402
-from runner.launch.process import ProcessRecord  # noqa: E402
 
 SCRIPT = Path(__file__).resolve()
 

@@ -18,7 +18,7 @@ import pytest
 
 from protocol.errors import UserError
 from runner.campaign.launcher_choice import choose_launcher
-from runner.launch.kind import LauncherKind
+from runner.launch.launcher import LauncherKind
 
 
 def chosen_by_name(kind: LauncherKind, launcher: Any, study: Path, kinds: dict[str, LauncherKind]) -> None:

@@ -6,7 +6,7 @@ the originals ran with (a fresh process, or a container of the exact recorded im
 each chosen trial and compares it with :func:`runner.bundle.compare.replay_differences`. It
 writes ``replay.json`` and ``replay.md`` even when the user interrupts it.
 
-Launchers are used through their public API only: :class:`runner.launch.base.Launcher`
+Launchers are used through their public API only: :class:`runner.launch.launcher.Launcher`
 (``trial_view``, ``image_fields``, ``run``, ``name``), ``TrialPaths`` and ``HostInterrupt``,
 and the launcher kinds found by name (``replay_launcher`` of :mod:`runner.campaign.launcher_choice`: each kind
 replays its own way; ``--launcher`` offers ``original`` and every kind whose ``replay_choice`` is set).
@@ -51,8 +51,7 @@ from runner.bundle.verify import DecisionCheck, verify_bundle
 from runner.campaign.launcher_choice import replay_launcher
 from runner.campaign_dir.layout import load_record, read_csv_rows, read_rows
 from runner.campaign_dir.seal import outputs_cell
-from runner.launch.base import HostInterrupt, Launcher, TrialPaths
-from runner.launch.kind import kind_names
+from runner.launch.launcher import HostInterrupt, Launcher, TrialPaths, kind_names
 
 
 def default_replay_dir(bundle: Path) -> Path:

@@ -47,7 +47,7 @@ from protocol.tasks import index_fields, read_task_corpus, study_task
 from runner.campaign.seen import check_and_record
 from runner.campaign_dir.layout import FROZEN_CATALOG, CampaignPaths, now_iso
 from runner.campaign_dir.raw_format import SEALED_HOSTS_KEY
-from runner.launch.base import Launcher
+from runner.launch.launcher import Launcher
 
 Progress = Callable[[str], None]
 

@@ -15,7 +15,7 @@ from protocol.tasks import study_task
 from protocol.tasks.pass_check import PassCheck
 from runner.campaign_dir.layout import read_csv_rows
 from runner.campaign_dir.seal import seal_reasons, seal_values, sealed_outputs
-from runner.launch.base import LaunchResult, placement_values
+from runner.launch.launcher import LaunchResult, placement_values
 
 
 def load_reference(root: Path, study: Study) -> Any:

@@ -1,6 +1,6 @@
 """Which launcher runs a campaign (or a replay): the kind named by ``--launcher``, or ``auto``.
 
-The kinds are found by name (:func:`runner.launch.kind.launcher_kinds`: the packages of
+The kinds are found by name (:func:`runner.launch.launcher.launcher_kinds`: the packages of
 ``runner/launch/kinds/`` and of ``ISOCOST_LAUNCHERS_PATH``); each says how it is chosen, how it replays and
 which options it takes. This module only parses the study once, hands each kind what it asks for (the
 image lock, the engine check) and refuses options given to another kind than the one chosen; it never
@@ -28,12 +28,13 @@ from protocol.errors import UserError
 from protocol.records.stages import TrialSpec
 from protocol.study.load import Study, load_study
 from runner.images.lock import default_lock_path, locked_image
-from runner.launch.base import Launcher, LauncherOption
-from runner.launch.kind import (
+from runner.launch.launcher import (
     ChoiceRequest,
     Decline,
+    Launcher,
     LauncherChoice,
     LauncherKind,
+    LauncherOption,
     ReplayRequest,
     launcher_kind,
     launcher_kinds,
@@ -60,7 +61,7 @@ def choose_launcher(
     image: str | None = None,
     *,
     lock_path: Path | None = None,
-    engine_timeout_s: float = 5.0,
+    daemon_timeout_s: float = 5.0,
     answers: Callable[[float], tuple[bool, str]] | None = None,
     options: Mapping[str, Mapping[str, Any]] | None = None,
     study: Study | None = None,
@@ -84,7 +85,7 @@ def choose_launcher(
                         f"Add --launcher {other}, or drop {flags}.")
     lock = lock_path or default_lock_path()
     request = ChoiceRequest(study or load_study(str(study_path)), image, dict(given.get(kind, {})), lock,
-                            lambda stack: locked_image(stack, lock), engine_timeout_s, answers)
+                            lambda stack: locked_image(stack, lock), daemon_timeout_s, answers)
     if kind == "auto":
         return _choose_auto(request)
     _check_scenario(launcher_kind(kind), request.study, f"--launcher {kind}")

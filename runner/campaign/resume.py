@@ -3,12 +3,12 @@
 :func:`check_resume` refuses a resume that would mix configurations (a changed study, another
 launcher or image, another rental). :func:`record_orphan` turns a trial directory without a row
 (the host stopped or died while it ran) into its row, once, after stopping the trial if it still
-runs (the launcher's ``stop_leftover``: :mod:`runner.launch.leftover` for processes and containers).
+runs (the launcher's ``stop_leftover``: its kind's leftover, a process, a container or a Slurm job).
 
 Example::
 
     record = check_resume(study, CampaignPaths(out), launcher, rental=None)
-    row = record_orphan(study, CampaignPaths(out), reference, slot, attempt=1)   # None: never launched
+    row = record_orphan(study, CampaignPaths(out), reference, slot, 1, launcher)   # None: never launched
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from protocol.study.schedule import Slot, attempt_trial_id
 from runner.campaign.gather import gather_trial, read_status
 from runner.campaign_dir.layout import CampaignPaths, load_record
 from runner.campaign_dir.raw_table import HOST_STOP_NOTE
-from runner.launch.base import Launcher, LaunchResult
-from runner.launch.leftover import log_shows_error, stop_leftover
+from runner.launch.launcher import Launcher, LaunchResult
+from runner.launch.leftover import log_shows_error
 
 
 def check_resume(study: Study, paths: CampaignPaths, launcher: Launcher, rental: Rental | None) -> CampaignRecord:
@@ -91,10 +91,10 @@ def attempt_of(trial_id: str, slot: Slot) -> int | None:
 
 
 def record_orphan(study: Study, paths: CampaignPaths, reference: Any, slot: Slot,
-                  attempt: int, launcher: Launcher | None = None) -> RawRecord | None:
+                  attempt: int, launcher: Launcher) -> RawRecord | None:
     """The row of a trial the host left unrecorded; None (and its directory removed) when it never launched.
 
-    The trial is stopped first by ``launcher`` (the campaign's kind; without one, as a process or container)."""
+    The trial is stopped first by ``launcher`` (the campaign's kind)."""
     trial_id = attempt_trial_id(slot, attempt)
     trial_dir = paths.trial_dir(trial_id)
     spec_path = trial_dir / "spec.json"
@@ -102,11 +102,7 @@ def record_orphan(study: Study, paths: CampaignPaths, reference: Any, slot: Slot
         shutil.rmtree(trial_dir)  # created but never launched: nothing ran, nothing to keep
         return None
     spec = read_record(spec_path, TrialSpec)
-    seen = None
-    if launcher is not None:
-        seen = launcher.stop_leftover(trial_dir)
-    else:
-        stop_leftover(trial_dir)
+    seen = launcher.stop_leftover(trial_dir)
     status, _ = read_status(trial_dir)
     # A trial that wrote its status ended by itself (unless the host had stopped it: status interrupted): its
     # row is final and its pass never runs again. Otherwise the host stopped (or died) while it ran: the row is

@@ -35,7 +35,7 @@ from runner.campaign.gather import gather_trial, load_reference, trial_inputs
 from runner.campaign.resume import attempt_of, check_resume, record_orphan
 from runner.campaign_dir.layout import LOCK_NAME, CampaignPaths, log_event, read_rows, writer_lock
 from runner.campaign_dir.raw_table import append_row, is_host_stopped, quarantine_partial
-from runner.launch.base import HostInterrupt, Launcher, TrialPaths
+from runner.launch.launcher import HostInterrupt, Launcher, TrialPaths
 
 Progress = Callable[[str], None]
 

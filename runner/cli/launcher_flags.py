@@ -1,6 +1,6 @@
 """``--launcher KIND`` and the kinds' own options on the command line: ``--<kind>-<name>`` (``--slurm-partition`` …).
 
-The kinds are found by name (:func:`runner.launch.kind.launcher_kinds`); this module turns them into the
+The kinds are found by name (:func:`runner.launch.launcher.launcher_kinds`); this module turns them into the
 ``--launcher`` choice of ``run``, ``check`` and ``replay`` (with each kind's help line), into click options
 for each kind's options, and hands their values back by kind. No kind is named here.
 
@@ -21,7 +21,7 @@ import click
 
 from protocol.errors import UserError
 from runner.campaign.launcher_choice import launcher_options
-from runner.launch.kind import kind_names, launcher_kinds
+from runner.launch.launcher import kind_names, launcher_kinds
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -14,8 +14,8 @@ from typing import Any
 
 from protocol.errors import UserError
 from runner.hosts.spec import HostSpec
-from runner.launch.engine import engine_identity
-from runner.launch.engine_url import connect
+from runner.launch.daemon.address import connect
+from runner.launch.daemon.client import daemon_identity
 
 
 @dataclass(frozen=True)
@@ -33,13 +33,13 @@ def _check_stack(client: Any, stack: str, image: str, require_gpu: bool, lock_pa
     """(problem, gpu line) for one engine and stack; raises UserError for missing GPU plumbing."""
     from runner.hosts.gpucheck import judge, run_probe
     from runner.images.lock import locked_image
-    from runner.launch.engine import is_local_engine, resolve_image
-    from runner.launch.gpu import gpu_options
+    from runner.launch.daemon.client import is_local_daemon, resolve_image
+    from runner.launch.daemon.gpu import gpu_options
 
     if stack == "cpu":
         gpu_options(stack, client)
         return "", ""
-    if stack == "cuda" or is_local_engine(client):
+    if stack == "cuda" or is_local_daemon(client):
         gpu_options(stack, client)  # fast: the Container Toolkit / device nodes, before any image is touched
     record = locked_image(stack, lock_path)
     ref = image or (record.image_ref if record is not None else "")
@@ -70,7 +70,7 @@ def check_hosts(hosts: list[HostSpec], stack: str = "", *, image: str = "", requ
         client = None
         try:
             client = connect(host.address, timeout_s=60)
-            identity = engine_identity(client)
+            identity = daemon_identity(client)
             wanted = host.stack or stack
             if wanted:
                 problem, gpu_line = _check_stack(client, wanted, image, require_gpu, lock_path)

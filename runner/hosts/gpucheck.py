@@ -1,7 +1,7 @@
 """GPU pre-flight for ``isocost hosts check``: one tiny container of the trial image must see the GPU.
 
 Before rented time goes into a campaign: the container gets the GPU exactly as a trial would
-(:func:`runner.launch.gpu.gpu_options`), runs ``python3 -m runner.trial.probe`` (no network,
+(:func:`runner.launch.daemon.gpu.gpu_options`), runs ``python3 -m runner.trial.probe`` (no network,
 read-only root, no capabilities, the image's non-root user), and its answer is judged here: a GPU
 must be visible, a tiny computation must be right, and the driver (CUDA: NVIDIA's minimum-driver
 table) or the ROCm/GPU/PyTorch combination (AMD's matrix) must not be "not listed".

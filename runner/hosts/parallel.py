@@ -5,7 +5,7 @@ No scheduler, no agent: every host runs Docker Engine, reached as ``local``, a u
 
 1. connect; read the engine's identity (``docker info``: ID, version, machine);
 2. find the image there by digest, pulling it from the registry if absent
-   (:func:`~runner.launch.engine.resolve_image`); the image ID and repo digest the host reports
+   (:func:`~runner.launch.daemon.client.resolve_image`); the image ID and repo digest the host reports
    are what its rows record;
 3. ship the corpus and model into a data volume and verify them ON THE HOST by sha256
    (:meth:`ShippingDockerLauncher.ship_inputs`): no trial starts on unverified inputs;
@@ -45,8 +45,8 @@ from runner.campaign_dir.raw_table import is_host_stopped
 from runner.hosts.board import HostBoard
 from runner.hosts.record import HostsImage, HostsRecord, now_iso, prepare_hosts_record
 from runner.hosts.spec import HostSpec
-from runner.launch.engine import engine_identity
-from runner.launch.engine_url import connect
+from runner.launch.daemon.address import connect
+from runner.launch.daemon.client import daemon_identity
 
 
 @dataclass(frozen=True)
@@ -245,9 +245,9 @@ def _run_host_campaign(host: HostSpec, run: _HostsRun, extra_env: dict[str, str]
 def _host_launcher(host: HostSpec, run: _HostsRun, client: Any, extra_env: dict[str, str],
                    say: Callable[[str], None]) -> Any:
     """The host's engine checked against the one the campaign ran on; its launcher, with the image there."""
-    from runner.launch.remote import ShippingDockerLauncher
+    from runner.launch.kinds.docker.remote import ShippingDockerLauncher
 
-    identity = engine_identity(client)
+    identity = daemon_identity(client)
     before = (run.record.host(host.name).engine or {}).get("engine_id")
     if before and before != identity["engine_id"]:
         raise UserError(f"host {host.name} now answers with engine {identity['engine_id']}, the campaign ran on "
@@ -300,6 +300,6 @@ def _stack(study: Study) -> str:
 
 
 def _limits(study: Study) -> Any:
-    from runner.launch.limits import study_limits
+    from runner.launch.daemon.limits import study_limits
 
     return study_limits(study.campaign)

@@ -32,9 +32,8 @@ from protocol.costing.plans import MAX_LOTS
 from protocol.errors import UserError
 from protocol.io.names import check_gpu_name
 from protocol.io.safe_read import read_text
-from protocol.records import codec
 from protocol.records.stages import Rental
-from runner.launch.engine_url import EngineAddress, parse_engine_url
+from runner.launch.daemon.address import DaemonAddress, parse_daemon_url
 
 HOSTS_FILE_SCHEMA_VERSION = 1
 #: A hosts file lists a few hosts; a larger file is refused before it is parsed.
@@ -59,8 +58,8 @@ class HostSpec:
     reconnect_s: float = 60.0
 
     @property
-    def address(self) -> EngineAddress:
-        return EngineAddress(self.url, ssh_config=self.ssh_config)
+    def address(self) -> DaemonAddress:
+        return DaemonAddress(self.url, ssh_config=self.ssh_config)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -91,7 +90,7 @@ def parse_host_option(text: str) -> HostSpec:
     if not sep or not name.strip() or not url.strip():
         raise UserError(f"--host {text!r} is not NAME=URL", "--host",
                         "Example: --host b200=ssh://ubuntu@203.0.113.7 (or --host local=local).")
-    return HostSpec(name=check_name(name.strip(), "--host"), url=parse_engine_url(url, f"--host {text}"))
+    return HostSpec(name=check_name(name.strip(), "--host"), url=parse_daemon_url(url, f"--host {text}"))
 
 
 def load_hosts_file(path: Path) -> list[HostSpec]:
@@ -156,7 +155,7 @@ def _host(entry: Any, where: str, base: Path) -> HostSpec:
         raise UserError(f"reconnect_s must be seconds from 0 to {MAX_RECONNECT_S:g}, not {reconnect_s!r}",
                         f"{where}, key reconnect_s",
                         "Example: reconnect_s = 60.")
-    return HostSpec(name=check_name(name, f"{where}, key name"), url=parse_engine_url(url, f"{where}, key url"),
+    return HostSpec(name=check_name(name, f"{where}, key name"), url=parse_daemon_url(url, f"{where}, key url"),
                     stack=stack, rental=rental, ssh_config=ssh_config_path, reconnect_s=float(reconnect_s))
 
 

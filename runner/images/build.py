@@ -48,7 +48,7 @@ from runner.images.stacks import (
     requirements_paths,
     stack_spec,
 )
-from runner.launch.engine import connect_engine, engine_facts
+from runner.launch.daemon.client import connect_daemon, daemon_facts
 
 # -- the dependency lock -----------------------------------------------------------------------
 
@@ -190,7 +190,7 @@ def build_image(
     spec = stack_spec(stack)
     lock_path = lock_path or default_lock_path(root)
     base = base_override or default_base(spec.name, root)
-    client = client or connect_engine(timeout_s=3600)
+    client = client or connect_daemon(timeout_s=3600)
     base_facts = _base_facts(client, base, override=bool(base_override), progress=progress)
     wheels = ensure_wheelhouse(stack, root=root, progress=progress)
     debs = ensure_debs(stack, root=root, progress=progress)
@@ -218,7 +218,7 @@ def build_image(
         built_at=datetime.now(UTC).isoformat(timespec="seconds"),
         build_s=round(build_s, 3),
         size_bytes=int(image.attrs.get("Size") or 0),
-        engine=engine_facts(client),
+        engine=daemon_facts(client),
     )
     update_lock(lock_path, record)
     progress(f"built {tag}: image ID {record.image_id}, {record.size_bytes / 1e9:.2f} GB, {build_s:.1f} s")
@@ -267,7 +267,7 @@ def push_image(
     if record is None:
         raise UserError(f"no image for stack {stack!r} in the lock", str(lock_path),
                         f"Build it first: isocost images build --stack {stack}.")
-    client = client or connect_engine(timeout_s=3600)
+    client = client or connect_daemon(timeout_s=3600)
     try:
         image = client.images.get(record.image_id)
     except docker.errors.ImageNotFound:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from runner.launch.kind import LauncherKind, launcher_kinds
+from runner.launch.launcher import LauncherKind, launcher_kinds
 
 
 def _auto(kind: LauncherKind, kinds: list[LauncherKind]) -> str:

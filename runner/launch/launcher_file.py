@@ -1,10 +1,10 @@
 """``trials/<id>/launcher.json``: what the launcher recorded of one trial, in its kind's own record.
 
-Every launcher kind owns its record (``KIND.record`` of its package, :mod:`runner.launch.kind`): a frozen
+Every launcher kind owns its record (``KIND.record`` of its package, :mod:`runner.launch.launcher`): a frozen
 dataclass of optional fields plus ``kind``, the key every file carries at its top level, so a reader knows
-whose record it is. The built-in records are :class:`runner.launch.process.ProcessRecord`,
-:class:`runner.launch.container.DockerRecord` (local and remote engines) and
-:class:`runner.launch.slurm.record.SlurmRecord`. The launchers build the record as a dict while the trial
+whose record it is. The built-in records are :class:`runner.launch.kinds.process.launcher.ProcessRecord`,
+:class:`runner.launch.daemon.containers.DockerRecord` (local and remote engines) and
+:class:`runner.launch.kinds.slurm.record.SlurmRecord`. The launchers build the record as a dict while the trial
 runs and write it through their record at each step (:func:`write_launcher_file`), so a key their record does
 not declare is a bug, caught where it is written.
 
@@ -26,9 +26,7 @@ from typing import Any
 
 from protocol.errors import UserError
 from protocol.io.jsonio import read_json
-from protocol.records import codec
-from protocol.records.codec import VERSION_KEY, Schema
-from runner.launch.kind import LAUNCHERS_ENV, launcher_kinds
+from runner.launch.launcher import LAUNCHERS_ENV, launcher_kinds
 
 LAUNCHER_FILE = "launcher.json"
 LAUNCHER_SCHEMA_VERSION = 3
@@ -50,6 +48,15 @@ def write_launcher_file(trial_dir: Path, record: dict[str, Any], record_type: ty
     """Write the launcher's record of the trial (a dict of ``record_type``'s keys) as launcher.json."""
     typed: Any = codec.from_dict(record_type, record, f"{trial_dir / LAUNCHER_FILE} (as the launcher built it)")
     codec.write_record(trial_dir / LAUNCHER_FILE, typed)
+
+
+def save_record(trial_dir: Path, record: dict[str, Any], record_type: type) -> None:
+    """Write launcher.json; a full disk must not lose the trial's row (the failure goes into its notes)."""
+    record.pop("not_saved", None)
+    try:
+        write_launcher_file(trial_dir, record, record_type)
+    except OSError as exc:
+        record["not_saved"] = f"launcher.json not written: {exc.strerror}"
 
 
 def read_launcher_file(trial_dir: Path) -> Any | None:

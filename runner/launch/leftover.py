@@ -1,10 +1,10 @@
-"""A trial that outlived the host CLI: find it, stop it, and tell a crash from a kill.
+"""A trial process that outlived the host CLI: find it, stop it, and tell a crash from a kill.
 
 ``--resume`` records such a trial from its directory; before it does, :func:`stop_leftover` makes
-sure the trial (a container named in its ``launcher.json``, or a ``runner.trial`` process found by
-its command line) is gone, so it writes nothing after its row. This is the default
-``stop_leftover`` of every launcher (:class:`runner.launch.base.LauncherBase`); a launcher with
-its own kind of leftover (a Slurm job) overrides it.
+sure the trial's ``runner.trial`` process (found by its command line) is gone, so it writes nothing
+after its row. This is the default ``stop_leftover`` of every launcher
+(:class:`runner.launch.launcher.LauncherBase`); a launcher with its own kind of leftover (a container, a
+Slurm job) overrides it.
 
 Example::
 
@@ -19,37 +19,17 @@ import signal
 import time
 from pathlib import Path
 
-from protocol.errors import UserError
-from runner.launch.container import remove_leftover_containers
-from runner.launch.launcher_file import read_launcher_file
 
+def stop_leftover(trial_dir: Path) -> list[int]:
+    """If the trial's process outlived the host CLI, stop it before recording it; returns the pids stopped.
 
-def stop_leftover(trial_dir: Path) -> None:
-    """If the trial outlived the host CLI, stop it before recording it.
-
-    A container is found by the id in launcher.json and by the trial-directory label every trial
-    container carries, so one created just before the host died (launcher.json not yet written) is
-    removed too. A trial process is found by its command line (``runner.trial`` and this trial's
-    spec.json). The call returns once the trial is gone, so it writes nothing after its row.
+    A trial process is found by its command line (``runner.trial`` and this trial's spec.json). The call
+    returns once it is gone, so it writes nothing after its row.
     """
-    container_id = _recorded_container(trial_dir)
-    if container_id:
-        remove_leftover_containers(trial_dir, container_id)
-        return
     processes = _trial_processes(trial_dir)
     for pid in processes:
         _kill(pid)
-    if not processes:
-        remove_leftover_containers(trial_dir)  # best effort: finds nothing where no engine answers
-
-
-def _recorded_container(trial_dir: Path) -> str:
-    """The container id the launcher wrote to launcher.json ("" when there is none)."""
-    try:
-        record = read_launcher_file(trial_dir)
-    except UserError:  # the container is still found by the trial-directory label
-        return ""
-    return str(getattr(record, "container_id", None) or "")  # a container launcher's record names it
+    return processes
 
 
 def _kill(pid: int) -> None:

@@ -377,8 +377,8 @@ def _engines(report: CheckReport, study: Study, launcher: Any) -> None:
 
 def _slurm_shared(launcher: Any, out: Path | None) -> None:
     """A Slurm campaign's ``--slurm-shared`` exists and holds ``--out``: the pre-flight's own check, run here."""
-    from runner.launch.slurm.options import SlurmOptions
-    from runner.launch.slurm.preflight import check_shared
+    from runner.launch.kinds.slurm.options import SlurmOptions
+    from runner.launch.kinds.slurm.preflight import check_shared
 
     options = getattr(launcher, "options", None)
     if isinstance(options, SlurmOptions) and options.shared is not None:
@@ -427,8 +427,8 @@ def _schedule(report: CheckReport, study: Study, probe: bool) -> None:
 
 def _probe(study: Study) -> tuple[float, str]:
     """One batch of the reference variant over tuning inputs in a fresh process → estimated seconds per trial."""
-    from runner.launch.base import TrialPaths
-    from runner.launch.process import ProcessLauncher
+    from runner.launch.kinds.process.launcher import ProcessLauncher
+    from runner.launch.launcher import TrialPaths
 
     reference = next(v for v in study.variants() if series_id(v.variant_id) == study.quality.reference_variant)
     tuning = read_task_corpus(study.tuning.path, study_task(study))

@@ -46,8 +46,8 @@ from protocol.study.tuning import RULE, Proposal, bootstrap_method, bootstrap_st
 from protocol.tasks import index_fields, read_task_corpus, study_task, task_words
 from runner.campaign.seen import describe_entry, ledger_path, seen_entries
 from runner.campaign_dir.fault_hooks import FAULT_ENV, FAULT_HOOK_BANNER
-from runner.launch.base import TrialPaths
-from runner.launch.process import ProcessLauncher
+from runner.launch.kinds.process.launcher import ProcessLauncher
+from runner.launch.launcher import TrialPaths
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,9 @@
 OOM trial in a fresh process, and write ``selfcheck.json`` and ``selfcheck.txt``.
 
 The checks run as ``python -m runner.trial.selfcheck`` (the host CLI never imports torch), with this
-interpreter and the environment a process-launched trial gets (``runner.launch.process.trial_env``:
+interpreter and the environment a process-launched trial gets (``runner.launch.kinds.process.launcher.trial_env``:
 offline, this checkout on ``PYTHONPATH``), stopped at the budget plus a short grace. Then, on a GPU,
-the OOM trial that process wrote runs through :class:`runner.launch.process.ProcessLauncher`, exactly
+the OOM trial that process wrote runs through :class:`runner.launch.kinds.process.launcher.ProcessLauncher`, exactly
 as a campaign's trial, with a real device out-of-memory injected (``protocol.records.selfcheck.OOM_FAULT``);
 the campaign's own rule (``runner.campaign.gather.decide_status``) must make it an ``oom`` row.
 
@@ -45,8 +45,8 @@ from protocol.records.selfcheck import (
 from protocol.records.stages import TrialSpec
 from protocol.tasks.classification.labels import check_labels
 from runner.campaign.gather import decide_status, read_status
-from runner.launch.base import LaunchResult, TrialPaths
-from runner.launch.process import ProcessLauncher, trial_env
+from runner.launch.kinds.process.launcher import ProcessLauncher, trial_env
+from runner.launch.launcher import LaunchResult, TrialPaths
 from runner.trial.faults import FAULT_ENV
 from runner.trial.measure import clock
 

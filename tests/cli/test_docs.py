@@ -392,7 +392,7 @@ def file_fields() -> dict[str, set[str]]:
     from protocol.tasks.generation.outputs import KEYS as GENERATION_KEYS
     from runner.campaign_dir.appendlog import CHAIN_KEY
     from runner.campaign_dir.rentals import RentalRecord
-    from runner.launch.kind import launcher_kinds
+    from runner.launch.launcher import launcher_kinds
     from runner.trial.batches import batch_record
 
     return {

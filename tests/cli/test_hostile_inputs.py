@@ -966,14 +966,14 @@ def test_an_engine_url_message_never_depends_on_urllibs_wording(monkeypatch, url
     """Whatever urllib raises, and in whatever words (they differ between Python releases), the refusal is ours:
     the form the URL must have and the fix, never the interpreter's text."""
     from protocol.errors import UserError
-    from runner.launch import engine_url
+    from runner.launch.daemon import address as engine_url
 
     def refuses(text: str) -> None:
         raise ValueError("words this test made up")
 
     monkeypatch.setattr(engine_url, "urlsplit", refuses)
     with pytest.raises(UserError) as caught:
-        engine_url.parse_engine_url(url, "--host b")
+        engine_url.parse_daemon_url(url, "--host b")
     assert "not USER@HOST[:PORT]" in caught.value.message
     assert "ssh://USER@[2001:db8::1]:22" in caught.value.message
     assert "made up" not in caught.value.message
@@ -983,7 +983,7 @@ def test_an_engine_url_message_never_depends_on_urllibs_wording(monkeypatch, url
 def test_a_slurm_login_with_stray_brackets_is_a_user_error(login):
     """urllib refuses these with a ValueError in words that differ between Python releases: ours instead."""
     from protocol.errors import UserError
-    from runner.launch.slurm.commands import ssh_prefix
+    from runner.launch.kinds.slurm.commands import ssh_prefix
 
     with pytest.raises(UserError, match="is not a login node address"):
         ssh_prefix(login)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from runner.launch.kind import LAUNCHERS_ENV
 from runner.launch.kind_docs import kinds_table, options_table
+from runner.launch.launcher import LAUNCHERS_ENV
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "launchers.md"
 

@@ -57,10 +57,10 @@ def test_a_reading_command_parses_the_frozen_study_once(tmp_path, monkeypatch, c
 
 @pytest.mark.parametrize("launcher", ["process", "auto"])
 def test_run_parses_the_study_once(tmp_path, monkeypatch, launcher):
-    import runner.launch.process
+    import runner.launch.kinds.process.launcher
 
     study = fake_workspace(tmp_path / "ws", repetitions=1, batches="[1]")
-    monkeypatch.setattr(runner.launch.process, "ProcessLauncher", FakeLauncher)
+    monkeypatch.setattr(runner.launch.kinds.process.launcher, "ProcessLauncher", FakeLauncher)
     parses = count_study_parses(monkeypatch)
     _invoke(["run", str(study), "--out", str(tmp_path / "out"), "--launcher", launcher])
     assert len(parses) == 1, parses

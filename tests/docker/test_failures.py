@@ -13,8 +13,8 @@ pytestmark = pytest.mark.docker
 def test_memory_limit_oom_is_recorded(cpu_image: Any, workspace: Any, tmp_path: Path, files: Any,
                                       monkeypatch: pytest.MonkeyPatch) -> None:
     from runner.campaign.run import run_campaign
-    from runner.launch.docker import DockerLauncher
-    from runner.launch.limits import ContainerLimits
+    from runner.launch.daemon.limits import ContainerLimits
+    from runner.launch.kinds.docker.launcher import DockerLauncher
 
     monkeypatch.delenv("ISOCOST_FAULT_INJECT", raising=False)
     # Importing torch alone needs more than this: the kernel kills the trial, the engine says OOMKilled.
@@ -31,7 +31,7 @@ def test_memory_limit_oom_is_recorded(cpu_image: Any, workspace: Any, tmp_path: 
 def test_time_limit_stops_the_container(cpu_image: Any, workspace: Any, tmp_path: Path, files: Any,
                                         monkeypatch: pytest.MonkeyPatch, docker_client: Any) -> None:
     from runner.campaign.run import run_campaign
-    from runner.launch.docker import DockerLauncher
+    from runner.launch.kinds.docker.launcher import DockerLauncher
 
     monkeypatch.setenv("ISOCOST_FAULT_INJECT", "hang-at-batch:0")
     launcher = DockerLauncher(cpu_image.image_id, stack="cpu", kill_grace_s=5)

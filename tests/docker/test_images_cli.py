@@ -48,7 +48,7 @@ def test_gpu_stack_without_reachable_base_fails_clearly(docker_client: Any, tmp_
 
 def test_gpu_access_refused_without_the_stack(docker_client: Any) -> None:
     from protocol.errors import UserError
-    from runner.launch.gpu import gpu_options
+    from runner.launch.daemon.gpu import gpu_options
 
     if "nvidia" in (docker_client.info().get("Runtimes") or {}):
         pytest.skip("this engine has the NVIDIA runtime")
@@ -65,8 +65,8 @@ def test_gpu_facts_helper_script_runs_locked_down_in_the_trial_image(docker_clie
     without GPU devices: the host has none, so both parts are empty unless it has an AMD card)."""
     import json
 
-    from runner.launch.engine import IMAGE_UID
-    from runner.launch.gpu import GID_SCRIPT
+    from runner.launch.daemon.client import IMAGE_UID
+    from runner.launch.daemon.gpu import GID_SCRIPT
 
     out = docker_client.containers.run(
         image=cpu_image.image_id, entrypoint=["python3"], command=["-c", GID_SCRIPT],

@@ -38,9 +38,9 @@ print(json.dumps(report))
 
 
 def test_the_kernel_enforces_the_launchers_limits(cpu_image: Any, docker_client: Any, tmp_path: Path) -> None:
-    from runner.launch.base import TrialPaths
-    from runner.launch.docker import DockerLauncher
-    from runner.launch.limits import ContainerLimits
+    from runner.launch.daemon.limits import ContainerLimits
+    from runner.launch.kinds.docker.launcher import DockerLauncher
+    from runner.launch.launcher import TrialPaths
 
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text('{"id": "a", "text": "x", "label": "y"}\n')

@@ -25,7 +25,7 @@ def _running_trial_container(client: Any, out: Path, timeout_s: float) -> Any:
 def test_running_container_is_locked_down(cpu_image: Any, docker_client: Any, workspace: Any, files: Any,
                                           tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from runner.campaign.run import run_campaign
-    from runner.launch.docker import DockerLauncher
+    from runner.launch.kinds.docker.launcher import DockerLauncher
 
     # 12 inputs at batch 1, half a second each: the trial runs long enough to be looked at.
     monkeypatch.setenv("ISOCOST_FAULT_INJECT", "sleep-per-batch:0.5")

@@ -22,7 +22,7 @@ def test_push_pull_by_digest_and_replay(cpu_image: Any, images_lock: Path, regis
     from runner.cli import main
     from runner.images.build import push_image
     from runner.images.lock import read_lock
-    from runner.launch.docker import DockerLauncher
+    from runner.launch.kinds.docker.launcher import DockerLauncher
 
     monkeypatch.delenv("ISOCOST_FAULT_INJECT", raising=False)
     # A first run by image ID, before any push.

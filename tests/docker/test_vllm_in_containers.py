@@ -108,7 +108,7 @@ def test_vllm_in_containers_gives_the_transformers_tokens_in_fp32(cpu_vllm_image
 def test_an_image_without_an_engines_module_is_refused_before_anything_runs(cpu_image: Any,
                                                                             cpu_vllm_image: Any) -> None:
     """`check` and `run` ask the image (a helper container) for the modules each engine requires."""
-    from runner.launch.docker import DockerLauncher
+    from runner.launch.kinds.docker.launcher import DockerLauncher
 
     cpu = DockerLauncher(cpu_image.image_id, stack="cpu")
     assert cpu.engine_problems({"transformers", "onnxruntime"}) == []
@@ -125,7 +125,7 @@ def test_an_image_without_an_engines_module_is_refused_before_anything_runs(cpu_
 
 
 def test_an_image_without_loadgen_is_refused_for_a_server_study(docker_client: Any) -> None:
-    from runner.launch.image_modules import missing_in_image
+    from runner.launch.kinds.docker.image_modules import missing_in_image
 
     base = docker_client.images.get(BASE_IMAGE).id  # bookworm's python3, nothing of isocost's
     (error,) = missing_in_image(docker_client, base, "65534:65534", (), "cpu", ("server", ("mlperf_loadgen",)))

@@ -28,7 +28,7 @@ from runner.campaign.run import run_campaign
 from runner.campaign_dir.layout import read_rows
 from runner.cli import IsocostGroup
 from runner.cli.bundle import COMMANDS
-from runner.launch.process import ProcessLauncher
+from runner.launch.kinds.process.launcher import ProcessLauncher
 
 pytestmark = pytest.mark.e2e
 

@@ -20,7 +20,7 @@ from runner.campaign.run import run_campaign
 from runner.campaign_dir.layout import read_raw
 from runner.campaign_dir.raw_table import HOST_STOP_NOTE
 from runner.cli import main
-from runner.launch.process import ProcessLauncher
+from runner.launch.kinds.process.launcher import ProcessLauncher
 
 pytestmark = pytest.mark.e2e
 

@@ -22,7 +22,7 @@ from runner.campaign.run import run_campaign
 from runner.campaign_dir.rentals import record_rental
 from runner.cli import IsocostGroup, main
 from runner.cli.decide import COMMANDS
-from runner.launch.process import ProcessLauncher
+from runner.launch.kinds.process.launcher import ProcessLauncher
 
 pytestmark = pytest.mark.e2e
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from runner.campaign_dir.layout import read_raw
-from runner.launch.kind import LAUNCHERS_ENV, launcher_kinds
+from runner.launch.launcher import LAUNCHERS_ENV, launcher_kinds
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "launchers"

@@ -20,7 +20,7 @@ from skypilot_snapshot import COMMITS, SNAPSHOT, check_snapshot
 from protocol.records.stages import Rental
 from runner.campaign.run import run_campaign
 from runner.cli import main
-from runner.launch.process import ProcessLauncher
+from runner.launch.kinds.process.launcher import ProcessLauncher
 
 pytestmark = pytest.mark.e2e
 

@@ -30,7 +30,7 @@ from protocol.records.stages import Rental
 from runner.campaign.run import run_campaign
 from runner.cli import IsocostGroup, main
 from runner.cli.decide import COMMANDS
-from runner.launch.process import ProcessLauncher
+from runner.launch.kinds.process.launcher import ProcessLauncher
 
 pytestmark = pytest.mark.e2e
 

@@ -21,7 +21,7 @@ from runner.analysis.summarize import summarize_campaign
 from runner.campaign.run import run_campaign
 from runner.campaign_dir.layout import read_raw
 from runner.cli import main
-from runner.launch.process import ProcessLauncher
+from runner.launch.kinds.process.launcher import ProcessLauncher
 from runner.trial.faults import FAULT_ENV, disagrees
 
 pytestmark = pytest.mark.e2e

@@ -25,7 +25,7 @@ from protocol.records.stages import Rental
 from runner.analysis.summarize import summarize_campaign
 from runner.campaign.run import run_campaign
 from runner.cli import main
-from runner.launch.process import ProcessLauncher
+from runner.launch.kinds.process.launcher import ProcessLauncher
 from runner.trial.faults import FAULT_ENV
 
 pytestmark = pytest.mark.e2e

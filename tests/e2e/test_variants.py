@@ -9,7 +9,7 @@ import pytest
 from runner.analysis.summarize import summarize_campaign
 from runner.campaign.run import run_campaign
 from runner.campaign_dir.layout import read_raw
-from runner.launch.process import ProcessLauncher
+from runner.launch.kinds.process.launcher import ProcessLauncher
 
 pytestmark = pytest.mark.e2e
 

@@ -33,7 +33,7 @@ from protocol.errors import UserError
 from runner.campaign.run import run_campaign
 from runner.campaign_dir.layout import read_raw
 from runner.campaign_dir.raw_table import HOST_STOP_NOTE
-from runner.launch.process import ProcessLauncher
+from runner.launch.kinds.process.launcher import ProcessLauncher
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -656,9 +656,9 @@ IMAGE_ENV = "ISOCOST_FAULTS_IMAGE"
 
 def docker_unavailable() -> str:
     """Why the docker cases cannot run here ("" when they can)."""
-    from runner.launch.engine import engine_answers
+    from runner.launch.daemon.client import daemon_answers
 
-    ok, why = engine_answers(timeout_s=10)
+    ok, why = daemon_answers(timeout_s=10)
     if not ok:
         return f"no Docker engine answers ({why}); run `bash .ci/docker-setup.sh`"
     try:
@@ -713,7 +713,7 @@ def cpu_image() -> str:
 
 def docker_context(root: Path, model: Path, image: str | None = None) -> Context:
     """Trials in containers of the CPU image, on the local engine (DOCKER_HOST)."""
-    from runner.launch.docker import DockerLauncher
+    from runner.launch.kinds.docker.launcher import DockerLauncher
 
     image = image or cpu_image()
 
@@ -757,7 +757,7 @@ def case_engine_restarted(ctx: Context) -> Outcome:
     import docker
     from private_engine import EngineUnavailable, PrivateEngine
 
-    from runner.launch.docker import DockerLauncher
+    from runner.launch.kinds.docker.launcher import DockerLauncher
 
     study = ctx.study(n=8, repetitions=1, batches="[1, 4]")
     out = ctx.root / "out"

@@ -53,9 +53,9 @@ def local_engine() -> Iterator[Any]:
         import docker.errors
     except ImportError:
         unavailable("the docker Python SDK is not installed")
-    from runner.launch.engine import engine_answers
+    from runner.launch.daemon.client import daemon_answers
 
-    ok, why = engine_answers(timeout_s=10)
+    ok, why = daemon_answers(timeout_s=10)
     if not ok:
         unavailable(f"no Docker engine answers ({why}); run `bash .ci/docker-setup.sh`")
     client = docker.from_env(timeout=600)

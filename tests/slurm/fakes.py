@@ -20,8 +20,8 @@ sys.path.insert(0, str(TESTS.parent))
 
 from fakecampaign import SCRIPT  # noqa: E402
 
-from runner.launch.slurm.launcher import SlurmLauncher  # noqa: E402
-from runner.launch.slurm.options import SlurmOptions  # noqa: E402
+from runner.launch.kinds.slurm.launcher import SlurmLauncher  # noqa: E402
+from runner.launch.kinds.slurm.options import SlurmOptions  # noqa: E402
 
 FAKE_S_ENV = "ISOCOST_FAKE_TRIAL_S"
 

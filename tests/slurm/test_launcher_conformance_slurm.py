@@ -10,7 +10,7 @@ import launcher_cases as cases
 import pytest
 
 from runner.campaign.launcher_choice import choose_launcher
-from runner.launch.kind import launcher_kinds
+from runner.launch.launcher import launcher_kinds
 
 pytestmark = pytest.mark.slurm
 

@@ -25,7 +25,7 @@ from protocol.errors import UserError
 from runner.campaign.run import run_campaign
 from runner.campaign_dir.layout import read_rows
 from runner.decision.period_report import campaign_period
-from runner.launch.slurm.launcher import lane_name
+from runner.launch.kinds.slurm.launcher import lane_name
 
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
 

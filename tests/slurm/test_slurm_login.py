@@ -23,8 +23,8 @@ from login import Login, start_login, stop_login
 
 from protocol.errors import UserError
 from runner.campaign.run import run_campaign
-from runner.launch.slurm.commands import SlurmCommands
-from runner.launch.slurm.options import SlurmOptions
+from runner.launch.kinds.slurm.commands import SlurmCommands
+from runner.launch.kinds.slurm.options import SlurmOptions
 
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
 

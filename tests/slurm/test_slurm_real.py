@@ -24,7 +24,7 @@ from click.testing import CliRunner
 from runner.campaign.launcher_choice import choose_launcher
 from runner.campaign.run import run_campaign
 from runner.cli import main
-from runner.launch.slurm.launcher import lane_name
+from runner.launch.kinds.slurm.launcher import lane_name
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "faults"))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runner.launch.amd_cards import choose_card, list_cards, read_topology, rocm_device_choice
+from runner.launch.daemon.amd_cards import choose_card, list_cards, read_topology, rocm_device_choice
 
 
 def node(gpu_id: int, render_minor: int, unique_id: int = 0) -> dict[str, str]:

@@ -120,7 +120,7 @@ def test_the_checks_catch_what_they_are_for() -> None:
 
 def test_the_launcher_interface_lists_the_protocols_members() -> None:
     """The ``base.py`` item of ``launch/`` names every member of the ``Launcher`` protocol, and no other."""
-    from runner.launch.base import Launcher
+    from runner.launch.launcher import Launcher
 
     item = next(item for item in bullets(sections(ARCHITECTURE.read_text(encoding="utf-8"))["runner/"])
                 if item.startswith("`launch/`"))

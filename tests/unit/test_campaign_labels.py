@@ -11,7 +11,7 @@ from workspace import STUDY_TEMPLATE, write_corpus
 from protocol.errors import UserError
 from protocol.io.fingerprint import fingerprint_path
 from runner.campaign.run import run_campaign
-from runner.launch.base import LauncherBase
+from runner.launch.launcher import LauncherBase
 
 
 class RecordingLauncher(LauncherBase):

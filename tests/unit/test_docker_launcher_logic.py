@@ -23,12 +23,12 @@ from workspace import base_toml, series_toml  # noqa: E402
 from protocol.errors import UserError  # noqa: E402
 from runner.campaign.launcher_choice import choose_launcher  # noqa: E402
 from runner.campaign_dir.raw_table import HOST_STOP_NOTE  # noqa: E402
-from runner.launch.base import HostInterrupt, TrialPaths  # noqa: E402
-from runner.launch.bind_mounts import unreadable_for  # noqa: E402
-from runner.launch.docker import DockerLauncher  # noqa: E402
-from runner.launch.engine import resolve_image  # noqa: E402
-from runner.launch.gpu import gpu_options  # noqa: E402
-from runner.launch.limits import ContainerLimits  # noqa: E402
+from runner.launch.daemon.client import resolve_image  # noqa: E402
+from runner.launch.daemon.gpu import gpu_options  # noqa: E402
+from runner.launch.daemon.limits import ContainerLimits  # noqa: E402
+from runner.launch.kinds.docker.bind_mounts import unreadable_for  # noqa: E402
+from runner.launch.kinds.docker.launcher import DockerLauncher  # noqa: E402
+from runner.launch.launcher import HostInterrupt, TrialPaths  # noqa: E402
 
 IMAGE_ID = "sha256:" + "a" * 64
 OTHER_ID = "sha256:" + "b" * 64
@@ -536,7 +536,7 @@ def test_ctrl_c_before_the_trial_started_removes_the_container(trial: TrialPaths
 
 def test_a_leftover_container_is_found_by_its_label_when_launcher_json_never_named_it(tmp_path: Path) -> None:
     """The host died between create and launcher.json: --resume still finds the container by label."""
-    from runner.launch.container import TRIAL_DIR_LABEL, remove_leftover_containers
+    from runner.launch.daemon.containers import TRIAL_DIR_LABEL, remove_leftover_containers
 
     trial_dir = tmp_path / "trials" / "t1"
     trial_dir.mkdir(parents=True)
@@ -573,7 +573,7 @@ def test_a_leftover_container_is_found_by_its_label_when_launcher_json_never_nam
 
 
 def test_every_trial_container_carries_its_trial_directory_label(trial: TrialPaths) -> None:
-    from runner.launch.container import TRIAL_DIR_LABEL
+    from runner.launch.daemon.containers import TRIAL_DIR_LABEL
 
     client = FakeClient()
     DockerLauncher(IMAGE_ID, client=client, user="10001:10001").run(trial, None)

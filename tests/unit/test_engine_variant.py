@@ -125,7 +125,7 @@ def test_the_process_launcher_finds_an_engines_modules_in_the_trials_interpreter
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``isocost check`` and run's preflight ask the interpreter the trials will run with for each engine's
     modules; a missing one is an error naming it, the interpreter and the fix, before anything runs."""
-    from runner.launch.process import ProcessLauncher
+    from runner.launch.kinds.process.launcher import ProcessLauncher
 
     package = tmp_path / "needy"
     package.mkdir()

@@ -554,7 +554,7 @@ def test_the_ledger_parser_raises_only_user_errors_and_accepts_only_exact_money(
 
 
 def test_engine_urls_are_refused_or_normalised():
-    from runner.launch.engine_url import parse_engine_url
+    from runner.launch.daemon.address import parse_daemon_url
 
     pieces = st.sampled_from(["ssh://", "unix://", "u@", "@", "[", "]", "::1", "fe80::1%eth0", ":", "22", "99999",
                               "-o", "ProxyCommand=x", " ", "/", "?", "#", "\udcff", "\u202e", "h.example.com", "é"])
@@ -565,16 +565,16 @@ def test_engine_urls_are_refused_or_normalised():
     @example("ssh://u@[::1]]:22")
     def run(url: str) -> None:
         try:
-            normalised = parse_engine_url(url, "--host x")
+            normalised = parse_daemon_url(url, "--host x")
         except UserError as exc:
             assert exc.where == "--host x"
             return
         assert normalised == "local" or normalised.startswith(("ssh://", "unix://"))
         assert normalised.isprintable() and not any(0xD800 <= ord(c) <= 0xDFFF for c in normalised)
         if normalised.startswith("ssh://"):
-            from runner.launch.engine_url import EngineAddress
+            from runner.launch.daemon.address import DaemonAddress
 
-            user, host, port = EngineAddress(normalised).ssh_target()
+            user, host, port = DaemonAddress(normalised).ssh_target()
             assert host and not host.startswith("-") and (not port or 1 <= int(port) <= 65535)
 
     run()

@@ -9,7 +9,7 @@ from protocol.records.stages import MemoryPeaks, PhaseTimes, TrialSpec, TrialSta
 from protocol.study.load import load_study
 from protocol.tasks.classification import Reference
 from runner.campaign.gather import gather_trial, trial_inputs
-from runner.launch.base import LaunchResult
+from runner.launch.launcher import LaunchResult
 
 VARIANT = Variant(variant_id="batch_size=4", stack="cuda", device="cuda", precision="fp32", quantization="none",
                   compile=True, attention="sdpa", batch_size=4, padding="longest", max_length=8,

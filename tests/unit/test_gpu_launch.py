@@ -12,10 +12,10 @@ docker = pytest.importorskip("docker")
 
 from test_docker_launcher_logic import IMAGE_ID, FakeClient, FakeContainer, FakeImage  # noqa: E402
 
-from runner.launch.amd_cards import read_topology  # noqa: E402
-from runner.launch.base import TrialPaths  # noqa: E402
-from runner.launch.docker import DockerLauncher  # noqa: E402
-from runner.launch.gpu import gpu_options  # noqa: E402
+from runner.launch.daemon.amd_cards import read_topology  # noqa: E402
+from runner.launch.daemon.gpu import gpu_options  # noqa: E402
+from runner.launch.kinds.docker.launcher import DockerLauncher  # noqa: E402
+from runner.launch.launcher import TrialPaths  # noqa: E402
 
 HOST_GIDS = {"/dev/kfd": 993, "/dev/dri/card0": 44, "/dev/dri/card1": 44, "/dev/dri/renderD128": 109,
              "/dev/dri/renderD129": 110}
@@ -120,7 +120,7 @@ def test_local_rocm_groups_come_from_the_device_nodes(monkeypatch: pytest.Monkey
     def fake_path(text: str = "", *more: str) -> Path:
         return real(str(dev) + text[len("/dev"):]) if text.startswith("/dev/") else real(text, *more)
 
-    monkeypatch.setattr("runner.launch.gpu.Path", fake_path)
+    monkeypatch.setattr("runner.launch.daemon.gpu.Path", fake_path)
     nodes = tmp_path / "sys" / "nodes"
     for node, files in HOST_TOPOLOGY.items():
         (nodes / node).mkdir(parents=True)
@@ -128,7 +128,7 @@ def test_local_rocm_groups_come_from_the_device_nodes(monkeypatch: pytest.Monkey
             (nodes / node / name).write_text(text)
     (dev / "dri/renderD129").write_text("")
     os.chown(dev / "dri/renderD129", -1, 994)
-    monkeypatch.setattr("runner.launch.gpu.read_topology", lambda: read_topology(nodes))
+    monkeypatch.setattr("runner.launch.daemon.gpu.read_topology", lambda: read_topology(nodes))
     monkeypatch.setenv("HIP_VISIBLE_DEVICES", "1")
     options = gpu_options("rocm", FakeClient())
     assert options["devices"] == ["/dev/kfd:/dev/kfd:rwm", "/dev/dri/renderD129:/dev/dri/renderD129:rwm"]
@@ -156,13 +156,13 @@ def test_cuda_without_a_choice_requests_card_0(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_shipping_launcher_create_call_on_a_fake_remote_has_numeric_groups(trial: TrialPaths) -> None:
-    from runner.launch.engine_url import EngineAddress
-    from runner.launch.remote import ShippingDockerLauncher
-    from runner.launch.transfer import ShippedInputs
+    from runner.launch.daemon.address import DaemonAddress
+    from runner.launch.kinds.docker.remote import ShippingDockerLauncher
+    from runner.launch.kinds.docker.transfer import ShippedInputs
 
     client = FakeRemote(HOST_GIDS)
     client.api.api_version = "1.41"  # type: ignore[attr-defined]
-    launched = ShippingDockerLauncher(IMAGE_ID, host_name="mi300", address=EngineAddress("ssh://u@203.0.113.7"),
+    launched = ShippingDockerLauncher(IMAGE_ID, host_name="mi300", address=DaemonAddress("ssh://u@203.0.113.7"),
                                       client=client, stack="rocm")
     [helper] = client.containers.created
     assert helper.kwargs["labels"]["org.isocost.kind"] == "gpu-groups"

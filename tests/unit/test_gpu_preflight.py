@@ -48,7 +48,7 @@ def answer(**overrides: Any) -> dict[str, Any]:
 
 def test_probe_container_gets_the_gpu_like_a_trial_and_is_locked_down(monkeypatch) -> None:
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    from runner.launch.gpu import gpu_options
+    from runner.launch.daemon.gpu import gpu_options
 
     client = ProbeClient(answer())
     gpu = gpu_options("cuda", client)
@@ -107,7 +107,7 @@ def test_hosts_check_cli_probes_the_gpu_with_the_given_image(monkeypatch) -> Non
     from runner.hosts import check as multihost
 
     monkeypatch.setattr(multihost, "connect", lambda address, timeout_s=60: ProbeClient(answer()))
-    monkeypatch.setattr(multihost, "engine_identity", lambda client: {
+    monkeypatch.setattr(multihost, "daemon_identity", lambda client: {
         "engine_id": "E", "engine_version": "27.0", "name": "gpu-host", "os": "Ubuntu", "cpus": 16,
         "memory_bytes": 2**37, "runtimes": ["nvidia", "runc"]})
     result = CliRunner().invoke(main, ["hosts", "check", "--host", "h200=local", "--stack", "cuda", "--image",
@@ -127,7 +127,7 @@ def test_require_gpu_without_an_image_is_unusable(monkeypatch, tmp_path) -> None
     from runner.hosts.spec import parse_host_option
 
     monkeypatch.setattr(multihost, "connect", lambda address, timeout_s=60: ProbeClient(answer()))
-    monkeypatch.setattr(multihost, "engine_identity", lambda client: {})
+    monkeypatch.setattr(multihost, "daemon_identity", lambda client: {})
     lock = tmp_path / "images.lock"
     [soft] = multihost.check_hosts([parse_host_option("a=local")], "cuda", lock_path=lock)
     assert soft.problem == "" and soft.gpu.startswith("GPU not probed: no cuda image known")

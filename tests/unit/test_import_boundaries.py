@@ -63,7 +63,8 @@ def _fresh(code: str) -> subprocess.CompletedProcess[str]:
 
 def test_the_scan_sees_the_code():
     assert {"protocol/study/load.py", "protocol/records/stages.py"} <= {_name(p) for p in PROTOCOL}
-    assert {"runner/demo/build.py", "runner/cli/__init__.py", "runner/launch/docker.py"} <= {_name(p) for p in HOST}
+    host_names = {_name(p) for p in HOST}
+    assert {"runner/demo/build.py", "runner/cli/__init__.py", "runner/launch/kinds/docker/launcher.py"} <= host_names
     assert all(TRIAL not in p.parents for p in HOST)
 
 
@@ -179,7 +180,7 @@ def test_every_package_is_on_a_layer():
 
 
 def test_the_layer_check_sees_an_upward_import():
-    assert _layer("runner.launch.docker") < _layer("runner.images.build")
+    assert _layer("runner.launch.kinds.docker.launcher") < _layer("runner.images.build")
     assert _layer("runner.campaign_dir.layout") < _layer("runner.campaign.run")
 
 

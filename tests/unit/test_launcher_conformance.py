@@ -27,7 +27,7 @@ import pytest
 
 from protocol.errors import UserError
 from runner.campaign.launcher_choice import choose_launcher, replay_launcher
-from runner.launch.kind import LAUNCHERS_ENV, LauncherKind, launcher_kinds
+from runner.launch.launcher import LAUNCHERS_ENV, LauncherKind, launcher_kinds
 from runner.launch.launcher_file import LAUNCHER_SCHEMA_VERSION, read_launcher_file, write_launcher_file
 
 ROOT = Path(__file__).resolve().parents[2]

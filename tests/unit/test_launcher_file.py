@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from protocol.errors import UserError
-from runner.launch.container import DockerRecord
+from runner.launch.kinds.docker.record import DockerRecord
+from runner.launch.kinds.process.launcher import ProcessRecord
+from runner.launch.kinds.slurm.record import SlurmRecord
 from runner.launch.launcher_file import LAUNCHER_SCHEMA_VERSION, read_launcher_file, write_launcher_file
-from runner.launch.process import ProcessRecord
-from runner.launch.slurm.record import SlurmRecord
 
 
 def test_each_launchers_record_reads_back(tmp_path: Path) -> None:

@@ -13,9 +13,8 @@ from click.testing import CliRunner
 from protocol.errors import UserError
 from runner.campaign.launcher_choice import choose_launcher, launcher_options, replay_launcher
 from runner.cli import main
-from runner.launch.base import LauncherBase, LaunchResult, placement_values
-from runner.launch.kind import kind_names, launcher_kinds
-from runner.launch.process import ProcessLauncher
+from runner.launch.kinds.process.launcher import ProcessLauncher
+from runner.launch.launcher import LauncherBase, LaunchResult, kind_names, launcher_kinds, placement_values
 
 
 @pytest.fixture

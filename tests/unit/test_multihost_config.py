@@ -18,29 +18,29 @@ from protocol.records.codec import write_record
 from runner.hosts.board import HostBoard
 from runner.hosts.record import HOSTS_JSON, expand_campaign_dirs, hosts_without_campaign
 from runner.hosts.spec import load_hosts_file, merge_hosts, parse_host_option
-from runner.launch.engine_url import EngineAddress, parse_engine_url
-from runner.launch.transfer import HASH_SCRIPT, tree_fingerprint
+from runner.launch.daemon.address import DaemonAddress, parse_daemon_url
+from runner.launch.kinds.docker.transfer import HASH_SCRIPT, tree_fingerprint
 
 
 def test_host_option_and_engine_urls():
     host = parse_host_option("b200=ssh://ubuntu@203.0.113.7:2222")
     assert (host.name, host.url, host.rental) == ("b200", "ssh://ubuntu@203.0.113.7:2222", None)
     assert parse_host_option("local=local").url == "local"
-    assert parse_engine_url("unix:///run/docker.sock", "x") == "unix:///run/docker.sock"
-    assert parse_engine_url("ssh://u@h/", "x") == "ssh://u@h"
+    assert parse_daemon_url("unix:///run/docker.sock", "x") == "unix:///run/docker.sock"
+    assert parse_daemon_url("ssh://u@h/", "x") == "ssh://u@h"
     for bad in ("b200", "=ssh://u@h", "x="):
         with pytest.raises(UserError, match="NAME=URL"):
             parse_host_option(bad)
     with pytest.raises(UserError, match="ssh only"):
-        parse_engine_url("tcp://203.0.113.7:2375", "--host")
+        parse_daemon_url("tcp://203.0.113.7:2375", "--host")
     with pytest.raises(UserError, match="password"):
-        parse_engine_url("ssh://u:secret@h", "--host")
+        parse_daemon_url("ssh://u:secret@h", "--host")
     with pytest.raises(UserError, match="results folder"):
         parse_host_option("../etc=local")
 
 
 def test_ssh_command_carries_our_options():
-    address = EngineAddress("ssh://ubuntu@203.0.113.7:2222", ssh_config=Path("/k/config"))
+    address = DaemonAddress("ssh://ubuntu@203.0.113.7:2222", ssh_config=Path("/k/config"))
     command = address.ssh_command("docker system dial-stdio")
     assert command[:3] == ["ssh", "-F", "/k/config"]
     assert "BatchMode=yes" in command and "ServerAliveInterval=5" in command

@@ -38,7 +38,7 @@ SUBPROCESS_CALLS = {"run", "Popen", "call", "check_call", "check_output"}
 
 def test_the_scan_sees_the_code():
     names = {p.relative_to(ROOT).as_posix() for p in SOURCES}
-    assert {"runner/launch/process.py", "runner/bundle/pack.py", "protocol/study/load.py"} <= names
+    assert {"runner/launch/kinds/process/launcher.py", "runner/bundle/pack.py", "protocol/study/load.py"} <= names
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.relative_to(ROOT).as_posix())

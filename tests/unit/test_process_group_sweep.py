@@ -10,8 +10,8 @@ import signal
 import time
 from pathlib import Path
 
-from runner.launch.process import ProcessLauncher
-from runner.launch.result import TrialPaths
+from runner.launch.kinds.process.launcher import ProcessLauncher
+from runner.launch.launcher import TrialPaths
 
 #: Stands in for the trial's interpreter: starts a child that would live 300 s (an engine core), writes its pid,
 #: then kills itself, as the OOM killer or a crash would.

@@ -10,10 +10,9 @@ from pathlib import Path
 import pytest
 
 from protocol.errors import UserError
-from protocol.records import codec
 from protocol.records.selfcheck import CHECK_NAMES, SelfcheckReport, passed
 from protocol.records.stages import MemoryPeaks, PhaseTimes, TrialSpec, TrialStatus, Variant, WarmupRule
-from runner.launch.base import LaunchResult
+from runner.launch.launcher import LaunchResult
 from runner.selfcheck import host
 from runner.selfcheck.host import Request
 

@@ -22,7 +22,7 @@ from protocol.records.stages import TrialStatus
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from runner.launch.base import LaunchResult  # noqa: E402
+from runner.launch.launcher import LaunchResult  # noqa: E402
 from runner.selfcheck.host import judge_oom_trial  # noqa: E402
 from runner.trial import selfcheck as selfcheck_main  # noqa: E402
 from runner.trial import selfcheck_trials as trials  # noqa: E402

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from protocol.errors import UserError
-from runner.launch.slurm.commands import SlurmCommands, ssh_prefix
+from runner.launch.kinds.slurm.commands import SlurmCommands, ssh_prefix
 
 FAKE_SSH = """#!{python}
 import json, subprocess, sys

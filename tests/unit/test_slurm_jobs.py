@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runner.launch.slurm.jobs import JobInfo, exit_status, iso_seconds_between, job_end, parse_scontrol_job
+from runner.launch.kinds.slurm.jobs import JobInfo, exit_status, iso_seconds_between, job_end, parse_scontrol_job
 
 #: A real line of Slurm 22.05's ``scontrol -o show job`` (the test cluster), shortened in the middle.
 LINE = ("JobId=12 JobName=isocost-0dc0ad87d0d6488a UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=4294901759 "

@@ -12,8 +12,8 @@ import os
 import pytest
 
 from protocol.errors import UserError
-from runner.launch.slurm.commands import NodeRow, SlurmCommands
-from runner.launch.slurm.preflight import check_node_size
+from runner.launch.kinds.slurm.commands import NodeRow, SlurmCommands
+from runner.launch.kinds.slurm.preflight import check_node_size
 
 
 def _rows(*sizes: tuple[int | None, int | None]) -> list[NodeRow]:
@@ -64,8 +64,8 @@ def test_sinfo_lists_memory_and_cpus(tmp_path, monkeypatch):
 
 def test_the_shared_directory_is_checked_as_the_preflight_does(tmp_path):
     """`check --launcher slurm --slurm-shared DIR --out OUT` and run's pre-flight call the same check."""
-    from runner.launch.slurm.options import SlurmOptions
-    from runner.launch.slurm.preflight import check_shared
+    from runner.launch.kinds.slurm.options import SlurmOptions
+    from runner.launch.kinds.slurm.preflight import check_shared
 
     missing = SlurmOptions.from_values({"shared": str(tmp_path / "nowhere")})
     with pytest.raises(UserError) as info:

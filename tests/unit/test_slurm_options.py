@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from protocol.errors import UserError
-from runner.launch.slurm.options import SlurmOptions, check_extra_args, gpu_request, time_seconds
+from runner.launch.kinds.slurm.options import SlurmOptions, check_extra_args, gpu_request, time_seconds
 
 
 @pytest.mark.parametrize("gres, text", [

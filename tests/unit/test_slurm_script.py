@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.launch.slurm.script import FACTS_FILE, JobSpec, enroot_uri, parse_facts, trial_script
+from runner.launch.kinds.slurm.script import FACTS_FILE, JobSpec, enroot_uri, parse_facts, trial_script
 
 HOSTILE = "in $(touch PWNED) `touch PWNED2` 'q' \"dq\" ;&|"
 DIGEST = "sha256:" + "ab" * 32

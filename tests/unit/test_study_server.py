@@ -103,7 +103,7 @@ def test_only_the_launchers_that_declare_the_server_scenario_run_it() -> None:
     import dataclasses
 
     from runner.campaign.launcher_choice import _check_scenario
-    from runner.launch.kind import launcher_kinds
+    from runner.launch.launcher import launcher_kinds
 
     study = parse_study(study_data(), path=SOURCE, sha256="sha256:" + "0" * 64)
     kinds = launcher_kinds()

@@ -1,6 +1,6 @@
-"""The interpreter of a local trial (runner/launch/interpreter.py): the engine's own environment when its host half
-names one (engine vllm: ISOCOST_VLLM_PYTHON, default .venv-vllm/bin/python), the host's otherwise; the process
-launcher starts each trial with it and refuses a campaign whose engine's interpreter is missing."""
+"""The interpreter of a local trial (runner/launch/kinds/process/interpreter.py): the engine's own environment when
+its host half names one (engine vllm: ISOCOST_VLLM_PYTHON, default .venv-vllm/bin/python), the host's otherwise; the
+process launcher starts each trial with it and refuses a campaign whose engine's interpreter is missing."""
 
 from __future__ import annotations
 
@@ -12,11 +12,10 @@ import pytest
 from recordfiles import SAMPLE_VARIANT, sample_spec
 
 from protocol.errors import UserError
-from protocol.records.codec import write_record
-from runner.launch import interpreter
-from runner.launch.interpreter import missing_pythons, trial_python
-from runner.launch.process import ProcessLauncher
-from runner.launch.result import TrialPaths
+from runner.launch.kinds.process import interpreter
+from runner.launch.kinds.process.interpreter import missing_pythons, trial_python
+from runner.launch.kinds.process.launcher import ProcessLauncher
+from runner.launch.launcher import TrialPaths
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from recordfiles import trial_status, write_status
 
 from protocol.errors import UserError
 from protocol.study.load import load_study
-from runner.launch.base import LaunchResult
+from runner.launch.launcher import LaunchResult
 from runner.own import tune
 
 

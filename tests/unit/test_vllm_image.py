@@ -17,8 +17,8 @@ from protocol.errors import UserError
 from runner.images.debs import ensure_debs, parse_debs_lock
 from runner.images.requirements import parse_lock
 from runner.images.stacks import stack_spec
-from runner.launch.gpu import gpu_options
-from runner.launch.kind import ChoiceRequest, launcher_kinds
+from runner.launch.daemon.gpu import gpu_options
+from runner.launch.launcher import ChoiceRequest, launcher_kinds
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -67,7 +67,7 @@ def test_the_container_gets_the_engines_shared_memory_and_no_gpu() -> None:
 
 def test_vllm_runs_under_every_launcher_and_slurm_jobs_get_its_shared_memory() -> None:
     from runner.campaign.launcher_choice import _check_scenario
-    from runner.launch.slurm.script import JobSpec, trial_script
+    from runner.launch.kinds.slurm.script import JobSpec, trial_script
 
     kinds = launcher_kinds()
     for name in ("process", "docker", "slurm"):

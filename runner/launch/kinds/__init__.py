@@ -1,7 +1,7 @@
 """The built-in launcher kinds, one package each (``process``, ``docker``, ``slurm``), found by name.
 
-Each package's ``__init__.py`` defines ``KIND`` (:class:`runner.launch.kind.LauncherKind`); the discovery
-(:func:`runner.launch.kind.launcher_kinds`) lists this folder and the folders of ``ISOCOST_LAUNCHERS_PATH``.
+Each package's ``__init__.py`` defines ``KIND`` (:class:`runner.launch.launcher.LauncherKind`); the discovery
+(:func:`runner.launch.launcher.launcher_kinds`) lists this folder and the folders of ``ISOCOST_LAUNCHERS_PATH``.
 
 Example::
 

@@ -1,10 +1,10 @@
 """The ``docker`` launcher kind: each trial a fresh container of one exactly named image.
 
-Local engines run :class:`runner.launch.docker.DockerLauncher` (bind mounts); remote engines (``--host``,
-docs/hosts.md) run :class:`runner.launch.remote.ShippingDockerLauncher`; both write a
-:class:`runner.launch.container.DockerRecord`. ``--launcher docker`` (or an image named by ``--image`` or
-the study's ``[images]``) requires an engine and an image, and fails with the reason; ``auto`` asks this kind
-first and takes it when an engine answers and the locked image resolves. A replay runs the originals' exact
+Local daemons run :class:`runner.launch.kinds.docker.launcher.DockerLauncher` (bind mounts); remote daemons (``--host``,
+docs/hosts.md) run :class:`runner.launch.kinds.docker.remote.ShippingDockerLauncher`; both write a
+:class:`runner.launch.kinds.docker.record.DockerRecord`. ``--launcher docker`` (or an image named by ``--image`` or
+the study's ``[images]``) requires a daemon and an image, and fails with the reason; ``auto`` asks this kind
+first and takes it when a daemon answers and the locked image resolves. A replay runs the originals' exact
 image (repo digest, else image ID).
 
 Example::
@@ -21,12 +21,11 @@ from typing import Any
 
 from protocol.engines import image_stack
 from protocol.errors import UserError
-from runner.launch.base import Launcher
-from runner.launch.container import DockerRecord
-from runner.launch.docker import DockerLauncher
-from runner.launch.engine import connect_engine, engine_answers, resolve_image
-from runner.launch.kind import ChoiceRequest, Decline, LauncherChoice, LauncherKind, ReplayRequest
-from runner.launch.limits import ContainerLimits, engines_shm_size, study_limits
+from runner.launch.daemon.client import connect_daemon, daemon_answers, resolve_image
+from runner.launch.daemon.limits import ContainerLimits, engines_shm_size, study_limits
+from runner.launch.kinds.docker.launcher import DockerLauncher
+from runner.launch.kinds.docker.record import DockerRecord
+from runner.launch.launcher import ChoiceRequest, Decline, Launcher, LauncherChoice, LauncherKind, ReplayRequest
 
 _NAMED = "--image (or the study's [images])"
 
@@ -44,10 +43,10 @@ class _ImageTarget:
 
 
 def _target(request: ChoiceRequest) -> tuple[_ImageTarget, bool, str]:
-    """The study's image (``--image``, the study's [images], or the lock) and whether an engine answers (why not)."""
+    """The study's image (``--image``, the study's [images], or the lock) and whether a daemon answers (why not)."""
     stack = request.stack()
     image = request.image or request.study.image_for(stack) or None  # the study may name its image by digest
-    ok, why = (request.answers or engine_answers)(request.engine_timeout_s)
+    ok, why = (request.answers or daemon_answers)(request.daemon_timeout_s)
     record = request.locked(stack)
     target = _ImageTarget(stack=stack, ref=image or (record.image_ref if record is not None else ""),
                           prefer=record.repo_digest if record is not None else "", lock_path=request.lock_path,
@@ -81,7 +80,7 @@ def _required(target: _ImageTarget, request: ChoiceRequest, ok: bool, why: str, 
 
 
 def _auto(request: ChoiceRequest) -> LauncherChoice | Decline:
-    """Containers where an engine answers and the image resolves; a named image is required, not declined."""
+    """Containers where a daemon answers and the image resolves; a named image is required, not declined."""
     try:
         target, ok, why = _target(request)
     except UserError as exc:  # variants needing two images (cpu and cpu-vllm): one campaign runs one image
@@ -94,7 +93,7 @@ def _auto(request: ChoiceRequest) -> LauncherChoice | Decline:
     if not target.ref:
         return Decline(f"no {stack} image is known (none in {target.lock_path}, no --image)",
                        f"isocost images build --stack {stack} makes one")
-    client = connect_engine()
+    client = connect_daemon()
     try:
         resolve_image(client, target.ref, prefer_digest=target.prefer)
     except UserError as exc:

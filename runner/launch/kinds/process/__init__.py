@@ -1,4 +1,5 @@
-"""The ``process`` launcher kind: each trial a fresh Python process on this host (:mod:`runner.launch.process`).
+"""The ``process`` launcher kind: each trial a fresh Python process on this host
+(:mod:`runner.launch.kinds.process.launcher`).
 
 Chosen by ``--launcher process``, and by ``auto`` as the last resort (with a notice that says why no
 container runs the trials). It replays any trial as a local process, reported as exact only when the
@@ -14,9 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from protocol.errors import UserError
-from runner.launch.base import Launcher
-from runner.launch.kind import ChoiceRequest, LauncherChoice, LauncherKind, ReplayRequest
-from runner.launch.process import ProcessLauncher, ProcessRecord
+from runner.launch.kinds.process.launcher import ProcessLauncher, ProcessRecord
+from runner.launch.launcher import ChoiceRequest, Launcher, LauncherChoice, LauncherKind, ReplayRequest
 
 
 def _choose(request: ChoiceRequest) -> LauncherChoice:

@@ -1,8 +1,10 @@
-"""The ``slurm`` launcher kind: each trial attempt one Slurm job on a pinned node (:mod:`runner.launch.slurm`).
+"""The ``slurm`` launcher kind: each trial attempt one ``sbatch --parsable --no-requeue`` job on a pinned node.
 
-Chosen only by ``--launcher slurm`` with its ``--slurm-*`` options (:data:`runner.launch.slurm.options.OPTIONS`);
-its launcher.json is :class:`runner.launch.slurm.record.SlurmRecord`. A replay never goes through Slurm: it
-runs here, as a process or in the exact image.
+Chosen only by ``--launcher slurm`` with its ``--slurm-*`` options (``options.py``: the cluster options and what
+they refuse). ``commands.py`` runs sbatch, scontrol, scancel and sinfo, here or over ssh; ``jobs.py`` reads a job's
+state; ``script.py`` writes the batch script of each runtime (process, docker, pyxis); ``preflight.py`` checks before
+any trial; ``launcher.py`` (:class:`SlurmLauncher`) is the launcher's whole life, ``record.py`` its launcher.json. A
+replay never goes through Slurm: it runs here, as a process or in the exact image.
 
 Example::
 
@@ -14,12 +16,11 @@ from __future__ import annotations
 from typing import Any
 
 from protocol.errors import UserError
-from runner.launch.base import Launcher
-from runner.launch.kind import ChoiceRequest, LauncherChoice, LauncherKind, ReplayRequest
-from runner.launch.limits import engines_shm_size, study_limits
-from runner.launch.slurm.launcher import SlurmLauncher
-from runner.launch.slurm.options import OPTIONS, SlurmOptions
-from runner.launch.slurm.record import SlurmRecord
+from runner.launch.daemon.limits import engines_shm_size, study_limits
+from runner.launch.kinds.slurm.launcher import SlurmLauncher
+from runner.launch.kinds.slurm.options import OPTIONS, SlurmOptions
+from runner.launch.kinds.slurm.record import SlurmRecord
+from runner.launch.launcher import ChoiceRequest, Launcher, LauncherChoice, LauncherKind, ReplayRequest
 
 
 def _choose(request: ChoiceRequest) -> LauncherChoice:

@@ -34,10 +34,10 @@ from pathlib import Path
 
 from protocol.errors import UserError
 from protocol.io.fingerprint import fingerprint_path, sha256_file
-from runner.launch.slurm.commands import NodeRow, SlurmCommands
-from runner.launch.slurm.jobs import JobInfo, job_end
-from runner.launch.slurm.options import SlurmOptions
-from runner.launch.slurm.script import parse_facts, q
+from runner.launch.kinds.slurm.commands import NodeRow, SlurmCommands
+from runner.launch.kinds.slurm.jobs import JobInfo, job_end
+from runner.launch.kinds.slurm.options import SlurmOptions
+from runner.launch.kinds.slurm.script import parse_facts, q
 
 #: How long the pre-flight job may run once started.
 PREFLIGHT_RUN_S = 600.0

@@ -1,12 +1,12 @@
-"""Moving files to and from a Docker engine that shares no disk with us, each checked by sha256.
+"""Moving files to and from a Docker daemon that shares no disk with us, each checked by sha256.
 
-The shipping launcher (:mod:`runner.launch.remote`) uses these pieces:
+The shipping launcher (:mod:`runner.launch.kinds.docker.remote`) uses these pieces:
 
 - the inputs (corpus file, model directory) as one tar (:func:`write_inputs_tar`), hashed on the
   host by :data:`HASH_SCRIPT` in a helper container and checked against the study's fingerprints
   (:func:`input_problems`, :func:`tree_fingerprint`); the result is a :class:`ShippedInputs`;
 - a trial's own files (spec.json) as a tar owned by the trial's user (:func:`trial_tar`), read back
-  from the engine and hashed (:func:`read_back`);
+  from the daemon and hashed (:func:`read_back`);
 - the trial's outputs, hashed on the host and again on arrival: only files whose hashes agree are
   kept in the trial directory (:func:`keep_verified_outputs`).
 """
@@ -27,8 +27,8 @@ from typing import Any
 
 from protocol.errors import UserError
 from protocol.io.fingerprint import sha256_bytes
-from runner.launch.container import CONTAINER_IN, remove_container
-from runner.launch.engine import docker_sdk, short_error
+from runner.launch.daemon.client import docker_sdk, short_error
+from runner.launch.daemon.containers import CONTAINER_IN, remove_container
 from runner.trial.measure import clock
 
 LABEL_KIND = "org.isocost.kind"
@@ -175,7 +175,7 @@ def trial_tar(trial_dir: Path, uid: int) -> SentFiles:
 
 
 def read_back(container: Any, path: str) -> str:
-    """sha256 of one file as the engine holds it (read back through the archive API)."""
+    """sha256 of one file as the daemon holds it (read back through the archive API)."""
     bits, _ = container.get_archive(path)
     with tarfile.open(fileobj=io.BytesIO(b"".join(bits))) as tar:
         for member in tar:
@@ -296,7 +296,7 @@ class HostVolumes:
         try:
             self.client.api.remove_volume(name, force=True)
             return True
-        except Exception:  # gone already, or the engine is
+        except Exception:  # gone already, or the daemon is
             return False
 
     def _helper(self, mounts: list[Any], command: list[str], *, label: str, read_only_root: bool = True) -> Any:
@@ -344,7 +344,7 @@ class HostVolumes:
         start = clock()
         try:
             listing = self.hash_listing(volume, CONTAINER_IN)
-        except Exception as exc:  # the helper, or the engine, failed: the volume is not verified
+        except Exception as exc:  # the helper, or the daemon, failed: the volume is not verified
             return False, f"could not hash it: {short_error(exc)}", clock() - start
         problems = input_problems(listing, corpus_name, corpus_fp, model_fp)
         return not problems, "; ".join(problems), clock() - start

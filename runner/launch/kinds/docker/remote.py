@@ -1,7 +1,7 @@
-"""A trial container on any Docker engine, local or reached over ssh: inputs and outputs travel.
+"""A trial container on any Docker daemon, local or reached over ssh: inputs and outputs travel.
 
-:class:`~runner.launch.docker.DockerLauncher` bind-mounts host paths, which only works when the
-engine runs on this machine. :class:`ShippingDockerLauncher` makes no such assumption, so a
+:class:`~runner.launch.kinds.docker.launcher.DockerLauncher` bind-mounts host paths, which only works when the
+daemon runs on this machine. :class:`ShippingDockerLauncher` makes no such assumption, so a
 rented host reached as ``ssh://user@host`` runs exactly the same trial:
 
 - **the image** is named by repo digest and pulled by that digest on the host (or found there by
@@ -17,9 +17,9 @@ rented host reached as ``ssh://user@host`` runs exactly the same trial:
   are fetched (``get_archive``), checked by :mod:`protocol.io.safe_extract` and compared by sha256 on
   arrival; a file whose hashes differ is not kept (the row then says why). The exchange is
   recorded in the trial's ``launcher.json`` (``transfer``);
-- **the engine going away** (a dropped ssh link, a killed or restarting engine) is waited out for
-  ``reconnect_s``; if the engine answers again the trial goes on (or, after a restart, ends with
-  the engine's account of it); otherwise the trial's row says the host was lost, with
+- **the daemon going away** (a dropped ssh link, a killed or restarting daemon) is waited out for
+  ``reconnect_s``; if the daemon answers again the trial goes on (or, after a restart, ends with
+  the daemon's account of it); otherwise the trial's row says the host was lost, with
   ``HOST_STOP_NOTE`` so that ``--resume`` runs the pass again, and this host's campaign stops
   (:class:`HostInterrupt`) while other hosts go on.
 
@@ -27,9 +27,9 @@ Every row this launcher produces starts its notes with the host: ``host NAME (UR
 <ID>, Docker <version>``.
 
 The trial itself runs through :meth:`DockerLauncher.run`; this launcher overrides its hooks:
-the record (host, engine, transfer), the launch (trial volume, spec shipped and read back), the
+the record (host, daemon, transfer), the launch (trial volume, spec shipped and read back), the
 wait (polling, riding out short outages) and what follows the exit (outputs fetched, volume
-removed). The transfers themselves are in :mod:`runner.launch.transfer`.
+removed). The transfers themselves are in :mod:`runner.launch.kinds.docker.transfer`.
 """
 
 from __future__ import annotations
@@ -44,13 +44,13 @@ from protocol.errors import UserError
 from protocol.io.fingerprint import sha256_bytes
 from protocol.io.safe_write import write_binary
 from runner.campaign_dir.raw_table import HOST_STOP_NOTE
-from runner.launch.base import HostInterrupt, LaunchResult, TrialPaths
-from runner.launch.container import CONTAINER_IN, CONTAINER_MODEL, now_iso, save_record
-from runner.launch.docker import DockerLauncher
-from runner.launch.engine import docker_sdk, engine_identity, short_error, transport_errors
-from runner.launch.engine_url import EngineAddress
-from runner.launch.limits import ContainerLimits
-from runner.launch.transfer import (
+from runner.launch.daemon.address import DaemonAddress
+from runner.launch.daemon.client import daemon_identity, docker_sdk, short_error, transport_errors
+from runner.launch.daemon.containers import CONTAINER_IN, CONTAINER_MODEL, now_iso
+from runner.launch.daemon.limits import ContainerLimits
+from runner.launch.kinds.docker.launcher import DockerLauncher
+from runner.launch.kinds.docker.record import DockerRecord
+from runner.launch.kinds.docker.transfer import (
     CONTAINER_OUT_ROOT,
     CONTAINER_TRIAL_DIR,
     LABEL_CAMPAIGN,
@@ -60,6 +60,8 @@ from runner.launch.transfer import (
     read_back,
     trial_tar,
 )
+from runner.launch.launcher import HostInterrupt, LaunchResult, TrialPaths
+from runner.launch.launcher_file import save_record
 from runner.trial.measure import clock
 
 _POLL_S = 1.0
@@ -67,7 +69,7 @@ _RECONNECT_S = 60.0
 
 
 class HostLost(Exception):
-    """The engine stopped answering for longer than the reconnect window."""
+    """The daemon stopped answering for longer than the reconnect window."""
 
 
 def trial_volume(trial_dir: Path) -> str:
@@ -76,7 +78,7 @@ def trial_volume(trial_dir: Path) -> str:
 
 
 class ShippingDockerLauncher(DockerLauncher):
-    """Runs each trial in a fresh container on one engine, shipping inputs and fetching outputs."""
+    """Runs each trial in a fresh container on one daemon, shipping inputs and fetching outputs."""
 
     name = "docker"
 
@@ -85,7 +87,7 @@ class ShippingDockerLauncher(DockerLauncher):
         image: str,
         *,
         host_name: str,
-        address: EngineAddress,
+        address: DaemonAddress,
         client: Any,
         stack: str = "cpu",
         limits: ContainerLimits | None = None,
@@ -109,7 +111,7 @@ class ShippingDockerLauncher(DockerLauncher):
         self.setup_started_at = now_iso()
         super().__init__(image, stack=stack, client=client, limits=limits, prefer_digest=prefer_digest,
                          kill_grace_s=kill_grace_s, reconnect_s=reconnect_s)
-        self.identity = engine_identity(client)
+        self.identity = daemon_identity(client)
         self.volumes = HostVolumes(client, image_ref=self.image.ref, user=self.user, host_name=host_name,
                                    url=address.url, campaign_dir=self.campaign_dir, progress=self.progress)
         self.inputs: ShippedInputs | None = None
@@ -268,7 +270,7 @@ class ShippingDockerLauncher(DockerLauncher):
             raise
         record["container_id"] = container.id
         record["container_name"] = container.name
-        save_record(trial_dir, record)
+        save_record(trial_dir, record, DockerRecord)
         try:
             refused = self._refuse_other_image(container, record, trial_dir) or self._ship_spec(container, record,
                                                                                                 trial_dir)
@@ -334,7 +336,7 @@ class ShippingDockerLauncher(DockerLauncher):
                 state = self.client.api.inspect_container(container.id).get("State") or {}
             except docker_sdk().errors.NotFound:
                 return {"exit_code": None, "vanished": True, "gap_s": gap, "gap_reason": gap_reason}
-            except Exception as exc:  # the link or the engine: wait for it, up to reconnect_s
+            except Exception as exc:  # the link or the daemon: wait for it, up to reconnect_s
                 now = clock()
                 if silent_since is None:
                     silent_since, reason = now, short_error(exc)
@@ -366,7 +368,7 @@ class ShippingDockerLauncher(DockerLauncher):
                          f"({outcome.get('gap_reason')}); it answered again")
         try:
             notes.extend(self.volumes.fetch_outputs(record["volume"], trial_dir, record))
-        except Exception as exc:  # the engine went away between the exit and the transfer
+        except Exception as exc:  # the daemon went away between the exit and the transfer
             notes.append(f"outputs not fetched from the host: {short_error(exc)} (volume {record['volume']} kept "
                          "there)")
             record["transfer"]["error"] = short_error(exc)
@@ -384,7 +386,7 @@ class ShippingDockerLauncher(DockerLauncher):
     def _answers_within(self, seconds: float) -> bool:
         deadline = clock() + seconds
         while True:
-            if self._engine_answers():
+            if self._daemon_answers():
                 return True
             if clock() >= deadline or self.stop_event.is_set():
                 return False
@@ -398,7 +400,7 @@ class ShippingDockerLauncher(DockerLauncher):
                 f"{cid}; outputs not fetched; {HOST_STOP_NOTE} for this host: its campaign stops here and "
                 "--resume runs this pass again")
         record["error"] = note
-        save_record(trial_dir, record)
+        save_record(trial_dir, record, DockerRecord)
         self.progress(f"LOST: {reason}")
         raise HostInterrupt(LaunchResult(exit_code=None, interrupted=True, image_id=self.image.image_id,
                                          image_digest=self.image.repo_digest, notes=(self.tag(), note)))

@@ -1,9 +1,9 @@
 """Whether a trial image has the Python modules the study's engines require, asked before the first trial.
 
-The process launcher asks an engine's interpreter (:mod:`runner.launch.interpreter`); a container launcher asks
-the image, in a short helper container of it (the trial's user, no network, read-only root, no capabilities):
-``importlib.util.find_spec`` for each module ``Engine.requires`` names, found, not imported. An image built
-before an engine joined its stack (an older ``cpu`` image without onnxruntime), or the wrong image named by
+The process launcher asks an engine's interpreter (:mod:`runner.launch.kinds.process.interpreter`); a container
+launcher asks the image, in a short helper container of it (the trial's user, no network, read-only root, no
+capabilities): ``importlib.util.find_spec`` for each module ``Engine.requires`` names, found, not imported. An
+image built before an engine joined its stack (an older ``cpu`` image without onnxruntime), or the wrong image named by
 ``--image``, is refused by ``isocost check`` and ``run`` before anything runs, naming the module and the fix.
 
 Example::
@@ -19,8 +19,8 @@ from typing import Any
 
 from protocol.engines import engine_named
 from protocol.errors import UserError
-from runner.launch.engine import docker_sdk, short_error
-from runner.launch.interpreter import FIND_MODULES
+from runner.launch.daemon.client import docker_sdk, short_error
+from runner.launch.kinds.process.interpreter import FIND_MODULES
 
 
 def missing_in_image(client: Any, image: str, user: str, engines: Iterable[str], stack: str,

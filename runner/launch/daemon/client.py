@@ -1,17 +1,17 @@
-"""The Docker engine as every launcher sees it: the SDK, a connection, the engine's facts, exact images.
+"""The Docker daemon as every launcher sees it: the SDK, a connection, the daemon's facts, exact images.
 
-Shared by the local launcher (:mod:`runner.launch.docker`), the shipping launcher
-(:mod:`runner.launch.remote`), the image builder and the multi-host run:
+Shared by the local launcher (:mod:`runner.launch.kinds.docker.launcher`), the shipping launcher
+(:mod:`runner.launch.kinds.docker.remote`), the image builder and the multi-host run:
 
 - :func:`docker_sdk` imports the docker SDK, or says how to install it;
-- :func:`connect_engine` reaches DOCKER_HOST (or a base URL) and checks that it answers;
-  :func:`engine_answers` asks without failing;
-- :func:`engine_facts` and :func:`engine_identity` read what ``docker info`` says about the engine
+- :func:`connect_daemon` reaches DOCKER_HOST (or a base URL) and checks that it answers;
+  :func:`daemon_answers` asks without failing;
+- :func:`daemon_facts` and :func:`daemon_identity` read what ``docker info`` says about the daemon
   and its machine;
 - :func:`resolve_image` names an image exactly (image ID or repo digest, never a tag), pulling a
   digest that is absent;
 - :func:`short_error`, :func:`connection_lost` and :func:`transport_errors` turn the SDK's
-  exceptions into one line, or tell a lost connection from an engine's answer.
+  exceptions into one line, or tell a lost connection from a daemon's answer.
 """
 
 from __future__ import annotations
@@ -42,11 +42,11 @@ def docker_sdk() -> Any:
     return docker
 
 
-# -- the engine ---------------------------------------------------------------------------------
+# -- the daemon ---------------------------------------------------------------------------------
 
 
-def connect_engine(timeout_s: float = 120.0, base_url: str | None = None) -> Any:
-    """A docker SDK client for DOCKER_HOST (or ``base_url``); a UserError if no engine answers."""
+def connect_daemon(timeout_s: float = 120.0, base_url: str | None = None) -> Any:
+    """A docker SDK client for DOCKER_HOST (or ``base_url``); a UserError if no daemon answers."""
     docker = docker_sdk()
     try:
         if base_url:
@@ -63,8 +63,8 @@ def connect_engine(timeout_s: float = 120.0, base_url: str | None = None) -> Any
     return client
 
 
-def engine_answers(timeout_s: float = 5.0) -> tuple[bool, str]:
-    """(True, engine version) if an engine answers within the timeout, else (False, why not)."""
+def daemon_answers(timeout_s: float = 5.0) -> tuple[bool, str]:
+    """(True, daemon version) if a daemon answers within the timeout, else (False, why not)."""
     try:
         docker = docker_sdk()
     except UserError as exc:
@@ -75,7 +75,7 @@ def engine_answers(timeout_s: float = 5.0) -> tuple[bool, str]:
         return False, short_error(exc)
     try:
         return True, str(client.version().get("Version", "?"))
-    except Exception as exc:  # the SDK raises several unrelated types when an engine half-answers
+    except Exception as exc:  # the SDK raises several unrelated types when a daemon half-answers
         return False, short_error(exc)
     finally:
         client.close()
@@ -90,7 +90,7 @@ def image_store(client: Any) -> str:
     return "graphdriver"
 
 
-def engine_facts(client: Any) -> dict[str, str]:
+def daemon_facts(client: Any) -> dict[str, str]:
     info = client.info()
     return {
         "version": str(info.get("ServerVersion", "")),
@@ -100,7 +100,7 @@ def engine_facts(client: Any) -> dict[str, str]:
     }
 
 
-def is_local_engine(client: Any) -> bool:
+def is_local_daemon(client: Any) -> bool:
     base = str(getattr(client.api, "base_url", ""))
     return base.startswith("http+docker://localhost") or base.startswith("http+docker://localunixsocket")
 
@@ -112,8 +112,8 @@ def short_error(exc: BaseException) -> str:
 
 
 
-def engine_identity(client: Any) -> dict[str, Any]:
-    """Facts that name an engine and its machine, read from the engine itself (docker info)."""
+def daemon_identity(client: Any) -> dict[str, Any]:
+    """Facts that name a daemon and its machine, read from the daemon itself (docker info)."""
     info = client.info()
     return {
         "engine_id": str(info.get("ID", "")),
@@ -132,8 +132,8 @@ def engine_identity(client: Any) -> dict[str, Any]:
     }
 
 
-def engine_address(client: Any) -> str:
-    """The engine as the user named it (unix socket path, or the API's base URL)."""
+def daemon_address(client: Any) -> str:
+    """The daemon as the user named it (unix socket path, or the API's base URL)."""
     socket_path = getattr(getattr(client.api, "_custom_adapter", None), "socket_path", "")
     if socket_path:
         return f"unix://{socket_path}"
@@ -142,7 +142,7 @@ def engine_address(client: Any) -> str:
 
 
 def connection_lost(exc: BaseException | None) -> bool:
-    """Did a call fail for want of a connection to the engine (rather than an answer from it)?"""
+    """Did a call fail for want of a connection to the daemon (rather than an answer from it)?"""
     import requests
 
     return isinstance(exc, requests.exceptions.ConnectionError)
@@ -150,7 +150,7 @@ def connection_lost(exc: BaseException | None) -> bool:
 
 
 def transport_errors() -> tuple[type[BaseException], ...]:
-    """What a call fails with when the link to the engine (not the engine) fails."""
+    """What a call fails with when the link to the daemon (not the daemon) fails."""
     import requests
 
     return (requests.exceptions.RequestException, OSError, ConnectionError)
@@ -161,7 +161,7 @@ def transport_errors() -> tuple[type[BaseException], ...]:
 
 @dataclass(frozen=True)
 class ResolvedImage:
-    """An image named exactly, as the engine holds it."""
+    """An image named exactly, as the daemon holds it."""
 
     ref: str  # what containers are created from: REPO@sha256:… or the image ID
     image_id: str  # sha256 of the config (Image ID)

@@ -1,6 +1,6 @@
-"""Reaching a Docker engine by URL: ``local``, ``unix:///….sock`` or ``ssh://user@host[:port]``.
+"""Reaching a Docker daemon by URL: ``local``, ``unix:///….sock`` or ``ssh://user@host[:port]``.
 
-An ``ssh://`` engine is reached the way ``DOCKER_HOST=ssh://…`` and docker contexts reach it: the
+An ``ssh://`` daemon is reached the way ``DOCKER_HOST=ssh://…`` and docker contexts reach it: the
 ``ssh`` client runs ``docker system dial-stdio`` on the host and the API travels over its
 standard streams. The user's own ssh set-up (keys, agent, ~/.ssh/config, jump hosts) applies.
 We add, per connection:
@@ -10,7 +10,7 @@ We add, per connection:
   ``ServerAliveInterval``/``CountMax`` so that a dropped link ends the connection instead of
   hanging a read forever;
 - connection reuse (one ``ssh`` process serves many API calls, as the paramiko transport does);
-- a diagnosis when the engine does not answer: the same ``ssh`` command is run once more with its
+- a diagnosis when the daemon does not answer: the same ``ssh`` command is run once more with its
   error output captured ("Permission denied (publickey)", "Connection refused", "Cannot connect
   to the Docker daemon…"), so the user sees why.
 
@@ -33,16 +33,16 @@ from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
 from protocol.errors import UserError
-from runner.launch.engine import docker_sdk, short_error
+from runner.launch.daemon.client import docker_sdk, short_error
 
-#: What the SDK is told before the engine's own API version is read (docker 7 supports >= 1.24).
+#: What the SDK is told before the daemon's own API version is read (docker 7 supports >= 1.24).
 _BOOT_API_VERSION = "1.24"
 DIAL_COMMAND = "docker system dial-stdio"
 
 
 @dataclass(frozen=True)
-class EngineAddress:
-    """Where an engine is: ``local`` (DOCKER_HOST or the default socket), a unix socket, or ssh."""
+class DaemonAddress:
+    """Where a daemon is: ``local`` (DOCKER_HOST or the default socket), a unix socket, or ssh."""
 
     url: str
     ssh_config: Path | None = None
@@ -90,8 +90,8 @@ MAX_URL_CHARS = 2048
 _NETLOC = re.compile(r"^(?:[^@\[\]]*@)?(?:[^@:\[\]]+|\[[^@\[\]]+\])(?::[0-9]*)?$")
 
 
-def parse_engine_url(url: str, where: str) -> str:
-    """Check an engine URL; return it normalised. ``local`` means DOCKER_HOST or the default socket.
+def parse_daemon_url(url: str, where: str) -> str:
+    """Check a daemon URL; return it normalised. ``local`` means DOCKER_HOST or the default socket.
 
     Every malformed URL is a :class:`UserError` naming it: an unclosed IPv6 bracket, a port outside
     1..65535, a host or user that is not a plain name (``-oProxyCommand=…``, a space), a control
@@ -229,7 +229,7 @@ def _reap(proc: subprocess.Popen[bytes]) -> None:
         pass
 
 
-def _socket_class(address: EngineAddress, SSHSocket: Any) -> Any:
+def _socket_class(address: DaemonAddress, SSHSocket: Any) -> Any:
     class OptionsSocket(SSHSocket):  # type: ignore[misc, valid-type]
         """``ssh OPTIONS -- HOST docker system dial-stdio``; quiet, and reaped when closed."""
 
@@ -276,13 +276,13 @@ def _pool_class(SSHConnection: Any, SSHConnectionPool: Any, socket_class: Any) -
     return OptionsPool
 
 
-def _make_adapter(address: EngineAddress, timeout_s: int, max_pool_size: int) -> Any:
+def _make_adapter(address: DaemonAddress, timeout_s: int, max_pool_size: int) -> Any:
     """The SDK's ssh adapter, with our ssh options, one pooled ``ssh`` process per connection."""
     SSHConnection, SSHConnectionPool, SSHHTTPAdapter, SSHSocket = _transport_classes()
     pool_class = _pool_class(SSHConnection, SSHConnectionPool, _socket_class(address, SSHSocket))
 
     class OptionsAdapter(SSHHTTPAdapter):  # type: ignore[misc, valid-type]
-        """One pool for the engine (the SDK's shell-out path makes a new ssh process per call)."""
+        """One pool for the daemon (the SDK's shell-out path makes a new ssh process per call)."""
 
         def __init__(self) -> None:
             super().__init__(address.url, timeout_s, max_pool_size=max_pool_size, shell_out=True)
@@ -310,8 +310,8 @@ def _make_adapter(address: EngineAddress, timeout_s: int, max_pool_size: int) ->
     return OptionsAdapter()
 
 
-def connect(address: EngineAddress, *, timeout_s: int = 600) -> Any:
-    """A docker SDK client for the engine at ``address``; a UserError saying why if it does not answer."""
+def connect(address: DaemonAddress, *, timeout_s: int = 600) -> Any:
+    """A docker SDK client for the daemon at ``address``; a UserError saying why if it does not answer."""
     docker = docker_sdk()
     try:
         if address.kind == "local":
@@ -329,7 +329,7 @@ def connect(address: EngineAddress, *, timeout_s: int = 600) -> Any:
         client.ping()
     except UserError:
         raise
-    except Exception as exc:  # the SDK raises several unrelated types when an engine half-answers
+    except Exception as exc:  # the SDK raises several unrelated types when a daemon half-answers
         raise UserError(
             f"the Docker engine at {address.url} does not answer ({diagnose(address) or short_error(exc)})",
             address.url,
@@ -338,7 +338,7 @@ def connect(address: EngineAddress, *, timeout_s: int = 600) -> Any:
     return client
 
 
-def fix_for(address: EngineAddress) -> str:
+def fix_for(address: DaemonAddress) -> str:
     if address.kind == "ssh":
         command = " ".join(shlex.quote(a) for a in address.ssh_command("docker version"))
         return (f"Check that `{command}` works from this machine (key, known_hosts, the user's access to the "
@@ -346,8 +346,8 @@ def fix_for(address: EngineAddress) -> str:
     return "Start dockerd there, or leave this host out."
 
 
-def diagnose(address: EngineAddress, timeout_s: float = 30) -> str:
-    """Why an ssh engine does not answer, in ssh's or docker's own words ('' when it does answer)."""
+def diagnose(address: DaemonAddress, timeout_s: float = 30) -> str:
+    """Why an ssh daemon does not answer, in ssh's or docker's own words ('' when it does answer)."""
     if address.kind != "ssh":
         return ""
     try:

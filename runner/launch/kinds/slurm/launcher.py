@@ -10,11 +10,11 @@
   ``job_id``, ``allocated_gpu`` (``SLURM_JOB_GPUS`` and the card's UUID read in the job).
 - **Queue time apart**: ``queue_s`` is submit → the job's own start stamp; the ``queue_start`` and
   ``queue_end`` events put it in the campaign period on its own line.
-- **Ends**: Slurm's final state mapped by :mod:`runner.launch.slurm.jobs`; isocost's own trial timeout,
-  Ctrl-C and a job that never starts stop the job (:mod:`runner.launch.slurm.watch`); a lost node
+- **Ends**: Slurm's final state mapped by :mod:`runner.launch.kinds.slurm.jobs`; isocost's own trial timeout,
+  Ctrl-C and a job that never starts stop the job (:mod:`runner.launch.kinds.slurm.watch`); a lost node
   (NODE_FAIL, PREEMPTED, BOOT_FAIL) or a job that never starts records the trial with the
   host-stop note and stops the campaign (``lost`` says why); ``--resume`` cancels what the lane left.
-- **Files** through the shared directory (:mod:`runner.launch.slurm.preflight`); the job's output is
+- **Files** through the shared directory (:mod:`runner.launch.kinds.slurm.preflight`); the job's output is
   the trial's ``trial.log``; ``launcher.json`` keeps the jobs, their states and what each job saw.
 
 Example::
@@ -42,16 +42,13 @@ from protocol.records.codec import read_record
 from protocol.records.stages import CampaignRecord, TrialSpec
 from runner.campaign_dir.layout import CampaignPaths, log_event, now_iso
 from runner.campaign_dir.raw_table import HOST_STOP_NOTE
-from runner.launch.base import HostInterrupt, LauncherBase, LaunchResult, Placement, TrialPaths
-from runner.launch.container import save_record
-from runner.launch.launcher_file import read_launcher_file
-from runner.launch.process import ENV_FIXED
-from runner.launch.slurm.commands import SlurmCommands
-from runner.launch.slurm.jobs import JobInfo, iso_seconds_between, job_end, slurm_seconds_between
-from runner.launch.slurm.options import SlurmOptions
-from runner.launch.slurm.preflight import check_cluster, run_preflight, shared_inputs
-from runner.launch.slurm.record import SlurmRecord
-from runner.launch.slurm.script import (
+from runner.launch.kinds.process.launcher import ENV_FIXED
+from runner.launch.kinds.slurm.commands import SlurmCommands
+from runner.launch.kinds.slurm.jobs import JobInfo, iso_seconds_between, job_end, slurm_seconds_between
+from runner.launch.kinds.slurm.options import SlurmOptions
+from runner.launch.kinds.slurm.preflight import check_cluster, run_preflight, shared_inputs
+from runner.launch.kinds.slurm.record import SlurmRecord
+from runner.launch.kinds.slurm.script import (
     CONTAINER_IN,
     CONTAINER_MODEL,
     CONTAINER_OUT,
@@ -61,7 +58,9 @@ from runner.launch.slurm.script import (
     parse_facts,
     trial_script,
 )
-from runner.launch.slurm.watch import stop_job, watch_job
+from runner.launch.kinds.slurm.watch import stop_job, watch_job
+from runner.launch.launcher import HostInterrupt, LauncherBase, LaunchResult, Placement, TrialPaths
+from runner.launch.launcher_file import read_launcher_file, save_record
 from runner.trial.measure import clock
 
 if TYPE_CHECKING:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from protocol.errors import UserError
-from runner.launch.kind import LauncherOption
+from runner.launch.launcher import LauncherOption
 
 RUNTIMES = ("process", "docker", "pyxis")
 #: How long a trial job may stay PENDING before the launcher cancels it (seconds).

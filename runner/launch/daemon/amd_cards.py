@@ -9,7 +9,7 @@ device index ``i`` on the host is the ``i``-th GPU node; ``GPU-<unique_id as 16 
 UUID (what ``rocminfo`` prints).
 
 Pure reading and choosing: the caller reads the sysfs files (locally, or by a helper container on a
-remote engine) into :data:`Topology` and turns a missing card into its own error.
+remote daemon) into :data:`Topology` and turns a missing card into its own error.
 """
 
 from __future__ import annotations

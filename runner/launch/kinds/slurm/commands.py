@@ -23,7 +23,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from protocol.errors import UserError
-from runner.launch.slurm.jobs import JobInfo, parse_scontrol_job
+from runner.launch.kinds.slurm.jobs import JobInfo, parse_scontrol_job
 
 #: How long one Slurm command may take before it counts as not answering.
 COMMAND_TIMEOUT_S = 60.0

@@ -3,8 +3,8 @@
 NVIDIA through a device request for one card (the host's first ``CUDA_VISIBLE_DEVICES``, else
 card 0); AMD through /dev/kfd and the one render node of the chosen card (the host's first
 ``ROCR_VISIBLE_DEVICES`` / ``HIP_VISIBLE_DEVICES`` entry, else card 0, found in the KFD topology:
-:mod:`runner.launch.amd_cards`) with those nodes' numeric groups and ``seccomp=unconfined``. The
-nodes' groups and the topology are read on the engine's own host: from sysfs and the nodes when
+:mod:`runner.launch.daemon.amd_cards`) with those nodes' numeric groups and ``seccomp=unconfined``. The
+nodes' groups and the topology are read on the daemon's own host: from sysfs and the nodes when
 local, by a short helper container when remote. A host without the stack gets a UserError that
 names what it lacks.
 """
@@ -20,7 +20,7 @@ from typing import Any
 
 from protocol.engines import device_stack
 from protocol.errors import UserError
-from runner.launch.amd_cards import (
+from runner.launch.daemon.amd_cards import (
     KFD_NODES_DIR,
     ROCM_CHOICE_ENV,
     AmdCard,
@@ -30,7 +30,7 @@ from runner.launch.amd_cards import (
     read_topology,
     rocm_device_choice,
 )
-from runner.launch.engine import docker_sdk, is_local_engine, short_error
+from runner.launch.daemon.client import docker_sdk, is_local_daemon, short_error
 
 #: Read inside a helper container that was given the host's GPU device nodes: their numeric groups, and the
 #: KFD topology files (sysfs is the host's) that say which render node is which card. Plain python3, not
@@ -59,12 +59,12 @@ def cuda_device_choice() -> str:
 def gpu_options(stack: str, client: Any, *, image_ref: str = "", user: str = "") -> dict[str, Any]:
     """Container options that give the trial its GPU; a UserError naming what the host lacks.
 
-    ``image_ref`` and ``user`` are needed for a remote ROCm engine: a short helper container of that
+    ``image_ref`` and ``user`` are needed for a remote ROCm daemon: a short helper container of that
     image reads the numeric groups of ``/dev/kfd`` and ``/dev/dri/*`` on that host.
     """
     if device_stack(stack) == "cpu":  # an engine's own CPU image (cpu-vllm) too
         return {}
-    local = is_local_engine(client)
+    local = is_local_daemon(client)
     if stack == "cuda":
         docker = docker_sdk()
         runtimes = client.info().get("Runtimes") or {}
@@ -105,7 +105,7 @@ def _rocm_options(client: Any, local: bool, image_ref: str, user: str) -> dict[s
     if local and not dri.is_dir():
         raise UserError("the rocm stack needs /dev/dri, and this host has none", "stack rocm",
                         "Check the amdgpu driver on the host.")
-    # Groups by number, from the device nodes themselves (on the engine's host): names like "render"
+    # Groups by number, from the device nodes themselves (on the daemon's host): names like "render"
     # may not exist in the image's /etc/group, and a name's id need not match the host's.
     if local:
         topology = read_topology()
@@ -146,10 +146,10 @@ def _chosen_card(topology: Topology, choice: str, where: str) -> AmdCard:
 
 
 def remote_device_facts(client: Any, image_ref: str, user: str) -> tuple[dict[str, int], Topology]:
-    """Numeric group of each AMD GPU device node on the engine's host, and that host's KFD topology, read by
+    """Numeric group of each AMD GPU device node on the daemon's host, and that host's KFD topology, read by
     a short helper container.
 
-    The helper gets the nodes as devices (the engine creates them with the host's owner and group),
+    The helper gets the nodes as devices (the daemon creates them with the host's owner and group),
     runs as the trial's user with no network, a read-only root and no capabilities, and prints JSON.
     """
     where = "stack rocm, remote engine"

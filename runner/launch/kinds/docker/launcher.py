@@ -8,26 +8,26 @@ One container per trial, through the Docker SDK:
 - a non-root user, every capability dropped, ``no-new-privileges``, a pids limit, the study's
   time limit (SIGTERM, then SIGKILL after a grace period);
 - a memory limit (no swap), a CPU limit and bounds on what a trial may write (every file, /tmp,
-  the engine's copy of its log): :mod:`runner.launch.limits`;
+  the daemon's copy of its log): :mod:`runner.launch.daemon.limits`;
 - an allow-list of environment variables (the offline switches of the process launcher, plus
   ``ISOCOST_FAULT_INJECT`` and a few thread/device variables when the host sets them);
-- GPU access per stack (:mod:`runner.launch.gpu`); a host without the stack gets a fast, clear
+- GPU access per stack (:mod:`runner.launch.daemon.gpu`); a host without the stack gets a fast, clear
   error before any trial starts.
 
 The image is named exactly: by image ID (``sha256:…``, the config digest) or by repo digest
 (``REPO@sha256:…``, pulled if absent). Both are resolved before the first trial, so the spec,
 and thus every manifest and raw row, carries them; each container's image is checked against
 them. The host records the exit code, ``State.OOMKilled``, the container's logs (into
-``trial.log``) and timings (``launcher.json``), then removes the container. An engine that stops
+``trial.log``) and timings (``launcher.json``), then removes the container. A daemon that stops
 answering mid-trial yields a result with ``exit_code=None`` and the reason in its notes: the
-row is never lost. An engine that stops answering *between* trials (a restart: ``systemctl
+row is never lost. A daemon that stops answering *between* trials (a restart: ``systemctl
 restart docker`` stops every container) is waited for, up to ``reconnect_s``: the trial it
 stopped is collected once it answers again, with the reason in its notes; the next trial starts
-only on an engine that answers, and the campaign stops with a clear message if none does.
+only on a daemon that answers, and the campaign stops with a clear message if none does.
 
-Engine helpers live in :mod:`runner.launch.engine`, the end of a container's life (stop,
-collect, remove, record) in :mod:`runner.launch.container`. :class:`DockerLauncher.run` is a template: the
-shipping launcher (:mod:`runner.launch.remote`) overrides its hooks (``_new_record``,
+Daemon helpers live in :mod:`runner.launch.daemon.client`, the end of a container's life (stop,
+collect, remove, record) in :mod:`runner.launch.daemon.containers`. :class:`DockerLauncher.run` is a template: the
+shipping launcher (:mod:`runner.launch.kinds.docker.remote`) overrides its hooks (``_new_record``,
 ``_launch``, ``_wait``, ``_after_exit``, ``_mounts``, ``_command``, ``_labels``).
 """
 
@@ -42,34 +42,35 @@ from typing import TYPE_CHECKING, Any
 
 from protocol.errors import UserError
 from runner.campaign_dir.raw_table import HOST_STOP_NOTE
-from runner.launch.base import HostInterrupt, LauncherBase, LaunchResult, TrialPaths
-from runner.launch.bind_mounts import check_readable, lend_trial_dir, return_trial_dir
-from runner.launch.container import (
+from runner.launch.daemon.client import (
+    connect_daemon,
+    connection_lost,
+    daemon_address,
+    daemon_facts,
+    docker_sdk,
+    resolve_image,
+    short_error,
+)
+from runner.launch.daemon.containers import (
     CONTAINER_IN,
     CONTAINER_MODEL,
     CONTAINER_OUT,
     TRIAL_DIR_LABEL,
     collect_container,
     exit_code_after_stop,
-    finish_trial,
     now_iso,
     remove_container,
-    save_record,
     stop_container,
 )
-from runner.launch.engine import (
-    connect_engine,
-    connection_lost,
-    docker_sdk,
-    engine_address,
-    engine_facts,
-    resolve_image,
-    short_error,
-)
-from runner.launch.gpu import gpu_options
-from runner.launch.image_modules import missing_in_image
-from runner.launch.limits import ContainerLimits, cpus_text, resolve_limits
-from runner.launch.process import ENV_ALLOW, ENV_FIXED
+from runner.launch.daemon.gpu import gpu_options
+from runner.launch.daemon.limits import ContainerLimits, cpus_text, resolve_limits
+from runner.launch.kinds.docker.bind_mounts import check_readable, lend_trial_dir, return_trial_dir
+from runner.launch.kinds.docker.image_modules import missing_in_image
+from runner.launch.kinds.docker.leftover import stop_leftover as stop_container_leftover
+from runner.launch.kinds.docker.record import DockerRecord, finish_trial
+from runner.launch.kinds.process.launcher import ENV_ALLOW, ENV_FIXED
+from runner.launch.launcher import HostInterrupt, LauncherBase, LaunchResult, TrialPaths
+from runner.launch.launcher_file import save_record
 from runner.trial.measure import clock
 
 if TYPE_CHECKING:
@@ -103,10 +104,10 @@ class DockerLauncher(LauncherBase):
         kill_grace_s: float = _KILL_GRACE_S,
         reconnect_s: float = _RECONNECT_S,
     ) -> None:
-        self.client = client or connect_engine()
+        self.client = client or connect_daemon()
         self.reconnect_s = reconnect_s
         self.stack = stack
-        self.limits = resolve_limits(limits or ContainerLimits(), self.client.info())  # the engine machine's
+        self.limits = resolve_limits(limits or ContainerLimits(), self.client.info())  # the daemon machine's
         self.kill_grace_s = kill_grace_s
         pull_start = clock()
         self.image = resolve_image(self.client, image, prefer_digest=prefer_digest)
@@ -118,7 +119,7 @@ class DockerLauncher(LauncherBase):
         if self.user.split(":")[0] in ("0", "root"):
             raise UserError("trial containers never run as root", "user", "Use a non-root uid:gid.")
         self.gpu = gpu_options(stack, self.client, image_ref=self.image.ref, user=self.user)
-        self._engine = engine_facts(self.client)
+        self._daemon = daemon_facts(self.client)
         self._inputs_checked: set[tuple[Path, Path]] = set()
 
     def _stack_mismatch(self, stack: str) -> UserError:
@@ -149,8 +150,8 @@ class DockerLauncher(LauncherBase):
     def _describe(self) -> dict[str, str]:
         return {
             "kind": self.name,
-            "engine": f"Docker {self._engine['version']} ({self._engine['storage_driver']}, "
-                      f"{self._engine['image_store']} image store)",
+            "engine": f"Docker {self._daemon['version']} ({self._daemon['storage_driver']}, "
+                      f"{self._daemon['image_store']} image store)",
             "image_ref": self.image.ref,
             "image_id": self.image.image_id,
             "image_digest": self.image.repo_digest,
@@ -179,18 +180,18 @@ class DockerLauncher(LauncherBase):
         return f"rw,noexec,nosuid,nodev,size={self.limits.tmpfs_size},mode=1777"
 
     def trial_view(self, paths: TrialPaths) -> tuple[str, str, str]:
-        self._require_engine(paths.trial_dir.name)
+        self._require_daemon(paths.trial_dir.name)
         self.check_inputs(paths.corpus, paths.model)
         return self._corpus_target(paths), CONTAINER_MODEL, CONTAINER_OUT
 
-    def _require_engine(self, trial_id: str) -> None:
-        """Start no trial on an engine that does not answer (wait out a restart; else stop the campaign)."""
-        if self._engine_answers_anew() or self._answers_again_within(self.reconnect_s):
+    def _require_daemon(self, trial_id: str) -> None:
+        """Start no trial on a daemon that does not answer (wait out a restart; else stop the campaign)."""
+        if self._daemon_answers_anew() or self._answers_again_within(self.reconnect_s):
             return
         raise UserError(
             f"the Docker engine does not answer (waited {self.reconnect_s:g} s before trial {trial_id}); "
             "the campaign stops here, before starting that trial, and every row so far is kept",
-            engine_address(self.client),
+            daemon_address(self.client),
             "Start the engine again (or let its restart finish), then continue with `isocost run --resume`.",
         )
 
@@ -198,17 +199,17 @@ class DockerLauncher(LauncherBase):
         deadline = clock() + seconds
         while clock() < deadline:
             time.sleep(min(1.0, max(deadline - clock(), 0.0)))
-            if self._engine_answers_anew():
+            if self._daemon_answers_anew():
                 return True
         return False
 
-    def _engine_answers_anew(self) -> bool:
-        """Ping over a new connection: an engine shutting down still answers on the ones already open."""
+    def _daemon_answers_anew(self) -> bool:
+        """Ping over a new connection: a daemon shutting down still answers on the ones already open."""
         try:
             self.client.api.close()  # drops pooled connections; the next request opens a new one
         except Exception:  # noqa: BLE001  (a client without a pool: ping as is)
             pass
-        return self._engine_answers()
+        return self._daemon_answers()
 
     def image_fields(self) -> tuple[str, str, str]:
         return self.image.ref, self.image.image_id, self.image.repo_digest
@@ -234,6 +235,10 @@ class DockerLauncher(LauncherBase):
             return []
         return missing_in_image(self.client, self.image.image_id, self.user, (), self.stack,
                                 (study.scenario, SERVING_REQUIRES))
+
+    def stop_leftover(self, trial_dir: Path) -> LaunchResult | None:
+        stop_container_leftover(trial_dir)  # its container (by launcher.json's id or the trial label), else its process
+        return None
 
     def summary(self) -> str:
         return f"{self.name}, image {self.image.ref} (image ID {self.image.image_id})"
@@ -275,24 +280,24 @@ class DockerLauncher(LauncherBase):
         """Create, check and start the container; a LaunchResult instead when that fails."""
         import requests
 
-        # The SDK lets connection errors (an engine gone between two calls) through unwrapped.
-        engine_errors = (docker_sdk().errors.DockerException, requests.exceptions.RequestException)
+        # The SDK lets connection errors (a daemon gone between two calls) through unwrapped.
+        daemon_errors = (docker_sdk().errors.DockerException, requests.exceptions.RequestException)
         container = None
         try:
             try:
                 container = self.client.containers.create(**self._create_kwargs(paths, trial_dir))
-            except engine_errors as exc:
+            except daemon_errors as exc:
                 return self._result_without_container(
                     f"the engine could not create the container: {short_error(exc)}", record, trial_dir)
             record["container_id"] = container.id
             record["container_name"] = container.name
-            save_record(trial_dir, record)
+            save_record(trial_dir, record, DockerRecord)
             refused = self._refuse_other_image(container, record, trial_dir)
             if refused is not None:
                 return refused
             try:
                 container.start()
-            except engine_errors as exc:
+            except daemon_errors as exc:
                 self._remove(container)
                 return self._result_without_container(
                     f"the engine could not start the container: {short_error(exc)}", record, trial_dir)
@@ -316,7 +321,7 @@ class DockerLauncher(LauncherBase):
             f"({self.image.image_id}): not run", record, trial_dir)
 
     def _wait(self, container: Any, start: float, timeout_s: float | None) -> dict[str, Any]:
-        """Wait for the exit; stop on timeout or Ctrl-C; notice an engine that stops answering."""
+        """Wait for the exit; stop on timeout or Ctrl-C; notice a daemon that stops answering."""
         import requests
 
         deadline = None if timeout_s is None else start + timeout_s
@@ -333,17 +338,17 @@ class DockerLauncher(LauncherBase):
                 self._stop(container)
                 return {"interrupted": True, "exit_code": self._exit_code_after_stop(container)}
             except (requests.exceptions.RequestException, docker_sdk().errors.DockerException) as exc:
-                if self._engine_answers():
+                if self._daemon_answers():
                     continue  # only the poll timed out
                 return {"engine_lost": True, "exit_code": None, "reason": short_error(exc)}
 
     def _after_exit(self, container: Any, paths: TrialPaths, outcome: dict[str, Any],
                     record: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-        """(final state, notes) once the container has exited: collected, removed; an engine gap waited out."""
+        """(final state, notes) once the container has exited: collected, removed; a daemon gap waited out."""
         self._collect_failure: BaseException | None = None
         state, notes = self._collect(container, paths, outcome)
         if connection_lost(self._collect_failure):
-            state, notes = self._collect_after_engine_gap(container, paths, outcome, state, notes)
+            state, notes = self._collect_after_daemon_gap(container, paths, outcome, state, notes)
         return state, notes
 
     def _mounts(self, paths: TrialPaths, trial_dir: Path) -> list[Any]:
@@ -363,9 +368,9 @@ class DockerLauncher(LauncherBase):
 
     # -- pieces ------------------------------------------------------------------------------
 
-    def _collect_after_engine_gap(self, container: Any, paths: TrialPaths, outcome: dict[str, Any],
+    def _collect_after_daemon_gap(self, container: Any, paths: TrialPaths, outcome: dict[str, Any],
                                   state: dict[str, Any], notes: list[str]) -> tuple[dict[str, Any], list[str]]:
-        """The engine went away as the trial ended (an engine that stops or restarts stops its containers
+        """The daemon went away as the trial ended (a daemon that stops or restarts stops its containers
         first): wait for it, up to ``reconnect_s``, then collect the container it stopped."""
         silent = clock()
         while clock() - silent < self.reconnect_s:
@@ -437,7 +442,7 @@ class DockerLauncher(LauncherBase):
                 kwargs[key] = self.gpu[key]
         return kwargs
 
-    def _engine_answers(self) -> bool:
+    def _daemon_answers(self) -> bool:
         try:
             self.client.ping()
             return True
@@ -460,7 +465,7 @@ class DockerLauncher(LauncherBase):
             return state, notes
         try:
             state = collect_container(container, paths.log)
-        except Exception as exc:  # the engine went away between exit and collection
+        except Exception as exc:  # the daemon went away between exit and collection
             self._collect_failure = exc
             notes.append(f"logs/state of container {container.id[:12]} not collected: {short_error(exc)}")
         if outcome.get("timed_out"):
@@ -479,7 +484,7 @@ class DockerLauncher(LauncherBase):
 
     def _result_without_container(self, note: str, record: dict[str, Any], trial_dir: Path) -> LaunchResult:
         record["error"] = note
-        save_record(trial_dir, record)
+        save_record(trial_dir, record, DockerRecord)
         return LaunchResult(exit_code=None, image_id=self.image.image_id, image_digest=self.image.repo_digest,
                             notes=(note, record["not_saved"]) if record.get("not_saved") else (note,))
 

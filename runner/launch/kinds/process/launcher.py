@@ -22,11 +22,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from protocol.errors import UserError
 from protocol.io.safe_write import write_binary
-from protocol.records.codec import OMIT_NONE, Schema, read_record
 from protocol.records.stages import TrialSpec
 from runner.campaign_dir.raw_table import HOST_STOP_NOTE
-from runner.launch.base import HostInterrupt, LauncherBase, LaunchResult, TrialPaths
-from runner.launch.interpreter import missing_modules, missing_pythons, missing_scenario_modules, trial_python
+from runner.launch.kinds.process.interpreter import (
+    missing_modules,
+    missing_pythons,
+    missing_scenario_modules,
+    trial_python,
+)
+from runner.launch.launcher import HostInterrupt, LauncherBase, LaunchResult, TrialPaths
 from runner.launch.launcher_file import launcher_schema, write_launcher_file
 from runner.trial.measure import clock
 
@@ -90,7 +94,7 @@ def trial_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 class ProcessLauncher(LauncherBase):
     """Runs each trial in a new process group, with this interpreter or the one its engine names
-    (:mod:`runner.launch.interpreter`)."""
+    (:mod:`runner.launch.kinds.process.interpreter`)."""
 
     name = "process"
 
@@ -112,8 +116,8 @@ class ProcessLauncher(LauncherBase):
         return "", "", ""
 
     def preflight(self, study: Study, out: Path) -> str:
-        """An engine whose trials run with an interpreter of their own (``runner.launch.interpreter``): refused
-        when that interpreter is missing, or lacks a module its engine or the study's scenario needs; otherwise
+        """An engine whose trials run with an interpreter of their own (``runner.launch.kinds.process.interpreter``):
+        refused when that interpreter is missing, or lacks a module its engine or the study's scenario needs; otherwise
         a line naming it."""
         engines = {variant.engine for variant in study.variants()}
         errors = self.engine_problems(engines) or self.scenario_problems(study)

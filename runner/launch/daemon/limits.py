@@ -1,9 +1,9 @@
-"""The limits every trial container runs under: the study's, else derived from the engine's machine.
+"""The limits every trial container runs under: the study's, else derived from the daemon's machine.
 
 Memory (no swap) and CPUs come from the study's ``[campaign]`` table, else from ``docker info`` of
-the engine's machine (all its CPUs; its memory less max(1 GiB, 1/8) kept for the host CLI, the
-engine and the kernel); each limit records where it came from. Files a trial writes, its /tmp and
-the engine's copy of its log are bounded too.
+the daemon's machine (all its CPUs; its memory less max(1 GiB, 1/8) kept for the host CLI, the
+daemon and the kernel); each limit records where it came from. Files a trial writes, its /tmp and
+the daemon's copy of its log are bounded too.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 #: Every file a trial writes (predictions, logs, status) is at most this large unless the study says.
 DEFAULT_FILE_SIZE_BYTES = 4 * 2**30
-#: The engine keeps a trial's stdout/stderr (json-file log) up to this size; the host copies it to trial.log.
+#: The daemon keeps a trial's stdout/stderr (json-file log) up to this size; the host copies it to trial.log.
 DEFAULT_LOG_MAX_BYTES = 64 * 2**20
 #: Memory kept back from a derived limit: max(this, the machine's memory / 8).
 RESERVED_MEMORY_BYTES = 2**30
@@ -23,10 +23,10 @@ RESERVED_MEMORY_BYTES = 2**30
 @dataclass(frozen=True)
 class ContainerLimits:
     pids_limit: int = 512
-    mem_limit: str | None = None  # bytes, e.g. "8589934592"; None = derive from the engine's machine
+    mem_limit: str | None = None  # bytes, e.g. "8589934592"; None = derive from the daemon's machine
     tmpfs_size: str = "256m"
-    shm_size: str | None = None  # None = the engine's default (64 MiB)
-    cpus: float | None = None  # None = derive from the engine's machine (all its CPUs)
+    shm_size: str | None = None  # None = the daemon's default (64 MiB)
+    cpus: float | None = None  # None = derive from the daemon's machine (all its CPUs)
     file_size_bytes: int = DEFAULT_FILE_SIZE_BYTES
     log_max_bytes: int = DEFAULT_LOG_MAX_BYTES
     mem_limit_source: str = ""  # "study", or how it was derived (set by resolve_limits)
@@ -44,7 +44,7 @@ def study_limits(campaign: Any) -> ContainerLimits:
 
 def engines_shm_size(variants: Iterable[Any]) -> str | None:
     """The /dev/shm a campaign's containers need: the most any of its variants' engines declares (vLLM's engine core
-    needs more than Docker's 64 MiB), as ``"512m"``; None when the engine's default is enough."""
+    needs more than Docker's 64 MiB), as ``"512m"``; None when the daemon's default is enough."""
     from protocol.engines import engine_named
 
     mib = max((engine_named(variant.engine).container_shm_mib for variant in variants), default=0)
@@ -52,7 +52,7 @@ def engines_shm_size(variants: Iterable[Any]) -> str | None:
 
 
 def resolve_limits(limits: ContainerLimits, info: dict[str, Any]) -> ContainerLimits:
-    """Fill the memory and CPU limits the study left open from the engine machine's ``docker info``."""
+    """Fill the memory and CPU limits the study left open from the daemon machine's ``docker info``."""
     memory, memory_source = limits.mem_limit, "study"
     if memory is None and info.get("MemoryLimit") is False:
         memory_source = "none: the engine reports no memory-limit support (MemoryLimit false)"

@@ -21,8 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from protocol.errors import UserError
-from runner.launch.slurm.commands import SlurmCommands
-from runner.launch.slurm.jobs import JobInfo
+from runner.launch.kinds.slurm.commands import SlurmCommands
+from runner.launch.kinds.slurm.jobs import JobInfo
 from runner.trial.measure import clock
 
 #: After the last stop, how long the job may take to reach a final state (KillWait plus slurmctld's cycle).
