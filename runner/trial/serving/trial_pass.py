@@ -153,12 +153,16 @@ class _FaultedModel:
         self._lock = threading.Lock()  # batches in flight at once number themselves in turn
 
     @property
+    def reports_first_token(self) -> bool:
+        return self.model.reports_first_token
+
+    @property
     def on_first_token(self) -> Any:
-        return self.model.on_first_token  # type: ignore[attr-defined]  # AttributeError: a model without the hook
+        return self.model.on_first_token
 
     @on_first_token.setter
     def on_first_token(self, hook: Any) -> None:
-        self.model.on_first_token = hook  # type: ignore[attr-defined]
+        self.model.on_first_token = hook
 
     def tokenize(self, texts: list[str]) -> Any:
         return self.model.tokenize(texts)
@@ -169,7 +173,7 @@ class _FaultedModel:
 
     def predict_concurrent(self, features: Any, hook: Any) -> Any:
         self._before(len(features))
-        return self.model.predict_concurrent(features, hook)  # type: ignore[attr-defined]
+        return self.model.predict_concurrent(features, hook)
 
     def _before(self, size: int) -> None:
         with self._lock:
@@ -207,13 +211,16 @@ class ServingPass:
         state.expected = len(records)
         rate = context.variant.rate_qps or traffic.rates_qps[0]  # the variant's rate (a version-4 spec: the one rate)
         samples, copies = library(records, traffic, rate)
-        if traffic.max_batches_in_flight > 1 and not getattr(self.model, "concurrent", False):
+        if traffic.max_batches_in_flight > 1 and not self.model.concurrent:
             raise Refusal(f"max_batches_in_flight = {traffic.max_batches_in_flight} needs an engine that runs batches "
                           f"at once; engine {context.variant.engine} as loaded runs one at a time")
+        settings = dataclasses.replace(ServerSettings.from_traffic(traffic, rate), issue_unique=True)
+        if settings.token_latencies and not self.model.reports_first_token:
+            raise Refusal(f"a server study of task {self.task.name} measures time to first token; engine "
+                          f"{context.variant.engine}'s model reports no first token (TaskModel.reports_first_token)")
         batcher = BatcherSettings(context.variant.batch_size, traffic.max_wait_ms, traffic.max_batches_in_flight)
         model = _FaultedModel(context, self.model)
         system = ServingSystem(model, samples, self._lines, batcher, self.task.token_counts)
-        settings = dataclasses.replace(ServerSettings.from_traffic(traffic, rate), issue_unique=True)
         run = run_server(system, settings, context.out)
         times = [(r.issued_ns, r.completed_ns) for r in system.records]
         state.phases["pass_s"] = (max(c for _, c in times) - min(i for i, _ in times)) / 1e9 if times else None
