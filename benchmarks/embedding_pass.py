@@ -170,7 +170,7 @@ def worker(spec_path: Path, out: Path, pairs: int) -> int:
                     trial.base_manifest()
                     trial.setup_torch()
                     trial.run()
-                    record["runner_pass_s"] = trial.phases["pass_s"]
+                    record["runner_pass_s"] = trial.state.phases["pass_s"]
                     runner_vectors = read_vectors(trial_dir / "vectors.f32", trial_dir / "vector_ids.jsonl").vectors
                 else:
                     torch.set_num_threads(spec.variant.threads)

@@ -192,7 +192,7 @@ def _runner(spec: Any, out: Path) -> dict[str, Any]:
     trial.setup_torch()
     trial.run()
     lines = [json.loads(line) for line in (out / "generations.jsonl").read_text(encoding="utf-8").splitlines()]
-    pass_s = trial.phases["pass_s"]
+    pass_s = trial.state.phases["pass_s"]
     figures = read_pass_figures(out, pass_s)
     counted = sum(len(line["tokens"]) for line in lines)
     return {"runner_pass_s": pass_s, "tokens": [line["tokens"] for line in lines],

@@ -116,7 +116,7 @@ def _runner_side(spec: Any, trial_dir: Path) -> tuple[dict[str, Any], list[Any],
     trial.run()
     lines = (trial_dir / "predictions.jsonl").read_text(encoding="utf-8").splitlines()
     outputs = [(d["id"], d["label"], d["score"]) for d in map(json.loads, lines)]
-    return dict(trial.phases), outputs, dict(trial.manifest.get("engine", {}))
+    return dict(trial.state.phases), outputs, dict(trial.manifest.get("engine", {}))
 
 
 def _same(runner: list[Any], bare: list[Any]) -> bool:

@@ -162,7 +162,7 @@ class _Sides:
         trial.run()
         lines = (trial_dir / "predictions.jsonl").read_text(encoding="utf-8").splitlines()
         outputs = [(d["id"], d["label"], d["score"]) for d in map(json.loads, lines)]
-        return dict(trial.phases), outputs
+        return dict(trial.state.phases), outputs
 
     def bare(self, clock: Any) -> tuple[float, list[Any]]:
         """The same torch settings a trial applies (threads, seed, determinism), then a load of its own."""

@@ -38,14 +38,14 @@ from benchmarks.common import Row, Spread, fmt_ratio, interleaved, judge
 from protocol.study.traffic import MAX_RATE_QPS
 from runner.trial.serving.loadgen_run import ServerSettings, run_server
 from runner.trial.serving.summary import LoadgenSummary, parse_summary
-from runner.trial.serving.sut import BatcherSettings, ServingSystem
+from runner.trial.serving.sut import BatcherSettings, ServedModel, ServingSystem
 
 RATE_TARGET = 0.98
 P99_ADDED_TARGET_MS = 5.0
 SAMPLES = tuple((f"q-{i:03d}", f"query text number {i}") for i in range(64))
 
 
-class _Sleeper:
+class _Sleeper(ServedModel):
     """A model that takes a fixed time per batch."""
 
     def __init__(self, service_s: float) -> None:

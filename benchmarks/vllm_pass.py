@@ -181,7 +181,7 @@ def _runner(spec: Any, model: Any, out: Path) -> dict[str, Any]:
     trial.setup_torch()
     trial._pass(model)
     lines = [json.loads(line) for line in (out / "generations.jsonl").read_text(encoding="utf-8").splitlines()]
-    pass_s = trial.phases["pass_s"]
+    pass_s = trial.state.phases["pass_s"]
     figures = read_pass_figures(out, pass_s)
     counted = sum(len(line["tokens"]) for line in lines)
     return {"runner_pass_s": pass_s, "tokens": [line["tokens"] for line in lines],
@@ -230,7 +230,7 @@ def worker(spec_path: Path, out: Path, pairs: int) -> int:
                 print(f"{mode} pair {index + 1}: runner {record['runner_pass_s']:.3f}, bare {record['bare_s']:.3f}",
                       flush=True)
         pass_module.clock = time.perf_counter  # type: ignore[assignment]
-        (out / "vllm-pass.json").write_text(json.dumps({"pairs": results, "load_s": loader.phases["load_s"],
+        (out / "vllm-pass.json").write_text(json.dumps({"pairs": results, "load_s": loader.state.phases["load_s"],
                                                         "engine": loader.manifest.get("engine", {})}, indent=1),
                                             encoding="utf-8")
     finally:

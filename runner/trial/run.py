@@ -29,9 +29,10 @@ from protocol.io.fingerprint import fingerprint_path
 from protocol.records.codec import from_dict, read_record, to_dict, write_record
 from protocol.records.manifest import MANIFEST_FILE, MANIFEST_SCHEMA_VERSION, Manifest
 from protocol.records.stages import MemoryPeaks, PhaseTimes, TrialSpec, TrialStatus
-from runner.trial.batches import NO_BUCKETS, UNBUCKETED, shaped_batches
+from runner.trial.batches import shaped_batches
 from runner.trial.faults import FAULT_ENV, FaultInjector, is_oom
 from runner.trial.measure import PhaseTimer, clock, descendants_peak_rss, peak_rss_bytes
+from runner.trial.state import PassContext, TrialState
 from runner.trial.torch_settings import (
     Refusal,
     apply_cudnn,
@@ -78,25 +79,12 @@ class Trial:
         self.spec = spec
         self.out = out_dir
         self.variant = spec.variant
-        self.phases: dict[str, float | None] = {}
-        self.reasons: dict[str, str] = {}
-        self.memory: dict[str, int | None] = {}
-        self.completed = 0
-        self.expected = 0
-        self.truncated: int | None = None
+        #: What the trial has measured so far: status.json's figures (its pass fills them too).
+        self.state = TrialState()
         self.started_at = _now()
         self.manifest: dict[str, Any] = {}
         self.fault = FaultInjector()
         self.torch: Any = None
-        self.oom_events = 0
-        self.gpu_energy_j: float | None = None
-        self.cpu_energy_j: float | None = None
-        self.gpu_energy_reason = ""
-        self.cpu_energy_reason = ""
-        self.pass_compilations: int | None = None
-        self.peaks_reset = False
-        #: Seconds of the measured pass spent writing its files and probing memory (excluded from pass_s).
-        self.pass_write_s = 0.0
         #: The variant's engine and the model it loaded (closed by close_engine, after the status is written).
         self.engine: TrialEngine | None = None
         self.model: TaskModel | None = None
@@ -104,42 +92,44 @@ class Trial:
     # -- outputs ---------------------------------------------------------------------------
 
     def write_status(self, status: str, error: str = "") -> None:
-        self.phases["trial_s"] = clock() - PROCESS_START_S
+        state = self.state
+        state.phases["trial_s"] = clock() - PROCESS_START_S
         record = TrialStatus(
             trial_id=self.spec.trial_id,
             status=status,
-            completed=self.completed,
-            expected=self.expected,
-            phases=PhaseTimes(**{k: self.phases.get(k) for k in PhaseTimes.__dataclass_fields__}),
-            memory=MemoryPeaks(**{k: self.memory.get(k) for k in MemoryPeaks.__dataclass_fields__}),
-            truncated_count=self.truncated,
-            oom_events=self.oom_events,
+            completed=state.completed,
+            expected=state.expected,
+            phases=PhaseTimes(**{k: state.phases.get(k) for k in PhaseTimes.__dataclass_fields__}),
+            memory=MemoryPeaks(**{k: state.memory.get(k) for k in MemoryPeaks.__dataclass_fields__}),
+            truncated_count=state.truncated,
+            oom_events=state.oom_events,
             error=error,
             empty_reasons=self._empty_reasons(status),
             started_at=self.started_at,
             ended_at=_now(),
-            gpu_energy_j=self.gpu_energy_j,
-            cpu_energy_j=self.cpu_energy_j,
-            gpu_energy_reason=self._energy_reason(self.gpu_energy_j, self.gpu_energy_reason, status),
-            cpu_energy_reason=self._energy_reason(self.cpu_energy_j, self.cpu_energy_reason, status),
-            pass_compilations=self.pass_compilations,
+            gpu_energy_j=state.gpu_energy_j,
+            cpu_energy_j=state.cpu_energy_j,
+            gpu_energy_reason=self._energy_reason(state.gpu_energy_j, state.gpu_energy_reason, status),
+            cpu_energy_reason=self._energy_reason(state.cpu_energy_j, state.cpu_energy_reason, status),
+            pass_compilations=state.pass_compilations,
         )
         write_record(self.out / "status.json", record)
 
     def _empty_reasons(self, status: str) -> dict[str, str]:
         """Why each empty status field is empty: the reasons recorded so far, else where the trial ended."""
-        reasons = dict(self.reasons)
+        state = self.state
+        reasons = dict(state.reasons)
         for name in PhaseTimes.__dataclass_fields__:
-            if self.phases.get(name) is None and name not in reasons:
+            if state.phases.get(name) is None and name not in reasons:
                 reasons[name] = f"not reached: trial ended with status {status}"
         for name in MemoryPeaks.__dataclass_fields__:
-            if self.memory.get(name) is None and name not in reasons:
+            if state.memory.get(name) is None and name not in reasons:
                 reasons[name] = f"not measured: trial ended with status {status}"
-        if self.pass_compilations is None and "pass_compilations" not in reasons:
+        if state.pass_compilations is None and "pass_compilations" not in reasons:
             reasons["pass_compilations"] = ("not counted: the variant does not use torch.compile" if
                                             not self.variant.compile else
                                             f"not counted: trial ended with status {status}")
-        if self.truncated is None and "truncated_count" not in reasons:
+        if state.truncated is None and "truncated_count" not in reasons:
             reasons["truncated_count"] = f"not counted: trial ended with status {status}"
         return reasons
 
@@ -169,7 +159,7 @@ class Trial:
                     continue
                 if actual != expected:
                     problems.append(f"{kind} fingerprint {actual} differs from the study's {expected}")
-        self.phases["verify_s"] = timer.elapsed_s
+        self.state.phases["verify_s"] = timer.elapsed_s
         return "; ".join(problems)
 
     def base_manifest(self) -> None:
@@ -219,7 +209,7 @@ class Trial:
             torch.set_num_threads(variant.threads)
             torch.manual_seed(variant.seed)
             deterministic_api = apply_determinism(torch, variant)
-        self.phases["imports_s"] = timer.elapsed_s
+        self.state.phases["imports_s"] = timer.elapsed_s
         self.torch = torch
         check_backend(torch, variant.stack, variant.device)
         apply_cudnn(torch, variant)
@@ -256,7 +246,7 @@ class Trial:
         compiled_before = self._compilations()
         records = self._pass(model)
         if compiled_before is not None:
-            self.pass_compilations = (self._compilations() or 0) - compiled_before
+            self.state.pass_compilations = (self._compilations() or 0) - compiled_before
         self.after_pass(model, [r.text for r in records])
         return EXIT_OK
 
@@ -269,13 +259,18 @@ class Trial:
 
     def _pass(self, model: TaskModel) -> tuple[Any, ...]:
         """The offline measured pass, or, for a server study (the spec has ``traffic``), the serving run."""
-        if self.spec.traffic is not None:
-            from runner.trial.serving.trial_pass import ServingPass
+        context = PassContext(self.spec, self.out, self.torch, self.fault, self.manifest.get("device", {}), self.state)
+        if self.spec.traffic is None:
+            from runner.trial.measured_pass import MeasuredPass
 
-            return ServingPass(self, model).run()
-        from runner.trial.measured_pass import MeasuredPass
+            return MeasuredPass(context, model).run()
+        from runner.trial.serving.trial_pass import ServingPass
 
-        return MeasuredPass(self, model).run()
+        serving = ServingPass(context, model)
+        records = serving.run()
+        self.manifest["serving"] = serving.block
+        self.write_manifest()
+        return records
 
     def load_model(self, engine: TrialEngine) -> TaskModel:
         """The task's model loaded by the variant's engine (load time); what the engine really runs is read back
@@ -292,7 +287,7 @@ class Trial:
                 raise Refusal(f"engine {engine.name}: {exc}") from None
             except ModuleNotFoundError as exc:
                 raise Refusal(_missing_module(engine.name, exc)) from None
-        self.phases["load_s"] = timer.elapsed_s
+        self.state.phases["load_s"] = timer.elapsed_s
         self.manifest["model"] = model.describe()
         read_back = engine.readback(model)
         self.manifest["engine"] = read_back
@@ -315,7 +310,7 @@ class Trial:
                     model.predict(texts[start : start + batch_size])
                 for features in shaped:
                     model.predict_encoded(features)
-        self.phases["warmup_s"] = timer.elapsed_s
+        self.state.phases["warmup_s"] = timer.elapsed_s
         self.manifest["warmup_shapes"] = [list(shape) for shape in self.spec.warmup_shapes]
 
     def probe_attention(self, model: TaskModel) -> None:
@@ -336,36 +331,25 @@ class Trial:
         if variant.device == "cuda":
             self._record_device_peaks()
         else:
-            self.reasons["gpu_pass_s"] = "CPU trial: no GPU events"
+            self.state.reasons["gpu_pass_s"] = "CPU trial: no GPU events"
             for key in DEVICE_MEMORY_FIELDS:
-                self.reasons[key] = "CPU trial: no GPU, so no device memory counters"
-        self.memory["peak_rss_bytes"] = peak_rss_bytes()
+                self.state.reasons[key] = "CPU trial: no GPU, so no device memory counters"
+        self.state.memory["peak_rss_bytes"] = peak_rss_bytes()
         if isinstance(self.manifest.get("engine"), dict):  # the engine's own processes (vLLM's core and workers)
             self.manifest["engine"]["processes"] = descendants_peak_rss()
         with PhaseTimer() as timer:
             self.manifest.update(model.finish_pass(self.out))  # the task's after-pass work (an embedding's queries)
             lengths = model.untruncated_lengths(texts)
-            self.truncated = sum(1 for n in lengths if n > variant.max_length)
+            self.state.truncated = sum(1 for n in lengths if n > variant.max_length)
             self.manifest["truncation"] = {
                 "max_length": variant.max_length,
-                "truncated_count": self.truncated,
+                "truncated_count": self.state.truncated,
                 "inputs": len(texts),
             }
             self.manifest["pass_order"] = "corpus" if variant.length_grouping == "none" else "sorted-by-length"
             self.manifest["ended_at"] = _now()
             self.write_manifest()
-        self.phases["write_s"] = self.pass_write_s + (timer.elapsed_s or 0.0)
-
-    def sample_device_memory(self) -> None:
-        """Whole-device memory in use (all processes: total − free, ``torch.cuda.mem_get_info``, which CUDA
-        and ROCm builds both answer), kept as the largest sample; sampled after each batch."""
-        if self.variant.device != "cuda" or self.torch is None:
-            return
-        free, total = self.torch.cuda.mem_get_info()
-        used = int(total) - int(free)
-        self.memory["device_total_bytes"] = int(total)
-        self.memory["device_used_max_bytes"] = max(used, self.memory.get("device_used_max_bytes") or 0)
-        self.memory["device_used_bytes"] = used
+        self.state.phases["write_s"] = self.state.pass_write_s + (timer.elapsed_s or 0.0)
 
     def _record_device_peaks(self) -> None:
         """Allocated and reserved peaks (this process, since the reset after the warm-up, or since the start
@@ -374,16 +358,16 @@ class Trial:
         if self.variant.device != "cuda" or torch is None or not torch.cuda.is_available():
             return
         try:
-            self.memory["peak_allocated_bytes"] = int(torch.cuda.max_memory_allocated())
-            self.memory["peak_reserved_bytes"] = int(torch.cuda.max_memory_reserved())
-            self.sample_device_memory()
+            self.state.memory["peak_allocated_bytes"] = int(torch.cuda.max_memory_allocated())
+            self.state.memory["peak_reserved_bytes"] = int(torch.cuda.max_memory_reserved())
+            self.state.sample_device_memory(torch, self.variant.device)
         except Exception as exc:  # the device may be in a bad state after a failure  # noqa: BLE001
             for key in DEVICE_MEMORY_FIELDS:
-                if self.memory.get(key) is None:
-                    self.reasons.setdefault(key, f"not readable after the failure: {type(exc).__name__}: {exc}")
-        if not self.peaks_reset:
+                if self.state.memory.get(key) is None:
+                    self.state.reasons.setdefault(key, f"not readable after the failure: {type(exc).__name__}: {exc}")
+        if not self.state.peaks_reset:
             for key in ("peak_allocated_bytes", "peak_reserved_bytes"):
-                self.reasons.setdefault(key, "peak since the trial started: it ended before the measured pass")
+                self.state.reasons.setdefault(key, "peak since the trial started: it ended before the measured pass")
 
     def _compilations(self) -> int | None:
         """Graphs torch.compile (dynamo) has compiled so far in this process; None without compile."""
@@ -392,21 +376,6 @@ class Trial:
         from torch._dynamo.utils import counters
 
         return int(counters["stats"]["unique_graphs"])
-
-    def bucket(self, input_id: str) -> str:
-        if not self.spec.input_buckets:
-            return NO_BUCKETS
-        return self.spec.input_buckets.get(input_id, UNBUCKETED)
-
-    def drain_forward_events(self, model: TaskModel) -> float | None:
-        """Device seconds of the forwards since the last call (their events are complete: the batch's
-        results were copied to the host, which waits for the stream)."""
-        events = model.forward_events
-        if events is None:
-            return None
-        seconds = sum(start.elapsed_time(stop) for start, stop in events) / 1000.0
-        events.clear()
-        return seconds
 
 
 def main(argv: list[str]) -> int:

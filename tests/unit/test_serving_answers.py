@@ -106,6 +106,8 @@ class Stepwise:
     """A generator of two rows whose first tokens come at two steps (as vLLM's engine may give them), or none
     (``silent``: the hook is never called, as when a batch fails before its first step)."""
 
+    reports_first_token = True
+
     def __init__(self, silent: bool = False) -> None:
         self.silent = silent
         self.on_first_token: Any = None

@@ -30,6 +30,7 @@ class FixedTime:
 
     def __init__(self, service_s: float, fail_on: str = "", tokens: bool = False) -> None:
         self.service_s, self.fail_on, self.calls = service_s, fail_on, 0
+        self.reports_first_token = tokens
         if tokens:
             self.on_first_token: Any = None
 

@@ -154,7 +154,7 @@ class OnnxRuntimeEngine(TrialEngine):
     name = NAME
 
     def __init__(self) -> None:
-        #: The trial's working folder (the trial sets it): where the export is cached without ISOCOST_ENGINE_CACHE.
+        #: A folder where the export is cached without ISOCOST_ENGINE_CACHE (a caller sets it; the trial does not).
         self.work_dir: Path | None = None
         self._temporary: list[Path] = []
 

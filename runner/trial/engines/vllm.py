@@ -113,6 +113,7 @@ class VllmGenerator(GenerationText, TaskModel):
     #: A serving run's first-token hook (``runner.trial.serving.sut``): called with the batch's rows whose first
     #: token an engine step produced. None offline.
     on_first_token: Callable[[list[int]], None] | None = None
+    reports_first_token = True  # it calls on_first_token (TaskModel)
     #: With ``server = true``: the running HTTP server the batches go to instead of ``llm`` (None: the engine).
     server: ServerBackend | None = None
     _request_ids: Iterator[int] = field(default_factory=itertools.count)

@@ -14,7 +14,7 @@ Every answer is the task's own line for its id (``lines(ids, outputs)``: the tas
 offline file's line), sent to LoadGen as the response bytes (what its accuracy log keeps) and stored by query and
 id (:meth:`write`: ``answers.jsonl``). Per query the harness keeps when it was issued to the system, when its batch
 started, its first token and its completion, in monotonic nanoseconds from the system's start
-(``queries.jsonl``). A model with an ``on_first_token`` attribute (a generator) calls it when rows of the batch
+(``queries.jsonl``). A model that ``reports_first_token`` (a generator) calls ``on_first_token`` when rows of the batch
 have their first token: ``on_first_token()`` for every row at once (the transformers generator's first step),
 ``on_first_token(rows)`` for those rows only (vLLM's engine step where each request produced its first token);
 the system tells LoadGen then (``FirstTokenComplete``), and a row never reported is reported at its completion,
@@ -51,9 +51,22 @@ QUERIES_FILE = "queries.jsonl"
 
 
 class ServedModel(Protocol):
+    """What the system calls of the model: a :class:`~runner.trial.tasks.base.TaskModel`'s serving hooks (their
+    defaults those of a model that generates no tokens and runs one batch at a time)."""
+
+    on_first_token: Callable[..., None] | None = None
+
+    @property
+    def reports_first_token(self) -> bool:
+        return False
+
     def tokenize(self, texts: list[str]) -> Any: ...
 
     def predict_encoded(self, features: Any) -> Any: ...
+
+    def predict_concurrent(self, features: Any, on_first_token: Callable[..., None] | None) -> Any:
+        why = f"{type(self).__name__} runs one batch at a time"  # two statements: not an abstract body
+        raise NotImplementedError(why)
 
 
 class Responder(Protocol):
@@ -163,7 +176,7 @@ class ServingSystem:
             number, self._batch_number = self._batch_number, self._batch_number + 1
         first: dict[int, int] = {}  # row of the batch → its first token (monotonic ns)
         ids = [self.samples[p.index][0] for p in batch]
-        tokens = hasattr(self.model, "on_first_token")
+        tokens = self.model.reports_first_token
         try:
             hook = (lambda rows=None: self._first_token(batch, first, rows)) if tokens else None
             outputs = self._predict([self.features[p.index] for p in batch], hook)
@@ -186,9 +199,9 @@ class ServingSystem:
         """One batch through the model: with batches in flight at once, each with its own first-token hook
         (``predict_concurrent``); else the model's ``on_first_token`` set for this batch."""
         if self.settings.in_flight > 1:
-            return self.model.predict_concurrent(features, hook)  # type: ignore[attr-defined]
+            return self.model.predict_concurrent(features, hook)
         if hook is not None:
-            self.model.on_first_token = hook  # type: ignore[attr-defined]
+            self.model.on_first_token = hook
         return self.model.predict_encoded(features)
 
     def _first_token(self, batch: list[Pending], first: dict[int, int], rows: Sequence[int] | None,

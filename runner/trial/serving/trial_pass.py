@@ -31,8 +31,9 @@ failed batch's queries are answered empty, and their ids left out), ``corrupt`` 
 
 Example::
 
-    records = ServingPass(trial, model).run()      # in Trial.run, for a spec with ``traffic``
-    trial.manifest["serving"]["result"]            # "VALID"
+    serving = ServingPass(context, model)      # in Trial.run, for a spec with ``traffic``
+    records = serving.run()
+    serving.block["result"]                    # "VALID": the manifest's ``serving`` block
 """
 
 from __future__ import annotations
@@ -56,11 +57,11 @@ from runner.trial.batches import batch_record
 from runner.trial.serving.loadgen_run import ServerSettings, ServingRun, run_server
 from runner.trial.serving.summary import DETAIL_FILE, SUMMARY_FILE
 from runner.trial.serving.sut import ANSWERS_FILE, QUERIES_FILE, BatcherSettings, ServingSystem
+from runner.trial.state import PassContext
 from runner.trial.tasks.sink import OutputSink
 from runner.trial.torch_settings import Refusal
 
 if TYPE_CHECKING:
-    from runner.trial.run import Trial
     from runner.trial.tasks.base import TaskModel, TrialTask
 
 #: The serving run's files the host seals beside the task's outputs (``outputs_sha256``; protocol.study.traffic declares
@@ -147,17 +148,21 @@ class _FaultedModel:
     """The trial's model as the batcher calls it, with the test-only fault of the trial before each batch; a
     generator's first-token hook (``on_first_token``) is the model's own."""
 
-    def __init__(self, trial: Trial, model: TaskModel) -> None:
-        self.trial, self.model, self.batch_no = trial, model, 0
+    def __init__(self, context: PassContext, model: TaskModel) -> None:
+        self.context, self.model, self.batch_no = context, model, 0
         self._lock = threading.Lock()  # batches in flight at once number themselves in turn
 
     @property
+    def reports_first_token(self) -> bool:
+        return self.model.reports_first_token
+
+    @property
     def on_first_token(self) -> Any:
-        return self.model.on_first_token  # type: ignore[attr-defined]  # AttributeError: a model without the hook
+        return self.model.on_first_token
 
     @on_first_token.setter
     def on_first_token(self, hook: Any) -> None:
-        self.model.on_first_token = hook  # type: ignore[attr-defined]
+        self.model.on_first_token = hook
 
     def tokenize(self, texts: list[str]) -> Any:
         return self.model.tokenize(texts)
@@ -168,81 +173,87 @@ class _FaultedModel:
 
     def predict_concurrent(self, features: Any, hook: Any) -> Any:
         self._before(len(features))
-        return self.model.predict_concurrent(features, hook)  # type: ignore[attr-defined]
+        return self.model.predict_concurrent(features, hook)
 
     def _before(self, size: int) -> None:
         with self._lock:
             number, self.batch_no = self.batch_no, self.batch_no + 1
-        self.trial.fault.before_batch(number, size)
+        self.context.fault.before_batch(number, size)
 
 
 class ServingPass:
-    """One serving run of the trial's loaded ``model`` at the spec's traffic, filling the trial's phases."""
+    """One serving run of the trial's loaded ``model`` at the spec's traffic, filling the context's trial state;
+    :attr:`block` is then the manifest's ``serving`` block."""
 
-    def __init__(self, trial: Trial, model: TaskModel) -> None:
+    def __init__(self, context: PassContext, model: TaskModel) -> None:
         from runner.trial.tasks import trial_task
 
-        assert trial.spec.traffic is not None, "a serving pass needs the study's [traffic]"
-        self.trial, self.model = trial, model
-        self.task: TrialTask = trial_task(trial.spec.task)
-        self.traffic = from_dict(Traffic, trial.spec.traffic)
+        assert context.spec.traffic is not None, "a serving pass needs the study's [traffic]"
+        self.context, self.model = context, model
+        self.task: TrialTask = trial_task(context.spec.task)
+        self.traffic = from_dict(Traffic, context.spec.traffic)
+        self.block: dict[str, Any] = {}
 
     def _lines(self, ids: Sequence[str], outputs: Any) -> str:
         """The task's lines for one served batch (the ``disagree`` fault changes its ids' outputs first)."""
-        outputs = self.trial.fault.perturb(list(ids), outputs, self.model, self.task)
+        outputs = self.context.fault.perturb(list(ids), outputs, self.model, self.task)
         return self.task.answer(ids, outputs)
 
     def run(self) -> tuple[Record, ...]:
         """Serve, write the task's output file and batches.jsonl; returns the corpus records."""
-        trial, traffic = self.trial, self.traffic
+        context, traffic = self.context, self.traffic
         missing = [m for m in SERVING_REQUIRES if importlib.util.find_spec(m) is None]  # e.g. a .venv-vllm without
         if missing:
             raise Refusal(f"a server study's trial needs the Python module {', '.join(missing)} (mlcommons-loadgen), "
                           "which this trial's environment lacks (make setup installs it; make vllm for engine vllm)")
-        records = read_corpus(Path(trial.spec.corpus_path), require_label=False)
-        trial.expected = len(records)
-        rate = trial.variant.rate_qps or traffic.rates_qps[0]  # the variant's rate (a version-4 spec: the one rate)
+        records = read_corpus(Path(context.spec.corpus_path), require_label=False)
+        state = context.state
+        state.expected = len(records)
+        rate = context.variant.rate_qps or traffic.rates_qps[0]  # the variant's rate (a version-4 spec: the one rate)
         samples, copies = library(records, traffic, rate)
-        if traffic.max_batches_in_flight > 1 and not getattr(self.model, "concurrent", False):
+        if traffic.max_batches_in_flight > 1 and not self.model.concurrent:
             raise Refusal(f"max_batches_in_flight = {traffic.max_batches_in_flight} needs an engine that runs batches "
-                          f"at once; engine {trial.variant.engine} as loaded runs one at a time")
-        batcher = BatcherSettings(trial.variant.batch_size, traffic.max_wait_ms, traffic.max_batches_in_flight)
-        system = ServingSystem(_FaultedModel(trial, self.model), samples, self._lines, batcher, self.task.token_counts)
+                          f"at once; engine {context.variant.engine} as loaded runs one at a time")
         settings = dataclasses.replace(ServerSettings.from_traffic(traffic, rate), issue_unique=True)
-        run = run_server(system, settings, trial.out)
+        if settings.token_latencies and not self.model.reports_first_token:
+            raise Refusal(f"a server study of task {self.task.name} measures time to first token; engine "
+                          f"{context.variant.engine}'s model reports no first token (TaskModel.reports_first_token)")
+        batcher = BatcherSettings(context.variant.batch_size, traffic.max_wait_ms, traffic.max_batches_in_flight)
+        model = _FaultedModel(context, self.model)
+        system = ServingSystem(model, samples, self._lines, batcher, self.task.token_counts)
+        run = run_server(system, settings, context.out)
         times = [(r.issued_ns, r.completed_ns) for r in system.records]
-        trial.phases["pass_s"] = (max(c for _, c in times) - min(i for i, _ in times)) / 1e9 if times else None
+        state.phases["pass_s"] = (max(c for _, c in times) - min(i for i, _ in times)) / 1e9 if times else None
         if not times:
-            trial.reasons["pass_s"] = "the serving run answered no query"
+            state.reasons["pass_s"] = "the serving run answered no query"
         why = "not measured in a serving run: energy per request is not wired yet"
-        trial.gpu_energy_reason = trial.cpu_energy_reason = why
+        state.gpu_energy_reason = state.cpu_energy_reason = why
         answers = offline_answers([r.id for r in records], system)
         self._write_outputs(answers.lines, len(records))
-        trial.completed = len(answers.lines)
+        state.completed = len(answers.lines)
         self._write_batches(system, records)
-        trial.manifest["serving"] = serving_block(run, settings, system, answers, copies, len(records))
-        trial.write_manifest()
+        self.block = serving_block(run, settings, system, answers, copies, len(records))
         return records
 
     def _write_outputs(self, lines: list[str], inputs: int) -> None:
         """The task's pass files from the chosen answers: the answers themselves when they are the offline lines,
         else the outputs read back from them (an embedding's vectors) written as the offline pass writes them."""
-        trial, task = self.trial, self.task
+        context, task = self.context, self.task
         parsed = [json.loads(line) for line in lines]
         outputs = task.answer_outputs(parsed)
         if outputs is None:
-            text = trial.fault.corrupt("".join(lines), 0, inputs)
-            write_text_atomic(trial.out / task.lines_file, text, root=trial.out)
+            text = context.fault.corrupt("".join(lines), 0, inputs)
+            write_text_atomic(context.out / task.lines_file, text, root=context.out)
             return
-        with OutputSink(trial.out, task) as sink:
+        with OutputSink(context.out, task) as sink:
             if parsed:
                 ids = [answer["id"] for answer in parsed]
-                sink.write(trial.fault.corrupt(sink.lines(ids, outputs), 0, inputs), outputs)
+                sink.write(context.fault.corrupt(sink.lines(ids, outputs), 0, inputs), outputs)
 
     def _write_batches(self, system: ServingSystem, records: Sequence[Record]) -> None:
         """``batches.jsonl``: one line per served batch (the queries the batcher ran together, its model time)."""
         encoded = self.model.tokenize([r.text for r in records])
-        buckets = [self.trial.bucket(r.id) for r in records]
+        buckets = [self.context.bucket(r.id) for r in records]
         batches: dict[int, list[Any]] = {}
         for record in sorted(system.records, key=lambda r: r.seq):
             batches.setdefault(record.batch, []).append(record)
@@ -251,7 +262,7 @@ class ServingPass:
             index = [member.index % len(records) for member in members]
             seconds = (members[0].completed_ns - members[0].started_ns) / 1e9
             lines.append(json.dumps(batch_record(number, index, encoded, buckets, seconds, None)) + "\n")
-        write_text_atomic(self.trial.out / "batches.jsonl", "".join(lines), root=self.trial.out)
+        write_text_atomic(self.context.out / "batches.jsonl", "".join(lines), root=self.context.out)
 
 
 def serving_block(run: ServingRun, settings: ServerSettings, system: ServingSystem, answers: OfflineAnswers,

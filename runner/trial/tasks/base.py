@@ -23,7 +23,7 @@ Example::
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,12 @@ class TaskModel(ABC):
     #: When a list (CUDA/ROCm trials during the measured pass), each forward appends its (start, stop) CUDA
     #: events: device time of the forward alone. None elsewhere.
     forward_events: list[tuple[Any, Any]] | None = None
+    #: A serving run's first-token hook (``runner.trial.serving.sut`` sets it before each batch; None offline).
+    on_first_token: Callable[..., None] | None = None
+    #: Whether the model calls :attr:`on_first_token` when rows of a batch have their first token (``hook()``:
+    #: every row, ``hook(rows)``: those rows), as a generator does. False: the model generates no tokens, and a
+    #: server study that measures token latencies refuses it rather than report every first token at completion.
+    reports_first_token: bool = False
 
     @abstractmethod
     def tokenize(self, texts: list[str]) -> Features:
@@ -59,6 +65,16 @@ class TaskModel(ABC):
 
     def predict(self, texts: list[str]) -> Any:
         return self.predict_encoded(self.tokenize(texts))
+
+    @property
+    def concurrent(self) -> bool:
+        """Whether it runs several batches at once (:meth:`predict_concurrent`; ``[traffic] max_batches_in_flight``)."""
+        return False
+
+    def predict_concurrent(self, features: Features, on_first_token: Callable[..., None] | None) -> Any:
+        """One of several batches in flight at once, with its own first-token hook (a model that is
+        :attr:`concurrent`); a model that runs one batch at a time has none."""
+        raise NotImplementedError(f"{type(self).__name__} runs one batch at a time (concurrent is False)")
 
     def probe_encoded(self, features: Features) -> Any:
         """The forward the attention probe profiles (a generator: one token only)."""

@@ -150,6 +150,7 @@ class Generator(GenerationText, TaskModel):
     #: A serving run's first-token hook (``runner.trial.serving.sut``), called once per batch at its first step
     #: (greedy decoding picks every row's first token from those scores). None offline.
     on_first_token: Callable[[], None] | None = None
+    reports_first_token = True  # it calls on_first_token (TaskModel)
 
     @classmethod
     def load(cls, path: Path, variant: Variant, torch: Any, options: dict[str, Any]) -> Generator:
