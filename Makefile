@@ -126,11 +126,20 @@ gpu-check: ## On a GPU host (no venv or network needed): verify .gpu-carry/, run
 	PYTHONPATH=$(CURDIR) $(GPU_PYTHON) -m runner.selfcheck.carry check --carry $(GPU_CARRY) --device $(GPU_DEVICE) \
 		--budget-s $(GPU_BUDGET_S) --out $(RESULTS)/gpu-check-$$(date -u +%Y%m%dT%H%M%SZ) $(if $(OUT),--return-to $(OUT))
 
-test: $(STAMP) ## Run the whole test suite (unit, CLI, end-to-end with the real model)
-	$(BIN)/python -m pytest -q
+# The suite runs on TEST_WORKERS pytest-xdist workers; `--dist loadgroup` keeps each group of tests that share one
+# exclusive resource (the Slurm test cluster, vLLM engines, the second engine behind sshd, the Docker tests) on one
+# worker (tests/conftest.py, CONTRIBUTING.md "Tests"). 4 on a 2-core machine: most of the suite's time is spent
+# waiting on trial processes, containers and daemons (the CPU was idle two thirds of the time in a serial run), so
+# more workers than cores fill those waits; 4 also lets the four groups run side by side.
+# TEST_WORKERS=0 runs everything in this process, one test after another.
+TEST_WORKERS ?= 4
+PYTEST_PARALLEL = -n $(TEST_WORKERS) --dist loadgroup
+
+test: $(STAMP) ## Run the whole test suite (unit, CLI, end-to-end with the real model), in parallel
+	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL)
 
 test-fast: $(STAMP) ## Unit and CLI tests only (no model, no processes)
-	$(BIN)/python -m pytest -q -m "not e2e and not docker"
+	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL) -m "not e2e and not docker"
 
 faults: $(STAMP) ## Run the fault-injection suite and print its table (cases, outcome, rows lost)
 	$(BIN)/python tests/faults/fault_table.py

@@ -1,12 +1,19 @@
-"""Shared fixtures: a tiny real workspace (corpus, tuning split, MiniLM classifier) and study files."""
+"""Shared fixtures: a tiny real workspace (corpus, tuning split, MiniLM classifier) and study files.
+
+The suite runs in parallel (``make test``: pytest-xdist, ``--dist loadgroup``). A test that shares one exclusive
+resource with others joins that resource's group (:func:`exclusive_group`), and every test of a group runs on one
+worker, one after the other; the local engine's ``cpu`` image, which one test removes, is guarded by a lock
+(tests/image_lock.py). CONTRIBUTING.md, "Tests", says how a new test joins a group.
+"""
 
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import image_lock
 import pytest
 from workspace import STUDY_TEMPLATE, build_tiny_model, write_workspace
 
@@ -24,12 +31,22 @@ def untracked_files() -> set[str] | None:
     return {name for name in listed.stdout.decode(errors="replace").split("\0") if name}
 
 
+def _is_xdist_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
-    session.config.stash[UNTRACKED_AT_START] = untracked_files()
+    if not _is_xdist_worker(session.config):  # under xdist, once, on the controller: before any worker starts
+        session.config.stash[UNTRACKED_AT_START] = untracked_files()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """A test writes under its tmp_path, never into the checkout (a test once left corpus splits in its root)."""
+    """A test writes under its tmp_path, never into the checkout (a test once left corpus splits in its root).
+
+    Under xdist the controller checks, once every worker has finished (a worker checking at its own end would
+    see a file another worker's test is still writing)."""
+    if _is_xdist_worker(session.config):
+        return
     before, after = session.config.stash.get(UNTRACKED_AT_START, None), untracked_files()
     if before is None or after is None or not (after - before):
         return
@@ -37,6 +54,55 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     session.config.get_terminal_writer().line(f"\nThe tests wrote into the checkout {CHECKOUT}: {written}", red=True)
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
+
+#: The groups of tests that share one exclusive resource (``--dist loadgroup`` runs each group on one worker).
+#: A test joins by its marker, its file, or its parameter (fault cases); an explicit ``xdist_group`` mark wins.
+#: - ``slurm``: the one-node Slurm test cluster (tests/slurm/cluster.py), started once per worker that needs it;
+#:   its daemons take the node's two CPUs, and a second cluster on the same host would be a second ``node1``.
+#: - ``vllm``: anything that starts a vLLM engine in this machine's process table (``VLLM::…`` processes):
+#:   tests/vllm_env.engine_processes looks at every such process, so none may belong to another worker.
+#: - ``multihost``: the second Docker engine behind sshd (tests/multihost/loopback.py): one data root
+#:   (/var/cache/isocost/engine2) and one ssh user's authorized_keys for the machine.
+#: - ``docker``: the tests of tests/docker (the local engine, the registry on 127.0.0.1:5000, the session's CPU
+#:   image), one Docker engine's worth of containers at a time, as before.
+EXCLUSIVE_GROUPS = ("slurm", "vllm", "multihost", "docker")
+VLLM_FILES = ("tests/e2e/test_vllm_campaign.py", "tests/e2e/test_vllm_engine.py", "tests/e2e/test_vllm_serving.py",
+              "tests/docker/test_vllm_in_containers.py", "tests/unit/test_vllm_env_processes.py")
+
+
+def exclusive_group(item: pytest.Item) -> str | None:
+    """The one group ``item`` runs in, or None (any worker). A test in two groups' resources takes the first."""
+    path = Path(str(item.path)).resolve().relative_to(CHECKOUT).as_posix()
+    name = getattr(item, "callspec", None) and item.callspec.params.get("name")
+    if item.get_closest_marker("slurm") or path.startswith("tests/slurm/"):
+        return "slurm"
+    if item.get_closest_marker("vllm") or path in VLLM_FILES or (isinstance(name, str) and name.startswith("vllm")):
+        return "vllm"
+    if item.get_closest_marker("multihost") or path.startswith("tests/multihost/"):
+        return "multihost"
+    if path.startswith("tests/docker/"):
+        return "docker"
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            group = exclusive_group(item)
+            if group is not None:
+                item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.fixture(autouse=True)
+def cpu_image_guard(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test running the local engine's ``cpu`` image holds it shared; one removing it, exclusively."""
+    mode = image_lock.mode_for(request.module, request.fixturenames)
+    if mode is None:
+        yield
+        return
+    with image_lock.held(mode):
+        yield
 
 
 @pytest.fixture(autouse=True)

@@ -46,9 +46,17 @@ def session_processes(sid: int) -> list[int]:
     return found
 
 
+def _pid_namespace(entry: Path) -> str:
+    return os.readlink(entry / "ns" / "pid")
+
+
 def _live_processes() -> list[tuple[int, str, str]]:
-    """(pid, comm, command line) of every live (not zombie) process."""
+    """(pid, comm, command line) of every live (not zombie) process of this machine's pid namespace.
+
+    A container's processes (a vLLM engine in a Docker or Slurm test, perhaps on another xdist worker) are in a
+    namespace of their own: they are never what a trial run as a process left behind."""
     found = []
+    ours = _pid_namespace(Path("/proc/self"))
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -56,9 +64,10 @@ def _live_processes() -> list[tuple[int, str, str]]:
             comm = (entry / "comm").read_text().strip()
             command = (entry / "cmdline").read_bytes().decode(errors="replace")
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            namespace = _pid_namespace(entry)
         except (OSError, IndexError):
             continue
-        if state != "Z":
+        if state != "Z" and namespace == ours:
             found.append((int(entry.name), comm, command))
     return found
 

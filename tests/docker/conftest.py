@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import image_lock
 import pytest
 from workspace import STUDY_TEMPLATE, write_corpus
 
@@ -65,7 +66,8 @@ def cpu_image(docker_client: Any, images_lock: Path) -> Any:
         docker_client.images.get(base)
     except docker.errors.ImageNotFound:
         unavailable(f"base image {base} is not in the engine; run `bash .ci/docker-setup.sh` (debootstrap base)")
-    return build_image("cpu", base, lock_path=images_lock)
+    with image_lock.held("shared"):  # not while another worker's test has removed it (tests/image_lock.py)
+        return build_image("cpu", base, lock_path=images_lock)
 
 
 @pytest.fixture(scope="session")

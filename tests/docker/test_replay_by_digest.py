@@ -10,6 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 pytestmark = pytest.mark.docker
+#: It removes the local engine's cpu image: the tests using it on other workers wait (tests/image_lock.py).
+REMOVES_CPU_IMAGE = True
 
 
 def test_push_pull_by_digest_and_replay(cpu_image: Any, images_lock: Path, registry: str, docker_client: Any,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+import image_lock
 import pytest
 from cases import (
     DOCKER_CASES,
@@ -53,7 +54,8 @@ def fault_image() -> str:
     why = docker_unavailable()
     if why:
         unavailable(why)
-    return cpu_image()
+    with image_lock.held("shared"):  # not while another worker's test has removed it (tests/image_lock.py)
+        return cpu_image()
 
 
 @pytest.mark.parametrize("name", sorted(PROCESS_CASES))

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import image_lock
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -103,8 +104,9 @@ def pushed_image(local_engine: Any, tmp_path_factory: pytest.TempPathFactory) ->
     except OSError as exc:
         unavailable(f"no registry answers on {REGISTRY} ({exc}); run `bash .ci/docker-setup.sh`")
     lock = tmp_path_factory.mktemp("mh-lock") / "images.lock"
-    build_image("cpu", BASE_IMAGE, lock_path=lock)
-    return push_image("cpu", REGISTRY, lock_path=lock)
+    with image_lock.held("shared"):  # not while another worker's test has removed it (tests/image_lock.py)
+        build_image("cpu", BASE_IMAGE, lock_path=lock)
+        return push_image("cpu", REGISTRY, lock_path=lock)
 
 
 def _write_corpus(path: Path, prefix: str, n: int, seed: int) -> None:

@@ -13,6 +13,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+import image_lock
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -45,7 +46,8 @@ def cpu_image() -> str:
     """The image ID of this checkout's ``cpu`` image (built once per run, see tests/faults/cases.py)."""
     from cases import cpu_image as build
 
-    return _image_or_skip(build)
+    with image_lock.held("shared"):  # not while another worker's test has removed it (tests/image_lock.py)
+        return _image_or_skip(build)
 
 
 @pytest.fixture(scope="module")
