@@ -45,6 +45,7 @@ def run(root: Path, inputs: int = 24, max_new_tokens: int = 16, pairs: int = 6, 
         timeout_s: float | None = None) -> list[Row]:
     from benchmarks.generation import _spec, make_slice
     from protocol.engines.vllm import ENGINE
+    from protocol.records.codec import write_record
     from runner.launch.kinds.process.interpreter import own_python
     from runner.launch.kinds.process.launcher import trial_env
 

@@ -32,6 +32,7 @@ from protocol.costing.plans import MAX_LOTS
 from protocol.errors import UserError
 from protocol.io.names import check_gpu_name
 from protocol.io.safe_read import read_text
+from protocol.records import codec
 from protocol.records.stages import Rental
 from runner.launch.daemon.address import DaemonAddress, parse_daemon_url
 

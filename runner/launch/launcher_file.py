@@ -26,6 +26,8 @@ from typing import Any
 
 from protocol.errors import UserError
 from protocol.io.jsonio import read_json
+from protocol.records import codec
+from protocol.records.codec import VERSION_KEY, Schema
 from runner.launch.launcher import LAUNCHERS_ENV, launcher_kinds
 
 LAUNCHER_FILE = "launcher.json"

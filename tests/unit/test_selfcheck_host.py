@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from protocol.errors import UserError
+from protocol.records import codec
 from protocol.records.selfcheck import CHECK_NAMES, SelfcheckReport, passed
 from protocol.records.stages import MemoryPeaks, PhaseTimes, TrialSpec, TrialStatus, Variant, WarmupRule
 from runner.launch.launcher import LaunchResult

@@ -28,6 +28,7 @@ from protocol.decision.serving import (
     why_lines,
 )
 from protocol.errors import UserError
+from protocol.records.codec import to_dict
 from runner.decision.serving.memo import render_serving_memo
 
 HEADER = "gpu,cards_per_lot,billing,plan_days,price_usd_per_lot,minimum_s,increment_s,currency,catalog_date,source"
@@ -301,6 +302,7 @@ def test_across_campaigns_the_score_share_rule_applies_as_in_the_offline_decisio
     metric to ``cross_equivalence``); the serving decision must too: no capacity, not ranked, the reason said."""
     from protocol.decision.agreement import ConfigurationOutputs, build_matrix
     from protocol.tasks.classification import CLASSIFICATION
+    from protocol.tasks.classification.predictions import ParsedPredictions
     from runner.decision.serving.stage import across_campaigns, judged_across
 
     ids = ("a", "b", "c")

@@ -25,6 +25,7 @@ from protocol.decision.serving import (
     price_configuration,
     rank_serving,
 )
+from protocol.records.codec import to_dict
 from runner.decision.render.csv_table import SERVING_COLUMNS, render_serving_csv
 from runner.decision.serving.memo import render_serving_memo
 

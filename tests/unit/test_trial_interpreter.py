@@ -12,6 +12,7 @@ import pytest
 from recordfiles import SAMPLE_VARIANT, sample_spec
 
 from protocol.errors import UserError
+from protocol.records.codec import write_record
 from runner.launch.kinds.process import interpreter
 from runner.launch.kinds.process.interpreter import missing_pythons, trial_python
 from runner.launch.kinds.process.launcher import ProcessLauncher

@@ -16,6 +16,7 @@ from protocol.costing.timeline import iso_utc
 from protocol.decision.rank import CampaignResult, Configuration, Decision, Ledger
 from protocol.decision.records import CostResult, PassRecord
 from protocol.io.names import markdown_text
+from protocol.records import codec
 from runner.decision.market.memo import market_lines
 from runner.decision.offline.job import job_lines
 from runner.decision.offline.unanswered import nothing_fits_lines

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from protocol.errors import UserError
 from protocol.io.safe_write import write_binary
+from protocol.records.codec import OMIT_NONE, Schema, read_record
 from protocol.records.stages import TrialSpec
 from runner.campaign_dir.raw_table import HOST_STOP_NOTE
 from runner.launch.kinds.process.interpreter import (
