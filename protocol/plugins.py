@@ -3,7 +3,7 @@
 A plugin (a task, a launcher, an engine) is a package that describes itself in its ``__init__.py``. The built-in
 ones are the packages of one folder inside isocost; a user adds their own as packages in the folders of an
 environment variable (separated by ``os.pathsep``, as in ``PATH``), imported under a module-name prefix of their
-own, without touching isocost. Each kind's own module (:mod:`protocol.tasks`, :mod:`runner.launch.launcher`,
+own, without touching isocost. Each plugin kind's own module (:mod:`protocol.tasks`, :mod:`runner.launch.launcher`,
 :mod:`protocol.engines`) reads what the package defines and checks its name; this module only finds and imports.
 
 A package is a folder with an ``__init__.py``, not a symbolic link, whose name does not start with ``_``. An
@@ -44,7 +44,7 @@ def _packages(folder: Path) -> list[Path]:
 
 
 def plugin_packages(builtin: Path, builtin_module: str, env_var: str, prefix: str, *,
-                  missing_ok: bool = False) -> list[PluginPackage]:
+                    missing_ok: bool = False) -> list[PluginPackage]:
     """The built-in packages (under ``builtin``, module ``builtin_module.<name>``), then those of the folders in
     ``env_var`` (module ``prefix + <name>``), each group in name order. A folder of ``env_var`` that is not a
     directory is a UserError, or skipped with ``missing_ok`` (a container sees none of the host's folders)."""
