@@ -562,9 +562,9 @@ def test_the_raw_columns_and_statuses_are_the_codes() -> None:
 
 def test_the_format_checks_catch_what_they_are_for() -> None:
     # a module file, a package and a record that do not exist are named; real ones are not
-    assert item_problems("`records.py` records: `TrialSpec`, `NoSuchRecord`", ROOT / "protocol") == [
+    assert item_problems("`records/stages.py` records: `TrialSpec`, `NoSuchRecord`", ROOT / "protocol") == [
         "NoSuchRecord: not defined in protocol.records.stages"]
-    assert item_problems("`launch/` `base.py` `nosuch.py`, `slurm/` `watch.py`", ROOT / "runner") == [
+    assert item_problems("`launch/` `launcher.py` `nosuch.py`, `slurm/` `watch.py`", ROOT / "runner") == [
         "nosuch.py: no such file under runner/launch"]
     # a file the code never names, and a field its record lacks
     assert campaign_file_problems([("`trials/<id>/predictions.jsonl`", '`{"id", "label", "n_tokens"}`'),
