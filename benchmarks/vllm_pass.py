@@ -112,7 +112,7 @@ def _ratio_row(mode: str, pairs: list[dict[str, Any]], title: str, target: str, 
 
 def tree_cpu_s() -> float:
     """CPU seconds (user + system) of this process and every live descendant, from ``/proc`` (clock ticks)."""
-    from runner.trial.engines.vllm import _children
+    from protocol.engines.vllm.trial.engine import _children
 
     ticks = os.sysconf("SC_CLK_TCK")
     total = 0

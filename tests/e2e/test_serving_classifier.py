@@ -1,5 +1,5 @@
 """End-to-end: MLPerf LoadGen's Server scenario driving the real tiny classifier behind the dynamic batcher
-(runner/trial/serving/), loaded as the trial loads it (runner/trial/tasks/classification.py): every served answer is
+(runner/trial/serving/), loaded as the trial loads it (protocol/tasks/classification/trial.py): every served answer is
 the offline prediction for the same id, whatever batch it was served in; LoadGen's logs are kept."""
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ pytest.importorskip("mlperf_loadgen")
 from workspace import write_corpus  # noqa: E402
 
 from protocol.records.stages import Variant  # noqa: E402
+from protocol.tasks.classification.trial import TRIAL_TASK  # noqa: E402
 from runner.trial.serving.loadgen_run import ServerSettings, run_server  # noqa: E402
 from runner.trial.serving.summary import LOG_FILES  # noqa: E402
 from runner.trial.serving.sut import BatcherSettings, ServingSystem  # noqa: E402
-from runner.trial.tasks.classification import TRIAL_TASK  # noqa: E402
 
 VARIANT = Variant(variant_id="batch_size=4", stack="cpu", device="cpu", precision="fp32", quantization="none",
                   compile=False, attention="sdpa", batch_size=4, padding="longest", max_length=64,

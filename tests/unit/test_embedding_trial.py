@@ -18,8 +18,8 @@ from protocol.tasks.embedding.queries import Query
 from protocol.tasks.embedding.vector_file import read_vectors
 
 torch = pytest.importorskip("torch")
+from protocol.tasks.embedding.trial import TRIAL_TASK, Embedder, pool  # noqa: E402
 from runner.trial.tasks import trial_task  # noqa: E402
-from runner.trial.tasks.embedding import TRIAL_TASK, Embedder, pool  # noqa: E402
 from runner.trial.tasks.sink import OutputSink  # noqa: E402
 
 
@@ -113,8 +113,8 @@ def test_the_disagree_fault_changes_exactly_the_picked_vectors() -> None:
     """The test-only fault `disagree:SHARE` (issue 21's tests across campaigns) for embeddings."""
     import numpy as np
 
+    from protocol.tasks.embedding.trial import TRIAL_TASK
     from runner.trial.faults import FaultInjector, disagrees
-    from runner.trial.tasks.embedding import TRIAL_TASK
 
     ids = [f"c-{i:03d}" for i in range(20)]
     vectors = np.arange(20 * 4, dtype=np.float32).reshape(20, 4) + 1

@@ -1,14 +1,17 @@
 """The layering ARCHITECTURE.md describes, checked on the code.
 
-- ``protocol/`` imports none of torch, transformers, docker or click;
-- only ``runner/trial/`` imports torch or transformers;
+- ``protocol/`` imports none of torch, transformers, docker or click, but for the trial halves of its plugins;
+- only ``runner/trial/`` and those trial halves import torch or transformers;
 - the host CLI starts without torch or transformers;
 - what runs inside the trial images (``protocol/``, ``runner/trial/``) never imports pandas, and the images'
   requirements hold none: pandas is the host's (pyproject's ``host`` extra).
 
 Each rule is checked by an AST walk over every file (an import inside a
 function counts too) and, where it can be, by importing in a fresh interpreter
-and looking at ``sys.modules``.
+and looking at ``sys.modules``. A built-in task or engine is one folder, like a user's: its pure half
+(``__init__.py`` and its siblings) and its trial half (``trial.py``, or a ``trial/`` package) side by side. The
+rules apply to modules, not folders: a trial half is on the trial's layer (``runner.trial``), its pure siblings on
+``protocol``'s, which never import it.
 """
 
 from __future__ import annotations
@@ -23,7 +26,21 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PROTOCOL = sorted((ROOT / "protocol").rglob("*.py"))
+PLUGINS = [ROOT / "protocol" / "tasks", ROOT / "protocol" / "engines"]
+
+
+def is_trial_half(path: Path) -> bool:
+    """A plugin's ``trial.py`` or a module of its ``trial/`` package (``protocol/engines/vllm/trial/server.py``)."""
+    for plugins in PLUGINS:
+        if plugins in path.parents:
+            parts = path.relative_to(plugins).parts
+            return len(parts) >= 2 and (parts[1] == "trial.py" or (parts[1] == "trial" and len(parts) > 2))
+    return False
+
+
+ALL_PROTOCOL = sorted((ROOT / "protocol").rglob("*.py"))
+TRIAL_HALVES = [p for p in ALL_PROTOCOL if is_trial_half(p)]
+PROTOCOL = [p for p in ALL_PROTOCOL if not is_trial_half(p)]
 RUNNER = sorted((ROOT / "runner").rglob("*.py"))
 TRIAL = ROOT / "runner" / "trial"
 HOST = sorted(p for p in RUNNER if TRIAL not in p.parents)
@@ -31,7 +48,7 @@ HOST = sorted(p for p in RUNNER if TRIAL not in p.parents)
 PROTOCOL_FORBIDDEN = {"torch", "transformers", "docker", "click", "pandas"}
 #: The host's table library: never in the code the trial images run, nor in their requirements.
 HOST_ONLY = {"pandas"}
-IN_IMAGES = PROTOCOL + sorted(TRIAL.rglob("*.py"))
+IN_IMAGES = ALL_PROTOCOL + sorted(TRIAL.rglob("*.py"))
 MODEL_LIBRARIES = {"torch", "transformers"}
 
 
@@ -63,6 +80,9 @@ def _fresh(code: str) -> subprocess.CompletedProcess[str]:
 
 def test_the_scan_sees_the_code():
     assert {"protocol/study/load.py", "protocol/records/stages.py"} <= {_name(p) for p in PROTOCOL}
+    assert {"protocol/tasks/classification/trial.py", "protocol/engines/vllm/trial/server.py"} <= \
+        {_name(p) for p in TRIAL_HALVES}
+    assert not {"protocol/tasks/classification/__init__.py", "protocol/tasks/base.py"} & {_name(p) for p in TRIAL_HALVES}
     host_names = {_name(p) for p in HOST}
     assert {"runner/demo/build.py", "runner/cli/__init__.py", "runner/launch/kinds/docker/launcher.py"} <= host_names
     assert all(TRIAL not in p.parents for p in HOST)
@@ -148,6 +168,9 @@ LAYERS: tuple[frozenset[str], ...] = (
 
 
 def _package(module: str) -> str:
+    path = ROOT / Path(*module.split("."))
+    if is_trial_half(path.with_suffix(".py")) or is_trial_half(path / "__init__.py"):
+        return "runner.trial"
     parts = module.split(".")
     return ".".join(parts[:2]) if parts[0] == "runner" and len(parts) > 1 else parts[0]
 
@@ -175,16 +198,19 @@ def project_imports(path: Path) -> set[str]:
 
 
 def test_every_package_is_on_a_layer():
-    for path in PROTOCOL + RUNNER:
+    for path in ALL_PROTOCOL + RUNNER:
         _layer(_module(path))
 
 
 def test_the_layer_check_sees_an_upward_import():
     assert _layer("runner.launch.kinds.docker.launcher") < _layer("runner.images.build")
+    # a plugin's pure half may not import its trial half (layer 1), which may import the trial's own modules
+    assert _layer("protocol.tasks.generation") < _layer("protocol.tasks.generation.trial") == _layer("runner.trial.run")
+    assert _package("protocol.engines.vllm.trial.server") == _package("runner.trial.tasks.base") == "runner.trial"
     assert _layer("runner.campaign_dir.layout") < _layer("runner.campaign.run")
 
 
-@pytest.mark.parametrize("path", PROTOCOL + RUNNER, ids=_name)
+@pytest.mark.parametrize("path", ALL_PROTOCOL + RUNNER, ids=_name)
 def test_no_import_runs_back_up_a_layer(path):
     here = _module(path)
     upward = sorted(
@@ -212,7 +238,7 @@ def _imports_of(path: Path, modules: dict[str, Path], module_level: bool, typing
 
 
 def _first_cycle(module_level: bool, typing_only: bool = False) -> str:
-    modules = {_module(p): p for p in PROTOCOL + RUNNER}
+    modules = {_module(p): p for p in ALL_PROTOCOL + RUNNER}
     graph = {name: _imports_of(path, modules, module_level, typing_only) - {name} for name, path in modules.items()}
     state: dict[str, int] = {}
 

@@ -1,4 +1,4 @@
-"""ONNX Runtime as a trial engine (runner/trial/engines/onnxruntime.py): same outputs as the task's own model.
+"""ONNX Runtime as a trial engine (protocol/engines/onnxruntime/trial.py): same outputs as the task's own model.
 
 Tiny random BERTs (hidden size 8, the MiniLM tokenizer) stand in for a user's classifier and encoder, as in
 tests/unit/test_embedding_trial.py: the code path is the real one (torch's exporter, an InferenceSession, the
@@ -20,17 +20,17 @@ from protocol.records.stages import Variant
 torch = pytest.importorskip("torch")
 ort = pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
-from runner.trial.engines.base import EngineRefused, settings_differences  # noqa: E402
-from runner.trial.engines.onnxruntime import (  # noqa: E402
+from protocol.engines.onnxruntime.trial import (  # noqa: E402
     CACHE_ENV,
     DEFAULTS,
     TRIAL_ENGINE,
     OnnxRuntimeEngine,
     export_checkpoint,
 )
+from protocol.tasks.classification.trial import Classifier  # noqa: E402
+from protocol.tasks.embedding.trial import Embedder  # noqa: E402
+from runner.trial.engines.base import EngineRefused, settings_differences  # noqa: E402
 from runner.trial.tasks import trial_task  # noqa: E402
-from runner.trial.tasks.classification import Classifier  # noqa: E402
-from runner.trial.tasks.embedding import Embedder  # noqa: E402
 
 TEXTS = ["a football match", "the bank said profits rose after a long quarter of trading", "x",
          "phones with new chips", "the band's tour sold out in a day and the album topped the chart"]
@@ -214,7 +214,7 @@ def test_the_second_load_is_a_cache_hit_and_exports_are_reproducible(classifier_
     assert first["onnx_sha256"] == second["onnx_sha256"] and first["cache_key"] == second["cache_key"]
     assert Path(first["cache_dir"]).is_relative_to(cache)
     export_checkpoint("text-classification", classifier_dir, torch, tmp_path / "again.onnx")
-    from runner.trial.engines.onnxruntime import _sha256
+    from protocol.engines.onnxruntime.trial import _sha256
 
     assert _sha256(tmp_path / "again.onnx") == first["onnx_sha256"]  # two exports, identical bytes
     other = TRIAL_ENGINE.readback(TRIAL_ENGINE.load(trial_task("text-classification"), classifier_dir,
@@ -269,7 +269,7 @@ def test_the_real_minilm_classifier_and_encoder_agree(tiny_model: Path, cache: P
 def test_the_cache_key_follows_every_file_of_the_checkpoint(classifier_dir: Path, tmp_path: Path) -> None:
     import shutil
 
-    from runner.trial.engines.onnxruntime import cache_key
+    from protocol.engines.onnxruntime.trial import cache_key
 
     copy = tmp_path / "copy"
     shutil.copytree(classifier_dir, copy)

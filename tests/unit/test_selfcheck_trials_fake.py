@@ -22,13 +22,13 @@ from protocol.records.stages import TrialStatus
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from protocol.tasks.classification.trial import Classifier  # noqa: E402
 from runner.launch.launcher import LaunchResult  # noqa: E402
 from runner.selfcheck.host import judge_oom_trial  # noqa: E402
 from runner.trial import selfcheck as selfcheck_main  # noqa: E402
 from runner.trial import selfcheck_trials as trials  # noqa: E402
 from runner.trial.selfcheck_device import Context  # noqa: E402
 from runner.trial.selfcheck_model import build_random_encoder, prepare_workload  # noqa: E402
-from runner.trial.tasks.classification import Classifier  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """A served answer per task (runner/trial/tasks: ``TrialTask.answer``, ``answer_outputs``, ``token_counts``) and the
-first-token hooks a generator calls (runner/trial/tasks/generation.py ``_StepRecorder``, runner/trial/engines/vllm.py
-``_report_first_tokens``, runner/trial/serving/sut.py ``ServingSystem``).
+first-token hooks a generator calls (protocol/tasks/generation/trial.py ``_StepRecorder``,
+protocol/engines/vllm/trial/engine.py ``_report_first_tokens``, runner/trial/serving/sut.py ``ServingSystem``).
 
 Classification and generation answer with their offline lines; an embedding's answer keeps its vector, read back
 bit for bit into the files the embedding gate reads; a generation's answer carries its token count. The system
@@ -18,14 +18,14 @@ from typing import Any
 import numpy
 import pytest
 
+from protocol.tasks.classification.trial import TRIAL_TASK as CLASSIFICATION
 from protocol.tasks.embedding import VECTOR_IDS, VECTORS
+from protocol.tasks.embedding.trial import TRIAL_TASK as EMBEDDING
 from protocol.tasks.embedding.vector_file import read_vectors
+from protocol.tasks.generation.trial import TRIAL_TASK as GENERATION
+from protocol.tasks.generation.trial import _StepRecorder
 from runner.trial.serving.sut import BatcherSettings, ServingSystem
 from runner.trial.serving.trial_pass import offline_answers, same_answer
-from runner.trial.tasks.classification import TRIAL_TASK as CLASSIFICATION
-from runner.trial.tasks.embedding import TRIAL_TASK as EMBEDDING
-from runner.trial.tasks.generation import TRIAL_TASK as GENERATION
-from runner.trial.tasks.generation import _StepRecorder
 from runner.trial.tasks.sink import OutputSink
 
 GENERATED = [{"tokens": [5, 9, 2], "text": "a b", "n_tokens": 3, "top_ids": [[5, 1], [9, 4], [2, 3]],
@@ -86,7 +86,7 @@ def test_the_generators_step_recorder_calls_the_hook_once_at_the_first_step() ->
 
 
 def test_vllm_reports_each_request_once_at_the_step_that_gave_its_first_token() -> None:
-    from runner.trial.engines.vllm import VllmGenerator
+    from protocol.engines.vllm.trial.engine import VllmGenerator
 
     told: list[list[int]] = []
     model = VllmGenerator(llm=None, tokenizer=None, variant=None, options={}, eos_ids=(2,), pad_id=0, vocab_size=9,

@@ -46,8 +46,8 @@ def make_spec(tmp_path: Path, lengths: list[int], buckets: dict[str, str] | None
 def run_trial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spec: TrialSpec, backend: str | None = "cuda",
               compiled: bool = False):
     """Run the trial's stages in this process; returns (trial, call log, fake model)."""
+    from protocol.tasks.classification import trial as model_module
     from runner.trial.run import Trial
-    from runner.trial.tasks import classification as model_module
 
     log = pose_as_gpu(monkeypatch, torch, backend) if backend else None
     fake_model = FakeModel(torch, log or _NullLog(), compiled=compiled)
@@ -236,8 +236,8 @@ def test_device_memory_from_mem_get_info_sampled_per_batch_on_both_backends(tmp_
 
 
 def run_trial_with_frees(tmp_path, monkeypatch, backend, frees):
+    from protocol.tasks.classification import trial as model_module
     from runner.trial.run import Trial
-    from runner.trial.tasks import classification as model_module
 
     log = pose_as_gpu(monkeypatch, torch, backend)
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda: (log.calls.append("mem_get_info"),
@@ -262,8 +262,8 @@ TOTAL = 80 * 2**30
 
 def run_main(tmp_path, monkeypatch, spec, fake_model):
     """The trial's entry point (``python -m runner.trial``), fingerprints not checked, fake model."""
+    from protocol.tasks.classification import trial as model_module
     from runner.trial import run as run_module
-    from runner.trial.tasks import classification as model_module
 
     monkeypatch.setattr(model_module.Classifier, "load", classmethod(
         lambda cls, path, variant, torch_: cls(tokenizer=FakeTokenizer(torch), model=fake_model, variant=variant,
@@ -410,8 +410,8 @@ def test_sync_order_and_peak_reset_after_warmup(tmp_path, monkeypatch, backend):
 
 
 def run_trial_logged(tmp_path, monkeypatch, spec, log):
+    from protocol.tasks.classification import trial as model_module
     from runner.trial.run import Trial
-    from runner.trial.tasks import classification as model_module
 
     fake_model = FakeModel(torch, log)
     monkeypatch.setattr(model_module.Classifier, "load", classmethod(

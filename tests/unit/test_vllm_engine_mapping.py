@@ -16,8 +16,7 @@ from typing import Any
 import pytest
 from recordfiles import SAMPLE_VARIANT
 
-from runner.trial.engines.base import EngineRefused, settings_differences
-from runner.trial.engines.vllm import (
+from protocol.engines.vllm.trial.engine import (
     DEFAULTS,
     TRIAL_ENGINE,
     VllmGenerator,
@@ -25,8 +24,9 @@ from runner.trial.engines.vllm import (
     resolved_settings,
     top_k_by_rank,
 )
+from protocol.tasks.generation.trial import GenerationTrial, Generator
+from runner.trial.engines.base import EngineRefused, settings_differences
 from runner.trial.tasks.base import TrialTask
-from runner.trial.tasks.generation import GenerationTrial, Generator
 
 EOS = 2
 OPTIONS = {"template": "{text}", "chat_template": False, "max_new_tokens": 4, "top_k": 2}
@@ -192,7 +192,7 @@ def test_a_setting_the_engine_changed_is_a_difference() -> None:
 STOP_SCRIPT = """
 import json, os, subprocess, sys, time
 from pathlib import Path
-from runner.trial.engines.vllm import _children, stop_children
+from protocol.engines.vllm.trial.engine import _children, stop_children
 stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print(1, flush=True); time.sleep(60)"
 child = subprocess.Popen([sys.executable, "-c", stubborn], stdout=subprocess.PIPE)
 quick = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])

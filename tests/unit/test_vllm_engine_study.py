@@ -11,10 +11,10 @@ import pytest
 from workspace import STUDY_TEMPLATE
 
 from protocol.engines import engine_named
+from protocol.engines.vllm.trial.engine import DEFAULTS
 from protocol.errors import UserError
 from protocol.study.load import parse_study
 from protocol.study.reader import StudyErrors
-from runner.trial.engines.vllm import DEFAULTS
 
 
 def _study(**tables: Any) -> dict[str, Any]:
@@ -37,7 +37,7 @@ def _messages(data: dict[str, Any]) -> str:
 def test_what_engine_vllm_runs_and_its_settings() -> None:
     engine = engine_named("vllm")
     assert (engine.tasks, engine.devices, engine.precisions) == (("text-generation",), ("cpu",), ("fp32", "bf16"))
-    assert engine.trial_module == "runner.trial.engines.vllm" and engine.python_env == "ISOCOST_VLLM_PYTHON"
+    assert engine.trial_module == "protocol.engines.vllm.trial.engine" and engine.python_env == "ISOCOST_VLLM_PYTHON"
     assert DEFAULTS == {"enforce_eager": True, "max_model_len": 2048, "max_num_seqs": 256, "kv_cache_gib": 1,
                         "block_size": 128, "enable_prefix_caching": False, "server": False}
     assert engine.refusal("text-generation", {"device": "cpu", "precision": "fp16"}) == (

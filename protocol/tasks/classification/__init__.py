@@ -206,7 +206,7 @@ class Classification:
 
     name: str = "text-classification"
     output_files: tuple[str, ...] = ("predictions.jsonl",)
-    trial_module: str = "runner.trial.tasks.classification"
+    trial_module: str = "protocol.tasks.classification.trial"
     study_keys: tuple[StudyKey, ...] = ()
     init: TaskInit = CLASSIFICATION_INIT
     docs: Mapping[str, str] = MappingProxyType({

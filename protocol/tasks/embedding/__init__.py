@@ -198,7 +198,7 @@ class SentenceEmbedding:
 
     name: str = "sentence-embedding"
     output_files: tuple[str, ...] = (VECTORS, VECTOR_IDS, QUERY_VECTORS, QUERY_IDS)
-    trial_module: str = "runner.trial.tasks.embedding"
+    trial_module: str = "protocol.tasks.embedding.trial"
     study_keys: tuple[StudyKey, ...] = STUDY_KEYS
     init: TaskInit = EMBEDDING_INIT
     docs: Mapping[str, str] = MappingProxyType({

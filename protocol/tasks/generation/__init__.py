@@ -190,7 +190,7 @@ class TextGeneration:
 
     name: str = "text-generation"
     output_files: tuple[str, ...] = (OUTPUT_FILE,)
-    trial_module: str = "runner.trial.tasks.generation"
+    trial_module: str = "protocol.tasks.generation.trial"
     study_keys: tuple[StudyKey, ...] = STUDY_KEYS
     init: TaskInit = GENERATION_INIT
     docs: Mapping[str, str] = MappingProxyType({

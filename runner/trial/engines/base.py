@@ -1,7 +1,7 @@
 """What an engine is, for the trial: the runtime that turns a task's inputs into its outputs.
 
 The task (``runner.trial.tasks``) says what a pass is and what its files hold; the engine says what runs the
-model: plain transformers (``runner.trial.engines.transformers``, the default: the task's own ``load``), ONNX
+model: plain transformers (``protocol.engines.transformers.trial``, the default: the task's own ``load``), ONNX
 Runtime, vLLM. :meth:`TrialEngine.load` returns the task's :class:`~runner.trial.tasks.base.TaskModel` (same
 outputs, same files, judged by the same gate), and :meth:`TrialEngine.readback` reads from the loaded engine what
 it really runs (its version, dtype, context, execution provider …), which the trial records in the manifest's

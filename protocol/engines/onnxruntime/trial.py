@@ -12,8 +12,8 @@ export); the folder is ``ISOCOST_ENGINE_CACHE`` when set and writable, else the 
 once, its later trials reuse it), else (a container's read-only home) a temporary folder removed at close. Two exports
 of one checkpoint give identical bytes here (torch 2.13, measured); the export's sha256 is recorded either way.
 
-The models subclass the task's own (:class:`~runner.trial.tasks.classification.Classifier`,
-:class:`~runner.trial.tasks.embedding.Embedder`): same tokenizer, same truncation and padding policy, same
+The models subclass the task's own (:class:`~protocol.tasks.classification.trial.Classifier`,
+:class:`~protocol.tasks.embedding.trial.Embedder`): same tokenizer, same truncation and padding policy, same
 post-processing in torch (softmax in float32; pooling in float32), same query pass: only the forward differs.
 What ORT cannot honour as the variant declares it is refused (:class:`EngineRefused`): a precision other than
 fp32, a quantization, ``compile = true``, a provider this ORT build lacks or one for another device, a model the
@@ -45,11 +45,11 @@ from pathlib import Path
 from typing import Any
 
 from protocol.records.stages import Variant
+from protocol.tasks.classification.trial import Classifier
+from protocol.tasks.embedding.trial import Embedder, _check_cls, pool
 from runner.trial.engines.base import EngineRefused, TrialEngine
 from runner.trial.model import DTYPES
 from runner.trial.tasks.base import TaskModel, TrialTask
-from runner.trial.tasks.classification import Classifier
-from runner.trial.tasks.embedding import Embedder, _check_cls, pool
 
 NAME = "onnxruntime"
 #: The tasks this engine runs, and what the exported graph returns for each.

@@ -2,7 +2,7 @@
 
 Only ``text-generation`` (anything else is refused, naming the task). The prompts are isocost's: the model's
 tokenizer, template, chat template and fitting to ``max_length`` are those of the transformers generator
-(:class:`runner.trial.tasks.generation.GenerationText`), and vLLM receives token ids (``TokensPrompt``), never
+(:class:`protocol.tasks.generation.trial.GenerationText`), and vLLM receives token ids (``TokensPrompt``), never
 text. One batch of the measured pass is its prompts added to the engine (``LLMEngine.add_request``, what
 ``LLM.enqueue`` does), then the engine stepped until every request is finished (what ``LLM.generate`` does, with
 the time of its first step kept). In a serving run (issue 36) the batch is the dynamic batcher's, and each
@@ -49,15 +49,15 @@ from pathlib import Path
 from typing import Any
 
 from protocol.engines.vllm import ENGINE
+from protocol.engines.vllm.trial.server import ServerBackend, server_readback, start_server
+from protocol.engines.vllm.trial.server import descendants as _children
 from protocol.records.stages import Variant
+from protocol.tasks.generation.trial import GenerationText, load_tokenizer
 from runner.trial.engines.base import EngineRefused, TrialEngine
-from runner.trial.engines.vllm_server import ServerBackend, server_readback, start_server
-from runner.trial.engines.vllm_server import descendants as _children
 from runner.trial.faults import SERVER_KILLERS, SERVER_SPOILERS, FaultInjector
 from runner.trial.measure import clock
 from runner.trial.model import DTYPES
 from runner.trial.tasks.base import TaskModel, TrialTask
-from runner.trial.tasks.generation import GenerationText, load_tokenizer
 
 NAME = "vllm"
 TASK = "text-generation"

@@ -327,7 +327,7 @@ class RequestLog:
 
 @dataclass
 class ServerBackend:
-    """The generator's batches sent to a running server (what :class:`~runner.trial.engines.vllm.VllmGenerator`
+    """The generator's batches sent to a running server (what :class:`~protocol.engines.vllm.trial.engine.VllmGenerator`
     calls instead of stepping an in-process engine when the study declares ``server = true``)."""
 
     process: ServerProcess
