@@ -609,6 +609,16 @@ def test_the_architecture_layer_picture_is_the_tested_one() -> None:
     assert architecture_layers(ARCHITECTURE_PATH.read_text(encoding="utf-8")) == tested
 
 
+def test_the_engine_table_is_generated_from_the_engines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/engines.md's engine table is each shipped engine's ``Engine.docs`` (no ISOCOST_ENGINES_PATH)."""
+    from protocol.engines.docs import engine_table
+
+    monkeypatch.delenv("ISOCOST_ENGINES_PATH", raising=False)
+    page = (ROOT / "docs" / "engines.md").read_text(encoding="utf-8")
+    assert engine_table() in page, "docs/engines.md's engine table differs from `python -m protocol.engines.docs`"
+    assert engine_table().count("\n| `") == 3 and "| `vllm` | text-generation;" in engine_table()
+
+
 def test_the_task_tables_are_generated_from_the_tasks(monkeypatch: pytest.MonkeyPatch) -> None:
     """docs/tasks.md's task table and each task's key table are what the tasks say of themselves (the tasks
     shipped with isocost: no ISOCOST_TASKS_PATH)."""

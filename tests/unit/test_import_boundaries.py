@@ -80,9 +80,9 @@ def _fresh(code: str) -> subprocess.CompletedProcess[str]:
 
 def test_the_scan_sees_the_code():
     assert {"protocol/study/load.py", "protocol/records/stages.py"} <= {_name(p) for p in PROTOCOL}
-    assert {"protocol/tasks/classification/trial.py", "protocol/engines/vllm/trial/server.py"} <= \
-        {_name(p) for p in TRIAL_HALVES}
-    assert not {"protocol/tasks/classification/__init__.py", "protocol/tasks/base.py"} & {_name(p) for p in TRIAL_HALVES}
+    halves = {_name(p) for p in TRIAL_HALVES}
+    assert {"protocol/tasks/classification/trial.py", "protocol/engines/vllm/trial/server.py"} <= halves
+    assert not {"protocol/tasks/classification/__init__.py", "protocol/tasks/base.py"} & halves
     host_names = {_name(p) for p in HOST}
     assert {"runner/demo/build.py", "runner/cli/__init__.py", "runner/launch/kinds/docker/launcher.py"} <= host_names
     assert all(TRIAL not in p.parents for p in HOST)
