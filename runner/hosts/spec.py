@@ -1,4 +1,4 @@
-"""Hosts as configuration: which engines a multi-host campaign runs on, and under which plan.
+"""Hosts as configuration: which Docker daemons a multi-host campaign runs on, and under which plan.
 
 A host is a name, a Docker engine URL and, optionally, its stack, the plan it is rented under
 and a few connection settings. From the command line::

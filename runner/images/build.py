@@ -148,7 +148,7 @@ def _docker_build(client: Any, ctx: Path, tag: str, build_args: dict[str, str], 
     tail: list[str] = []
     try:
         # network_mode none: every input is in the build context (the hashed wheelhouse), so no RUN step
-        # may reach a network; this also builds on engines without a default bridge.
+        # may reach a network; this also builds on daemons without a default bridge.
         stream = client.api.build(path=str(ctx), tag=tag, buildargs=build_args, rm=True, forcerm=True, pull=False,
                                   nocache=no_cache, decode=True, timeout=3600, network_mode="none")
         for chunk in stream:

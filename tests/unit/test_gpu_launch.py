@@ -36,7 +36,7 @@ class GroupHelper(FakeContainer):
 
 
 class RemoteApi:
-    base_url = "http+docker://ssh"  # what docker-py sets for ssh:// engines
+    base_url = "http+docker://ssh"  # what docker-py sets for ssh:// daemons
 
 
 class FakeRemote(FakeClient):

@@ -114,7 +114,7 @@ def parse_daemon_url(url: str, where: str) -> str:
     if parts.scheme == "ssh":
         return _ssh_url(url, parts, where)
     if parts.scheme in ("tcp", "http", "https"):
-        raise UserError(f"{url!r}: isocost reaches remote engines through ssh only", where,
+        raise UserError(f"{url!r}: isocost reaches remote Docker daemons through ssh only", where,
                         "Use ssh://USER@HOST[:PORT] (Docker Engine's own remote access over SSH); an open TCP "
                         "socket gives root on the host to anyone who reaches it.")
     raise UserError(f"{url!r} is not an engine URL", where, "Use local, unix:///PATH/docker.sock or ssh://USER@HOST.")
@@ -184,7 +184,7 @@ def _transport_classes() -> tuple[Any, Any, Any, Any]:
         from docker.transport.sshconn import SSHConnection, SSHConnectionPool, SSHHTTPAdapter, SSHSocket
     except ImportError:
         raise UserError(
-            "the docker SDK cannot reach ssh:// engines: paramiko is not installed (the SDK imports it even "
+            "the docker SDK cannot reach ssh:// daemons: paramiko is not installed (the SDK imports it even "
             "when it shells out to ssh)",
             "--host ssh://…",
             "pip install 'docker[ssh]>=7' (or paramiko), or reinstall isocost.",
