@@ -87,3 +87,19 @@ def engine_processes(marker: str) -> list[int]:
     return [pid for pid, comm, command in _live_processes()
             if (comm.startswith("VLLM::") and pid not in _ENGINES_BEFORE)
             or ("runner.trial" in command and marker in command)]
+
+
+def describe(pids: list[int]) -> str:
+    """One line per process of ``pids`` (state, parent, group, session, age in clock ticks, command line): what a
+    failed :func:`engine_processes` check prints, so a leak says which process it is and whose."""
+    lines = []
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, IndexError):
+            lines.append(f"{pid}: gone")
+            continue
+        state, ppid, pgid, sid, start = fields[0], fields[1], fields[2], fields[3], fields[19]
+        lines.append(f"{pid}: state {state} ppid {ppid} pgid {pgid} sid {sid} started {start}: {command[:200]}")
+    return "\n".join(lines)

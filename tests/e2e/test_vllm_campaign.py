@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from generation_workspace import write_generation_workspace
-from vllm_env import engine_processes, session_processes, vllm_python
+from vllm_env import describe, engine_processes, session_processes, vllm_python
 from workspace import series_toml
 
 from runner.campaign_dir.layout import read_raw
@@ -59,7 +59,8 @@ def test_transformers_and_vllm_in_one_campaign_give_the_same_accepted_tokens(smo
     out = tmp_path / "out"
     run = _isocost("run", str(study), "--out", str(out), "--launcher", "process")
     assert run.returncode == 0, run.stdout + run.stderr
-    assert engine_processes(str(out)) == [], "a trial or engine process outlived the campaign"
+    left = engine_processes(str(out))
+    assert left == [], "a trial or engine process outlived the campaign:\n" + describe(left)
     assert "engine vllm runs its trials with" in run.stdout + run.stderr
     rows = {row["variant_id"]: row for row in read_raw(out / "raw.csv")}
     assert sorted(rows) == ["engine=transformers", "engine=vllm", "precision=bf16"]
@@ -120,7 +121,8 @@ def test_a_vllm_trial_killed_mid_pass_keeps_its_row_and_leaves_no_process(smollm
     rows = read_raw(out / "raw.csv")
     assert len(rows) == 1 and rows[0]["engine"] == "vllm", rows
     assert (rows[0]["status"], rows[0]["completed"]) == ("timeout", "3"), rows[0]
-    assert engine_processes(str(out)) == [], "a trial or engine process outlived the killed trial"
+    left = engine_processes(str(out))
+    assert left == [], "a trial or engine process outlived the killed trial:\n" + describe(left)
     trial = out / "trials" / rows[0]["trial_id"]
     assert len(_lines(trial / "generations.jsonl")) == 3
     # The engine closed within the launcher's grace: the trial wrote its own status before the SIGKILL.

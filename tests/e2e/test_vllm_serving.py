@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from generation_workspace import write_generation_workspace
 from serving_study import GENERATION_TRAFFIC
-from vllm_env import engine_processes, session_processes, vllm_python
+from vllm_env import describe, engine_processes, session_processes, vllm_python
 from workspace import series_toml
 
 from runner.campaign_dir.layout import read_raw
@@ -62,7 +62,8 @@ def test_vllm_serves_the_transformers_answers_with_ttft_and_tpot(smollm2: Any, t
     out = tmp_path / "out"
     run = _isocost("run", str(study), "--out", str(out), "--launcher", "process")
     assert run.returncode == 0, run.stdout + run.stderr
-    assert engine_processes(str(out)) == [], "a trial or engine process outlived the campaign"
+    left = engine_processes(str(out))
+    assert left == [], "a trial or engine process outlived the campaign:\n" + describe(left)
     rows = {row["variant_id"]: row for row in read_raw(out / "raw.csv")}
     assert sorted(rows) == ["engine=transformers", "engine=vllm"]
     outputs, serving = {}, {}

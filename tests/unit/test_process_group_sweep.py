@@ -10,6 +10,8 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
+
 from runner.launch.kinds.process.launcher import ProcessLauncher
 from runner.launch.launcher import TrialPaths
 
@@ -50,3 +52,29 @@ def test_what_a_killed_trial_left_in_its_process_group_is_stopped(tmp_path: Path
     finally:
         if _alive(child):
             os.kill(child, signal.SIGKILL)
+
+
+def test_the_sweep_returns_only_once_the_killed_processes_are_gone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A SIGKILLed process holding gigabytes (vLLM's engine core) takes seconds to exit on a loaded machine: the
+    sweep waits for it to be gone (or a zombie) instead of returning while it still runs (found in CI: a campaign
+    returned with three engine processes still alive)."""
+    from runner.launch.kinds.process import launcher as module
+
+    sent: list[int] = []
+    polls_after_kill = []
+
+    def killpg(pgid: int, sig: int) -> None:
+        sent.append(sig)
+
+    def group_alive(pgid: int) -> bool:
+        if signal.SIGKILL not in sent:
+            return True  # ignores SIGTERM
+        polls_after_kill.append(pgid)
+        return len(polls_after_kill) < 5  # dies a few polls after SIGKILL
+
+    monkeypatch.setattr(module.os, "killpg", killpg)
+    monkeypatch.setattr(module, "_group_alive", group_alive)
+    monkeypatch.setattr(module, "_KILL_GRACE_S", 0.2)
+    assert module._stop_group(4242) is True
+    assert sent == [signal.SIGTERM, signal.SIGKILL]
+    assert len(polls_after_kill) == 5, "returned before the killed group was gone"

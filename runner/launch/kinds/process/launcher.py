@@ -67,6 +67,9 @@ ENV_FIXED = {
 }
 
 _KILL_GRACE_S = 10.0
+#: Seconds a SIGKILLed group gets to be gone: a process holding gigabytes (vLLM's engine core) takes seconds to
+#: exit on a loaded machine, and the launcher returns only once nothing of the trial still runs.
+_EXIT_WAIT_S = 60.0
 
 
 def _kept() -> Any:
@@ -216,8 +219,9 @@ class ProcessLauncher(LauncherBase):
 
 def _stop_group(pgid: int) -> bool:
     """Once the trial (its process group's leader) is gone, stop every process still in its group: SIGTERM, then
-    SIGKILL what outlives the grace. An engine's processes (vLLM's engine core and worker) are the trial's
-    children and outlive a trial killed from outside (the OOM killer, a crash), which cannot close them itself.
+    SIGKILL what outlives the grace, and wait (:data:`_EXIT_WAIT_S` at most) until the killed ones are gone. An
+    engine's processes (vLLM's engine core and worker) are the trial's children and outlive a trial killed from
+    outside (the OOM killer, a crash), which cannot close them itself.
     True when something was left."""
     try:
         os.killpg(pgid, signal.SIGTERM)
@@ -229,7 +233,10 @@ def _stop_group(pgid: int) -> bool:
     try:
         os.killpg(pgid, signal.SIGKILL)
     except ProcessLookupError:
-        pass
+        return True
+    deadline = time.monotonic() + _EXIT_WAIT_S
+    while time.monotonic() < deadline and _group_alive(pgid):
+        time.sleep(0.05)
     return True
 
 
