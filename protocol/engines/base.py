@@ -4,13 +4,13 @@ An engine (``transformers``, the default; ``onnxruntime``; ``vllm`` …) is a va
 study's ``[base] engine`` or a ``[[series]]`` over ``engine``. Its package says which tasks, devices and precisions
 it runs, its own settings (the study's ``[engines.NAME]`` table: each key with its type, default, bounds and
 help, as the other study keys), the Python modules a trial needs to run it (what ``isocost check`` looks for
-before anything runs), and the module of its trial half (``trial_module``, a
+before anything runs), and its trial half (``trial.py`` beside it by default, ``trial_module`` otherwise: a
 :class:`runner.trial.engines.base.TrialEngine`; imported only inside the trial). The engines are found by name
 (:mod:`protocol.engines`).
 
 Example::
 
-    Engine(name="echo", help="…", tasks=("text-classification",), trial_module="my_engine.trial")
+    Engine(name="echo", help="…", tasks=("text-classification",))     # its trial half: echo/trial.py
 """
 
 from __future__ import annotations
@@ -30,8 +30,9 @@ class Engine:
     name: str
     #: One line: what runs the model.
     help: str
-    #: The module holding ``TRIAL_ENGINE`` (the trial half), imported only inside the trial.
-    trial_module: str
+    #: The module holding ``TRIAL_ENGINE`` (the trial half), imported only inside the trial; empty: the package's
+    #: own ``trial`` module (``protocol.engines.NAME.trial``, or your package's), filled in when it is found.
+    trial_module: str = ""
     #: The tasks it runs (empty: every task).
     tasks: tuple[str, ...] = ()
     #: The devices and precisions it runs (empty: every one the study allows).

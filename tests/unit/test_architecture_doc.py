@@ -2,7 +2,8 @@
 
 Every package folder under protocol/, runner/ and benchmarks/ (a folder with an ``__init__.py``) must be named in
 its package's list of ARCHITECTURE.md (``### protocol/``, ``### runner/``): a folder added without a word on what
-it is for fails here; a module inside a named folder needs no line of its own (its docstring says what it is for).
+it is for fails here; a module inside a named folder needs no line of its own (its docstring says what it is for),
+nor does a plugin's own folder (an engine, a task, a launcher kind: :data:`PLUGIN_HOMES`).
 A name is read as the docs test reads it (tests/cli/test_docs.py): a backticked ``dir/`` in a list item, under the
 folder the item starts with. The campaign-directory block must list every file name
 :mod:`runner.campaign_dir.layout` declares.
@@ -51,10 +52,17 @@ def named_folders(text: str) -> set[Path]:
     return named
 
 
-def folders() -> set[Path]:
-    """Every package folder of the project's code (a folder whose ``__init__.py`` makes it one)."""
-    return {path.parent for package in PACKAGES for path in (ROOT / package).rglob("__init__.py")
-            if "results" not in path.parts}
+#: The folders whose packages are plugins, found by name (an engine, a task, a launcher kind): a plugin is one
+#: folder that says what it is in its own ``__init__``, so adding one touches no line of ARCHITECTURE.md.
+PLUGIN_HOMES = ("protocol/engines", "protocol/tasks", "runner/launch/kinds")
+
+
+def folders(root: Path = ROOT) -> set[Path]:
+    """Every package folder of the project's code (a folder whose ``__init__.py`` makes it one), but the plugins'
+    own folders (:data:`PLUGIN_HOMES`) and what is inside them."""
+    homes = [root / home for home in PLUGIN_HOMES]
+    return {path.parent for package in PACKAGES for path in (root / package).rglob("__init__.py")
+            if "results" not in path.parts and not any(home in path.parent.parents for home in homes)}
 
 
 def test_every_folder_is_named_in_architecture() -> None:

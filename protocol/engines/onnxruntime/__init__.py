@@ -17,7 +17,6 @@ from protocol.study.schema import Bounds, StudyKey
 ENGINE = Engine(
     name="onnxruntime",
     help="ONNX Runtime: the checkpoint exported by torch.onnx (cached, fingerprinted), run by an InferenceSession",
-    trial_module="protocol.engines.onnxruntime.trial",
     tasks=("text-classification", "sentence-embedding"),
     devices=("cpu", "cuda"),
     precisions=("fp32",),

@@ -12,7 +12,6 @@ from protocol.engines.base import Engine
 ENGINE = Engine(
     name="transformers",
     help="the task's transformers model in PyTorch (the default)",
-    trial_module="protocol.engines.transformers.trial",
     requires=("torch", "transformers"),
     docs={"runs": "every task; CPU, CUDA and ROCm; fp32, bf16, fp16 (GPU)",
           "changes": "nothing: the reference every other engine is compared with"},
