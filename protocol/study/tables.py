@@ -283,8 +283,9 @@ def parse_base(top: TableReader) -> dict[str, Any]:
 def check_config(reader: TableReader, config: dict[str, Any]) -> None:
     if config["stack"] == "cpu" and config["device"] != "cpu":
         raise UserError('stack "cpu" runs on device "cpu"', reader.where("device"))
-    if config["stack"] in ("cuda", "rocm") and config["device"] != "cuda":
-        raise UserError('GPU stacks run on device "cuda" (ROCm uses the same torch device)', reader.where("device"))
+    if config["stack"] == "rocm" and config["device"] != "cuda":  # ROCm's torch device is "cuda" too
+        raise UserError('stack "rocm" runs on device "cuda"', reader.where("device"),
+                        'The CUDA image runs device "cpu" too (stack "cuda"); the ROCm image is GPU-only.')
     if config["quantization"] == "int8-dynamic" and config["device"] != "cpu":
         raise UserError(
             "int8-dynamic quantization (torch dynamic quantization) runs on CPU only",

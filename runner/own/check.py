@@ -366,6 +366,9 @@ def _engines(report: CheckReport, study: Study, launcher: Any) -> None:
         _fail(report, "engines", error)
     if not errors:
         report.add("ok", "engines", f"{', '.join(sorted(engines))}: modules found where the trials run")
+    builds = getattr(launcher, "build_problems", None)
+    for error in builds(study) if builds is not None else []:
+        _fail(report, "torch build", error)
     scenario = getattr(launcher, "scenario_problems", None)
     if study.traffic is not None and scenario is not None:
         missing = scenario(study)

@@ -57,9 +57,13 @@ def test_requirements_lock_is_complete_and_hashed(stack: str) -> None:
     for line in (folder / "requirements.in").read_text().splitlines():
         requirement = line.split("#", 1)[0].strip()
         if requirement:
-            name, version = requirement.split("==")
+            name, version = requirement.replace("===", "==").split("==")
             assert packages[name.lower()].version == version, requirement
     if stack == "cpu":
         assert packages["torch"].version == "2.13.0+cpu"
+    elif stack == "cuda":  # PyPI's torch 2.13.0 is the CUDA 13.0 build; its CUDA parts held at 13.0
+        assert packages["torch"].version == "2.13.0"
+        assert packages["nvidia-cuda-runtime"].version.startswith("13.0.")
+        assert packages["nvidia-nvjitlink"].version.startswith("13.0.")
     else:
         assert "torch" not in packages  # the base image's own torch build is kept

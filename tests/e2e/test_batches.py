@@ -79,13 +79,22 @@ def _refused_campaign(make_workspace, tmp_path, stack: str) -> tuple[str, list[d
     return result.output, rows
 
 
-def test_gpu_campaign_on_the_wrong_torch_build_stops_after_two_refused_trials_keeping_rows(make_workspace, tmp_path):
+def test_gpu_campaign_on_the_wrong_torch_build_is_refused_by_check_and_run_before_any_trial(make_workspace, tmp_path):
     # A GPU stack this machine's torch is NOT built for, whichever build it is (CPU, CUDA with or without a GPU,
-    # ROCm): the trials refuse on the build, never on what the machine happens to have.
+    # ROCm): refused on the build, never on what the machine happens to have, and before a trial starts (issue 48:
+    # check said "isocost run would start", and run then refused trial after trial).
     stack = "rocm" if _installed_build() == "cuda" else "cuda"
-    _, rows = _refused_campaign(make_workspace, tmp_path, stack)
-    assert "torch build does not match the study's stack" in rows[0]["notes"]
-    assert f"the study's stack is '{stack}'" in rows[0]["notes"]
+    study = make_workspace(n=4, repetitions=2, batches="[1, 2]",
+                           replace={'stack = "cpu"\ndevice = "cpu"': f'stack = "{stack}"\ndevice = "cuda"'})
+    out = tmp_path / "out"
+    for args in (["check", str(study), "--launcher", "process"],
+                 ["run", str(study), "--out", str(out), "--launcher", "process"]):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code != 0 and "Traceback" not in result.output, result.output
+        assert f"the study's stack is '{stack}', and the torch of" in result.output, result.output
+        assert "every trial would be refused (torch build does not match the study's stack)" in result.output
+        assert "isocost run would start" not in result.output
+    assert not (out / "trials").exists() or not any((out / "trials").iterdir())
 
 
 def test_gpu_campaign_whose_build_sees_no_gpu_stops_after_two_refused_trials(make_workspace, tmp_path, monkeypatch):

@@ -73,3 +73,16 @@ def test_series_variants_before_seeds(tmp_path: Path, study_text: Callable[..., 
     assert [v.variant_id for v in study.series_variants()] == [v.variant_id for v in study.variants()]
     assert study.reference_for(study.quality.reference_variant + "@seed=3") == study.quality.reference_variant + \
         "@seed=3"
+
+
+def test_a_cuda_stack_variant_may_run_on_the_cpu_and_rocm_may_not() -> None:
+    """A CUDA image runs a trial on the CPU (issue 48: CI runs real trials in the CUDA images on a machine without a
+    GPU; the row's device says cpu); ROCm stays GPU-only (its image is unbuilt here), and the cpu stack CPU-only."""
+    top = TableReader("s.toml", {}, "")
+    config = {"quantization": "none", "precision": "fp32"}
+    check_config(top, {**config, "stack": "cuda", "device": "cpu"})
+    check_config(top, {**config, "stack": "cuda", "device": "cuda"})
+    with pytest.raises(UserError, match='stack "rocm" runs on device "cuda"'):
+        check_config(top, {**config, "stack": "rocm", "device": "cpu"})
+    with pytest.raises(UserError, match='stack "cpu" runs on device "cpu"'):
+        check_config(top, {**config, "stack": "cpu", "device": "cuda"})

@@ -15,6 +15,7 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,11 @@ def _limits(request: ChoiceRequest) -> ContainerLimits:
                                shm_size=engines_shm_size(request.study.variants()))
 
 
+def _on_gpu(variants: Iterable[Any]) -> bool:
+    """Whether a variant runs on a GPU: a CUDA image whose variants all run on device "cpu" asks for no card."""
+    return any(variant.device != "cpu" for variant in variants)
+
+
 def _choose(request: ChoiceRequest) -> LauncherChoice:
     target, ok, why = _target(request)
     return _required(target, request, ok, why, _NAMED if target.named else "--launcher docker")
@@ -74,7 +80,8 @@ def _required(target: _ImageTarget, request: ChoiceRequest, ok: bool, why: str, 
     if not target.ref:
         raise UserError(f"no {target.stack} image is known (none in {target.lock_path})", where,
                         f"Build one (isocost images build --stack {target.stack}) or pass --image REPO@sha256:….")
-    launcher = DockerLauncher(target.ref, stack=target.stack, prefer_digest=target.prefer, limits=target.limits)
+    launcher = DockerLauncher(target.ref, stack=target.stack, prefer_digest=target.prefer, limits=target.limits,
+                              gpu=_on_gpu(request.study.variants()))
     launcher.check_inputs(request.study.corpus.path, request.study.model.path)
     return LauncherChoice(launcher, "")
 
@@ -100,7 +107,7 @@ def _auto(request: ChoiceRequest) -> LauncherChoice | Decline:
         return Decline(f"the locked {stack} image is not usable here ({exc.what})",
                        f"rebuild it with isocost images build --stack {stack}, or pass --image")
     launcher = DockerLauncher(target.ref, stack=stack, client=client, prefer_digest=target.prefer,
-                              limits=target.limits)
+                              limits=target.limits, gpu=_on_gpu(request.study.variants()))
     launcher.check_inputs(request.study.corpus.path, request.study.model.path)
     return LauncherChoice(launcher, "")
 
@@ -116,7 +123,7 @@ def _replay(request: ReplayRequest) -> tuple[Launcher, dict[str, Any]]:
                         "Replay the trials of one image at a time.")
     stacks = sorted({image_stack(spec.variant.stack, spec.variant.engine) for spec in request.specs.values()})
     try:
-        launcher = DockerLauncher(images[0], stack=stacks[0])
+        launcher = DockerLauncher(images[0], stack=stacks[0], gpu=_on_gpu(s.variant for s in request.specs.values()))
     except UserError as exc:
         raise UserError(f"the exact image {images[0]} cannot be run here: {exc.what}", exc.where,
                         f"{exc.fix} Or replay knowingly outside it with --launcher process (reported as not "

@@ -103,7 +103,9 @@ class DockerLauncher(LauncherBase):
         prefer_digest: str = "",
         kill_grace_s: float = _KILL_GRACE_S,
         reconnect_s: float = _RECONNECT_S,
+        gpu: bool = True,
     ) -> None:
+        """``gpu=False``: no variant runs on a GPU (a CUDA image's device "cpu" trials): no card is asked for."""
         self.client = client or connect_daemon()
         self.reconnect_s = reconnect_s
         self.stack = stack
@@ -118,7 +120,7 @@ class DockerLauncher(LauncherBase):
         self.user = self._trial_user(user)
         if self.user.split(":")[0] in ("0", "root"):
             raise UserError("trial containers never run as root", "user", "Use a non-root uid:gid.")
-        self.gpu = gpu_options(stack, self.client, image_ref=self.image.ref, user=self.user)
+        self.gpu = gpu_options(stack, self.client, image_ref=self.image.ref, user=self.user) if gpu else {}
         self._daemon = daemon_facts(self.client)
         self._inputs_checked: set[tuple[Path, Path]] = set()
 

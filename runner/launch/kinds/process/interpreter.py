@@ -132,3 +132,41 @@ def _install_hint(name: str) -> str:
         return f"make {name} in the isocost checkout builds it"
     return "make setup installs the engines isocost ships"
 
+
+
+#: Run by a trial interpreter: its torch's build, read from torch/version.py without importing torch (quick):
+#: ``rocm``, ``cuda``, ``cpu``, or nothing when it has no torch.
+FIND_BUILD = ("import importlib.util, pathlib, re\n"
+              "spec = importlib.util.find_spec('torch')\n"
+              "text = pathlib.Path(spec.origin).with_name('version.py').read_text() if spec and spec.origin else ''\n"
+              "found = dict(re.findall(r\"^(cuda|hip)\\b[^=\\n]*= *'([^']+)'\", text, re.M))\n"
+              "print(('rocm' if 'hip' in found else 'cuda' if 'cuda' in found else 'cpu') if text else '')")
+
+
+def wrong_builds(variants: Iterable[object], host_python: str) -> list[UserError]:
+    """One error per trial interpreter whose torch build is not the GPU stack its variants declare (a study on stack
+    ``cuda`` under a CPU torch): what the trials would each refuse (``WRONG_BUILD_ERROR``), said before any runs."""
+    import subprocess
+
+    stacks: dict[str, set[str]] = {}
+    for variant in variants:
+        stack = str(getattr(variant, "stack", "cpu"))
+        if stack in ("cuda", "rocm"):
+            stacks.setdefault(trial_python(str(getattr(variant, "engine", "")), host_python), set()).add(stack)
+    errors = []
+    for python, wanted in sorted(stacks.items()):
+        if not Path(python).exists():
+            continue  # missing_pythons' error
+        try:
+            build = subprocess.run([python, "-c", FIND_BUILD], capture_output=True, text=True, timeout=120,
+                                   check=False).stdout.strip()
+        except (OSError, subprocess.TimeoutExpired):
+            continue  # the trial reports what it finds
+        for stack in sorted(wanted - {build}):
+            errors.append(UserError(
+                f"the study's stack is {stack!r}, and the torch of {python} is "
+                f"{f'a {build} build' if build else 'missing'}: every trial would be refused (torch build does not "
+                "match the study's stack)", "--launcher process",
+                f"Run it in the {stack} image (--launcher docker, isocost images build --stack {stack}), or on a host "
+                f"whose torch is a {stack} build."))
+    return errors

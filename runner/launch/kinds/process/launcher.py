@@ -30,6 +30,7 @@ from runner.launch.kinds.process.interpreter import (
     missing_pythons,
     missing_scenario_modules,
     trial_python,
+    wrong_builds,
 )
 from runner.launch.launcher import HostInterrupt, LauncherBase, LaunchResult, TrialPaths
 from runner.launch.launcher_file import launcher_schema, write_launcher_file
@@ -124,7 +125,7 @@ class ProcessLauncher(LauncherBase):
         refused when that interpreter is missing, or lacks a module its engine or the study's scenario needs; otherwise
         a line naming it."""
         engines = {variant.engine for variant in study.variants()}
-        errors = self.engine_problems(engines) or self.scenario_problems(study)
+        errors = self.engine_problems(engines) or self.scenario_problems(study) or self.build_problems(study)
         if errors:
             raise errors[0]
         own = {name: trial_python(name, self.python) for name in sorted(engines)}
@@ -144,6 +145,10 @@ class ProcessLauncher(LauncherBase):
             return []
         return missing_scenario_modules({variant.engine for variant in study.variants()}, self.python,
                                         SERVING_REQUIRES, "a server study's trials", SERVING_INSTALL)
+
+    def build_problems(self, study: Study) -> list[UserError]:
+        """A GPU stack whose trial interpreter's torch is another build: every trial would refuse it."""
+        return wrong_builds(study.variants(), self.python)
 
     def python_for(self, paths: TrialPaths) -> str:
         """The interpreter of this trial: its engine's own (the spec names the engine), else this launcher's."""
