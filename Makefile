@@ -23,7 +23,7 @@ TORCH_WHEELS ?=
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
 .DEFAULT_GOAL := help
-.PHONY: help setup torch vllm demo run run-cpu run-cuda run-rocm images gpu-carry gpu-check test test-fast lint faults bench clean
+.PHONY: help setup torch vllm demo run run-cpu run-cuda run-rocm images gpu-carry gpu-check test test-fast test-images lint faults bench clean
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-10s %s\n", $$1, $$2}'
@@ -149,6 +149,14 @@ test: $(STAMP) ## Run the whole test suite (unit, CLI, end-to-end with the real 
 
 test-fast: $(STAMP) ## Unit and CLI tests only (no model, no processes)
 	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL) -m "not e2e and not docker"
+
+# The images tier, not in make test or CI: the CUDA image (5.4 GB; about 14 minutes to build on a cold 2-core
+# machine, seconds from the layer cache) built from its lock on BASE (default the local debootstrap base), and its
+# trials run on this CPU (tests/docker/test_cuda_image.py). Run it before every change to images/, the trial
+# runner or an engine (CONTRIBUTING.md).
+test-images: $(STAMP) ## Build the CUDA image and run trials in it on this CPU (the images tier, ~15 min cold)
+	ISOCOST_CUDA_IMAGE_TESTS=1 ISOCOST_REQUIRE_DOCKER=1 $(if $(BASE),ISOCOST_BASE_IMAGE=$(BASE)) \
+		$(BIN)/python -m pytest -q -n 0 tests/docker/test_cuda_image.py
 
 faults: $(STAMP) ## Run the fault-injection suite and print its table (cases, outcome, rows lost)
 	$(BIN)/python tests/faults/fault_table.py

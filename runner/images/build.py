@@ -194,6 +194,7 @@ def build_image(
     base_facts = _base_facts(client, base, override=bool(base_override), progress=progress)
     wheels = ensure_wheelhouse(stack, root=root, progress=progress)
     debs = ensure_debs(stack, root=root, progress=progress)
+    check_build_space(client, stack, sum(path.stat().st_size for path in [*wheels, *debs]))
     tag, build_args = _tag_and_build_args(stack, root, base, base_facts, base_override)
     progress(f"building {tag} on {base}" + (" (base override)" if base_override else ""))
     with tempfile.TemporaryDirectory(prefix="isocost-build-") as tmp:
@@ -223,6 +224,39 @@ def build_image(
     update_lock(lock_path, record)
     progress(f"built {tag}: image ID {record.image_id}, {record.size_bytes / 1e9:.2f} GB, {build_s:.1f} s")
     return record
+
+
+#: Disk a cold build takes per byte of its wheelhouse, measured on the cuda images (2026-12-06): on the daemon's
+#: data root the context's copy, the stage-1 image (wheels and venv, left behind dangling) and the final image's venv
+#: (2.8 GB of wheels: 19 GB, about 7x); in the temporary folder the context this host assembles (1x).
+DAEMON_SPACE_FACTOR = 7
+CONTEXT_SPACE_FACTOR = 1
+
+
+def check_build_space(client: Any, stack: str, wheels_bytes: int) -> None:
+    """Refuse, before the build starts, a build the disk cannot hold: the temporary folder (the context) and, for
+    a daemon on this machine, Docker's data root, each free enough for a cold build (one filesystem: the sum)."""
+    import os
+    import shutil
+
+    from runner.launch.daemon.client import is_local_daemon
+
+    needs = {Path(tempfile.gettempdir()): CONTEXT_SPACE_FACTOR * wheels_bytes}
+    root = str(client.info().get("DockerRootDir") or "") if is_local_daemon(client) else ""
+    if root and Path(root).is_dir():
+        needs[Path(root)] = DAEMON_SPACE_FACTOR * wheels_bytes
+    by_device: dict[int, list[Path]] = {}
+    for path in needs:
+        by_device.setdefault(os.stat(path).st_dev, []).append(path)
+    for paths in by_device.values():
+        need, free = sum(needs[p] for p in paths), shutil.disk_usage(paths[0]).free
+        if free < need:
+            raise UserError(
+                f"building the {stack} image needs about {need / 1e9:.1f} GB free on the disk of "
+                f"{' and '.join(map(str, paths))} ({wheels_bytes / 1e9:.1f} GB of wheels: the build context, the "
+                f"build stage and the image), and {free / 1e9:.1f} GB are free", "isocost images build",
+                "Free space (docker image prune; docker builder prune), or point TMPDIR at a larger disk, then build "
+                "again; a build from the layer cache needs less, but that is known only once it runs.")
 
 
 def _tag_and_build_args(stack: str, root: Path, base: str, base_facts: BaseFacts,
