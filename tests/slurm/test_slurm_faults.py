@@ -21,5 +21,6 @@ def test_slurm_fault_case(name, slurm_cluster, tmp_path, tiny_model):
         outcome = SLURM_CASES[name](SlurmContext(root=tmp_path, model=tiny_model, cluster=slurm_cluster))
     finally:
         ready(slurm_cluster)
-    assert outcome.rows_lost == 0, outcome
-    assert outcome.passed, outcome
+    said = f"observed: {outcome.observed}; expected: {outcome.expected}; detail: {outcome.detail}"
+    assert outcome.rows_lost == 0, said
+    assert outcome.passed, said
