@@ -113,8 +113,7 @@ def _ratio_row(mode: str, pairs: list[dict[str, Any]], title: str, spec: Any) ->
 
 
 def _rows(pairs: list[dict[str, Any]], title: str, spec: Any) -> list[Row]:
-    counted = all(p["reported_tokens"] == p["counted_tokens"] and p["reported_tps"] == p["counted_tps"]
-                  for p in pairs)
+    counted = all(p["reported_tokens"] == p["counted_tokens"] and p["reported_tps"] == p["counted_tps"] for p in pairs)
     return [
         *(_ratio_row(mode, [p for p in pairs if p["clock"] == mode], title, spec) for mode in ("wall", "cpu")),
         Row(key="8b", title="generation: tokens/s reported (batches.jsonl) vs counted from generations.jsonl",

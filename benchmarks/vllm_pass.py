@@ -78,8 +78,7 @@ def _rows(result: dict[str, Any], title: str, target: str) -> list[Row]:
     pairs = result["pairs"]
     rows = [_ratio_row(mode, [p for p in pairs if p["clock"] == mode], title, target, result)
             for mode in ("wall", "cpu")]
-    counted = all(p["reported_tokens"] == p["counted_tokens"] and p["reported_tps"] == p["counted_tps"]
-                  for p in pairs)
+    counted = all(p["reported_tokens"] == p["counted_tokens"] and p["reported_tps"] == p["counted_tps"] for p in pairs)
     rows.append(Row(key="11b", title="vLLM generation: tokens/s reported (batches.jsonl) vs counted from "
                                      "generations.jsonl", measured=f"{pairs[0]['reported_tps']:.4g} tokens/s "
                     "reported (pass 1)", baseline=f"{pairs[0]['counted_tps']:.4g} tokens/s counted (pass 1)",

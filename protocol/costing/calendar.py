@@ -119,12 +119,7 @@ def load_zone(tz: str) -> ZoneInfo:
         ) from None
 
 
-def access_window(
-    start: str | datetime,
-    end: str | datetime,
-    tz: str | None,
-    fold: int | None = None,
-) -> Window:
+def access_window(start: str | datetime, end: str | datetime, tz: str | None, fold: int | None = None) -> Window:
     """Measure the access window from ``start`` to ``end`` on a real calendar.
 
     Naive times are read in ``tz``; a time with an explicit UTC offset needs no
@@ -240,9 +235,7 @@ MIN_YEAR = 1970
 MAX_YEAR = 2200
 
 
-def _resolve(
-    value: str | datetime, zone: ZoneInfo | None, fold: int | None, label: str, notes: list[str]
-) -> datetime:
+def _resolve(value: str | datetime, zone: ZoneInfo | None, fold: int | None, label: str, notes: list[str]) -> datetime:
     if isinstance(value, datetime):
         moment = value
     elif isinstance(value, str):

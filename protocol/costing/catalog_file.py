@@ -100,9 +100,7 @@ def load_catalog(path: str | Path) -> Catalog:
             _check_unique(plan, line, first_line, path)
             plans.append(plan)
     if not plans:
-        raise UserError(
-            "catalog has a header but no plans", str(path), "Add one row per (gpu, plan_days)."
-        )
+        raise UserError("catalog has a header but no plans", str(path), "Add one row per (gpu, plan_days).")
     return Catalog(path=str(path), plans=tuple(plans))
 
 
@@ -191,9 +189,7 @@ def _parse_row(cells: dict[str, str], where: str) -> Plan:
     _check_currency(cells["currency"], where)
     catalog_date = _catalog_date(cells["catalog_date"], where)
     if not cells["source"]:
-        raise UserError(
-            "source is empty", where, "Say where the price comes from (catalog name and edition)."
-        )
+        raise UserError("source is empty", where, "Say where the price comes from (catalog name and edition).")
     check_plain_text(cells["source"], "the source", f"{where}, column source", max_chars=MAX_SOURCE_CHARS)
     return Plan(
         gpu=gpu,
@@ -233,9 +229,7 @@ def _plan_days(text: str, billing: str, where: str) -> int:
 
 def _price(text: str, where: str) -> Decimal:
     if text.startswith("-"):
-        raise UserError(
-            f"negative price {text!r}", where, "A plan price per lot is 0 or more."
-        )
+        raise UserError(f"negative price {text!r}", where, "A plan price per lot is 0 or more.")
     if not _DECIMAL_RE.match(text):
         raise UserError(
             f"price_usd_per_lot is not a decimal number: {text!r}",
@@ -257,9 +251,7 @@ def _check_currency(currency: str, where: str) -> None:
 
 def _catalog_date(text: str, where: str) -> date:
     if not text:
-        raise UserError(
-            "catalog_date is missing", where, "Every price needs its catalog date (YYYY-MM-DD)."
-        )
+        raise UserError("catalog_date is missing", where, "Every price needs its catalog date (YYYY-MM-DD).")
     try:
         if not _DATE_RE.match(text):
             raise ValueError(text)

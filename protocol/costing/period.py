@@ -43,14 +43,7 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from protocol.costing.calendar import merge_intervals
-from protocol.costing.timeline import (
-    Interval,
-    host_sessions,
-    iso_utc,
-    parsed_events,
-    phase_intervals,
-    row_interval,
-)
+from protocol.costing.timeline import Interval, host_sessions, iso_utc, parsed_events, phase_intervals, row_interval
 from protocol.errors import UserError
 from protocol.records.codec import Convert, Schema, options
 from protocol.records.raw_record import RawRecord

@@ -70,11 +70,7 @@ def render_study(
     """Fill ``runner/demo/studies/<name>.toml`` by plain string replacement (``@STACK@``: GPU template only)."""
     template = STUDY_TEMPLATES / f"{name}.toml"
     if not template.is_file():
-        raise UserError(
-            f"no demo study template for {name!r}",
-            str(template),
-            f"Use one of: {_known_templates()}.",
-        )
+        raise UserError(f"no demo study template for {name!r}", str(template), f"Use one of: {_known_templates()}.")
     text = template.read_text(encoding="utf-8")
     for placeholder, value in {
         "@TEXT_COUNT@": str(text_count),
