@@ -113,18 +113,20 @@ def _ratio_row(mode: str, pairs: list[dict[str, Any]], title: str, spec: Any) ->
 
 
 def _rows(pairs: list[dict[str, Any]], title: str, spec: Any) -> list[Row]:
-    counted = all(p["reported_tokens"] == p["counted_tokens"] and p["reported_tps"] == p["counted_tps"]
-                  for p in pairs)
-    return [
-        *(_ratio_row(mode, [p for p in pairs if p["clock"] == mode], title, spec) for mode in ("wall", "cpu")),
-        Row(key="8b", title="generation: tokens/s reported (batches.jsonl) vs counted from generations.jsonl",
-            measured=f"{pairs[0]['reported_tps']:.4g} tokens/s reported (pass 1)",
-            baseline=f"{pairs[0]['counted_tps']:.4g} tokens/s counted (pass 1)", ratio="equal" if counted else
-            "differ", target="equal in every pass", met=counted,
-            reason="" if counted else "a pass's reported token count is not the file's",
-            details={"reported_tokens": [p["reported_tokens"] for p in pairs],
-                     "counted_tokens": [p["counted_tokens"] for p in pairs]}),
-    ]
+    return [*(_ratio_row(mode, [p for p in pairs if p["clock"] == mode], title, spec) for mode in ("wall", "cpu")),
+            counted_row("8b", "generation", pairs)]
+
+
+def counted_row(key: str, name: str, pairs: list[dict[str, Any]]) -> Row:
+    """The row that checks every pass's reported tokens and tokens/s against those counted from its file."""
+    counted = all(p["reported_tokens"] == p["counted_tokens"] and p["reported_tps"] == p["counted_tps"] for p in pairs)
+    return Row(key=key, title=f"{name}: tokens/s reported (batches.jsonl) vs counted from generations.jsonl",
+               measured=f"{pairs[0]['reported_tps']:.4g} tokens/s reported (pass 1)",
+               baseline=f"{pairs[0]['counted_tps']:.4g} tokens/s counted (pass 1)",
+               ratio="equal" if counted else "differ", target="equal in every pass", met=counted,
+               reason="" if counted else "a pass's reported token count is not the file's",
+               details={"reported_tokens": [p["reported_tokens"] for p in pairs],
+                        "counted_tokens": [p["counted_tokens"] for p in pairs]})
 
 
 # -- inside the worker process -------------------------------------------------------------------
@@ -183,7 +185,6 @@ class BareGenerator:
 
 
 def _runner(spec: Any, out: Path) -> dict[str, Any]:
-    from protocol.tasks.generation.figures import read_pass_figures
     from runner.trial.run import Trial
 
     out.mkdir()
@@ -191,6 +192,13 @@ def _runner(spec: Any, out: Path) -> dict[str, Any]:
     trial.base_manifest()
     trial.setup_torch()
     trial.run()
+    return pass_record(trial, out)
+
+
+def pass_record(trial: Any, out: Path) -> dict[str, Any]:
+    """What the runner's side of a pair records from its pass in ``out``: pass_s, the tokens, reported and counted."""
+    from protocol.tasks.generation.figures import read_pass_figures
+
     lines = [json.loads(line) for line in (out / "generations.jsonl").read_text(encoding="utf-8").splitlines()]
     pass_s = trial.state.phases["pass_s"]
     figures = read_pass_figures(out, pass_s)

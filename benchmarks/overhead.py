@@ -55,8 +55,7 @@ def run(workspace: Workspace, pairs: int = 5, variant_id: str = "batch_size=1", 
         command = [sys.executable, "-m", "benchmarks.overhead", str(out / "spec.json"), str(out), str(pairs)]
         progress(f"  {pairs} + {pairs} interleaved pairs (wall, then CPU time) in one fresh process "
                  f"({variant_id}, {workspace.inputs} inputs)")
-        result, why = worker_result(command, out / "overhead.json", {**trial_env(), "PYTHONPATH": str(ROOT)},
-                                    timeout_s)
+        result, why = worker_result(command, out / "overhead.json", {**trial_env(), "PYTHONPATH": str(ROOT)}, timeout_s)
     if why:
         return [Row(key="1", title=title, target=f"≥ {TARGET_RATIO} × bare", met=None, reason=why)]
     rows = []

@@ -250,8 +250,7 @@ def _run_kinds(workspace: Workspace, kinds: tuple[str, ...], image: str | None, 
                 continue
             progress(f"  campaign in {where}: {workspace.describe()}")
             try:
-                runs[kind] = run_campaign_with(kind, workspace, Path(tmp) / kind, image, progress, baselines,
-                                               deadline)
+                runs[kind] = run_campaign_with(kind, workspace, Path(tmp) / kind, image, progress, baselines, deadline)
             except UserError as exc:
                 reasons[kind] = f"{exc.what} ({exc.where}). {exc.fix}".strip()
                 progress(f"    not run: {reasons[kind]}")
@@ -272,8 +271,7 @@ def run_overhead(workspace: Workspace, image: str | None = None, progress: Any =
 def run_efficiency(workspace: Workspace, image: str | None = None, progress: Any = print,
                    deadline: float | None = None) -> tuple[list[Row], dict]:
     """Rows 4a (processes) and 4b (containers): share of the campaign's wall time in measured passes."""
-    runs, reasons = _run_kinds(workspace, ("docker", "process"), image, progress, baselines=False,
-                               deadline=deadline)
+    runs, reasons = _run_kinds(workspace, ("docker", "process"), image, progress, baselines=False, deadline=deadline)
     rows = [_efficiency_row(key, kind, workspace, runs, reasons) for kind, key in (("process", "4a"), ("docker", "4b"))]
     return rows, runs
 
@@ -320,8 +318,7 @@ def _overhead_row(key: str, kind: str, workspace: Workspace, runs: dict[str, Any
     )
 
 
-def _efficiency_row(key: str, kind: str, workspace: Workspace, runs: dict[str, Any],
-                    reasons: dict[str, str]) -> Row:
+def _efficiency_row(key: str, kind: str, workspace: Workspace, runs: dict[str, Any], reasons: dict[str, str]) -> Row:
     where = "containers" if kind == "docker" else "processes"
     title = f"campaign efficiency in {where}: share of wall time in measured passes ({workspace.describe()})"
     if kind not in runs:

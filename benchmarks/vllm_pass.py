@@ -75,19 +75,12 @@ def run(root: Path, inputs: int = 24, max_new_tokens: int = 16, pairs: int = 6, 
 
 
 def _rows(result: dict[str, Any], title: str, target: str) -> list[Row]:
+    from benchmarks.generation import counted_row
+
     pairs = result["pairs"]
     rows = [_ratio_row(mode, [p for p in pairs if p["clock"] == mode], title, target, result)
             for mode in ("wall", "cpu")]
-    counted = all(p["reported_tokens"] == p["counted_tokens"] and p["reported_tps"] == p["counted_tps"]
-                  for p in pairs)
-    rows.append(Row(key="11b", title="vLLM generation: tokens/s reported (batches.jsonl) vs counted from "
-                                     "generations.jsonl", measured=f"{pairs[0]['reported_tps']:.4g} tokens/s "
-                    "reported (pass 1)", baseline=f"{pairs[0]['counted_tps']:.4g} tokens/s counted (pass 1)",
-                    ratio="equal" if counted else "differ", target="equal in every pass", met=counted,
-                    reason="" if counted else "a pass's reported token count is not the file's",
-                    details={"reported_tokens": [p["reported_tokens"] for p in pairs],
-                             "counted_tokens": [p["counted_tokens"] for p in pairs]}))
-    return rows
+    return [*rows, counted_row("11b", "vLLM generation", pairs)]
 
 
 def _ratio_row(mode: str, pairs: list[dict[str, Any]], title: str, target: str, result: dict[str, Any]) -> Row:
@@ -173,7 +166,7 @@ def _generation_eos(model_path: str) -> list[int]:
 
 
 def _runner(spec: Any, model: Any, out: Path) -> dict[str, Any]:
-    from protocol.tasks.generation.figures import read_pass_figures
+    from benchmarks.generation import pass_record
     from runner.trial.run import Trial
 
     out.mkdir()
@@ -181,13 +174,7 @@ def _runner(spec: Any, model: Any, out: Path) -> dict[str, Any]:
     trial.base_manifest()
     trial.setup_torch()
     trial._pass(model)
-    lines = [json.loads(line) for line in (out / "generations.jsonl").read_text(encoding="utf-8").splitlines()]
-    pass_s = trial.state.phases["pass_s"]
-    figures = read_pass_figures(out, pass_s)
-    counted = sum(len(line["tokens"]) for line in lines)
-    return {"runner_pass_s": pass_s, "tokens": [line["tokens"] for line in lines],
-            "reported_tokens": figures["generated_tokens"], "reported_tps": figures["output_tokens_per_s"],
-            "counted_tokens": counted, "counted_tps": counted / pass_s if pass_s else None}
+    return pass_record(trial, out)
 
 
 def worker(spec_path: Path, out: Path, pairs: int) -> int:

@@ -110,8 +110,7 @@ def _read_jsonl(path: Path, data: bytes) -> Any:
         try:  # a key named twice (two labels) is refused: json alone would keep the last one silently
             item = loads_unique(line)
         except DuplicateKeyError as exc:
-            raise UserError(f"{exc}: the input would silently take the last value", where,
-                            DUPLICATE_KEY_FIX) from None
+            raise UserError(f"{exc}: the input would silently take the last value", where, DUPLICATE_KEY_FIX) from None
         except (ValueError, RecursionError) as exc:  # bad JSON, deep nesting, an integer of thousands of digits
             raise UserError(json_problem(exc), where, "Each line is one flat JSON object.") from None
         yield line_no, item

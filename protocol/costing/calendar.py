@@ -112,19 +112,11 @@ def load_zone(tz: str) -> ZoneInfo:
     try:
         return ZoneInfo(tz)
     except (ZoneInfoNotFoundError, ValueError, OSError):
-        raise UserError(
-            f"unknown time zone {tz!r}",
-            "tz",
-            "Use an IANA zone name such as Europe/Paris, America/New_York or UTC.",
-        ) from None
+        raise UserError(f"unknown time zone {tz!r}", "tz",
+                        "Use an IANA zone name such as Europe/Paris, America/New_York or UTC.") from None
 
 
-def access_window(
-    start: str | datetime,
-    end: str | datetime,
-    tz: str | None,
-    fold: int | None = None,
-) -> Window:
+def access_window(start: str | datetime, end: str | datetime, tz: str | None, fold: int | None = None) -> Window:
     """Measure the access window from ``start`` to ``end`` on a real calendar.
 
     Naive times are read in ``tz``; a time with an explicit UTC offset needs no
@@ -144,11 +136,8 @@ def access_window(
     end_utc = end_at.astimezone(UTC)
     if end_utc <= start_utc:
         relation = "equals" if end_utc == start_utc else "is before"
-        raise UserError(
-            f"the window end {_iso(end_at)} {relation} its start {_iso(start_at)}",
-            "end",
-            "Give an end after the start (the whole access window, setup to artifact collection).",
-        )
+        raise UserError(f"the window end {_iso(end_at)} {relation} its start {_iso(start_at)}", "end",
+                        "Give an end after the start (the whole access window, setup to artifact collection).")
     offset_start = _offset(start_at)
     offset_end = _offset(end_at)
     if zone is not None:
@@ -162,17 +151,9 @@ def access_window(
                 "cannot be located; pass --tz to locate it"
             )
     wall = end_at.replace(tzinfo=None) - start_at.replace(tzinfo=None)
-    return Window(
-        tz=tz,
-        start=start_at,
-        end=end_at,
-        elapsed_s=(end_utc - start_utc).total_seconds(),
-        wall_clock_s=wall.total_seconds(),
-        offset_start=offset_start,
-        offset_end=offset_end,
-        offset_changes=changes,
-        notes=tuple(notes),
-    )
+    return Window(tz=tz, start=start_at, end=end_at, elapsed_s=(end_utc - start_utc).total_seconds(),
+                  wall_clock_s=wall.total_seconds(), offset_start=offset_start, offset_end=offset_end,
+                  offset_changes=changes, notes=tuple(notes))
 
 
 
@@ -240,9 +221,7 @@ MIN_YEAR = 1970
 MAX_YEAR = 2200
 
 
-def _resolve(
-    value: str | datetime, zone: ZoneInfo | None, fold: int | None, label: str, notes: list[str]
-) -> datetime:
+def _resolve(value: str | datetime, zone: ZoneInfo | None, fold: int | None, label: str, notes: list[str]) -> datetime:
     if isinstance(value, datetime):
         moment = value
     elif isinstance(value, str):
@@ -356,12 +335,8 @@ def _change_at(at_s: int, zone: ZoneInfo) -> OffsetChange:
         kind = "dst_ends"
     else:
         kind = "standard_offset_change"
-    return OffsetChange(
-        at_utc=datetime.fromtimestamp(at_s, UTC),
-        offset_before=_offset(before),
-        offset_after=_offset(after),
-        kind=kind,
-    )
+    return OffsetChange(at_utc=datetime.fromtimestamp(at_s, UTC), offset_before=_offset(before),
+                        offset_after=_offset(after), kind=kind)
 
 
 def _offset_at(at_s: int, zone: ZoneInfo) -> timedelta:

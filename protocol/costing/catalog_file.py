@@ -41,15 +41,8 @@ from protocol.errors import UserError
 from protocol.io.names import check_gpu_name, check_plain_text
 from protocol.io.safe_read import check_encodable, read_text
 
-CATALOG_COLUMNS: tuple[str, ...] = (
-    "gpu",
-    "cards_per_lot",
-    "plan_days",
-    "price_usd_per_lot",
-    "currency",
-    "catalog_date",
-    "source",
-)
+CATALOG_COLUMNS: tuple[str, ...] = ("gpu", "cards_per_lot", "plan_days", "price_usd_per_lot", "currency",
+                                    "catalog_date", "source")
 #: Optional columns (an old catalog without them holds flat plans only).
 BILLING_COLUMNS: tuple[str, ...] = ("billing", "minimum_s", "increment_s")
 #: The columns of an imported market catalog (`isocost catalog import`): where each row is sold, the card's
@@ -88,11 +81,8 @@ def load_catalog(path: str | Path) -> Catalog:
     for line, row in numbered[1:]:
         where = f"{path}:{line}"
         if len(row) != len(columns):
-            raise UserError(
-                f"row has {len(row)} fields, the header has {len(columns)}",
-                where,
-                "Give every row the header's columns; quote a source text that contains commas.",
-            )
+            raise UserError(f"row has {len(row)} fields, the header has {len(columns)}", where,
+                            "Give every row the header's columns; quote a source text that contains commas.")
         cells = {name: cell.strip() for name, cell in zip(columns, row, strict=True)}
         first_currency = first_currency or (cells["currency"], line)
         _check_same_currency(cells["currency"], line, first_currency, where)
@@ -100,9 +90,7 @@ def load_catalog(path: str | Path) -> Catalog:
             _check_unique(plan, line, first_line, path)
             plans.append(plan)
     if not plans:
-        raise UserError(
-            "catalog has a header but no plans", str(path), "Add one row per (gpu, plan_days)."
-        )
+        raise UserError("catalog has a header but no plans", str(path), "Add one row per (gpu, plan_days).")
     return Catalog(path=str(path), plans=tuple(plans))
 
 
@@ -120,11 +108,8 @@ def _read_rows(path: Path) -> list[tuple[int, list[str]]]:
         for cell in row:
             check_encodable(cell, "a catalog cell", f"{path}:{line}")
     if not numbered:
-        raise UserError(
-            "catalog is empty",
-            str(path),
-            f"The first line must name the columns: {','.join(CATALOG_COLUMNS)}.",
-        )
+        raise UserError("catalog is empty", str(path),
+                        f"The first line must name the columns: {','.join(CATALOG_COLUMNS)}.")
     return numbered
 
 
@@ -144,11 +129,9 @@ def _check_header(columns: list[str], where: str) -> None:
 
 def _check_same_currency(currency: str, line: int, first: tuple[str, int], where: str) -> None:
     if currency != first[0]:
-        raise UserError(
-            f"catalog mixes currencies: {first[0]!r} on line {first[1]}, {currency!r} on line {line}",
-            f"{where}, column currency",
-            "One catalog holds one currency; convert with a dated rate recorded elsewhere.",
-        )
+        raise UserError(f"catalog mixes currencies: {first[0]!r} on line {first[1]}, {currency!r} on line {line}",
+                        f"{where}, column currency",
+                        "One catalog holds one currency; convert with a dated rate recorded elsewhere.")
 
 
 def _check_unique(plan: Plan, line: int, first_line: dict[tuple[object, ...], int], path: Path) -> None:
@@ -182,39 +165,25 @@ def _parse_row(cells: dict[str, str], where: str) -> Plan:
     cards_per_lot = _cards_per_lot(cells["cards_per_lot"], where)
     billing = cells.get("billing", "") or BILLING_FLAT
     if billing not in BILLINGS:
-        raise UserError(
-            f"unknown billing {billing!r}", f"{where}, column billing", f"Use one of: {', '.join(BILLINGS)}."
-        )
+        raise UserError(f"unknown billing {billing!r}", f"{where}, column billing",
+                        f"Use one of: {', '.join(BILLINGS)}.")
     minimum_s, increment_s = _metered_terms(cells, billing, gpu, where)
     plan_days = _plan_days(cells["plan_days"], billing, where)
     price = _price(cells["price_usd_per_lot"], where)
     _check_currency(cells["currency"], where)
     catalog_date = _catalog_date(cells["catalog_date"], where)
     if not cells["source"]:
-        raise UserError(
-            "source is empty", where, "Say where the price comes from (catalog name and edition)."
-        )
+        raise UserError("source is empty", where, "Say where the price comes from (catalog name and edition).")
     check_plain_text(cells["source"], "the source", f"{where}, column source", max_chars=MAX_SOURCE_CHARS)
-    return Plan(
-        gpu=gpu,
-        cards_per_lot=cards_per_lot,
-        plan_days=plan_days,
-        price_usd_per_lot=price,
-        catalog_date=catalog_date,
-        source=cells["source"],
-        billing=billing,
-        minimum_s=minimum_s,
-        increment_s=increment_s,
-    )
+    return Plan(gpu=gpu, cards_per_lot=cards_per_lot, plan_days=plan_days, price_usd_per_lot=price,
+                catalog_date=catalog_date, source=cells["source"], billing=billing, minimum_s=minimum_s,
+                increment_s=increment_s)
 
 
 def _cards_per_lot(text: str, where: str) -> int:
     if not _INT_RE.match(text) or int(text) < 1:
-        raise UserError(
-            f"cards_per_lot must be a whole number of at least 1, got {text!r}",
-            where,
-            "Give the cards one lot holds (a B200 lot holds 2).",
-        )
+        raise UserError(f"cards_per_lot must be a whole number of at least 1, got {text!r}", where,
+                        "Give the cards one lot holds (a B200 lot holds 2).")
     return int(text)
 
 
@@ -223,25 +192,17 @@ def _plan_days(text: str, billing: str, where: str) -> int:
     if billing in METERED and text == "":
         return 0
     if not _INT_RE.match(text) or int(text) < 1:
-        raise UserError(
-            f"plan_days must be a positive whole number, got {text!r}",
-            where,
-            f"Give the plan length in days, e.g. {join_days(PLAN_LENGTHS_DAYS)}.",
-        )
+        raise UserError(f"plan_days must be a positive whole number, got {text!r}", where,
+                        f"Give the plan length in days, e.g. {join_days(PLAN_LENGTHS_DAYS)}.")
     return int(text)
 
 
 def _price(text: str, where: str) -> Decimal:
     if text.startswith("-"):
-        raise UserError(
-            f"negative price {text!r}", where, "A plan price per lot is 0 or more."
-        )
+        raise UserError(f"negative price {text!r}", where, "A plan price per lot is 0 or more.")
     if not _DECIMAL_RE.match(text):
-        raise UserError(
-            f"price_usd_per_lot is not a decimal number: {text!r}",
-            where,
-            "Write the price per lot with a dot and no thousands separator, e.g. 2071.00.",
-        )
+        raise UserError(f"price_usd_per_lot is not a decimal number: {text!r}", where,
+                        "Write the price per lot with a dot and no thousands separator, e.g. 2071.00.")
     return Decimal(text)
 
 
@@ -257,19 +218,14 @@ def _check_currency(currency: str, where: str) -> None:
 
 def _catalog_date(text: str, where: str) -> date:
     if not text:
-        raise UserError(
-            "catalog_date is missing", where, "Every price needs its catalog date (YYYY-MM-DD)."
-        )
+        raise UserError("catalog_date is missing", where, "Every price needs its catalog date (YYYY-MM-DD).")
     try:
         if not _DATE_RE.match(text):
             raise ValueError(text)
         return date.fromisoformat(text)
     except ValueError:
-        raise UserError(
-            f"catalog_date is not a valid date: {text!r}",
-            where,
-            "Write it as YYYY-MM-DD, e.g. 2026-09-24.",
-        ) from None
+        raise UserError(f"catalog_date is not a valid date: {text!r}", where,
+                        "Write it as YYYY-MM-DD, e.g. 2026-09-24.") from None
 
 
 def _metered_terms(cells: dict[str, str], billing: str, gpu: str, where: str) -> tuple[int | None, int | None]:
@@ -283,10 +239,8 @@ def _metered_terms(cells: dict[str, str], billing: str, gpu: str, where: str) ->
             )
         return None, None
     if not minimum_text:
-        raise UserError(
-            f"{billing} row for {gpu} has no minimum charge", f"{where}, column minimum_s",
-            "Give the minimum billed time in seconds from the offer (e.g. 60); nothing is guessed.",
-        )
+        raise UserError(f"{billing} row for {gpu} has no minimum charge", f"{where}, column minimum_s",
+                        "Give the minimum billed time in seconds from the offer (e.g. 60); nothing is guessed.")
     default_increment = "3600" if billing == BILLING_HOURLY else "1"
     increment_text = increment_text or default_increment
     for name, text in (("minimum_s", minimum_text), ("increment_s", increment_text)):

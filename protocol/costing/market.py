@@ -119,8 +119,7 @@ class CardPricing:
     accepted_results: int
     offers: tuple[OfferCost, ...]
     excluded: tuple[str, ...]
-    CODEC: ClassVar[Schema] = Schema("card pricing", SCHEMA_VERSION,
-                                     derived=("cheapest_usd", "median_provider_usd"))
+    CODEC: ClassVar[Schema] = Schema("card pricing", SCHEMA_VERSION, derived=("cheapest_usd", "median_provider_usd"))
 
     @property
     def cheapest_usd(self) -> Decimal | None:

@@ -43,14 +43,7 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from protocol.costing.calendar import merge_intervals
-from protocol.costing.timeline import (
-    Interval,
-    host_sessions,
-    iso_utc,
-    parsed_events,
-    phase_intervals,
-    row_interval,
-)
+from protocol.costing.timeline import Interval, host_sessions, iso_utc, parsed_events, phase_intervals, row_interval
 from protocol.errors import UserError
 from protocol.records.codec import Convert, Schema, options
 from protocol.records.raw_record import RawRecord
@@ -171,12 +164,8 @@ class CampaignPeriod:
 
 
 
-def measure_period(
-    events: Sequence[Mapping[str, Any]],
-    rows: Sequence[RawRecord],
-    waiting_h: float | None,
-    waiting_source: str = "",
-) -> CampaignPeriod:
+def measure_period(events: Sequence[Mapping[str, Any]], rows: Sequence[RawRecord], waiting_h: float | None,
+                   waiting_source: str = "") -> CampaignPeriod:
     """Measure a campaign's period from its events and raw rows (raw.csv's, in file order), plus declared waiting.
 
     ``waiting_h`` is ``None`` when the study declares no deadline (no waiting is
@@ -215,21 +204,10 @@ def measure_period(
             f"{idle_s / _HOUR_S:.2f} h passed between sessions (the campaign was stopped and resumed): not counted "
             "as used; a rental held across that gap pays for it too"
         )
-    return CampaignPeriod(
-        start=start,
-        end=end,
-        span_s=span_s,
-        used_s=used_s,
-        idle_s=idle_s,
-        waiting_s=waiting.seconds,
-        waiting_source=waiting.source,
-        needed_s=used_s + waiting.seconds,
-        overlap_s=max(overlap_s, 0.0),
-        sessions=len(sessions),
-        resumes=resumes,
-        components=tuple(components),
-        notes=tuple(notes),
-    )
+    return CampaignPeriod(start=start, end=end, span_s=span_s, used_s=used_s, idle_s=idle_s, waiting_s=waiting.seconds,
+                          waiting_source=waiting.source, needed_s=used_s + waiting.seconds,
+                          overlap_s=max(overlap_s, 0.0), sessions=len(sessions), resumes=resumes,
+                          components=tuple(components), notes=tuple(notes))
 
 
 # -- the steps of measure_period ------------------------------------------------------------
@@ -250,9 +228,8 @@ def _waiting(waiting_h: float | None, source: str) -> _Waiting:
     return _Waiting(float(waiting_h) * _HOUR_S, source or "study deadline.waiting_h")
 
 
-def _open_ended(
-    unmatched: list[tuple[str, str, datetime]], rows: Sequence[RawRecord], notes: list[str],
-) -> list[tuple[str, str, datetime]]:
+def _open_ended(unmatched: list[tuple[str, str, datetime]], rows: Sequence[RawRecord],
+                notes: list[str]) -> list[tuple[str, str, datetime]]:
     """Phases started without an end event that no raw.csv clock covers: counted to the end of their session."""
     timed_trials = {r.trial_id for i, r in enumerate(rows) if row_interval(r, i) is not None}
     open_ended: list[tuple[str, str, datetime]] = []
@@ -268,10 +245,8 @@ def _open_ended(
     return open_ended
 
 
-def _spans_by_phase(
-    phases: dict[tuple[str, str], list[Interval]], raw_spans: list[Interval],
-    open_ended: list[tuple[str, str, datetime]], sessions: list[Interval],
-) -> dict[str, list[Interval]]:
+def _spans_by_phase(phases: dict[tuple[str, str], list[Interval]], raw_spans: list[Interval],
+                    open_ended: list[tuple[str, str, datetime]], sessions: list[Interval]) -> dict[str, list[Interval]]:
     """Every phase's intervals: its event pairs, the trials' own clocks, and open-ended phases to session end."""
     by_phase: dict[str, list[Interval]] = {}
     for (phase, _key), spans in phases.items():
@@ -312,16 +287,13 @@ def _between_phases(between_s: float, sessions: int) -> PeriodComponent:
     )
 
 
-def _without_timestamps(
-    components: list[PeriodComponent], waiting: _Waiting, resumes: int, notes: list[str],
-) -> CampaignPeriod:
+def _without_timestamps(components: list[PeriodComponent], waiting: _Waiting, resumes: int,
+                        notes: list[str]) -> CampaignPeriod:
     """The period of a campaign that recorded no timestamp at all: every measured figure empty, with the reason."""
     reason = "no timestamps: events.jsonl is empty or missing and raw.csv has no started_at/ended_at"
     empty = {"used_s": reason, "needed_s": reason, "span_s": reason, "idle_s": reason}
     components.append(PeriodComponent("host work between phases", None, reason, False))
     components.append(PeriodComponent("waiting (declared)", waiting.seconds, waiting.source, True))
-    return CampaignPeriod(
-        start=None, end=None, span_s=None, used_s=None, idle_s=None, waiting_s=waiting.seconds,
-        waiting_source=waiting.source, needed_s=None, overlap_s=0.0, sessions=0, resumes=resumes,
-        components=tuple(components), notes=tuple(notes), empty_reasons=empty,
-    )
+    return CampaignPeriod(start=None, end=None, span_s=None, used_s=None, idle_s=None, waiting_s=waiting.seconds,
+                          waiting_source=waiting.source, needed_s=None, overlap_s=0.0, sessions=0, resumes=resumes,
+                          components=tuple(components), notes=tuple(notes), empty_reasons=empty)

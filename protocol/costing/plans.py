@@ -231,13 +231,7 @@ class Quote:
 
 
 
-def quote(
-    catalog: Catalog,
-    gpu: str,
-    days: int,
-    lots: int,
-    accepted_results: int | None = None,
-) -> Quote:
+def quote(catalog: Catalog, gpu: str, days: int, lots: int, accepted_results: int | None = None) -> Quote:
     """Price ``lots`` lots of the ``(gpu, days)`` plan; never guesses a missing price.
 
     Example: ``quote(catalog, "rtx-4090", 7, 2, accepted_results=2).cost_per_validated_corpus_usd``

@@ -154,8 +154,7 @@ def repeatability(config: ConfigurationOutputs, task: Any, study: Any) -> Repeat
                              "its passes do not hold the same ids")
     moved = sorted({ident for a in agreements for ident in a.differing_ids})
     identical = all(a.identical for a in agreements)
-    return Repeatability(config.configuration_id, len(config.outputs), identical, len(moved),
-                         tuple(moved[:EXAMPLES]))
+    return Repeatability(config.configuration_id, len(config.outputs), identical, len(moved), tuple(moved[:EXAMPLES]))
 
 
 def build_matrix(configs: Sequence[ConfigurationOutputs], task: Any, study: Any, *, reference: str | None,
@@ -207,8 +206,7 @@ def _score_share(quality: Any) -> float | None:
     return float(share) if share is not None else None
 
 
-def _short_of_score_share(cell: PairAgreement, quality: Any, row_metric: float | None,
-                          reference: str | None) -> str:
+def _short_of_score_share(cell: PairAgreement, quality: Any, row_metric: float | None, reference: str | None) -> str:
     """Words when the configuration's median metric is below ``min_score_share`` of the reference's ('' if not)."""
     share = _score_share(quality)
     if share is None or row_metric is None or cell.metric_difference is None:

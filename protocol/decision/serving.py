@@ -87,8 +87,7 @@ def serving_demand(peak_qps: float | None, hours_per_day: float | None, days: in
     Example: ``serving_demand(40.0, 8.0, 30).period_h == 720``; ``serving_demand(0, 8, 30)`` raises."""
     for option, value in (("--peak-qps", peak_qps), ("--hours-per-day", hours_per_day), ("--days", days)):
         if value is None:
-            raise UserError(f"a server study's decision needs the declared traffic: {option} is missing", option,
-                            _FIX)
+            raise UserError(f"a server study's decision needs the declared traffic: {option} is missing", option, _FIX)
     assert peak_qps is not None and hours_per_day is not None and days is not None
     _check(peak_qps, "--peak-qps", MAX_PEAK_QPS, "queries per second at the peak, above 0")
     _check(hours_per_day, "--hours-per-day", 24.0, "hours a day at the peak rate, above 0 and at most 24")
@@ -269,8 +268,7 @@ def per_million(total_usd: Decimal, count: Decimal) -> Decimal:
 def rank_serving(configs: Sequence[ServingConfiguration]) -> tuple[tuple[ServingConfiguration, ...], tuple[str, ...]]:
     """Every configuration with its rank, and the ranking: cost, then fewer cards, then the higher capacity."""
     eligible = [c for c in configs if c.cost_usd is not None and c.capacity.capacity_qps is not None]
-    eligible.sort(key=lambda c: (c.cost_usd, c.replicas or 0, -(c.capacity.capacity_qps or 0.0),
-                                 c.configuration_id))
+    eligible.sort(key=lambda c: (c.cost_usd, c.replicas or 0, -(c.capacity.capacity_qps or 0.0), c.configuration_id))
     ranks = {c.configuration_id: i + 1 for i, c in enumerate(eligible)}
     ranked = tuple(_replace(c, rank=ranks.get(c.configuration_id)) for c in configs)
     return ranked, tuple(c.configuration_id for c in eligible)

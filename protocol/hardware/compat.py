@@ -112,8 +112,7 @@ def check_cuda(cuda_runtime: str | None, driver: str | None, *, table_path: Path
                 f"{u}: ≥ {toolkit[u]['min_linux_driver']}" for u in updates) + ")") if updates else ""
             return _result(LISTED, table, f"driver {driver} ≥ {row['min_linux_driver']}, the minimum for CUDA {key}"
                            f"{more}", inputs)
-    minor = next((r for r in table.rows if r["kind"] == "minor" and version_tuple(r["cuda"])[:1] == runtime[:1]),
-                 None)
+    minor = next((r for r in table.rows if r["kind"] == "minor" and version_tuple(r["cuda"])[:1] == runtime[:1]), None)
     if minor is not None:
         low = version_tuple(minor["min_linux_driver"])
         high = version_tuple(minor["below_linux_driver"]) if minor["below_linux_driver"] else None

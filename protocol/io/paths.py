@@ -34,9 +34,7 @@ SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 MAX_NAME_CHARS = 200
 
 
-def allowed_roots(
-    cli_roots: Iterable[str | Path] = (), environ: Mapping[str, str] | None = None
-) -> tuple[Path, ...]:
+def allowed_roots(cli_roots: Iterable[str | Path] = (), environ: Mapping[str, str] | None = None) -> tuple[Path, ...]:
     """The allowed roots: ``--allowed-root`` values plus ``ISOCOST_ALLOWED_ROOTS``, resolved, in order.
 
     An empty result means "no restriction configured".

@@ -82,8 +82,7 @@ EXIT_CODE = Domain(-255, 255, "exit status")
 INT64 = Domain(-(2**63), 2**63 - 1, "integer")
 
 #: A field's unit, by how its name ends (units in names: ``pass_s``, ``peak_rss_bytes``, ``gpu_energy_j``).
-_BY_SUFFIX = (("_s", SECONDS), ("_bytes", BYTES), ("_j", JOULES), ("_share", SHARE),
-              ("_count", COUNT))
+_BY_SUFFIX = (("_s", SECONDS), ("_bytes", BYTES), ("_j", JOULES), ("_share", SHARE), ("_count", COUNT))
 
 
 #: The quantities the evidence files share by name whose name says no unit: the same field in raw.csv, spec.json,

@@ -26,13 +26,7 @@ from protocol.io.fingerprint import sha256_bytes
 from protocol.io.names import check_plain_text
 from protocol.io.safe_read import decode_text, read_bytes
 from protocol.study.model import LengthBucket, Study
-from protocol.study.reader import (
-    ErrorCollector,
-    StudyErrors,
-    TableReader,
-    check_bound,
-    sub_table,
-)
+from protocol.study.reader import ErrorCollector, StudyErrors, TableReader, check_bound, sub_table
 from protocol.study.schema import table_keys
 from protocol.study.tables import (
     parse_base,
@@ -105,10 +99,7 @@ def parse_study(data: dict[str, Any], *, path: Path, sha256: str) -> Study:
             f"Set `schema_version = {STUDY_SCHEMA_VERSION}` and check the keys against docs/study.md.",
         )
     check = ErrorCollector()
-    fields = {
-        **_identity(top, check),
-        **_data_refs(top, check, path.parent),
-    }
+    fields = {**_identity(top, check), **_data_refs(top, check, path.parent)}
     task = task_named(fields["task"] or DEFAULT_TASK)
     fields.update(_rules(top, check, task))
     fields["task_options"] = check.attempt(task.parse_options, top, path.parent) or {}

@@ -75,8 +75,7 @@ DEFAULT_WORDS = {
 
 def task_words(task: Task) -> dict[str, str]:
     """The task's words for reports (:data:`DEFAULT_WORDS` where it names none; its outputs: its files)."""
-    return {"outputs": "the files " + ", ".join(task.output_files), **DEFAULT_WORDS,
-            **dict(getattr(task, "words", {}))}
+    return {"outputs": "the files " + ", ".join(task.output_files), **DEFAULT_WORDS, **dict(getattr(task, "words", {}))}
 
 
 def describe_task(study: Any) -> str:

@@ -90,8 +90,7 @@ def derive_summary(campaign: Campaign, verdict_list: list[dict[str, Any]], *,
             "independent evaluation", *summary.warnings))
     estimates = _estimates(study, record_) if estimates is None else estimates
     rows = frame_rows(frame, ("trial_id", "variant_id", "pass_s"))
-    hooks = fault_hook_banner(campaign.root, [str(row.trial_id) for row in rows],
-                              f"campaign {record_.campaign_id}")
+    hooks = fault_hook_banner(campaign.root, [str(row.trial_id) for row in rows], f"campaign {record_.campaign_id}")
     if hooks:
         summary = dataclasses.replace(summary, warnings=(hooks, *summary.warnings))
     energy = _energy(campaign.paths, rows, verdicts, record_.corpus_inputs)

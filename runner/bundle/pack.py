@@ -400,9 +400,7 @@ def _input_record(
             paths = tree_files(original)
         except ValueError as exc:
             raise UserError(str(exc), str(original), "Model directories hold no symbolic links.") from None
-        listing = tuple(
-            FileEntry(p.relative_to(original).as_posix(), sha256_file(p), p.stat().st_size) for p in paths
-        )
+        listing = tuple(FileEntry(p.relative_to(original).as_posix(), sha256_file(p), p.stat().st_size) for p in paths)
         actual = tree_fingerprint([(e.path, e.sha256) for e in listing])
     else:
         listing = (FileEntry(original.name, sha256_file(original), original.stat().st_size),)

@@ -64,9 +64,7 @@ def decide_status(status: TrialStatus | None, result: LaunchResult) -> str:
     return "error"
 
 
-def gather_trial(
-    spec: TrialSpec, trial_dir: Path, result: LaunchResult, reference: Any, study: Study
-) -> RawRecord:
+def gather_trial(spec: TrialSpec, trial_dir: Path, result: LaunchResult, reference: Any, study: Study) -> RawRecord:
     """The raw row of one ended trial: the host's final status, the re-derived verdict, every measure, and
     for each empty cell its reason."""
     status, status_problem = read_status(trial_dir)

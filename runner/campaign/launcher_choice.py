@@ -40,8 +40,7 @@ from runner.launch.launcher import (
     launcher_kinds,
 )
 
-__all__ = ["ChoiceRequest", "LauncherChoice", "choose_launcher", "launcher_options", "replay_launcher",
-           "study_stack"]
+__all__ = ["ChoiceRequest", "LauncherChoice", "choose_launcher", "launcher_options", "replay_launcher", "study_stack"]
 
 
 def study_stack(study_path: Path | Study) -> str:

@@ -72,9 +72,7 @@ def _entries(path: Path) -> list[dict[str, Any]]:
     return list(read.entries)
 
 
-def seen_entries(
-    study: Study, corpus_content_fingerprint: str, ledger_dir: Path | None = None
-) -> list[dict[str, Any]]:
+def seen_entries(study: Study, corpus_content_fingerprint: str, ledger_dir: Path | None = None) -> list[dict[str, Any]]:
     """Every campaign that evaluated this final corpus (by content), oldest first."""
     return [e for e in _entries(ledger_path(study, ledger_dir))
             if e.get("corpus_content_fingerprint") == corpus_content_fingerprint]

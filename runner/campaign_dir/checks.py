@@ -47,13 +47,7 @@ from protocol.study.load import Study, parse_study, study_from_bytes
 from protocol.study.schedule import Slot
 from protocol.tasks import Task, index_fields, study_task
 from runner.campaign_dir.findings import MALFORMED, Findings
-from runner.campaign_dir.layout import (
-    EVENTS_FILE,
-    FROZEN_CATALOG,
-    read_csv_rows,
-    read_events,
-    writer_active,
-)
+from runner.campaign_dir.layout import EVENTS_FILE, FROZEN_CATALOG, read_csv_rows, read_events, writer_active
 from runner.campaign_dir.raw_format import declared_format
 from runner.campaign_dir.raw_table import RawTable, scan
 from runner.campaign_dir.rentals import RENTALS_FILE, read_rentals

@@ -31,8 +31,7 @@ from protocol.records.raw_record import COLUMN_TYPES, RawRecord
 from runner.campaign_dir.raw_table import _EDITED_FIX, _RESUME_FIX, RawChain, check_chain
 
 #: The pandas dtype of each kind of raw column.
-_DTYPES: dict[str, Any] = {"str": "str", "int | None": "Int64", "float | None": "float64",
-                           "bool | None": "boolean"}
+_DTYPES: dict[str, Any] = {"str": "str", "int | None": "Int64", "float | None": "float64", "bool | None": "boolean"}
 
 
 def read_frame(path: Path, columns: Sequence[str] | None = None, *, allow_inconsistent: bool = False) -> \

@@ -32,8 +32,7 @@ def _fingerprint(facts: InputFacts | None) -> str | None:
 class TrialChecks:
     """Checks each row's trial directory; ``study`` and ``reference`` None: predictions are not re-derived."""
 
-    def __init__(self, findings: Findings, campaign: CampaignRecord, study: Study | None,
-                 reference: Any) -> None:
+    def __init__(self, findings: Findings, campaign: CampaignRecord, study: Study | None, reference: Any) -> None:
         self.findings = findings
         self.campaign = campaign
         self.study = study

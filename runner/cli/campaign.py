@@ -113,8 +113,7 @@ def run(study: Path, out: Path, resume: bool, launcher_kind: str, image: str | N
     click.echo(f"Results: {out.resolve()}")
 
 
-def _resume_command(study: Path, out: Path, kind: str, image: str | None,
-                    options: dict[str, dict[str, object]]) -> str:
+def _resume_command(study: Path, out: Path, kind: str, image: str | None, options: dict[str, dict[str, object]]) -> str:
     """The command that continues this campaign: the same launcher, image and launcher options."""
     words = ["isocost", "run", str(study), "--out", str(out), "--resume"]
     words += ["--launcher", kind] if kind != "auto" else []

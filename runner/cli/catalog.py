@@ -99,10 +99,8 @@ def catalog() -> None:
               help="SkyPilot's common/metadata.csv (the cards' memory; default: the one beside the providers).")
 @click.option("--billing", type=click.Choice([BILLING_HOURLY, BILLING_PER_SECOND]), default=BILLING_HOURLY,
               show_default=True, help="How the providers bill (the catalogs do not say).")
-@click.option("--minimum-s", default=None,
-              help="Minimum billed seconds (default: 3600 hourly, 60 per-second).")
-@click.option("--increment-s", default=None,
-              help="Billing step in seconds (default: 3600 hourly, 1 per-second).")
+@click.option("--minimum-s", default=None, help="Minimum billed seconds (default: 3600 hourly, 60 per-second).")
+@click.option("--increment-s", default=None, help="Billing step in seconds (default: 3600 hourly, 1 per-second).")
 def import_command(source: Path, taken: str, out: Path, commits: tuple[str, ...], providers: tuple[str, ...],
                    metadata: Path | None, billing: str, minimum_s: str | None, increment_s: str | None) -> None:
     """Read provider catalogs in SkyPilot's format (a vms.csv, a provider folder, or catalogs/vN) and write one

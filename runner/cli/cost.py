@@ -134,16 +134,8 @@ def cost(
     help="Start of the access window (rental setup), ISO 8601: 2026-11-02T09:00 or with an "
     "offset, 2026-11-02T09:00+01:00.",
 )
-@click.option(
-    "--end",
-    required=True,
-    help="End of the access window (artifacts collected), ISO 8601 like --start.",
-)
-@click.option(
-    "--tz",
-    default=None,
-    help="IANA time zone for times written without an offset, e.g. Europe/Paris.",
-)
+@click.option("--end", required=True, help="End of the access window (artifacts collected), ISO 8601 like --start.")
+@click.option("--tz", default=None, help="IANA time zone for times written without an offset, e.g. Europe/Paris.")
 @click.option(
     "--fold",
     type=click.Choice(["0", "1"]),
@@ -234,9 +226,7 @@ def _render_window(measured: Window) -> list[str]:
     difference = measured.elapsed_h - measured.wall_clock_h
     if difference:
         sign = "+" if difference > 0 else "-"
-        lines.append(
-            f"real elapsed differs from the wall clock by {sign}{format_hours(abs(difference))} h"
-        )
+        lines.append(f"real elapsed differs from the wall clock by {sign}{format_hours(abs(difference))} h")
     lines += [f"note: {note}" for note in measured.notes]
     return lines
 

@@ -92,8 +92,7 @@ def launcher_values(values: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Pop the kinds' option values out of a command's keyword arguments: {kind: {name: value}}."""
     found: dict[str, dict[str, Any]] = {}
     for kind, options in launcher_options().items():
-        found[kind] = {option.name.replace("-", "_"): values.pop(_param(kind, option.name), None)
-                       for option in options}
+        found[kind] = {option.name.replace("-", "_"): values.pop(_param(kind, option.name), None) for option in options}
     return found
 
 

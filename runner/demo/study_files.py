@@ -70,24 +70,24 @@ def render_study(
     """Fill ``runner/demo/studies/<name>.toml`` by plain string replacement (``@STACK@``: GPU template only)."""
     template = STUDY_TEMPLATES / f"{name}.toml"
     if not template.is_file():
-        raise UserError(
-            f"no demo study template for {name!r}",
-            str(template),
-            f"Use one of: {_known_templates()}.",
-        )
-    text = template.read_text(encoding="utf-8")
-    for placeholder, value in {
+        raise UserError(f"no demo study template for {name!r}", str(template), f"Use one of: {_known_templates()}.")
+    return fill_placeholders(template.read_text(encoding="utf-8"), {
         "@TEXT_COUNT@": str(text_count),
         "@CORPUS_FINGERPRINT@": corpus_fingerprint,
         "@TUNING_FINGERPRINT@": tuning_fingerprint,
         "@MODEL_FINGERPRINT@": model_fingerprint,
         "@MINIMUM@": minimum,
         **({"@STACK@": stack} if stack else {}),
-    }.items():
+    }, str(template))
+
+
+def fill_placeholders(text: str, values: Mapping[str, str], where: str) -> str:
+    """``text`` with each ``@NAME@`` of ``values`` replaced; one left unfilled is a bug in the template (named)."""
+    for placeholder, value in values.items():
         text = text.replace(placeholder, value)
     left = sorted(set(_PLACEHOLDER.findall(text)))
     if left:
-        raise RuntimeError(f"unfilled placeholders in {template}: {', '.join(left)}")
+        raise RuntimeError(f"unfilled placeholders in {where}: {', '.join(left)}")
     return text
 
 

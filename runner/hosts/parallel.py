@@ -218,8 +218,7 @@ def _host_thread(host: HostSpec, run: _HostsRun, extra_env: dict[str, str]) -> N
     _record_host_end(host, run, state, reason, rows, slots, time.monotonic() - started)
 
 
-def _run_host_campaign(host: HostSpec, run: _HostsRun, extra_env: dict[str, str],
-                       attempt: _Attempt) -> tuple[int, int]:
+def _run_host_campaign(host: HostSpec, run: _HostsRun, extra_env: dict[str, str], attempt: _Attempt) -> tuple[int, int]:
     """Connect, ship the inputs, recover leftovers on resume, run the campaign: (rows, planned passes)."""
     say: Callable[[str], None] = run.board.reporter(host.name)
     root = run.out / host.name

@@ -190,10 +190,7 @@ def _pooler_init(model: Any) -> dict[str, Any]:
     pooler = model.bert.pooler
     if pooler is None:
         raise RuntimeError("the MiniLM classifier was built without its pooler")
-    return {
-        "dense_weight": pooler.dense.weight.detach().clone(),
-        "dense_bias": pooler.dense.bias.detach().clone(),
-    }
+    return {"dense_weight": pooler.dense.weight.detach().clone(), "dense_bias": pooler.dense.bias.detach().clone()}
 
 
 def _score_heldout(encoded: _Encoded, tuning: Sequence[TuningRow], fit: Mapping[str, Any]) -> dict[str, Any]:
@@ -209,10 +206,7 @@ def _score_heldout(encoded: _Encoded, tuning: Sequence[TuningRow], fit: Mapping[
     per_bucket = {}
     for bucket in BUCKETS:
         sel = torch.tensor([row.length_bucket == bucket for row in heldout_rows], dtype=torch.bool)
-        per_bucket[bucket] = {
-            "texts": int(sel.sum()),
-            "correct": int((predicted[sel] == expected[sel]).sum()),
-        }
+        per_bucket[bucket] = {"texts": int(sel.sum()), "correct": int((predicted[sel] == expected[sel]).sum())}
     texts = int(mask.sum())
     return {
         "texts": texts,
@@ -245,9 +239,7 @@ def _save_checkpoint(model: Any, model_src: Path, model_out: Path) -> None:
     if model_out.exists():
         shutil.rmtree(model_out)
     model.save_pretrained(str(model_out), safe_serialization=True)
-    AutoTokenizer.from_pretrained(str(model_src), local_files_only=True).save_pretrained(
-        str(model_out)
-    )
+    AutoTokenizer.from_pretrained(str(model_src), local_files_only=True).save_pretrained(str(model_out))
 
 
 def _check_checkpoint(
@@ -258,9 +250,7 @@ def _check_checkpoint(
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     check_rows = sorted(tuning, key=lambda r: r.id)[:CHECKPOINT_CHECK_TEXTS]
-    loaded = AutoModelForSequenceClassification.from_pretrained(
-        str(model_out), local_files_only=True
-    )
+    loaded = AutoModelForSequenceClassification.from_pretrained(str(model_out), local_files_only=True)
     loaded.eval()
     loaded_tokenizer = AutoTokenizer.from_pretrained(str(model_out), local_files_only=True)
     position = {row.id: i for i, row in enumerate(tuning)}
@@ -276,23 +266,15 @@ def _check_checkpoint(
         expected = _head_logits(head, features[[position[r.id] for r in check_rows]])
     max_diff = float((logits - expected).abs().max())
     if max_diff > CHECKPOINT_CHECK_ATOL:
-        raise RuntimeError(
-            f"the saved checkpoint's logits differ from the trained head by {max_diff:.2e}"
-        )
-    return {
-        "texts": len(check_rows),
-        "max_abs_logit_difference": max_diff,
-        "tolerance": CHECKPOINT_CHECK_ATOL,
-    }
+        raise RuntimeError(f"the saved checkpoint's logits differ from the trained head by {max_diff:.2e}")
+    return {"texts": len(check_rows), "max_abs_logit_difference": max_diff, "tolerance": CHECKPOINT_CHECK_ATOL}
 
 
 def _token_counts(tokenizer: Any, texts: Sequence[str]) -> list[int]:
     """Token counts with the fast tokenizer: special tokens included, no truncation."""
     if not texts:
         return []
-    encoded = tokenizer(
-        list(texts), add_special_tokens=True, truncation=False, padding=False, verbose=False
-    )
+    encoded = tokenizer(list(texts), add_special_tokens=True, truncation=False, padding=False, verbose=False)
     return [len(ids) for ids in encoded["input_ids"]]
 
 
@@ -306,9 +288,7 @@ def _cls_features(model: Any, tokenizer: Any, texts: Sequence[str]) -> Any:
     with torch.inference_mode():
         for start in range(0, len(order), FEATURE_BATCH):
             batch = [texts[i] for i in order[start : start + FEATURE_BATCH]]
-            encoded = tokenizer(
-                batch, padding=True, truncation=True, max_length=MAX_LENGTH, return_tensors="pt"
-            )
+            encoded = tokenizer(batch, padding=True, truncation=True, max_length=MAX_LENGTH, return_tensors="pt")
             hidden = model.bert(**encoded).last_hidden_state
             chunks.append(hidden[:, 0])
         sorted_features = torch.cat(chunks)
@@ -318,18 +298,14 @@ def _cls_features(model: Any, tokenizer: Any, texts: Sequence[str]) -> Any:
     return features.clone()
 
 
-def _fit_head(
-    features: Any, targets: Any, init: Mapping[str, Any], n_labels: int, seed: int
-) -> Any:
+def _fit_head(features: Any, targets: Any, init: Mapping[str, Any], n_labels: int, seed: int) -> Any:
     import torch
 
     generator = torch.Generator().manual_seed(seed)
     hidden = features.shape[1]
     dense_weight = init["dense_weight"].clone().requires_grad_(True)
     dense_bias = init["dense_bias"].clone().requires_grad_(True)
-    classifier_weight = (torch.randn(n_labels, hidden, generator=generator) * 0.02).requires_grad_(
-        True
-    )
+    classifier_weight = (torch.randn(n_labels, hidden, generator=generator) * 0.02).requires_grad_(True)
     classifier_bias = torch.zeros(n_labels, requires_grad=True)
     params = {
         "dense_weight": dense_weight,
@@ -337,9 +313,7 @@ def _fit_head(
         "classifier_weight": classifier_weight,
         "classifier_bias": classifier_bias,
     }
-    optimizer = torch.optim.AdamW(
-        list(params.values()), lr=HEAD_LEARNING_RATE, weight_decay=HEAD_WEIGHT_DECAY
-    )
+    optimizer = torch.optim.AdamW(list(params.values()), lr=HEAD_LEARNING_RATE, weight_decay=HEAD_WEIGHT_DECAY)
     for _ in range(HEAD_STEPS):
         optimizer.zero_grad()
         loss = torch.nn.functional.cross_entropy(_head_logits(params, features), targets)

@@ -34,7 +34,6 @@ _SPACES = re.compile(r"\s+")
 _VALID_TOKEN = re.compile(r"^[a-z0-9]+$")
 CHRF_ORDER = 6
 CHRF_BETA = 2.0
-_EPS = 1e-16
 
 
 def normalise(text: str, normalisation: str) -> str:

@@ -269,8 +269,7 @@ class GenerationTrial(TrialTask):
                 top = set(output["top_ids"][0]) if output["top_ids"] else set()
                 other = next(token for token in range(model.vocab_size) if token not in top)
                 tokens = [other, *output["tokens"][1:]]
-                output = {**output, "tokens": tokens,
-                          "text": model.tokenizer.decode(tokens, skip_special_tokens=True)}
+                output = {**output, "tokens": tokens, "text": model.tokenizer.decode(tokens, skip_special_tokens=True)}
             changed.append(output)
         return changed
 

@@ -57,8 +57,7 @@ def pass_time_svg(configs: Sequence[Configuration]) -> str:
     def x(value: float) -> float:
         return LABEL_W + plot_w * value / x_max
 
-    out = svg_open(height, "Pass time of every repetition, per configuration",
-                   "pass-times")
+    out = svg_open(height, "Pass time of every repetition, per configuration", "pass-times")
     out += x_axis(x_max, x, TOP, TOP + ROW_H * len(configs), "pass time per full pass over the corpus (s)",
                   lambda v: tick(v))
     lane_x = LABEL_W + plot_w + 16
@@ -158,8 +157,7 @@ def memory_svg(configs: Sequence[Configuration]) -> str:
     axis = _MemoryScale(unit, scale, nice_max(top / scale * 1.02), WIDTH - LABEL_W - RIGHT_W - 20)
     height = TOP + _MEMORY_ROW_H * max(len(rows), 1) + BOTTOM + 34
     out = svg_open(height, "Memory peaks against the device or host capacity", "memory")
-    out += x_axis(axis.x_max, axis.x, TOP, TOP + _MEMORY_ROW_H * len(rows), f"peak memory ({unit})",
-                  lambda v: tick(v))
+    out += x_axis(axis.x_max, axis.x, TOP, TOP + _MEMORY_ROW_H * len(rows), f"peak memory ({unit})", lambda v: tick(v))
     if not rows:
         out.append(note(LABEL_W + 10, TOP + 20, "no configuration"))
     previous = None
@@ -241,8 +239,7 @@ def cost_svg(configs: Sequence[Configuration], chosen: str | None) -> str:
         return LABEL_W + plot_w * value / x_max
 
     out = svg_open(height, "Cost per validated corpus, per configuration", "cost")
-    out += x_axis(x_max, x, TOP, TOP + ROW_H * len(configs), "cost per validated corpus (USD)",
-                  lambda v: tick(v))
+    out += x_axis(x_max, x, TOP, TOP + ROW_H * len(configs), "cost per validated corpus (USD)", lambda v: tick(v))
     if not configs:
         out.append(note(LABEL_W + 10, TOP + 20, "no configuration"))
     for row, config in enumerate(configs):

@@ -20,8 +20,6 @@ from runner.decision.render.text_format import hours
 #: ``isocost decide``'s exit status when the memo answers no (:func:`unanswered`): the memo is printed, and with
 #: ``--out`` it and decision.json are written, as for any answer.
 UNANSWERED_EXIT = 3
-#: The same status when the declared job fits no plan (the first case that had it).
-NOTHING_FITS_EXIT = UNANSWERED_EXIT
 
 
 def unanswered(decision: Decision) -> str:

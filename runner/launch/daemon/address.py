@@ -292,8 +292,7 @@ def _make_adapter(address: DaemonAddress, timeout_s: int, max_pool_size: int) ->
         def get_connection(self, url: Any, proxies: Any = None) -> Any:
             with self._pool_lock:
                 if self._pool is None:
-                    self._pool = pool_class(None, timeout=self.timeout, maxsize=self.max_pool_size,
-                                            host=self.ssh_host)
+                    self._pool = pool_class(None, timeout=self.timeout, maxsize=self.max_pool_size, host=self.ssh_host)
                 return self._pool
 
         def get_connection_with_tls_context(self, request: Any, verify: Any, proxies: Any = None,
