@@ -194,8 +194,10 @@ def build_image(
     base_facts = _base_facts(client, base, override=bool(base_override), progress=progress)
     wheels = ensure_wheelhouse(stack, root=root, progress=progress)
     debs = ensure_debs(stack, root=root, progress=progress)
-    check_build_space(client, stack, sum(path.stat().st_size for path in [*wheels, *debs]))
     tag, build_args = _tag_and_build_args(stack, root, base, base_facts, base_override)
+    cached = bool(client.images.list(filters={"label": [f"org.isocost.stack={stack}", "org.isocost.requirements."
+                                                        f"sha256={build_args['REQUIREMENTS_SHA256']}"]}))
+    check_build_space(client, stack, sum(path.stat().st_size for path in [*wheels, *debs]), cached=cached)
     progress(f"building {tag} on {base}" + (" (base override)" if base_override else ""))
     with tempfile.TemporaryDirectory(prefix="isocost-build-") as tmp:
         ctx = Path(tmp)
@@ -233,9 +235,11 @@ DAEMON_SPACE_FACTOR = 7
 CONTEXT_SPACE_FACTOR = 1
 
 
-def check_build_space(client: Any, stack: str, wheels_bytes: int) -> None:
+def check_build_space(client: Any, stack: str, wheels_bytes: int, *, cached: bool = False) -> None:
     """Refuse, before the build starts, a build the disk cannot hold: the temporary folder (the context) and, for
-    a daemon on this machine, Docker's data root, each free enough for a cold build (one filesystem: the sum)."""
+    a daemon on this machine, Docker's data root, each free enough for a cold build (one filesystem: the sum).
+    ``cached``: an image of this stack and lock is in the engine, so its heavy layers come from the layer cache
+    and the daemon needs room for the context only."""
     import os
     import shutil
 
@@ -244,7 +248,7 @@ def check_build_space(client: Any, stack: str, wheels_bytes: int) -> None:
     needs = {Path(tempfile.gettempdir()): CONTEXT_SPACE_FACTOR * wheels_bytes}
     root = str(client.info().get("DockerRootDir") or "") if is_local_daemon(client) else ""
     if root and Path(root).is_dir():
-        needs[Path(root)] = DAEMON_SPACE_FACTOR * wheels_bytes
+        needs[Path(root)] = (CONTEXT_SPACE_FACTOR if cached else DAEMON_SPACE_FACTOR) * wheels_bytes
     by_device: dict[int, list[Path]] = {}
     for path in needs:
         by_device.setdefault(os.stat(path).st_dev, []).append(path)

@@ -33,6 +33,8 @@ def test_a_build_the_disk_cannot_hold_is_refused_naming_the_space(tmp_path: Path
     assert "building the cuda image needs about 22.4 GB free" in refused.value.what
     assert "2.8 GB of wheels" in refused.value.what and "10.0 GB are free" in refused.value.what
     assert "docker image prune" in refused.value.fix
+    # the same lock's image in the engine: its layers are cached, the daemon needs room for the context only
+    build.check_build_space(_client(tmp_path), "cuda", int(2.8 * 10**9), cached=True)  # 5.6 GB: fits in 10
 
 
 def test_a_remote_daemon_is_not_asked_for_its_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
