@@ -131,6 +131,32 @@ def check_cuda(cuda_runtime: str | None, driver: str | None, *, table_path: Path
                    f"{key}", inputs)
 
 
+_ARCH = re.compile(r"^(sm|compute)_(\d+)(\d)([a-z]?)$")
+
+
+def check_card(capability: str | None, arch_list: list[str] | tuple[str, ...]) -> CompatResult:
+    """Can this torch build run on this card? ``arch_list`` is ``torch.cuda.get_arch_list()`` (what the wheel was
+    compiled for, e.g. ``sm_75 … sm_120``), ``capability`` the card's ``major.minor``. A cubin ``sm_XY`` runs on
+    major X from minor Y on (an ``a``-suffixed one on X.Y only), PTX ``compute_XY`` on any card from X.Y."""
+    inputs = {"compute_capability": capability, "arch_list": " ".join(arch_list)}
+    card = version_tuple(capability or "")[:2]
+    archs = [(kind, (int(major), int(minor)), suffix) for kind, major, minor, suffix
+             in (match.groups() for match in map(_ARCH.match, arch_list) if match)]
+    if len(card) != 2 or not archs:
+        return _result(UNKNOWN, None, "the card's compute capability or this torch's architecture list was not "
+                       "detected", inputs)
+    for kind, arch, suffix in archs:
+        runs = (arch == card if suffix else arch[0] == card[0] and arch[1] <= card[1]) if kind == "sm" else arch <= card
+        if runs:
+            return _result(LISTED, None, f"card sm_{card[0]}{card[1]} runs this torch's {kind}_{arch[0]}{arch[1]}"
+                           f"{suffix}", inputs)
+    oldest = min(arch for _, arch, _ in archs)
+    age = "older than the oldest architecture" if card < oldest else "not among the architectures"
+    return _result(NOT_LISTED, None, f"card sm_{card[0]}{card[1]} is {age} this torch was compiled for "
+                   f"({inputs['arch_list']}): build the image on a base or index with a torch for it (docs/gpu.md)",
+                   inputs)
+
+
 # -- AMD ----------------------------------------------------------------------------------------
 
 
@@ -191,8 +217,12 @@ def check_rocm(rocm_version: str | None, gfx_arch: str | None, torch_version: st
 def check_device(facts: Mapping[str, Any], torch_version: str | None) -> dict[str, Any]:
     """The compatibility record for a trial's manifest, from its device facts (``runner.trial.env``)."""
     backend = facts.get("backend")
-    if backend == "cuda":
-        return to_dict(check_cuda(facts.get("backend_version"), facts.get("driver_version")))
+    if backend == "cuda":  # the driver floor first, then the card floor (both read from the wheel)
+        driver = check_cuda(facts.get("backend_version"), facts.get("driver_version"))
+        card = check_card(facts.get("compute_capability"), facts.get("arch_list") or ())
+        worst = card if card.status == NOT_LISTED and driver.status != NOT_LISTED else driver
+        return {**to_dict(worst), "detail": f"{worst.detail}; {(card if worst is driver else driver).detail}",
+                "inputs": {**driver.inputs, **card.inputs}}
     if backend == "rocm":
         return to_dict(check_rocm(facts.get("rocm_version"), facts.get("gfx_arch"), torch_version))
     return to_dict(_result(UNKNOWN, None, "not applicable: CPU trial (no GPU driver or runtime to check)",

@@ -77,10 +77,10 @@ def judge(answer: dict[str, Any], stack: str) -> GpuProbe:
     facts = answer.get("facts") or {}
     compat = facts.get("compat") or {}
     name = f"{facts.get('gpu_name')} ({facts.get('gpu_uuid') or 'no UUID'})"
-    if not answer.get("compute_ok"):
-        return GpuProbe(False, f"{name}: a tiny computation on the GPU gave a wrong answer", answer)
-    if compat.get("status") == NOT_LISTED:
+    if compat.get("status") == NOT_LISTED:  # the driver or card floor, before the computation (not run then)
         return GpuProbe(False, f"{name}: {compat.get('detail')} ({compat.get('table')} {compat.get('data_version')})",
                         answer)
+    if not answer.get("compute_ok"):
+        return GpuProbe(False, f"{name}: a tiny computation on the GPU gave a wrong answer", answer)
     driver = facts.get("driver_version") or facts.get("rocm_version") or "driver not read"
     return GpuProbe(True, f"{name}, {driver}; compat {compat.get('status')}: {compat.get('detail')}", answer)

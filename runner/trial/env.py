@@ -120,6 +120,7 @@ def device_facts(torch: Any, device: str) -> tuple[dict[str, Any], dict[str, str
         _amdsmi(facts, reasons)
     else:
         facts["compute_capability"] = f"{props.major}.{props.minor}"
+        facts["arch_list"] = list(torch.cuda.get_arch_list())  # the card floor: what the wheel was compiled for
         reasons["gfx_arch"] = "NVIDIA device: see compute_capability"
         reasons["rocm_version"] = "CUDA build"
         cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None

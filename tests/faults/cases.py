@@ -344,7 +344,7 @@ def _changed_input(kind: str) -> Callable[[Context], Outcome]:
 
 
 def case_hang(ctx: Context) -> Outcome:
-    study = ctx.study(n=8, repetitions=1, batches="[4]", timeout=20)
+    study = ctx.study(n=8, repetitions=1, batches="[4]", timeout=30)  # batch 0 done first, on a loaded machine too
     out = ctx.root / "out"
     with fault("hang-at-batch:1"):
         run_campaign(study, out, ctx.launcher_factory())

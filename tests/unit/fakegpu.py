@@ -78,6 +78,7 @@ def pose_as_gpu(monkeypatch: Any, torch: Any, backend: str = "cuda") -> CallLog:
                             major=9, minor=0, uuid=GPU_UUID.removeprefix("GPU-"), pci_domain_id=0, pci_bus_id=0x65,
                             pci_device_id=0, gcnArchName="gfx942:sramecc+:xnack-")
     monkeypatch.setattr(cuda, "get_device_properties", lambda index=0: props)
+    monkeypatch.setattr(cuda, "get_arch_list", lambda: ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"])
     monkeypatch.setattr(torch.version, "hip", "7.2.0" if backend == "rocm" else None)
     monkeypatch.setattr(torch.version, "cuda", "12.8" if backend == "cuda" else None)
     monkeypatch.setattr(torch.backends.cudnn, "is_available", lambda: backend == "cuda")

@@ -85,6 +85,21 @@ def test_judge_refuses_a_driver_below_the_shipped_cuda_table() -> None:
     assert not result.ok and "below 570.26" in result.summary and "cuda-min-driver.csv" in result.summary
 
 
+def test_a_card_older_than_the_wheels_architectures_is_refused_before_any_kernel_runs(monkeypatch) -> None:
+    torch = pytest.importorskip("torch")
+    pose_as_gpu(monkeypatch, torch, "cuda")
+    FakeNvml().install(monkeypatch)
+    old = torch.cuda.get_device_properties(0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index=0: type(old)(**{**vars(old), "major": 7}))
+    monkeypatch.setattr(torch, "arange", lambda *a, **k: pytest.fail("a kernel ran on a card the wheel cannot run"))
+    from runner.trial.probe import probe
+
+    reply = probe()
+    result = judge(json.loads(json.dumps(reply, default=str)), "cuda")
+    assert not result.ok and "sm_70 is older than the oldest architecture" in result.summary, result.summary
+    assert "sm_75" in result.summary and "compute_ok" not in reply
+
+
 @pytest.mark.parametrize("backend", ["cuda", "rocm"])
 def test_probe_module_under_a_fake_gpu(monkeypatch, backend) -> None:
     torch = pytest.importorskip("torch")
