@@ -111,9 +111,10 @@ def test_a_vllm_trial_killed_mid_pass_keeps_its_row_and_leaves_no_process(smollm
     """The trial hangs after its first batch (test fault) and is killed at the trial time limit: its row is kept
     with the batch it completed, and neither the trial nor vLLM's engine core or worker outlives it."""
     vllm_python()
-    # The time limit counts from the trial's start: vLLM's load (about 35 s here) and the first batch fit well
-    # within it, and the test waits it out (it was 180 s: 80 s of CI for nothing).
-    study = write_generation_workspace(tmp_path / "ws", smollm2, n=6, batches="[3]", timeout=100, replace={
+    # The time limit counts from the trial's start: vLLM's load (about 35 s quiet) and the first batch must fit
+    # within it, and the test waits it out. At 100 s a loaded CI machine (4 workers on 2 cores) once got
+    # completed 0, so 150 s (it was 180 s before).
+    study = write_generation_workspace(tmp_path / "ws", smollm2, n=6, batches="[3]", timeout=150, replace={
         "deterministic = true\n": 'deterministic = true\nengine = "vllm"\n'}, extra=SETTINGS)
     out = tmp_path / "out"
     monkeypatch.setenv("ISOCOST_FAULT_INJECT", "hang-at-batch:1")
