@@ -5,6 +5,7 @@ Every figure keeps its raw samples; the table shows medians with the spread (min
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -241,10 +242,8 @@ def stop_group(worker: subprocess.Popen[str]) -> None:
     """SIGKILL the worker's whole session (it leads its own group), then reap it."""
     import signal
 
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(worker.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     worker.communicate()
 
 

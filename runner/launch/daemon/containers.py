@@ -12,6 +12,7 @@ The docker kind's local and shipping launchers (:mod:`runner.launch.kinds.docker
 
 from __future__ import annotations
 
+import contextlib
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -38,10 +39,8 @@ def now_iso() -> str:
 
 def stop_container(container: Any, grace_s: float) -> None:
     """SIGTERM so the trial writes its status, SIGKILL after the grace period (docker stop)."""
-    try:
+    with contextlib.suppress(Exception):  # the container may be gone, or the daemon with it
         container.stop(timeout=int(grace_s))
-    except Exception:  # the container may be gone, or the daemon with it
-        pass
 
 
 def exit_code_after_stop(container: Any, grace_s: float) -> int | None:

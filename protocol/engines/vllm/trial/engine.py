@@ -35,6 +35,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import os
@@ -243,10 +244,8 @@ def stop_children(grace_s: float = STOP_GRACE_S) -> list[int]:
     found = _children(os.getpid())
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in found:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
         deadline = time.monotonic() + grace_s
         while time.monotonic() < deadline and _reap(found):
             time.sleep(0.05)
