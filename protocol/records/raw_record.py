@@ -178,12 +178,14 @@ class RawRecord:
         return self.read_columns or RAW_COLUMNS
 
     def empty_reason(self, column: str) -> str:
-        """Why ``column`` is empty in this row, from ``empty_reasons`` (``column: reason; …``); "" if unsaid."""
-        for part in self.empty_reasons.split("; "):
-            key, _, reason = part.partition(": ")
-            if key == column:
-                return reason
-        return ""
+        """Why ``column`` is empty in this row, from ``empty_reasons``; "" if unsaid."""
+        return reason_in(self.empty_reasons, column)
+
+
+def reason_in(reasons: str, column: str) -> str:
+    """The first reason ``reasons`` (``column: reason; …``, a row's ``empty_reasons``) gives ``column``; "" if none."""
+    parts = (part.partition(": ") for part in reasons.split("; "))
+    return next((reason for key, _, reason in parts if key == column), "")
 
 
 def _int(cell: str) -> int | None:

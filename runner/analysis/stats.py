@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from protocol.io.gc_pause import collection_paused
+from protocol.records.raw_record import reason_in
 from protocol.records.stages import Variant
 from protocol.records.summary import Summary, VariantSummary
 from runner.analysis.stats_rules import equivalence, scarce_warnings, spread_warnings
@@ -228,7 +229,7 @@ def _empty_reasons(timed: int, first_reason: str | None, *peaks: int | None) -> 
     reasons = {} if timed else {"median_pass_s": "no accepted pass"}
     for column, peak in zip(_PEAKS[:-1], peaks, strict=True):
         if peak is None:
-            reasons[column] = _reason_for(column, first_reason or "") or "not measured"
+            reasons[column] = reason_in(first_reason or "", column) or "not measured"
     return reasons
 
 
@@ -248,11 +249,3 @@ def _variant_entry(variant: Variant | Mapping[str, Any]) -> _VariantEntry:
         return variant.variant_id, variant.series, variant.config()
     return (variant["variant_id"], tuple(variant.get("series", ())),
             {k: variant[k] for k in variant if k not in ("variant_id", "series", "schema_version")})
-
-
-def _reason_for(column: str, reasons_text: str) -> str:
-    for part in reasons_text.split("; "):
-        key, _, reason = part.partition(": ")
-        if key == column:
-            return reason
-    return ""
