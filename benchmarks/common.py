@@ -217,6 +217,24 @@ def timed(function: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - start, value
 
 
+def runner_pass(spec: Any, trial_dir: Path) -> Any:
+    """The runner's side of a pair: a new ``Trial`` in ``trial_dir``, its manifest and torch settings, ``run()``."""
+    from runner.trial.run import Trial
+
+    trial_dir.mkdir()
+    trial = Trial(spec, trial_dir)
+    trial.base_manifest()
+    trial.setup_torch()
+    trial.run()
+    return trial
+
+
+def classified(trial_dir: Path) -> list[tuple[str, str, float]]:
+    """(id, label, score) of each line of a classification trial's ``predictions.jsonl``."""
+    lines = (trial_dir / "predictions.jsonl").read_text(encoding="utf-8").splitlines()
+    return [(d["id"], d["label"], d["score"]) for d in map(json.loads, lines)]
+
+
 def worker_result(command: Sequence[str], result_path: Path, env: dict[str, str],
                   timeout_s: float | None) -> tuple[Any, str]:
     """Run a benchmark's worker process (in its own session, from the checkout) and read the JSON it leaves at

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import ROOT, Row, Spread, fmt_ratio, fmt_s, judge, ratio_spread, worker_result
+from benchmarks.common import ROOT, Row, Spread, fmt_ratio, fmt_s, judge, ratio_spread, runner_pass, worker_result
 
 TARGET_RATIO = 0.99
 
@@ -149,7 +149,6 @@ def worker(spec_path: Path, out: Path, pairs: int) -> int:
     from protocol.records.codec import read_record
     from protocol.records.stages import TrialSpec
     from protocol.tasks.embedding.vector_file import read_vectors
-    from runner.trial.run import Trial
     from runner.trial.torch_settings import apply_determinism
 
     spec = read_record(spec_path, TrialSpec)
@@ -165,12 +164,7 @@ def worker(spec_path: Path, out: Path, pairs: int) -> int:
                 gc.collect()
                 if side == "runner":
                     trial_dir = out / f"runner-{mode}-{index}"
-                    trial_dir.mkdir()
-                    trial = Trial(spec, trial_dir)
-                    trial.base_manifest()
-                    trial.setup_torch()
-                    trial.run()
-                    record["runner_pass_s"] = trial.state.phases["pass_s"]
+                    record["runner_pass_s"] = runner_pass(spec, trial_dir).state.phases["pass_s"]
                     runner_vectors = read_vectors(trial_dir / "vectors.f32", trial_dir / "vector_ids.jsonl").vectors
                 else:
                     torch.set_num_threads(spec.variant.threads)

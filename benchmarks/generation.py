@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import ROOT, Row, Spread, fmt_ratio, fmt_s, judge, ratio_spread, worker_result
+from benchmarks.common import ROOT, Row, Spread, fmt_ratio, fmt_s, judge, ratio_spread, runner_pass, worker_result
 from benchmarks.workspace import _set_table_key, demo_dir
 from protocol.records import codec
 
@@ -185,14 +185,7 @@ class BareGenerator:
 
 
 def _runner(spec: Any, out: Path) -> dict[str, Any]:
-    from runner.trial.run import Trial
-
-    out.mkdir()
-    trial = Trial(spec, out)
-    trial.base_manifest()
-    trial.setup_torch()
-    trial.run()
-    return pass_record(trial, out)
+    return pass_record(runner_pass(spec, out), out)
 
 
 def pass_record(trial: Any, out: Path) -> dict[str, Any]:

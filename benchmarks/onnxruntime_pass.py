@@ -107,16 +107,10 @@ def _row(mode: str, pairs: list[dict[str, Any]], title: str, target: str, export
 
 
 def _runner_side(spec: Any, trial_dir: Path) -> tuple[dict[str, Any], list[Any], dict[str, Any]]:
-    from runner.trial.run import Trial
+    from benchmarks.common import classified, runner_pass
 
-    trial_dir.mkdir()
-    trial = Trial(spec, trial_dir)
-    trial.base_manifest()
-    trial.setup_torch()
-    trial.run()
-    lines = (trial_dir / "predictions.jsonl").read_text(encoding="utf-8").splitlines()
-    outputs = [(d["id"], d["label"], d["score"]) for d in map(json.loads, lines)]
-    return dict(trial.state.phases), outputs, dict(trial.manifest.get("engine", {}))
+    trial = runner_pass(spec, trial_dir)
+    return dict(trial.state.phases), classified(trial_dir), dict(trial.manifest.get("engine", {}))
 
 
 def _same(runner: list[Any], bare: list[Any]) -> bool:
