@@ -167,6 +167,18 @@ def ratio_spread(numerators: Sequence[float], denominators: Sequence[float]) -> 
     return Spread(tuple(n / d for n, d in zip(numerators, denominators, strict=True)))
 
 
+def paired_verdict(pairs: Sequence[dict[str, Any]], same_key: str, what: str,
+                   target: float) -> tuple[list[float], list[float], Spread, bool | None, str]:
+    """The runner's and the bare loop's ``pass_s`` of ``pairs``, bare/runner per pair and its verdict against
+    ``target``: refused when a pair's ``same_key`` is false (the two sides' ``what`` differ)."""
+    runner_s, bare_s = [p["runner_pass_s"] for p in pairs], [p["bare_s"] for p in pairs]
+    ratio = ratio_spread(bare_s, runner_s)
+    met, why = judge(ratio, target, higher_is_better=True)
+    if not all(p[same_key] for p in pairs):
+        met, why = False, f"the bare loop's {what} differ from the runner's: not the same work"
+    return runner_s, bare_s, ratio, met, why
+
+
 def median_interval(samples: tuple[float, ...]) -> tuple[float, float, float]:
     """A distribution-free ~95 % confidence interval for the median: (low, high, confidence).
 
