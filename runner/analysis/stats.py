@@ -80,10 +80,8 @@ def summarize(
 
 def _runs(frame: pd.DataFrame, verdicts: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
     """The rows in run order (order index, then attempt), each with its verdict's fields beside it
-    (:func:`verdict_columns`): ``accepted`` (a verdict that accepts the corpus), ``time_s`` (the pass time of an
-    accepted pass), ``metric_value`` (of an accepted pass), ``agreement`` and ``max_score_delta`` (of every
-    compared pass), ``agreement_failures``, ``subgroups``, and ``variant``: the variant's number, in the order the
-    variants first ran."""
+    (:func:`verdict_columns`: ``agreement``, ``max_score_delta``, ``agreement_failures``, ``subgroups``); ``time_s``
+    and ``metric_value`` of accepted passes only; ``variant`` numbered in the order the variants first ran."""
     runs = frame[list(SUMMARY_COLUMNS)].sort_values(["order_index", "attempt"], kind="stable", ignore_index=True)
     runs = runs.join(verdict_columns(verdicts, runs["trial_id"].tolist()))
     accepted = runs["corpus_accepted"].fillna(False).astype(bool)
