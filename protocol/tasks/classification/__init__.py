@@ -82,18 +82,10 @@ def check_pass(parsed: ParsedPredictions, reference: Reference, metric: str, min
     else:
         reasons.append("incomplete or malformed pass: quality not computed")
     return PassCheck(
-        expected_ids=len(reference.ids),
-        observed_ids=len(parsed.ids),
-        ids_match=ids.ids_match,
-        duplicate_ids=len(ids.duplicates),
-        missing_ids=len(ids.missing),
-        unexpected_ids=len(ids.unexpected),
-        format_errors=len(parsed.format_errors),
-        metric=metric,
-        metric_value=metric_value,
-        subgroups=subgroups,
-        accepted=complete and metric_value is not None and metric_value >= minimum,
-        reasons=tuple(reasons),
+        expected_ids=len(reference.ids), observed_ids=len(parsed.ids), ids_match=ids.ids_match,
+        duplicate_ids=len(ids.duplicates), missing_ids=len(ids.missing), unexpected_ids=len(ids.unexpected),
+        format_errors=len(parsed.format_errors), metric=metric, metric_value=metric_value, subgroups=subgroups,
+        accepted=complete and metric_value is not None and metric_value >= minimum, reasons=tuple(reasons),
     )
 
 
