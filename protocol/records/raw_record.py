@@ -115,8 +115,7 @@ class RawRecord:
     def from_cells(cls, cells: Sequence[str], columns: Sequence[str] = RAW_COLUMNS) -> RawRecord:
         """A row as read from raw.csv (one cell per column of its table's format, ``columns``; a column that format
         lacks takes :data:`~protocol.records.raw_columns.ABSENT_CELLS`). A malformed cell raises ``ValueError`` naming
-        the
-        column and the trial."""
+        the column and the trial."""
         if len(cells) != len(columns):
             raise ValueError(f"a raw row has {len(columns)} cells, not {len(cells)}")
         older = tuple(columns) != RAW_COLUMNS

@@ -207,9 +207,8 @@ class TrialStatus:
 
 
 def csv_cell(value: Any) -> str:
-    """One raw-table cell: empty for None, true/false, floats by repr (round-trips exactly); a text that starts
-    like a spreadsheet formula (a trial's last log line in ``notes``) shown as text
-    (:func:`protocol.io.csvio.safe_cell`)."""
+    """One raw-table cell: empty for None, true/false, floats by repr (round-trips exactly); a text that starts like a
+    spreadsheet formula (a trial's last log line in ``notes``) shown as text (:func:`protocol.io.csvio.safe_cell`)."""
     if value is None:
         return ""
     if isinstance(value, bool):

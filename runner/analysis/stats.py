@@ -125,9 +125,8 @@ def _figures(runs: pd.DataFrame, picks: np.ndarray) -> dict[str, Any]:
 
 
 def _listed(runs: pd.DataFrame, attempts: list[int]) -> dict[str, list[Any]]:
-    """The figures that are lists or tables, per variant in the order they first ran (``attempts``: each one's
-    rows): its pass times and their trials in run order, its statuses, its first failed conditions, its subgroup
-    medians."""
+    """The figures that are lists or tables, per variant in the order they first ran (``attempts``: each one's rows):
+    its pass times and their trials in run order, its statuses, its first failed conditions, its subgroup medians."""
     count = len(attempts)
     ordered = runs[["time_s", "trial_id"]].take(np.argsort(runs["variant"].to_numpy(), kind="stable"))  # each
     # variant's rows together, in run order

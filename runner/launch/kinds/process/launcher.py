@@ -222,11 +222,10 @@ class ProcessLauncher(LauncherBase):
 
 
 def _stop_group(pgid: int) -> bool:
-    """Once the trial (its process group's leader) is gone, stop every process still in its group: SIGTERM, then
-    SIGKILL what outlives the grace, and wait (:data:`_EXIT_WAIT_S` at most) until the killed ones are gone. An
-    engine's processes (vLLM's engine core and worker) are the trial's children and outlive a trial killed from
-    outside (the OOM killer, a crash), which cannot close them itself.
-    True when something was left."""
+    """Once the trial (its process group's leader) is gone, stop every process still in its group: SIGTERM, then SIGKILL
+    what outlives the grace, and wait (:data:`_EXIT_WAIT_S` at most) until the killed ones are gone. An engine's
+    processes (vLLM's engine core and worker) are the trial's children and outlive a trial killed from outside (the OOM
+    killer, a crash), which cannot close them itself. True when something was left."""
     try:
         os.killpg(pgid, signal.SIGTERM)
     except (ProcessLookupError, PermissionError):
