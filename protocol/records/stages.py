@@ -248,9 +248,8 @@ def _rental_problem(rental: Rental) -> str:
 class InputFacts:
     """One input the campaign froze (corpus, tuning corpus or model): where it was, its fingerprint.
 
-    ``inputs`` (records in a data set), ``content_fingerprint`` (ids, texts and labels, whatever the
-    file's bytes) and ``index_sha256`` (the frozen ``corpus_index.csv``) only where they apply: None
-    is not written.
+    ``inputs`` (records in a data set), ``content_fingerprint`` (ids, texts and labels, whatever the file's bytes) and
+    ``index_sha256`` (the frozen ``corpus_index.csv``) only where they apply: None is not written.
     """
 
     path: str

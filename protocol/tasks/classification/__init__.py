@@ -96,9 +96,8 @@ def compute_metric(metric: str, ids: tuple[str, ...], truth: dict[str, str], pre
 class _Outcomes:
     """Per-input outcomes of one pass, looked up once and counted in C (1,000,000 inputs in well under a second).
 
-    Every figure is a ratio of the same integer counts the textbook loops produce, so it is the
-    same float; the dictionaries are read in the same order, so a missing id raises the same
-    ``KeyError``.
+    Every figure is a ratio of the same integer counts the textbook loops produce, so it is the same float; the
+    dictionaries are read in the same order, so a missing id raises the same ``KeyError``.
     """
 
     def __init__(self, metric: str, ids: Sequence[str], truth: dict[str, str], predicted: dict[str, str] | None = None,

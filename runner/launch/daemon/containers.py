@@ -76,10 +76,9 @@ def collect_container(container: Any, log_path: Path) -> dict[str, Any]:
 def remove_leftover_containers(trial_dir: Path, container_id: str = "", *, client: Any = None) -> list[str]:
     """Stop and remove the containers of a trial that outlived the host CLI; their logs go to trial.log.
 
-    They are found by ``container_id`` (from launcher.json) and by the :data:`TRIAL_DIR_LABEL` every
-    trial container carries, so a container created just before the host died (launcher.json not
-    yet written) is found too. Best effort: returns the ids removed; a daemon that does not answer
-    removes nothing.
+    They are found by ``container_id`` (from launcher.json) and by the :data:`TRIAL_DIR_LABEL` every trial container
+    carries, so a container created just before the host died (launcher.json not yet written) is found too. Best effort:
+    returns the ids removed; a daemon that does not answer removes nothing.
     """
     trial_dir = trial_dir.resolve()
     try:
