@@ -5,6 +5,7 @@ Every figure keeps its raw samples; the table shows medians with the spread (min
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -166,6 +167,18 @@ def ratio_spread(numerators: Sequence[float], denominators: Sequence[float]) -> 
     return Spread(tuple(n / d for n, d in zip(numerators, denominators, strict=True)))
 
 
+def paired_verdict(pairs: Sequence[dict[str, Any]], same_key: str, what: str,
+                   target: float) -> tuple[list[float], list[float], Spread, bool | None, str]:
+    """The runner's and the bare loop's ``pass_s`` of ``pairs``, bare/runner per pair and its verdict against
+    ``target``: refused when a pair's ``same_key`` is false (the two sides' ``what`` differ)."""
+    runner_s, bare_s = [p["runner_pass_s"] for p in pairs], [p["bare_s"] for p in pairs]
+    ratio = ratio_spread(bare_s, runner_s)
+    met, why = judge(ratio, target, higher_is_better=True)
+    if not all(p[same_key] for p in pairs):
+        met, why = False, f"the bare loop's {what} differ from the runner's: not the same work"
+    return runner_s, bare_s, ratio, met, why
+
+
 def median_interval(samples: tuple[float, ...]) -> tuple[float, float, float]:
     """A distribution-free ~95 % confidence interval for the median: (low, high, confidence).
 
@@ -216,6 +229,24 @@ def timed(function: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - start, value
 
 
+def runner_pass(spec: Any, trial_dir: Path) -> Any:
+    """The runner's side of a pair: a new ``Trial`` in ``trial_dir``, its manifest and torch settings, ``run()``."""
+    from runner.trial.run import Trial
+
+    trial_dir.mkdir()
+    trial = Trial(spec, trial_dir)
+    trial.base_manifest()
+    trial.setup_torch()
+    trial.run()
+    return trial
+
+
+def classified(trial_dir: Path) -> list[tuple[str, str, float]]:
+    """(id, label, score) of each line of a classification trial's ``predictions.jsonl``."""
+    lines = (trial_dir / "predictions.jsonl").read_text(encoding="utf-8").splitlines()
+    return [(d["id"], d["label"], d["score"]) for d in map(json.loads, lines)]
+
+
 def worker_result(command: Sequence[str], result_path: Path, env: dict[str, str],
                   timeout_s: float | None) -> tuple[Any, str]:
     """Run a benchmark's worker process (in its own session, from the checkout) and read the JSON it leaves at
@@ -241,10 +272,8 @@ def stop_group(worker: subprocess.Popen[str]) -> None:
     """SIGKILL the worker's whole session (it leads its own group), then reap it."""
     import signal
 
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(worker.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     worker.communicate()
 
 

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import ROOT, Row, Spread, fmt_ratio, fmt_s, judge, ratio_spread, worker_result
+from benchmarks.common import ROOT, Row, Spread, fmt_ratio, fmt_s, paired_verdict, runner_pass, worker_result
 
 TARGET_RATIO = 0.99
 
@@ -123,12 +123,8 @@ def run(inputs: int = 24, pairs: int = 5, threads: int = 1, progress: Any = prin
 
 
 def _row(mode: str, pairs: list[dict[str, Any]], title: str, target: str) -> Row:
-    runner_s, bare_s = [p["runner_pass_s"] for p in pairs], [p["bare_s"] for p in pairs]
-    ratio = ratio_spread(bare_s, runner_s)
-    met, why = judge(ratio, TARGET_RATIO, higher_is_better=True)
+    runner_s, bare_s, ratio, met, why = paired_verdict(pairs, "same_vectors", "vectors", TARGET_RATIO)
     same = all(p["same_vectors"] for p in pairs)
-    if not same:
-        met, why = False, "the bare loop's vectors differ from the runner's: not the same work"
     unit = "s" if mode == "wall" else "CPU s"
     return Row(key="6" if mode == "wall" else "6c", title=title if mode == "wall" else title + ", CPU time",
                measured=fmt_s(Spread(tuple(runner_s))).replace(" s", f" {unit}", 1) + " runner pass_s",
@@ -149,7 +145,6 @@ def worker(spec_path: Path, out: Path, pairs: int) -> int:
     from protocol.records.codec import read_record
     from protocol.records.stages import TrialSpec
     from protocol.tasks.embedding.vector_file import read_vectors
-    from runner.trial.run import Trial
     from runner.trial.torch_settings import apply_determinism
 
     spec = read_record(spec_path, TrialSpec)
@@ -165,12 +160,7 @@ def worker(spec_path: Path, out: Path, pairs: int) -> int:
                 gc.collect()
                 if side == "runner":
                     trial_dir = out / f"runner-{mode}-{index}"
-                    trial_dir.mkdir()
-                    trial = Trial(spec, trial_dir)
-                    trial.base_manifest()
-                    trial.setup_torch()
-                    trial.run()
-                    record["runner_pass_s"] = trial.state.phases["pass_s"]
+                    record["runner_pass_s"] = runner_pass(spec, trial_dir).state.phases["pass_s"]
                     runner_vectors = read_vectors(trial_dir / "vectors.f32", trial_dir / "vector_ids.jsonl").vectors
                 else:
                     torch.set_num_threads(spec.variant.threads)

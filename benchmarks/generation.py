@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import ROOT, Row, Spread, fmt_ratio, fmt_s, judge, ratio_spread, worker_result
+from benchmarks.common import ROOT, Row, Spread, fmt_ratio, fmt_s, paired_verdict, runner_pass, worker_result
 from benchmarks.workspace import _set_table_key, demo_dir
 from protocol.records import codec
 
@@ -97,11 +97,7 @@ def run(root: Path, inputs: int = 8, max_new_tokens: int = 8, pairs: int = 4, va
 
 
 def _ratio_row(mode: str, pairs: list[dict[str, Any]], title: str, spec: Any) -> Row:
-    runner_s, bare_s = [p["runner_pass_s"] for p in pairs], [p["bare_s"] for p in pairs]
-    ratio = ratio_spread(bare_s, runner_s)
-    met, why = judge(ratio, TARGET_RATIO, higher_is_better=True)
-    if not all(p["same_tokens"] for p in pairs):
-        met, why = False, "the bare loop's tokens differ from the runner's: not the same work"
+    runner_s, bare_s, ratio, met, why = paired_verdict(pairs, "same_tokens", "tokens", TARGET_RATIO)
     unit = "s" if mode == "wall" else "CPU s"
     return Row(key="8" if mode == "wall" else "8c",
                title=title if mode == "wall" else title.replace("generation pass", "generation pass, CPU time"),
@@ -185,14 +181,7 @@ class BareGenerator:
 
 
 def _runner(spec: Any, out: Path) -> dict[str, Any]:
-    from runner.trial.run import Trial
-
-    out.mkdir()
-    trial = Trial(spec, out)
-    trial.base_manifest()
-    trial.setup_torch()
-    trial.run()
-    return pass_record(trial, out)
+    return pass_record(runner_pass(spec, out), out)
 
 
 def pass_record(trial: Any, out: Path) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.bare_loop import BareLoop
-from benchmarks.common import ROOT, Row, Spread, fmt_ratio, fmt_s, judge, ratio_spread, worker_result
+from benchmarks.common import ROOT, Row, Spread, fmt_ratio, fmt_s, paired_verdict, worker_result
 from benchmarks.workspace import Workspace, trial_spec
 
 TARGET_RATIO = 0.99
@@ -85,12 +85,8 @@ def run(workspace: Workspace, pairs: int = 5, progress: Any = print, timeout_s: 
 
 
 def _row(mode: str, pairs: list[dict[str, Any]], title: str, target: str, export: dict[str, Any]) -> Row:
-    runner_s, bare_s = [p["runner_pass_s"] for p in pairs], [p["bare_s"] for p in pairs]
-    ratio = ratio_spread(bare_s, runner_s)
-    met, why = judge(ratio, TARGET_RATIO, higher_is_better=True)
+    runner_s, bare_s, ratio, met, why = paired_verdict(pairs, "same_outputs", "outputs", TARGET_RATIO)
     same = all(p["same_outputs"] for p in pairs)
-    if not same:
-        met, why = False, "the bare loop's outputs differ from the runner's: not the same work"
     unit = "s" if mode == "wall" else "CPU s"
     # The fastest pass of each side: what the code costs when the machine's other load interferes least.
     best = min(bare_s) / min(runner_s)
@@ -107,16 +103,10 @@ def _row(mode: str, pairs: list[dict[str, Any]], title: str, target: str, export
 
 
 def _runner_side(spec: Any, trial_dir: Path) -> tuple[dict[str, Any], list[Any], dict[str, Any]]:
-    from runner.trial.run import Trial
+    from benchmarks.common import classified, runner_pass
 
-    trial_dir.mkdir()
-    trial = Trial(spec, trial_dir)
-    trial.base_manifest()
-    trial.setup_torch()
-    trial.run()
-    lines = (trial_dir / "predictions.jsonl").read_text(encoding="utf-8").splitlines()
-    outputs = [(d["id"], d["label"], d["score"]) for d in map(json.loads, lines)]
-    return dict(trial.state.phases), outputs, dict(trial.manifest.get("engine", {}))
+    trial = runner_pass(spec, trial_dir)
+    return dict(trial.state.phases), classified(trial_dir), dict(trial.manifest.get("engine", {}))
 
 
 def _same(runner: list[Any], bare: list[Any]) -> bool:

@@ -151,17 +151,11 @@ class _Sides:
             self.torch.cuda.synchronize()
 
     def runner(self, index: str) -> tuple[dict[str, Any], list[Any]]:
-        from runner.trial.run import Trial
+        from benchmarks.common import classified, runner_pass
 
         trial_dir = self.out / f"runner-{index}"
-        trial_dir.mkdir()
-        trial = Trial(self.spec, trial_dir)
-        trial.base_manifest()
-        trial.setup_torch()
-        trial.run()
-        lines = (trial_dir / "predictions.jsonl").read_text(encoding="utf-8").splitlines()
-        outputs = [(d["id"], d["label"], d["score"]) for d in map(json.loads, lines)]
-        return dict(trial.state.phases), outputs
+        trial = runner_pass(self.spec, trial_dir)
+        return dict(trial.state.phases), classified(trial_dir)
 
     def bare(self, clock: Any) -> tuple[float, list[Any]]:
         """The same torch settings a trial applies (threads, seed, determinism), then a load of its own."""

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import ROOT, Row, Spread, fmt_ratio, fmt_s, judge, ratio_spread, worker_result
+from benchmarks.common import ROOT, Row, Spread, fmt_ratio, fmt_s, paired_verdict, worker_result
 
 TARGET_RATIO = 0.99
 VARIANT = "batch_size=8"
@@ -84,11 +84,7 @@ def _rows(result: dict[str, Any], title: str, target: str) -> list[Row]:
 
 
 def _ratio_row(mode: str, pairs: list[dict[str, Any]], title: str, target: str, result: dict[str, Any]) -> Row:
-    runner_s, bare_s = [p["runner_pass_s"] for p in pairs], [p["bare_s"] for p in pairs]
-    ratio = ratio_spread(bare_s, runner_s)
-    met, why = judge(ratio, TARGET_RATIO, higher_is_better=True)
-    if not all(p["same_tokens"] for p in pairs):
-        met, why = False, "the bare loop's tokens differ from the runner's: not the same work"
+    runner_s, bare_s, ratio, met, why = paired_verdict(pairs, "same_tokens", "tokens", TARGET_RATIO)
     unit = "s" if mode == "wall" else "CPU s (process tree)"
     best = min(bare_s) / min(runner_s)
     return Row(key="11" if mode == "wall" else "11c",

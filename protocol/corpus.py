@@ -40,9 +40,8 @@ def read_corpus(path: Path, *, require_label: bool = True, extra_fields: tuple[s
     False; each field of ``extra_fields`` (a task's ``corpus_fields``) is required too, as text, a JSON number
     read as its text as a CSV cell would be: the task parses its own fields).
 
-    Refuses empty corpora, duplicate or malformed ids, empty texts and missing labels:
-    every input must keep one stable identity for the whole campaign. A label given where none is
-    required is read (and checked) all the same.
+    Refuses empty corpora, duplicate or malformed ids, empty texts and missing labels: every input must keep one stable
+    identity for the whole campaign. A label given where none is required is read (and checked) all the same.
     """
     path = Path(path)
     suffix = path.suffix.lower()

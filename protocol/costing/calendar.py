@@ -119,9 +119,8 @@ def load_zone(tz: str) -> ZoneInfo:
 def access_window(start: str | datetime, end: str | datetime, tz: str | None, fold: int | None = None) -> Window:
     """Measure the access window from ``start`` to ``end`` on a real calendar.
 
-    Naive times are read in ``tz``; a time with an explicit UTC offset needs no
-    ``fold``. ``fold`` (0 = first, 1 = second occurrence) picks the instant of a
-    local time that happens twice when clocks fall back.
+    Naive times are read in ``tz``; a time with an explicit UTC offset needs no ``fold``. ``fold`` (0 = first, 1 =
+    second occurrence) picks the instant of a local time that happens twice when clocks fall back.
 
     Example: ``access_window("2026-10-24T09:00", "2026-10-26T09:00", "Europe/Paris").elapsed_h``
     is ``49.0``.

@@ -211,9 +211,8 @@ class Quote:
 
     Example: ``quote(catalog, "b200", 7, 1).cards == 2`` (a B200 lot already holds 2 cards).
 
-    ``per_result_state`` is ``not_requested`` (no accepted count given, no
-    figure), ``defined`` or ``undefined`` (zero accepted corpora: no ratio,
-    the spend ``total_usd`` still stands).
+    ``per_result_state`` is ``not_requested`` (no accepted count given, no figure), ``defined`` or ``undefined`` (zero
+    accepted corpora: no ratio, the spend ``total_usd`` still stands).
     """
 
     plan: Plan

@@ -44,14 +44,13 @@ FEW_REPETITIONS = 3
 
 @dataclass(frozen=True)
 class RunFacts:
-    """One kept serving run (one trial): what the capacity rule reads. ``accepted``: True when the task's gate
-    accepted the pass AND the variant is the same result as the reference; False when its answers were refused
-    (malformed, differing, not the reference's result: a quality failure); None when they were incomplete (a failed
-    trial, ids unanswered or never issued: the rate did not hold, no verdict on quality); ``accepted_reason`` says
-    why not. ``result``:
-    LoadGen's ``VALID``/``INVALID`` (None: no LoadGen result); ``within_bound``: the latency at the declared
-    percentile met the bound (None: not reported). ``output_tokens``: output tokens over the run's answered
-    queries (generation), None when the manifest records none."""
+    """One kept serving run (one trial): what the capacity rule reads. ``accepted``: True when the task's gate accepted
+    the pass AND the variant is the same result as the reference; False when its answers were refused (malformed,
+    differing, not the reference's result: a quality failure); None when they were incomplete (a failed trial, ids
+    unanswered or never issued: the rate did not hold, no verdict on quality); ``accepted_reason`` says why not.
+    ``result``: LoadGen's ``VALID``/``INVALID`` (None: no LoadGen result); ``within_bound``: the latency at the declared
+    percentile met the bound (None: not reported). ``output_tokens``: output tokens over the run's answered queries
+    (generation), None when the manifest records none."""
 
     trial_id: str
     variant_id: str

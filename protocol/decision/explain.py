@@ -27,10 +27,8 @@ def why_chosen(chosen: Configuration | None, ranked: list[Configuration], config
     if chosen is None:
         if not configs:
             return ["no configuration: the campaigns hold no variant"]
-        lines = ["no configuration is acceptable, so none is chosen:"]
-        for config in configs:
-            lines.append(f"{config.configuration_id}: {'; '.join(config.exclusions)}")
-        return lines + _unpriced_ranking(configs)
+        excluded = [f"{config.configuration_id}: {'; '.join(config.exclusions)}" for config in configs]
+        return ["no configuration is acceptable, so none is chosen:", *excluded, *_unpriced_ranking(configs)]
     cost = chosen.cost
     assert cost.contracted is not None and cost.total_usd is not None
     plan = cost.contracted.plan

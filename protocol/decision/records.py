@@ -52,8 +52,7 @@ ARTIFACT_RULE = (
 class PassRecord:
     """One attempted pass as the raw table recorded it (failures included).
 
-    ``pass_s`` is the raw pass time (``None`` when no pass completed);
-    ``accepted`` is the re-derived verdict.
+    ``pass_s`` is the raw pass time (``None`` when no pass completed); ``accepted`` is the re-derived verdict.
     """
 
     trial_id: str

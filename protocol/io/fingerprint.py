@@ -28,9 +28,8 @@ def sha256_bytes(data: bytes) -> str:
 def tree_files(root: Path) -> list[Path]:
     """Regular files under ``root``, sorted by their POSIX relative path.
 
-    Symlinks, FIFOs, sockets and devices are refused (:class:`UnreadableInput`, also a
-    ``ValueError``): a fingerprint must describe bytes that are really there, and reading a pipe
-    or a device could hang or never end.
+    Symlinks, FIFOs, sockets and devices are refused (:class:`UnreadableInput`, also a ``ValueError``): a fingerprint
+    must describe bytes that are really there, and reading a pipe or a device could hang or never end.
     """
     files: list[Path] = []
     for path in sorted(root.rglob("*"), key=lambda p: p.relative_to(root).as_posix()):

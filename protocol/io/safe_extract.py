@@ -234,10 +234,9 @@ def read_archive(
 ) -> dict[str, FileDigest]:
     """Stream through the archive once: check every member, hash every file, write the selected ones.
 
-    With ``dest`` None nothing is written (a pure verification pass). Otherwise
-    ``dest`` must already exist and be empty; selected files are created below it, and only after
-    every header of the archive passed :func:`scan` (members, total size, depth, types, names).
-    Returns the digests of every regular file, by normalised name.
+    With ``dest`` None nothing is written (a pure verification pass). Otherwise ``dest`` must already exist and be
+    empty; selected files are created below it, and only after every header of the archive passed :func:`scan` (members,
+    total size, depth, types, names). Returns the digests of every regular file, by normalised name.
     """
     if dest is not None:
         scan(path, limits)

@@ -33,7 +33,7 @@ import shutil
 import stat
 import tempfile
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO
 
@@ -270,7 +270,5 @@ def _make_parent(path: Path, fix: str) -> None:
 
 
 def _remove(tmp: str) -> None:
-    try:
+    with suppress(OSError):
         os.unlink(tmp)
-    except OSError:
-        pass

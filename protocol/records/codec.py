@@ -63,17 +63,16 @@ _CONTENT_FIX = "It was changed after isocost wrote it: restore it from a backup 
 class Schema:
     """How a record is versioned on disk.
 
-    ``kind`` names the file in messages (``"status.json"``). ``version`` is written (None: the record is part of a
-    file and carries none); ``reads`` are the versions read. ``upgrade(data, version)`` turns the dict of an older
-    version into the current keys (after the version check, before the keys are checked). ``check(record)`` returns
-    what is wrong with a decoded record beyond its types ("" when nothing), reported at the record's key.
-    ``unversioned``: the version a dict without ``schema_version`` is (a format that carried none before its first
-    bump). ``fix``: what a content error tells the reader to do (the :func:`from_dict` argument wins; the default
-    says to restore the file or re-run its stage). ``pre_release``: isocost 0.x's versions
-    (:data:`PRE_RELEASE_FIX`). ``derived``: attributes (properties) written beside the fields; ``extra(record)``:
-    more keys written beside them (a note, a figure in another shape). Neither is read into the record: read back,
-    each must equal what the decoded record gives, else it is refused (so a record reads back only when they depend
-    on written fields alone).
+    ``kind`` names the file in messages (``"status.json"``). ``version`` is written (None: the record is part of a file
+    and carries none); ``reads`` are the versions read. ``upgrade(data, version)`` turns the dict of an older version
+    into the current keys (after the version check, before the keys are checked). ``check(record)`` returns what is
+    wrong with a decoded record beyond its types ("" when nothing), reported at the record's key. ``unversioned``: the
+    version a dict without ``schema_version`` is (a format that carried none before its first bump). ``fix``: what a
+    content error tells the reader to do (the :func:`from_dict` argument wins; the default says to restore the file or
+    re-run its stage). ``pre_release``: isocost 0.x's versions (:data:`PRE_RELEASE_FIX`). ``derived``: attributes
+    (properties) written beside the fields; ``extra(record)``: more keys written beside them (a note, a figure in
+    another shape). Neither is read into the record: read back, each must equal what the decoded record gives, else it
+    is refused (so a record reads back only when they depend on written fields alone).
     """
 
     kind: str

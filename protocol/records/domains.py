@@ -101,9 +101,8 @@ def domain_of(name: str) -> Domain | None:
 
 
 def unit_of(name: str) -> Domain | None:
-    """The domain a field's unit gives, by its name's ending (``_s``, ``_bytes``, ``_j``, ``_share``, ``_count``)
-    or ``n_…`` (a count); None when the name says no unit (hours are left out: a margin in hours may be
-    negative)."""
+    """The domain a field's unit gives, by its name's ending (``_s``, ``_bytes``, ``_j``, ``_share``, ``_count``) or
+    ``n_…`` (a count); None when the name says no unit (hours are left out: a margin in hours may be negative)."""
     for suffix, domain in _BY_SUFFIX:
         if name.endswith(suffix):
             return domain

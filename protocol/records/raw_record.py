@@ -115,8 +115,7 @@ class RawRecord:
     def from_cells(cls, cells: Sequence[str], columns: Sequence[str] = RAW_COLUMNS) -> RawRecord:
         """A row as read from raw.csv (one cell per column of its table's format, ``columns``; a column that format
         lacks takes :data:`~protocol.records.raw_columns.ABSENT_CELLS`). A malformed cell raises ``ValueError`` naming
-        the
-        column and the trial."""
+        the column and the trial."""
         if len(cells) != len(columns):
             raise ValueError(f"a raw row has {len(columns)} cells, not {len(cells)}")
         older = tuple(columns) != RAW_COLUMNS
@@ -178,12 +177,14 @@ class RawRecord:
         return self.read_columns or RAW_COLUMNS
 
     def empty_reason(self, column: str) -> str:
-        """Why ``column`` is empty in this row, from ``empty_reasons`` (``column: reason; …``); "" if unsaid."""
-        for part in self.empty_reasons.split("; "):
-            key, _, reason = part.partition(": ")
-            if key == column:
-                return reason
-        return ""
+        """Why ``column`` is empty in this row, from ``empty_reasons``; "" if unsaid."""
+        return reason_in(self.empty_reasons, column)
+
+
+def reason_in(reasons: str, column: str) -> str:
+    """The first reason ``reasons`` (``column: reason; …``, a row's ``empty_reasons``) gives ``column``; "" if none."""
+    parts = (part.partition(": ") for part in reasons.split("; "))
+    return next((reason for key, _, reason in parts if key == column), "")
 
 
 def _int(cell: str) -> int | None:

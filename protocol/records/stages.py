@@ -207,9 +207,8 @@ class TrialStatus:
 
 
 def csv_cell(value: Any) -> str:
-    """One raw-table cell: empty for None, true/false, floats by repr (round-trips exactly); a text that starts
-    like a spreadsheet formula (a trial's last log line in ``notes``) shown as text
-    (:func:`protocol.io.csvio.safe_cell`)."""
+    """One raw-table cell: empty for None, true/false, floats by repr (round-trips exactly); a text that starts like a
+    spreadsheet formula (a trial's last log line in ``notes``) shown as text (:func:`protocol.io.csvio.safe_cell`)."""
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -249,9 +248,8 @@ def _rental_problem(rental: Rental) -> str:
 class InputFacts:
     """One input the campaign froze (corpus, tuning corpus or model): where it was, its fingerprint.
 
-    ``inputs`` (records in a data set), ``content_fingerprint`` (ids, texts and labels, whatever the
-    file's bytes) and ``index_sha256`` (the frozen ``corpus_index.csv``) only where they apply: None
-    is not written.
+    ``inputs`` (records in a data set), ``content_fingerprint`` (ids, texts and labels, whatever the file's bytes) and
+    ``index_sha256`` (the frozen ``corpus_index.csv``) only where they apply: None is not written.
     """
 
     path: str

@@ -60,10 +60,9 @@ class Summary:
 
 @dataclass(frozen=True)
 class SummaryRecord(Summary):
-    """summary.json: the summary, the campaign it is of, and the figures summary.md shows beside its table
-    (per variant: the memory estimate, energy per input and per corpus, the device's busy share, the task's own
-    figures of each accepted pass). ``inconsistent``: the banner of a directory read with
-    ``--allow-inconsistent``."""
+    """summary.json: the summary, the campaign it is of, and the figures summary.md shows beside its table (per variant:
+    the memory estimate, energy per input and per corpus, the device's busy share, the task's own figures of each
+    accepted pass). ``inconsistent``: the banner of a directory read with ``--allow-inconsistent``."""
 
     campaign_id: str
     study_sha256: str

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from protocol.errors import UserError
+from protocol.study.keys import StudyKey
 from protocol.study.schema import KEYS, bound
 
 #: Bounds of the counts a study sizes work by (every key's own bounds are declared with it, in
@@ -55,6 +56,11 @@ def check_declared(key: str, value: Any, where: str, *, fix: str = "", shown: st
     value = checked_type(value, KIND_TYPES[entry.kind], where, fix)
     if entry.kind == "number":
         value = _finite(value, where)
+    return within_bounds(entry, value, where, shown or key.rpartition(".")[2])
+
+
+def within_bounds(entry: StudyKey, value: Any, where: str, name: str) -> Any:
+    """``value`` when ``entry``'s bounds (if any) hold it; else the error naming ``name``, the bounds, the meaning."""
     limits = entry.bounds
     if limits is None or (limits.low < value < limits.high or
                           (value == limits.low and not limits.low_open) or
@@ -62,7 +68,7 @@ def check_declared(key: str, value: Any, where: str, *, fix: str = "", shown: st
         return value
     low, high = (f"{_plain(end)}{' (excluded)' if is_open else ''}"
                  for end, is_open in ((limits.low, limits.low_open), (limits.high, limits.high_open)))
-    raise UserError(f"{shown or key.rpartition('.')[2]} must be between {low} and {high}, got {value!r}", where,
+    raise UserError(f"{name} must be between {low} and {high}, got {value!r}", where,
                     f"Use a value from {low} to {high} ({entry.meaning}).")
 
 

@@ -61,7 +61,7 @@ from protocol.io.safe_read import read_bytes
 from protocol.records.codec import Schema, options
 from protocol.records.domains import Domain
 from protocol.study.keys import Bounds, StudyKey, key_rows
-from protocol.study.reader import KIND_TYPES, TableReader, checked_type
+from protocol.study.reader import KIND_TYPES, TableReader, checked_type, within_bounds
 
 #: The confidence a percentile bound is shown at: LoadGen's early stopping's (99 %).
 CONFIDENCE = 0.99
@@ -248,19 +248,7 @@ def _checked(entry: StudyKey, value: Any, where: str, fix: str = "", shown: str 
         if not math.isfinite(value):
             raise UserError(f"expected a finite number, got {value!r}", where, fix or f"Use {entry.meaning}.")
         value = float(value)
-    limits = entry.bounds
-    if limits is None or (limits.low < value < limits.high or (value == limits.low and not limits.low_open)
-                          or (value == limits.high and not limits.high_open)):
-        return value
-    low, high = (f"{_plain(end)}{' (excluded)' if is_open else ''}"
-                 for end, is_open in ((limits.low, limits.low_open), (limits.high, limits.high_open)))
-    name = shown or entry.key.removeprefix("traffic.")
-    raise UserError(f"{name} must be between {low} and {high}, got {value!r}", where,
-                    f"Use a value from {low} to {high} ({entry.meaning}).")
-
-
-def _plain(number: float) -> str:
-    return str(int(number)) if float(number).is_integer() else f"{number:g}"
+    return within_bounds(entry, value, where, shown or entry.key.removeprefix("traffic."))
 
 
 def _bounds(reader: TableReader, task: str) -> tuple[LatencyBound, ...]:

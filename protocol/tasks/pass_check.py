@@ -103,12 +103,11 @@ class Agreement:
     """How a pass compares with the reference variant's pass on the same ids (each task says how).
 
     ``agreement`` is the share of ids on which the two agree (the rule's ``min_agreement`` applies to it);
-    ``max_score_delta`` the largest difference of a per-id score where the task has one; ``identical``
-    whether the outputs are the same; ``details`` the task's own figures (kept in verdicts.json);
-    ``differing_ids`` the ids on which they disagree, in corpus order (for the comparison across campaigns);
-    ``failures`` the task's own conditions of equivalence with the reference that do not hold (e.g. a
-    generation's length window), each a reason: a pass with any is not equivalent (kept in verdicts.json, read
-    by the summary).
+    ``max_score_delta`` the largest difference of a per-id score where the task has one; ``identical`` whether the
+    outputs are the same; ``details`` the task's own figures (kept in verdicts.json); ``differing_ids`` the ids on which
+    they disagree, in corpus order (for the comparison across campaigns); ``failures`` the task's own conditions of
+    equivalence with the reference that do not hold (e.g. a generation's length window), each a reason: a pass with any
+    is not equivalent (kept in verdicts.json, read by the summary).
     """
 
     agreement: float | None

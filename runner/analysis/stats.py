@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from protocol.io.gc_pause import collection_paused
+from protocol.records.raw_record import reason_in
 from protocol.records.stages import Variant
 from protocol.records.summary import Summary, VariantSummary
 from runner.analysis.stats_rules import equivalence, scarce_warnings, spread_warnings
@@ -79,10 +80,8 @@ def summarize(
 
 def _runs(frame: pd.DataFrame, verdicts: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
     """The rows in run order (order index, then attempt), each with its verdict's fields beside it
-    (:func:`verdict_columns`): ``accepted`` (a verdict that accepts the corpus), ``time_s`` (the pass time of an
-    accepted pass), ``metric_value`` (of an accepted pass), ``agreement`` and ``max_score_delta`` (of every
-    compared pass), ``agreement_failures``, ``subgroups``, and ``variant``: the variant's number, in the order the
-    variants first ran."""
+    (:func:`verdict_columns`: ``agreement``, ``max_score_delta``, ``agreement_failures``, ``subgroups``); ``time_s``
+    and ``metric_value`` of accepted passes only; ``variant`` numbered in the order the variants first ran."""
     runs = frame[list(SUMMARY_COLUMNS)].sort_values(["order_index", "attempt"], kind="stable", ignore_index=True)
     runs = runs.join(verdict_columns(verdicts, runs["trial_id"].tolist()))
     accepted = runs["corpus_accepted"].fillna(False).astype(bool)
@@ -126,9 +125,8 @@ def _figures(runs: pd.DataFrame, picks: np.ndarray) -> dict[str, Any]:
 
 
 def _listed(runs: pd.DataFrame, attempts: list[int]) -> dict[str, list[Any]]:
-    """The figures that are lists or tables, per variant in the order they first ran (``attempts``: each one's
-    rows): its pass times and their trials in run order, its statuses, its first failed conditions, its subgroup
-    medians."""
+    """The figures that are lists or tables, per variant in the order they first ran (``attempts``: each one's rows):
+    its pass times and their trials in run order, its statuses, its first failed conditions, its subgroup medians."""
     count = len(attempts)
     ordered = runs[["time_s", "trial_id"]].take(np.argsort(runs["variant"].to_numpy(), kind="stable"))  # each
     # variant's rows together, in run order
@@ -228,7 +226,7 @@ def _empty_reasons(timed: int, first_reason: str | None, *peaks: int | None) -> 
     reasons = {} if timed else {"median_pass_s": "no accepted pass"}
     for column, peak in zip(_PEAKS[:-1], peaks, strict=True):
         if peak is None:
-            reasons[column] = _reason_for(column, first_reason or "") or "not measured"
+            reasons[column] = reason_in(first_reason or "", column) or "not measured"
     return reasons
 
 
@@ -248,11 +246,3 @@ def _variant_entry(variant: Variant | Mapping[str, Any]) -> _VariantEntry:
         return variant.variant_id, variant.series, variant.config()
     return (variant["variant_id"], tuple(variant.get("series", ())),
             {k: variant[k] for k in variant if k not in ("variant_id", "series", "schema_version")})
-
-
-def _reason_for(column: str, reasons_text: str) -> str:
-    for part in reasons_text.split("; "):
-        key, _, reason = part.partition(": ")
-        if key == column:
-            return reason
-    return ""

@@ -89,9 +89,8 @@ def replay_configurations(replay_dir: Path, study: Any) -> tuple[str, list[Confi
 
 def rederived_differences(trial: TrialReplay, trial_dir: Path, original_dir: Path, task: Any, study: Any,
                           reference: Any) -> list[str]:
-    """What replay.json records of ``trial`` that its files do not give (empty: it follows from them): the
-    rerun's status against its status.json, then every figure :func:`runner.bundle.compare.rerun_figures`
-    derives."""
+    """What replay.json records of ``trial`` that its files do not give (empty: it follows from them): the rerun's
+    status against its status.json, then every figure :func:`runner.bundle.compare.rerun_figures` derives."""
     status = read_status(trial_dir)
     found = status.status if status is not None else "none"
     problems = [] if trial.status != "ok" or found == "ok" else [f"status ok, its status.json says {found}"]

@@ -67,9 +67,8 @@ def choose_launcher(
 ) -> LauncherChoice:
     """Pick and construct the launcher for ``isocost run``. Raises UserError with the fix.
 
-    ``options``: each kind's option values by kind and name (``{"slurm": {"partition": "gpu"}}``);
-    ``study``: the study already parsed from ``study_path`` (parsed here otherwise; ``study_path`` may be the
-    parsed study itself).
+    ``options``: each kind's option values by kind and name (``{"slurm": {"partition": "gpu"}}``); ``study``: the study
+    already parsed from ``study_path`` (parsed here otherwise; ``study_path`` may be the parsed study itself).
     """
     if isinstance(study_path, Study):
         study = study_path

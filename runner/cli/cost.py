@@ -221,8 +221,7 @@ def _render_window(measured: Window) -> list[str]:
             f"DST: the offset differs ({format_offset(measured.offset_start)} at the start, "
             f"{format_offset(measured.offset_end)} at the end)"
         )
-    for change in measured.offset_changes:
-        lines.append("DST: " + _describe_change(change))
+    lines += ["DST: " + _describe_change(change) for change in measured.offset_changes]
     difference = measured.elapsed_h - measured.wall_clock_h
     if difference:
         sign = "+" if difference > 0 else "-"

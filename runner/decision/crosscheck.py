@@ -60,9 +60,8 @@ def reference_root(roots: Sequence[Path], reference: Path | None, command: str =
 def cross_check(loaded: Sequence[tuple[Path, CampaignEvidence]], study: Any,
                 labels: Mapping[tuple[str, str], str], *, reference: Path | None = None,
                 extra: Sequence[ConfigurationOutputs] = (), command: str = "decide") -> AgreementMatrix:
-    """The agreement matrix of every configuration of ``loaded`` (directory, evidence), and of ``extra`` ones
-    (replays), the decision's reference being the study's reference variant on the ``reference`` campaign
-    (default: the first)."""
+    """The agreement matrix of every configuration of ``loaded`` (directory, evidence), and of ``extra`` ones (replays),
+    the decision's reference being the study's reference variant on the ``reference`` campaign (default: the first)."""
     roots = [root for root, _ in loaded]
     chosen = reference_root(roots, reference, command)
     configs: list[ConfigurationOutputs] = []

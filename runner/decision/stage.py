@@ -214,9 +214,8 @@ def check_out_of_campaigns(out: Path, roots: Sequence[Path], command: str) -> No
 
 def run_compare(roots: list[Path], *, reference: Path | None = None, allow_inconsistent: bool = False,
                 extra: Callable[[Any], Sequence[ConfigurationOutputs]] | None = None) -> tuple[Any, tuple[str, ...]]:
-    """``isocost compare``: the agreement matrix of the campaigns (and ``extra`` configurations), no pricing;
-    returns the matrix (its ``flags``: campaigns run with the test-only fault hook) and the inconsistency
-    banners."""
+    """``isocost compare``: the agreement matrix of the campaigns (and ``extra`` configurations), no pricing; returns
+    the matrix (its ``flags``: campaigns run with the test-only fault hook) and the inconsistency banners."""
     if not roots:
         raise UserError("no results directory given", "isocost compare", "Pass at least one DIR.")
     campaign_roots = expand_campaign_dirs(roots)

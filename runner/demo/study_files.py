@@ -96,9 +96,8 @@ def write_studies(
 ) -> dict[str, str]:
     """Write every study file of the build into ``out_dir``; file name -> fingerprint.
 
-    ``text_counts`` maps each corpus (study) name to its number of texts;
-    ``inputs`` holds the fingerprints of ``corpus-<name>.jsonl``,
-    ``tuning.jsonl`` and ``model``.
+    ``text_counts`` maps each corpus (study) name to its number of texts; ``inputs`` holds the fingerprints of
+    ``corpus-<name>.jsonl``, ``tuning.jsonl`` and ``model``.
     """
     written: dict[str, str] = {}
 

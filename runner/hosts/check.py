@@ -58,9 +58,8 @@ def check_hosts(hosts: list[HostSpec], stack: str = "", *, image: str = "", requ
                 lock_path: Path | None = None) -> list[HostCheck]:
     """Connect to every host at once; read who answers (docker info) and whether it can run the stack.
 
-    For a GPU stack, when an image is known (``image``, else ``images/images.lock``), one tiny container
-    of it must see the GPU (:mod:`runner.hosts.gpucheck`); with ``require_gpu`` a host that could not be
-    probed is unusable too.
+    For a GPU stack, when an image is known (``image``, else ``images/images.lock``), one tiny container of it must see
+    the GPU (:mod:`runner.hosts.gpucheck`); with ``require_gpu`` a host that could not be probed is unusable too.
     """
     found: dict[str, HostCheck] = {}
 

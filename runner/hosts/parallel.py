@@ -27,6 +27,7 @@ images, inputs and final state; checking hosts without running anything is :mod:
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import traceback
@@ -211,10 +212,8 @@ def _host_thread(host: HostSpec, run: _HostsRun, extra_env: dict[str, str]) -> N
         run.record.update(host.name, traceback=traceback.format_exc())
     finally:
         if attempt.client is not None:
-            try:
+            with contextlib.suppress(Exception):  # closing a dead connection
                 attempt.client.close()
-            except Exception:  # closing a dead connection
-                pass
     _record_host_end(host, run, state, reason, rows, slots, time.monotonic() - started)
 
 

@@ -59,10 +59,8 @@ def ensure_debs(stack: str, *, root: Path | None = None, progress: Progress = qu
         return []
     folder = wheelhouse_path(stack, root) / "debs"
     folder.mkdir(parents=True, exist_ok=True)
-    found: list[Path] = []
-    for deb in parse_debs_lock(lock.read_text(encoding="utf-8"), str(lock)):
-        found.append(_one_deb(deb, folder, lock, progress))
-    return found
+    locked = parse_debs_lock(lock.read_text(encoding="utf-8"), str(lock))
+    return [_one_deb(deb, folder, lock, progress) for deb in locked]
 
 
 def _one_deb(deb: LockedDeb, folder: Path, lock: Path, progress: Progress) -> Path:

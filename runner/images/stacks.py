@@ -96,9 +96,6 @@ def wheelhouse_path(stack: str, root: Path) -> Path:
 _ARG_BASE = re.compile(r"^ARG\s+BASE_IMAGE=(\S+)\s*$", re.MULTILINE)
 
 
-_ARG_BASE_DIGEST = re.compile(r"^ARG\s+BASE_DIGEST=(\S+)\s*$", re.MULTILINE)
-
-
 def default_base(stack: str, root: Path) -> str:
     """The official base a stack's Dockerfile pins (``ARG BASE_IMAGE=name@sha256:…``)."""
     text = dockerfile_path(stack, root).read_text(encoding="utf-8")

@@ -109,11 +109,10 @@ def train_classifier(
 ) -> dict[str, Any]:
     """Train the pooler and classifier of MiniLM on frozen [CLS] features; save the checkpoint.
 
-    The checkpoint computes ``classifier(tanh(pooler.dense(h_cls)))`` at
-    inference (dropout is off in eval mode); the head is trained on exactly
-    that function of the frozen encoder's ``last_hidden_state[:, 0]``, on the
-    rows that are not held out (the training split), and scored on the held-out
-    rows (the tuning split): the saved head is the one scored. Same seed, same head.
+    The checkpoint computes ``classifier(tanh(pooler.dense(h_cls)))`` at inference (dropout is off in eval mode); the
+    head is trained on exactly that function of the frozen encoder's ``last_hidden_state[:, 0]``, on the rows that are
+    not held out (the training split), and scored on the held-out rows (the tuning split): the saved head is the one
+    scored. Same seed, same head.
     """
     model, tokenizer = _load_base_model(model_src, labels, seed)
     encoded = _encode_tuning(model, tokenizer, tuning, labels, heldout_ids, progress)

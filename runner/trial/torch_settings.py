@@ -49,9 +49,8 @@ def check_backend(torch: Any, stack: str, device: str) -> None:
 def apply_determinism(torch: Any, variant: Variant) -> str:
     """Set deterministic algorithms as the variant declares; returns the torch call used.
 
-    With ``compile`` the full ``torch.use_deterministic_algorithms`` (Inductor's mode included:
-    compile imports Inductor anyway); without, ``torch.set_deterministic_debug_mode``, the same
-    kernel flag without importing Inductor.
+    With ``compile`` the full ``torch.use_deterministic_algorithms`` (Inductor's mode included: compile imports Inductor
+    anyway); without, ``torch.set_deterministic_debug_mode``, the same kernel flag without importing Inductor.
     """
     if variant.compile:
         torch.use_deterministic_algorithms(variant.deterministic, warn_only=False)

@@ -82,18 +82,10 @@ def check_pass(parsed: ParsedPredictions, reference: Reference, metric: str, min
     else:
         reasons.append("incomplete or malformed pass: quality not computed")
     return PassCheck(
-        expected_ids=len(reference.ids),
-        observed_ids=len(parsed.ids),
-        ids_match=ids.ids_match,
-        duplicate_ids=len(ids.duplicates),
-        missing_ids=len(ids.missing),
-        unexpected_ids=len(ids.unexpected),
-        format_errors=len(parsed.format_errors),
-        metric=metric,
-        metric_value=metric_value,
-        subgroups=subgroups,
-        accepted=complete and metric_value is not None and metric_value >= minimum,
-        reasons=tuple(reasons),
+        expected_ids=len(reference.ids), observed_ids=len(parsed.ids), ids_match=ids.ids_match,
+        duplicate_ids=len(ids.duplicates), missing_ids=len(ids.missing), unexpected_ids=len(ids.unexpected),
+        format_errors=len(parsed.format_errors), metric=metric, metric_value=metric_value, subgroups=subgroups,
+        accepted=complete and metric_value is not None and metric_value >= minimum, reasons=tuple(reasons),
     )
 
 
@@ -104,9 +96,8 @@ def compute_metric(metric: str, ids: tuple[str, ...], truth: dict[str, str], pre
 class _Outcomes:
     """Per-input outcomes of one pass, looked up once and counted in C (1,000,000 inputs in well under a second).
 
-    Every figure is a ratio of the same integer counts the textbook loops produce, so it is the
-    same float; the dictionaries are read in the same order, so a missing id raises the same
-    ``KeyError``.
+    Every figure is a ratio of the same integer counts the textbook loops produce, so it is the same float; the
+    dictionaries are read in the same order, so a missing id raises the same ``KeyError``.
     """
 
     def __init__(self, metric: str, ids: Sequence[str], truth: dict[str, str], predicted: dict[str, str] | None = None,

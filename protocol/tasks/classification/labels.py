@@ -61,9 +61,8 @@ def check_label_ids(ids: list[int], where: str) -> None:
 def check_labels(corpus_labels: Iterable[str], model_dir: Path, where: str) -> tuple[str, ...]:
     """Raise if a corpus label is not one the model predicts; return the model's labels the corpus lacks.
 
-    Those extra labels are not an error by themselves (a rare class may be absent from a
-    small corpus), but any prediction of one is outside the corpus label set and rejects
-    that pass: callers show them as a warning.
+    Those extra labels are not an error by themselves (a rare class may be absent from a small corpus), but any
+    prediction of one is outside the corpus label set and rejects that pass: callers show them as a warning.
     """
     known = model_labels(model_dir)
     labels = sorted(set(corpus_labels))

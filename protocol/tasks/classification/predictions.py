@@ -146,10 +146,9 @@ _CHUNK_CHARS = 4 * 2**20
 def _parse_complete_lines(text: str, complete: int, columns: _Columns) -> int:
     """Fill ``columns`` from ``text[:complete]`` (whole lines); returns the number of lines.
 
-    The text is taken in chunks of whole lines. A chunk of lines exactly as the runner writes them
-    is read by one regular expression; another well-formed chunk by one ``json.loads`` and checks
-    by column; a chunk with any problem line by line, which describes every problem exactly as a
-    line-by-line reader does.
+    The text is taken in chunks of whole lines. A chunk of lines exactly as the runner writes them is read by one
+    regular expression; another well-formed chunk by one ``json.loads`` and checks by column; a chunk with any problem
+    line by line, which describes every problem exactly as a line-by-line reader does.
     """
     lines_before = 0
     start = 0
@@ -214,13 +213,11 @@ _FIRST, _SECOND, _THIRD = itemgetter(0), itemgetter(1), itemgetter(2)
 def _parse_chunk(body: str, count: int) -> list[Any] | None:
     """Parse ``count`` newline-separated JSON lines with one ``json.loads``, or None when not exact.
 
-    The lines become one array with ``",\n"`` between them. When every line starts with ``{`` and
-    the text holds no ``[``, each separator can only be read as a top-level array comma: a string
-    cannot run across it (strict JSON refuses a raw newline inside a string), numbers and literals
-    end at a comma, and inside an object a comma must be followed by a key, never by the ``{``
-    that starts the next line. So if the array parses and has exactly one item per line, item k
-    is exactly what ``json.loads`` of line k returns; otherwise None, and the caller reads line
-    by line.
+    The lines become one array with ``",\n"`` between them. When every line starts with ``{`` and the text holds no
+    ``[``, each separator can only be read as a top-level array comma: a string cannot run across it (strict JSON
+    refuses a raw newline inside a string), numbers and literals end at a comma, and inside an object a comma must be
+    followed by a key, never by the ``{`` that starts the next line. So if the array parses and has exactly one item per
+    line, item k is exactly what ``json.loads`` of line k returns; otherwise None, and the caller reads line by line.
     """
     if not body.startswith("{") or body.count("\n{") != count - 1 or "[" in body:
         return None

@@ -85,6 +85,7 @@ class GenerationText:
     variant: Variant
     options: dict[str, Any]
     eos_ids: tuple[int, ...]
+    figures: dict[str, float]
 
     # -- prompts ----------------------------------------------------------------------------------------------------
 
@@ -128,6 +129,16 @@ class GenerationText:
         return {"tokens": kept, "text": self.tokenizer.decode(kept, skip_special_tokens=True), "n_tokens": len(kept),
                 "top_ids": top_ids[:end],
                 "top_logprobs": [[round(v, LOGPROB_DIGITS) for v in row] for row in top_logprobs[:end]]}
+
+    def _count(self, prefill_s: float, decode_s: float, generated: int, steps: int) -> None:
+        for key, value in (("prefill_s", prefill_s), ("decode_s", decode_s), ("generated_tokens", generated),
+                           ("decode_steps", steps)):
+            self.figures[key] = self.figures.get(key, 0) + value
+
+    def take_batch_figures(self) -> dict[str, float]:
+        """Prefill and decode seconds, generated tokens and decode steps since the last call (for batches.jsonl)."""
+        figures, self.figures = self.figures, {}
+        return figures
 
 
 @dataclass
@@ -209,16 +220,6 @@ class Generator(GenerationText, TaskModel):
         if events is not None and self.forward_events is not None:
             events[1].record()
             self.forward_events.append(events)
-
-    def _count(self, prefill_s: float, decode_s: float, generated: int, steps: int) -> None:
-        for key, value in (("prefill_s", prefill_s), ("decode_s", decode_s), ("generated_tokens", generated),
-                           ("decode_steps", steps)):
-            self.figures[key] = self.figures.get(key, 0) + value
-
-    def take_batch_figures(self) -> dict[str, float]:
-        """Prefill and decode seconds, generated tokens and decode steps since the last call (for batches.jsonl)."""
-        figures, self.figures = self.figures, {}
-        return figures
 
     def probe_encoded(self, features: list[dict[str, list[int]]]) -> list[dict[str, Any]]:
         """One batch generating a single token (the prefill's forward): what the attention probe profiles."""

@@ -131,9 +131,8 @@ def _pricing_dates(data: object) -> str:
 
 
 def output_paths(decision: AnyDecision, paths: tuple[Path, Path, Path]) -> tuple[AnyDecision, tuple[Path, Path, Path]]:
-    """Where to write: in place when no earlier decision is there or it was priced with the same dates; else
-    beside it, the new decision naming the earlier one (its file and dates). An offline or a server study's
-    decision alike."""
+    """Where to write: in place when no earlier decision is there or it was priced with the same dates; else beside it,
+    the new decision naming the earlier one (its file and dates). An offline or a server study's decision alike."""
     json_path = paths[0]
     if decision.market is None or not json_path.exists():
         return decision, paths

@@ -112,8 +112,7 @@ def plan_lines(decision: Decision) -> list[str]:
     lines = ["## Plans against the measured period", ""]
     for campaign in decision.campaigns:
         cost = campaign.cost
-        lines.append(f"### {campaign.hardware} ({campaign.label})")
-        lines.append("")
+        lines += [f"### {campaign.hardware} ({campaign.label})", ""]
         if not cost.options:
             lines += [f"No plan priced: {cost.empty_reason}", ""]
             continue

@@ -93,12 +93,10 @@ def _money(value: Decimal | None, reason: str = "") -> str:
 
 
 def _table(decision: ServingDecision) -> list[str]:
-    lines = ["| rank | configuration | capacity (qps) | bracket | replicas (cards) | lots | cost (USD) | "
-             "per million requests (USD) | per million output tokens (USD) |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for config in sorted(decision.configurations, key=lambda c: (c.rank is None, c.rank or 0)):
-        lines.append(_row(config))
-    return lines
+    ranked = sorted(decision.configurations, key=lambda c: (c.rank is None, c.rank or 0))
+    return ["| rank | configuration | capacity (qps) | bracket | replicas (cards) | lots | cost (USD) | "
+            "per million requests (USD) | per million output tokens (USD) |",
+            "|---|---|---|---|---|---|---|---|---|", *map(_row, ranked)]
 
 
 def _row(config: ServingConfiguration) -> str:

@@ -91,8 +91,7 @@ def list_cards(topology: Topology) -> list[AmdCard]:
 
 def rocm_device_choice(environ: dict[str, str] | None = None) -> str:
     """The AMD card a trial container gets: the first entry of the host's ``ROCR_VISIBLE_DEVICES``,
-    ``HIP_VISIBLE_DEVICES`` or ``GPU_DEVICE_ORDINAL`` (the first one set), an index or a ``GPU-…`` UUID;
-    else card 0."""
+    ``HIP_VISIBLE_DEVICES`` or ``GPU_DEVICE_ORDINAL`` (the first one set), an index or a ``GPU-…`` UUID; else card 0."""
     env = os.environ if environ is None else environ
     for name in ROCM_CHOICE_ENV:
         visible = [part.strip() for part in env.get(name, "").split(",") if part.strip()]

@@ -12,6 +12,7 @@ The docker kind's local and shipping launchers (:mod:`runner.launch.kinds.docker
 
 from __future__ import annotations
 
+import contextlib
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -38,10 +39,8 @@ def now_iso() -> str:
 
 def stop_container(container: Any, grace_s: float) -> None:
     """SIGTERM so the trial writes its status, SIGKILL after the grace period (docker stop)."""
-    try:
+    with contextlib.suppress(Exception):  # the container may be gone, or the daemon with it
         container.stop(timeout=int(grace_s))
-    except Exception:  # the container may be gone, or the daemon with it
-        pass
 
 
 def exit_code_after_stop(container: Any, grace_s: float) -> int | None:
@@ -77,10 +76,9 @@ def collect_container(container: Any, log_path: Path) -> dict[str, Any]:
 def remove_leftover_containers(trial_dir: Path, container_id: str = "", *, client: Any = None) -> list[str]:
     """Stop and remove the containers of a trial that outlived the host CLI; their logs go to trial.log.
 
-    They are found by ``container_id`` (from launcher.json) and by the :data:`TRIAL_DIR_LABEL` every
-    trial container carries, so a container created just before the host died (launcher.json not
-    yet written) is found too. Best effort: returns the ids removed; a daemon that does not answer
-    removes nothing.
+    They are found by ``container_id`` (from launcher.json) and by the :data:`TRIAL_DIR_LABEL` every trial container
+    carries, so a container created just before the host died (launcher.json not yet written) is found too. Best effort:
+    returns the ids removed; a daemon that does not answer removes nothing.
     """
     trial_dir = trial_dir.resolve()
     try:

@@ -11,6 +11,7 @@ names what it lacks.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -181,10 +182,8 @@ def remote_device_facts(client: Any, image_ref: str, user: str) -> tuple[dict[st
         raise UserError(f"could not read the GPU device groups on the remote host: {short_error(exc)}", where,
                         "Check the amdgpu driver on that host (ls -ln /dev/kfd /dev/dri).") from None
     finally:
-        try:
+        with contextlib.suppress(Exception):  # best effort: the helper is labelled for later cleanup
             helper.remove(force=True)
-        except Exception:  # noqa: BLE001 - best effort: the helper is labelled for later cleanup
-            pass
     if "/dev/kfd" not in gids:
         raise UserError(f"the remote host has no readable /dev/kfd (helper saw {sorted(gids) or 'nothing'})", where,
                         "Install amdgpu-dkms on that host and reboot, or run on a host with an AMD GPU.")

@@ -132,8 +132,7 @@ class TrialTask(ABC):
         return None
 
     def token_counts(self, outputs: Any) -> Sequence[int] | None:
-        """Tokens generated per output (a serving run's time per output token); None for a task that generates
-        none."""
+        """Tokens generated per output (a serving run's time per output token); None for a task that generates none."""
         return None
 
     def perturb(self, ids: Sequence[str], outputs: Any, model: Any, picked: set[str]) -> Any:

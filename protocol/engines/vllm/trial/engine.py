@@ -35,6 +35,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import os
@@ -108,7 +109,9 @@ class VllmGenerator(GenerationText, TaskModel):
     vocab_size: int
     params: Any
     hf_config: Any
-    #: Prefill and decode seconds, generated tokens and engine steps since :meth:`take_batch_figures`.
+    #: Since :meth:`take_batch_figures`: ``prefill_s`` (adding the requests to the end of the engine's first step),
+    #: ``decode_s`` (the other steps), ``generated_tokens`` (the rows' tokens, as written) and ``decode_steps``
+    #: (engine steps, the first one included, as the transformers generator counts its steps).
     figures: dict[str, float] = field(default_factory=dict)
     #: A serving run's first-token hook (``runner.trial.serving.sut``): called with the batch's rows whose first
     #: token an engine step produced. None offline.
@@ -190,18 +193,6 @@ class VllmGenerator(GenerationText, TaskModel):
             reported.update(new)
             self.on_first_token([rows[ident] for ident in new])
 
-    def _count(self, prefill_s: float, decode_s: float, generated: int, steps: int) -> None:
-        for key, value in (("prefill_s", prefill_s), ("decode_s", decode_s), ("generated_tokens", generated),
-                           ("decode_steps", steps)):
-            self.figures[key] = self.figures.get(key, 0) + value
-
-    def take_batch_figures(self) -> dict[str, float]:
-        """Since the last call: ``prefill_s`` (adding the requests to the end of the engine's first step),
-        ``decode_s`` (the other steps), ``generated_tokens`` (the rows' tokens, as written) and ``decode_steps``
-        (engine steps, the first one included, as the transformers generator counts its steps)."""
-        figures, self.figures = self.figures, {}
-        return figures
-
     def describe(self) -> dict[str, Any]:
         config = self.hf_config
         return {
@@ -243,10 +234,8 @@ def stop_children(grace_s: float = STOP_GRACE_S) -> list[int]:
     found = _children(os.getpid())
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in found:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
         deadline = time.monotonic() + grace_s
         while time.monotonic() < deadline and _reap(found):
             time.sleep(0.05)

@@ -34,6 +34,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -174,23 +175,17 @@ class ServerProcess:
         ``grace_s``, reap the server."""
         tree = [self.process.pid, *descendants(self.process.pid)]
         _signal(self.process.pid, signal.SIGTERM)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(grace_s)
-        except subprocess.TimeoutExpired:
-            pass
         for pid in tree:
             _signal(pid, signal.SIGKILL)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(grace_s)
-        except subprocess.TimeoutExpired:
-            pass
 
 
 def _signal(pid: int, sig: signal.Signals) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def descendants(pid: int) -> list[int]:

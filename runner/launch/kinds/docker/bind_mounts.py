@@ -8,6 +8,7 @@ user for the trial (:func:`lend_trial_dir`) and takes it back afterwards (:func:
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -63,7 +64,5 @@ def return_trial_dir(trial_dir: Path, owner: tuple[int, int] | None) -> None:
     if owner is None:
         return
     for path in [trial_dir, *trial_dir.rglob("*")]:
-        try:
+        with contextlib.suppress(OSError):
             os.chown(path, *owner, follow_symlinks=False)
-        except OSError:
-            pass

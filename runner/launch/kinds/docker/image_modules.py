@@ -13,6 +13,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Iterable
 from typing import Any
@@ -50,10 +51,8 @@ def missing_in_image(client: Any, image: str, user: str, engines: Iterable[str],
                           "Check that the image runs (docker run --rm IMAGE --help).")]
     finally:
         if helper is not None:
-            try:
+            with contextlib.suppress(Exception):  # best effort: the helper is labelled for later cleanup
                 helper.remove(force=True)
-            except Exception:  # noqa: BLE001 - best effort: the helper is labelled for later cleanup
-                pass
     if code != 0:
         missing = set(modules)
     return [UserError(f"{name} needs the Python module(s) {', '.join(sorted(set(required) & missing))}, "

@@ -33,6 +33,7 @@ shipping launcher (:mod:`runner.launch.kinds.docker.remote`) overrides its hooks
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
@@ -207,10 +208,8 @@ class DockerLauncher(LauncherBase):
 
     def _daemon_answers_anew(self) -> bool:
         """Ping over a new connection: a daemon shutting down still answers on the ones already open."""
-        try:
+        with contextlib.suppress(Exception):  # a client without a pool: ping as is
             self.client.api.close()  # drops pooled connections; the next request opens a new one
-        except Exception:  # noqa: BLE001  (a client without a pool: ping as is)
-            pass
         return self._daemon_answers()
 
     def image_fields(self) -> tuple[str, str, str]:

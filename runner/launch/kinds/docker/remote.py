@@ -182,10 +182,9 @@ class ShippingDockerLauncher(DockerLauncher):
     def recover_leftovers(self, campaign_root: Path) -> list[str]:
         """Before resuming: stop what a stopped host CLI left running on this host, fetch what it wrote.
 
-        Trial containers of this campaign still there are stopped (their logs appended to the
-        trial's ``trial.log``) and removed; the outputs of a trial whose directory has no
-        ``status.json`` yet are fetched and verified as usual, so that ``--resume`` records that
-        trial from its real outputs.
+        Trial containers of this campaign still there are stopped (their logs appended to the trial's ``trial.log``) and
+        removed; the outputs of a trial whose directory has no ``status.json`` yet are fetched and verified as usual, so
+        that ``--resume`` records that trial from its real outputs.
         """
         from runner.campaign_dir.layout import read_rows
 

@@ -86,9 +86,8 @@ class ShippedInputs:
 
 def tree_fingerprint(listing: dict[str, list[Any]], prefix: str) -> str:
     """``protocol.io.fingerprint.sha256_tree`` of the files under ``prefix/`` in a host's hash listing."""
-    lines = []
-    for name in sorted(n for n in listing if n.startswith(prefix + "/")):
-        lines.append(f"{listing[name][0]}  {name[len(prefix) + 1:]}\n")
+    names = sorted(n for n in listing if n.startswith(prefix + "/"))
+    lines = [f"{listing[name][0]}  {name[len(prefix) + 1:]}\n" for name in names]
     return sha256_bytes("".join(lines).encode("utf-8"))
 
 

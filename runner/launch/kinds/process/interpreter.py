@@ -102,9 +102,8 @@ def missing_modules(engine_names: Iterable[str], host_python: str) -> list[UserE
 
 def missing_scenario_modules(engine_names: Iterable[str], host_python: str, modules: Sequence[str], who: str,
                              install: str) -> list[UserError]:
-    """One error per trial interpreter (each engine's, :func:`trial_python`) that lacks a module ``who`` needs
-    beside the engine's (a server study: :data:`protocol.study.traffic.SERVING_REQUIRES`); ``install`` says how to get
-    them."""
+    """One error per trial interpreter (each engine's, :func:`trial_python`) that lacks a module ``who`` needs beside
+    the engine's (a server study: :data:`protocol.study.traffic.SERVING_REQUIRES`); ``install`` says how to get them."""
     import subprocess
 
     by_python: dict[str, list[str]] = {}

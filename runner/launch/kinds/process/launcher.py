@@ -11,6 +11,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -215,19 +216,16 @@ class ProcessLauncher(LauncherBase):
         while proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
         if proc.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             proc.wait()
 
 
 def _stop_group(pgid: int) -> bool:
-    """Once the trial (its process group's leader) is gone, stop every process still in its group: SIGTERM, then
-    SIGKILL what outlives the grace, and wait (:data:`_EXIT_WAIT_S` at most) until the killed ones are gone. An
-    engine's processes (vLLM's engine core and worker) are the trial's children and outlive a trial killed from
-    outside (the OOM killer, a crash), which cannot close them itself.
-    True when something was left."""
+    """Once the trial (its process group's leader) is gone, stop every process still in its group: SIGTERM, then SIGKILL
+    what outlives the grace, and wait (:data:`_EXIT_WAIT_S` at most) until the killed ones are gone. An engine's
+    processes (vLLM's engine core and worker) are the trial's children and outlive a trial killed from outside (the OOM
+    killer, a crash), which cannot close them itself. True when something was left."""
     try:
         os.killpg(pgid, signal.SIGTERM)
     except (ProcessLookupError, PermissionError):
