@@ -188,10 +188,17 @@ def case_own_timeout(ctx: SlurmContext) -> Outcome:
                    row["notes"][:160])
 
 
+def _as_at_a_terminal() -> None:
+    """SIGINT handled as Ctrl-C at a terminal: a command a non-interactive shell starts with ``&`` inherits SIGINT
+    ignored, and Python then never raises KeyboardInterrupt (the CLI ran to its end, exit 0, whenever the suite was
+    started in the background: `slurm-ctrl-c-resume`'s "flaky" failure)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _host(study: Path, out: Path, sleep_s: float) -> subprocess.Popen[bytes]:
     env = {**os.environ, "ISOCOST_FAULT_INJECT": f"sleep-per-batch:{sleep_s}", "PYTHONPATH": str(ROOT)}
     return subprocess.Popen([sys.executable, "-m", "runner.cli", "run", str(study), "--out", str(out), *CLI_OPTIONS],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=_as_at_a_terminal)
 
 
 def _wait_for(condition: Callable[[], bool], timeout_s: float = 180) -> bool:
